@@ -1,0 +1,114 @@
+//! Builds the policy components the host ships and the test guests, so a plain
+//! `cargo build` of the host is enough on a fresh clone.
+//!
+//! The guest crates are workspace members; they are compiled for `wasm32-wasip2` by a
+//! nested cargo with its own target directory (so it never waits on the outer build's
+//! lock) and the `guest` profile. The shipped policies are embedded with
+//! `include_bytes!` through a generated table (`$OUT_DIR/builtin_policies.rs`); the test
+//! guests' paths reach the tests as `SWITCHYARD_TEST_GUEST_<FOLDER>` variables.
+
+use std::{env, path::PathBuf, process::Command};
+
+/// Directories whose subfolders are guest crates. Under `policies/` every crate but the
+/// SDK is a shipped policy named after its folder; `tests/guests/` holds the misbehaving
+/// guests the runtime tests load.
+const POLICY_DIR: &str = "policies";
+const TEST_GUEST_DIR: &str = "tests/guests";
+const NOT_A_POLICY: &[&str] = &["sdk"];
+
+const TARGET: &str = "wasm32-wasip2";
+
+fn main() {
+    let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
+    let workspace = manifest_dir.parent().unwrap().to_path_buf();
+    for watched in ["wit", "policies", "tests/guests", "Cargo.lock"] {
+        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+    }
+
+    // <target>/<profile>/build/<pkg>-<hash>/out -> <target>
+    let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
+    let target_root = out_dir.ancestors().nth(4).expect("OUT_DIR is inside a target directory");
+    let guest_target = target_root.join("guests");
+
+    let policies = guest_crates(&workspace.join(POLICY_DIR));
+    let test_guests = guest_crates(&workspace.join(TEST_GUEST_DIR));
+
+    let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let mut cmd = Command::new(cargo);
+    cmd.current_dir(&workspace)
+        .args(["build", "--profile", "guest", "--target", TARGET, "--target-dir"])
+        .arg(&guest_target);
+    for guest in policies.iter().chain(&test_guests) {
+        cmd.args(["-p", &guest.package]);
+    }
+    // The outer build's flags (coverage, sanitizers, host-only -C options) must not leak
+    // into the wasm build.
+    for var in [
+        "CARGO_ENCODED_RUSTFLAGS",
+        "RUSTFLAGS",
+        "CARGO_BUILD_RUSTFLAGS",
+        "CARGO_TARGET_DIR",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WORKSPACE_WRAPPER",
+        "RUSTC_WRAPPER",
+        "CARGO_PRIMARY_PACKAGE",
+    ] {
+        cmd.env_remove(var);
+    }
+    let status = cmd.status().expect("cannot run cargo to build the policy components");
+    assert!(
+        status.success(),
+        "building the policy components for {TARGET} failed; the rust-toolchain.toml in the \
+         repository pins that target, so `rustup target add {TARGET}` fixes a toolchain without it"
+    );
+
+    let wasm_dir = guest_target.join(TARGET).join("guest");
+    let wasm_of = |guest: &Guest| {
+        let path = wasm_dir.join(format!("{}.wasm", guest.package.replace('-', "_")));
+        assert!(path.exists(), "{} built but {} is missing", guest.package, path.display());
+        path
+    };
+    for guest in &test_guests {
+        let var = guest.folder.replace('-', "_").to_uppercase();
+        println!("cargo:rustc-env=SWITCHYARD_TEST_GUEST_{var}={}", wasm_of(guest).display());
+    }
+    let mut table = String::from("&[\n");
+    for guest in &policies {
+        table.push_str(&format!(
+            "    BuiltinPolicy {{ name: {:?}, bytes: include_bytes!({:?}) }},\n",
+            guest.folder,
+            wasm_of(guest)
+        ));
+    }
+    table.push_str("]\n");
+    std::fs::write(out_dir.join("builtin_policies.rs"), table).unwrap();
+}
+
+struct Guest {
+    folder: String,
+    package: String,
+}
+
+/// Crates directly under `dir`, sorted by folder name, with the package name read from
+/// their manifest.
+fn guest_crates(dir: &std::path::Path) -> Vec<Guest> {
+    let mut guests: Vec<Guest> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
+        .filter_map(Result::ok)
+        .filter(|entry| entry.path().join("Cargo.toml").is_file())
+        .filter_map(|entry| {
+            let folder = entry.file_name().to_string_lossy().into_owned();
+            if NOT_A_POLICY.contains(&folder.as_str()) {
+                return None;
+            }
+            let manifest = std::fs::read_to_string(entry.path().join("Cargo.toml")).ok()?;
+            let package = manifest
+                .lines()
+                .find_map(|l| l.trim().strip_prefix("name = "))
+                .map(|n| n.trim_matches('"').to_string())?;
+            Some(Guest { folder, package })
+        })
+        .collect();
+    guests.sort_by(|a, b| a.folder.cmp(&b.folder));
+    guests
+}

@@ -1,0 +1,82 @@
+//! Command-line interface: argument parsing and the commands' output. The work itself is
+//! done by the library; this module formats what it returns for a person.
+
+mod policy;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
+
+/// Host for WebAssembly scheduling policies of deep-learning training jobs.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about)]
+pub struct Cli {
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Sandbox settings shared by every command that runs policies.
+#[derive(Debug, clap::Args)]
+pub struct SandboxArgs {
+    /// Deadline of one policy call, in milliseconds.
+    #[arg(long, global = true, default_value_t = 100, value_name = "MS")]
+    pub policy_deadline_ms: u64,
+
+    /// Memory cap of one policy instance, in MiB.
+    #[arg(long, global = true, default_value_t = 64, value_name = "MIB")]
+    pub policy_memory_mib: usize,
+
+    /// Directory for the on-disk cache of compiled policies (none: memory only).
+    #[arg(long, global = true, env = "SWITCHYARD_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+impl SandboxArgs {
+    fn runtime(&self) -> anyhow::Result<Runtime> {
+        let options = RuntimeOptions {
+            limits: SandboxLimits {
+                deadline: Duration::from_millis(self.policy_deadline_ms),
+                memory_bytes: self.policy_memory_mib << 20,
+                ..SandboxLimits::default()
+            },
+            cache_dir: self.cache_dir.clone(),
+        };
+        Ok(Runtime::new(options)?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Inspect, validate and list policy components.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+}
+
+/// Runs the parsed command.
+pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
+    }
+}
+
+/// Logs go to standard error so command output stays clean on standard output.
+pub fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}

@@ -1,0 +1,184 @@
+//! The contract with policies: the one `bindgen!` of `wit/policy.wit`, and conversion
+//! between its generated types and the host's [`crate::model`].
+//!
+//! Nothing outside this module touches a generated type, so a change to the WIT shows
+//! up as compile errors here and nowhere else.
+
+use crate::model;
+
+/// Generated host bindings of the `switchyard:policy/policy` world.
+#[allow(missing_docs, clippy::all)]
+pub mod bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "switchyard:policy/policy@0.1.0",
+    });
+}
+
+use bindings::switchyard::policy::types as wit;
+
+/// The name a component must export the scheduler interface under.
+pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
+
+/// The WIT package and version this host speaks.
+pub const PACKAGE: &str = "switchyard:policy@0.1.0";
+
+fn resources(r: &model::Resources) -> wit::Resources {
+    wit::Resources { cpu_millis: r.cpu_millis, memory_bytes: r.memory_bytes, gpus: r.gpus }
+}
+
+fn labels(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::Label> {
+    map.iter().map(|(k, v)| wit::Label { key: k.clone(), value: v.clone() }).collect()
+}
+
+fn node(n: &model::Node) -> wit::Node {
+    wit::Node {
+        name: n.name.clone(),
+        allocatable: resources(&n.allocatable),
+        requested: resources(&n.requested),
+        usage: n.usage.as_ref().map(resources),
+        labels: labels(&n.labels),
+        schedulable: n.schedulable,
+    }
+}
+
+fn task(t: &model::Task) -> wit::Task {
+    wit::Task {
+        name: t.name.clone(),
+        role: t.role.clone(),
+        node: t.node.clone(),
+        phase: match t.phase {
+            model::TaskPhase::Pending => wit::TaskPhase::Pending,
+            model::TaskPhase::Running => wit::TaskPhase::Running,
+            model::TaskPhase::Restarting => wit::TaskPhase::Restarting,
+        },
+        requests: resources(&t.requests),
+        cpu_weight: t.cpu_weight,
+        usage: t.usage.as_ref().map(resources),
+    }
+}
+
+fn job(j: &model::Job) -> wit::Job {
+    wit::Job {
+        id: j.id.clone(),
+        phase: match j.phase {
+            model::JobPhase::Waiting => wit::JobPhase::Waiting,
+            model::JobPhase::Running => wit::JobPhase::Running,
+            model::JobPhase::Restarting => wit::JobPhase::Restarting,
+        },
+        submit_time: j.submit_time,
+        start_time: j.start_time,
+        priority: j.priority,
+        utility: j.utility,
+        tasks: j.tasks.iter().map(task).collect(),
+        replicas: wit::Replicas {
+            role: j.replicas.role.clone(),
+            current: j.replicas.current,
+            min: j.replicas.min,
+            max: j.replicas.max,
+        },
+        loss: j
+            .loss
+            .iter()
+            .map(|s| wit::LossSample { time: s.time, step: s.step, value: s.value })
+            .collect(),
+        metric_rises: j.metric_rises,
+        migrated: j.migrated,
+        rebalanced: j.rebalanced,
+        checkpointable: j.checkpointable,
+        labels: labels(&j.labels),
+    }
+}
+
+fn trigger(t: &model::Trigger) -> wit::Trigger {
+    match t {
+        model::Trigger::Tick => wit::Trigger::Tick,
+        model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
+        model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
+        model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
+    }
+}
+
+/// The snapshot as the policy receives it.
+pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
+    wit::Snapshot {
+        time: s.time,
+        triggers: s.triggers.iter().map(trigger).collect(),
+        nodes: s.nodes.iter().map(node).collect(),
+        jobs: s.jobs.iter().map(job).collect(),
+    }
+}
+
+/// Settings in the order the WIT carries them (sorted by name).
+pub fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {
+    settings
+        .iter()
+        .map(|(name, value)| wit::Setting { name: name.clone(), value: value.clone() })
+        .collect()
+}
+
+/// Settings as the host keeps them; a name given twice keeps its last value.
+pub fn settings_from_wit(settings: Vec<wit::Setting>) -> model::Settings {
+    settings.into_iter().map(|s| (s.name, s.value)).collect()
+}
+
+fn operation(op: wit::Operation) -> model::Operation {
+    match op {
+        wit::Operation::Place(p) => model::Operation::Place {
+            job: p.job,
+            assignments: p
+                .assignments
+                .into_iter()
+                .map(|a| model::Assignment { task: a.task, node: a.node })
+                .collect(),
+        },
+        wit::Operation::Migrate(m) => model::Operation::Migrate {
+            job: m.job,
+            task: m.task,
+            node: m.node,
+            kind: match m.kind {
+                wit::MigrationKind::Reallocate => model::MigrationKind::Reallocate,
+                wit::MigrationKind::Rebalance => model::MigrationKind::Rebalance,
+            },
+        },
+        wit::Operation::SetCpuWeight(w) => {
+            model::Operation::SetCpuWeight { job: w.job, task: w.task, weight: w.weight }
+        }
+        wit::Operation::Scale(s) => {
+            model::Operation::Scale { job: s.job, replicas: s.replicas, nodes: s.nodes }
+        }
+        wit::Operation::Wait(job) => model::Operation::Wait { job },
+    }
+}
+
+/// The policy's answer as the host keeps it.
+pub fn decision_from_wit(d: wit::Decision) -> model::Decision {
+    model::Decision {
+        actions: d
+            .actions
+            .into_iter()
+            .map(|a| model::Action { op: operation(a.op), reason: a.reason })
+            .collect(),
+        labels: d
+            .labels
+            .into_iter()
+            .map(|l| model::JobLabel { job: l.job, key: l.key, value: l.value })
+            .collect(),
+        next_call_after: d.next_call_after,
+        state: d.state,
+    }
+}
+
+/// The policy's self-description as the host keeps it.
+pub fn description_from_wit(d: wit::Description) -> model::Description {
+    model::Description {
+        name: d.name,
+        version: d.version,
+        summary: d.summary,
+        parameters: d
+            .parameters
+            .into_iter()
+            .map(|p| model::Parameter { name: p.name, default: p.default_value, doc: p.doc })
+            .collect(),
+    }
+}

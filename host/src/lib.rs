@@ -1,0 +1,20 @@
+//! switchyard: a host for scheduling policies compiled to WebAssembly components.
+//!
+//! The controller gathers cluster state and each job's training progress, hands it to
+//! the active policy, checks the policy's answer and applies what is valid. Modules:
+//!
+//! - [`model`]: the host's own view of a cluster and of a policy's decision; everything
+//!   else in the host speaks these types.
+//! - [`contract`]: the one `bindgen!` of `wit/policy.wit` and the conversions between
+//!   the WIT types and [`model`].
+//! - [`runtime`]: compiling, checking, caching and calling policy components in a
+//!   sandbox (epoch deadline, memory cap, virtual clocks and randomness).
+//! - [`validate`]: checking a decision against the snapshot it was made for.
+//! - [`registry`]: the policies shipped inside the binary, addressable by name, and
+//!   loading a policy from a file.
+
+pub mod contract;
+pub mod model;
+pub mod registry;
+pub mod runtime;
+pub mod validate;

@@ -1,0 +1,346 @@
+//! Loading, checking and calling policy components.
+//!
+//! A component is compiled once per content digest and kept pre-linked
+//! ([`wasmtime::component::InstancePre`]); every call gets a fresh instance in a fresh
+//! store, so no guest memory survives between calls and a policy is a function of
+//! (settings, snapshot, state) alone. Calls run under an epoch deadline and a memory cap
+//! set once here; a failing call is a [`PolicyError`] naming the policy, never a crash.
+//! Compiled code is also cached on disk by wasmtime, keyed by the component's content.
+
+mod epoch;
+mod error;
+mod sandbox;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::{Config, Engine, Store, Trap};
+
+pub use error::{LoadError, PolicyError};
+
+use crate::contract::{self, PACKAGE, SCHEDULER_EXPORT, bindings};
+use crate::model::{Decision, Description, Settings, Snapshot};
+use sandbox::GuestState;
+
+/// Sandbox limits applied to every policy call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Wall time a single call may take before it is stopped.
+    pub deadline: Duration,
+    /// Linear memory a policy instance may grow to.
+    pub memory_bytes: usize,
+    /// Largest state blob a policy may hand back.
+    pub state_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            state_bytes: 16 << 20,
+        }
+    }
+}
+
+/// How the runtime is set up.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeOptions {
+    /// Limits for every call.
+    pub limits: SandboxLimits,
+    /// Directory for wasmtime's on-disk cache of compiled code; `None` keeps compiled
+    /// code in memory only.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The content digest that identifies a component (SHA-256 of its bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComponentDigest([u8; 32]);
+
+impl ComponentDigest {
+    /// Digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// `sha256:` and the full hex digest.
+    pub fn to_hex(&self) -> String {
+        format!("sha256:{}", hex::encode(self.0))
+    }
+
+    /// The first 12 hex digits, for logs and error messages.
+    pub fn short(&self) -> String {
+        hex::encode(&self.0[..6])
+    }
+}
+
+impl std::fmt::Display for ComponentDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Compiles, checks and caches policy components; cheap to clone and share.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    engine: Engine,
+    linker: Linker<GuestState>,
+    limits: SandboxLimits,
+    digest_to_module: Mutex<HashMap<ComponentDigest, Arc<PolicyModule>>>,
+    _ticker: epoch::Ticker,
+}
+
+impl Runtime {
+    /// An engine with epoch interruption and the policy world's imports linked.
+    pub fn new(options: RuntimeOptions) -> Result<Self, LoadError> {
+        let mut config = Config::new();
+        config.epoch_interruption(true);
+        if let Some(dir) = &options.cache_dir {
+            let cache = wasmtime::CacheConfig::new()
+                .with_directory(dir)
+                .clone();
+            let cache = wasmtime::Cache::new(cache).map_err(|e| LoadError::Engine(e.to_string()))?;
+            config.cache(Some(cache));
+        }
+        let engine = Engine::new(&config).map_err(|e| LoadError::Engine(e.to_string()))?;
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+            .map_err(|e| LoadError::Engine(e.to_string()))?;
+        bindings::Policy::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
+            .map_err(|e| LoadError::Engine(e.to_string()))?;
+        let ticker = epoch::Ticker::start(engine.clone());
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                engine,
+                linker,
+                limits: options.limits,
+                digest_to_module: Mutex::new(HashMap::new()),
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> SandboxLimits {
+        self.inner.limits
+    }
+
+    /// Compiles (or finds in the cache) and checks a component; `source_name` names it
+    /// in errors (a file path, `builtin:specon`, an upload).
+    pub fn load(&self, bytes: &[u8], source_name: &str) -> Result<Arc<PolicyModule>, LoadError> {
+        let digest = ComponentDigest::of(bytes);
+        if let Some(module) = self.inner.digest_to_module.lock().unwrap().get(&digest) {
+            return Ok(module.clone());
+        }
+        let module = Arc::new(self.compile(bytes, digest, source_name)?);
+        self.inner.digest_to_module.lock().unwrap().insert(digest, module.clone());
+        Ok(module)
+    }
+
+    fn compile(
+        &self,
+        bytes: &[u8],
+        digest: ComponentDigest,
+        source_name: &str,
+    ) -> Result<PolicyModule, LoadError> {
+        check_is_component(bytes, source_name)?;
+        let component = Component::new(&self.inner.engine, bytes).map_err(|e| {
+            LoadError::NotAComponent { source_name: source_name.into(), reason: format!("{e:#}") }
+        })?;
+        check_world(&self.inner.engine, &component, source_name)?;
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
+            source_name: source_name.into(),
+            reason: format!("{e:#}"),
+            expected: SCHEDULER_EXPORT,
+        };
+        let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(wrong_world)?;
+        let pre = bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?;
+        let mut module = PolicyModule {
+            pre,
+            digest,
+            limits: self.inner.limits,
+            description: Description {
+                name: source_name.to_string(),
+                version: String::new(),
+                summary: String::new(),
+                parameters: vec![],
+            },
+        };
+        module.description = module
+            .describe()
+            .map_err(|source| LoadError::Describe { source_name: source_name.into(), source })?;
+        Ok(module)
+    }
+}
+
+/// Refuses core modules and non-Wasm bytes with a message that says which it is.
+fn check_is_component(bytes: &[u8], source_name: &str) -> Result<(), LoadError> {
+    let refuse = |reason: &str| LoadError::NotAComponent {
+        source_name: source_name.into(),
+        reason: reason.into(),
+    };
+    if !bytes.starts_with(b"\0asm") {
+        return Err(refuse("the file does not start with the WebAssembly magic bytes"));
+    }
+    if wasmparser::Parser::is_core_wasm(bytes) {
+        return Err(refuse(
+            "it is a core WebAssembly module; build the policy for wasm32-wasip2 (or wrap it \
+             with `wasm-tools component new`) so it becomes a component",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the exports before linking, so a wrong version or another world gets a
+/// message naming what was found instead of a type mismatch deep in the linker.
+fn check_world(engine: &Engine, component: &Component, source_name: &str) -> Result<(), LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    if exports.iter().any(|e| e == SCHEDULER_EXPORT) {
+        return Ok(());
+    }
+    let reason = match exports.iter().find(|e| e.starts_with("switchyard:policy/scheduler")) {
+        Some(other) => format!(
+            "it exports `{other}`, built against another version of the contract; this host \
+             speaks {PACKAGE}"
+        ),
+        None if exports.is_empty() => "it exports nothing".to_string(),
+        None => format!("it exports {}", exports.join(", ")),
+    };
+    Err(LoadError::WrongWorld { source_name: source_name.into(), reason, expected: SCHEDULER_EXPORT })
+}
+
+/// A checked, pre-linked policy component, ready to be called.
+pub struct PolicyModule {
+    pre: bindings::PolicyPre<GuestState>,
+    digest: ComponentDigest,
+    limits: SandboxLimits,
+    description: Description,
+}
+
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule")
+            .field("name", &self.description.name)
+            .field("digest", &self.digest.short())
+            .finish()
+    }
+}
+
+impl PolicyModule {
+    /// Its content digest.
+    pub fn digest(&self) -> ComponentDigest {
+        self.digest
+    }
+
+    /// What it said about itself when it was loaded.
+    pub fn description(&self) -> &Description {
+        &self.description
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.description.name
+    }
+
+    /// Checks operator settings and returns the effective ones, defaults filled in.
+    pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
+        let wit_settings = contract::settings_to_wit(settings);
+        let answer = self.call(0.0, 0, |policy, store| {
+            policy.switchyard_policy_scheduler().call_configure(store, &wit_settings)
+        })?;
+        answer.map(contract::settings_from_wit).map_err(|message| self.refused(message))
+    }
+
+    /// One decision round. `seed` seeds the guest's randomness; the same inputs and
+    /// seed always give the same decision.
+    pub fn decide(
+        &self,
+        settings: &Settings,
+        snapshot: &Snapshot,
+        state: &[u8],
+        seed: u64,
+    ) -> Result<Decision, PolicyError> {
+        let wit_settings = contract::settings_to_wit(settings);
+        let wit_snapshot = contract::snapshot_to_wit(snapshot);
+        let answer = self.call(snapshot.time, seed, |policy, store| {
+            policy.switchyard_policy_scheduler().call_decide(store, &wit_settings, &wit_snapshot, state)
+        })?;
+        let decision = answer.map_err(|message| self.refused(message))?;
+        if decision.state.len() > self.limits.state_bytes {
+            return Err(PolicyError::InvalidResult {
+                policy: self.name().to_string(),
+                digest: self.digest.short(),
+                message: format!(
+                    "state blob of {} bytes exceeds the {}-byte limit",
+                    decision.state.len(),
+                    self.limits.state_bytes
+                ),
+            });
+        }
+        if let Some(after) = decision.next_call_after
+            && !(after.is_finite() && after >= 0.0)
+        {
+            return Err(PolicyError::InvalidResult {
+                policy: self.name().to_string(),
+                digest: self.digest.short(),
+                message: format!("next-call-after must be a non-negative number of seconds, got {after}"),
+            });
+        }
+        Ok(contract::decision_from_wit(decision))
+    }
+
+    fn describe(&self) -> Result<Description, PolicyError> {
+        let description = self.call(0.0, 0, |policy, store| {
+            policy.switchyard_policy_scheduler().call_describe(store)
+        })?;
+        Ok(contract::description_from_wit(description))
+    }
+
+    /// Instantiates into a fresh store under the sandbox limits and runs `f`.
+    fn call<R>(
+        &self,
+        time: f64,
+        seed: u64,
+        f: impl FnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PolicyError> {
+        let engine = self.pre.engine();
+        let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
+        let mut store = Store::new(engine, state);
+        store.limiter(|s| s.limiter());
+        store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
+        store.epoch_deadline_trap();
+        let outcome = self.pre.instantiate(&mut store).and_then(|policy| f(&policy, &mut store));
+        outcome.map_err(|error| self.classify(error, store.data()))
+    }
+
+    fn classify(&self, error: wasmtime::Error, state: &GuestState) -> PolicyError {
+        let policy = self.name().to_string();
+        let digest = self.digest.short();
+        if state.memory_refused() {
+            return PolicyError::OutOfMemory { policy, digest, limit_bytes: self.limits.memory_bytes };
+        }
+        if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
+            return PolicyError::DeadlineExceeded { policy, digest, deadline: self.limits.deadline };
+        }
+        let printed = state.guest_output();
+        let message = if printed.is_empty() {
+            format!("{error:#}")
+        } else {
+            format!("{error:#}; the policy printed: {printed}")
+        };
+        PolicyError::Trap { policy, digest, message }
+    }
+
+    fn refused(&self, message: String) -> PolicyError {
+        PolicyError::Refused { policy: self.name().to_string(), digest: self.digest.short(), message }
+    }
+}

@@ -1,0 +1,109 @@
+//! Typed errors of loading and calling policy components.
+
+use std::time::Duration;
+
+/// A component was refused at load time.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The bytes are not a WebAssembly component (a core module, or not Wasm at all).
+    #[error("{source_name} is not a WebAssembly component: {reason}")]
+    NotAComponent {
+        /// Where the bytes came from.
+        source_name: String,
+        /// What the parser said.
+        reason: String,
+    },
+    /// The component does not implement the policy world at the host's version.
+    #[error(
+        "{source_name} does not implement the switchyard policy world: {reason} \
+         (a policy must export `{expected}` and import only `switchyard:policy/host` and WASI)"
+    )]
+    WrongWorld {
+        /// Where the bytes came from.
+        source_name: String,
+        /// What is missing or different.
+        reason: String,
+        /// The export the host looks for.
+        expected: &'static str,
+    },
+    /// `describe` failed when the host asked the policy who it is.
+    #[error("{source_name}: calling `describe` failed: {source}")]
+    Describe {
+        /// Where the bytes came from.
+        source_name: String,
+        /// The call failure.
+        #[source]
+        source: PolicyError,
+    },
+    /// The engine could not be set up (bad cache configuration).
+    #[error("cannot set up the WebAssembly engine: {0}")]
+    Engine(String),
+}
+
+/// A call into a loaded policy failed; the policy's name and digest say which one.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The policy ran past its epoch deadline and was stopped.
+    #[error("policy {policy} ({digest}) ran past its {deadline:?} deadline and was stopped")]
+    DeadlineExceeded {
+        /// Policy name.
+        policy: String,
+        /// Short digest.
+        digest: String,
+        /// The deadline it overran.
+        deadline: Duration,
+    },
+    /// The policy tried to grow its memory past the cap.
+    #[error("policy {policy} ({digest}) tried to use more than {limit_bytes} bytes of memory and was stopped")]
+    OutOfMemory {
+        /// Policy name.
+        policy: String,
+        /// Short digest.
+        digest: String,
+        /// The cap.
+        limit_bytes: usize,
+    },
+    /// The policy trapped (panic, unreachable, bad memory access).
+    #[error("policy {policy} ({digest}) trapped: {message}")]
+    Trap {
+        /// Policy name.
+        policy: String,
+        /// Short digest.
+        digest: String,
+        /// The trap and anything the guest printed.
+        message: String,
+    },
+    /// The policy returned an error of its own (bad settings, state it cannot read).
+    #[error("policy {policy} ({digest}) refused: {message}")]
+    Refused {
+        /// Policy name.
+        policy: String,
+        /// Short digest.
+        digest: String,
+        /// The policy's message.
+        message: String,
+    },
+    /// The policy returned something the host cannot use.
+    #[error("policy {policy} ({digest}) returned an invalid result: {message}")]
+    InvalidResult {
+        /// Policy name.
+        policy: String,
+        /// Short digest.
+        digest: String,
+        /// What is wrong with it.
+        message: String,
+    },
+}
+
+impl PolicyError {
+    /// A short label for metrics (`deadline`, `oom`, `trap`, `refused`, `invalid`).
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            PolicyError::DeadlineExceeded { .. } => "deadline",
+            PolicyError::OutOfMemory { .. } => "oom",
+            PolicyError::Trap { .. } => "trap",
+            PolicyError::Refused { .. } => "refused",
+            PolicyError::InvalidResult { .. } => "invalid",
+        }
+    }
+}

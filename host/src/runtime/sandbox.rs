@@ -1,0 +1,151 @@
+//! What a policy instance may touch: the per-call store state with its memory limiter,
+//! a locked-down WASI context (no files, network, environment or arguments; virtual
+//! clocks at the snapshot's time; randomness seeded from the call), and the `log` import.
+
+use std::time::Duration;
+
+use rand_core::SeedableRng;
+use wasmtime::ResourceLimiter;
+use wasmtime::component::ResourceTable;
+use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
+use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
+
+use crate::contract::bindings::switchyard::policy::host::{Host, LogLevel};
+use crate::contract::bindings::switchyard::policy::types;
+
+/// How much a guest may print to stdout/stderr in one call before the rest is dropped.
+const GUEST_OUTPUT_CAPACITY: usize = 64 * 1024;
+
+/// Everything one policy call's store holds.
+pub(crate) struct GuestState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: MemoryCap,
+    policy_name: String,
+    stderr: MemoryOutputPipe,
+}
+
+impl GuestState {
+    /// A fresh sandbox for one call made at `time` (snapshot seconds), seeded by `seed`.
+    pub(crate) fn new(policy_name: &str, memory_limit: usize, time: f64, seed: u64) -> Self {
+        let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAPACITY);
+        let mut builder = WasiCtx::builder();
+        builder
+            .stdout(stderr.clone())
+            .stderr(stderr.clone())
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .wall_clock(VirtualClock::at(time))
+            .monotonic_clock(VirtualClock::at(time))
+            .secure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed))
+            .insecure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x5eed))
+            .insecure_random_seed(u128::from(seed));
+        Self {
+            wasi: builder.build(),
+            table: ResourceTable::new(),
+            limiter: MemoryCap { limit: memory_limit, refused: false },
+            policy_name: policy_name.to_string(),
+            stderr,
+        }
+    }
+
+    /// The limiter the store consults before any memory or table growth.
+    pub(crate) fn limiter(&mut self) -> &mut MemoryCap {
+        &mut self.limiter
+    }
+
+    /// True when the guest asked for memory past its cap during this call.
+    pub(crate) fn memory_refused(&self) -> bool {
+        self.limiter.refused
+    }
+
+    /// What the guest printed (a Rust panic message, for instance).
+    pub(crate) fn guest_output(&self) -> String {
+        String::from_utf8_lossy(&self.stderr.contents()).trim().to_string()
+    }
+}
+
+impl WasiView for GuestState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+    }
+}
+
+/// The `types` interface has no functions; the impl only satisfies the linker's bound.
+impl types::Host for GuestState {}
+
+impl Host for GuestState {
+    fn log(&mut self, level: LogLevel, message: String) {
+        let policy = self.policy_name.as_str();
+        match level {
+            LogLevel::Trace => tracing::trace!(policy, "{message}"),
+            LogLevel::Debug => tracing::debug!(policy, "{message}"),
+            LogLevel::Info => tracing::info!(policy, "{message}"),
+            LogLevel::Warn => tracing::warn!(policy, "{message}"),
+            LogLevel::Error => tracing::error!(policy, "{message}"),
+        }
+    }
+}
+
+/// Caps linear memory; remembers a refusal so the host can report it as out-of-memory
+/// rather than as whatever trap the guest's allocator turns it into.
+pub(crate) struct MemoryCap {
+    limit: usize,
+    refused: bool,
+}
+
+/// Tables (function references) are small in practice; this bounds a hostile guest.
+const TABLE_ELEMENT_LIMIT: usize = 100_000;
+
+impl ResourceLimiter for MemoryCap {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        let allowed = desired <= self.limit;
+        self.refused |= !allowed;
+        Ok(allowed)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= TABLE_ELEMENT_LIMIT)
+    }
+}
+
+/// A clock that stands still at the snapshot's time, so a policy that reads the time
+/// gets the same answer on every replay.
+struct VirtualClock {
+    since_epoch: Duration,
+}
+
+impl VirtualClock {
+    fn at(time: f64) -> Self {
+        Self { since_epoch: Duration::from_secs_f64(time.max(0.0)) }
+    }
+}
+
+impl HostWallClock for VirtualClock {
+    fn resolution(&self) -> Duration {
+        Duration::from_nanos(1)
+    }
+    fn now(&self) -> Duration {
+        self.since_epoch
+    }
+}
+
+impl HostMonotonicClock for VirtualClock {
+    fn resolution(&self) -> u64 {
+        1
+    }
+    fn now(&self) -> u64 {
+        self.since_epoch.as_nanos() as u64
+    }
+}

@@ -1,0 +1,395 @@
+//! Checks a policy's decision against the snapshot it was made for, action by action.
+//!
+//! Actions are checked in order against a running account of the cluster, so two
+//! placements that each fit alone but not together are caught: the first is accepted and
+//! the second rejected. An invalid action is rejected with a reason and the others still
+//! go through; a rejected placement binds none of its tasks (a gang is all or nothing).
+
+use std::collections::{HashMap, HashSet};
+
+use crate::model::{
+    Action, Assignment, Decision, JobPhase, MigrationKind, Operation, Resources, Snapshot,
+    TaskPhase,
+};
+
+/// Why one action was rejected.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub enum Rejection {
+    /// The job is not in the snapshot (finished, or never existed).
+    #[error("unknown job `{job}`")]
+    UnknownJob {
+        /// Job id.
+        job: String,
+    },
+    /// The job has no task of that name.
+    #[error("job `{job}` has no task `{task}`")]
+    UnknownTask {
+        /// Job id.
+        job: String,
+        /// Task name.
+        task: String,
+    },
+    /// No node of that name.
+    #[error("unknown node `{node}`")]
+    UnknownNode {
+        /// Node name.
+        node: String,
+    },
+    /// The node is cordoned or not ready.
+    #[error("node `{node}` is not schedulable")]
+    NodeUnschedulable {
+        /// Node name.
+        node: String,
+    },
+    /// Placing the task would exceed what the node has left.
+    #[error("task `{task}` of job `{job}` does not fit on node `{node}`: it requests {requested}, the node has {free} left")]
+    NodeFull {
+        /// Job id.
+        job: String,
+        /// Task name.
+        task: String,
+        /// Node name.
+        node: String,
+        /// What the task asks for.
+        requested: String,
+        /// What is left on the node.
+        free: String,
+    },
+    /// A placement named a task that is already on a node, or named it twice.
+    #[error("task `{task}` of job `{job}` is not pending (already placed, or named twice)")]
+    TaskNotPending {
+        /// Job id.
+        job: String,
+        /// Task name.
+        task: String,
+    },
+    /// A placement with no tasks.
+    #[error("placement for job `{job}` names no tasks")]
+    EmptyPlacement {
+        /// Job id.
+        job: String,
+    },
+    /// The job has been moved once already for this reason.
+    #[error("job `{job}` was already migrated ({kind}); a job moves at most once per kind")]
+    AlreadyMigrated {
+        /// Job id.
+        job: String,
+        /// `reallocate` or `rebalance`.
+        kind: &'static str,
+    },
+    /// The job cannot checkpoint, so it cannot be moved or rescaled.
+    #[error("job `{job}` cannot checkpoint, so it cannot be migrated or rescaled")]
+    NotCheckpointable {
+        /// Job id.
+        job: String,
+    },
+    /// The job or task is not in a state that allows the action.
+    #[error("job `{job}` is {phase}: {what}")]
+    WrongPhase {
+        /// Job id.
+        job: String,
+        /// Its phase.
+        phase: String,
+        /// What cannot be done.
+        what: String,
+    },
+    /// A CPU weight outside (0, 1].
+    #[error("CPU weight {weight} for task `{task}` of job `{job}` is outside (0, 1]")]
+    WeightOutOfRange {
+        /// Job id.
+        job: String,
+        /// Task name.
+        task: String,
+        /// The weight asked for.
+        weight: f64,
+    },
+    /// A replica count outside min..max, or equal to the current one.
+    #[error("job `{job}` cannot scale to {replicas} replicas: {why}")]
+    BadReplicaCount {
+        /// Job id.
+        job: String,
+        /// Count asked for.
+        replicas: u32,
+        /// Why not.
+        why: String,
+    },
+    /// The job already had a migration or rescale accepted in this decision.
+    #[error("job `{job}` already has a migration or rescale in this decision")]
+    ConflictingAction {
+        /// Job id.
+        job: String,
+    },
+}
+
+impl Rejection {
+    /// Short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Rejection::UnknownJob { .. } => "unknown-job",
+            Rejection::UnknownTask { .. } => "unknown-task",
+            Rejection::UnknownNode { .. } => "unknown-node",
+            Rejection::NodeUnschedulable { .. } => "node-unschedulable",
+            Rejection::NodeFull { .. } => "node-full",
+            Rejection::TaskNotPending { .. } => "task-not-pending",
+            Rejection::EmptyPlacement { .. } => "empty-placement",
+            Rejection::AlreadyMigrated { .. } => "already-migrated",
+            Rejection::NotCheckpointable { .. } => "not-checkpointable",
+            Rejection::WrongPhase { .. } => "wrong-phase",
+            Rejection::WeightOutOfRange { .. } => "weight-out-of-range",
+            Rejection::BadReplicaCount { .. } => "bad-replica-count",
+            Rejection::ConflictingAction { .. } => "conflicting-action",
+        }
+    }
+}
+
+/// An action the validator turned down, and why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Rejected {
+    /// The action as the policy sent it.
+    pub action: Action,
+    /// Why it was turned down.
+    pub reason: Rejection,
+}
+
+/// The outcome of checking one decision.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Checked {
+    /// Actions to apply, in the policy's order.
+    pub accepted: Vec<Action>,
+    /// Actions turned down.
+    pub rejected: Vec<Rejected>,
+}
+
+/// Checks every action of `decision` against `snapshot`.
+pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
+    let mut account = Account::new(snapshot);
+    let mut checked = Checked::default();
+    for action in &decision.actions {
+        match account.check(&action.op) {
+            Ok(()) => checked.accepted.push(action.clone()),
+            Err(reason) => checked.rejected.push(Rejected { action: action.clone(), reason }),
+        }
+    }
+    checked
+}
+
+/// The cluster as the accepted actions so far leave it.
+struct Account<'a> {
+    snapshot: &'a Snapshot,
+    free: HashMap<&'a str, Resources>,
+    placed: HashSet<(&'a str, &'a str)>,
+    moved_jobs: HashSet<&'a str>,
+}
+
+fn show(r: &Resources) -> String {
+    format!("{}m CPU, {} B memory, {} GPU", r.cpu_millis, r.memory_bytes, r.gpus)
+}
+
+impl<'a> Account<'a> {
+    fn new(snapshot: &'a Snapshot) -> Self {
+        let free = snapshot
+            .nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.allocatable.saturating_minus(&n.requested)))
+            .collect();
+        Self { snapshot, free, placed: HashSet::new(), moved_jobs: HashSet::new() }
+    }
+
+    fn check(&mut self, op: &'a Operation) -> Result<(), Rejection> {
+        let job_id = op.job();
+        let job = self
+            .snapshot
+            .job(job_id)
+            .ok_or_else(|| Rejection::UnknownJob { job: job_id.to_string() })?;
+        match op {
+            Operation::Place { assignments, .. } => self.place(job_id, assignments),
+            Operation::Migrate { task, node, kind, .. } => {
+                self.migrate(job_id, task.as_deref(), node, *kind)
+            }
+            Operation::SetCpuWeight { task, weight, .. } => {
+                job.task(task).ok_or_else(|| Rejection::UnknownTask {
+                    job: job_id.into(),
+                    task: task.clone(),
+                })?;
+                if !(weight.is_finite() && *weight > 0.0 && *weight <= 1.0) {
+                    return Err(Rejection::WeightOutOfRange {
+                        job: job_id.into(),
+                        task: task.clone(),
+                        weight: *weight,
+                    });
+                }
+                Ok(())
+            }
+            Operation::Scale { replicas, nodes, .. } => self.scale(job_id, *replicas, nodes),
+            Operation::Wait { .. } => Ok(()),
+        }
+    }
+
+    fn node_free(&self, node: &str) -> Result<Resources, Rejection> {
+        let n = self
+            .snapshot
+            .node(node)
+            .ok_or_else(|| Rejection::UnknownNode { node: node.to_string() })?;
+        if !n.schedulable {
+            return Err(Rejection::NodeUnschedulable { node: node.to_string() });
+        }
+        Ok(self.free[n.name.as_str()])
+    }
+
+    /// Charges `(node, request)` pairs all at once or not at all.
+    fn charge_all(
+        &mut self,
+        job: &str,
+        charges: &[(&'a str, &'a str, Resources)],
+    ) -> Result<(), Rejection> {
+        let mut trial: HashMap<&'a str, Resources> = HashMap::new();
+        for (task, node, request) in charges {
+            let free = match trial.get(node) {
+                Some(f) => *f,
+                None => self.node_free(node)?,
+            };
+            if !free.covers(request) {
+                return Err(Rejection::NodeFull {
+                    job: job.into(),
+                    task: task.to_string(),
+                    node: node.to_string(),
+                    requested: show(request),
+                    free: show(&free),
+                });
+            }
+            trial.insert(node, free.saturating_minus(request));
+        }
+        self.free.extend(trial);
+        Ok(())
+    }
+
+    fn place(&mut self, job_id: &'a str, assignments: &'a [Assignment]) -> Result<(), Rejection> {
+        let job = self.snapshot.job(job_id).expect("checked by caller");
+        if assignments.is_empty() {
+            return Err(Rejection::EmptyPlacement { job: job_id.into() });
+        }
+        if job.phase == JobPhase::Restarting {
+            return Err(Rejection::WrongPhase {
+                job: job_id.into(),
+                phase: "restarting".into(),
+                what: "no placement until it has restarted".into(),
+            });
+        }
+        let mut in_group = HashSet::new();
+        let mut charges = Vec::with_capacity(assignments.len());
+        for a in assignments {
+            let task = job.task(&a.task).ok_or_else(|| Rejection::UnknownTask {
+                job: job_id.into(),
+                task: a.task.clone(),
+            })?;
+            let pending = task.node.is_none() && task.phase == TaskPhase::Pending;
+            let key = (job_id, a.task.as_str());
+            if !pending || self.placed.contains(&key) || !in_group.insert(key) {
+                return Err(Rejection::TaskNotPending { job: job_id.into(), task: a.task.clone() });
+            }
+            charges.push((a.task.as_str(), a.node.as_str(), task.requests));
+        }
+        self.charge_all(job_id, &charges)?;
+        self.placed.extend(in_group);
+        Ok(())
+    }
+
+    fn claim_move(&mut self, job_id: &'a str) -> Result<(), Rejection> {
+        let job = self.snapshot.job(job_id).expect("checked by caller");
+        if !job.checkpointable {
+            return Err(Rejection::NotCheckpointable { job: job_id.into() });
+        }
+        if job.phase != JobPhase::Running {
+            return Err(Rejection::WrongPhase {
+                job: job_id.into(),
+                phase: format!("{:?}", job.phase).to_lowercase(),
+                what: "only a running job can be migrated or rescaled".into(),
+            });
+        }
+        if self.moved_jobs.contains(job_id) {
+            return Err(Rejection::ConflictingAction { job: job_id.into() });
+        }
+        Ok(())
+    }
+
+    fn migrate(
+        &mut self,
+        job_id: &'a str,
+        task: Option<&'a str>,
+        node: &'a str,
+        kind: MigrationKind,
+    ) -> Result<(), Rejection> {
+        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let (done, kind_name) = match kind {
+            MigrationKind::Reallocate => (job.migrated, "reallocate"),
+            MigrationKind::Rebalance => (job.rebalanced, "rebalance"),
+        };
+        if done {
+            return Err(Rejection::AlreadyMigrated { job: job_id.into(), kind: kind_name });
+        }
+        self.claim_move(job_id)?;
+        let moving: Vec<_> = match task {
+            Some(name) => vec![job.task(name).ok_or_else(|| Rejection::UnknownTask {
+                job: job_id.into(),
+                task: name.into(),
+            })?],
+            None => job.tasks.iter().collect(),
+        };
+        if let Some(t) = moving.iter().find(|t| t.node.is_none()) {
+            return Err(Rejection::WrongPhase {
+                job: job_id.into(),
+                phase: "running".into(),
+                what: format!("task `{}` is not on a node, so it cannot move", t.name),
+            });
+        }
+        let charges: Vec<_> = moving
+            .iter()
+            .filter(|t| t.node.as_deref() != Some(node))
+            .map(|t| (t.name.as_str(), node, t.requests))
+            .collect();
+        self.charge_all(job_id, &charges)?;
+        for t in moving.iter().filter(|t| t.node.as_deref() != Some(node)) {
+            let source = t.node.as_deref().expect("checked above");
+            if let Some(free) = self.free.get_mut(source) {
+                *free = free.plus(&t.requests);
+            }
+        }
+        self.moved_jobs.insert(job_id);
+        Ok(())
+    }
+
+    fn scale(&mut self, job_id: &'a str, replicas: u32, nodes: &'a [String]) -> Result<(), Rejection> {
+        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let r = &job.replicas;
+        let bad = |why: String| Rejection::BadReplicaCount { job: job_id.into(), replicas, why };
+        if replicas < r.min || replicas > r.max {
+            return Err(bad(format!("allowed range is {}..={}", r.min, r.max)));
+        }
+        if replicas == r.current {
+            return Err(bad("it already runs that many".into()));
+        }
+        self.claim_move(job_id)?;
+        let template = job
+            .tasks
+            .iter()
+            .find(|t| t.role == r.role)
+            .ok_or_else(|| bad(format!("it has no task of its scalable role `{}`", r.role)))?;
+        if replicas > r.current {
+            let added = (replicas - r.current) as usize;
+            if nodes.len() != added {
+                return Err(bad(format!(
+                    "growing by {added} needs {added} target nodes, got {}",
+                    nodes.len()
+                )));
+            }
+            let charges: Vec<_> =
+                nodes.iter().map(|n| (template.name.as_str(), n.as_str(), template.requests)).collect();
+            self.charge_all(job_id, &charges)?;
+        } else if !nodes.is_empty() {
+            return Err(bad("shrinking takes no target nodes".into()));
+        }
+        self.moved_jobs.insert(job_id);
+        Ok(())
+    }
+}

@@ -1,0 +1,301 @@
+//! Views of the snapshot that placement decisions need: free resources per node, which
+//! nodes fit a task, and packing a gang onto the fewest nodes.
+//!
+//! A [`Ledger`] starts from the snapshot and is charged as the policy decides, so two
+//! placements in one round never count the same free capacity twice (the host would
+//! reject the second).
+
+use crate::{Assignment, Job, Node, Resources, Snapshot, Task, TaskPhase};
+
+/// Resource arithmetic on the WIT record.
+pub trait ResourcesExt {
+    /// All zero.
+    fn zero() -> Resources;
+    /// `self + other`.
+    fn plus(&self, other: &Resources) -> Resources;
+    /// `self - other`, floored at zero.
+    fn saturating_minus(&self, other: &Resources) -> Resources;
+    /// Every component of `other` is at most `self`'s.
+    fn covers(&self, other: &Resources) -> bool;
+}
+
+impl ResourcesExt for Resources {
+    fn zero() -> Resources {
+        Resources { cpu_millis: 0, memory_bytes: 0, gpus: 0 }
+    }
+    fn plus(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis + other.cpu_millis,
+            memory_bytes: self.memory_bytes + other.memory_bytes,
+            gpus: self.gpus + other.gpus,
+        }
+    }
+    fn saturating_minus(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis.saturating_sub(other.cpu_millis),
+            memory_bytes: self.memory_bytes.saturating_sub(other.memory_bytes),
+            gpus: self.gpus.saturating_sub(other.gpus),
+        }
+    }
+    fn covers(&self, other: &Resources) -> bool {
+        self.cpu_millis >= other.cpu_millis
+            && self.memory_bytes >= other.memory_bytes
+            && self.gpus >= other.gpus
+    }
+}
+
+/// Free capacity per node, charged as the policy places tasks within one round.
+#[derive(Clone, Debug)]
+pub struct Ledger {
+    entries: Vec<LedgerEntry>,
+}
+
+#[derive(Clone, Debug)]
+struct LedgerEntry {
+    name: String,
+    allocatable: Resources,
+    free: Resources,
+    schedulable: bool,
+}
+
+impl Ledger {
+    /// Free capacity as the snapshot reports it (allocatable minus requested).
+    pub fn new(snapshot: &Snapshot) -> Self {
+        Self::from_nodes(&snapshot.nodes)
+    }
+
+    /// Same as [`Ledger::new`] from a node list.
+    pub fn from_nodes(nodes: &[Node]) -> Self {
+        let entries = nodes
+            .iter()
+            .map(|n| LedgerEntry {
+                name: n.name.clone(),
+                allocatable: n.allocatable,
+                free: n.allocatable.saturating_minus(&n.requested),
+                schedulable: n.schedulable,
+            })
+            .collect();
+        Self { entries }
+    }
+
+    /// Node names in snapshot order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|e| e.name.as_str())
+    }
+
+    /// What is still free on `node`, or `None` for an unknown node.
+    pub fn free(&self, node: &str) -> Option<Resources> {
+        self.entry(node).map(|e| e.free)
+    }
+
+    /// True when `node` is schedulable and has room for `request`.
+    pub fn fits(&self, node: &str, request: &Resources) -> bool {
+        self.entry(node).is_some_and(|e| e.schedulable && e.free.covers(request))
+    }
+
+    /// Schedulable nodes with room for `request`, in snapshot order.
+    pub fn nodes_fitting(&self, request: &Resources) -> Vec<&str> {
+        self.entries
+            .iter()
+            .filter(|e| e.schedulable && e.free.covers(request))
+            .map(|e| e.name.as_str())
+            .collect()
+    }
+
+    /// kube-scheduler's `LeastAllocated` score (0-100) after placing `request` on
+    /// `node`: the mean over CPU, memory (and GPUs when the node has any) of the free
+    /// fraction left.
+    pub fn least_allocated_score(&self, node: &str, request: &Resources) -> f64 {
+        let Some(e) = self.entry(node) else { return 0.0 };
+        let left = e.free.saturating_minus(request);
+        let mut fractions = vec![
+            ratio(left.cpu_millis as f64, e.allocatable.cpu_millis as f64),
+            ratio(left.memory_bytes as f64, e.allocatable.memory_bytes as f64),
+        ];
+        if e.allocatable.gpus > 0 {
+            fractions.push(ratio(left.gpus as f64, e.allocatable.gpus as f64));
+        }
+        100.0 * fractions.iter().sum::<f64>() / fractions.len() as f64
+    }
+
+    /// Charges `request` to `node`. Returns false (and charges nothing) when it does not fit.
+    pub fn charge(&mut self, node: &str, request: &Resources) -> bool {
+        match self.entries.iter_mut().find(|e| e.name == node) {
+            Some(e) if e.schedulable && e.free.covers(request) => {
+                e.free = e.free.saturating_minus(request);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives `request` back to `node` (a task leaving it).
+    pub fn release(&mut self, node: &str, request: &Resources) {
+        if let Some(e) = self.entries.iter_mut().find(|e| e.name == node) {
+            e.free = e.free.plus(request).min_each(&e.allocatable);
+        }
+    }
+
+    /// Packs `tasks` onto as few nodes as possible: repeatedly fill the node that can
+    /// take the most of the remaining tasks (ties: snapshot order). All or nothing: on
+    /// success the ledger is charged and the assignments returned; on failure nothing
+    /// changes.
+    pub fn pack_gang(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
+        let mut trial = self.clone();
+        let mut remaining: Vec<&Task> = tasks.to_vec();
+        let mut assignments = Vec::with_capacity(tasks.len());
+        while !remaining.is_empty() {
+            let (best, count) = trial
+                .entries
+                .iter()
+                .map(|e| (e.name.clone(), trial.how_many_fit(&e.name, &remaining)))
+                .max_by(|a, b| a.1.cmp(&b.1).then(std::cmp::Ordering::Greater))?;
+            if count == 0 {
+                return None;
+            }
+            let mut placed_here = Vec::new();
+            for (i, task) in remaining.iter().enumerate() {
+                if trial.charge(&best, &task.requests) {
+                    assignments.push(Assignment { task: task.name.clone(), node: best.clone() });
+                    placed_here.push(i);
+                }
+            }
+            for i in placed_here.into_iter().rev() {
+                remaining.remove(i);
+            }
+        }
+        *self = trial;
+        Some(assignments)
+    }
+
+    /// How many of `tasks`, in order, fit on `node` together (greedy).
+    fn how_many_fit(&self, node: &str, tasks: &[&Task]) -> usize {
+        let Some(e) = self.entry(node) else { return 0 };
+        if !e.schedulable {
+            return 0;
+        }
+        let mut free = e.free;
+        tasks
+            .iter()
+            .filter(|t| {
+                let fits = free.covers(&t.requests);
+                if fits {
+                    free = free.saturating_minus(&t.requests);
+                }
+                fits
+            })
+            .count()
+    }
+
+    fn entry(&self, node: &str) -> Option<&LedgerEntry> {
+        self.entries.iter().find(|e| e.name == node)
+    }
+}
+
+trait MinEach {
+    fn min_each(&self, other: &Resources) -> Resources;
+}
+
+impl MinEach for Resources {
+    fn min_each(&self, other: &Resources) -> Resources {
+        Resources {
+            cpu_millis: self.cpu_millis.min(other.cpu_millis),
+            memory_bytes: self.memory_bytes.min(other.memory_bytes),
+            gpus: self.gpus.min(other.gpus),
+        }
+    }
+}
+
+fn ratio(part: f64, whole: f64) -> f64 {
+    if whole <= 0.0 { 0.0 } else { part / whole }
+}
+
+/// The tasks of `job` not yet on a node.
+pub fn pending_tasks(job: &Job) -> Vec<&Task> {
+    job.tasks.iter().filter(|t| t.phase == TaskPhase::Pending && t.node.is_none()).collect()
+}
+
+/// Sum of the requests of `tasks`.
+pub fn total_requests<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Resources {
+    tasks.into_iter().fold(Resources::zero(), |acc, t| acc.plus(&t.requests))
+}
+
+/// Names of the nodes `job` has tasks on, without repeats, in task order.
+pub fn nodes_of(job: &Job) -> Vec<&str> {
+    let mut nodes: Vec<&str> = Vec::new();
+    for node in job.tasks.iter().filter_map(|t| t.node.as_deref()) {
+        if !nodes.contains(&node) {
+            nodes.push(node);
+        }
+    }
+    nodes
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn res(cpu: u64, gpus: u32) -> Resources {
+        Resources { cpu_millis: cpu, memory_bytes: 1 << 30, gpus }
+    }
+
+    fn node(name: &str, cpu: u64, gpus: u32) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources { cpu_millis: cpu, memory_bytes: 64 << 30, gpus },
+            requested: Resources::zero(),
+            usage: None,
+            labels: vec![],
+            schedulable: true,
+        }
+    }
+
+    fn task(name: &str, gpus: u32) -> Task {
+        Task {
+            name: name.into(),
+            role: "worker".into(),
+            node: None,
+            phase: TaskPhase::Pending,
+            requests: res(1000, gpus),
+            cpu_weight: 1.0,
+            usage: None,
+        }
+    }
+
+    #[test]
+    fn a_gang_goes_onto_the_fewest_nodes() {
+        let mut ledger = Ledger::from_nodes(&[node("a", 8000, 2), node("b", 8000, 4)]);
+        let tasks = [task("w0", 1), task("w1", 1), task("w2", 1)];
+        let refs: Vec<&Task> = tasks.iter().collect();
+        let placed = ledger.pack_gang(&refs).unwrap();
+        assert!(placed.iter().all(|a| a.node == "b"), "{placed:?}");
+        assert_eq!(ledger.free("b").unwrap().gpus, 1);
+    }
+
+    #[test]
+    fn a_gang_that_does_not_fit_changes_nothing() {
+        let mut ledger = Ledger::from_nodes(&[node("a", 8000, 1), node("b", 8000, 1)]);
+        let tasks = [task("w0", 1), task("w1", 1), task("w2", 1)];
+        let refs: Vec<&Task> = tasks.iter().collect();
+        assert!(ledger.pack_gang(&refs).is_none());
+        assert_eq!(ledger.free("a").unwrap().gpus, 1);
+        assert_eq!(ledger.free("b").unwrap().gpus, 1);
+    }
+
+    #[test]
+    fn charging_past_the_free_capacity_is_refused() {
+        let mut ledger = Ledger::from_nodes(&[node("a", 1500, 0)]);
+        assert!(ledger.charge("a", &res(1000, 0)));
+        assert!(!ledger.charge("a", &res(1000, 0)));
+        assert_eq!(ledger.free("a").unwrap().cpu_millis, 500);
+    }
+
+    #[test]
+    fn least_allocated_prefers_the_emptier_node() {
+        let mut busy = node("busy", 4000, 0);
+        busy.requested = res(3000, 0);
+        let ledger = Ledger::from_nodes(&[busy, node("idle", 4000, 0)]);
+        let r = res(500, 0);
+        assert!(ledger.least_allocated_score("idle", &r) > ledger.least_allocated_score("busy", &r));
+    }
+}

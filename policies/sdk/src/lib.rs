@@ -1,0 +1,39 @@
+//! Guest-side SDK for switchyard scheduling policies.
+//!
+//! The one `generate!` of the project's WIT (`wit/policy.wit`) lives here, so every policy
+//! sees the same types, plus the helpers every shipped policy needs:
+//!
+//! - [`settings`]: parameter specs with defaults and docs, checked and typed;
+//! - [`state`]: the opaque state blob, encoded with serde;
+//! - [`cluster`]: free resources per node, which nodes fit a task, packing a gang;
+//! - [`log`]: the host's log import, usable from native unit tests too.
+//!
+//! A policy implements [`bindings::exports::switchyard::policy::scheduler::Guest`] and
+//! registers it with [`export!`]:
+//!
+//! ```ignore
+//! struct MyPolicy;
+//! impl switchyard_policy_sdk::Guest for MyPolicy { /* describe, configure, decide */ }
+//! switchyard_policy_sdk::export!(MyPolicy with_types_in switchyard_policy_sdk::bindings);
+//! ```
+
+pub mod cluster;
+pub mod log;
+pub mod settings;
+pub mod state;
+
+/// Bindings generated from `wit/policy.wit`.
+#[allow(missing_docs, clippy::all)]
+pub mod bindings {
+    wit_bindgen::generate!({
+        path: "../../wit",
+        world: "switchyard:policy/policy@0.1.0",
+        default_bindings_module: "switchyard_policy_sdk::bindings",
+        pub_export_macro: true,
+        export_macro_name: "export",
+    });
+}
+
+pub use bindings::exports::switchyard::policy::scheduler::Guest;
+pub use bindings::export;
+pub use bindings::switchyard::policy::types::*;
