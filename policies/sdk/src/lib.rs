@@ -6,7 +6,11 @@
 //! - [`settings`]: parameter specs with defaults and docs, checked and typed;
 //! - [`state`]: the opaque state blob, encoded with serde;
 //! - [`cluster`]: free resources per node, which nodes fit a task, packing a gang;
-//! - [`log`]: the host's log import, usable from native unit tests too.
+//! - [`log`]: the host's log import, usable from native unit tests too;
+//! - [`progress`]: normalised evaluation series (SpeCon's gain, FlowCon's progress);
+//! - [`placement`]: initial placements shared by several policies (even spread,
+//!   least-allocated pod by pod);
+//! - `testing` (feature `test-support`): fixture builders for native unit tests.
 //!
 //! A policy implements [`bindings::exports::switchyard::policy::scheduler::Guest`] and
 //! registers it with [`export!`]:
@@ -19,8 +23,12 @@
 
 pub mod cluster;
 pub mod log;
+pub mod placement;
+pub mod progress;
 pub mod settings;
 pub mod state;
+#[cfg(any(test, feature = "test-support"))]
+pub mod testing;
 
 /// Bindings generated from `wit/policy.wit`.
 #[allow(missing_docs, clippy::all)]
@@ -34,6 +42,6 @@ pub mod bindings {
     });
 }
 
-pub use bindings::exports::switchyard::policy::scheduler::Guest;
 pub use bindings::export;
+pub use bindings::exports::switchyard::policy::scheduler::Guest;
 pub use bindings::switchyard::policy::types::*;

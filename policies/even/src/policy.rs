@@ -1,0 +1,182 @@
+//! The even baseline as a plain function of (settings, snapshot, state); no WIT glue.
+
+use serde::{Deserialize, Serialize};
+use switchyard_policy_sdk::{
+    Decision, Description, JobLabel, Setting, Snapshot,
+    cluster::Ledger,
+    placement::EvenSpread,
+    settings::{ParamSpec, Settings, parameters},
+    state,
+};
+
+/// The baseline takes no parameters.
+pub const SPEC: &[ParamSpec] = &[];
+
+/// What survives between calls: the arrival counter.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    spread: EvenSpread,
+}
+
+/// Name, version, summary.
+pub fn describe() -> Description {
+    Description {
+        name: "even".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        summary: "SpeCon's DS baseline: job k on worker k mod |W|, then nothing ever again".into(),
+        parameters: parameters(SPEC),
+    }
+}
+
+/// Refuses any setting (there are none to set).
+pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
+    Ok(Settings::resolve(SPEC, settings)?.to_settings())
+}
+
+/// Places the waiting jobs evenly; never anything else.
+pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
+    Settings::resolve(SPEC, settings)?;
+    let mut st: State = state::decode(blob)?;
+    let mut ledger = Ledger::new(snapshot);
+    let actions = st.spread.place(snapshot, &mut ledger);
+    let labels = snapshot
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            st.spread.arrival_of(&j.id).map(|k| JobLabel {
+                job: j.id.clone(),
+                key: "arrival".into(),
+                value: k.to_string(),
+            })
+        })
+        .collect();
+    Ok(Decision {
+        actions,
+        labels,
+        next_call_after: None,
+        state: state::encode(&st),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_policy_sdk::{Operation, testing::*};
+
+    fn placements(d: &Decision) -> Vec<(String, Vec<(String, String)>)> {
+        d.actions
+            .iter()
+            .filter_map(|a| match &a.op {
+                Operation::Place(p) => Some((
+                    p.job.clone(),
+                    p.assignments
+                        .iter()
+                        .map(|x| (x.task.clone(), x.node.clone()))
+                        .collect(),
+                )),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn four_workers() -> Vec<switchyard_policy_sdk::Node> {
+        (1..=4).map(|i| node(&format!("w{i}"), 4000)).collect()
+    }
+
+    #[test]
+    fn the_kth_arriving_job_goes_to_worker_k_mod_w() {
+        let jobs: Vec<_> = (0..6).map(|i| job(&format!("j{i}"))).collect();
+        let d = decide(&[], &snapshot(0.0, four_workers(), jobs), &[]).unwrap();
+        let nodes: Vec<String> = placements(&d)
+            .into_iter()
+            .map(|(_, a)| a[0].1.clone())
+            .collect();
+        assert_eq!(nodes, ["w1", "w2", "w3", "w4", "w1", "w2"]);
+    }
+
+    #[test]
+    fn the_arrival_count_survives_between_calls_and_departures() {
+        let d = decide(
+            &[],
+            &snapshot(0.0, four_workers(), vec![job("a"), job("b")]),
+            &[],
+        )
+        .unwrap();
+        // `a` finished; `b` runs on w2; `c` is the third arrival and goes to w3.
+        let snap = snapshot(
+            10.0,
+            four_workers(),
+            vec![job("b").running_on("w2"), job("c")],
+        );
+        let d = decide(&[], &snap, &d.state).unwrap();
+        assert_eq!(
+            placements(&d),
+            [(
+                "c".to_string(),
+                vec![("main".to_string(), "w3".to_string())]
+            )]
+        );
+    }
+
+    #[test]
+    fn a_full_worker_is_skipped_for_the_next_one_with_room() {
+        let nodes = vec![
+            node("w1", 4000),
+            node("w2", 4000).requested(res(4000, 0)),
+            node("w3", 4000),
+        ];
+        let d = decide(&[], &snapshot(0.0, nodes, vec![job("a"), job("b")]), &[]).unwrap();
+        let p = placements(&d);
+        assert_eq!(p[1].1[0].1, "w3");
+        assert!(
+            d.actions[1].reason.contains("no room"),
+            "{}",
+            d.actions[1].reason
+        );
+    }
+
+    #[test]
+    fn all_tasks_of_a_distributed_job_go_onto_its_worker() {
+        let big = job("d").distributed(1, 2, 1, 2);
+        let d = decide(
+            &[],
+            &snapshot(0.0, four_workers(), vec![job("a"), big]),
+            &[],
+        )
+        .unwrap();
+        let p = placements(&d);
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[1].1.len(), 3);
+        assert!(p[1].1.iter().all(|(_, n)| n == "w2"), "{p:?}");
+    }
+
+    #[test]
+    fn a_job_that_fits_nowhere_waits_and_nothing_else_ever_happens() {
+        let d = decide(
+            &[],
+            &snapshot(0.0, four_workers(), vec![job("huge").requests(9000, 0)]),
+            &[],
+        )
+        .unwrap();
+        assert!(d.actions.is_empty());
+        assert_eq!(d.next_call_after, None);
+        let running = job("r").running_on("w1").loss(&[(0.0, 1.0), (30.0, 1.0)]);
+        let d = decide(
+            &[],
+            &snapshot(60.0, four_workers(), vec![running]),
+            &d.state,
+        )
+        .unwrap();
+        assert!(d.actions.is_empty());
+    }
+
+    #[test]
+    fn any_setting_is_refused() {
+        let err = configure(&[Setting {
+            name: "alpha".into(),
+            value: "1".into(),
+        }])
+        .unwrap_err();
+        assert!(err.contains("alpha"), "{err}");
+    }
+}

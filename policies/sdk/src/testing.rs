@@ -1,0 +1,271 @@
+//! Fixture builders for the policies' native unit tests (feature `test-support`).
+//!
+//! `snapshot(t, nodes, jobs)` charges every bound task's requests to its node, so a
+//! fixture never disagrees with itself about free capacity. Nothing here is used by a
+//! policy at run time.
+
+use crate::{
+    Job, JobPhase, Label, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
+    Trigger, cluster::ResourcesExt,
+};
+
+/// One GiB in bytes.
+pub const GIB: u64 = 1 << 30;
+
+/// `cpu_millis` of CPU, 1 GiB of memory and `gpus` GPUs.
+pub fn res(cpu_millis: u64, gpus: u32) -> Resources {
+    Resources {
+        cpu_millis,
+        memory_bytes: GIB,
+        gpus,
+    }
+}
+
+/// A schedulable node with `cpu_millis` of CPU, 64 GiB of memory, no GPU, nothing bound.
+pub fn node(name: &str, cpu_millis: u64) -> Node {
+    Node {
+        name: name.into(),
+        allocatable: Resources {
+            cpu_millis,
+            memory_bytes: 64 * GIB,
+            gpus: 0,
+        },
+        requested: Resources::zero(),
+        usage: None,
+        labels: vec![],
+        schedulable: true,
+    }
+}
+
+/// Chained changes to a [`node`] fixture.
+pub trait NodeBuilder {
+    /// Offers `gpus` GPUs.
+    fn gpus(self, gpus: u32) -> Node;
+    /// Reports `cpu_millis` of measured CPU usage.
+    fn cpu_usage(self, cpu_millis: u64) -> Node;
+    /// Already has `requested` charged by tasks outside the fixture's jobs.
+    fn requested(self, requested: Resources) -> Node;
+    /// Cordoned: nothing new may go there.
+    fn cordoned(self) -> Node;
+}
+
+impl NodeBuilder for Node {
+    fn gpus(mut self, gpus: u32) -> Node {
+        self.allocatable.gpus = gpus;
+        self
+    }
+    fn cpu_usage(mut self, cpu_millis: u64) -> Node {
+        self.usage = Some(Resources {
+            cpu_millis,
+            memory_bytes: 0,
+            gpus: 0,
+        });
+        self
+    }
+    fn requested(mut self, requested: Resources) -> Node {
+        self.requested = requested;
+        self
+    }
+    fn cordoned(mut self) -> Node {
+        self.schedulable = false;
+        self
+    }
+}
+
+fn task(name: &str, role: &str) -> Task {
+    Task {
+        name: name.into(),
+        role: role.into(),
+        node: None,
+        phase: TaskPhase::Pending,
+        requests: res(1000, 0),
+        cpu_weight: 1.0,
+        usage: None,
+    }
+}
+
+/// A waiting single-container job submitted at 0: one task `main` asking 1 CPU, 1 GiB.
+pub fn job(id: &str) -> Job {
+    Job {
+        id: id.into(),
+        phase: JobPhase::Waiting,
+        submit_time: 0.0,
+        start_time: None,
+        priority: 0,
+        utility: 1.0,
+        tasks: vec![task("main", "main")],
+        replicas: Replicas {
+            role: "main".into(),
+            current: 1,
+            min: 1,
+            max: 1,
+        },
+        loss: vec![],
+        metric_rises: false,
+        migrated: false,
+        rebalanced: false,
+        checkpointable: true,
+        labels: vec![],
+    }
+}
+
+/// Chained changes to a [`job`] fixture.
+pub trait JobBuilder {
+    /// Submitted at `time`.
+    fn submitted_at(self, time: f64) -> Job;
+    /// Every task asks `cpu_millis`, 1 GiB and `gpus`.
+    fn requests(self, cpu_millis: u64, gpus: u32) -> Job;
+    /// Replaces the tasks by `ps` parameter servers and `workers` workers (scalable
+    /// between `min` and `max`), all pending.
+    fn distributed(self, ps: u32, workers: u32, min: u32, max: u32) -> Job;
+    /// Every task bound to `node` and running.
+    fn running_on(self, node: &str) -> Job;
+    /// Task `task` bound to `node` and running.
+    fn task_on(self, task: &str, node: &str) -> Job;
+    /// Evaluation samples `(time, value)`, oldest first.
+    fn loss(self, points: &[(f64, f64)]) -> Job;
+    /// Every task reports `cpu_millis` of measured usage.
+    fn cpu_usage(self, cpu_millis: u64) -> Job;
+    /// Every task runs at CPU weight `weight`.
+    fn cpu_weight(self, weight: f64) -> Job;
+    /// Already moved by a `reallocate` migration.
+    fn migrated(self) -> Job;
+    /// Already moved by a `rebalance` migration.
+    fn rebalanced(self) -> Job;
+    /// Utility of finishing it.
+    fn utility(self, utility: f64) -> Job;
+    /// Carries the label `key=value`.
+    fn label(self, key: &str, value: &str) -> Job;
+}
+
+impl JobBuilder for Job {
+    fn submitted_at(mut self, time: f64) -> Job {
+        self.submit_time = time;
+        self
+    }
+    fn requests(mut self, cpu_millis: u64, gpus: u32) -> Job {
+        for t in &mut self.tasks {
+            t.requests = res(cpu_millis, gpus);
+        }
+        self
+    }
+    fn distributed(mut self, ps: u32, workers: u32, min: u32, max: u32) -> Job {
+        let requests = self.tasks[0].requests;
+        self.tasks = (0..ps)
+            .map(|i| task(&format!("ps-{i}"), "ps"))
+            .chain((0..workers).map(|i| task(&format!("worker-{i}"), "worker")))
+            .map(|mut t| {
+                t.requests = requests;
+                t
+            })
+            .collect();
+        self.replicas = Replicas {
+            role: "worker".into(),
+            current: workers,
+            min,
+            max,
+        };
+        self
+    }
+    fn running_on(mut self, node: &str) -> Job {
+        let names: Vec<String> = self.tasks.iter().map(|t| t.name.clone()).collect();
+        for name in names {
+            self = self.task_on(&name, node);
+        }
+        self
+    }
+    fn task_on(mut self, task: &str, node: &str) -> Job {
+        let t = self
+            .tasks
+            .iter_mut()
+            .find(|t| t.name == task)
+            .expect("fixture task exists");
+        t.node = Some(node.into());
+        t.phase = TaskPhase::Running;
+        self.phase = JobPhase::Running;
+        self.start_time.get_or_insert(self.submit_time);
+        self
+    }
+    fn loss(mut self, points: &[(f64, f64)]) -> Job {
+        self.loss = points
+            .iter()
+            .enumerate()
+            .map(|(i, &(time, value))| LossSample {
+                time,
+                step: i as u64,
+                value,
+            })
+            .collect();
+        self
+    }
+    fn cpu_usage(mut self, cpu_millis: u64) -> Job {
+        for t in &mut self.tasks {
+            t.usage = Some(Resources {
+                cpu_millis,
+                memory_bytes: 0,
+                gpus: 0,
+            });
+        }
+        self
+    }
+    fn cpu_weight(mut self, weight: f64) -> Job {
+        for t in &mut self.tasks {
+            t.cpu_weight = weight;
+        }
+        self
+    }
+    fn migrated(mut self) -> Job {
+        self.migrated = true;
+        self
+    }
+    fn rebalanced(mut self) -> Job {
+        self.rebalanced = true;
+        self
+    }
+    fn utility(mut self, utility: f64) -> Job {
+        self.utility = utility;
+        self
+    }
+    fn label(mut self, key: &str, value: &str) -> Job {
+        self.labels.push(Label {
+            key: key.into(),
+            value: value.into(),
+        });
+        self
+    }
+}
+
+/// A snapshot at `time` triggered by a `tick`, with every bound task's requests charged
+/// to its node.
+pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {
+    for job in &jobs {
+        for t in &job.tasks {
+            if let Some(n) = t
+                .node
+                .as_deref()
+                .and_then(|n| nodes.iter_mut().find(|x| x.name == n))
+            {
+                n.requested = n.requested.plus(&t.requests);
+            }
+        }
+    }
+    Snapshot {
+        time,
+        triggers: vec![Trigger::Tick],
+        nodes,
+        jobs,
+    }
+}
+
+/// Chained changes to a [`snapshot`] fixture.
+pub trait SnapshotBuilder {
+    /// Called for `triggers` instead of a tick.
+    fn triggered_by(self, triggers: Vec<Trigger>) -> Snapshot;
+}
+
+impl SnapshotBuilder for Snapshot {
+    fn triggered_by(mut self, triggers: Vec<Trigger>) -> Snapshot {
+        self.triggers = triggers;
+        self
+    }
+}
