@@ -1,0 +1,153 @@
+//! Fixture builders shared by the integration tests: snapshots that read like the
+//! scenario they set up (`cluster().node(node("n1").cpus(4))`).
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+
+use switchyard::model::{
+    Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
+};
+
+/// `cpus` cores, `gib` GiB of memory, `gpus` GPUs.
+pub fn res(cpus: f64, gib: u64, gpus: u32) -> Resources {
+    Resources { cpu_millis: (cpus * 1000.0) as u64, memory_bytes: gib << 30, gpus }
+}
+
+/// A schedulable node with 8 cores, 32 GiB and no GPU until told otherwise.
+pub fn node(name: &str) -> NodeBuilder {
+    NodeBuilder(Node {
+        name: name.into(),
+        allocatable: res(8.0, 32, 0),
+        requested: Resources::default(),
+        usage: None,
+        labels: BTreeMap::new(),
+        schedulable: true,
+    })
+}
+
+pub struct NodeBuilder(pub Node);
+
+impl NodeBuilder {
+    pub fn cpus(mut self, cpus: f64) -> Self {
+        self.0.allocatable.cpu_millis = (cpus * 1000.0) as u64;
+        self
+    }
+    pub fn gpus(mut self, gpus: u32) -> Self {
+        self.0.allocatable.gpus = gpus;
+        self
+    }
+    pub fn unschedulable(mut self) -> Self {
+        self.0.schedulable = false;
+        self
+    }
+}
+
+/// A waiting single-container job with one pending `main` task asking for one core.
+pub fn job(id: &str) -> JobBuilder {
+    JobBuilder(Job {
+        id: id.into(),
+        phase: JobPhase::Waiting,
+        submit_time: 0.0,
+        start_time: None,
+        priority: 0,
+        utility: 1.0,
+        tasks: vec![],
+        replicas: Replicas { role: "main".into(), current: 1, min: 1, max: 1 },
+        loss: vec![],
+        metric_rises: false,
+        migrated: false,
+        rebalanced: false,
+        checkpointable: true,
+        labels: BTreeMap::new(),
+    })
+}
+
+pub struct JobBuilder(pub Job);
+
+impl JobBuilder {
+    /// Adds a pending task.
+    pub fn task(mut self, name: &str, role: &str, requests: Resources) -> Self {
+        self.0.tasks.push(Task {
+            name: name.into(),
+            role: role.into(),
+            node: None,
+            phase: TaskPhase::Pending,
+            requests,
+            cpu_weight: 1.0,
+            usage: None,
+        });
+        self
+    }
+    /// Binds every task to `node` and marks the job running.
+    pub fn running_on(mut self, node: &str) -> Self {
+        if self.0.tasks.is_empty() {
+            self = self.task("main", "main", res(1.0, 1, 0));
+        }
+        for t in &mut self.0.tasks {
+            t.node = Some(node.into());
+            t.phase = TaskPhase::Running;
+        }
+        self.0.phase = JobPhase::Running;
+        self.0.start_time = Some(0.0);
+        self
+    }
+    pub fn replicas(mut self, role: &str, current: u32, min: u32, max: u32) -> Self {
+        self.0.replicas = Replicas { role: role.into(), current, min, max };
+        self
+    }
+    pub fn migrated(mut self) -> Self {
+        self.0.migrated = true;
+        self
+    }
+    pub fn not_checkpointable(mut self) -> Self {
+        self.0.checkpointable = false;
+        self
+    }
+    pub fn loss(mut self, values: &[f64]) -> Self {
+        self.0.loss = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| LossSample { time: i as f64 * 10.0, step: i as u64 * 100, value: *v })
+            .collect();
+        self
+    }
+    /// The job, with a default `main` task if none was added.
+    pub fn build(mut self) -> Job {
+        if self.0.tasks.is_empty() {
+            self = self.task("main", "main", res(1.0, 1, 0));
+        }
+        self.0
+    }
+}
+
+/// An empty snapshot at t=0.
+pub fn cluster() -> ClusterBuilder {
+    ClusterBuilder(Snapshot::default())
+}
+
+pub struct ClusterBuilder(pub Snapshot);
+
+impl ClusterBuilder {
+    pub fn node(mut self, node: NodeBuilder) -> Self {
+        self.0.nodes.push(node.0);
+        self
+    }
+    /// Adds a job and charges its bound tasks to their nodes' `requested`.
+    pub fn job(mut self, job: JobBuilder) -> Self {
+        let job = job.build();
+        for t in &job.tasks {
+            if let Some(n) = self.0.nodes.iter_mut().find(|n| Some(&n.name) == t.node.as_ref()) {
+                n.requested = n.requested.plus(&t.requests);
+            }
+        }
+        self.0.jobs.push(job);
+        self
+    }
+    pub fn at(mut self, time: f64) -> Self {
+        self.0.time = time;
+        self
+    }
+    pub fn build(self) -> Snapshot {
+        self.0
+    }
+}
