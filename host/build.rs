@@ -9,12 +9,12 @@
 
 use std::{env, path::PathBuf, process::Command};
 
-/// Directories whose subfolders are guest crates. Under `policies/` every crate but the
-/// SDK is a shipped policy named after its folder; `tests/guests/` holds the misbehaving
-/// guests the runtime tests load.
+/// Shipped policies are the crates `policies/<name>` for each name listed under
+/// `[workspace.metadata.switchyard] builtin-policies` in the workspace manifest, so a
+/// policy crate still being written never breaks the host build; every crate under
+/// `tests/guests/` is a misbehaving guest the runtime tests load.
 const POLICY_DIR: &str = "policies";
 const TEST_GUEST_DIR: &str = "tests/guests";
-const NOT_A_POLICY: &[&str] = &["sdk"];
 
 const TARGET: &str = "wasm32-wasip2";
 
@@ -30,7 +30,17 @@ fn main() {
     let target_root = out_dir.ancestors().nth(4).expect("OUT_DIR is inside a target directory");
     let guest_target = target_root.join("guests");
 
-    let policies = guest_crates(&workspace.join(POLICY_DIR));
+    let builtin = builtin_policy_names(&workspace.join("Cargo.toml"));
+    let policies: Vec<Guest> = guest_crates(&workspace.join(POLICY_DIR))
+        .into_iter()
+        .filter(|g| builtin.contains(&g.folder))
+        .collect();
+    for name in &builtin {
+        assert!(
+            policies.iter().any(|g| &g.folder == name),
+            "builtin policy `{name}` is listed in Cargo.toml but policies/{name} is not a crate"
+        );
+    }
     let test_guests = guest_crates(&workspace.join(TEST_GUEST_DIR));
 
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
@@ -98,9 +108,6 @@ fn guest_crates(dir: &std::path::Path) -> Vec<Guest> {
         .filter(|entry| entry.path().join("Cargo.toml").is_file())
         .filter_map(|entry| {
             let folder = entry.file_name().to_string_lossy().into_owned();
-            if NOT_A_POLICY.contains(&folder.as_str()) {
-                return None;
-            }
             let manifest = std::fs::read_to_string(entry.path().join("Cargo.toml")).ok()?;
             let package = manifest
                 .lines()
@@ -111,4 +118,19 @@ fn guest_crates(dir: &std::path::Path) -> Vec<Guest> {
         .collect();
     guests.sort_by(|a, b| a.folder.cmp(&b.folder));
     guests
+}
+
+/// The names under `[workspace.metadata.switchyard] builtin-policies`.
+fn builtin_policy_names(manifest: &std::path::Path) -> Vec<String> {
+    let text = std::fs::read_to_string(manifest).expect("workspace Cargo.toml is readable");
+    let doc: toml::Table = text.parse().expect("workspace Cargo.toml is valid TOML");
+    doc.get("workspace")
+        .and_then(|w| w.get("metadata"))
+        .and_then(|m| m.get("switchyard"))
+        .and_then(|s| s.get("builtin-policies"))
+        .and_then(|list| list.as_array())
+        .expect("Cargo.toml lists [workspace.metadata.switchyard] builtin-policies")
+        .iter()
+        .map(|v| v.as_str().expect("policy names are strings").to_string())
+        .collect()
 }
