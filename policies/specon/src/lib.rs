@@ -1,0 +1,81 @@
+//! `specon`: SpeCon (`specon-paper.txt`, Algorithms 1-3; also chapter 5.2 of
+//! `flowcon-specon-thesis.txt`), read as `guide/seeds-notes.md` says.
+//!
+//! - [`monitor`]: Algorithm 1, one job's PC/WC/CC step from its gain;
+//! - [`manager`]: Algorithm 2 (weighted worker scores, speculative host) and Algorithm 3
+//!   (rebalance with bf = floor(active jobs / workers));
+//! - [`policy`]: the round: initial placement, monitor, reallocation requests,
+//!   rebalancing, labels (`category=PC|WC|CC`), state.
+//!
+//! Every `interval` seconds each running job not yet reallocated gets
+//! G(t_m) = |E(t_m) - E(t_{m-1})| on its *normalised* evaluation value E and takes one
+//! monitor step; a CC job whose gain fell again asks for reallocation when its worker
+//! still hosts |PC| + |WC| > 1 jobs, and Algorithm 2 moves it (`migrate`, kind
+//! `reallocate`) or, when its current host is among the minimum-score workers, marks it
+//! migrated in place (a `reallocate` migrate to the node it already runs on). Algorithm 3
+//! moves converged jobs (kind `rebalance`) on departures and every interval.
+//!
+//! Interpretations and deviations (each a choice the paper leaves open or contradicts):
+//! 1. Normalisation: E is divided by the job's first evaluation value (`normalisation =
+//!    initial`, first non-zero one) or by its running maximum |value| (`max`), kept in
+//!    the state, so alpha is a fraction as the paper describes it.
+//! 2. E(t_m) is the latest sample at or before t_m (the paper: "the previous value is
+//!    returned"); a job's first round only records E; its first gain has no G(t_{m-1})
+//!    and counts as falling.
+//! 3. Lines 7-16 of Algorithm 1 are one if / else-if chain (one step per round) and the
+//!    typo on lines 11-12 is fixed: WC -> CC. A gain exactly equal to alpha keeps the
+//!    category (no branch of the paper applies).
+//! 4. The |PC| + |WC| > 1 test is made after every job of the round has taken its step,
+//!    on the counts of the job's worker; requests are served in submission order and
+//!    each move updates the scores seen by the next one.
+//! 5. Algorithm 2 considers only workers the job fits on (plus its current host);
+//!    R(w, t) is the node's CPU share in use: measured usage when the node reports it,
+//!    else requested (including this round's decisions); ties go to snapshot order. A job
+//!    that cannot checkpoint is never moved (it can still be marked in place).
+//! 6. At most one reallocation per job: the host's `migrated` flag, and the state's own
+//!    record. Jobs with tasks on several nodes live on their first task's node and move
+//!    whole (`task` none). Waiting and restarting jobs are not categorised.
+//! 7. Algorithm 3: D holds the converged (marked-migrated), never-rebalanced,
+//!    checkpointable running jobs with d = now - t_cj; one job per receiving worker per
+//!    run (the pseudo-code migrates "the previously found c_j" to each T worker); a job
+//!    that is alone on its worker is not taken (moving it only moves the idle worker); a
+//!    worker the job does not fit on does not receive it. It runs on departures and
+//!    every interval (`rebalance = both`), or as the parameter says.
+//! 8. Initial placement (the paper's setup, section VI-A): the k-th arriving job on
+//!    worker k mod |W|, the next worker with room when that one is full
+//!    ([`switchyard_policy_sdk::placement::EvenSpread`], shared with the `even` baseline).
+//! 9. The paper's monitor runs per worker; here one round covers every worker at once,
+//!    every `interval` seconds (`next-call-after`); calls in between (arrivals,
+//!    departures) only place and, on departures, rebalance.
+
+pub mod manager;
+pub mod monitor;
+pub mod policy;
+
+use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
+
+/// The Wasm binding of [`policy`].
+pub struct SpeconPolicy;
+
+impl Guest for SpeconPolicy {
+    fn describe() -> Description {
+        policy::describe()
+    }
+
+    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
+        policy::configure(&settings)
+    }
+
+    fn decide(
+        settings: Vec<Setting>,
+        snapshot: Snapshot,
+        state: Vec<u8>,
+    ) -> Result<Decision, String> {
+        policy::decide(&settings, &snapshot, &state)
+    }
+}
+
+// Only the component exports the world: a native cdylib cannot carry the WIT export
+// names, and the native build exists for the unit tests.
+#[cfg(target_arch = "wasm32")]
+switchyard_policy_sdk::export!(SpeconPolicy with_types_in switchyard_policy_sdk::bindings);

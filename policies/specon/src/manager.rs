@@ -1,0 +1,457 @@
+//! The manager side: Algorithm 2 (speculative scheduling of one converged job) and
+//! Algorithm 3 (rebalancing), over a [`View`] of which worker hosts which job.
+//!
+//! The view is updated as moves are decided, so the second decision of a round sees the
+//! first one's effect on scores, job counts and free capacity. Building actions and
+//! remembering anything between calls is `policy`'s business, not this module's.
+
+use switchyard_policy_sdk::{Resources, Snapshot, cluster::Ledger};
+
+use crate::monitor::Category;
+
+/// Algorithm 2's category weights.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Weights {
+    /// w_pc (paper: 2).
+    pub pc: f64,
+    /// w_wc (paper: 1.5).
+    pub wc: f64,
+    /// w_cc (paper: 1).
+    pub cc: f64,
+}
+
+/// One job with a worker: bound, restarting, or being placed this round.
+#[derive(Clone, Debug)]
+pub struct Hosted {
+    /// Job id.
+    pub job: String,
+    /// The worker it lives on (its first task's node).
+    pub node: String,
+    /// Its current category.
+    pub category: Category,
+    /// Sum of its tasks' requests (what a move needs on the target).
+    pub request: Resources,
+}
+
+/// Workers, the jobs they host and what is free, as decided so far this round.
+#[derive(Clone, Debug)]
+pub struct View<'a> {
+    snapshot: &'a Snapshot,
+    /// Free capacity, charged by placements and moves of this round.
+    pub ledger: Ledger,
+    /// Hosted jobs in snapshot order.
+    pub hosted: Vec<Hosted>,
+}
+
+/// Where Algorithm 2 sends a job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Choice {
+    /// The chosen worker.
+    pub target: String,
+    /// The chosen worker is the current host: stay and mark migrated (lines 8-10).
+    pub stay: bool,
+    /// Score of the current host.
+    pub from_score: f64,
+    /// Score of the chosen worker.
+    pub to_score: f64,
+    /// The candidate set T.
+    pub candidates: Vec<String>,
+}
+
+/// A rebalancing move decided by Algorithm 3.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Move {
+    /// Job id.
+    pub job: String,
+    /// Worker it leaves.
+    pub from: String,
+    /// Worker it goes to.
+    pub to: String,
+    /// Its converged duration d.
+    pub duration: f64,
+    /// Balance factor bf of the round.
+    pub bf: usize,
+    /// Which branch of Algorithm 3 chose it: true for "an idle worker exists".
+    pub idle_branch: bool,
+}
+
+impl<'a> View<'a> {
+    /// A view of `snapshot` with `ledger` as the free capacity and `hosted` jobs.
+    pub fn new(snapshot: &'a Snapshot, ledger: Ledger, hosted: Vec<Hosted>) -> Self {
+        Self {
+            snapshot,
+            ledger,
+            hosted,
+        }
+    }
+
+    /// Worker names in snapshot order (W).
+    pub fn workers(&self) -> impl Iterator<Item = &'a str> {
+        self.snapshot.nodes.iter().map(|n| n.name.as_str())
+    }
+
+    /// The hosted entry of `job`.
+    pub fn get(&self, job: &str) -> Option<&Hosted> {
+        self.hosted.iter().find(|h| h.job == job)
+    }
+
+    /// Number of active jobs on `node` (|w_i|).
+    pub fn count(&self, node: &str) -> usize {
+        self.hosted.iter().filter(|h| h.node == node).count()
+    }
+
+    /// Number of jobs of `category` on `node`.
+    pub fn count_of(&self, node: &str, category: Category) -> usize {
+        self.hosted
+            .iter()
+            .filter(|h| h.node == node && h.category == category)
+            .count()
+    }
+
+    /// S_w = |PC| w_pc + |WC| w_wc + |CC| w_cc (Algorithm 2, line 3).
+    pub fn score(&self, node: &str, w: Weights) -> f64 {
+        self.count_of(node, Category::PC) as f64 * w.pc
+            + self.count_of(node, Category::WC) as f64 * w.wc
+            + self.count_of(node, Category::CC) as f64 * w.cc
+    }
+
+    /// R(w, t): the CPU share of `node` in use, measured when the node reports usage,
+    /// else requested (including this round's placements and moves).
+    pub fn consumption(&self, node: &str) -> f64 {
+        let Some(n) = self.snapshot.nodes.iter().find(|n| n.name == node) else {
+            return f64::INFINITY;
+        };
+        let total = n.allocatable.cpu_millis.max(1) as f64;
+        let used = match n.usage {
+            Some(u) => u.cpu_millis as f64,
+            None => {
+                let free = self.ledger.free(node).map_or(0, |f| f.cpu_millis);
+                n.allocatable.cpu_millis.saturating_sub(free) as f64
+            }
+        };
+        used / total
+    }
+
+    /// Moves `job` to `to` in the view: frees its request on the old host, charges the
+    /// new one. Returns false (and changes nothing) when it does not fit there.
+    pub fn relocate(&mut self, job: &str, to: &str) -> bool {
+        let Some(i) = self.hosted.iter().position(|h| h.job == job) else {
+            return false;
+        };
+        let request = self.hosted[i].request;
+        if self.hosted[i].node == to {
+            return true;
+        }
+        if !self.ledger.charge(to, &request) {
+            return false;
+        }
+        let from = std::mem::replace(&mut self.hosted[i].node, to.to_string());
+        self.ledger.release(&from, &request);
+        true
+    }
+
+    fn fits(&self, node: &str, request: &Resources) -> bool {
+        self.ledger.fits(node, request)
+    }
+}
+
+/// Algorithm 2 for `job`: score every worker, keep the minimum-score ones (T), stay when
+/// the current host is in T, else the only candidate, else the candidate with the lowest
+/// R(w, t) (ties: snapshot order). Workers the job does not fit on are not candidates
+/// (the paper ignores capacity; the host would refuse the move). `None` when the job is
+/// not hosted.
+pub fn speculative_host(view: &View, job: &str, weights: Weights) -> Option<Choice> {
+    let me = view.get(job)?;
+    let eligible: Vec<&str> = view
+        .workers()
+        .filter(|w| *w == me.node || view.fits(w, &me.request))
+        .collect();
+    let scores: Vec<(&str, f64)> = eligible
+        .iter()
+        .map(|w| (*w, view.score(w, weights)))
+        .collect();
+    let min = scores.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
+    let candidates: Vec<&str> = scores
+        .iter()
+        .filter(|s| (s.1 - min).abs() < 1e-9)
+        .map(|s| s.0)
+        .collect();
+    let from_score = view.score(&me.node, weights);
+    let target = if candidates.contains(&me.node.as_str()) {
+        me.node.as_str()
+    } else if candidates.len() == 1 {
+        candidates[0]
+    } else {
+        candidates
+            .iter()
+            .copied()
+            .fold(None::<(&str, f64)>, |best, w| {
+                let r = view.consumption(w);
+                match best {
+                    Some(b) if b.1 <= r => Some(b),
+                    _ => Some((w, r)),
+                }
+            })?
+            .0
+    };
+    Some(Choice {
+        target: target.to_string(),
+        stay: target == me.node,
+        from_score,
+        to_score: view.score(target, weights),
+        candidates: candidates.iter().map(|c| c.to_string()).collect(),
+    })
+}
+
+/// Algorithm 3. `durations` are the rebalance candidates D: hosted jobs that converged
+/// (were marked migrated) and were never rebalanced, with d = now - t_cj. Applies the
+/// moves to `view` and returns them.
+///
+/// bf = floor(active jobs / |W|). With idle workers: each idle worker with fewer than
+/// bf jobs receives the job of smallest d. Without: each worker with fewer than bf - 1
+/// jobs receives the job of smallest d among those on workers outside that set. One job
+/// per receiving worker per run, as in the pseudo-code. A candidate that is the only job
+/// on its worker is not taken (moving it only moves the idle worker), and a worker the
+/// job does not fit on does not receive it.
+pub fn rebalance(view: &mut View, durations: &[(String, f64)]) -> Vec<Move> {
+    let workers: Vec<&str> = view.workers().collect();
+    if workers.is_empty() {
+        return vec![];
+    }
+    let active = view.hosted.len();
+    let bf = active / workers.len();
+    let mut pool: Vec<(String, f64)> = durations.to_vec();
+    pool.sort_by(|a, b| a.1.total_cmp(&b.1));
+    let idle: Vec<&str> = workers
+        .iter()
+        .copied()
+        .filter(|w| view.count(w) == 0)
+        .collect();
+    let mut moves = Vec::new();
+    let idle_branch = !idle.is_empty();
+    let receivers: Vec<&str> = if idle_branch {
+        idle.into_iter().filter(|w| view.count(w) < bf).collect()
+    } else {
+        workers
+            .iter()
+            .copied()
+            .filter(|w| view.count(w) + 1 < bf)
+            .collect()
+    };
+    for to in &receivers {
+        let pick = pool.iter().position(|(job, _)| {
+            view.get(job).is_some_and(|h| {
+                !receivers.contains(&h.node.as_str())
+                    && view.count(&h.node) > 1
+                    && view.fits(to, &h.request)
+            })
+        });
+        let Some(i) = pick else { continue };
+        let (job, duration) = pool.remove(i);
+        let from = view.get(&job).map(|h| h.node.clone()).unwrap_or_default();
+        if view.relocate(&job, to) {
+            moves.push(Move {
+                job,
+                from,
+                to: to.to_string(),
+                duration,
+                bf,
+                idle_branch,
+            });
+        }
+    }
+    moves
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use Category::*;
+    use switchyard_policy_sdk::testing::*;
+    use switchyard_policy_sdk::{Node, Snapshot};
+
+    const W: Weights = Weights {
+        pc: 2.0,
+        wc: 1.5,
+        cc: 1.0,
+    };
+
+    fn hosted(job: &str, node: &str, category: Category) -> Hosted {
+        Hosted {
+            job: job.into(),
+            node: node.into(),
+            category,
+            request: res(1000, 0),
+        }
+    }
+
+    fn snap(nodes: Vec<Node>) -> Snapshot {
+        snapshot(0.0, nodes, vec![])
+    }
+
+    fn view<'a>(s: &'a Snapshot, hosted: Vec<Hosted>) -> View<'a> {
+        let mut ledger = Ledger::new(s);
+        for h in &hosted {
+            assert!(ledger.charge(&h.node, &h.request));
+        }
+        View::new(s, ledger, hosted)
+    }
+
+    #[test]
+    fn a_worker_scores_its_categories_times_their_weights() {
+        let s = snap(vec![node("w1", 8000)]);
+        let v = view(
+            &s,
+            vec![
+                hosted("a", "w1", PC),
+                hosted("b", "w1", WC),
+                hosted("c", "w1", CC),
+            ],
+        );
+        assert_eq!(v.score("w1", W), 4.5);
+    }
+
+    #[test]
+    fn a_single_min_score_worker_gets_the_job() {
+        let s = snap(vec![node("w1", 8000), node("w2", 8000), node("w3", 8000)]);
+        let v = view(
+            &s,
+            vec![
+                hosted("x", "w1", CC),
+                hosted("p", "w1", PC),
+                hosted("q", "w2", WC),
+            ],
+        );
+        let c = speculative_host(&v, "x", W).unwrap();
+        assert_eq!(
+            (c.target.as_str(), c.stay, c.from_score, c.to_score),
+            ("w3", false, 3.0, 0.0)
+        );
+    }
+
+    #[test]
+    fn several_min_score_candidates_are_ranked_by_resource_consumption() {
+        let s = snap(vec![
+            node("w1", 8000),
+            node("w2", 8000).cpu_usage(6000),
+            node("w3", 8000).cpu_usage(1000),
+        ]);
+        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w1", PC)]);
+        let c = speculative_host(&v, "x", W).unwrap();
+        assert_eq!(c.candidates, ["w2", "w3"]);
+        assert_eq!(c.target, "w3");
+    }
+
+    #[test]
+    fn without_usage_the_least_requested_candidate_wins() {
+        let s = snap(vec![
+            node("w1", 8000),
+            node("w2", 8000).requested(res(4000, 0)),
+            node("w3", 8000),
+        ]);
+        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w1", PC)]);
+        assert_eq!(speculative_host(&v, "x", W).unwrap().target, "w3");
+    }
+
+    #[test]
+    fn the_current_host_among_the_candidates_means_stay() {
+        let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
+        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w2", CC)]);
+        let c = speculative_host(&v, "x", W).unwrap();
+        assert!(c.stay);
+        assert_eq!(c.target, "w1");
+    }
+
+    #[test]
+    fn a_worker_the_job_does_not_fit_on_is_no_candidate() {
+        let s = snap(vec![
+            node("w1", 8000),
+            node("w2", 8000).requested(res(7500, 0)),
+            node("w3", 8000),
+        ]);
+        let v = view(
+            &s,
+            vec![
+                hosted("x", "w1", CC),
+                hosted("p", "w1", PC),
+                hosted("q", "w3", CC),
+            ],
+        );
+        // w2 (score 0) is full; w3 (score 1) is the minimum among the workers with room.
+        assert_eq!(speculative_host(&v, "x", W).unwrap().target, "w3");
+    }
+
+    #[test]
+    fn an_idle_worker_receives_the_most_recently_converged_job() {
+        let s = snap(vec![node("w1", 8000), node("w2", 8000), node("w3", 8000)]);
+        let mut v = view(
+            &s,
+            vec![
+                hosted("a", "w1", CC),
+                hosted("b", "w1", CC),
+                hosted("c", "w1", PC),
+                hosted("d", "w2", PC),
+                hosted("e", "w2", PC),
+            ],
+        );
+        let moves = rebalance(&mut v, &[("a".into(), 100.0), ("b".into(), 10.0)]);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(
+            (moves[0].job.as_str(), moves[0].to.as_str(), moves[0].bf),
+            ("b", "w3", 1)
+        );
+        assert!(moves[0].idle_branch);
+        assert_eq!(v.count("w3"), 1);
+    }
+
+    #[test]
+    fn an_idle_worker_receives_nothing_when_bf_is_zero() {
+        let s = snap(vec![node("w1", 8000), node("w2", 8000), node("w3", 8000)]);
+        let mut v = view(&s, vec![hosted("a", "w1", CC), hosted("b", "w1", CC)]);
+        assert!(rebalance(&mut v, &[("a".into(), 1.0)]).is_empty());
+    }
+
+    #[test]
+    fn without_idle_workers_a_worker_below_bf_minus_one_receives_from_outside_the_set() {
+        let s = snap(vec![
+            node("w1", 16000),
+            node("w2", 16000),
+            node("w3", 16000),
+        ]);
+        let mut hosts: Vec<Hosted> = (0..5).map(|i| hosted(&format!("a{i}"), "w1", CC)).collect();
+        hosts.push(hosted("b0", "w2", CC));
+        hosts.extend((0..3).map(|i| hosted(&format!("c{i}"), "w3", CC)));
+        let mut v = view(&s, hosts);
+        // 9 jobs on 3 workers: bf = 3; only w2 (1 job) is below bf - 1 = 2.
+        let d = [
+            ("b0".to_string(), 1.0),
+            ("c0".to_string(), 5.0),
+            ("a0".to_string(), 50.0),
+        ];
+        let moves = rebalance(&mut v, &d);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(
+            (
+                moves[0].job.as_str(),
+                moves[0].from.as_str(),
+                moves[0].to.as_str()
+            ),
+            ("c0", "w3", "w2")
+        );
+        assert!(!moves[0].idle_branch);
+    }
+
+    #[test]
+    fn a_balanced_cluster_is_left_alone() {
+        let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
+        let mut v = view(
+            &s,
+            vec![
+                hosted("a", "w1", CC),
+                hosted("b", "w1", CC),
+                hosted("c", "w2", CC),
+            ],
+        );
+        assert!(rebalance(&mut v, &[("a".into(), 1.0), ("c".into(), 2.0)]).is_empty());
+    }
+}
