@@ -1,0 +1,61 @@
+//! `gang`: gang scheduling for distributed jobs (`gang-scheduler-thesis.txt`, section 4.5),
+//! in two modes as `guide/seeds-notes.md` asks.
+//!
+//! - [`strict`] (`mode = strict`, default): a job's minimum members (all its tasks) are
+//!   placed together in one `place` action, packed onto the fewest nodes, or not at all;
+//!   no partial gang ever holds resources. Jobs are taken by submit time.
+//! - [`thesis`] (`mode = thesis`): the thesis's three plugin changes (queue by job
+//!   creation time then pod name; role filter; node score 0/100), pod by pod.
+//! - [`policy`]: parameters, mode selection, labels (`gang=placed|waiting|...`).
+//!
+//! Interpretations and deviations:
+//! 1. Strict mode, head of line: like Volcano and coscheduling, a later job that fits
+//!    goes ahead of an earlier one that does not (backfill). To keep the earlier job
+//!    from starving, once it has waited longer than `starve-after` seconds (default
+//!    300) nothing behind it is placed until it is: the cluster drains towards it as
+//!    jobs finish. A gang that does not fit even on the empty cluster never blocks.
+//! 2. Strict mode places a gang with the SDK's `Ledger::pack_gang` (fewest nodes), the
+//!    locality the thesis's score aims at; a job that already runs some tasks gets its
+//!    pending ones as one gang too.
+//! 3. Thesis mode, creation time = the job's submit time (when its first pod was
+//!    queued); pod name = `<job>-<task>`.
+//! 4. Thesis mode, role filter: the snapshot lists every task of a job from submission,
+//!    so the roles a job needs come from its `roles` label (comma-separated, e.g.
+//!    `scheduler,ps,worker`) when it has one, else its scalable role plus the roles its
+//!    tasks name; the filter passes when each has at least one task.
+//! 5. Thesis mode, ties between equally scored nodes go to snapshot order
+//!    (kube-scheduler picks at random among them; a policy must be deterministic). The
+//!    default filters the thesis keeps are the resource fit.
+//! 6. Neither mode migrates, scales or weighs anything; both are stateless.
+
+pub mod policy;
+pub mod strict;
+pub mod thesis;
+
+use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
+
+/// The Wasm binding of [`policy`].
+pub struct GangPolicy;
+
+impl Guest for GangPolicy {
+    fn describe() -> Description {
+        policy::describe()
+    }
+
+    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
+        policy::configure(&settings)
+    }
+
+    fn decide(
+        settings: Vec<Setting>,
+        snapshot: Snapshot,
+        state: Vec<u8>,
+    ) -> Result<Decision, String> {
+        policy::decide(&settings, &snapshot, &state)
+    }
+}
+
+// Only the component exports the world: a native cdylib cannot carry the WIT export
+// names, and the native build exists for the unit tests.
+#[cfg(target_arch = "wasm32")]
+switchyard_policy_sdk::export!(GangPolicy with_types_in switchyard_policy_sdk::bindings);

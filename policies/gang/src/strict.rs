@@ -1,0 +1,228 @@
+//! `mode = strict`: all-or-nothing gangs in submission-time order, with backfill that
+//! cannot starve the head of the queue.
+//!
+//! A job's gang is all of its pending tasks (a fresh job: all its tasks, its "min
+//! members"). It is placed in one `place` action onto the fewest nodes, or not at all,
+//! so no partial gang ever holds resources.
+
+use switchyard_policy_sdk::{
+    Action, Job, Operation, Placement, Snapshot,
+    cluster::{Ledger, pending_tasks},
+};
+
+/// What happened to one waiting job this round.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// Placed whole.
+    Placed,
+    /// Does not fit now; waits.
+    Waiting,
+    /// The head of the queue, starving: nothing behind it may go first.
+    Blocking,
+    /// Could not fit even on the empty cluster: never blocks anyone.
+    NeverFits,
+}
+
+/// Places waiting gangs. `starve_after` is how long (seconds since submission) the
+/// oldest waiting job may be overtaken by later, smaller ones before the queue stops
+/// behind it until it fits.
+pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(String, Outcome)>) {
+    let mut ledger = Ledger::new(snapshot);
+    let mut queue: Vec<&Job> = snapshot
+        .jobs
+        .iter()
+        .filter(|j| !pending_tasks(j).is_empty())
+        .collect();
+    queue.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
+    let mut actions = Vec::new();
+    let mut outcomes = Vec::new();
+    let mut blocked_by: Option<&str> = None;
+    for job in queue {
+        let tasks = pending_tasks(job);
+        if let Some(head) = blocked_by {
+            outcomes.push((job.id.clone(), Outcome::Waiting));
+            actions.push(wait(
+                job,
+                format!("queued behind {head}, which has waited longer than {starve_after}s"),
+            ));
+            continue;
+        }
+        if let Some(assignments) = ledger.pack_gang(&tasks) {
+            let nodes = distinct(assignments.iter().map(|a| a.node.as_str())).join(", ");
+            let count = nodes.split(", ").count();
+            actions.push(Action {
+                op: Operation::Place(Placement {
+                    job: job.id.clone(),
+                    assignments,
+                }),
+                reason: format!(
+                    "whole gang of {} task(s) fits on {} node(s): {}",
+                    tasks.len(),
+                    count,
+                    nodes
+                ),
+            });
+            outcomes.push((job.id.clone(), Outcome::Placed));
+            continue;
+        }
+        if Ledger::from_nodes(&empty_cluster(snapshot))
+            .pack_gang(&tasks)
+            .is_none()
+        {
+            outcomes.push((job.id.clone(), Outcome::NeverFits));
+            actions.push(wait(
+                job,
+                format!(
+                    "gang of {} task(s) does not fit even on the empty cluster",
+                    tasks.len()
+                ),
+            ));
+            continue;
+        }
+        let waited = snapshot.time - job.submit_time;
+        if waited > starve_after {
+            blocked_by = Some(&job.id);
+            outcomes.push((job.id.clone(), Outcome::Blocking));
+            actions.push(wait(job, format!(
+                "gang of {} task(s) does not fit; waited {waited:.0}s > {starve_after}s, so later jobs wait behind it",
+                tasks.len()
+            )));
+        } else {
+            outcomes.push((job.id.clone(), Outcome::Waiting));
+            actions.push(wait(
+                job,
+                format!(
+                    "gang of {} task(s) does not fit yet; later jobs that fit may go ahead",
+                    tasks.len()
+                ),
+            ));
+        }
+    }
+    (actions, outcomes)
+}
+
+fn wait(job: &Job, reason: String) -> Action {
+    Action {
+        op: Operation::Wait(job.id.clone()),
+        reason,
+    }
+}
+
+fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    for n in names {
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    out
+}
+
+fn empty_cluster(snapshot: &Snapshot) -> Vec<switchyard_policy_sdk::Node> {
+    use switchyard_policy_sdk::cluster::ResourcesExt;
+    snapshot
+        .nodes
+        .iter()
+        .cloned()
+        .map(|mut n| {
+            n.requested = switchyard_policy_sdk::Resources::zero();
+            n
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_policy_sdk::testing::*;
+
+    fn placed(actions: &[Action]) -> Vec<(String, usize)> {
+        actions
+            .iter()
+            .filter_map(|a| match &a.op {
+                Operation::Place(p) => Some((p.job.clone(), p.assignments.len())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_gang_that_does_not_fit_places_nothing_at_all() {
+        // 3 tasks of 2 CPUs on two 3-CPU nodes: two would fit, the gang does not.
+        let s = snapshot(
+            0.0,
+            vec![node("a", 3000), node("b", 3000)],
+            vec![job("g").requests(2000, 0).distributed(1, 2, 2, 2)],
+        );
+        let (actions, outcomes) = decide(&s, 300.0);
+        assert!(placed(&actions).is_empty());
+        assert_eq!(outcomes, [("g".to_string(), Outcome::NeverFits)]);
+        // Fits on the empty cluster but not now: one task would fit, none is placed.
+        let nodes = vec![node("a", 4000).requested(res(3000, 0)), node("b", 4000)];
+        let s = snapshot(
+            0.0,
+            nodes,
+            vec![job("g").requests(2000, 0).distributed(1, 2, 2, 2)],
+        );
+        let (actions, outcomes) = decide(&s, 300.0);
+        assert!(placed(&actions).is_empty());
+        assert_eq!(outcomes, [("g".to_string(), Outcome::Waiting)]);
+    }
+
+    #[test]
+    fn a_gang_that_fits_goes_whole_in_one_action_onto_the_fewest_nodes() {
+        let s = snapshot(
+            0.0,
+            vec![node("a", 2000), node("b", 4000)],
+            vec![job("g").distributed(1, 3, 3, 3)],
+        );
+        let (actions, _) = decide(&s, 300.0);
+        assert_eq!(placed(&actions), [("g".to_string(), 4)]);
+        let Operation::Place(p) = &actions[0].op else {
+            panic!()
+        };
+        assert!(p.assignments.iter().all(|x| x.node == "b"), "{p:?}");
+    }
+
+    #[test]
+    fn jobs_are_taken_by_submit_time_not_snapshot_order() {
+        let s = snapshot(
+            0.0,
+            vec![node("a", 2000)],
+            vec![
+                job("late").submitted_at(5.0).requests(2000, 0),
+                job("early").submitted_at(1.0).requests(2000, 0),
+            ],
+        );
+        assert_eq!(placed(&decide(&s, 300.0).0), [("early".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_later_job_that_fits_goes_ahead_of_a_young_blocked_one() {
+        let nodes = vec![node("a", 4000).requested(res(2000, 0))];
+        let jobs = vec![
+            job("big").submitted_at(0.0).requests(3000, 0),
+            job("small").submitted_at(1.0),
+        ];
+        let (actions, outcomes) = decide(&snapshot(10.0, nodes, jobs), 300.0);
+        assert_eq!(placed(&actions), [("small".to_string(), 1)]);
+        assert_eq!(outcomes[0], ("big".to_string(), Outcome::Waiting));
+    }
+
+    #[test]
+    fn a_starving_head_stops_later_jobs_from_going_ahead() {
+        let nodes = vec![node("a", 4000).requested(res(2000, 0))];
+        let jobs = vec![
+            job("big").submitted_at(0.0).requests(3000, 0),
+            job("small").submitted_at(1.0),
+        ];
+        let (actions, outcomes) = decide(&snapshot(301.0, nodes, jobs), 300.0);
+        assert!(placed(&actions).is_empty());
+        assert_eq!(outcomes[0], ("big".to_string(), Outcome::Blocking));
+        assert!(
+            actions[1].reason.contains("behind big"),
+            "{}",
+            actions[1].reason
+        );
+    }
+}
