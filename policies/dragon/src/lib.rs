@@ -1,0 +1,66 @@
+//! `dragon`: DRAGON (`dragon-paper.txt`, section 3.3), with the Kubeflow dynamic
+//! scheduler (`kubeflow-dynamic-scheduler.txt`) as `queue = utility`.
+//!
+//! Called on every arrival and departure and on its own alarms (`next-call-after`: the
+//! next job to turn urgent, the next idle resource to reach mu), each round runs:
+//! 1. scale-down: for the smallest urgent job (waited longer than `tau`), scale running
+//!    jobs down, most surplus replicas above their minimum first, one replica at a
+//!    time, just until its gang fits; no full plan, no action;
+//! 2. adapted FCFS: every waiting job that fits the residual capacity, in queue order,
+//!    all its tasks in one `place`, packed onto the fewest nodes (`Ledger::pack_gang`);
+//! 3. scale-up: on a node whose idle resources have been usable for `mu` seconds, add
+//!    replicas (up to max) to running jobs that already have tasks on that node
+//!    (`scale` with one node entry per added replica).
+//!
+//! Modules: [`controller`] (the procedures), [`policy`] (parameters, state, labels
+//! `state=waiting|urgent|running`).
+//!
+//! Interpretations and deviations:
+//! 1. "Smallest" job = fewest GPUs, then CPU, then memory of all its tasks.
+//! 2. Shrinking stops the highest-numbered replicas (the WIT's rule), so the plan frees
+//!    exactly those tasks' requests; the urgent job is placed in the same round, after
+//!    the scale actions, on the capacity they free.
+//! 3. A resource is "idle" when some running job on that node could use it (one more
+//!    replica of its scalable role fits there); the clock restarts when that stops being
+//!    true and after each scale-up. A job being scaled down is not scaled up in the same
+//!    round. Jobs that cannot checkpoint are never scaled.
+//! 4. Adapted FCFS continues past a job that does not fit (the paper: "the first arrival
+//!    job ... whose required resource capacity is less than the residual capacity",
+//!    applied repeatedly).
+//! 5. `queue = utility`: the queue is ordered by utility (higher first; ties: larger
+//!    CPU cores + memory GiB first); the scale-down candidate is the head of the queue
+//!    when its utility exceeds every running job's (no tau), and only lower-utility
+//!    jobs shrink; placement uses the same fewest-nodes packing (the article: one node
+//!    when it fits, otherwise the first nodes available; the packing does that).
+//! 6. Defaults tau = 120 s and mu = 60 s are ours: the paper gives no values.
+
+pub mod controller;
+pub mod policy;
+
+use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
+
+/// The Wasm binding of [`policy`].
+pub struct DragonPolicy;
+
+impl Guest for DragonPolicy {
+    fn describe() -> Description {
+        policy::describe()
+    }
+
+    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
+        policy::configure(&settings)
+    }
+
+    fn decide(
+        settings: Vec<Setting>,
+        snapshot: Snapshot,
+        state: Vec<u8>,
+    ) -> Result<Decision, String> {
+        policy::decide(&settings, &snapshot, &state)
+    }
+}
+
+// Only the component exports the world: a native cdylib cannot carry the WIT export
+// names, and the native build exists for the unit tests.
+#[cfg(target_arch = "wasm32")]
+switchyard_policy_sdk::export!(DragonPolicy with_types_in switchyard_policy_sdk::bindings);

@@ -1,0 +1,96 @@
+//! DRAGON as a plain function of (settings, snapshot, state): parameters, the idle
+//! clock in the state blob, labels. The procedures live in [`crate::controller`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use switchyard_policy_sdk::{
+    Decision, Description, JobLabel, JobPhase, Setting, Snapshot,
+    settings::{ParamSpec, Settings, parameters},
+    state,
+};
+
+use crate::controller::{self, Params, Queue};
+
+/// DRAGON's parameters.
+pub const SPEC: &[ParamSpec] = &[
+    ParamSpec {
+        name: "tau",
+        default: "120",
+        doc: "seconds a waiting job may wait before it is urgent (scale-down alarm)",
+    },
+    ParamSpec {
+        name: "mu",
+        default: "60",
+        doc: "seconds a resource must stay idle before it scales up a job already on its node",
+    },
+    ParamSpec {
+        name: "queue",
+        default: "fcfs",
+        doc: "waiting queue: fcfs (DRAGON) or utility (the Kubeflow dynamic-scheduler variant)",
+    },
+];
+
+/// The state blob: when each node's usable idle resources were first seen idle.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    idle_since: BTreeMap<String, f64>,
+}
+
+/// Resolves and checks `given`.
+pub fn params(given: &[Setting]) -> Result<Params, String> {
+    let s = Settings::resolve(SPEC, given)?;
+    Ok(Params {
+        tau: s.f64_in("tau", 0.0, 1e9)?,
+        mu: s.f64_in("mu", 0.0, 1e9)?,
+        queue: match s.choice("queue", &["fcfs", "utility"])? {
+            "utility" => Queue::Utility,
+            _ => Queue::Fcfs,
+        },
+    })
+}
+
+/// Name, version, summary and parameters.
+pub fn describe() -> Description {
+    Description {
+        name: "dragon".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        summary: "DRAGON: scale down for urgent jobs, FCFS gangs on the fewest nodes, scale up onto idle resources".into(),
+        parameters: parameters(SPEC),
+    }
+}
+
+/// Checks the settings and fills defaults.
+pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
+    params(given)?;
+    Ok(Settings::resolve(SPEC, given)?.to_settings())
+}
+
+/// One round.
+pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
+    let p = params(given)?;
+    let st: State = state::decode(blob)?;
+    let round = controller::round(snapshot, p, &st.idle_since);
+    let labels = snapshot
+        .jobs
+        .iter()
+        .map(|j| JobLabel {
+            job: j.id.clone(),
+            key: "state".into(),
+            value: match j.phase {
+                JobPhase::Waiting if round.urgent.contains(&j.id) => "urgent",
+                JobPhase::Waiting => "waiting",
+                _ => "running",
+            }
+            .into(),
+        })
+        .collect();
+    Ok(Decision {
+        actions: round.actions,
+        labels,
+        next_call_after: round.next_alarm,
+        state: state::encode(&State {
+            idle_since: round.idle_since,
+        }),
+    })
+}
