@@ -1,0 +1,446 @@
+//! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
+//! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use switchyard_policy_sdk::{
+    Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
+    Snapshot, Trigger,
+    cluster::{Ledger, nodes_of},
+    placement::least_allocated_pod_by_pod,
+    progress::{Normalisation, Scale, value_at},
+    settings::{ParamSpec, Settings, parameters},
+    state,
+};
+
+/// FlowCon's parameters.
+pub const SPEC: &[ParamSpec] = &[
+    ParamSpec {
+        name: "alpha",
+        default: "0.01",
+        doc: "threshold on growth efficiency G = P / R (normalised progress per second per CPU core)",
+    },
+    ParamSpec {
+        name: "itval",
+        default: "30",
+        doc: "initial interval of Algorithm 1 in seconds (doubles while all jobs are in CL)",
+    },
+    ParamSpec {
+        name: "beta",
+        default: "2",
+        doc: "a CL job's weight is at least 1 / (beta * jobs on its worker)",
+    },
+    ParamSpec {
+        name: "normalisation",
+        default: "initial",
+        doc: "what E is divided by: initial (first value seen) or max (running maximum |value|)",
+    },
+];
+
+/// Typed, checked settings.
+#[derive(Clone, Copy, Debug)]
+pub struct Params {
+    /// Threshold on G.
+    pub alpha: f64,
+    /// Initial interval.
+    pub itval: f64,
+    /// Floor factor.
+    pub beta: f64,
+    /// Divisor of E.
+    pub normalisation: Normalisation,
+}
+
+impl Params {
+    /// Resolves and checks `given`.
+    pub fn parse(given: &[Setting]) -> Result<Self, String> {
+        let s = Settings::resolve(SPEC, given)?;
+        Ok(Self {
+            alpha: s.f64_in("alpha", 0.0, 1e6)?,
+            itval: s.f64_in("itval", 1.0, 86_400.0)?,
+            beta: s.f64_in("beta", 1e-3, 1e6)?,
+            normalisation: Normalisation::parse(s.choice("normalisation", Normalisation::CHOICES)?)
+                .expect("choice checked"),
+        })
+    }
+}
+
+/// FlowCon's lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum List {
+    /// New: young and growing fast.
+    #[default]
+    NL,
+    /// Watching: near convergence.
+    WL,
+    /// Completing: converging, growing slowly.
+    CL,
+}
+
+/// Algorithm 1, lines 4-13, for one job.
+pub fn next_list(list: List, g: f64, alpha: f64) -> List {
+    match (g < alpha, list) {
+        (true, List::NL) => List::WL,
+        (true, _) => List::CL,
+        (false, _) => List::NL,
+    }
+}
+
+/// Per job.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct JobState {
+    /// Current list.
+    pub list: List,
+    /// Divisor of E.
+    pub scale: Scale,
+    /// (t_{i-1}, normalised E(t_{i-1})).
+    pub last: Option<(f64, f64)>,
+}
+
+/// Per worker.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct WorkerState {
+    /// Current interval (doubles under back-off).
+    pub itval: f64,
+    /// When Algorithm 1 runs next.
+    pub due: f64,
+    /// Jobs seen on the worker at the last run (the listener's T(i-1)).
+    pub members: Vec<String>,
+}
+
+/// The state blob.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Per job.
+    pub jobs: BTreeMap<String, JobState>,
+    /// Per worker.
+    pub workers: BTreeMap<String, WorkerState>,
+}
+
+/// Name, version, summary and parameters.
+pub fn describe() -> Description {
+    Description {
+        name: "flowcon".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        summary: "FlowCon: per-worker CPU weights from growth efficiency (NL/WL/CL), exponential back-off".into(),
+        parameters: parameters(SPEC),
+    }
+}
+
+/// Checks the settings and fills defaults.
+pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
+    Params::parse(given)?;
+    Ok(Settings::resolve(SPEC, given)?.to_settings())
+}
+
+/// One round.
+pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
+    let p = Params::parse(given)?;
+    let mut st: State = state::decode(blob)?;
+    st.jobs
+        .retain(|id, _| snapshot.jobs.iter().any(|j| &j.id == id));
+    let now = snapshot.time;
+    let mut ledger = Ledger::new(snapshot);
+    let mut actions = least_allocated_pod_by_pod(snapshot, &mut ledger);
+
+    let event = snapshot
+        .triggers
+        .iter()
+        .any(|t| matches!(t, Trigger::JobArrived(_) | Trigger::JobFinished(_)));
+    let mut by_worker: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
+    for job in snapshot
+        .jobs
+        .iter()
+        .filter(|j| j.phase == JobPhase::Running)
+    {
+        if let Some(home) = nodes_of(job).first() {
+            by_worker.entry(home.to_string()).or_default().push(job);
+        }
+    }
+    st.workers.retain(|w, _| by_worker.contains_key(w));
+    for (worker, jobs) in &by_worker {
+        let members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let ws = st
+            .workers
+            .entry(worker.clone())
+            .or_insert_with(|| WorkerState {
+                itval: p.itval,
+                due: now,
+                members: vec![],
+            });
+        // Algorithm 2: a change in the worker's jobs resets itval and runs at once.
+        if event || ws.members != members {
+            ws.itval = p.itval;
+            ws.due = now;
+        }
+        ws.members = members;
+        if now + 1e-6 < ws.due {
+            continue;
+        }
+        let (weights, all_cl) = run_worker(jobs, &mut st.jobs, &p, now);
+        let ws = st.workers.get_mut(worker).expect("inserted above");
+        if all_cl {
+            ws.itval *= 2.0;
+        }
+        ws.due = now + ws.itval;
+        actions.extend(weights);
+    }
+    let next = st
+        .workers
+        .values()
+        .map(|w| (w.due - now).max(1e-3))
+        .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
+    let labels = snapshot
+        .jobs
+        .iter()
+        .filter_map(|j| {
+            st.jobs.get(&j.id).map(|s| JobLabel {
+                job: j.id.clone(),
+                key: "list".into(),
+                value: format!("{:?}", s.list),
+            })
+        })
+        .collect();
+    Ok(Decision {
+        actions,
+        labels,
+        next_call_after: next,
+        state: state::encode(&st),
+    })
+}
+
+/// Algorithm 1 on one worker: lists and weights. Returns the weight actions and whether
+/// every job was in CL (back-off).
+fn run_worker(
+    jobs: &[&Job],
+    states: &mut BTreeMap<String, JobState>,
+    p: &Params,
+    now: f64,
+) -> (Vec<Action>, bool) {
+    let mut gains: Vec<Option<f64>> = Vec::with_capacity(jobs.len());
+    for job in jobs {
+        let js = states.entry(job.id.clone()).or_default();
+        js.scale.observe(p.normalisation, &job.loss);
+        let e = value_at(&job.loss, now).and_then(|v| js.scale.normalise(v));
+        let g = match (e, js.last) {
+            (Some(e), Some((t0, e0))) if now > t0 => {
+                let progress = (e - e0).abs() / (now - t0);
+                let cores: f64 = job
+                    .tasks
+                    .iter()
+                    .filter(|t| t.node.is_some())
+                    .map(|t| {
+                        t.usage.map_or(t.requests.cpu_millis, |u| u.cpu_millis) as f64 / 1000.0
+                    })
+                    .sum();
+                Some(if cores > 0.0 {
+                    progress / cores
+                } else {
+                    progress
+                })
+            }
+            _ => None,
+        };
+        if let Some(e) = e {
+            js.last = Some((now, e));
+        }
+        if let Some(g) = g {
+            js.list = next_list(js.list, g, p.alpha);
+        }
+        gains.push(g);
+    }
+    let lists: Vec<List> = jobs.iter().map(|j| states[&j.id].list).collect();
+    let all_cl = lists.iter().all(|l| *l == List::CL);
+    let n = jobs.len() as f64;
+    let sum: f64 = gains.iter().flatten().sum();
+    let floor = 1.0 / (p.beta * n);
+    let mut actions = Vec::new();
+    for ((job, list), g) in jobs.iter().zip(&lists).zip(&gains) {
+        let (weight, why) = if all_cl {
+            (
+                1.0,
+                "all jobs on the worker in CL: free competition, itval doubles".to_string(),
+            )
+        } else {
+            match list {
+                List::NL => (1.0, "NL: growing fast".to_string()),
+                List::WL => continue,
+                List::CL => {
+                    let g = g.unwrap_or(0.0);
+                    let share = if sum > 0.0 { g / sum } else { 0.0 };
+                    (
+                        share.max(floor).min(1.0),
+                        format!("CL: G share {share:.3}, floor 1/(beta*n) = {floor:.3}"),
+                    )
+                }
+            }
+        };
+        for task in job.tasks.iter().filter(|t| t.node.is_some()) {
+            if (task.cpu_weight - weight).abs() > 1e-9 {
+                actions.push(Action {
+                    op: Operation::SetCpuWeight(CpuWeight {
+                        job: job.id.clone(),
+                        task: task.name.clone(),
+                        weight,
+                    }),
+                    reason: format!("{why} -> weight {weight:.3}"),
+                });
+            }
+        }
+    }
+    (actions, all_cl)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_policy_sdk::testing::*;
+
+    fn weights(d: &Decision) -> Vec<(String, f64)> {
+        d.actions
+            .iter()
+            .filter_map(|a| match &a.op {
+                Operation::SetCpuWeight(w) => Some((w.job.clone(), w.weight)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn list(d: &Decision, job: &str) -> String {
+        d.labels
+            .iter()
+            .find(|l| l.job == job)
+            .map(|l| l.value.clone())
+            .unwrap_or_default()
+    }
+
+    /// Flat after t=0: G = 0 every round.
+    const FLAT: &[(f64, f64)] = &[(0.0, 1.0)];
+    /// Falls fast at first: G = 0.0167 then 0.0133 per second per core (> alpha 0.01).
+    const FAST: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.5), (60.0, 0.1), (90.0, 0.05)];
+
+    fn run(jobs: &[Job], times: &[f64]) -> Vec<Decision> {
+        let mut blob = Vec::new();
+        let mut out = Vec::new();
+        for &t in times {
+            let d = decide(
+                &[],
+                &snapshot(t, vec![node("w1", 8000)], jobs.to_vec()),
+                &blob,
+            )
+            .unwrap();
+            blob = d.state.clone();
+            out.push(d);
+        }
+        out
+    }
+
+    #[test]
+    fn g_below_alpha_walks_nl_wl_cl_and_back_to_nl_above() {
+        assert_eq!(next_list(List::NL, 0.001, 0.01), List::WL);
+        assert_eq!(next_list(List::WL, 0.001, 0.01), List::CL);
+        assert_eq!(next_list(List::CL, 0.001, 0.01), List::CL);
+        assert_eq!(next_list(List::CL, 0.02, 0.01), List::NL);
+        assert_eq!(next_list(List::WL, 0.01, 0.01), List::NL);
+    }
+
+    #[test]
+    fn all_jobs_in_cl_get_weight_one_and_the_interval_doubles() {
+        let jobs = vec![
+            job("a").running_on("w1").loss(FLAT).cpu_weight(0.5),
+            job("b").running_on("w1").loss(FLAT),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0, 60.0]);
+        assert_eq!(ds[1].next_call_after, Some(30.0));
+        assert_eq!(list(&ds[2], "a"), "CL");
+        assert_eq!(ds[2].next_call_after, Some(60.0));
+        assert_eq!(weights(&ds[2]), [("a".to_string(), 1.0)]);
+        // Still all CL at 120: doubles again.
+        let mut blob = ds[2].state.clone();
+        let d = decide(
+            &[],
+            &snapshot(120.0, vec![node("w1", 8000)], jobs.clone()),
+            &blob,
+        )
+        .unwrap();
+        assert_eq!(d.next_call_after, Some(120.0));
+        blob = d.state;
+        // Nothing runs before the backed-off interval elapses.
+        let d = decide(&[], &snapshot(150.0, vec![node("w1", 8000)], jobs), &blob).unwrap();
+        assert!((d.next_call_after.unwrap() - 90.0).abs() < 1e-9);
+    }
+
+    fn jobs_with_c() -> Vec<Job> {
+        vec![
+            job("a").running_on("w1").loss(FLAT),
+            job("b").running_on("w1").loss(FLAT),
+            job("c").running_on("w1").loss(FAST),
+        ]
+    }
+
+    #[test]
+    fn an_arrival_resets_the_interval_and_reruns_at_once() {
+        let jobs = vec![
+            job("a").running_on("w1").loss(FLAT),
+            job("b").running_on("w1").loss(FLAT),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0, 60.0]);
+        assert_eq!(ds[2].next_call_after, Some(60.0));
+        let snap = snapshot(70.0, vec![node("w1", 8000)], jobs)
+            .triggered_by(vec![Trigger::JobArrived("c".into())]);
+        let d = decide(&[], &snap, &ds[2].state).unwrap();
+        // Ran at once (due was t=120) from the initial 30 s, and backed off again to 60 s
+        // (without the reset it would have been 120 s).
+        assert_eq!(d.next_call_after, Some(60.0));
+        assert_eq!(weights(&d).len(), 0);
+        // A new job showing up on the worker (listener) resets too; it is NL, so no back-off.
+        let mut more = jobs_with_c();
+        more.truncate(3);
+        let d = decide(
+            &[],
+            &snapshot(70.0, vec![node("w1", 8000)], more),
+            &ds[2].state,
+        )
+        .unwrap();
+        assert_eq!(d.next_call_after, Some(30.0));
+        assert_eq!(list(&d, "c"), "NL");
+    }
+
+    #[test]
+    fn a_cl_job_is_held_at_its_share_but_never_below_one_over_beta_n() {
+        let jobs = vec![
+            job("old").running_on("w1").loss(FLAT),
+            job("new").running_on("w1").loss(FAST),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0, 60.0]);
+        // old: NL -> WL -> CL with G = 0; new stays NL (G = 0.0167 > alpha at 30, 0.0133 at 60).
+        assert_eq!(list(&ds[2], "old"), "CL");
+        assert_eq!(list(&ds[2], "new"), "NL");
+        // 2 jobs, beta 2: floor 0.25; the share G_old / sum G = 0.
+        assert_eq!(weights(&ds[2]), [("old".to_string(), 0.25)]);
+        assert!(
+            ds[2]
+                .actions
+                .iter()
+                .any(|a| a.reason.contains("floor 1/(beta*n) = 0.250"))
+        );
+    }
+
+    #[test]
+    fn a_wl_job_keeps_its_weight_and_an_nl_job_gets_one() {
+        let jobs = vec![
+            job("w").running_on("w1").loss(FLAT).cpu_weight(0.4),
+            job("n").running_on("w1").loss(FAST).cpu_weight(0.3),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0]);
+        assert_eq!(list(&ds[1], "w"), "WL");
+        assert_eq!(weights(&ds[1]), [("n".to_string(), 1.0)]);
+    }
+
+    #[test]
+    fn waiting_jobs_are_placed_least_allocated() {
+        let nodes = vec![node("a", 4000).requested(res(3000, 0)), node("b", 4000)];
+        let d = decide(&[], &snapshot(0.0, nodes, vec![job("j")]), &[]).unwrap();
+        assert!(matches!(&d.actions[0].op, Operation::Place(p) if p.assignments[0].node == "b"));
+    }
+}
