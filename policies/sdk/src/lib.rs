@@ -18,6 +18,9 @@
 //! ```ignore
 //! struct MyPolicy;
 //! impl switchyard_policy_sdk::Guest for MyPolicy { /* describe, configure, decide */ }
+//! // Export names contain `:`, which only the component linker accepts, so native
+//! // builds (unit tests) leave the export out.
+//! #[cfg(target_arch = "wasm32")]
 //! switchyard_policy_sdk::export!(MyPolicy with_types_in switchyard_policy_sdk::bindings);
 //! ```
 
