@@ -2,6 +2,7 @@
 //! done by the library; this module formats what it returns for a person.
 
 mod policy;
+mod simulate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -60,12 +61,15 @@ pub enum Command {
     /// Inspect, validate and list policy components.
     #[command(subcommand)]
     Policy(policy::PolicyCommand),
+    /// Run a workload in the cluster simulator under one or more policies and compare.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Runs the parsed command.
 pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
+        Command::Simulate(args) => simulate::run(args, &cli.sandbox),
     }
 }
 
@@ -73,7 +77,9 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 pub fn init_tracing(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {

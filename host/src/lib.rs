@@ -12,9 +12,19 @@
 //! - [`validate`]: checking a decision against the snapshot it was made for.
 //! - [`registry`]: the policies shipped inside the binary, addressable by name, and
 //!   loading a policy from a file.
+//! - [`control`]: the one control loop (snapshot, decide, validate, apply) and the
+//!   [`control::Cluster`] trait every backend implements.
+//! - [`sim`]: the discrete-event cluster simulator, the first [`control::Cluster`].
+//! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
+//!   [`sim::Scenario`].
+//! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
 
 pub mod contract;
+pub mod control;
 pub mod model;
 pub mod registry;
+pub mod report;
 pub mod runtime;
+pub mod sim;
 pub mod validate;
+pub mod workload;

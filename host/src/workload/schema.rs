@@ -1,0 +1,342 @@
+//! The workload file's schema, as serde types. Every struct refuses unknown fields so a
+//! typo is an error naming the field, not a silently ignored line.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// A whole workload file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadFile {
+    /// Seed for generated arrivals and evaluation noise (`--seed` overrides it).
+    #[serde(default)]
+    pub seed: u64,
+    /// The machines.
+    pub cluster: ClusterFile,
+    /// Simulator knobs.
+    #[serde(default)]
+    pub simulator: SimulatorFile,
+    /// Job templates by name.
+    #[serde(default)]
+    pub templates: BTreeMap<String, Template>,
+    /// Jobs to submit: a template, a count and how they arrive.
+    #[serde(default)]
+    pub jobs: Vec<JobEntry>,
+    /// Jobs imported from real traces.
+    #[serde(default)]
+    pub import: Option<ImportFile>,
+}
+
+/// The cluster's shape.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterFile {
+    /// Node groups.
+    pub nodes: Vec<NodeGroup>,
+}
+
+/// `count` identical nodes, named `name-0`, `name-1`, ... (just `name` when one).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeGroup {
+    /// Name, or prefix of the names.
+    pub name: String,
+    /// How many.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// CPU cores each.
+    pub cpus: f64,
+    /// Memory each, GiB.
+    pub memory_gib: f64,
+    /// GPUs each.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Node labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Simulator knobs.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SimulatorFile {
+    /// Seconds of checkpoint/restore per migration (SpeCon measured under 5 s).
+    #[serde(default = "migration_cost")]
+    pub migration_cost: f64,
+    /// Seconds of checkpoint/restart per re-scale (DRAGON measured 40-60 s).
+    #[serde(default = "rescale_cost")]
+    pub rescale_cost: f64,
+    /// Virtual seconds after which a run stops; unfinished jobs holding resources are
+    /// reported as deadlocked.
+    #[serde(default = "max_time")]
+    pub max_time: f64,
+}
+
+impl Default for SimulatorFile {
+    fn default() -> Self {
+        Self {
+            migration_cost: migration_cost(),
+            rescale_cost: rescale_cost(),
+            max_time: max_time(),
+        }
+    }
+}
+
+/// One role of a distributed job.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RoleFile {
+    /// Role name (`ps`, `worker`, `scheduler`, `server`).
+    pub name: String,
+    /// Tasks of this role at submission.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// CPU cores each task requests.
+    pub cpus: f64,
+    /// Memory each task requests, GiB.
+    pub memory_gib: f64,
+    /// GPUs each task requests.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Most cores one task can use (default: its request).
+    #[serde(default)]
+    pub max_cores: Option<f64>,
+}
+
+/// Which role scales, and between which bounds.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScaleFile {
+    /// The scalable role.
+    pub role: String,
+    /// Fewest replicas (default: the role's count).
+    #[serde(default)]
+    pub min: Option<u32>,
+    /// Most replicas (default: the role's count).
+    #[serde(default)]
+    pub max: Option<u32>,
+}
+
+/// A real evaluation curve to replay.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayFile {
+    /// A Pollux `validation-<batch>.csv` (relative to the workload file).
+    pub path: PathBuf,
+    /// The metric improves by rising (accuracy).
+    #[serde(default)]
+    pub metric_rises: bool,
+}
+
+/// What a kind of job is.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Template {
+    /// Work to do (steps, samples: the unit of `speed` or `throughput`).
+    pub work: f64,
+    /// CPU job: work per second on one core.
+    #[serde(default)]
+    pub speed: Option<f64>,
+    /// Serial fraction of the CPU speed-up curve `c / (1 + s (c - 1))`.
+    #[serde(default = "serial_fraction")]
+    pub serial_fraction: f64,
+    /// GPU job: work per second with 1, 2, ... replicas of the scalable role.
+    #[serde(default)]
+    pub throughput: Option<Vec<f64>>,
+    /// GPU job: a DRAGON Fig. 2 table by model (`inceptionv3`, `resnet50`, `alexnet`).
+    #[serde(default)]
+    pub model: Option<String>,
+    /// Single-container job: CPU cores requested.
+    #[serde(default = "one_f")]
+    pub cpus: f64,
+    /// Single-container job: memory requested, GiB.
+    #[serde(default = "one_f")]
+    pub memory_gib: f64,
+    /// Single-container job: GPUs requested.
+    #[serde(default)]
+    pub gpus: u32,
+    /// Most cores a task can use (default: its request).
+    #[serde(default)]
+    pub max_cores: Option<f64>,
+    /// Distributed job: its roles (replaces cpus/memory_gib/gpus).
+    #[serde(default)]
+    pub roles: Vec<RoleFile>,
+    /// Elastic replicas.
+    #[serde(default)]
+    pub scale: Option<ScaleFile>,
+    /// Parametric evaluation curve: `vae`, `birnn`, `gru` or `none`.
+    #[serde(default)]
+    pub curve: Option<String>,
+    /// Replayed evaluation curve.
+    #[serde(default)]
+    pub replay: Option<ReplayFile>,
+    /// Relative noise of each evaluation (standard deviation / value).
+    #[serde(default = "noise")]
+    pub noise: f64,
+    /// Work between evaluation reports (default: work / 20).
+    #[serde(default)]
+    pub eval_every: Option<f64>,
+    /// Throughput multiplier when tasks span nodes.
+    #[serde(default = "comm_penalty")]
+    pub comm_penalty: f64,
+    /// Can checkpoint and restore.
+    #[serde(default = "yes")]
+    pub checkpointable: bool,
+    /// Priority.
+    #[serde(default)]
+    pub priority: i32,
+    /// Utility.
+    #[serde(default = "one_f")]
+    pub utility: f64,
+    /// Submission labels.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// Jobs of one template and how they arrive: exactly one of `at`, `every`, `uniform`,
+/// `poisson`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobEntry {
+    /// Template name.
+    pub template: String,
+    /// How many jobs.
+    #[serde(default = "one")]
+    pub count: u32,
+    /// Job id (with count 1) or id prefix.
+    #[serde(default)]
+    pub id: Option<String>,
+    /// All at this time.
+    #[serde(default)]
+    pub at: Option<f64>,
+    /// One every this many seconds from `start`.
+    #[serde(default)]
+    pub every: Option<f64>,
+    /// Uniformly random in `[start, start + uniform]`.
+    #[serde(default)]
+    pub uniform: Option<f64>,
+    /// Poisson arrivals at this rate (jobs per second) from `start`.
+    #[serde(default)]
+    pub poisson: Option<f64>,
+    /// Start of generated arrivals.
+    #[serde(default)]
+    pub start: f64,
+}
+
+/// Resolved arrival pattern.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Arrival {
+    /// All at once.
+    At(f64),
+    /// Fixed interval.
+    Every {
+        /// First arrival.
+        start: f64,
+        /// Gap.
+        interval: f64,
+    },
+    /// Uniform in `[start, start + within]`.
+    Uniform {
+        /// Window start.
+        start: f64,
+        /// Window length.
+        within: f64,
+    },
+    /// Poisson process.
+    Poisson {
+        /// Process start.
+        start: f64,
+        /// Jobs per second.
+        rate: f64,
+    },
+}
+
+impl JobEntry {
+    /// The one arrival pattern given, or a message saying what to give.
+    pub fn arrival(&self) -> Result<Arrival, String> {
+        let start = self.start;
+        let given: Vec<Arrival> = [
+            self.at.map(Arrival::At),
+            self.every
+                .map(|interval| Arrival::Every { start, interval }),
+            self.uniform
+                .map(|within| Arrival::Uniform { start, within }),
+            self.poisson.map(|rate| Arrival::Poisson { start, rate }),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        match given.as_slice() {
+            [one] => Ok(one.clone()),
+            [] if self.count <= 1 => Ok(Arrival::At(start)),
+            _ => Err("give exactly one of at, every, uniform, poisson".into()),
+        }
+    }
+}
+
+/// Real traces to import.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ImportFile {
+    /// The Philly trace.
+    #[serde(default)]
+    pub philly: Option<PhillyImport>,
+    /// A Pollux evaluation workload.
+    #[serde(default)]
+    pub pollux: Option<PolluxImport>,
+}
+
+/// `philly.csv`, filtered by virtual cluster.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PhillyImport {
+    /// Path of `philly.csv` (relative to the workload file).
+    pub path: PathBuf,
+    /// Virtual cluster id, e.g. `6214e9`.
+    pub cluster: String,
+    /// Take the first this many jobs (by submission time); all when absent.
+    #[serde(default)]
+    pub jobs: Option<usize>,
+}
+
+/// `workloads/workload-N.csv` of the Pollux artifact.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolluxImport {
+    /// Path of the workload CSV (relative to the workload file).
+    pub path: PathBuf,
+    /// The folder holding `<model>/scalability.csv` and `validation-*.csv` (default:
+    /// the workload CSV's grandparent folder).
+    #[serde(default)]
+    pub data: Option<PathBuf>,
+}
+
+fn one() -> u32 {
+    1
+}
+fn one_f() -> f64 {
+    1.0
+}
+fn yes() -> bool {
+    true
+}
+fn migration_cost() -> f64 {
+    5.0
+}
+fn rescale_cost() -> f64 {
+    50.0
+}
+fn max_time() -> f64 {
+    30.0 * 86400.0
+}
+fn serial_fraction() -> f64 {
+    0.1
+}
+fn noise() -> f64 {
+    0.01
+}
+fn comm_penalty() -> f64 {
+    0.8
+}
