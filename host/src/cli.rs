@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod kube;
 mod policy;
 mod simulate;
 
@@ -63,6 +64,10 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Run a workload in the cluster simulator under one or more policies and compare.
     Simulate(simulate::SimulateArgs),
+    /// Print the TrainingJob CustomResourceDefinition (what deploy/crd.yaml holds).
+    Crd,
+    /// Run the controller against a real cluster: `--cluster kube`.
+    Run(kube::RunArgs),
 }
 
 /// Runs the parsed command.
@@ -70,6 +75,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
+        Command::Crd => kube::crd(),
+        Command::Run(args) => kube::run(args, &cli.sandbox),
     }
 }
 

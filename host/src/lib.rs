@@ -17,10 +17,13 @@
 //! - [`sim`]: the discrete-event cluster simulator, the first [`control::Cluster`].
 //! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
 //!   [`sim::Scenario`].
+//! - [`kube`]: the Kubernetes backend: the `TrainingJob` resource, reflectors, acting
+//!   through the API, leader election, and the second [`control::Cluster`].
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
 
 pub mod contract;
 pub mod control;
+pub mod kube;
 pub mod model;
 pub mod registry;
 pub mod report;

@@ -1,0 +1,255 @@
+//! Leader election over a `coordination.k8s.io/v1` Lease, so that of the controller's
+//! replicas exactly one acts. Every write carries the resourceVersion that was read, so
+//! two replicas racing for the same Lease cannot both win: the loser gets a 409 and
+//! stays (or becomes) a follower. It owns the Lease; it must not act on the cluster.
+
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use super::{Error, FIELD_MANAGER, Result};
+
+/// What one election round found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// This replica holds the Lease (newly acquired or renewed).
+    Leading,
+    /// Another replica holds a Lease that has not expired.
+    Following {
+        /// The holder's identity.
+        holder: String,
+    },
+    /// The write lost a race (409): someone else changed the Lease first.
+    LostRace,
+}
+
+/// One replica's handle on the election.
+#[derive(Clone)]
+pub struct LeaseLock {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+}
+
+impl LeaseLock {
+    /// An election over Lease `name` in `api`'s namespace, as `identity` (the pod name),
+    /// holding it for `duration` after each renewal.
+    pub fn new(api: Api<Lease>, name: &str, identity: &str, duration: Duration) -> Self {
+        Self { api, name: name.into(), identity: identity.into(), duration }
+    }
+
+    /// How often to call [`LeaseLock::try_acquire_or_renew`]: a third of the duration,
+    /// so two missed renewals still keep the Lease.
+    pub fn renew_every(&self) -> Duration {
+        self.duration / 3
+    }
+
+    /// Acquires the Lease if it is free or expired, renews it if held, and otherwise
+    /// reports who holds it. `now` is the current time.
+    pub async fn try_acquire_or_renew(&self, now: Timestamp) -> Result<Leadership> {
+        let name = self.name.clone();
+        let current = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(Error::api(format!("reading Lease {name}")))?;
+        let seconds = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(MicroTime(now)),
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return self.write(self.api.create(&self.post_params(), &lease).await, "creating");
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        if holder.as_deref() != Some(self.identity.as_str()) {
+            let held_for = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
+            let expires = spec.renew_time.as_ref().map(|t| t.0 + held_for);
+            if let (Some(holder), Some(expires)) = (holder, expires) {
+                if expires > now {
+                    return Ok(Leadership::Following { holder });
+                }
+            }
+            spec.holder_identity = Some(self.identity.clone());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.lease_duration_seconds = Some(seconds);
+        spec.renew_time = Some(MicroTime(now));
+        let written = self.api.replace(&name, &self.post_params(), &lease).await;
+        self.write(written, "updating")
+    }
+
+    /// Gives the Lease up (on shutdown) so another replica takes over at once instead
+    /// of after the Lease expires. Does nothing when this replica does not hold it.
+    pub async fn release(&self) -> Result<()> {
+        let name = self.name.clone();
+        let Some(mut lease) = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(Error::api(format!("reading Lease {name}")))?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        // As client-go does: an empty holder and a one-second duration free it at once.
+        spec.holder_identity = Some(String::new());
+        spec.lease_duration_seconds = Some(1);
+        self.write(self.api.replace(&name, &self.post_params(), &lease).await, "releasing")
+            .map(|_| ())
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }
+    }
+
+    fn write(&self, outcome: Result<Lease, kube::Error>, what: &str) -> Result<Leadership> {
+        match outcome {
+            Ok(_) => Ok(Leadership::Leading),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Leadership::LostRace),
+            Err(error) => Err(Error::api(format!("{what} Lease {}", self.name))(error)),
+        }
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::kube::mock::{Expect, MockServer};
+
+    const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
+
+    fn lock(client: kube::Client) -> LeaseLock {
+        LeaseLock::new(
+            Api::namespaced(client, "switchyard"),
+            "switchyard-leader",
+            "controller-a",
+            Duration::from_secs(15),
+        )
+    }
+
+    fn lease(holder: &str, renewed: &str, version: &str, transitions: i32) -> serde_json::Value {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+            "metadata": {"name": "switchyard-leader", "namespace": "switchyard", "resourceVersion": version},
+            "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed,
+                "acquireTime": renewed, "leaseTransitions": transitions}})
+    }
+
+    fn at(time: &str) -> Timestamp {
+        time.parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_missing_lease_is_created_with_this_replica_as_holder() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).fail(404, "NotFound", "leases \"switchyard-leader\" not found"),
+            Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+                .body(json!({"metadata": {"name": "switchyard-leader"},
+                    "spec": {"holderIdentity": "controller-a", "leaseDurationSeconds": 15, "leaseTransitions": 0}}))
+                .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+        ]);
+        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:00Z")).await.unwrap();
+        assert_eq!(outcome, Leadership::Leading);
+        server.finish().await;
+    }
+
+    #[tokio::test]
+    async fn the_holder_renews_with_the_resource_version_it_read() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "7", 0)),
+            Expect::put(PATH)
+                .body(json!({"metadata": {"resourceVersion": "7"},
+                    "spec": {"holderIdentity": "controller-a", "renewTime": "2026-01-01T00:00:05Z", "leaseTransitions": 0}}))
+                .ok(lease("controller-a", "2026-01-01T00:00:05Z", "8", 0)),
+        ]);
+        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:05Z")).await.unwrap();
+        assert_eq!(outcome, Leadership::Leading);
+        server.finish().await;
+    }
+
+    #[tokio::test]
+    async fn a_lease_held_by_another_live_replica_is_left_alone() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+        ]);
+        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:10Z")).await.unwrap();
+        assert_eq!(outcome, Leadership::Following { holder: "controller-b".into() });
+        server.finish().await;
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_taken_over_and_the_transition_counted() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+            Expect::put(PATH)
+                .body(json!({"metadata": {"resourceVersion": "7"},
+                    "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16Z", "leaseTransitions": 4}}))
+                .ok(lease("controller-a", "2026-01-01T00:00:16Z", "8", 4)),
+        ]);
+        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:16Z")).await.unwrap();
+        assert_eq!(outcome, Leadership::Leading);
+        server.finish().await;
+    }
+
+    #[tokio::test]
+    async fn losing_the_write_race_with_a_409_means_not_leading() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+            Expect::put(PATH).fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again"),
+        ]);
+        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:01:00Z")).await.unwrap();
+        assert_eq!(outcome, Leadership::LostRace);
+        server.finish().await;
+    }
+
+    #[tokio::test]
+    async fn releasing_on_shutdown_clears_the_holder() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "9", 0)),
+            Expect::put(PATH)
+                .body(json!({"metadata": {"resourceVersion": "9"},
+                    "spec": {"holderIdentity": "", "leaseDurationSeconds": 1}}))
+                .ok(lease("", "2026-01-01T00:00:00Z", "10", 0)),
+        ]);
+        lock(client).release().await.unwrap();
+        let seen = server.finish().await;
+        assert_eq!(seen.len(), 2);
+    }
+
+    /// Acquire, renew and release in one script: every access the election makes.
+    pub(crate) async fn every_lease_access() -> Vec<crate::kube::mock::Access> {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).fail(404, "NotFound", "not found"),
+            Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+                .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+            Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+            Expect::put(PATH).ok(lease("controller-a", "2026-01-01T00:00:05Z", "2", 0)),
+            Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:05Z", "2", 0)),
+            Expect::put(PATH).ok(lease("", "2026-01-01T00:00:05Z", "3", 0)),
+        ]);
+        let lock = lock(client);
+        for now in ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"] {
+            assert_eq!(lock.try_acquire_or_renew(at(now)).await.unwrap(), Leadership::Leading);
+        }
+        lock.release().await.unwrap();
+        server.finish().await
+    }
+}

@@ -1,0 +1,256 @@
+//! A scripted mock API server for tests (the kube-rs `tower_test` pattern): a list of
+//! expected requests, each with its method, path (and query), a JSON body the request
+//! must contain, and the response to give. Requests are checked in order; a request
+//! that differs fails the test, and one that never comes fails it after a timeout. Every
+//! request is also recorded as (verb, group, resource, subresource) for the RBAC test.
+
+use std::time::Duration;
+
+use http::{Method, Request, Response, StatusCode};
+use kube::Client;
+use kube::client::Body;
+use serde_json::Value;
+
+/// What one request was, in RBAC terms.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Access {
+    /// `get`, `list`, `watch`, `create`, `update`, `patch` or `delete`.
+    pub verb: String,
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Resource (`pods`).
+    pub resource: String,
+    /// Subresource (`binding`), empty for none.
+    pub subresource: String,
+}
+
+/// One expected request and its scripted answer.
+#[derive(Clone, Debug)]
+pub struct Expect {
+    method: Method,
+    path: String,
+    body: Option<Value>,
+    query: Vec<String>,
+    status: StatusCode,
+    response: Value,
+    text: Option<String>,
+}
+
+impl Expect {
+    /// Expects `method` on `path` (the query, if given, must match exactly; a trailing
+    /// `*` matches any rest).
+    pub fn new(method: Method, path: &str) -> Self {
+        Self {
+            method,
+            path: path.into(),
+            body: None,
+            query: Vec::new(),
+            status: StatusCode::OK,
+            response: Value::Null,
+            text: None,
+        }
+    }
+    /// `GET path`.
+    pub fn get(path: &str) -> Self {
+        Self::new(Method::GET, path)
+    }
+    /// `POST path`.
+    pub fn post(path: &str) -> Self {
+        Self::new(Method::POST, path)
+    }
+    /// `PUT path`.
+    pub fn put(path: &str) -> Self {
+        Self::new(Method::PUT, path)
+    }
+    /// `PATCH path`.
+    pub fn patch(path: &str) -> Self {
+        Self::new(Method::PATCH, path)
+    }
+    /// `DELETE path`.
+    pub fn delete(path: &str) -> Self {
+        Self::new(Method::DELETE, path)
+    }
+    /// The request body must contain `body` (objects: these keys, recursively; arrays:
+    /// same length, element by element; anything else: equal).
+    pub fn body(mut self, body: Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+    /// The query string must contain each of `parts` (`watch=true`, ...).
+    pub fn query_has(mut self, parts: &[&str]) -> Self {
+        self.query = parts.iter().map(|p| p.to_string()).collect();
+        self
+    }
+    /// Answers 200 with a plain-text body (logs, watch event streams).
+    pub fn text(mut self, body: &str) -> Self {
+        self.text = Some(body.to_string());
+        self
+    }
+    /// Answers with `status` and `response`.
+    pub fn respond(mut self, status: u16, response: Value) -> Self {
+        self.status = StatusCode::from_u16(status).expect("a valid status code");
+        self.response = response;
+        self
+    }
+    /// Answers 200 with `response`.
+    pub fn ok(self, response: Value) -> Self {
+        self.respond(200, response)
+    }
+    /// Answers `code` with a Kubernetes `Status` failure of `reason`.
+    pub fn fail(self, code: u16, reason: &str, message: &str) -> Self {
+        self.respond(
+            code,
+            serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "code": code, "reason": reason, "message": message}),
+        )
+    }
+}
+
+/// A client talking to a scripted server, and the server's task.
+pub struct MockServer {
+    handle: tokio::task::JoinHandle<Vec<Access>>,
+}
+
+/// How long a scenario may wait for a request (tests pause time, so this is virtual).
+pub const TIMEOUT: Duration = Duration::from_secs(3600);
+
+impl MockServer {
+    /// Starts serving `script`; returns the client to use and the server.
+    pub fn start(script: Vec<Expect>) -> (Client, MockServer) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let server = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            for (index, expect) in script.into_iter().enumerate() {
+                let (request, send) = tokio::time::timeout(TIMEOUT, handle.next_request())
+                    .await
+                    .unwrap_or_else(|_| panic!("request {index} ({} {}) never came", expect.method, expect.path))
+                    .unwrap_or_else(|| panic!("client dropped before request {index} ({} {})", expect.method, expect.path));
+                let method = request.method().clone();
+                let uri = request.uri().clone();
+                let actual = match uri.query() {
+                    Some(q) if expect.path.contains('?') => format!("{}?{q}", uri.path()),
+                    _ => uri.path().to_string(),
+                };
+                let path_matches = match expect.path.strip_suffix('*') {
+                    Some(prefix) => actual.starts_with(prefix),
+                    None => actual == expect.path,
+                };
+                assert!(
+                    method == expect.method && path_matches,
+                    "request {index}: got {method} {actual}, expected {} {}",
+                    expect.method,
+                    expect.path
+                );
+                let query = uri.query().unwrap_or("");
+                for part in &expect.query {
+                    assert!(query.split('&').any(|kv| kv == part), "request {index} ({actual}): query `{query}` lacks `{part}`");
+                }
+                seen.push(access(&method, uri.path(), uri.query().unwrap_or("")));
+                let bytes = request.into_body().collect_bytes().await.expect("a readable body");
+                if let Some(wanted) = &expect.body {
+                    let got: Value = serde_json::from_slice(&bytes).expect("a JSON body");
+                    assert!(
+                        contains(&got, wanted),
+                        "request {index} ({method} {actual}) body\n{got:#}\ndoes not contain\n{wanted:#}"
+                    );
+                }
+                let body = match &expect.text {
+                    Some(text) => text.clone().into_bytes(),
+                    None => serde_json::to_vec(&expect.response).expect("JSON"),
+                };
+                send.send_response(
+                    Response::builder().status(expect.status).body(Body::from(body)).expect("a response"),
+                );
+            }
+            seen
+        });
+        (Client::new(service, "default"), MockServer { handle: server })
+    }
+
+    /// Waits for the whole script to be served and returns what was accessed.
+    pub async fn finish(self) -> Vec<Access> {
+        tokio::time::timeout(TIMEOUT, self.handle)
+            .await
+            .expect("the scenario finished in time")
+            .expect("the scripted server did not panic")
+    }
+}
+
+/// Whether `got` contains `wanted` (see [`Expect::body`]).
+pub fn contains(got: &Value, wanted: &Value) -> bool {
+    match (got, wanted) {
+        (Value::Object(g), Value::Object(w)) => {
+            w.iter().all(|(k, v)| g.get(k).is_some_and(|gv| contains(gv, v)))
+        }
+        (Value::Array(g), Value::Array(w)) => {
+            g.len() == w.len() && g.iter().zip(w).all(|(a, b)| contains(a, b))
+        }
+        // `"*"` stands for any value that is present (times, generated names).
+        (_, Value::String(w)) if w == "*" => !got.is_null(),
+        _ => got == wanted,
+    }
+}
+
+/// The RBAC view of a request: verb, group, resource, subresource.
+pub fn access(method: &Method, path: &str, query: &str) -> Access {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (group, rest) = match segments.as_slice() {
+        ["api", _version, rest @ ..] => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] => (group.to_string(), rest),
+        _ => panic!("not an API path: {path}"),
+    };
+    let rest = match rest {
+        ["namespaces", _ns, rest @ ..] if !rest.is_empty() => rest,
+        rest => rest,
+    };
+    let (resource, name, subresource) = match rest {
+        [resource] => (*resource, None, ""),
+        [resource, name] => (*resource, Some(*name), ""),
+        [resource, name, sub] => (*resource, Some(*name), *sub),
+        _ => panic!("unexpected API path: {path}"),
+    };
+    let watching = query.split('&').any(|kv| kv == "watch=true");
+    let verb = match *method {
+        Method::GET if watching => "watch",
+        Method::GET if name.is_none() => "list",
+        Method::GET => "get",
+        Method::POST => "create",
+        Method::PUT => "update",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        ref other => panic!("unexpected method {other}"),
+    };
+    Access {
+        verb: verb.into(),
+        group,
+        resource: resource.into(),
+        subresource: subresource.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn requests_map_to_the_verbs_rbac_checks() {
+        let a = access(&Method::POST, "/api/v1/namespaces/ml/pods/p-0/binding", "");
+        assert_eq!((a.verb.as_str(), a.group.as_str(), a.resource.as_str(), a.subresource.as_str()), ("create", "", "pods", "binding"));
+        let a = access(&Method::GET, "/api/v1/pods", "watch=true&resourceVersion=1");
+        assert_eq!((a.verb.as_str(), a.resource.as_str()), ("watch", "pods"));
+        let a = access(&Method::GET, "/api/v1/namespaces", "");
+        assert_eq!((a.verb.as_str(), a.resource.as_str()), ("list", "namespaces"));
+        let a = access(&Method::PUT, "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status", "");
+        assert_eq!((a.verb.as_str(), a.group.as_str(), a.subresource.as_str()), ("update", "switchyard.dev", "status"));
+    }
+
+    #[test]
+    fn body_containment_checks_keys_recursively_and_arrays_exactly() {
+        let got = json!({"a": {"b": 1, "c": [1, {"d": 2, "e": 3}]}, "f": "x"});
+        assert!(contains(&got, &json!({"a": {"c": [1, {"d": 2}]}})));
+        assert!(!contains(&got, &json!({"a": {"c": [1]}})));
+        assert!(!contains(&got, &json!({"a": {"b": 2}})));
+        assert!(!contains(&got, &json!({"g": null})));
+    }
+}

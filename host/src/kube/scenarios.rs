@@ -1,0 +1,585 @@
+//! Scenarios against the scripted API server: each drives the real backend code and
+//! returns what it accessed, so the RBAC test can check `deploy/rbac.yaml` against the
+//! union of them. Tests run with paused time, so grace periods and back-off pass at
+//! once while their order is still checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::events::Reporter;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+use super::act::Actor;
+use super::crd::{CheckpointMethod, Phase, Placement, TrainingJob, TrainingJobStatus};
+use super::fixtures::{JobBuilder, NS, bound, event_json, node, pod, pod_json};
+use super::mock::{Access, Expect, MockServer};
+use super::observe::{self, Caches};
+use super::progress::LogPattern;
+use crate::model::{JobPhase, MigrationKind, TaskPhase};
+
+const PODS: &str = "/api/v1/namespaces/ml/pods";
+const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
+const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+
+fn actor(client: kube::Client) -> Actor {
+    Actor::new(client, Reporter { controller: "switchyard".into(), instance: Some("switchyard-0".into()) })
+}
+
+fn placement(task: &str, pod: &str, node: &str) -> Placement {
+    Placement { task: task.into(), pod: pod.into(), node: node.into() }
+}
+
+fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
+    Expect::post(PODS)
+        .body(json!({"metadata": {"name": name, "namespace": NS,
+            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role},
+            "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                "name": job, "uid": format!("uid-{job}"), "controller": true}]},
+            "spec": {"schedulerName": "switchyard"}}))
+        .respond(201, pod_json(name))
+}
+
+fn bind(pod: &str, node: &str) -> Expect {
+    Expect::post(&format!("{PODS}/{pod}/binding"))
+        .body(json!({"metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+        .respond(201, bound())
+}
+
+fn delete(pod: &str, grace: Option<u32>) -> Expect {
+    let e = Expect::delete(&format!("{PODS}/{pod}"));
+    match grace {
+        Some(g) => e.body(json!({"gracePeriodSeconds": g})),
+        None => e,
+    }
+    .ok(pod_json(pod))
+}
+
+fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
+    [Expect::get(STATUS).ok(read.json()), Expect::put(STATUS).body(wanted).ok(written.json())]
+}
+
+fn event(reason: &str, action: &str, type_: &str) -> Expect {
+    Expect::post(EVENTS)
+        .body(json!({"reason": reason, "action": action, "type": type_, "note": "*",
+            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}))
+        .respond(201, event_json())
+}
+
+fn gang() -> JobBuilder {
+    JobBuilder::new("a").ps_worker(2, 1, 4).checkpoint(CheckpointMethod::Signal, 10)
+}
+
+fn three(task_nodes: [(&str, &str); 3]) -> Vec<(String, String)> {
+    task_nodes.iter().map(|(t, n)| (t.to_string(), n.to_string())).collect()
+}
+
+pub async fn binding_a_gang() -> Vec<Access> {
+    let job = gang();
+    let placed = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("ps-0", "a-ps-0-0", "n1"), placement("worker-0", "a-worker-0-0", "n1"), placement("worker-1", "a-worker-1-0", "n2")],
+        ..TrainingJobStatus::default()
+    });
+    let mut script = vec![
+        create("a-ps-0-0", "a", "ps-0", "ps"),
+        create("a-worker-0-0", "a", "worker-0", "worker"),
+        create("a-worker-1-0", "a", "worker-1", "worker"),
+        bind("a-ps-0-0", "n1"),
+        bind("a-worker-0-0", "n1"),
+        bind("a-worker-1-0", "n2"),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"metadata": {"resourceVersion": "5"}, "status": {"phase": "Running", "placements": [
+            {"task": "ps-0", "pod": "a-ps-0-0", "node": "n1"},
+            {"task": "worker-0", "pod": "a-worker-0-0", "node": "n1"},
+            {"task": "worker-1", "pod": "a-worker-1-0", "node": "n2"}]}}),
+        &placed,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(&job.build(), &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]), "the gang fits on n1 and n2")
+        .await
+        .expect("the gang is placed");
+    server.finish().await
+}
+
+pub async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
+    let job = gang();
+    let (client, server) = MockServer::start(vec![
+        create("a-ps-0-0", "a", "ps-0", "ps"),
+        create("a-worker-0-0", "a", "worker-0", "worker"),
+        create("a-worker-1-0", "a", "worker-1", "worker"),
+        bind("a-ps-0-0", "n1"),
+        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(500, "InternalError", "etcdserver: request timed out"),
+        delete("a-ps-0-0", Some(0)),
+        delete("a-worker-0-0", Some(0)),
+        delete("a-worker-1-0", Some(0)),
+        event("PlacementFailed", "Place", "Warning"),
+    ]);
+    let error = actor(client)
+        .place(&job.build(), &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]), "fits")
+        .await
+        .expect_err("a failed bind fails the placement");
+    assert!(error.to_string().contains("binding pod a-worker-0-0 to node n1"), "{error}");
+    server.finish().await
+}
+
+pub async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let placed = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("main-0", "a-main-0-0", "n1")],
+        ..TrainingJobStatus::default()
+    });
+    let mut script = vec![
+        Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
+        bind("a-main-0-0", "n1"),
+    ];
+    script.extend(status_write(&job, json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}), &placed));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(&job.build(), &[("main-0".to_string(), "n1".to_string())], "fits")
+        .await
+        .expect("the leftover pod is bound, not duplicated");
+    server.finish().await
+}
+
+fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
+    JobBuilder::new("a").checkpoint(method, grace).with_status(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("main-0", "a-main-0-0", "n1")],
+        ..TrainingJobStatus::default()
+    })
+}
+
+pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Annotation, 30);
+    let marked = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Restarting),
+        placements: vec![placement("main-0", "a-main-0-0", "n1")],
+        migrated: true,
+        migrations: 1,
+        generation: 1,
+        ..TrainingJobStatus::default()
+    });
+    let mut script = Vec::new();
+    script.extend(status_write(
+        &job,
+        json!({"status": {"migrated": true, "rebalanced": false, "migrations": 1, "generation": 1, "phase": "Restarting"}}),
+        &marked,
+    ));
+    script.push(
+        Expect::patch(&format!("{PODS}/a-main-0-0"))
+            .body(json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "*"}}}))
+            .ok(pod_json("a-main-0-0")),
+    );
+    script.push(delete("a-main-0-0", None));
+    script.push(create("a-main-0-1", "a", "main-0", "main"));
+    script.push(bind("a-main-0-1", "n2"));
+    script.extend(status_write(
+        &marked,
+        json!({"status": {"phase": "Running", "migrated": true, "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
+        &marked,
+    ));
+    script.push(event("Migrated", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    let started = tokio::time::Instant::now();
+    actor(client)
+        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], None, "n2", MigrationKind::Reallocate, "loss flattened")
+        .await
+        .expect("the job migrates");
+    assert!(started.elapsed() >= std::time::Duration::from_secs(30), "the grace period passed before the delete");
+    server.finish().await
+}
+
+pub async fn migrating_with_the_stop_signal() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 45);
+    let marked = job.clone_with(TrainingJobStatus { rebalanced: true, migrations: 1, generation: 1, ..TrainingJobStatus::default() });
+    let mut script = Vec::new();
+    script.extend(status_write(&job, json!({"status": {"rebalanced": true, "migrated": false}}), &marked));
+    script.push(delete("a-main-0-0", Some(45)));
+    script.push(create("a-main-0-1", "a", "main-0", "main"));
+    script.push(bind("a-main-0-1", "n3"));
+    script.extend(status_write(&marked, json!({"status": {"phase": "Running"}}), &marked));
+    script.push(event("Migrated", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], Some("main-0"), "n3", MigrationKind::Rebalance, "even out")
+        .await
+        .expect("the job migrates");
+    server.finish().await
+}
+
+pub async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 45);
+    let marked = job.clone_with(TrainingJobStatus { migrated: true, ..TrainingJobStatus::default() });
+    let mut script = Vec::new();
+    script.extend(status_write(&job, json!({"status": {"migrated": true, "migrations": 0, "generation": 0, "phase": "Running"}}), &marked));
+    script.push(event("Marked", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], None, "n1", MigrationKind::Reallocate, "stay")
+        .await
+        .expect("the job is marked");
+    server.finish().await
+}
+
+pub async fn resizing_a_pods_cpu() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let mut script = vec![
+        Expect::patch(&format!("{PODS}/a-main-0-0/resize"))
+            .body(json!({"spec": {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "500m"}}}]}}))
+            .ok(pod_json("a-main-0-0")),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "True", "reason": "Resized", "message": "*", "lastTransitionTime": "*"}]}}),
+        &job,
+    ));
+    script.push(event("Resized", "SetCpuWeight", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .set_cpu_weight(&job.build(), &pod("a", "main-0", 0, Some("n1")), 0.25, "converged")
+        .await
+        .expect("the resize is applied");
+    server.finish().await
+}
+
+pub async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let refused = || {
+        Expect::patch(&format!("{PODS}/a-main-0-0/resize")).fail(404, "NotFound", "the server could not find the requested resource")
+    };
+    let condition = json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "False", "reason": "ResizeRefused"}]}});
+    let mut script = vec![refused()];
+    script.extend(status_write(&job, condition.clone(), &job));
+    script.push(event("ResizeRefused", "SetCpuWeight", "Warning"));
+    script.push(refused());
+    script.extend(status_write(&job, condition, &job));
+    // The recorder folds the repeat into the first Event's series.
+    script.push(Expect::patch(&format!("{EVENTS}/a.*")).body(json!({"series": {"count": 2}})).ok(event_json()));
+    let (client, server) = MockServer::start(script);
+    let actor = actor(client);
+    let (job, p) = (job.build(), pod("a", "main-0", 0, Some("n1")));
+    for _ in 0..2 {
+        actor.set_cpu_weight(&job, &p, 0.5, "converged").await.expect("a refusal is not an error");
+    }
+    server.finish().await
+}
+
+pub async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
+    let job = gang().with_status(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("ps-0", "a-ps-0-0", "n1"), placement("worker-0", "a-worker-0-0", "n1"), placement("worker-1", "a-worker-1-0", "n2")],
+        ..TrainingJobStatus::default()
+    });
+    let scaled = job.clone_with(TrainingJobStatus { rescales: 1, replicas: Some(3), generation: 1, phase: Some(Phase::Restarting), ..TrainingJobStatus::default() });
+    let mut script = Vec::new();
+    script.extend(status_write(&job, json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting"}}), &scaled));
+    for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
+        script.push(delete(p, Some(10)));
+    }
+    script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
+    for i in 0..3 {
+        script.push(create(&format!("a-worker-{i}-1"), "a", &format!("worker-{i}"), "worker"));
+    }
+    for (p, n) in [("a-ps-0-1", "n1"), ("a-worker-0-1", "n1"), ("a-worker-1-1", "n2"), ("a-worker-2-1", "n3")] {
+        script.push(bind(p, n));
+    }
+    script.extend(status_write(
+        &scaled,
+        json!({"status": {"phase": "Running", "replicas": 3, "placements": [
+            {"task": "ps-0", "pod": "a-ps-0-1", "node": "n1"}, {"task": "worker-0", "pod": "a-worker-0-1", "node": "n1"},
+            {"task": "worker-1", "pod": "a-worker-1-1", "node": "n2"}, {"task": "worker-2", "pod": "a-worker-2-1", "node": "n3"}]}}),
+        &scaled,
+    ));
+    script.push(event("Rescaled", "Scale", "Normal"));
+    let (client, server) = MockServer::start(script);
+    let pods = [pod("a", "ps-0", 0, Some("n1")), pod("a", "worker-0", 0, Some("n1")), pod("a", "worker-1", 0, Some("n2"))];
+    actor(client)
+        .scale(&job.build(), &pods, 3, &["n3".to_string()], "throughput grows with workers")
+        .await
+        .expect("the job scales");
+    server.finish().await
+}
+
+pub async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let mut newer = job.json();
+    newer["metadata"]["resourceVersion"] = json!("6");
+    let labelled = json!({"status": {"policyLabels": {"category": "CC"}}});
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(json!({"metadata": {"resourceVersion": "5"}}))
+            .fail(409, "Conflict", "Operation cannot be fulfilled on trainingjobs.switchyard.dev \"a\": the object has been modified"),
+        Expect::get(STATUS).ok(newer.clone()),
+        Expect::put(STATUS).body(json!({"metadata": {"resourceVersion": "6"}, "status": labelled["status"].clone()})).ok(newer),
+    ]);
+    let labels = BTreeMap::from([("category".to_string(), "CC".to_string())]);
+    actor(client).set_policy_labels(&job.build(), labels).await.expect("the retry succeeds");
+    server.finish().await
+}
+
+/// Serves one LIST and one WATCH of `path`, then waits for the store to hold `expect` objects.
+async fn reflect<K>(api: impl FnOnce(kube::Client) -> Api<K>, path: &str, items: Vec<Value>) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+{
+    let count = items.len();
+    let (client, server) = MockServer::start(vec![
+        Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
+        Expect::get(&format!("{path}?*")).query_has(&["watch=true", "resourceVersion=10"]).text(""),
+    ]);
+    let (store, driver) = observe::reflect(api(client), watcher::Config::default(), Arc::new(Notify::new()));
+    let task = tokio::spawn(driver);
+    let seen = server.finish().await;
+    wait_for(|| store.state().len() == count).await;
+    task.abort();
+    (store, seen)
+}
+
+async fn wait_for(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(super::mock::TIMEOUT, async {
+        while !condition() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the caches caught up");
+}
+
+pub async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Access> {
+    let n1 = serde_json::to_value(node("n1", 8)).unwrap();
+    let mut n2 = serde_json::to_value(node("n2", 16)).unwrap();
+    n2["metadata"]["resourceVersion"] = json!("11");
+    let mut cordoned = n1.clone();
+    cordoned["metadata"]["resourceVersion"] = json!("12");
+    cordoned["spec"] = json!({"unschedulable": true});
+    let (client, server) = MockServer::start(vec![
+        Expect::get("/api/v1/nodes?*").ok(json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "10"}, "items": [n1]})),
+        // The first watch delivers one event, then the server drops the connection.
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=10"])
+            .text(&format!("{}\n", json!({"type": "ADDED", "object": n2}))),
+        // The watcher comes back from the last version it saw, without listing again.
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=11"])
+            .text(&format!("{}\n", json!({"type": "MODIFIED", "object": cordoned}))),
+    ]);
+    let changed = Arc::new(Notify::new());
+    let (store, driver) = observe::reflect(Api::<Node>::all(client), watcher::Config::default(), changed);
+    let task = tokio::spawn(driver);
+    let seen = server.finish().await;
+    wait_for(|| {
+        store.state().len() == 2
+            && store.state().iter().any(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
+    })
+    .await;
+    task.abort();
+    seen
+}
+
+pub async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
+    let mut seen = Vec::new();
+    let (nodes, s) = reflect(Api::<Node>::all, "/api/v1/nodes?*", vec![serde_json::to_value(node("n1", 8)).unwrap(), serde_json::to_value(node("n2", 8)).unwrap()]).await;
+    seen.extend(s);
+    let other: Value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "3"},
+        "spec": {"nodeName": "n2", "containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}]}, "status": {"phase": "Running"}});
+    let pods_json = vec![serde_json::to_value(pod("a", "ps-0", 0, Some("n1"))).unwrap(), serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(), other];
+    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
+    seen.extend(s);
+    let job = gang().with_status(TrainingJobStatus { migrated: true, ..TrainingJobStatus::default() });
+    let (jobs, s) = reflect(Api::<TrainingJob>::all, "/apis/switchyard.dev/v1alpha1/trainingjobs?*", vec![job.json()]).await;
+    seen.extend(s);
+    let caches = Caches { nodes, pods, jobs, usage: Arc::default(), loss: Arc::default(), changed: Arc::new(Notify::new()) };
+    let snapshot = caches.snapshot(100.0, vec![]);
+    assert_eq!(snapshot.nodes.len(), 2);
+    assert_eq!(snapshot.node("n1").unwrap().requested.cpu_millis, 2000, "the job's bound ps counts on n1");
+    assert_eq!(snapshot.node("n2").unwrap().requested.cpu_millis, 500, "another scheduler's pod counts on n2");
+    assert_eq!(snapshot.node("n1").unwrap().usage, None, "no metrics server: no usage");
+    let job = snapshot.job("ml/a").expect("the job is in the snapshot");
+    let phases: Vec<(&str, TaskPhase)> = job.tasks.iter().map(|t| (t.name.as_str(), t.phase)).collect();
+    assert_eq!(phases, vec![("ps-0", TaskPhase::Running), ("worker-0", TaskPhase::Pending), ("worker-1", TaskPhase::Pending)]);
+    assert_eq!(job.phase, JobPhase::Running);
+    assert!(job.migrated && job.checkpointable);
+    assert_eq!((job.replicas.role.as_str(), job.replicas.current, job.replicas.min, job.replicas.max), ("worker", 2, 1, 4));
+    seen
+}
+
+pub async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
+    let (client, server) = MockServer::start(vec![
+        Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").ok(json!({"items": [{"metadata": {"name": "n1"}, "usage": {"cpu": "3500m", "memory": "10Gi"}}]})),
+        Expect::get("/apis/metrics.k8s.io/v1beta1/pods").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
+            "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
+        Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
+    ]);
+    let usage = observe::fetch_usage(&client).await.unwrap().expect("metrics are served");
+    assert_eq!(usage.nodes["n1"].cpu_millis, 3500);
+    assert_eq!(usage.pods[&(NS.to_string(), "a-ps-0-0".to_string())].cpu_millis, 1300);
+    assert_eq!(observe::fetch_usage(&client).await.unwrap(), None, "without metrics-server the usage is None");
+    server.finish().await
+}
+
+pub async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
+    let log = "Epoch [1/90] Step [100/5005] loss=2.9812\nnoise\nEpoch [1/90] Step [200/5005] loss=2.7710\n";
+    let (client, server) = MockServer::start(vec![
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*")).query_has(&["container=trainer", "follow=true"]).text(log),
+    ]);
+    let caches = Caches {
+        nodes: kube::runtime::reflector::store().0,
+        pods: kube::runtime::reflector::store().0,
+        jobs: kube::runtime::reflector::store().0,
+        usage: Arc::default(),
+        loss: Arc::default(),
+        changed: Arc::new(Notify::new()),
+    };
+    let pattern = LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
+    let n = observe::follow_log(Api::namespaced(client, NS), "a-main-0-0", Some("trainer".into()), pattern, &caches, "ml/a", || 42.0)
+        .await
+        .unwrap();
+    assert_eq!(n, 2);
+    let loss = caches.loss.lock().unwrap()["ml/a"].clone();
+    let got: Vec<(u64, f64)> = loss.iter().map(|s| (s.step, s.value)).collect();
+    assert_eq!(got, vec![(100, 2.9812), (200, 2.771)]);
+    server.finish().await
+}
+
+impl JobBuilder {
+    fn clone_with(&self, status: TrainingJobStatus) -> JobBuilder {
+        JobBuilder::from_json(self.json()).status(status)
+    }
+    fn with_status(self, status: TrainingJobStatus) -> JobBuilder {
+        self.status(status)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn binding_a_gang_creates_every_pod_then_binds_each_and_records_the_placements() {
+    binding_a_gang().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_left_unbound_by_a_restarted_controller_is_bound_not_created_twice() {
+    placing_again_after_a_restart_reuses_an_unbound_pod().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_bind_deletes_every_pod_of_the_gang() {
+    rolling_back_a_failed_gang_bind().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_migration_marks_the_job_then_checkpoints_waits_deletes_creates_and_binds() {
+    migrating_with_a_checkpoint_annotation().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_checkpoint_deletes_with_the_grace_period() {
+    migrating_with_the_stop_signal().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn migrating_to_the_node_the_job_is_on_only_marks_it() {
+    migrating_to_the_current_node_only_marks().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cpu_weight_resizes_the_training_containers_request_in_place() {
+    resizing_a_pods_cpu().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_resize_sets_a_condition_and_the_controller_keeps_going() {
+    a_refused_resize_becomes_a_condition_twice().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_checkpoints_deletes_and_recreates_the_job_with_the_new_replica_count() {
+    scaling_restarts_the_job_with_more_workers().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflicting_status_write_is_read_again_and_retried() {
+    a_status_update_recovers_from_a_409_conflict().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_watch_resumes_from_the_last_resource_version() {
+    a_dropped_node_watch_restarts_where_it_left_off().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_snapshot_counts_every_pod_on_a_node_and_the_jobs_tasks_from_its_spec() {
+    the_snapshot_comes_from_the_caches().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn usage_is_read_from_metrics_and_absent_without_a_metrics_server() {
+    usage_comes_from_metrics_when_served().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_followed_log_turns_matching_lines_into_loss_samples() {
+    loss_samples_come_from_the_followed_log().await;
+}
+
+/// One rule of a (Cluster)Role, flattened.
+fn granted(path: &str) -> BTreeSet<Access> {
+    let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml");
+    let mut out = BTreeSet::new();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc).expect("YAML");
+        if !matches!(value["kind"].as_str(), Some("ClusterRole" | "Role")) {
+            continue;
+        }
+        for rule in value["rules"].as_array().expect("rules") {
+            let list = |k: &str| -> Vec<String> {
+                rule[k].as_array().map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+            };
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        assert!(group != "*" && !resource.contains('*') && verb != "*", "wildcard in {path}: {rule}");
+                        let (resource, sub) = resource.split_once('/').map(|(r, s)| (r.to_string(), s.to_string())).unwrap_or((resource.clone(), String::new()));
+                        out.insert(Access { verb: verb.clone(), group: group.clone(), resource, subresource: sub });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
+    let mut used: BTreeSet<Access> = BTreeSet::new();
+    used.extend(binding_a_gang().await);
+    used.extend(rolling_back_a_failed_gang_bind().await);
+    used.extend(placing_again_after_a_restart_reuses_an_unbound_pod().await);
+    used.extend(migrating_with_a_checkpoint_annotation().await);
+    used.extend(migrating_with_the_stop_signal().await);
+    used.extend(migrating_to_the_current_node_only_marks().await);
+    used.extend(resizing_a_pods_cpu().await);
+    used.extend(a_refused_resize_becomes_a_condition_twice().await);
+    used.extend(scaling_restarts_the_job_with_more_workers().await);
+    used.extend(a_status_update_recovers_from_a_409_conflict().await);
+    used.extend(a_dropped_node_watch_restarts_where_it_left_off().await);
+    used.extend(the_snapshot_comes_from_the_caches().await);
+    used.extend(usage_comes_from_metrics_when_served().await);
+    used.extend(loss_samples_come_from_the_followed_log().await);
+    used.extend(super::lease::tests::every_lease_access().await);
+    let granted = granted(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"));
+    let missing: Vec<_> = used.difference(&granted).collect();
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(missing.is_empty(), "the controller uses what deploy/rbac.yaml does not grant: {missing:#?}");
+    assert!(unused.is_empty(), "deploy/rbac.yaml grants what no test saw the controller use: {unused:#?}");
+}
