@@ -207,12 +207,11 @@ impl Actor {
         match checkpoint.method {
             CheckpointMethod::Annotation => {
                 let requested = chrono_now();
+                let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+                let patch = Patch::Merge(json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: requested}}}));
                 for pod in victims {
-                    let patch = json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: requested}}});
                     let name = pod.name_any();
-                    retry::with_backoff("checkpoint annotation", || {
-                        api.patch(&name, &PatchParams::apply(FIELD_MANAGER), &Patch::Merge(&patch))
-                    })
+                    retry::with_backoff("checkpoint annotation", || api.patch(&name, &params, &patch))
                     .await
                     .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
                 }
@@ -249,12 +248,11 @@ impl Actor {
             });
         }
         let millis = ((base as f64 * weight).round() as u64).max(1);
-        let patch = json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}});
+        let patch = Patch::Strategic(json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}));
         let name = pod.name_any();
         let api = self.pods(job);
-        let outcome = retry::with_backoff("resize", || {
-            api.patch_resize(&name, &PatchParams::default(), &Patch::Strategic(&patch))
-        })
+        let params = PatchParams::default();
+        let outcome = retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch))
         .await;
         let (status, message) = match outcome {
             Ok(_) => ("True", format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}")),
@@ -395,8 +393,9 @@ async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
             ..ObjectReference::default()
         },
     };
+    let params = PostParams::default();
     retry::with_backoff("bind", || {
-        api.create_subresource::<_, serde_json::Value>("binding", pod, &PostParams::default(), &binding)
+        api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
     })
     .await
     .map(|_| ())
@@ -437,7 +436,10 @@ pub fn set_condition(status: &mut TrainingJobStatus, type_: &str, value: &str, r
 }
 
 fn chrono_now() -> String {
-    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+    let now = k8s_openapi::jiff::Timestamp::now();
+    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+        .unwrap_or(now)
+        .to_string()
 }
 
 fn namespace(job: &TrainingJob) -> String {

@@ -177,7 +177,7 @@ pub(crate) mod tests {
             Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "7", 0)),
             Expect::put(PATH)
                 .body(json!({"metadata": {"resourceVersion": "7"},
-                    "spec": {"holderIdentity": "controller-a", "renewTime": "2026-01-01T00:00:05Z", "leaseTransitions": 0}}))
+                    "spec": {"holderIdentity": "controller-a", "renewTime": "2026-01-01T00:00:05.000000Z", "leaseTransitions": 0}}))
                 .ok(lease("controller-a", "2026-01-01T00:00:05Z", "8", 0)),
         ]);
         let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:05Z")).await.unwrap();
@@ -201,7 +201,7 @@ pub(crate) mod tests {
             Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
             Expect::put(PATH)
                 .body(json!({"metadata": {"resourceVersion": "7"},
-                    "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16Z", "leaseTransitions": 4}}))
+                    "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16.000000Z", "leaseTransitions": 4}}))
                 .ok(lease("controller-a", "2026-01-01T00:00:16Z", "8", 4)),
         ]);
         let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:16Z")).await.unwrap();

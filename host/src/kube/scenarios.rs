@@ -337,7 +337,7 @@ where
     let count = items.len();
     let (client, server) = MockServer::start(vec![
         Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
-        Expect::get(&format!("{path}?*")).query_has(&["watch=true", "resourceVersion=10"]).text(""),
+        Expect::get(path).query_has(&["watch=true", "resourceVersion=10"]).text(""),
     ]);
     let (store, driver) = observe::reflect(api(client), watcher::Config::default(), Arc::new(Notify::new()));
     let task = tokio::spawn(driver);
