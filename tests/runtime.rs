@@ -17,8 +17,15 @@ const ROGUE: &str = env!("SWITCHYARD_TEST_GUEST_ROGUE");
 const OTHER_WORLD: &str = env!("SWITCHYARD_TEST_GUEST_OTHER_WORLD");
 
 fn runtime_with(deadline: Duration) -> Runtime {
-    let limits = SandboxLimits { deadline, ..SandboxLimits::default() };
-    Runtime::new(RuntimeOptions { limits, cache_dir: None }).unwrap()
+    let limits = SandboxLimits {
+        deadline,
+        ..SandboxLimits::default()
+    };
+    Runtime::new(RuntimeOptions {
+        limits,
+        cache_dir: None,
+    })
+    .unwrap()
 }
 
 fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard::runtime::PolicyModule> {
@@ -26,7 +33,11 @@ fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard::runtim
 }
 
 fn two_nodes_one_waiting_job() -> switchyard::model::Snapshot {
-    cluster().node(node("n1")).node(node("n2")).job(job("j1")).build()
+    cluster()
+        .node(node("n1"))
+        .node(node("n2"))
+        .job(job("j1"))
+        .build()
 }
 
 #[test]
@@ -39,14 +50,29 @@ fn a_policy_that_loops_forever_is_stopped_within_twice_its_deadline_and_the_host
 
     for _ in 0..3 {
         let started = Instant::now();
-        let error = looping.decide(&Settings::new(), &snapshot, &[], 1).unwrap_err();
+        let error = looping
+            .decide(&Settings::new(), &snapshot, &[], 1)
+            .unwrap_err();
         let took = started.elapsed();
-        assert!(matches!(error, PolicyError::DeadlineExceeded { .. }), "{error}");
-        assert!(error.to_string().contains("looping"), "error names the policy: {error}");
-        assert!(took < deadline * 2, "stopped after {took:?}, deadline {deadline:?}");
+        assert!(
+            matches!(error, PolicyError::DeadlineExceeded { .. }),
+            "{error}"
+        );
+        assert!(
+            error.to_string().contains("looping"),
+            "error names the policy: {error}"
+        );
+        assert!(
+            took < deadline * 2,
+            "stopped after {took:?}, deadline {deadline:?}"
+        );
 
         let decision = default.decide(&Settings::new(), &snapshot, &[], 1).unwrap();
-        assert_eq!(decision.actions.len(), 1, "the next call on the same host is served");
+        assert_eq!(
+            decision.actions.len(),
+            1,
+            "the next call on the same host is served"
+        );
     }
 }
 
@@ -54,9 +80,15 @@ fn a_policy_that_loops_forever_is_stopped_within_twice_its_deadline_and_the_host
 fn a_policy_that_allocates_past_its_memory_cap_is_stopped_as_out_of_memory() {
     let runtime = runtime_with(Duration::from_secs(5));
     let hungry = load_file(&runtime, HUNGRY);
-    let error = hungry.decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1).unwrap_err();
+    let error = hungry
+        .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)
+        .unwrap_err();
     match &error {
-        PolicyError::OutOfMemory { policy, limit_bytes, .. } => {
+        PolicyError::OutOfMemory {
+            policy,
+            limit_bytes,
+            ..
+        } => {
             assert_eq!(policy, "hungry");
             assert_eq!(*limit_bytes, 64 << 20);
         }
@@ -74,9 +106,24 @@ fn actions_for_unknown_nodes_and_jobs_are_rejected_and_the_valid_one_still_appli
     let checked = check_decision(&snapshot, &decision);
 
     let reasons: Vec<&Rejection> = checked.rejected.iter().map(|r| &r.reason).collect();
-    assert!(reasons.contains(&&Rejection::UnknownNode { node: "no-such-node".into() }), "{reasons:?}");
-    assert!(reasons.contains(&&Rejection::UnknownJob { job: "no-such-job".into() }), "{reasons:?}");
-    assert!(reasons.iter().any(|r| matches!(r, Rejection::WeightOutOfRange { .. })), "{reasons:?}");
+    assert!(
+        reasons.contains(&&Rejection::UnknownNode {
+            node: "no-such-node".into()
+        }),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons.contains(&&Rejection::UnknownJob {
+            job: "no-such-job".into()
+        }),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| matches!(r, Rejection::WeightOutOfRange { .. })),
+        "{reasons:?}"
+    );
     assert_eq!(checked.accepted.len(), 1);
     assert!(matches!(
         &checked.accepted[0].op,
@@ -87,14 +134,24 @@ fn actions_for_unknown_nodes_and_jobs_are_rejected_and_the_valid_one_still_appli
 #[test]
 fn a_file_that_is_not_a_component_is_refused_with_a_message_that_says_so() {
     let runtime = runtime_with(Duration::from_secs(1));
-    let error = runtime.load(b"definitely not wasm", "notes.txt").unwrap_err();
+    let error = runtime
+        .load(b"definitely not wasm", "notes.txt")
+        .unwrap_err();
     assert!(matches!(error, LoadError::NotAComponent { .. }));
-    assert!(error.to_string().contains("notes.txt is not a WebAssembly component"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("notes.txt is not a WebAssembly component"),
+        "{error}"
+    );
 
     // A core module (what wasm32-unknown-unknown builds) is not a component either.
     let core_module = b"\0asm\x01\0\0\0";
     let error = runtime.load(core_module, "core.wasm").unwrap_err();
-    assert!(error.to_string().contains("core WebAssembly module"), "{error}");
+    assert!(
+        error.to_string().contains("core WebAssembly module"),
+        "{error}"
+    );
 }
 
 #[test]
@@ -105,7 +162,10 @@ fn a_component_of_another_world_is_refused_naming_what_it_exports() {
     assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
     let message = error.to_string();
     assert!(message.contains("exports greet"), "{message}");
-    assert!(message.contains("switchyard:policy/scheduler@0.1.0"), "{message}");
+    assert!(
+        message.contains("switchyard:policy/scheduler@0.1.0"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -127,8 +187,12 @@ fn the_same_snapshot_state_and_seed_give_the_same_decision() {
         .job(job("a").task("main", "main", res(2.0, 1, 0)))
         .job(job("b").task("main", "main", res(3.0, 1, 0)))
         .build();
-    let first = default.decide(&Settings::new(), &snapshot, b"s", 7).unwrap();
-    let again = default.decide(&Settings::new(), &snapshot, b"s", 7).unwrap();
+    let first = default
+        .decide(&Settings::new(), &snapshot, b"s", 7)
+        .unwrap();
+    let again = default
+        .decide(&Settings::new(), &snapshot, b"s", 7)
+        .unwrap();
     assert_eq!(first, again);
     assert_eq!(first.state, b"s");
 }
@@ -140,12 +204,22 @@ fn the_default_policy_places_pod_by_pod_on_the_least_allocated_node() {
     let snapshot = cluster()
         .node(node("small").cpus(4.0))
         .node(node("big").cpus(16.0))
-        .job(job("ps-job").task("ps-0", "ps", res(1.0, 1, 0)).task("worker-0", "worker", res(1.0, 1, 0)))
+        .job(job("ps-job").task("ps-0", "ps", res(1.0, 1, 0)).task(
+            "worker-0",
+            "worker",
+            res(1.0, 1, 0),
+        ))
         .build();
     let decision = default.decide(&Settings::new(), &snapshot, &[], 0).unwrap();
-    assert_eq!(decision.actions.len(), 2, "one placement per pod, not one gang");
+    assert_eq!(
+        decision.actions.len(),
+        2,
+        "one placement per pod, not one gang"
+    );
     for action in &decision.actions {
-        let Operation::Place { assignments, .. } = &action.op else { panic!("{action:?}") };
+        let Operation::Place { assignments, .. } = &action.op else {
+            panic!("{action:?}")
+        };
         assert_eq!(assignments.len(), 1);
         assert_eq!(assignments[0].node, "big");
     }
@@ -156,14 +230,62 @@ fn settings_are_checked_by_the_policy_with_a_message_naming_the_parameter() {
     let runtime = runtime_with(Duration::from_secs(1));
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let effective = default.configure(&Settings::new()).unwrap();
-    assert_eq!(effective.get("scoring").map(String::as_str), Some("least-allocated"));
+    assert_eq!(
+        effective.get("scoring").map(String::as_str),
+        Some("least-allocated")
+    );
 
     let typo = Settings::from([("scorring".to_string(), "x".to_string())]);
     let error = default.configure(&typo).unwrap_err();
     assert!(matches!(error, PolicyError::Refused { .. }));
-    assert!(error.to_string().contains("unknown parameter `scorring`"), "{error}");
+    assert!(
+        error.to_string().contains("unknown parameter `scorring`"),
+        "{error}"
+    );
 
     let bad = Settings::from([("scoring".to_string(), "random".to_string())]);
     let error = default.configure(&bad).unwrap_err();
-    assert!(error.to_string().contains("least-allocated, most-allocated"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("least-allocated, most-allocated"),
+        "{error}"
+    );
+}
+
+#[test]
+fn compiled_code_is_cached_on_disk_when_a_cache_directory_is_given() {
+    let dir = std::env::temp_dir().join(format!("switchyard-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let options = RuntimeOptions {
+        limits: SandboxLimits::default(),
+        cache_dir: Some(dir.clone()),
+    };
+    let runtime = Runtime::new(options).unwrap();
+    PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
+    drop(runtime);
+    let cached_files = walk(&dir);
+    assert!(
+        cached_files > 0,
+        "nothing was written under {}",
+        dir.display()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        1
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
 }

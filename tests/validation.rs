@@ -14,7 +14,10 @@ use switchyard::model::{
 use switchyard::validate::{Rejection, check_decision};
 
 fn action(op: Operation) -> Action {
-    Action { op, reason: "test".into() }
+    Action {
+        op,
+        reason: "test".into(),
+    }
 }
 
 fn place(job: &str, pairs: &[(&str, &str)]) -> Action {
@@ -22,17 +25,31 @@ fn place(job: &str, pairs: &[(&str, &str)]) -> Action {
         job: job.into(),
         assignments: pairs
             .iter()
-            .map(|(t, n)| Assignment { task: t.to_string(), node: n.to_string() })
+            .map(|(t, n)| Assignment {
+                task: t.to_string(),
+                node: n.to_string(),
+            })
             .collect(),
     })
 }
 
 fn migrate(job: &str, node: &str, kind: MigrationKind) -> Action {
-    action(Operation::Migrate { job: job.into(), task: None, node: node.into(), kind })
+    action(Operation::Migrate {
+        job: job.into(),
+        task: None,
+        node: node.into(),
+        kind,
+    })
 }
 
 fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard::validate::Checked {
-    check_decision(snapshot, &Decision { actions, ..Decision::default() })
+    check_decision(
+        snapshot,
+        &Decision {
+            actions,
+            ..Decision::default()
+        },
+    )
 }
 
 #[test]
@@ -42,9 +59,15 @@ fn two_placements_that_fit_alone_but_not_together_accept_only_the_first() {
         .job(job("a").task("main", "main", res(2.0, 1, 0)))
         .job(job("b").task("main", "main", res(2.0, 1, 0)))
         .build();
-    let checked = decide(&snapshot, vec![place("a", &[("main", "n1")]), place("b", &[("main", "n1")])]);
+    let checked = decide(
+        &snapshot,
+        vec![place("a", &[("main", "n1")]), place("b", &[("main", "n1")])],
+    );
     assert_eq!(checked.accepted.len(), 1);
-    assert!(matches!(checked.rejected[0].reason, Rejection::NodeFull { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NodeFull { .. }
+    ));
 }
 
 #[test]
@@ -63,7 +86,10 @@ fn a_gang_with_one_member_that_does_not_fit_binds_none_of_its_members() {
     let checked = decide(
         &snapshot,
         vec![
-            place("g", &[("worker-0", "n1"), ("worker-1", "n1"), ("worker-2", "n2")]),
+            place(
+                "g",
+                &[("worker-0", "n1"), ("worker-1", "n1"), ("worker-2", "n2")],
+            ),
             place("later", &[("main", "n1")]),
         ],
     );
@@ -79,40 +105,88 @@ fn a_job_is_reallocated_at_most_once_but_may_still_be_rebalanced() {
         .node(node("n2"))
         .job(job("j").running_on("n1").migrated())
         .build();
-    let checked = decide(&snapshot, vec![migrate("j", "n2", MigrationKind::Reallocate)]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::AlreadyMigrated { kind: "reallocate", .. }));
-    let checked = decide(&snapshot, vec![migrate("j", "n2", MigrationKind::Rebalance)]);
+    let checked = decide(
+        &snapshot,
+        vec![migrate("j", "n2", MigrationKind::Reallocate)],
+    );
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::AlreadyMigrated {
+            kind: "reallocate",
+            ..
+        }
+    ));
+    let checked = decide(
+        &snapshot,
+        vec![migrate("j", "n2", MigrationKind::Rebalance)],
+    );
     assert_eq!(checked.accepted.len(), 1);
 }
 
 #[test]
 fn two_moves_of_one_job_in_one_decision_keep_only_the_first() {
-    let snapshot = cluster().node(node("n1")).node(node("n2")).job(job("j").running_on("n1")).build();
+    let snapshot = cluster()
+        .node(node("n1"))
+        .node(node("n2"))
+        .job(job("j").running_on("n1"))
+        .build();
     let checked = decide(
         &snapshot,
-        vec![migrate("j", "n2", MigrationKind::Reallocate), migrate("j", "n1", MigrationKind::Rebalance)],
+        vec![
+            migrate("j", "n2", MigrationKind::Reallocate),
+            migrate("j", "n1", MigrationKind::Rebalance),
+        ],
     );
     assert_eq!(checked.accepted.len(), 1);
-    assert!(matches!(checked.rejected[0].reason, Rejection::ConflictingAction { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::ConflictingAction { .. }
+    ));
 }
 
 #[test]
 fn a_job_that_cannot_checkpoint_is_never_migrated() {
-    let snapshot =
-        cluster().node(node("n1")).node(node("n2")).job(job("j").running_on("n1").not_checkpointable()).build();
-    let checked = decide(&snapshot, vec![migrate("j", "n2", MigrationKind::Reallocate)]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::NotCheckpointable { .. }));
+    let snapshot = cluster()
+        .node(node("n1"))
+        .node(node("n2"))
+        .job(job("j").running_on("n1").not_checkpointable())
+        .build();
+    let checked = decide(
+        &snapshot,
+        vec![migrate("j", "n2", MigrationKind::Reallocate)],
+    );
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NotCheckpointable { .. }
+    ));
 }
 
 #[test]
 fn cpu_weights_outside_zero_to_one_are_rejected() {
-    let snapshot = cluster().node(node("n1")).job(job("j").running_on("n1")).build();
+    let snapshot = cluster()
+        .node(node("n1"))
+        .job(job("j").running_on("n1"))
+        .build();
     for weight in [0.0, -0.5, 1.01, f64::NAN, f64::INFINITY] {
-        let op = Operation::SetCpuWeight { job: "j".into(), task: "main".into(), weight };
+        let op = Operation::SetCpuWeight {
+            job: "j".into(),
+            task: "main".into(),
+            weight,
+        };
         let checked = decide(&snapshot, vec![action(op)]);
-        assert!(matches!(checked.rejected[0].reason, Rejection::WeightOutOfRange { .. }), "{weight}");
+        assert!(
+            matches!(
+                checked.rejected[0].reason,
+                Rejection::WeightOutOfRange { .. }
+            ),
+            "{weight}"
+        );
     }
-    let op = Operation::SetCpuWeight { job: "j".into(), task: "main".into(), weight: 1.0 };
+    let op = Operation::SetCpuWeight {
+        job: "j".into(),
+        task: "main".into(),
+        weight: 1.0,
+    };
     assert_eq!(decide(&snapshot, vec![action(op)]).accepted.len(), 1);
 }
 
@@ -136,22 +210,37 @@ fn scaling_outside_min_max_is_rejected_and_growing_needs_room_on_the_named_nodes
         })
     };
     let checked = decide(&snapshot, vec![scale(5, &["n1", "n1", "n1"])]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::BadReplicaCount { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::BadReplicaCount { .. }
+    ));
     let checked = decide(&snapshot, vec![scale(0, &[])]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::BadReplicaCount { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::BadReplicaCount { .. }
+    ));
     let checked = decide(&snapshot, vec![scale(4, &["n1", "n1"])]);
     assert_eq!(checked.accepted.len(), 1, "{:?}", checked.rejected);
     let mut full = snapshot.clone();
     full.nodes[0].requested.gpus = 3;
     let checked = decide(&full, vec![scale(4, &["n1", "n1"])]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::NodeFull { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NodeFull { .. }
+    ));
 }
 
 #[test]
 fn placing_on_a_cordoned_node_is_rejected() {
-    let snapshot = cluster().node(node("n1").unschedulable()).job(job("j")).build();
+    let snapshot = cluster()
+        .node(node("n1").unschedulable())
+        .job(job("j"))
+        .build();
     let checked = decide(&snapshot, vec![place("j", &[("main", "n1")])]);
-    assert!(matches!(checked.rejected[0].reason, Rejection::NodeUnschedulable { .. }));
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NodeUnschedulable { .. }
+    ));
 }
 
 // ---- property: nothing invalid gets through -------------------------------------------
@@ -195,55 +284,72 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
         let jobs = jobs
             .into_iter()
             .enumerate()
-            .map(|(j, (tasks, (migrated, rebalanced, checkpointable), (min, max)))| {
-                let tasks: Vec<Task> = tasks
-                    .into_iter()
-                    .enumerate()
-                    .map(|(t, (requests, where_))| {
-                        let target = nodes.get_mut(where_).filter(|n| {
-                            n.allocatable.saturating_minus(&n.requested).covers(&requests)
-                        });
-                        let node = target.map(|n| {
-                            n.requested = n.requested.plus(&requests);
-                            n.name.clone()
-                        });
-                        Task {
-                            name: format!("worker-{t}"),
+            .map(
+                |(j, (tasks, (migrated, rebalanced, checkpointable), (min, max)))| {
+                    let tasks: Vec<Task> = tasks
+                        .into_iter()
+                        .enumerate()
+                        .map(|(t, (requests, where_))| {
+                            let target = nodes.get_mut(where_).filter(|n| {
+                                n.allocatable
+                                    .saturating_minus(&n.requested)
+                                    .covers(&requests)
+                            });
+                            let node = target.map(|n| {
+                                n.requested = n.requested.plus(&requests);
+                                n.name.clone()
+                            });
+                            Task {
+                                name: format!("worker-{t}"),
+                                role: "worker".into(),
+                                phase: if node.is_some() {
+                                    TaskPhase::Running
+                                } else {
+                                    TaskPhase::Pending
+                                },
+                                node,
+                                requests,
+                                cpu_weight: 1.0,
+                                usage: None,
+                            }
+                        })
+                        .collect();
+                    let current = tasks.len() as u32;
+                    let placed = tasks.iter().filter(|t| t.node.is_some()).count();
+                    Job {
+                        id: JOB_IDS[j].into(),
+                        phase: if placed == 0 {
+                            JobPhase::Waiting
+                        } else {
+                            JobPhase::Running
+                        },
+                        submit_time: j as f64,
+                        start_time: None,
+                        priority: 0,
+                        utility: 1.0,
+                        tasks,
+                        replicas: Replicas {
                             role: "worker".into(),
-                            phase: if node.is_some() { TaskPhase::Running } else { TaskPhase::Pending },
-                            node,
-                            requests,
-                            cpu_weight: 1.0,
-                            usage: None,
-                        }
-                    })
-                    .collect();
-                let current = tasks.len() as u32;
-                let placed = tasks.iter().filter(|t| t.node.is_some()).count();
-                Job {
-                    id: JOB_IDS[j].into(),
-                    phase: if placed == 0 { JobPhase::Waiting } else { JobPhase::Running },
-                    submit_time: j as f64,
-                    start_time: None,
-                    priority: 0,
-                    utility: 1.0,
-                    tasks,
-                    replicas: Replicas {
-                        role: "worker".into(),
-                        current,
-                        min: min.min(current),
-                        max: max.max(current),
-                    },
-                    loss: vec![],
-                    metric_rises: false,
-                    migrated,
-                    rebalanced,
-                    checkpointable,
-                    labels: Default::default(),
-                }
-            })
+                            current,
+                            min: min.min(current),
+                            max: max.max(current),
+                        },
+                        loss: vec![],
+                        metric_rises: false,
+                        migrated,
+                        rebalanced,
+                        checkpointable,
+                        labels: Default::default(),
+                    }
+                },
+            )
             .collect();
-        Snapshot { time: 0.0, triggers: vec![], nodes, jobs }
+        Snapshot {
+            time: 0.0,
+            triggers: vec![],
+            nodes,
+            jobs,
+        }
     })
 }
 
@@ -251,25 +357,39 @@ fn arb_operation() -> impl Strategy<Value = Operation> {
     let job = prop::sample::select(JOB_IDS).prop_map(String::from);
     let task = prop::sample::select(TASK_NAMES).prop_map(String::from);
     let node = prop::sample::select(NODE_NAMES).prop_map(String::from);
-    let assignment = (task.clone(), node.clone()).prop_map(|(task, node)| Assignment { task, node });
+    let assignment =
+        (task.clone(), node.clone()).prop_map(|(task, node)| Assignment { task, node });
     prop_oneof![
         (job.clone(), prop::collection::vec(assignment, 0..=4))
             .prop_map(|(job, assignments)| Operation::Place { job, assignments }),
-        (job.clone(), prop::option::of(task.clone()), node.clone(), any::<bool>()).prop_map(
-            |(job, task, node, rebalance)| Operation::Migrate {
+        (
+            job.clone(),
+            prop::option::of(task.clone()),
+            node.clone(),
+            any::<bool>()
+        )
+            .prop_map(|(job, task, node, rebalance)| Operation::Migrate {
                 job,
                 task,
                 node,
-                kind: if rebalance { MigrationKind::Rebalance } else { MigrationKind::Reallocate },
-            }
-        ),
+                kind: if rebalance {
+                    MigrationKind::Rebalance
+                } else {
+                    MigrationKind::Reallocate
+                },
+            }),
         (job.clone(), task, -0.5f64..1.5).prop_map(|(job, task, weight)| Operation::SetCpuWeight {
             job,
             task,
             weight
         }),
-        (job.clone(), 0u32..=5, prop::collection::vec(node, 0..=3))
-            .prop_map(|(job, replicas, nodes)| Operation::Scale { job, replicas, nodes }),
+        (job.clone(), 0u32..=5, prop::collection::vec(node, 0..=3)).prop_map(
+            |(job, replicas, nodes)| Operation::Scale {
+                job,
+                replicas,
+                nodes
+            }
+        ),
         job.prop_map(|job| Operation::Wait { job }),
     ]
 }
@@ -277,26 +397,36 @@ fn arb_operation() -> impl Strategy<Value = Operation> {
 /// Applies accepted actions the simple way and checks every invariant the validator
 /// promises. Independent of the validator's own bookkeeping on purpose.
 fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
-    let mut requested: HashMap<&str, Resources> =
-        snapshot.nodes.iter().map(|n| (n.name.as_str(), n.requested)).collect();
+    let mut requested: HashMap<&str, Resources> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.requested))
+        .collect();
     let mut bound: HashMap<(&str, &str), &str> = HashMap::new();
     let mut moves: HashMap<&str, usize> = HashMap::new();
     for a in accepted {
-        let job = snapshot.job(a.op.job()).expect("accepted action names a known job");
+        let job = snapshot
+            .job(a.op.job())
+            .expect("accepted action names a known job");
         match &a.op {
             Operation::Place { assignments, .. } => {
                 assert!(!assignments.is_empty());
                 for asg in assignments {
                     let task = job.task(&asg.task).expect("known task");
                     assert!(task.node.is_none(), "placed a bound task");
-                    assert!(bound.insert((&job.id, &asg.task), &asg.node).is_none(), "placed twice");
+                    assert!(
+                        bound.insert((&job.id, &asg.task), &asg.node).is_none(),
+                        "placed twice"
+                    );
                     let node = snapshot.node(&asg.node).expect("known node");
                     assert!(node.schedulable);
                     let r = requested.get_mut(asg.node.as_str()).unwrap();
                     *r = r.plus(&task.requests);
                 }
             }
-            Operation::Migrate { task, node, kind, .. } => {
+            Operation::Migrate {
+                task, node, kind, ..
+            } => {
                 assert!(job.checkpointable);
                 match kind {
                     MigrationKind::Reallocate => assert!(!job.migrated),
@@ -321,11 +451,17 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
                 assert!(job.task(task).is_some());
                 assert!(*weight > 0.0 && *weight <= 1.0);
             }
-            Operation::Scale { replicas, nodes, .. } => {
+            Operation::Scale {
+                replicas, nodes, ..
+            } => {
                 assert!(job.checkpointable);
                 assert!(*replicas >= job.replicas.min && *replicas <= job.replicas.max);
                 *moves.entry(&job.id).or_default() += 1;
-                let template = job.tasks.iter().find(|t| t.role == job.replicas.role).unwrap();
+                let template = job
+                    .tasks
+                    .iter()
+                    .find(|t| t.role == job.replicas.role)
+                    .unwrap();
                 for n in nodes {
                     let r = requested.get_mut(n.as_str()).expect("known node");
                     *r = r.plus(&template.requests);
@@ -335,9 +471,16 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         }
     }
     for n in &snapshot.nodes {
-        assert!(n.allocatable.covers(&requested[n.name.as_str()]), "node {} over-committed", n.name);
+        assert!(
+            n.allocatable.covers(&requested[n.name.as_str()]),
+            "node {} over-committed",
+            n.name
+        );
     }
-    assert!(moves.values().all(|&m| m <= 1), "a job moved twice in one decision");
+    assert!(
+        moves.values().all(|&m| m <= 1),
+        "a job moved twice in one decision"
+    );
 }
 
 proptest! {

@@ -104,10 +104,9 @@ impl Runtime {
         let mut config = Config::new();
         config.epoch_interruption(true);
         if let Some(dir) = &options.cache_dir {
-            let cache = wasmtime::CacheConfig::new()
-                .with_directory(dir)
-                .clone();
-            let cache = wasmtime::Cache::new(cache).map_err(|e| LoadError::Engine(e.to_string()))?;
+            let cache = wasmtime::CacheConfig::new().with_directory(dir).clone();
+            let cache =
+                wasmtime::Cache::new(cache).map_err(|e| LoadError::Engine(e.to_string()))?;
             config.cache(Some(cache));
         }
         let engine = Engine::new(&config).map_err(|e| LoadError::Engine(e.to_string()))?;
@@ -141,7 +140,11 @@ impl Runtime {
             return Ok(module.clone());
         }
         let module = Arc::new(self.compile(bytes, digest, source_name)?);
-        self.inner.digest_to_module.lock().unwrap().insert(digest, module.clone());
+        self.inner
+            .digest_to_module
+            .lock()
+            .unwrap()
+            .insert(digest, module.clone());
         Ok(module)
     }
 
@@ -152,16 +155,22 @@ impl Runtime {
         source_name: &str,
     ) -> Result<PolicyModule, LoadError> {
         check_is_component(bytes, source_name)?;
-        let component = Component::new(&self.inner.engine, bytes).map_err(|e| {
-            LoadError::NotAComponent { source_name: source_name.into(), reason: format!("{e:#}") }
-        })?;
+        let component =
+            Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::NotAComponent {
+                source_name: source_name.into(),
+                reason: format!("{e:#}"),
+            })?;
         check_world(&self.inner.engine, &component, source_name)?;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
             source_name: source_name.into(),
             reason: format!("{e:#}"),
             expected: SCHEDULER_EXPORT,
         };
-        let instance_pre = self.inner.linker.instantiate_pre(&component).map_err(wrong_world)?;
+        let instance_pre = self
+            .inner
+            .linker
+            .instantiate_pre(&component)
+            .map_err(wrong_world)?;
         let pre = bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?;
         let mut module = PolicyModule {
             pre,
@@ -174,9 +183,10 @@ impl Runtime {
                 parameters: vec![],
             },
         };
-        module.description = module
-            .describe()
-            .map_err(|source| LoadError::Describe { source_name: source_name.into(), source })?;
+        module.description = module.describe().map_err(|source| LoadError::Describe {
+            source_name: source_name.into(),
+            source,
+        })?;
         Ok(module)
     }
 }
@@ -188,7 +198,9 @@ fn check_is_component(bytes: &[u8], source_name: &str) -> Result<(), LoadError> 
         reason: reason.into(),
     };
     if !bytes.starts_with(b"\0asm") {
-        return Err(refuse("the file does not start with the WebAssembly magic bytes"));
+        return Err(refuse(
+            "the file does not start with the WebAssembly magic bytes",
+        ));
     }
     if wasmparser::Parser::is_core_wasm(bytes) {
         return Err(refuse(
@@ -203,11 +215,17 @@ fn check_is_component(bytes: &[u8], source_name: &str) -> Result<(), LoadError> 
 /// message naming what was found instead of a type mismatch deep in the linker.
 fn check_world(engine: &Engine, component: &Component, source_name: &str) -> Result<(), LoadError> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     if exports.iter().any(|e| e == SCHEDULER_EXPORT) {
         return Ok(());
     }
-    let reason = match exports.iter().find(|e| e.starts_with("switchyard:policy/scheduler")) {
+    let reason = match exports
+        .iter()
+        .find(|e| e.starts_with("switchyard:policy/scheduler"))
+    {
         Some(other) => format!(
             "it exports `{other}`, built against another version of the contract; this host \
              speaks {PACKAGE}"
@@ -215,7 +233,11 @@ fn check_world(engine: &Engine, component: &Component, source_name: &str) -> Res
         None if exports.is_empty() => "it exports nothing".to_string(),
         None => format!("it exports {}", exports.join(", ")),
     };
-    Err(LoadError::WrongWorld { source_name: source_name.into(), reason, expected: SCHEDULER_EXPORT })
+    Err(LoadError::WrongWorld {
+        source_name: source_name.into(),
+        reason,
+        expected: SCHEDULER_EXPORT,
+    })
 }
 
 /// A checked, pre-linked policy component, ready to be called.
@@ -255,9 +277,13 @@ impl PolicyModule {
     pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
         let answer = self.call(0.0, 0, |policy, store| {
-            policy.switchyard_policy_scheduler().call_configure(store, &wit_settings)
+            policy
+                .switchyard_policy_scheduler()
+                .call_configure(store, &wit_settings)
         })?;
-        answer.map(contract::settings_from_wit).map_err(|message| self.refused(message))
+        answer
+            .map(contract::settings_from_wit)
+            .map_err(|message| self.refused(message))
     }
 
     /// One decision round. `seed` seeds the guest's randomness; the same inputs and
@@ -272,7 +298,12 @@ impl PolicyModule {
         let wit_settings = contract::settings_to_wit(settings);
         let wit_snapshot = contract::snapshot_to_wit(snapshot);
         let answer = self.call(snapshot.time, seed, |policy, store| {
-            policy.switchyard_policy_scheduler().call_decide(store, &wit_settings, &wit_snapshot, state)
+            policy.switchyard_policy_scheduler().call_decide(
+                store,
+                &wit_settings,
+                &wit_snapshot,
+                state,
+            )
         })?;
         let decision = answer.map_err(|message| self.refused(message))?;
         if decision.state.len() > self.limits.state_bytes {
@@ -292,7 +323,9 @@ impl PolicyModule {
             return Err(PolicyError::InvalidResult {
                 policy: self.name().to_string(),
                 digest: self.digest.short(),
-                message: format!("next-call-after must be a non-negative number of seconds, got {after}"),
+                message: format!(
+                    "next-call-after must be a non-negative number of seconds, got {after}"
+                ),
             });
         }
         Ok(contract::decision_from_wit(decision))
@@ -318,7 +351,10 @@ impl PolicyModule {
         store.limiter(|s| s.limiter());
         store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
         store.epoch_deadline_trap();
-        let outcome = self.pre.instantiate(&mut store).and_then(|policy| f(&policy, &mut store));
+        let outcome = self
+            .pre
+            .instantiate(&mut store)
+            .and_then(|policy| f(&policy, &mut store));
         outcome.map_err(|error| self.classify(error, store.data()))
     }
 
@@ -326,10 +362,18 @@ impl PolicyModule {
         let policy = self.name().to_string();
         let digest = self.digest.short();
         if state.memory_refused() {
-            return PolicyError::OutOfMemory { policy, digest, limit_bytes: self.limits.memory_bytes };
+            return PolicyError::OutOfMemory {
+                policy,
+                digest,
+                limit_bytes: self.limits.memory_bytes,
+            };
         }
         if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
-            return PolicyError::DeadlineExceeded { policy, digest, deadline: self.limits.deadline };
+            return PolicyError::DeadlineExceeded {
+                policy,
+                digest,
+                deadline: self.limits.deadline,
+            };
         }
         let printed = state.guest_output();
         let message = if printed.is_empty() {
@@ -337,10 +381,18 @@ impl PolicyModule {
         } else {
             format!("{error:#}; the policy printed: {printed}")
         };
-        PolicyError::Trap { policy, digest, message }
+        PolicyError::Trap {
+            policy,
+            digest,
+            message,
+        }
     }
 
     fn refused(&self, message: String) -> PolicyError {
-        PolicyError::Refused { policy: self.name().to_string(), digest: self.digest.short(), message }
+        PolicyError::Refused {
+            policy: self.name().to_string(),
+            digest: self.digest.short(),
+            message,
+        }
     }
 }

@@ -10,7 +10,11 @@ use switchyard::model::{
 
 /// `cpus` cores, `gib` GiB of memory, `gpus` GPUs.
 pub fn res(cpus: f64, gib: u64, gpus: u32) -> Resources {
-    Resources { cpu_millis: (cpus * 1000.0) as u64, memory_bytes: gib << 30, gpus }
+    Resources {
+        cpu_millis: (cpus * 1000.0) as u64,
+        memory_bytes: gib << 30,
+        gpus,
+    }
 }
 
 /// A schedulable node with 8 cores, 32 GiB and no GPU until told otherwise.
@@ -52,7 +56,12 @@ pub fn job(id: &str) -> JobBuilder {
         priority: 0,
         utility: 1.0,
         tasks: vec![],
-        replicas: Replicas { role: "main".into(), current: 1, min: 1, max: 1 },
+        replicas: Replicas {
+            role: "main".into(),
+            current: 1,
+            min: 1,
+            max: 1,
+        },
         loss: vec![],
         metric_rises: false,
         migrated: false,
@@ -92,7 +101,12 @@ impl JobBuilder {
         self
     }
     pub fn replicas(mut self, role: &str, current: u32, min: u32, max: u32) -> Self {
-        self.0.replicas = Replicas { role: role.into(), current, min, max };
+        self.0.replicas = Replicas {
+            role: role.into(),
+            current,
+            min,
+            max,
+        };
         self
     }
     pub fn migrated(mut self) -> Self {
@@ -107,7 +121,11 @@ impl JobBuilder {
         self.0.loss = values
             .iter()
             .enumerate()
-            .map(|(i, v)| LossSample { time: i as f64 * 10.0, step: i as u64 * 100, value: *v })
+            .map(|(i, v)| LossSample {
+                time: i as f64 * 10.0,
+                step: i as u64 * 100,
+                value: *v,
+            })
             .collect();
         self
     }
@@ -136,7 +154,12 @@ impl ClusterBuilder {
     pub fn job(mut self, job: JobBuilder) -> Self {
         let job = job.build();
         for t in &job.tasks {
-            if let Some(n) = self.0.nodes.iter_mut().find(|n| Some(&n.name) == t.node.as_ref()) {
+            if let Some(n) = self
+                .0
+                .nodes
+                .iter_mut()
+                .find(|n| Some(&n.name) == t.node.as_ref())
+            {
                 n.requested = n.requested.plus(&t.requests);
             }
         }

@@ -1,0 +1,260 @@
+//! The simulator and the control loop, as specified in issue 3: processor sharing,
+//! completion times, checkpoint costs, determinism, workload errors and policy fallback.
+
+mod support;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use support::res;
+use switchyard::control::{Advance, Cluster, ControlLoop, PolicySlot};
+use switchyard::model::{Action, Assignment, MigrationKind, Operation};
+use switchyard::registry::PolicyRef;
+use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard::sim::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed};
+use switchyard::workload::Workload;
+
+fn node(name: &str, cpus: f64) -> NodeSpec {
+    NodeSpec {
+        name: name.into(),
+        allocatable: res(cpus, 64, 4),
+        labels: BTreeMap::new(),
+    }
+}
+
+fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
+    JobSpec {
+        id: id.into(),
+        submit_time: 0.0,
+        priority: 0,
+        utility: 1.0,
+        roles: vec![RoleSpec {
+            name: "main".into(),
+            count: 1,
+            requests: res(1.0, 1, 0),
+            max_cores,
+        }],
+        scalable_role: "main".into(),
+        min_replicas: 1,
+        max_replicas: 1,
+        work,
+        speed: Speed::Cpu {
+            per_core,
+            serial_fraction: 0.0,
+        },
+        comm_penalty: 0.8,
+        curve: None,
+        noise: 0.0,
+        eval_every: f64::INFINITY,
+        metric_rises: false,
+        checkpointable: true,
+        labels: BTreeMap::new(),
+    }
+}
+
+fn sim(nodes: Vec<NodeSpec>, jobs: Vec<JobSpec>) -> Simulator {
+    Simulator::new(Scenario {
+        nodes,
+        jobs,
+        config: SimConfig::default(),
+    })
+}
+
+fn place(job: &str, task: &str, node: &str) -> Action {
+    Action {
+        op: Operation::Place {
+            job: job.into(),
+            assignments: vec![Assignment {
+                task: task.into(),
+                node: node.into(),
+            }],
+        },
+        reason: "test".into(),
+    }
+}
+
+fn run_to_end(s: &mut Simulator) {
+    while let Advance::Events(_) = s.advance(None) {}
+}
+
+#[test]
+fn weighted_processor_sharing_hands_out_exactly_the_nodes_cores_when_demand_exceeds_them() {
+    let jobs = vec![
+        cpu_job("a", 1e6, 1.0, 8.0),
+        cpu_job("b", 1e6, 1.0, 8.0),
+        cpu_job("c", 1e6, 1.0, 1.0),
+    ];
+    let mut s = sim(vec![node("n1", 8.0)], jobs);
+    s.advance(None);
+    s.apply(
+        &[
+            place("a", "main", "n1"),
+            place("b", "main", "n1"),
+            place("c", "main", "n1"),
+        ],
+        &[],
+    );
+    let weight = Action {
+        op: Operation::SetCpuWeight {
+            job: "b".into(),
+            task: "main".into(),
+            weight: 0.5,
+        },
+        reason: "t".into(),
+    };
+    s.apply(&[weight], &[]);
+    let cores = |id: &str| s.task_cores(id).unwrap()[0].1;
+    let (a, b, c) = (cores("a"), cores("b"), cores("c"));
+    assert!(
+        (a + b + c - 8.0).abs() < 1e-9,
+        "shares {a} {b} {c} must add up to 8 cores"
+    );
+    assert_eq!(c, 1.0, "a task that can use one core keeps only one");
+    assert!(
+        (a - 2.0 * b).abs() < 1e-9,
+        "weight 1 gets twice weight 0.5: {a} vs {b}"
+    );
+    let rates = s.job_rate("a").unwrap() + s.job_rate("b").unwrap() + s.job_rate("c").unwrap();
+    assert!(
+        (rates - 8.0).abs() < 1e-9,
+        "with linear speed-up the progress rates add up to the capacity"
+    );
+}
+
+#[test]
+fn a_job_alone_on_a_node_finishes_after_its_work_divided_by_its_speed() {
+    let mut s = sim(vec![node("n1", 8.0)], vec![cpu_job("a", 300.0, 2.5, 1.0)]);
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    run_to_end(&mut s);
+    assert_eq!(s.finish_time("a"), Some(120.0));
+}
+
+#[test]
+fn a_migration_delays_the_job_by_its_cost_exactly_once() {
+    let mut s = sim(
+        vec![node("n1", 8.0), node("n2", 8.0)],
+        vec![cpu_job("a", 100.0, 1.0, 1.0)],
+    );
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    assert_eq!(s.advance(Some(10.0)), Advance::Reached { quiescent: false });
+    let migrate = Action {
+        op: Operation::Migrate {
+            job: "a".into(),
+            task: None,
+            node: "n2".into(),
+            kind: MigrationKind::Reallocate,
+        },
+        reason: "t".into(),
+    };
+    s.apply(&[migrate], &[]);
+    run_to_end(&mut s);
+    assert_eq!(s.finish_time("a"), Some(105.0));
+}
+
+#[test]
+fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput() {
+    let mut job = cpu_job("a", 1000.0, 1.0, 1.0);
+    job.roles = vec![RoleSpec {
+        name: "worker".into(),
+        count: 1,
+        requests: res(1.0, 1, 1),
+        max_cores: 1.0,
+    }];
+    job.scalable_role = "worker".into();
+    job.max_replicas = 2;
+    job.speed = Speed::Table(vec![10.0, 20.0]);
+    let mut s = sim(vec![node("n1", 8.0)], vec![job]);
+    s.advance(None);
+    s.apply(&[place("a", "worker-0", "n1")], &[]);
+    s.advance(Some(50.0)); // 500 work done
+    let scale = Action {
+        op: Operation::Scale {
+            job: "a".into(),
+            replicas: 2,
+            nodes: vec!["n1".into()],
+        },
+        reason: "t".into(),
+    };
+    s.apply(&[scale], &[]);
+    run_to_end(&mut s);
+    // 50 s of restart, then 500 work at 20/s.
+    assert_eq!(s.finish_time("a"), Some(50.0 + 50.0 + 25.0));
+}
+
+#[test]
+fn a_workload_with_a_misspelt_field_is_refused_with_the_field_and_its_line() {
+    let text = "cluster:\n  nodes:\n    - name: n\n      cpus: 4\n      memory_gib: 8\ntemplates:\n  t:\n    wrok: 10\n";
+    let error = Workload::parse(text, Path::new("typo.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("typo.yaml:8"), "{error}");
+    assert!(error.contains("templates.t"), "{error}");
+    assert!(error.contains("wrok"), "{error}");
+}
+
+fn runtime(deadline: Duration) -> Runtime {
+    let limits = SandboxLimits {
+        deadline,
+        ..SandboxLimits::default()
+    };
+    Runtime::new(RuntimeOptions {
+        limits,
+        cache_dir: None,
+    })
+    .unwrap()
+}
+
+#[test]
+fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
+    let runtime = runtime(Duration::from_millis(30));
+    let looping = runtime
+        .load(
+            &std::fs::read(env!("SWITCHYARD_TEST_GUEST_LOOPING")).unwrap(),
+            "looping",
+        )
+        .unwrap();
+    let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
+    let active = PolicySlot {
+        module: looping,
+        settings: Default::default(),
+    };
+    let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
+    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
+    jobs[1].submit_time = 10.0;
+    let mut s = sim(vec![node("n1", 4.0)], jobs);
+    let mut control = ControlLoop::new(active, fallback, 1);
+    control.run(&mut s, |_| {});
+    assert_eq!(s.finished_jobs(), 2, "no job is lost");
+    assert!(control.failures() >= 2);
+    assert!(
+        control
+            .records()
+            .iter()
+            .all(|r| r.policy == "default" && r.failure.is_some())
+    );
+    assert_eq!(s.finish_time("a"), Some(50.0));
+}
+
+#[test]
+fn the_same_workload_and_seed_give_byte_identical_results() {
+    let dir = std::env::temp_dir().join(format!("switchyard-determinism-{}", std::process::id()));
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/quickstart.yaml");
+    let mut outputs = Vec::new();
+    for run in 0..2 {
+        let out = dir.join(run.to_string());
+        assert_cmd::Command::cargo_bin("switchyard")
+            .unwrap()
+            .args([
+                "simulate", example, "--policy", "default", "--seed", "7", "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        outputs.push(std::fs::read(out.join("results.json")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    let _ = std::fs::remove_dir_all(&dir);
+}
