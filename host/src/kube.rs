@@ -64,7 +64,9 @@ pub enum Error {
         source: kube::Error,
     },
     /// A job's `progress.log.pattern` is not a valid regular expression.
-    #[error("TrainingJob `{job}`: progress.log.pattern `{pattern}` is not a valid regular expression: {source}")]
+    #[error(
+        "TrainingJob `{job}`: progress.log.pattern `{pattern}` is not a valid regular expression: {source}"
+    )]
     BadPattern {
         /// Job name.
         job: String,
@@ -75,7 +77,9 @@ pub enum Error {
         source: regex::Error,
     },
     /// A job's pattern has no capture group to take the value from.
-    #[error("TrainingJob `{job}`: progress.log.pattern `{pattern}` has no capture group; put the value in `(?P<value>...)` or in the first group")]
+    #[error(
+        "TrainingJob `{job}`: progress.log.pattern `{pattern}` has no capture group; put the value in `(?P<value>...)` or in the first group"
+    )]
     PatternWithoutValue {
         /// Job name.
         job: String,

@@ -29,7 +29,12 @@ pub struct RunArgs {
     #[arg(long, value_enum)]
     pub cluster: ClusterKind,
     /// The active policy: a built-in name or a `.wasm` file.
-    #[arg(long, default_value = "default", env = "SWITCHYARD_POLICY", value_name = "NAME|FILE.wasm")]
+    #[arg(
+        long,
+        default_value = "default",
+        env = "SWITCHYARD_POLICY",
+        value_name = "NAME|FILE.wasm"
+    )]
     pub policy: String,
     /// A YAML map of the policy's settings (the ConfigMap's `settings.yaml`).
     #[arg(long, env = "SWITCHYARD_SETTINGS", value_name = "FILE")]
@@ -65,9 +70,13 @@ pub fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let ClusterKind::Kube = args.cluster;
     let settings: BTreeMap<String, String> = match &args.settings {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             serde_norway::from_str(&text).with_context(|| {
-                format!("{}: expected a YAML map of setting name to value (strings)", path.display())
+                format!(
+                    "{}: expected a YAML map of setting name to value (strings)",
+                    path.display()
+                )
             })?
         }
         None => BTreeMap::new(),
@@ -75,8 +84,11 @@ pub fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let runtime = sandbox.runtime()?;
     let active = PolicySlot::configure(PolicyRef::parse(&args.policy)?.load(&runtime)?, &settings)
         .with_context(|| format!("configuring {}", args.policy))?;
-    let fallback = PolicySlot::configure(PolicyRef::parse(&args.fallback)?.load(&runtime)?, &BTreeMap::new())
-        .with_context(|| format!("configuring {}", args.fallback))?;
+    let fallback = PolicySlot::configure(
+        PolicyRef::parse(&args.fallback)?.load(&runtime)?,
+        &BTreeMap::new(),
+    )
+    .with_context(|| format!("configuring {}", args.fallback))?;
     let control = ControlLoop::new(active, fallback, args.seed).keep_records(false);
     let options = Options {
         identity: args.identity,

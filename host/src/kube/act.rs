@@ -25,7 +25,9 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use super::crd::{CheckpointMethod, Condition, Phase, Placement, TrainingJob, TrainingJobStatus};
-use super::{CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry};
+use super::{
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
+};
 use crate::model::MigrationKind;
 
 /// Carries out actions on one cluster.
@@ -66,8 +68,14 @@ impl Actor {
         let placed = match placed {
             Ok(placed) => placed,
             Err(error) => {
-                self.event(job, EventType::Warning, "PlacementFailed", "Place", &error.to_string())
-                    .await;
+                self.event(
+                    job,
+                    EventType::Warning,
+                    "PlacementFailed",
+                    "Place",
+                    &error.to_string(),
+                )
+                .await;
                 return Err(error);
             }
         };
@@ -80,7 +88,8 @@ impl Actor {
         })
         .await?;
         let note = format!("{}: {reason}", describe(&placed));
-        self.event(job, EventType::Normal, "Placed", "Place", &note).await;
+        self.event(job, EventType::Normal, "Placed", "Place", &note)
+            .await;
         Ok(())
     }
 
@@ -123,7 +132,11 @@ impl Actor {
             Ok(()) => Ok(assignments
                 .iter()
                 .zip(created)
-                .map(|((task, node), pod)| Placement { task: task.clone(), pod, node: node.clone() })
+                .map(|((task, node), pod)| Placement {
+                    task: task.clone(),
+                    pod,
+                    node: node.clone(),
+                })
                 .collect()),
             Err(error) => {
                 for pod in &created {
@@ -171,7 +184,8 @@ impl Actor {
             .await?;
         if moving.is_empty() {
             let note = format!("already on {node}, marked only: {reason}");
-            self.event(job, EventType::Normal, "Marked", "Migrate", &note).await;
+            self.event(job, EventType::Normal, "Marked", "Migrate", &note)
+                .await;
             return Ok(());
         }
         self.checkpoint_and_delete(job, &moving).await?;
@@ -181,7 +195,9 @@ impl Actor {
             .map(|t| (t.to_string(), node.to_string()))
             .collect();
         let generation = status_of(&updated).generation;
-        let placed = self.create_and_bind(&updated, &assignments, generation).await?;
+        let placed = self
+            .create_and_bind(&updated, &assignments, generation)
+            .await?;
         self.update_status(&updated, |status| {
             for p in &placed {
                 status.placements.retain(|q| q.task != p.task);
@@ -191,31 +207,44 @@ impl Actor {
         })
         .await?;
         let note = format!("{}: {reason}", describe(&placed));
-        self.event(job, EventType::Normal, "Migrated", "Migrate", &note).await;
+        self.event(job, EventType::Normal, "Migrated", "Migrate", &note)
+            .await;
         Ok(())
     }
 
     /// Asks each pod's process to checkpoint per the job's spec and deletes the pods once
     /// the grace period allows.
     async fn checkpoint_and_delete(&self, job: &TrainingJob, victims: &[&Pod]) -> Result<()> {
-        let checkpoint = job.spec.checkpoint.as_ref().ok_or_else(|| Error::InvalidSpec {
-            job: job.name_any(),
-            message: "the job has no `checkpoint` and cannot be moved or rescaled".into(),
-        })?;
+        let checkpoint = job
+            .spec
+            .checkpoint
+            .as_ref()
+            .ok_or_else(|| Error::InvalidSpec {
+                job: job.name_any(),
+                message: "the job has no `checkpoint` and cannot be moved or rescaled".into(),
+            })?;
         let api = self.pods(job);
         let grace = i64::from(checkpoint.grace_period_seconds);
         match checkpoint.method {
             CheckpointMethod::Annotation => {
                 let requested = chrono_now();
-                let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
-                let patch = Patch::Merge(json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: requested}}}));
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                };
+                let patch = Patch::Merge(
+                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: requested}}}),
+                );
                 for pod in victims {
                     let name = pod.name_any();
-                    retry::with_backoff("checkpoint annotation", || api.patch(&name, &params, &patch))
+                    retry::with_backoff("checkpoint annotation", || {
+                        api.patch(&name, &params, &patch)
+                    })
                     .await
                     .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
                 }
-                tokio::time::sleep(Duration::from_secs(checkpoint.grace_period_seconds.into())).await;
+                tokio::time::sleep(Duration::from_secs(checkpoint.grace_period_seconds.into()))
+                    .await;
                 for pod in victims {
                     delete_pod(&api, &pod.name_any(), None).await?;
                 }
@@ -231,41 +260,73 @@ impl Actor {
 
     /// Sets the CPU weight of `pod` by resizing its training container's CPU request to
     /// `weight` times the template's. A refusal is reported on the job, not returned.
-    pub async fn set_cpu_weight(&self, job: &TrainingJob, pod: &Pod, weight: f64, reason: &str) -> Result<()> {
+    pub async fn set_cpu_weight(
+        &self,
+        job: &TrainingJob,
+        pod: &Pod,
+        weight: f64,
+        reason: &str,
+    ) -> Result<()> {
         let role = pod
             .labels()
             .get(super::ROLE_LABEL)
             .and_then(|r| job.spec.roles.iter().find(|role| &role.name == r))
-            .ok_or_else(|| Error::NotFound(format!("pod {} has no role of its job", pod.name_any())))?;
-        let (container, base) = pods::training_container(role).ok_or_else(|| Error::InvalidSpec {
-            job: job.name_any(),
-            message: format!("role `{}` has no container", role.name),
-        })?;
+            .ok_or_else(|| {
+                Error::NotFound(format!("pod {} has no role of its job", pod.name_any()))
+            })?;
+        let (container, base) =
+            pods::training_container(role).ok_or_else(|| Error::InvalidSpec {
+                job: job.name_any(),
+                message: format!("role `{}` has no container", role.name),
+            })?;
         if base == 0 {
             return Err(Error::InvalidSpec {
                 job: job.name_any(),
-                message: format!("container `{container}` of role `{}` requests no CPU, so it has no weight to lower", role.name),
+                message: format!(
+                    "container `{container}` of role `{}` requests no CPU, so it has no weight to lower",
+                    role.name
+                ),
             });
         }
         let millis = ((base as f64 * weight).round() as u64).max(1);
-        let patch = Patch::Strategic(json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}));
+        let patch = Patch::Strategic(
+            json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}),
+        );
         let name = pod.name_any();
         let api = self.pods(job);
         let params = PatchParams::default();
-        let outcome = retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch))
-        .await;
+        let outcome =
+            retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch)).await;
         let (status, message) = match outcome {
-            Ok(_) => ("True", format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}")),
-            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => {
-                ("False", format!("the cluster refused to resize pod {name} in place ({}): {}", s.code, s.message))
-            }
+            Ok(_) => (
+                "True",
+                format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}"),
+            ),
+            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
+                "False",
+                format!(
+                    "the cluster refused to resize pod {name} in place ({}): {}",
+                    s.code, s.message
+                ),
+            ),
             Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
         };
-        let condition_reason = if status == "True" { "Resized" } else { "ResizeRefused" };
-        self.update_status(job, |s| set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message))
-            .await?;
-        let event_type = if status == "True" { EventType::Normal } else { EventType::Warning };
-        self.event(job, event_type, condition_reason, "SetCpuWeight", &message).await;
+        let condition_reason = if status == "True" {
+            "Resized"
+        } else {
+            "ResizeRefused"
+        };
+        self.update_status(job, |s| {
+            set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
+        })
+        .await?;
+        let event_type = if status == "True" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        self.event(job, event_type, condition_reason, "SetCpuWeight", &message)
+            .await;
         Ok(())
     }
 
@@ -299,29 +360,42 @@ impl Actor {
                     .find(|p| task_of(p) == Some(t.name.as_str()))
                     .and_then(node_of)
                     .map(str::to_string)
-                    .or_else(|| before.iter().find(|p| p.task == t.name).map(|p| p.node.clone()))
+                    .or_else(|| {
+                        before
+                            .iter()
+                            .find(|p| p.task == t.name)
+                            .map(|p| p.node.clone())
+                    })
                     .or_else(|| added.next().cloned())?;
                 Some((t.name, node))
             })
             .collect();
         let generation = status_of(&updated).generation;
-        let placed = self.create_and_bind(&updated, &assignments, generation).await?;
+        let placed = self
+            .create_and_bind(&updated, &assignments, generation)
+            .await?;
         self.update_status(&updated, |status| {
             status.placements = placed.clone();
             status.phase = Some(Phase::Running);
         })
         .await?;
         let note = format!("{replicas} replicas ({}): {reason}", describe(&placed));
-        self.event(job, EventType::Normal, "Rescaled", "Scale", &note).await;
+        self.event(job, EventType::Normal, "Rescaled", "Scale", &note)
+            .await;
         Ok(())
     }
 
     /// Replaces the policy's labels on `job` (no write when they are unchanged).
-    pub async fn set_policy_labels(&self, job: &TrainingJob, labels: std::collections::BTreeMap<String, String>) -> Result<()> {
+    pub async fn set_policy_labels(
+        &self,
+        job: &TrainingJob,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> Result<()> {
         if status_of(job).policy_labels == labels {
             return Ok(());
         }
-        self.update_status(job, |status| status.policy_labels = labels.clone()).await?;
+        self.update_status(job, |status| status.policy_labels = labels.clone())
+            .await?;
         Ok(())
     }
 
@@ -339,16 +413,32 @@ impl Actor {
             let mut status = fresh.status.clone().unwrap_or_default();
             change(&mut status);
             fresh.status = Some(status);
-            api.replace_status(&name, &PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }, &fresh)
-                .await
+            api.replace_status(
+                &name,
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                },
+                &fresh,
+            )
+            .await
         })
         .await
-        .map_err(Error::api(format!("updating the status of TrainingJob {name}")))
+        .map_err(Error::api(format!(
+            "updating the status of TrainingJob {name}"
+        )))
     }
 
     /// Publishes an Event on the job. A failure is logged, never fatal: the action it
     /// reports has already happened.
-    pub async fn event(&self, job: &TrainingJob, type_: EventType, reason: &str, action: &str, note: &str) {
+    pub async fn event(
+        &self,
+        job: &TrainingJob,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
@@ -358,7 +448,10 @@ impl Actor {
         };
         let reference: ObjectReference = job.object_ref(&());
         if let Err(source) = self.recorder.publish(&event, &reference).await {
-            let error = Error::Event { job: job.name_any(), source };
+            let error = Error::Event {
+                job: job.name_any(),
+                source,
+            };
             tracing::warn!(%error, "could not publish event");
         }
     }
@@ -368,14 +461,22 @@ impl Actor {
 /// between create and bind) counts as created.
 async fn create_pod(api: &Api<Pod>, pod: &Pod) -> Result<()> {
     let name = pod.name_any();
-    let pp = PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() };
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
     match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
-            let existing = api.get(&name).await.map_err(Error::api(format!("reading pod {name}")))?;
+            let existing = api
+                .get(&name)
+                .await
+                .map_err(Error::api(format!("reading pod {name}")))?;
             match node_of(&existing) {
                 None => Ok(()),
-                Some(node) => Err(Error::NotFound(format!("pod {name} exists and is already bound to {node}"))),
+                Some(node) => Err(Error::NotFound(format!(
+                    "pod {name} exists and is already bound to {node}"
+                ))),
             }
         }
         Err(error) => Err(Error::api(format!("creating pod {name}"))(error)),
@@ -385,7 +486,10 @@ async fn create_pod(api: &Api<Pod>, pod: &Pod) -> Result<()> {
 /// Binds `pod` to `node` through the `binding` subresource.
 async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
     let binding = Binding {
-        metadata: ObjectMeta { name: Some(pod.to_string()), ..ObjectMeta::default() },
+        metadata: ObjectMeta {
+            name: Some(pod.to_string()),
+            ..ObjectMeta::default()
+        },
         target: ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Node".into()),
@@ -404,7 +508,10 @@ async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
 
 /// Deletes `pod` (a pod already gone counts as deleted).
 async fn delete_pod(api: &Api<Pod>, pod: &str, grace_seconds: Option<i64>) -> Result<()> {
-    let dp = DeleteParams { grace_period_seconds: grace_seconds.map(|g| g as u32), ..DeleteParams::default() };
+    let dp = DeleteParams {
+        grace_period_seconds: grace_seconds.map(|g| g as u32),
+        ..DeleteParams::default()
+    };
     match retry::with_backoff("delete pod", || api.delete(pod, &dp)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
@@ -414,7 +521,13 @@ async fn delete_pod(api: &Api<Pod>, pod: &str, grace_seconds: Option<i64>) -> Re
 
 /// Sets (or replaces) the condition of type `type_`, keeping its transition time when
 /// the status does not change.
-pub fn set_condition(status: &mut TrainingJobStatus, type_: &str, value: &str, reason: &str, message: &str) {
+pub fn set_condition(
+    status: &mut TrainingJobStatus,
+    type_: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+) {
     let now = chrono_now();
     match status.conditions.iter_mut().find(|c| c.type_ == type_) {
         Some(c) => {
@@ -452,7 +565,11 @@ fn status_of(job: &TrainingJob) -> TrainingJobStatus {
 
 /// The task a pod runs (its `switchyard.dev/task` label).
 pub fn task_of(pod: &Pod) -> Option<&str> {
-    pod.metadata.labels.as_ref()?.get(TASK_LABEL).map(String::as_str)
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(TASK_LABEL)
+        .map(String::as_str)
 }
 
 /// The node a pod is bound to.

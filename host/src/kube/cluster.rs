@@ -81,8 +81,15 @@ impl KubeCluster {
                 continue;
             }
             if let Some(succeeded) = observe::finished(&job, &pods) {
-                let phase = if succeeded { Phase::Succeeded } else { Phase::Failed };
-                match self.handle.block_on(self.actor.update_status(&job, |s| s.phase = Some(phase))) {
+                let phase = if succeeded {
+                    Phase::Succeeded
+                } else {
+                    Phase::Failed
+                };
+                match self
+                    .handle
+                    .block_on(self.actor.update_status(&job, |s| s.phase = Some(phase)))
+                {
                     Ok(_) => self.finished += 1,
                     Err(error) => tracing::warn!(%error, job = id, "recording the end of a job"),
                 }
@@ -121,7 +128,9 @@ impl KubeCluster {
         self.followed.retain(|_, task| !task.is_finished());
         let pods = self.caches.pods.state();
         for job in self.caches.jobs.state() {
-            let Some(log) = job.spec.progress.log.clone() else { continue };
+            let Some(log) = job.spec.progress.log.clone() else {
+                continue;
+            };
             let id = job_id(&job);
             let pattern = match LogPattern::compile(&job.name_any(), &log.pattern) {
                 Ok(p) => p,
@@ -131,17 +140,26 @@ impl KubeCluster {
                 }
             };
             for pod in observe::job_pods(&job, &pods) {
-                let running = pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let running =
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
                 if !running || node_of(&pod).is_none() || self.followed.contains_key(&key) {
                     continue;
                 }
                 let api: Api<k8s_openapi::api::core::v1::Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                let (caches, name, id, pattern) = (self.caches.clone(), pod.name_any(), id.clone(), pattern.clone());
+                let (caches, name, id, pattern) = (
+                    self.caches.clone(),
+                    pod.name_any(),
+                    id.clone(),
+                    pattern.clone(),
+                );
                 let container = log.container.clone();
                 let task = self.handle.spawn(async move {
-                    if let Err(error) = observe::follow_log(api, &name, container, pattern, &caches, &id, unix_now).await {
+                    if let Err(error) =
+                        observe::follow_log(api, &name, container, pattern, &caches, &id, unix_now)
+                            .await
+                    {
                         tracing::warn!(%error, "log follower stopped");
                     }
                 });
@@ -217,22 +235,31 @@ impl Cluster for KubeCluster {
             let outcome = self.handle.block_on(async {
                 match &action.op {
                     Operation::Place { assignments, .. } => {
-                        let pairs: Vec<(String, String)> =
-                            assignments.iter().map(|a| (a.task.clone(), a.node.clone())).collect();
+                        let pairs: Vec<(String, String)> = assignments
+                            .iter()
+                            .map(|a| (a.task.clone(), a.node.clone()))
+                            .collect();
                         actor.place(&job, &pairs, reason).await
                     }
-                    Operation::Migrate { task, node, kind, .. } => {
-                        actor.migrate(&job, &pods, task.as_deref(), node, *kind, reason).await
+                    Operation::Migrate {
+                        task, node, kind, ..
+                    } => {
+                        actor
+                            .migrate(&job, &pods, task.as_deref(), node, *kind, reason)
+                            .await
                     }
                     Operation::SetCpuWeight { task, weight, .. } => {
-                        match pods.iter().find(|p| super::act::task_of(p) == Some(task.as_str())) {
+                        match pods
+                            .iter()
+                            .find(|p| super::act::task_of(p) == Some(task.as_str()))
+                        {
                             Some(pod) => actor.set_cpu_weight(&job, pod, *weight, reason).await,
                             None => Err(super::Error::NotFound(format!("task {task} has no pod"))),
                         }
                     }
-                    Operation::Scale { replicas, nodes, .. } => {
-                        actor.scale(&job, &pods, *replicas, nodes, reason).await
-                    }
+                    Operation::Scale {
+                        replicas, nodes, ..
+                    } => actor.scale(&job, &pods, *replicas, nodes, reason).await,
                     Operation::Wait { .. } => Ok(()),
                 }
             });
@@ -242,13 +269,18 @@ impl Cluster for KubeCluster {
         }
         let mut by_job: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
         for label in labels {
-            by_job.entry(&label.job).or_default().insert(label.key.clone(), label.value.clone());
+            by_job
+                .entry(&label.job)
+                .or_default()
+                .insert(label.key.clone(), label.value.clone());
         }
         for (id, labels) in by_job {
-            if let Some((job, _)) = self.caches.job_and_pods(id) {
-                if let Err(error) = self.handle.block_on(self.actor.set_policy_labels(&job, labels)) {
-                    tracing::warn!(%error, job = id, "writing policy labels");
-                }
+            if let Some((job, _)) = self.caches.job_and_pods(id)
+                && let Err(error) = self
+                    .handle
+                    .block_on(self.actor.set_policy_labels(&job, labels))
+            {
+                tracing::warn!(%error, job = id, "writing policy labels");
             }
         }
     }

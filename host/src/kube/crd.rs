@@ -275,16 +275,33 @@ mod tests {
         assert_eq!(crd.spec.scope, "Namespaced");
         let version = &crd.spec.versions[0];
         assert_eq!(version.name, "v1alpha1");
-        assert!(version.subresources.as_ref().and_then(|s| s.status.as_ref()).is_some());
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
     }
 
     #[test]
     fn the_example_training_job_parses_and_its_pattern_compiles() {
-        let job: TrainingJob = serde_norway::from_str(EXAMPLE).expect("examples/trainingjob.yaml is a TrainingJob");
+        let job: TrainingJob =
+            serde_norway::from_str(EXAMPLE).expect("examples/trainingjob.yaml is a TrainingJob");
         let role = job.spec.scalable_role().expect("a scalable role");
-        assert!(role.scalable && role.min_replicas <= Some(role.replicas) && role.max_replicas >= Some(role.replicas));
-        let log = job.spec.progress.log.as_ref().expect("the example reads its log");
-        crate::kube::progress::LogPattern::compile("example", &log.pattern).expect("the example's pattern compiles");
+        assert!(
+            role.scalable
+                && role.min_replicas <= Some(role.replicas)
+                && role.max_replicas >= Some(role.replicas)
+        );
+        let log = job
+            .spec
+            .progress
+            .log
+            .as_ref()
+            .expect("the example reads its log");
+        crate::kube::progress::LogPattern::compile("example", &log.pattern)
+            .expect("the example's pattern compiles");
         assert!(job.spec.checkpoint.is_some());
     }
 

@@ -37,13 +37,20 @@ impl JobBuilder {
 
     /// Replaces the roles with a `ps` (one replica) and a scalable `worker` role.
     pub fn ps_worker(mut self, workers: u32, min: u32, max: u32) -> Self {
-        self.value["spec"]["roles"] = json!([role("ps", 1, None), role("worker", workers, Some((min, max)))]);
+        self.value["spec"]["roles"] = json!([
+            role("ps", 1, None),
+            role("worker", workers, Some((min, max)))
+        ]);
         self
     }
 
     /// Adds checkpoint support.
     pub fn checkpoint(mut self, method: CheckpointMethod, grace: u32) -> Self {
-        self.value["spec"]["checkpoint"] = serde_json::to_value(Checkpoint { method, grace_period_seconds: grace }).unwrap();
+        self.value["spec"]["checkpoint"] = serde_json::to_value(Checkpoint {
+            method,
+            grace_period_seconds: grace,
+        })
+        .unwrap();
         self
     }
 

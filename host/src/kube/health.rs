@@ -9,7 +9,11 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 
 /// Serves the probes on `listener` until `shutdown` resolves.
-pub async fn serve(listener: TcpListener, ready: Arc<AtomicBool>, shutdown: impl std::future::Future<Output = ()>) {
+pub async fn serve(
+    listener: TcpListener,
+    ready: Arc<AtomicBool>,
+    shutdown: impl std::future::Future<Output = ()>,
+) {
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         let accepted = tokio::select! {
@@ -47,7 +51,10 @@ mod tests {
 
     async fn get(addr: std::net::SocketAddr, path: &str) -> String {
         let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
-        stream.write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes()).await.unwrap();
+        stream
+            .write_all(format!("GET {path} HTTP/1.1\r\nhost: x\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
         let mut out = String::new();
         stream.read_to_string(&mut out).await.unwrap();
         out.lines().next().unwrap_or_default().to_string()
@@ -59,9 +66,14 @@ mod tests {
         let addr = listener.local_addr().unwrap();
         let ready = Arc::new(AtomicBool::new(false));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve(listener, ready.clone(), async { stopped.await.ok(); }));
+        let server = tokio::spawn(serve(listener, ready.clone(), async {
+            stopped.await.ok();
+        }));
         assert_eq!(get(addr, "/healthz").await, "HTTP/1.1 200 OK");
-        assert_eq!(get(addr, "/readyz").await, "HTTP/1.1 503 Service Unavailable");
+        assert_eq!(
+            get(addr, "/readyz").await,
+            "HTTP/1.1 503 Service Unavailable"
+        );
         ready.store(true, Ordering::SeqCst);
         assert_eq!(get(addr, "/readyz").await, "HTTP/1.1 200 OK");
         assert_eq!(get(addr, "/other").await, "HTTP/1.1 404 Not Found");

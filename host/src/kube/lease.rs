@@ -39,7 +39,12 @@ impl LeaseLock {
     /// An election over Lease `name` in `api`'s namespace, as `identity` (the pod name),
     /// holding it for `duration` after each renewal.
     pub fn new(api: Api<Lease>, name: &str, identity: &str, duration: Duration) -> Self {
-        Self { api, name: name.into(), identity: identity.into(), duration }
+        Self {
+            api,
+            name: name.into(),
+            identity: identity.into(),
+            duration,
+        }
     }
 
     /// How often to call [`LeaseLock::try_acquire_or_renew`]: a third of the duration,
@@ -60,7 +65,10 @@ impl LeaseLock {
         let seconds = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
         let Some(mut lease) = current else {
             let lease = Lease {
-                metadata: ObjectMeta { name: Some(name.clone()), ..ObjectMeta::default() },
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..ObjectMeta::default()
+                },
                 spec: Some(LeaseSpec {
                     holder_identity: Some(self.identity.clone()),
                     lease_duration_seconds: Some(seconds),
@@ -70,17 +78,21 @@ impl LeaseLock {
                     ..LeaseSpec::default()
                 }),
             };
-            return self.write(self.api.create(&self.post_params(), &lease).await, "creating");
+            return self.write(
+                self.api.create(&self.post_params(), &lease).await,
+                "creating",
+            );
         };
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         if holder.as_deref() != Some(self.identity.as_str()) {
-            let held_for = SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
+            let held_for =
+                SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
             let expires = spec.renew_time.as_ref().map(|t| t.0 + held_for);
-            if let (Some(holder), Some(expires)) = (holder, expires) {
-                if expires > now {
-                    return Ok(Leadership::Following { holder });
-                }
+            if let (Some(holder), Some(expires)) = (holder, expires)
+                && expires > now
+            {
+                return Ok(Leadership::Following { holder });
             }
             spec.holder_identity = Some(self.identity.clone());
             spec.acquire_time = Some(MicroTime(now));
@@ -111,12 +123,18 @@ impl LeaseLock {
         // As client-go does: an empty holder and a one-second duration free it at once.
         spec.holder_identity = Some(String::new());
         spec.lease_duration_seconds = Some(1);
-        self.write(self.api.replace(&name, &self.post_params(), &lease).await, "releasing")
-            .map(|_| ())
+        self.write(
+            self.api.replace(&name, &self.post_params(), &lease).await,
+            "releasing",
+        )
+        .map(|_| ())
     }
 
     fn post_params(&self) -> PostParams {
-        PostParams { field_manager: Some(FIELD_MANAGER.into()), ..PostParams::default() }
+        PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        }
     }
 
     fn write(&self, outcome: Result<Lease, kube::Error>, what: &str) -> Result<Leadership> {
@@ -135,7 +153,8 @@ pub(crate) mod tests {
     use super::*;
     use crate::kube::mock::{Expect, MockServer};
 
-    const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
+    const PATH: &str =
+        "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
 
     fn lock(client: kube::Client) -> LeaseLock {
         LeaseLock::new(
@@ -166,7 +185,10 @@ pub(crate) mod tests {
                     "spec": {"holderIdentity": "controller-a", "leaseDurationSeconds": 15, "leaseTransitions": 0}}))
                 .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
         ]);
-        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:00Z")).await.unwrap();
+        let outcome = lock(client)
+            .try_acquire_or_renew(at("2026-01-01T00:00:00Z"))
+            .await
+            .unwrap();
         assert_eq!(outcome, Leadership::Leading);
         server.finish().await;
     }
@@ -180,18 +202,32 @@ pub(crate) mod tests {
                     "spec": {"holderIdentity": "controller-a", "renewTime": "2026-01-01T00:00:05.000000Z", "leaseTransitions": 0}}))
                 .ok(lease("controller-a", "2026-01-01T00:00:05Z", "8", 0)),
         ]);
-        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:05Z")).await.unwrap();
+        let outcome = lock(client)
+            .try_acquire_or_renew(at("2026-01-01T00:00:05Z"))
+            .await
+            .unwrap();
         assert_eq!(outcome, Leadership::Leading);
         server.finish().await;
     }
 
     #[tokio::test]
     async fn a_lease_held_by_another_live_replica_is_left_alone() {
-        let (client, server) = MockServer::start(vec![
-            Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
-        ]);
-        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:10Z")).await.unwrap();
-        assert_eq!(outcome, Leadership::Following { holder: "controller-b".into() });
+        let (client, server) = MockServer::start(vec![Expect::get(PATH).ok(lease(
+            "controller-b",
+            "2026-01-01T00:00:00Z",
+            "7",
+            3,
+        ))]);
+        let outcome = lock(client)
+            .try_acquire_or_renew(at("2026-01-01T00:00:10Z"))
+            .await
+            .unwrap();
+        assert_eq!(
+            outcome,
+            Leadership::Following {
+                holder: "controller-b".into()
+            }
+        );
         server.finish().await;
     }
 
@@ -204,7 +240,10 @@ pub(crate) mod tests {
                     "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16.000000Z", "leaseTransitions": 4}}))
                 .ok(lease("controller-a", "2026-01-01T00:00:16Z", "8", 4)),
         ]);
-        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:00:16Z")).await.unwrap();
+        let outcome = lock(client)
+            .try_acquire_or_renew(at("2026-01-01T00:00:16Z"))
+            .await
+            .unwrap();
         assert_eq!(outcome, Leadership::Leading);
         server.finish().await;
     }
@@ -215,7 +254,10 @@ pub(crate) mod tests {
             Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
             Expect::put(PATH).fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again"),
         ]);
-        let outcome = lock(client).try_acquire_or_renew(at("2026-01-01T00:01:00Z")).await.unwrap();
+        let outcome = lock(client)
+            .try_acquire_or_renew(at("2026-01-01T00:01:00Z"))
+            .await
+            .unwrap();
         assert_eq!(outcome, Leadership::LostRace);
         server.finish().await;
     }
@@ -247,7 +289,10 @@ pub(crate) mod tests {
         ]);
         let lock = lock(client);
         for now in ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"] {
-            assert_eq!(lock.try_acquire_or_renew(at(now)).await.unwrap(), Leadership::Leading);
+            assert_eq!(
+                lock.try_acquire_or_renew(at(now)).await.unwrap(),
+                Leadership::Leading
+            );
         }
         lock.release().await.unwrap();
         server.finish().await

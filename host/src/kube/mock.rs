@@ -123,8 +123,18 @@ impl MockServer {
             for (index, expect) in script.into_iter().enumerate() {
                 let (request, send) = tokio::time::timeout(TIMEOUT, handle.next_request())
                     .await
-                    .unwrap_or_else(|_| panic!("request {index} ({} {}) never came", expect.method, expect.path))
-                    .unwrap_or_else(|| panic!("client dropped before request {index} ({} {})", expect.method, expect.path));
+                    .unwrap_or_else(|_| {
+                        panic!(
+                            "request {index} ({} {}) never came",
+                            expect.method, expect.path
+                        )
+                    })
+                    .unwrap_or_else(|| {
+                        panic!(
+                            "client dropped before request {index} ({} {})",
+                            expect.method, expect.path
+                        )
+                    });
                 let method = request.method().clone();
                 let uri = request.uri().clone();
                 let actual = match uri.query() {
@@ -143,10 +153,17 @@ impl MockServer {
                 );
                 let query = uri.query().unwrap_or("");
                 for part in &expect.query {
-                    assert!(query.split('&').any(|kv| kv == part), "request {index} ({actual}): query `{query}` lacks `{part}`");
+                    assert!(
+                        query.split('&').any(|kv| kv == part),
+                        "request {index} ({actual}): query `{query}` lacks `{part}`"
+                    );
                 }
                 seen.push(access(&method, uri.path(), uri.query().unwrap_or("")));
-                let bytes = request.into_body().collect_bytes().await.expect("a readable body");
+                let bytes = request
+                    .into_body()
+                    .collect_bytes()
+                    .await
+                    .expect("a readable body");
                 if let Some(wanted) = &expect.body {
                     let got: Value = serde_json::from_slice(&bytes).expect("a JSON body");
                     assert!(
@@ -159,12 +176,18 @@ impl MockServer {
                     None => serde_json::to_vec(&expect.response).expect("JSON"),
                 };
                 send.send_response(
-                    Response::builder().status(expect.status).body(Body::from(body)).expect("a response"),
+                    Response::builder()
+                        .status(expect.status)
+                        .body(Body::from(body))
+                        .expect("a response"),
                 );
             }
             seen
         });
-        (Client::new(service, "default"), MockServer { handle: server })
+        (
+            Client::new(service, "default"),
+            MockServer { handle: server },
+        )
     }
 
     /// Waits for the whole script to be served and returns what was accessed.
@@ -179,9 +202,9 @@ impl MockServer {
 /// Whether `got` contains `wanted` (see [`Expect::body`]).
 pub fn contains(got: &Value, wanted: &Value) -> bool {
     match (got, wanted) {
-        (Value::Object(g), Value::Object(w)) => {
-            w.iter().all(|(k, v)| g.get(k).is_some_and(|gv| contains(gv, v)))
-        }
+        (Value::Object(g), Value::Object(w)) => w
+            .iter()
+            .all(|(k, v)| g.get(k).is_some_and(|gv| contains(gv, v))),
         (Value::Array(g), Value::Array(w)) => {
             g.len() == w.len() && g.iter().zip(w).all(|(a, b)| contains(a, b))
         }
@@ -236,13 +259,31 @@ mod tests {
     #[test]
     fn requests_map_to_the_verbs_rbac_checks() {
         let a = access(&Method::POST, "/api/v1/namespaces/ml/pods/p-0/binding", "");
-        assert_eq!((a.verb.as_str(), a.group.as_str(), a.resource.as_str(), a.subresource.as_str()), ("create", "", "pods", "binding"));
+        assert_eq!(
+            (
+                a.verb.as_str(),
+                a.group.as_str(),
+                a.resource.as_str(),
+                a.subresource.as_str()
+            ),
+            ("create", "", "pods", "binding")
+        );
         let a = access(&Method::GET, "/api/v1/pods", "watch=true&resourceVersion=1");
         assert_eq!((a.verb.as_str(), a.resource.as_str()), ("watch", "pods"));
         let a = access(&Method::GET, "/api/v1/namespaces", "");
-        assert_eq!((a.verb.as_str(), a.resource.as_str()), ("list", "namespaces"));
-        let a = access(&Method::PUT, "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status", "");
-        assert_eq!((a.verb.as_str(), a.group.as_str(), a.subresource.as_str()), ("update", "switchyard.dev", "status"));
+        assert_eq!(
+            (a.verb.as_str(), a.resource.as_str()),
+            ("list", "namespaces")
+        );
+        let a = access(
+            &Method::PUT,
+            "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status",
+            "",
+        );
+        assert_eq!(
+            (a.verb.as_str(), a.group.as_str(), a.subresource.as_str()),
+            ("update", "switchyard.dev", "status")
+        );
     }
 
     #[test]

@@ -52,9 +52,18 @@ pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
     changed: Arc<Notify>,
-) -> (Store<K>, impl std::future::Future<Output = ()> + Send + 'static)
+) -> (
+    Store<K>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+)
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let (store, writer) = reflector::store();
     let stream = watcher(api, config)
@@ -79,9 +88,21 @@ impl Caches {
     /// Starts the three reflectors on `client`; the returned futures must be spawned.
     pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
         let changed = Arc::new(Notify::new());
-        let (nodes, n) = reflect(Api::<KubeNode>::all(client.clone()), watcher::Config::default(), changed.clone());
-        let (pods, p) = reflect(Api::<Pod>::all(client.clone()), watcher::Config::default(), changed.clone());
-        let (jobs, j) = reflect(Api::<TrainingJob>::all(client.clone()), watcher::Config::default(), changed.clone());
+        let (nodes, n) = reflect(
+            Api::<KubeNode>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
+        let (pods, p) = reflect(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
+        let (jobs, j) = reflect(
+            Api::<TrainingJob>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
         let caches = Caches {
             nodes,
             pods,
@@ -144,10 +165,20 @@ impl Caches {
             .filter_map(|job| self.job(job, &pods, usage.as_ref()))
             .collect();
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        Snapshot { time: now, triggers, nodes, jobs: jobs.into_iter().map(|(_, j)| j).collect() }
+        Snapshot {
+            time: now,
+            triggers,
+            nodes,
+            jobs: jobs.into_iter().map(|(_, j)| j).collect(),
+        }
     }
 
-    fn job(&self, job: &TrainingJob, all_pods: &[Arc<Pod>], usage: Option<&Usage>) -> Option<(f64, model::Job)> {
+    fn job(
+        &self,
+        job: &TrainingJob,
+        all_pods: &[Arc<Pod>],
+        usage: Option<&Usage>,
+    ) -> Option<(f64, model::Job)> {
         let status = job.status.clone().unwrap_or_default();
         if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
             return None;
@@ -157,17 +188,28 @@ impl Caches {
         let tasks: Vec<model::Task> = pods::tasks(job)
             .into_iter()
             .map(|spec| {
-                let pod = own.iter().find(|p| task_of(p) == Some(spec.name.as_str()) && p.metadata.deletion_timestamp.is_none());
+                let pod = own.iter().find(|p| {
+                    task_of(p) == Some(spec.name.as_str())
+                        && p.metadata.deletion_timestamp.is_none()
+                });
                 let phase = match pod {
                     Some(p) if node_of(p).is_some() => TaskPhase::Running,
-                    Some(_) | None if own.iter().any(|p| task_of(p) == Some(spec.name.as_str()) && p.metadata.deletion_timestamp.is_some()) => TaskPhase::Restarting,
+                    Some(_) | None
+                        if own.iter().any(|p| {
+                            task_of(p) == Some(spec.name.as_str())
+                                && p.metadata.deletion_timestamp.is_some()
+                        }) =>
+                    {
+                        TaskPhase::Restarting
+                    }
                     _ => TaskPhase::Pending,
                 };
                 model::Task {
                     node: pod.and_then(|p| node_of(p)).map(str::to_string),
                     phase,
                     cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
-                    usage: pod.and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
+                    usage: pod
+                        .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
                     name: spec.name,
                     role: spec.role,
                     requests: spec.requests,
@@ -183,7 +225,10 @@ impl Caches {
         };
         let role = job.spec.scalable_role()?;
         let current = status.replicas.unwrap_or(role.replicas);
-        let submit = job.creation_timestamp().map(|t| t.0.as_millisecond() as f64 / 1000.0).unwrap_or(0.0);
+        let submit = job
+            .creation_timestamp()
+            .map(|t| t.0.as_millisecond() as f64 / 1000.0)
+            .unwrap_or(0.0);
         let start = own
             .iter()
             .filter_map(|p| p.status.as_ref()?.start_time.as_ref())
@@ -191,7 +236,15 @@ impl Caches {
             .reduce(f64::min);
         let loss: Vec<model::LossSample> = match self.loss.lock().expect("loss lock").get(&id) {
             Some(window) => window.iter().copied().collect(),
-            None => status.loss.iter().map(|s| model::LossSample { time: s.time, step: s.step, value: s.value }).collect(),
+            None => status
+                .loss
+                .iter()
+                .map(|s| model::LossSample {
+                    time: s.time,
+                    step: s.step,
+                    value: s.value,
+                })
+                .collect(),
         };
         Some((
             submit,
@@ -248,13 +301,21 @@ pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
 /// that failed (`Some(false)`), or neither (`None`).
 pub fn finished(job: &TrainingJob, all: &[Arc<Pod>]) -> Option<bool> {
     let own = job_pods(job, all);
-    let phase = |p: &Pod| p.status.as_ref().and_then(|s| s.phase.clone()).unwrap_or_default();
+    let phase = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default()
+    };
     if own.iter().any(|p| phase(p) == "Failed") {
         return Some(false);
     }
     let tasks = pods::tasks(job);
     let done = !tasks.is_empty()
-        && tasks.iter().all(|t| own.iter().any(|p| task_of(p) == Some(t.name.as_str()) && phase(p) == "Succeeded"));
+        && tasks.iter().all(|t| {
+            own.iter()
+                .any(|p| task_of(p) == Some(t.name.as_str()) && phase(p) == "Succeeded")
+        });
     done.then_some(true)
 }
 
@@ -269,11 +330,17 @@ pub fn pod_requests(pod: &Pod) -> Resources {
         .iter()
         .flat_map(|s| &s.containers)
         .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .fold(Resources::default(), |acc, r| acc.plus(&quantity::resources(r)))
+        .fold(Resources::default(), |acc, r| {
+            acc.plus(&quantity::resources(r))
+        })
 }
 
 fn schedulable(node: &KubeNode) -> bool {
-    let cordoned = node.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false);
+    let cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
     let ready = node
         .status
         .as_ref()
@@ -296,7 +363,9 @@ pub struct Usage {
 /// does not serve it (404 or 503): the snapshot then carries no usage.
 pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let get = |path: &'static str| async move {
-        let request = http::Request::get(path).body(Vec::new()).expect("a valid request");
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a valid request");
         match client.request::<Value>(request).await {
             Ok(v) => Ok(Some(v)),
             Err(kube::Error::Api(s)) if matches!(s.code, 404 | 503) => Ok(None),
@@ -318,18 +387,25 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let mut usage = Usage::default();
     for item in items(&nodes) {
         if let Some(name) = item["metadata"]["name"].as_str() {
-            usage.nodes.insert(name.to_string(), resources(&item["usage"]));
+            usage
+                .nodes
+                .insert(name.to_string(), resources(&item["usage"]));
         }
     }
     for item in items(&pods) {
-        let (Some(ns), Some(name)) = (item["metadata"]["namespace"].as_str(), item["metadata"]["name"].as_str()) else {
+        let (Some(ns), Some(name)) = (
+            item["metadata"]["namespace"].as_str(),
+            item["metadata"]["name"].as_str(),
+        ) else {
             continue;
         };
         let sum = item["containers"]
             .as_array()
             .iter()
             .flat_map(|c| c.iter())
-            .fold(Resources::default(), |acc, c| acc.plus(&resources(&c["usage"])));
+            .fold(Resources::default(), |acc, c| {
+                acc.plus(&resources(&c["usage"]))
+            });
         usage.pods.insert((ns.to_string(), name.to_string()), sum);
     }
     Ok(Some(usage))
@@ -347,16 +423,30 @@ pub async fn follow_log(
     id: &str,
     clock: impl Fn() -> f64,
 ) -> Result<usize> {
-    let params = LogParams { container, follow: true, ..LogParams::default() };
+    let params = LogParams {
+        container,
+        follow: true,
+        ..LogParams::default()
+    };
     let stream = pods
         .log_stream(pod, &params)
         .await
         .map_err(Error::api(format!("following the log of pod {pod}")))?;
     let mut lines = stream.lines();
     let mut count = 0;
-    while let Some(line) = lines.try_next().await.map_err(|source| Error::Log { pod: pod.to_string(), source })? {
+    while let Some(line) = lines.try_next().await.map_err(|source| Error::Log {
+        pod: pod.to_string(),
+        source,
+    })? {
         if let Some(sample) = pattern.parse_line(&line) {
-            caches.push_sample(id, model::LossSample { time: clock(), step: sample.step, value: sample.value });
+            caches.push_sample(
+                id,
+                model::LossSample {
+                    time: clock(),
+                    step: sample.step,
+                    value: sample.value,
+                },
+            );
             count += 1;
         }
     }

@@ -52,7 +52,9 @@ pub fn template_requests(role: &Role) -> Resources {
     containers(role)
         .iter()
         .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .fold(Resources::default(), |acc, r| acc.plus(&quantity::resources(r)))
+        .fold(Resources::default(), |acc, r| {
+            acc.plus(&quantity::resources(r))
+        })
 }
 
 fn containers(role: &Role) -> &[Container] {
@@ -72,15 +74,21 @@ pub fn pod_name(job: &str, task: &str, generation: u32) -> String {
 /// controller's scheduler name, labels and owner reference, not bound to any node.
 pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
     let job_name = job.metadata.name.clone().unwrap_or_default();
-    let (role_name, _) = task.rsplit_once('-').ok_or_else(|| Error::NotFound(format!(
-        "task `{task}` of TrainingJob `{job_name}` is not of the form <role>-<index>"
-    )))?;
+    let (role_name, _) = task.rsplit_once('-').ok_or_else(|| {
+        Error::NotFound(format!(
+            "task `{task}` of TrainingJob `{job_name}` is not of the form <role>-<index>"
+        ))
+    })?;
     let role = job
         .spec
         .roles
         .iter()
         .find(|r| r.name == role_name)
-        .ok_or_else(|| Error::NotFound(format!("TrainingJob `{job_name}` has no role `{role_name}`")))?;
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "TrainingJob `{job_name}` has no role `{role_name}`"
+            ))
+        })?;
     let mut spec: PodSpec = role.template.spec.clone().unwrap_or_default();
     if spec.containers.is_empty() {
         return Err(Error::InvalidSpec {

@@ -35,11 +35,7 @@ impl LogPattern {
             pattern: pattern.to_string(),
             source,
         })?;
-        let named = |name: &str| {
-            regex
-                .capture_names()
-                .position(|n| n == Some(name))
-        };
+        let named = |name: &str| regex.capture_names().position(|n| n == Some(name));
         let value_group = match named("value") {
             Some(index) => index,
             None if regex.captures_len() > 1 => 1,
@@ -117,9 +113,18 @@ Epoch 4/90
         assert_eq!(
             samples,
             vec![
-                ParsedSample { step: 1200, value: 2.3456 },
-                ParsedSample { step: 1300, value: 2.3012 },
-                ParsedSample { step: 1400, value: 2.2871 },
+                ParsedSample {
+                    step: 1200,
+                    value: 2.3456
+                },
+                ParsedSample {
+                    step: 1300,
+                    value: 2.3012
+                },
+                ParsedSample {
+                    step: 1400,
+                    value: 2.2871
+                },
             ]
         );
     }
@@ -133,7 +138,10 @@ Epoch 4/90
         .unwrap();
         assert_eq!(
             p.parse_text(PYTORCH_IMAGENET),
-            vec![ParsedSample { step: 1200, value: 2.3456 }]
+            vec![ParsedSample {
+                step: 1200,
+                value: 2.3456
+            }]
         );
     }
 
@@ -148,8 +156,14 @@ Epoch 4/90
         assert_eq!(
             samples,
             vec![
-                ParsedSample { step: 1200, value: 2.35 },
-                ParsedSample { step: 1300, value: 2.29 },
+                ParsedSample {
+                    step: 1200,
+                    value: 2.35
+                },
+                ParsedSample {
+                    step: 1300,
+                    value: 2.29
+                },
             ]
         );
     }
@@ -165,9 +179,18 @@ Epoch 4/90
         assert_eq!(
             samples,
             vec![
-                ParsedSample { step: 1200, value: 2.3456 },
-                ParsedSample { step: 1300, value: 2.3102 },
-                ParsedSample { step: 5005, value: 2.1033 },
+                ParsedSample {
+                    step: 1200,
+                    value: 2.3456
+                },
+                ParsedSample {
+                    step: 1300,
+                    value: 2.3102
+                },
+                ParsedSample {
+                    step: 5005,
+                    value: 2.1033
+                },
             ]
         );
     }
@@ -179,7 +202,11 @@ Epoch 4/90
         let values: Vec<f64> = samples.iter().map(|s| s.value).collect();
         assert_eq!(values, vec![0.4101, 0.4187, 0.4420]);
         let steps: Vec<u64> = samples.iter().map(|s| s.step).collect();
-        assert_eq!(steps, vec![1, 2, 3], "without a step group, matching lines count");
+        assert_eq!(
+            steps,
+            vec![1, 2, 3],
+            "without a step group, matching lines count"
+        );
     }
 
     #[test]

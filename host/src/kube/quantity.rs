@@ -85,7 +85,11 @@ mod tests {
         .collect();
         assert_eq!(
             resources(&map),
-            Resources { cpu_millis: 1500, memory_bytes: 2 << 30, gpus: 2 }
+            Resources {
+                cpu_millis: 1500,
+                memory_bytes: 2 << 30,
+                gpus: 2
+            }
         );
     }
 }

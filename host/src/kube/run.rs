@@ -10,14 +10,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
-use kube::Client;
 use tokio::sync::watch;
 
 use super::act::Actor;
 use super::cluster::KubeCluster;
-use super::lease::{LeaseLock, Leadership};
+use super::lease::{Leadership, LeaseLock};
 use super::observe::{self, Caches};
 use super::{Error, Result, health};
 use crate::control::{ControlLoop, RunEnd};
@@ -53,21 +53,33 @@ pub async fn run(
 ) -> Result<RunEnd> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (caches, drivers) = Caches::start(&client);
-    let mut tasks: Vec<tokio::task::JoinHandle<()>> = drivers.into_iter().map(tokio::spawn).collect();
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> =
+        drivers.into_iter().map(tokio::spawn).collect();
 
     let ready = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind(options.health_addr)
         .await
-        .map_err(|source| Error::Listen { addr: options.health_addr, source })?;
+        .map_err(|source| Error::Listen {
+            addr: options.health_addr,
+            source,
+        })?;
     let mut health_stop = stop_rx.clone();
-    tasks.push(tokio::spawn(health::serve(listener, ready.clone(), async move {
-        let _ = health_stop.wait_for(|s| *s).await;
-    })));
+    tasks.push(tokio::spawn(health::serve(
+        listener,
+        ready.clone(),
+        async move {
+            let _ = health_stop.wait_for(|s| *s).await;
+        },
+    )));
 
     {
         let (caches, ready) = (caches.clone(), ready.clone());
         tasks.push(tokio::spawn(async move {
-            let synced = tokio::join!(caches.nodes.wait_until_ready(), caches.pods.wait_until_ready(), caches.jobs.wait_until_ready());
+            let synced = tokio::join!(
+                caches.nodes.wait_until_ready(),
+                caches.pods.wait_until_ready(),
+                caches.jobs.wait_until_ready()
+            );
             if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
                 ready.store(true, Ordering::SeqCst);
             }
@@ -113,9 +125,19 @@ pub async fn run(
         }));
     }
 
-    let reporter = Reporter { controller: "switchyard".into(), instance: Some(options.identity.clone()) };
+    let reporter = Reporter {
+        controller: "switchyard".into(),
+        instance: Some(options.identity.clone()),
+    };
     let actor = Actor::new(client.clone(), reporter);
-    let cluster = KubeCluster::new(tokio::runtime::Handle::current(), client, caches, actor, leading.clone(), stop_rx);
+    let cluster = KubeCluster::new(
+        tokio::runtime::Handle::current(),
+        client,
+        caches,
+        actor,
+        leading.clone(),
+        stop_rx,
+    );
     let mut looping = tokio::task::spawn_blocking(move || {
         let mut cluster = cluster;
         control.run(&mut cluster, |_| {})
@@ -132,10 +154,10 @@ pub async fn run(
     for task in &tasks {
         task.abort();
     }
-    if leading.load(Ordering::SeqCst) {
-        if let Err(error) = lock.release().await {
-            tracing::warn!(%error, "releasing the Lease");
-        }
+    if leading.load(Ordering::SeqCst)
+        && let Err(error) = lock.release().await
+    {
+        tracing::warn!(%error, "releasing the Lease");
     }
     end.map_err(Error::LoopPanicked)
 }

@@ -26,11 +26,21 @@ const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
 fn actor(client: kube::Client) -> Actor {
-    Actor::new(client, Reporter { controller: "switchyard".into(), instance: Some("switchyard-0".into()) })
+    Actor::new(
+        client,
+        Reporter {
+            controller: "switchyard".into(),
+            instance: Some("switchyard-0".into()),
+        },
+    )
 }
 
 fn placement(task: &str, pod: &str, node: &str) -> Placement {
-    Placement { task: task.into(), pod: pod.into(), node: node.into() }
+    Placement {
+        task: task.into(),
+        pod: pod.into(),
+        node: node.into(),
+    }
 }
 
 fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
@@ -59,29 +69,43 @@ fn delete(pod: &str, grace: Option<u32>) -> Expect {
 }
 
 fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
-    [Expect::get(STATUS).ok(read.json()), Expect::put(STATUS).body(wanted).ok(written.json())]
+    [
+        Expect::get(STATUS).ok(read.json()),
+        Expect::put(STATUS).body(wanted).ok(written.json()),
+    ]
 }
 
 fn event(reason: &str, action: &str, type_: &str) -> Expect {
     Expect::post(EVENTS)
-        .body(json!({"reason": reason, "action": action, "type": type_, "note": "*",
-            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}))
+        .body(
+            json!({"reason": reason, "action": action, "type": type_, "note": "*",
+            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}),
+        )
         .respond(201, event_json())
 }
 
 fn gang() -> JobBuilder {
-    JobBuilder::new("a").ps_worker(2, 1, 4).checkpoint(CheckpointMethod::Signal, 10)
+    JobBuilder::new("a")
+        .ps_worker(2, 1, 4)
+        .checkpoint(CheckpointMethod::Signal, 10)
 }
 
 fn three(task_nodes: [(&str, &str); 3]) -> Vec<(String, String)> {
-    task_nodes.iter().map(|(t, n)| (t.to_string(), n.to_string())).collect()
+    task_nodes
+        .iter()
+        .map(|(t, n)| (t.to_string(), n.to_string()))
+        .collect()
 }
 
 pub async fn binding_a_gang() -> Vec<Access> {
     let job = gang();
     let placed = job.clone_with(TrainingJobStatus {
         phase: Some(Phase::Running),
-        placements: vec![placement("ps-0", "a-ps-0-0", "n1"), placement("worker-0", "a-worker-0-0", "n1"), placement("worker-1", "a-worker-1-0", "n2")],
+        placements: vec![
+            placement("ps-0", "a-ps-0-0", "n1"),
+            placement("worker-0", "a-worker-0-0", "n1"),
+            placement("worker-1", "a-worker-1-0", "n2"),
+        ],
         ..TrainingJobStatus::default()
     });
     let mut script = vec![
@@ -103,7 +127,11 @@ pub async fn binding_a_gang() -> Vec<Access> {
     script.push(event("Placed", "Place", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
-        .place(&job.build(), &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]), "the gang fits on n1 and n2")
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "the gang fits on n1 and n2",
+        )
         .await
         .expect("the gang is placed");
     server.finish().await
@@ -116,17 +144,30 @@ pub async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
         bind("a-ps-0-0", "n1"),
-        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(500, "InternalError", "etcdserver: request timed out"),
+        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
+            500,
+            "InternalError",
+            "etcdserver: request timed out",
+        ),
         delete("a-ps-0-0", Some(0)),
         delete("a-worker-0-0", Some(0)),
         delete("a-worker-1-0", Some(0)),
         event("PlacementFailed", "Place", "Warning"),
     ]);
     let error = actor(client)
-        .place(&job.build(), &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]), "fits")
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "fits",
+        )
         .await
         .expect_err("a failed bind fails the placement");
-    assert!(error.to_string().contains("binding pod a-worker-0-0 to node n1"), "{error}");
+    assert!(
+        error
+            .to_string()
+            .contains("binding pod a-worker-0-0 to node n1"),
+        "{error}"
+    );
     server.finish().await
 }
 
@@ -139,25 +180,36 @@ pub async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access
     });
     let mut script = vec![
         Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
-        Expect::get(&format!("{PODS}/a-main-0-0")).ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
+        Expect::get(&format!("{PODS}/a-main-0-0"))
+            .ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
         bind("a-main-0-0", "n1"),
     ];
-    script.extend(status_write(&job, json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}), &placed));
+    script.extend(status_write(
+        &job,
+        json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
+        &placed,
+    ));
     script.push(event("Placed", "Place", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
-        .place(&job.build(), &[("main-0".to_string(), "n1".to_string())], "fits")
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
         .await
         .expect("the leftover pod is bound, not duplicated");
     server.finish().await
 }
 
 fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
-    JobBuilder::new("a").checkpoint(method, grace).with_status(TrainingJobStatus {
-        phase: Some(Phase::Running),
-        placements: vec![placement("main-0", "a-main-0-0", "n1")],
-        ..TrainingJobStatus::default()
-    })
+    JobBuilder::new("a")
+        .checkpoint(method, grace)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            ..TrainingJobStatus::default()
+        })
 }
 
 pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
@@ -178,7 +230,9 @@ pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     ));
     script.push(
         Expect::patch(&format!("{PODS}/a-main-0-0"))
-            .body(json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "*"}}}))
+            .body(
+                json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "*"}}}),
+            )
             .ok(pod_json("a-main-0-0")),
     );
     script.push(delete("a-main-0-0", None));
@@ -193,26 +247,56 @@ pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     let (client, server) = MockServer::start(script);
     let started = tokio::time::Instant::now();
     actor(client)
-        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], None, "n2", MigrationKind::Reallocate, "loss flattened")
+        .migrate(
+            &job.build(),
+            &[pod("a", "main-0", 0, Some("n1"))],
+            None,
+            "n2",
+            MigrationKind::Reallocate,
+            "loss flattened",
+        )
         .await
         .expect("the job migrates");
-    assert!(started.elapsed() >= std::time::Duration::from_secs(30), "the grace period passed before the delete");
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(30),
+        "the grace period passed before the delete"
+    );
     server.finish().await
 }
 
 pub async fn migrating_with_the_stop_signal() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Signal, 45);
-    let marked = job.clone_with(TrainingJobStatus { rebalanced: true, migrations: 1, generation: 1, ..TrainingJobStatus::default() });
+    let marked = job.clone_with(TrainingJobStatus {
+        rebalanced: true,
+        migrations: 1,
+        generation: 1,
+        ..TrainingJobStatus::default()
+    });
     let mut script = Vec::new();
-    script.extend(status_write(&job, json!({"status": {"rebalanced": true, "migrated": false}}), &marked));
+    script.extend(status_write(
+        &job,
+        json!({"status": {"rebalanced": true, "migrated": false}}),
+        &marked,
+    ));
     script.push(delete("a-main-0-0", Some(45)));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n3"));
-    script.extend(status_write(&marked, json!({"status": {"phase": "Running"}}), &marked));
+    script.extend(status_write(
+        &marked,
+        json!({"status": {"phase": "Running"}}),
+        &marked,
+    ));
     script.push(event("Migrated", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
-        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], Some("main-0"), "n3", MigrationKind::Rebalance, "even out")
+        .migrate(
+            &job.build(),
+            &[pod("a", "main-0", 0, Some("n1"))],
+            Some("main-0"),
+            "n3",
+            MigrationKind::Rebalance,
+            "even out",
+        )
         .await
         .expect("the job migrates");
     server.finish().await
@@ -220,13 +304,27 @@ pub async fn migrating_with_the_stop_signal() -> Vec<Access> {
 
 pub async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Signal, 45);
-    let marked = job.clone_with(TrainingJobStatus { migrated: true, ..TrainingJobStatus::default() });
+    let marked = job.clone_with(TrainingJobStatus {
+        migrated: true,
+        ..TrainingJobStatus::default()
+    });
     let mut script = Vec::new();
-    script.extend(status_write(&job, json!({"status": {"migrated": true, "migrations": 0, "generation": 0, "phase": "Running"}}), &marked));
+    script.extend(status_write(
+        &job,
+        json!({"status": {"migrated": true, "migrations": 0, "generation": 0, "phase": "Running"}}),
+        &marked,
+    ));
     script.push(event("Marked", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
-        .migrate(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], None, "n1", MigrationKind::Reallocate, "stay")
+        .migrate(
+            &job.build(),
+            &[pod("a", "main-0", 0, Some("n1"))],
+            None,
+            "n1",
+            MigrationKind::Reallocate,
+            "stay",
+        )
         .await
         .expect("the job is marked");
     server.finish().await
@@ -247,7 +345,12 @@ pub async fn resizing_a_pods_cpu() -> Vec<Access> {
     script.push(event("Resized", "SetCpuWeight", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
-        .set_cpu_weight(&job.build(), &pod("a", "main-0", 0, Some("n1")), 0.25, "converged")
+        .set_cpu_weight(
+            &job.build(),
+            &pod("a", "main-0", 0, Some("n1")),
+            0.25,
+            "converged",
+        )
         .await
         .expect("the resize is applied");
     server.finish().await
@@ -256,7 +359,11 @@ pub async fn resizing_a_pods_cpu() -> Vec<Access> {
 pub async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Signal, 10);
     let refused = || {
-        Expect::patch(&format!("{PODS}/a-main-0-0/resize")).fail(404, "NotFound", "the server could not find the requested resource")
+        Expect::patch(&format!("{PODS}/a-main-0-0/resize")).fail(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
     };
     let condition = json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "False", "reason": "ResizeRefused"}]}});
     let mut script = vec![refused()];
@@ -265,12 +372,19 @@ pub async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> {
     script.push(refused());
     script.extend(status_write(&job, condition, &job));
     // The recorder folds the repeat into the first Event's series.
-    script.push(Expect::patch(&format!("{EVENTS}/a.*")).body(json!({"series": {"count": 2}})).ok(event_json()));
+    script.push(
+        Expect::patch(&format!("{EVENTS}/a.*"))
+            .body(json!({"series": {"count": 2}}))
+            .ok(event_json()),
+    );
     let (client, server) = MockServer::start(script);
     let actor = actor(client);
     let (job, p) = (job.build(), pod("a", "main-0", 0, Some("n1")));
     for _ in 0..2 {
-        actor.set_cpu_weight(&job, &p, 0.5, "converged").await.expect("a refusal is not an error");
+        actor
+            .set_cpu_weight(&job, &p, 0.5, "converged")
+            .await
+            .expect("a refusal is not an error");
     }
     server.finish().await
 }
@@ -278,20 +392,44 @@ pub async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> {
 pub async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
     let job = gang().with_status(TrainingJobStatus {
         phase: Some(Phase::Running),
-        placements: vec![placement("ps-0", "a-ps-0-0", "n1"), placement("worker-0", "a-worker-0-0", "n1"), placement("worker-1", "a-worker-1-0", "n2")],
+        placements: vec![
+            placement("ps-0", "a-ps-0-0", "n1"),
+            placement("worker-0", "a-worker-0-0", "n1"),
+            placement("worker-1", "a-worker-1-0", "n2"),
+        ],
         ..TrainingJobStatus::default()
     });
-    let scaled = job.clone_with(TrainingJobStatus { rescales: 1, replicas: Some(3), generation: 1, phase: Some(Phase::Restarting), ..TrainingJobStatus::default() });
+    let scaled = job.clone_with(TrainingJobStatus {
+        rescales: 1,
+        replicas: Some(3),
+        generation: 1,
+        phase: Some(Phase::Restarting),
+        ..TrainingJobStatus::default()
+    });
     let mut script = Vec::new();
-    script.extend(status_write(&job, json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting"}}), &scaled));
+    script.extend(status_write(
+        &job,
+        json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting"}}),
+        &scaled,
+    ));
     for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
         script.push(delete(p, Some(10)));
     }
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     for i in 0..3 {
-        script.push(create(&format!("a-worker-{i}-1"), "a", &format!("worker-{i}"), "worker"));
+        script.push(create(
+            &format!("a-worker-{i}-1"),
+            "a",
+            &format!("worker-{i}"),
+            "worker",
+        ));
     }
-    for (p, n) in [("a-ps-0-1", "n1"), ("a-worker-0-1", "n1"), ("a-worker-1-1", "n2"), ("a-worker-2-1", "n3")] {
+    for (p, n) in [
+        ("a-ps-0-1", "n1"),
+        ("a-worker-0-1", "n1"),
+        ("a-worker-1-1", "n2"),
+        ("a-worker-2-1", "n3"),
+    ] {
         script.push(bind(p, n));
     }
     script.extend(status_write(
@@ -303,9 +441,19 @@ pub async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
     ));
     script.push(event("Rescaled", "Scale", "Normal"));
     let (client, server) = MockServer::start(script);
-    let pods = [pod("a", "ps-0", 0, Some("n1")), pod("a", "worker-0", 0, Some("n1")), pod("a", "worker-1", 0, Some("n2"))];
+    let pods = [
+        pod("a", "ps-0", 0, Some("n1")),
+        pod("a", "worker-0", 0, Some("n1")),
+        pod("a", "worker-1", 0, Some("n2")),
+    ];
     actor(client)
-        .scale(&job.build(), &pods, 3, &["n3".to_string()], "throughput grows with workers")
+        .scale(
+            &job.build(),
+            &pods,
+            3,
+            &["n3".to_string()],
+            "throughput grows with workers",
+        )
         .await
         .expect("the job scales");
     server.finish().await
@@ -325,21 +473,38 @@ pub async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access> {
         Expect::put(STATUS).body(json!({"metadata": {"resourceVersion": "6"}, "status": labelled["status"].clone()})).ok(newer),
     ]);
     let labels = BTreeMap::from([("category".to_string(), "CC".to_string())]);
-    actor(client).set_policy_labels(&job.build(), labels).await.expect("the retry succeeds");
+    actor(client)
+        .set_policy_labels(&job.build(), labels)
+        .await
+        .expect("the retry succeeds");
     server.finish().await
 }
 
 /// Serves one LIST and one WATCH of `path`, then waits for the store to hold `expect` objects.
-async fn reflect<K>(api: impl FnOnce(kube::Client) -> Api<K>, path: &str, items: Vec<Value>) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
+async fn reflect<K>(
+    api: impl FnOnce(kube::Client) -> Api<K>,
+    path: &str,
+    items: Vec<Value>,
+) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
 where
-    K: kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
 {
     let count = items.len();
     let (client, server) = MockServer::start(vec![
         Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
         Expect::get(path).query_has(&["watch=true", "resourceVersion=10"]).text(""),
     ]);
-    let (store, driver) = observe::reflect(api(client), watcher::Config::default(), Arc::new(Notify::new()));
+    let (store, driver) = observe::reflect(
+        api(client),
+        watcher::Config::default(),
+        Arc::new(Notify::new()),
+    );
     let task = tokio::spawn(driver);
     let seen = server.finish().await;
     wait_for(|| store.state().len() == count).await;
@@ -376,12 +541,19 @@ pub async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Access> {
             .text(&format!("{}\n", json!({"type": "MODIFIED", "object": cordoned}))),
     ]);
     let changed = Arc::new(Notify::new());
-    let (store, driver) = observe::reflect(Api::<Node>::all(client), watcher::Config::default(), changed);
+    let (store, driver) = observe::reflect(
+        Api::<Node>::all(client),
+        watcher::Config::default(),
+        changed,
+    );
     let task = tokio::spawn(driver);
     let seen = server.finish().await;
     wait_for(|| {
         store.state().len() == 2
-            && store.state().iter().any(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
+            && store
+                .state()
+                .iter()
+                .any(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
     })
     .await;
     task.abort();
@@ -390,28 +562,86 @@ pub async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Access> {
 
 pub async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let mut seen = Vec::new();
-    let (nodes, s) = reflect(Api::<Node>::all, "/api/v1/nodes?*", vec![serde_json::to_value(node("n1", 8)).unwrap(), serde_json::to_value(node("n2", 8)).unwrap()]).await;
+    let (nodes, s) = reflect(
+        Api::<Node>::all,
+        "/api/v1/nodes?*",
+        vec![
+            serde_json::to_value(node("n1", 8)).unwrap(),
+            serde_json::to_value(node("n2", 8)).unwrap(),
+        ],
+    )
+    .await;
     seen.extend(s);
     let other: Value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "3"},
         "spec": {"nodeName": "n2", "containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}]}, "status": {"phase": "Running"}});
-    let pods_json = vec![serde_json::to_value(pod("a", "ps-0", 0, Some("n1"))).unwrap(), serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(), other];
+    let pods_json = vec![
+        serde_json::to_value(pod("a", "ps-0", 0, Some("n1"))).unwrap(),
+        serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(),
+        other,
+    ];
     let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
     seen.extend(s);
-    let job = gang().with_status(TrainingJobStatus { migrated: true, ..TrainingJobStatus::default() });
-    let (jobs, s) = reflect(Api::<TrainingJob>::all, "/apis/switchyard.dev/v1alpha1/trainingjobs?*", vec![job.json()]).await;
+    let job = gang().with_status(TrainingJobStatus {
+        migrated: true,
+        ..TrainingJobStatus::default()
+    });
+    let (jobs, s) = reflect(
+        Api::<TrainingJob>::all,
+        "/apis/switchyard.dev/v1alpha1/trainingjobs?*",
+        vec![job.json()],
+    )
+    .await;
     seen.extend(s);
-    let caches = Caches { nodes, pods, jobs, usage: Arc::default(), loss: Arc::default(), changed: Arc::new(Notify::new()) };
+    let caches = Caches {
+        nodes,
+        pods,
+        jobs,
+        usage: Arc::default(),
+        loss: Arc::default(),
+        changed: Arc::new(Notify::new()),
+    };
     let snapshot = caches.snapshot(100.0, vec![]);
     assert_eq!(snapshot.nodes.len(), 2);
-    assert_eq!(snapshot.node("n1").unwrap().requested.cpu_millis, 2000, "the job's bound ps counts on n1");
-    assert_eq!(snapshot.node("n2").unwrap().requested.cpu_millis, 500, "another scheduler's pod counts on n2");
-    assert_eq!(snapshot.node("n1").unwrap().usage, None, "no metrics server: no usage");
+    assert_eq!(
+        snapshot.node("n1").unwrap().requested.cpu_millis,
+        2000,
+        "the job's bound ps counts on n1"
+    );
+    assert_eq!(
+        snapshot.node("n2").unwrap().requested.cpu_millis,
+        500,
+        "another scheduler's pod counts on n2"
+    );
+    assert_eq!(
+        snapshot.node("n1").unwrap().usage,
+        None,
+        "no metrics server: no usage"
+    );
     let job = snapshot.job("ml/a").expect("the job is in the snapshot");
-    let phases: Vec<(&str, TaskPhase)> = job.tasks.iter().map(|t| (t.name.as_str(), t.phase)).collect();
-    assert_eq!(phases, vec![("ps-0", TaskPhase::Running), ("worker-0", TaskPhase::Pending), ("worker-1", TaskPhase::Pending)]);
+    let phases: Vec<(&str, TaskPhase)> = job
+        .tasks
+        .iter()
+        .map(|t| (t.name.as_str(), t.phase))
+        .collect();
+    assert_eq!(
+        phases,
+        vec![
+            ("ps-0", TaskPhase::Running),
+            ("worker-0", TaskPhase::Pending),
+            ("worker-1", TaskPhase::Pending)
+        ]
+    );
     assert_eq!(job.phase, JobPhase::Running);
     assert!(job.migrated && job.checkpointable);
-    assert_eq!((job.replicas.role.as_str(), job.replicas.current, job.replicas.min, job.replicas.max), ("worker", 2, 1, 4));
+    assert_eq!(
+        (
+            job.replicas.role.as_str(),
+            job.replicas.current,
+            job.replicas.min,
+            job.replicas.max
+        ),
+        ("worker", 2, 1, 4)
+    );
     seen
 }
 
@@ -422,17 +652,29 @@ pub async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
             "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
     ]);
-    let usage = observe::fetch_usage(&client).await.unwrap().expect("metrics are served");
+    let usage = observe::fetch_usage(&client)
+        .await
+        .unwrap()
+        .expect("metrics are served");
     assert_eq!(usage.nodes["n1"].cpu_millis, 3500);
-    assert_eq!(usage.pods[&(NS.to_string(), "a-ps-0-0".to_string())].cpu_millis, 1300);
-    assert_eq!(observe::fetch_usage(&client).await.unwrap(), None, "without metrics-server the usage is None");
+    assert_eq!(
+        usage.pods[&(NS.to_string(), "a-ps-0-0".to_string())].cpu_millis,
+        1300
+    );
+    assert_eq!(
+        observe::fetch_usage(&client).await.unwrap(),
+        None,
+        "without metrics-server the usage is None"
+    );
     server.finish().await
 }
 
 pub async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
     let log = "Epoch [1/90] Step [100/5005] loss=2.9812\nnoise\nEpoch [1/90] Step [200/5005] loss=2.7710\n";
     let (client, server) = MockServer::start(vec![
-        Expect::get(&format!("{PODS}/a-main-0-0/log?*")).query_has(&["container=trainer", "follow=true"]).text(log),
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&["container=trainer", "follow=true"])
+            .text(log),
     ]);
     let caches = Caches {
         nodes: kube::runtime::reflector::store().0,
@@ -442,10 +684,19 @@ pub async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
         loss: Arc::default(),
         changed: Arc::new(Notify::new()),
     };
-    let pattern = LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
-    let n = observe::follow_log(Api::namespaced(client, NS), "a-main-0-0", Some("trainer".into()), pattern, &caches, "ml/a", || 42.0)
-        .await
-        .unwrap();
+    let pattern =
+        LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
+    let n = observe::follow_log(
+        Api::namespaced(client, NS),
+        "a-main-0-0",
+        Some("trainer".into()),
+        pattern,
+        &caches,
+        "ml/a",
+        || 42.0,
+    )
+    .await
+    .unwrap();
     assert_eq!(n, 2);
     let loss = caches.loss.lock().unwrap()["ml/a"].clone();
     let got: Vec<(u64, f64)> = loss.iter().map(|s| (s.step, s.value)).collect();
@@ -543,14 +794,28 @@ fn granted(path: &str) -> BTreeSet<Access> {
         }
         for rule in value["rules"].as_array().expect("rules") {
             let list = |k: &str| -> Vec<String> {
-                rule[k].as_array().map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect()).unwrap_or_default()
+                rule[k]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
             };
             for group in list("apiGroups") {
                 for resource in list("resources") {
                     for verb in list("verbs") {
-                        assert!(group != "*" && !resource.contains('*') && verb != "*", "wildcard in {path}: {rule}");
-                        let (resource, sub) = resource.split_once('/').map(|(r, s)| (r.to_string(), s.to_string())).unwrap_or((resource.clone(), String::new()));
-                        out.insert(Access { verb: verb.clone(), group: group.clone(), resource, subresource: sub });
+                        assert!(
+                            group != "*" && !resource.contains('*') && verb != "*",
+                            "wildcard in {path}: {rule}"
+                        );
+                        let (resource, sub) = resource
+                            .split_once('/')
+                            .map(|(r, s)| (r.to_string(), s.to_string()))
+                            .unwrap_or((resource.clone(), String::new()));
+                        out.insert(Access {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource,
+                            subresource: sub,
+                        });
                     }
                 }
             }
@@ -580,6 +845,12 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let granted = granted(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"));
     let missing: Vec<_> = used.difference(&granted).collect();
     let unused: Vec<_> = granted.difference(&used).collect();
-    assert!(missing.is_empty(), "the controller uses what deploy/rbac.yaml does not grant: {missing:#?}");
-    assert!(unused.is_empty(), "deploy/rbac.yaml grants what no test saw the controller use: {unused:#?}");
+    assert!(
+        missing.is_empty(),
+        "the controller uses what deploy/rbac.yaml does not grant: {missing:#?}"
+    );
+    assert!(
+        unused.is_empty(),
+        "deploy/rbac.yaml grants what no test saw the controller use: {unused:#?}"
+    );
 }
