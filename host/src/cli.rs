@@ -1,7 +1,9 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod openapi;
 mod policy;
+mod run;
 mod simulate;
 
 use std::path::PathBuf;
@@ -63,6 +65,10 @@ pub enum Command {
     Policy(policy::PolicyCommand),
     /// Run a workload in the cluster simulator under one or more policies and compare.
     Simulate(simulate::SimulateArgs),
+    /// Run the live controller: HTTP API, policy loading and hot swap, A/B experiments.
+    Run(run::RunArgs),
+    /// Write the HTTP API's OpenAPI document (docs/openapi.json).
+    Openapi(openapi::OpenapiArgs),
 }
 
 /// Runs the parsed command.
@@ -70,6 +76,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
+        Command::Run(args) => run::run(args, &cli.sandbox),
+        Command::Openapi(args) => openapi::run(args),
     }
 }
 
