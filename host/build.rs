@@ -22,12 +22,18 @@ fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
     for watched in ["wit", "policies", "tests/guests", "Cargo.lock"] {
-        println!("cargo:rerun-if-changed={}", workspace.join(watched).display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            workspace.join(watched).display()
+        );
     }
 
     // <target>/<profile>/build/<pkg>-<hash>/out -> <target>
     let out_dir = PathBuf::from(env::var("OUT_DIR").unwrap());
-    let target_root = out_dir.ancestors().nth(4).expect("OUT_DIR is inside a target directory");
+    let target_root = out_dir
+        .ancestors()
+        .nth(4)
+        .expect("OUT_DIR is inside a target directory");
     let guest_target = target_root.join("guests");
 
     let builtin = builtin_policy_names(&workspace.join("Cargo.toml"));
@@ -46,7 +52,14 @@ fn main() {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&workspace)
-        .args(["build", "--profile", "guest", "--target", TARGET, "--target-dir"])
+        .args([
+            "build",
+            "--profile",
+            "guest",
+            "--target",
+            TARGET,
+            "--target-dir",
+        ])
         .arg(&guest_target);
     for guest in policies.iter().chain(&test_guests) {
         cmd.args(["-p", &guest.package]);
@@ -65,7 +78,9 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
-    let status = cmd.status().expect("cannot run cargo to build the policy components");
+    let status = cmd
+        .status()
+        .expect("cannot run cargo to build the policy components");
     assert!(
         status.success(),
         "building the policy components for {TARGET} failed; the rust-toolchain.toml in the \
@@ -75,12 +90,20 @@ fn main() {
     let wasm_dir = guest_target.join(TARGET).join("guest");
     let wasm_of = |guest: &Guest| {
         let path = wasm_dir.join(format!("{}.wasm", guest.package.replace('-', "_")));
-        assert!(path.exists(), "{} built but {} is missing", guest.package, path.display());
+        assert!(
+            path.exists(),
+            "{} built but {} is missing",
+            guest.package,
+            path.display()
+        );
         path
     };
     for guest in &test_guests {
         let var = guest.folder.replace('-', "_").to_uppercase();
-        println!("cargo:rustc-env=SWITCHYARD_TEST_GUEST_{var}={}", wasm_of(guest).display());
+        println!(
+            "cargo:rustc-env=SWITCHYARD_TEST_GUEST_{var}={}",
+            wasm_of(guest).display()
+        );
     }
     let mut table = String::from("&[\n");
     for guest in &policies {

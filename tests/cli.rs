@@ -8,15 +8,25 @@ fn switchyard() -> Command {
 
 fn stdout_of(args: &[&str]) -> String {
     let output = switchyard().args(args).output().unwrap();
-    assert!(output.status.success(), "{args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     String::from_utf8(output.stdout).unwrap()
 }
 
 #[test]
 fn inspect_prints_the_world_and_the_default_policys_parameters() {
     let out = stdout_of(&["policy", "inspect", "default"]);
-    assert!(out.contains("world:    switchyard:policy/scheduler@0.1.0"), "{out}");
-    assert!(out.contains("scoring") && out.contains("least-allocated"), "{out}");
+    assert!(
+        out.contains("world:    switchyard:policy/scheduler@0.1.0"),
+        "{out}"
+    );
+    assert!(
+        out.contains("scoring") && out.contains("least-allocated"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -41,21 +51,34 @@ fn inspect_prints_every_shipped_paper_policys_parameters_and_defaults() {
 fn list_names_every_built_in_policy() {
     let out = stdout_of(&["policy", "list"]);
     for name in ["default", "even", "specon", "flowcon", "dragon", "gang"] {
-        assert!(out.lines().any(|l| l == name), "{name} missing from:\n{out}");
+        assert!(
+            out.lines().any(|l| l == name),
+            "{name} missing from:\n{out}"
+        );
     }
 }
 
 #[test]
 fn validate_accepts_a_policy_and_refuses_another_world_with_exit_status_one() {
-    switchyard().args(["policy", "validate", "specon"]).assert().success();
+    switchyard()
+        .args(["policy", "validate", "specon"])
+        .assert()
+        .success();
 
     let output = switchyard()
-        .args(["policy", "validate", env!("SWITCHYARD_TEST_GUEST_OTHER_WORLD")])
+        .args([
+            "policy",
+            "validate",
+            env!("SWITCHYARD_TEST_GUEST_OTHER_WORLD"),
+        ])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("does not implement the switchyard policy world"), "{stderr}");
+    assert!(
+        stderr.contains("does not implement the switchyard policy world"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -64,18 +87,31 @@ fn validate_refuses_a_file_that_is_not_wasm() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("broken.wasm");
     std::fs::write(&path, "this is text").unwrap();
-    let output = switchyard().args(["policy", "validate"]).arg(&path).output().unwrap();
+    let output = switchyard()
+        .args(["policy", "validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("is not a WebAssembly component"), "{stderr}");
+    assert!(
+        stderr.contains("is not a WebAssembly component"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[test]
 fn an_unknown_policy_name_lists_the_built_in_ones() {
-    let output = switchyard().args(["policy", "inspect", "specn"]).output().unwrap();
+    let output = switchyard()
+        .args(["policy", "inspect", "specn"])
+        .output()
+        .unwrap();
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("no built-in policy is called `specn`"), "{stderr}");
+    assert!(
+        stderr.contains("no built-in policy is called `specn`"),
+        "{stderr}"
+    );
     assert!(stderr.contains("specon"), "{stderr}");
 }

@@ -35,10 +35,20 @@ async fn a_thousand_swaps_while_deciding_skip_no_round_and_attribute_each_round_
     let records = live.all_decisions().await;
     live.stop().await;
 
-    assert!(rounds_at_end > started_at, "decisions kept flowing during the swaps");
+    assert!(
+        rounds_at_end > started_at,
+        "decisions kept flowing during the swaps"
+    );
     for (i, record) in records.iter().enumerate() {
-        assert_eq!(record["round"].as_u64(), Some(i as u64), "round {i} is missing or out of order");
-        assert!(record.get("failure").is_none(), "round {i} failed: {record}");
+        assert_eq!(
+            record["round"].as_u64(),
+            Some(i as u64),
+            "round {i} is missing or out of order"
+        );
+        assert!(
+            record.get("failure").is_none(),
+            "round {i} failed: {record}"
+        );
     }
     // Which policy each round belongs to, from the swaps' first rounds alone.
     let mut expected = vec!["default"; records.len()];
@@ -50,7 +60,12 @@ async fn a_thousand_swaps_while_deciding_skip_no_round_and_attribute_each_round_
     }
     let mut decided_during_swaps = HashSet::new();
     for (record, want) in records.iter().zip(&expected) {
-        assert_eq!(policy_of(record), *want, "round {} was decided by the wrong policy", record["round"]);
+        assert_eq!(
+            policy_of(record),
+            *want,
+            "round {} was decided by the wrong policy",
+            record["round"]
+        );
         let round = record["round"].as_u64().unwrap();
         if round >= swaps[0].0 && round < swaps[999].0 {
             decided_during_swaps.insert(*want);
@@ -66,14 +81,22 @@ async fn a_thousand_swaps_while_deciding_skip_no_round_and_attribute_each_round_
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broken_upload_is_refused_with_its_load_error_and_the_active_policy_keeps_deciding() {
     let live = start(STREAM, 100.0, Duration::from_millis(500)).await;
-    let (status, body) = live.upload(b"\0asm but not really a component".to_vec()).await;
+    let (status, body) = live
+        .upload(b"\0asm but not really a component".to_vec())
+        .await;
     assert_eq!(status, 422, "{body}");
     let error = body["error"].as_str().unwrap();
-    assert!(error.contains("upload is not a WebAssembly component"), "{error}");
+    assert!(
+        error.contains("upload is not a WebAssembly component"),
+        "{error}"
+    );
 
     let (status, body) = live.upload(b"#!/bin/sh\necho hi\n".to_vec()).await;
     assert_eq!(status, 422, "{body}");
-    assert!(body["error"].as_str().unwrap().contains("magic bytes"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("magic bytes"),
+        "{body}"
+    );
 
     let rounds = live.rounds().await;
     live.wait_for_rounds_after(rounds + 10).await;
@@ -87,7 +110,11 @@ async fn a_broken_upload_is_refused_with_its_load_error_and_the_active_policy_ke
         "{list}"
     );
     let records = live.all_decisions().await;
-    assert!(records.iter().all(|r| policy_of(r) == "default" && r.get("failure").is_none()));
+    assert!(
+        records
+            .iter()
+            .all(|r| policy_of(r) == "default" && r.get("failure").is_none())
+    );
     let (_, metrics) = live.get("/metrics").await;
     let metrics = metrics.as_str().unwrap().to_string();
     assert!(
@@ -114,7 +141,10 @@ async fn an_upload_over_the_limit_or_of_the_wrong_type_gets_a_json_4xx() {
         .unwrap();
     assert_eq!(response.status(), 415);
     let body: Value = response.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().contains("application/wasm"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("application/wasm"),
+        "{body}"
+    );
     live.stop().await;
 }
 
@@ -132,9 +162,16 @@ async fn a_policy_that_loops_forever_is_cut_by_its_deadline_and_the_fallback_kee
     assert_eq!(status, 200);
     let records = live.all_decisions().await;
     for record in &records[from as usize..] {
-        assert_eq!(policy_of(record), "default", "the fallback decided: {record}");
+        assert_eq!(
+            policy_of(record),
+            "default",
+            "the fallback decided: {record}"
+        );
         let failure = record["failure"].as_str().unwrap();
-        assert!(failure.contains("looping") && failure.contains("deadline"), "{failure}");
+        assert!(
+            failure.contains("looping") && failure.contains("deadline"),
+            "{failure}"
+        );
     }
     let placed = records[from as usize..]
         .iter()
@@ -143,10 +180,14 @@ async fn a_policy_that_loops_forever_is_cut_by_its_deadline_and_the_fallback_kee
     let (_, metrics) = live.get("/metrics").await;
     let metrics = metrics.as_str().unwrap().to_string();
     assert!(
-        metrics.contains("switchyard_policy_failures_total{policy=\"looping\",reason=\"deadline\"}"),
+        metrics
+            .contains("switchyard_policy_failures_total{policy=\"looping\",reason=\"deadline\"}"),
         "{metrics}"
     );
-    assert!(metrics.contains("switchyard_fallback_rounds_total{policy=\"looping\"}"), "{metrics}");
+    assert!(
+        metrics.contains("switchyard_fallback_rounds_total{policy=\"looping\"}"),
+        "{metrics}"
+    );
     live.stop().await;
 }
 
@@ -182,7 +223,11 @@ async fn a_missing_or_wrong_token_gets_401_and_changes_nothing() {
     let (_, list) = live.get("/v1/policies").await;
     assert_eq!(list["active"], "default");
     assert!(
-        list["policies"].as_array().unwrap().iter().all(|p| p["name"] != "looping"),
+        list["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["name"] != "looping"),
         "the unauthenticated upload was not loaded"
     );
     live.stop().await;
@@ -201,7 +246,10 @@ async fn parameters_are_checked_by_the_policy_and_apply_from_the_next_round() {
         .unwrap();
     assert_eq!(response.status(), 422);
     let body: Value = response.json().await.unwrap();
-    assert!(body["error"].as_str().unwrap().contains("no-such-scoring"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("no-such-scoring"),
+        "{body}"
+    );
     let response = live
         .client
         .put(live.url("/v1/policies/default/parameters"))
@@ -223,7 +271,10 @@ async fn parameters_are_checked_by_the_policy_and_apply_from_the_next_round() {
         .await
         .unwrap();
     let body: Value = response.json().await.unwrap();
-    assert_eq!(body["policy"]["settings"]["scoring"], "most-allocated", "{body}");
+    assert_eq!(
+        body["policy"]["settings"]["scoring"], "most-allocated",
+        "{body}"
+    );
     assert!(body["applied"]["from_round"].is_u64(), "{body}");
     live.stop().await;
 }
@@ -232,11 +283,16 @@ async fn parameters_are_checked_by_the_policy_and_apply_from_the_next_round() {
 async fn a_shadow_experiment_reports_agreement_and_never_applies_the_shadow() {
     let live = start(STREAM, 200.0, Duration::from_millis(500)).await;
     let (status, body) = live
-        .post("/v1/experiment", json!({"mode": "shadow", "policy_b": "even"}))
+        .post(
+            "/v1/experiment",
+            json!({"mode": "shadow", "policy_b": "even"}),
+        )
         .await;
     assert_eq!(status, 201, "{body}");
     let report = live
-        .wait_for("/v1/experiment", |r| r["shadow"]["compared"].as_u64().unwrap_or(0) >= 30)
+        .wait_for("/v1/experiment", |r| {
+            r["shadow"]["compared"].as_u64().unwrap_or(0) >= 30
+        })
         .await;
     assert_eq!(report["policy_a"], "default");
     assert_eq!(report["policy_b"], "even");
@@ -249,20 +305,35 @@ async fn a_shadow_experiment_reports_agreement_and_never_applies_the_shadow() {
         (compared - agreed).min(50)
     );
     let records = live.all_decisions().await;
-    let shadowed: Vec<&Value> = records.iter().filter(|r| r.get("shadow").is_some()).collect();
+    let shadowed: Vec<&Value> = records
+        .iter()
+        .filter(|r| r.get("shadow").is_some())
+        .collect();
     assert!(!shadowed.is_empty());
     for r in &shadowed {
         assert_eq!(policy_of(r), "default", "only A's decision is applied");
         assert_eq!(r["shadow"]["policy"], "even");
     }
-    let (status, last) = live.client.delete(live.url("/v1/experiment")).bearer_auth(TOKEN).send().await.map(|r| (r.status().as_u16(), r)).unwrap();
+    let (status, last) = live
+        .client
+        .delete(live.url("/v1/experiment"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .map(|r| (r.status().as_u16(), r))
+        .unwrap();
     assert_eq!(status, 200);
     let last: Value = last.json().await.unwrap();
     assert!(last["shadow"]["compared"].as_u64().unwrap() >= compared);
     let (status, _) = live.get("/v1/experiment").await;
     assert_eq!(status, 404, "no experiment runs after DELETE");
     let (_, metrics) = live.get("/metrics").await;
-    assert!(metrics.as_str().unwrap().contains("switchyard_shadow_compared_rounds_total"));
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("switchyard_shadow_compared_rounds_total")
+    );
     live.stop().await;
 }
 
@@ -290,7 +361,10 @@ async fn a_split_experiment_gives_each_arm_only_its_jobs_and_reports_per_arm_fig
         assert!(arm["jobs"].as_u64().unwrap() >= arm["started"].as_u64().unwrap());
         assert!(arm["started"].as_u64().unwrap() >= arm["finished"].as_u64().unwrap());
         // Every job does 20 s of work on one core, so it completes in at least 20 s.
-        assert!(arm["avg_completion"].as_f64().unwrap() >= 20.0 - 1e-6, "{arm}");
+        assert!(
+            arm["avg_completion"].as_f64().unwrap() >= 20.0 - 1e-6,
+            "{arm}"
+        );
         assert!(arm["makespan"].as_f64().unwrap() > 0.0);
         let cpu = arm["cpu_allocated"].as_f64().unwrap();
         assert!(cpu > 0.0 && cpu <= 1.0, "{arm}");
@@ -302,31 +376,49 @@ async fn a_split_experiment_gives_each_arm_only_its_jobs_and_reports_per_arm_fig
         for a in r["accepted"].as_array().unwrap() {
             jobs_a.insert(a["job"].as_str().unwrap().to_string());
             for assignment in a["assignments"].as_array().into_iter().flatten() {
-                assert!(assignment["node"].as_str().unwrap().starts_with("cpu"), "arm A placed on B's node: {a}");
+                assert!(
+                    assignment["node"].as_str().unwrap().starts_with("cpu"),
+                    "arm A placed on B's node: {a}"
+                );
             }
         }
         for a in r["arm_b"]["accepted"].as_array().unwrap() {
             jobs_b.insert(a["job"].as_str().unwrap().to_string());
             for assignment in a["assignments"].as_array().into_iter().flatten() {
-                assert!(assignment["node"].as_str().unwrap().starts_with("big"), "arm B placed on A's node: {a}");
+                assert!(
+                    assignment["node"].as_str().unwrap().starts_with("big"),
+                    "arm B placed on A's node: {a}"
+                );
             }
         }
     }
     assert!(!jobs_a.is_empty() && !jobs_b.is_empty());
-    assert!(jobs_a.is_disjoint(&jobs_b), "no job was decided by both arms");
+    assert!(
+        jobs_a.is_disjoint(&jobs_b),
+        "no job was decided by both arms"
+    );
     let (_, metrics) = live.get("/metrics").await;
     let metrics = metrics.as_str().unwrap().to_string();
-    assert!(metrics.contains("switchyard_split_jobs{arm=\"b\",policy=\"even\"}"), "{metrics}");
+    assert!(
+        metrics.contains("switchyard_split_jobs{arm=\"b\",policy=\"even\"}"),
+        "{metrics}"
+    );
     live.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_loss_sample_for_a_running_job_is_checked_and_the_simulator_says_it_ignores_it() {
     let live = start(STREAM, 20.0, Duration::from_millis(500)).await;
-    let (status, body) = live.post("/v1/jobs/no-such-job/loss", json!({"step": 10, "value": 0.5})).await;
+    let (status, body) = live
+        .post(
+            "/v1/jobs/no-such-job/loss",
+            json!({"step": 10, "value": 0.5}),
+        )
+        .await;
     assert_eq!(status, 404, "{body}");
     // Jobs are `small-<n>`, one per virtual second; a few have arrived by now.
-    live.wait_for("/v1/snapshot", |s| s["jobs"].as_u64().unwrap() >= 3).await;
+    live.wait_for("/v1/snapshot", |s| s["jobs"].as_u64().unwrap() >= 3)
+        .await;
     let labels = live.all_decisions().await;
     let job = labels
         .iter()
@@ -334,16 +426,26 @@ async fn a_loss_sample_for_a_running_job_is_checked_and_the_simulator_says_it_ig
         .map(|a| a["job"].as_str().unwrap().to_string())
         .last()
         .unwrap();
-    let (status, body) = live.post(&format!("/v1/jobs/{job}/loss"), json!({"step": 10, "value": 0.5})).await;
+    let (status, body) = live
+        .post(
+            &format!("/v1/jobs/{job}/loss"),
+            json!({"step": 10, "value": 0.5}),
+        )
+        .await;
     // The job may have finished in between; then 404 names it.
     if status == 202 {
         assert_eq!(body["outcome"], "ignored", "{body}");
-        assert!(body["note"].as_str().unwrap().contains("simulator"), "{body}");
+        assert!(
+            body["note"].as_str().unwrap().contains("simulator"),
+            "{body}"
+        );
     } else {
         assert_eq!(status, 404, "{body}");
         assert!(body["error"].as_str().unwrap().contains(&job));
     }
-    let (status, body) = live.post(&format!("/v1/jobs/{job}/loss"), json!({"step": "ten"})).await;
+    let (status, body) = live
+        .post(&format!("/v1/jobs/{job}/loss"), json!({"step": "ten"}))
+        .await;
     assert!(status == 400 || status == 422, "{status} {body}");
     live.stop().await;
 }
@@ -361,7 +463,10 @@ async fn health_readiness_snapshot_and_unknown_routes_answer() {
     assert_eq!(snapshot["allocatable"]["cpu_millis"], 64_000);
     let (status, body) = live.get("/v1/nope").await;
     assert_eq!(status, 404);
-    assert!(body["error"].as_str().unwrap().contains("openapi"), "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("openapi"),
+        "{body}"
+    );
     let (status, _) = live.get("/v1/jobs/labels").await;
     assert_eq!(status, 200);
     live.stop().await;
@@ -369,8 +474,9 @@ async fn health_readiness_snapshot_and_unknown_routes_answer() {
 
 #[test]
 fn the_committed_openapi_document_matches_the_code() {
-    let committed = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
-        .unwrap_or_default();
+    let committed =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
+            .unwrap_or_default();
     assert!(
         committed == switchyard::api::openapi_json(),
         "docs/openapi.json is out of date: run `cargo run -- openapi`"

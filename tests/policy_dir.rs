@@ -34,7 +34,10 @@ fn kubelet_publish(dir: &Path, stamp: &str, files: &[(&str, &[u8])]) {
 fn wait_until(what: &str, check: impl Fn() -> bool) {
     let started = Instant::now();
     while !check() {
-        assert!(started.elapsed() < Duration::from_secs(30), "gave up waiting for {what}");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "gave up waiting for {what}"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -51,7 +54,10 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
     kubelet_publish(
         dir.path(),
         "2026_11_22_10_00_00.000000001",
-        &[("looping.wasm", &looping), ("settings.yaml", b"active: default\n")],
+        &[
+            ("looping.wasm", &looping),
+            ("settings.yaml", b"active: default\n"),
+        ],
     );
     let watched = PolicyDir::new(dir.path(), controller.clone(), tokio.handle().clone()).unwrap();
     let (watcher, first) = policy_dir::watch(watched).unwrap();
@@ -66,14 +72,21 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
         &[
             ("looping.wasm", &looping),
             ("even.wasm", even),
-            ("settings.yaml", b"active: even\nparameters:\n  default: {scoring: most-allocated}\n"),
+            (
+                "settings.yaml",
+                b"active: even\nparameters:\n  default: {scoring: most-allocated}\n",
+            ),
         ],
     );
     wait_until("even to become active", || {
         controller.with_status(|s| s.active.clone()) == "even"
     });
     let even_entry = controller.catalog().get("even").unwrap();
-    assert!(even_entry.source.ends_with("even.wasm"), "{}", even_entry.source);
+    assert!(
+        even_entry.source.ends_with("even.wasm"),
+        "{}",
+        even_entry.source
+    );
     assert_eq!(
         controller.catalog().get("default").unwrap().slot.settings["scoring"],
         "most-allocated"
@@ -105,7 +118,12 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
             .any(|f| f.source.ends_with("even.wasm"))
     });
     assert_eq!(controller.with_status(|s| s.active.clone()), "even");
-    assert!(controller.metrics().render().contains("switchyard_policy_load_errors_total"));
+    assert!(
+        controller
+            .metrics()
+            .render()
+            .contains("switchyard_policy_load_errors_total")
+    );
     let rounds = controller.with_status(|s| s.rounds);
     wait_until("even to keep deciding", || {
         controller.with_status(|s| {
@@ -119,7 +137,10 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
     kubelet_publish(
         dir.path(),
         "2026_11_22_10_15_00.000000004",
-        &[("looping.wasm", &looping), ("settings.yaml", b"activ: default\n")],
+        &[
+            ("looping.wasm", &looping),
+            ("settings.yaml", b"activ: default\n"),
+        ],
     );
     wait_until("the bad settings to be reported", || {
         controller

@@ -19,7 +19,10 @@ impl StateStore for Spy {
         Ok(self.0.lock().unwrap().get(policy).cloned())
     }
     fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError> {
-        self.0.lock().unwrap().insert(policy.to_string(), blob.to_vec());
+        self.0
+            .lock()
+            .unwrap()
+            .insert(policy.to_string(), blob.to_vec());
         Ok(())
     }
 }
@@ -70,7 +73,13 @@ fn swapping_back_resumes_each_policys_own_state_blob() {
     let mut control = ControlLoop::new(slot(&runtime, "flowcon"), slot(&runtime, "default"), 1)
         .with_state_store(Box::new(spy.clone()));
     run_rounds(&mut control, &mut sim, 8);
-    let flowcon_blob = spy.0.lock().unwrap().get("flowcon").cloned().expect("flowcon saved its state");
+    let flowcon_blob = spy
+        .0
+        .lock()
+        .unwrap()
+        .get("flowcon")
+        .cloned()
+        .expect("flowcon saved its state");
     assert!(!flowcon_blob.is_empty());
 
     control.swap_policy(slot(&runtime, "default"));
@@ -80,11 +89,19 @@ fn swapping_back_resumes_each_policys_own_state_blob() {
         b"default's own memory",
         "default decided with its own blob, not flowcon's"
     );
-    assert_eq!(spy.0.lock().unwrap()["flowcon"], flowcon_blob, "flowcon's blob is kept while it is inactive");
+    assert_eq!(
+        spy.0.lock().unwrap()["flowcon"],
+        flowcon_blob,
+        "flowcon's blob is kept while it is inactive"
+    );
 
     control.swap_policy(slot(&runtime, "flowcon"));
     run_rounds(&mut control, &mut sim, 8);
-    assert_eq!(control.failures(), 0, "flowcon read its own blob back (a foreign one makes it refuse)");
+    assert_eq!(
+        control.failures(),
+        0,
+        "flowcon read its own blob back (a foreign one makes it refuse)"
+    );
     let records = control.records();
     assert!(records.iter().any(|r| r.policy == "default"));
     assert!(records.last().is_some_and(|r| r.policy == "flowcon"));
@@ -107,7 +124,10 @@ fn a_restarted_loop_reads_each_policys_blob_back_from_the_state_directory() {
         .map(|e| e.unwrap().file_name())
         .filter(|n| !n.to_string_lossy().ends_with(".state"))
         .collect();
-    assert!(leftovers.is_empty(), "no temporary files left behind: {leftovers:?}");
+    assert!(
+        leftovers.is_empty(),
+        "no temporary files left behind: {leftovers:?}"
+    );
     assert_eq!(store.load("flowcon").unwrap(), Some(saved));
     assert_eq!(store.load("never-ran").unwrap(), None);
 }

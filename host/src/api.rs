@@ -56,7 +56,10 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
             post(policies::upload).layer(DefaultBodyLimit::max(config.max_upload_bytes)),
         )
         .route("/v1/policies/{name}/activate", post(policies::activate))
-        .route("/v1/policies/{name}/parameters", put(policies::set_parameters))
+        .route(
+            "/v1/policies/{name}/parameters",
+            put(policies::set_parameters),
+        )
         .route(
             "/v1/experiment",
             post(experiment::start).delete(experiment::stop),
@@ -146,7 +149,9 @@ pub fn openapi_json() -> String {
     let mut doc = ApiDoc::openapi();
     // The crate version would make the committed file drift on every release bump.
     doc.info.version = "v1".into();
-    let mut text = doc.to_pretty_json().expect("the OpenAPI document serialises");
+    let mut text = doc
+        .to_pretty_json()
+        .expect("the OpenAPI document serialises");
     text.push('\n');
     text
 }

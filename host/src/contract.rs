@@ -24,11 +24,20 @@ pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
 pub const PACKAGE: &str = "switchyard:policy@0.1.0";
 
 fn resources(r: &model::Resources) -> wit::Resources {
-    wit::Resources { cpu_millis: r.cpu_millis, memory_bytes: r.memory_bytes, gpus: r.gpus }
+    wit::Resources {
+        cpu_millis: r.cpu_millis,
+        memory_bytes: r.memory_bytes,
+        gpus: r.gpus,
+    }
 }
 
 fn labels(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::Label> {
-    map.iter().map(|(k, v)| wit::Label { key: k.clone(), value: v.clone() }).collect()
+    map.iter()
+        .map(|(k, v)| wit::Label {
+            key: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
 }
 
 fn node(n: &model::Node) -> wit::Node {
@@ -80,7 +89,11 @@ fn job(j: &model::Job) -> wit::Job {
         loss: j
             .loss
             .iter()
-            .map(|s| wit::LossSample { time: s.time, step: s.step, value: s.value })
+            .map(|s| wit::LossSample {
+                time: s.time,
+                step: s.step,
+                value: s.value,
+            })
             .collect(),
         metric_rises: j.metric_rises,
         migrated: j.migrated,
@@ -113,7 +126,10 @@ pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
 pub fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {
     settings
         .iter()
-        .map(|(name, value)| wit::Setting { name: name.clone(), value: value.clone() })
+        .map(|(name, value)| wit::Setting {
+            name: name.clone(),
+            value: value.clone(),
+        })
         .collect()
 }
 
@@ -129,7 +145,10 @@ fn operation(op: wit::Operation) -> model::Operation {
             assignments: p
                 .assignments
                 .into_iter()
-                .map(|a| model::Assignment { task: a.task, node: a.node })
+                .map(|a| model::Assignment {
+                    task: a.task,
+                    node: a.node,
+                })
                 .collect(),
         },
         wit::Operation::Migrate(m) => model::Operation::Migrate {
@@ -141,12 +160,16 @@ fn operation(op: wit::Operation) -> model::Operation {
                 wit::MigrationKind::Rebalance => model::MigrationKind::Rebalance,
             },
         },
-        wit::Operation::SetCpuWeight(w) => {
-            model::Operation::SetCpuWeight { job: w.job, task: w.task, weight: w.weight }
-        }
-        wit::Operation::Scale(s) => {
-            model::Operation::Scale { job: s.job, replicas: s.replicas, nodes: s.nodes }
-        }
+        wit::Operation::SetCpuWeight(w) => model::Operation::SetCpuWeight {
+            job: w.job,
+            task: w.task,
+            weight: w.weight,
+        },
+        wit::Operation::Scale(s) => model::Operation::Scale {
+            job: s.job,
+            replicas: s.replicas,
+            nodes: s.nodes,
+        },
         wit::Operation::Wait(job) => model::Operation::Wait { job },
     }
 }
@@ -157,12 +180,19 @@ pub fn decision_from_wit(d: wit::Decision) -> model::Decision {
         actions: d
             .actions
             .into_iter()
-            .map(|a| model::Action { op: operation(a.op), reason: a.reason })
+            .map(|a| model::Action {
+                op: operation(a.op),
+                reason: a.reason,
+            })
             .collect(),
         labels: d
             .labels
             .into_iter()
-            .map(|l| model::JobLabel { job: l.job, key: l.key, value: l.value })
+            .map(|l| model::JobLabel {
+                job: l.job,
+                key: l.key,
+                value: l.value,
+            })
             .collect(),
         next_call_after: d.next_call_after,
         state: d.state,
@@ -178,7 +208,11 @@ pub fn description_from_wit(d: wit::Description) -> model::Description {
         parameters: d
             .parameters
             .into_iter()
-            .map(|p| model::Parameter { name: p.name, default: p.default_value, doc: p.doc })
+            .map(|p| model::Parameter {
+                name: p.name,
+                default: p.default_value,
+                doc: p.doc,
+            })
             .collect(),
     }
 }

@@ -472,7 +472,12 @@ impl ControlLoop {
     /// When the next tick is due after a decision. The tick is the deciding policy's to
     /// ask for; a fallback round keeps the previous request so a failing policy is
     /// retried when it wanted to be.
-    fn next_after(&self, snapshot: &Snapshot, decided: &Decided, decision: &Decision) -> Option<f64> {
+    fn next_after(
+        &self,
+        snapshot: &Snapshot,
+        decided: &Decided,
+        decision: &Decision,
+    ) -> Option<f64> {
         if decided.failure.is_none() {
             decision
                 .next_call_after

@@ -27,8 +27,8 @@ use crate::control::{
     DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore, RunEnd,
     StateError, StateStore,
 };
-use crate::model::{LossSample, Resources, Settings};
 use crate::metrics::Metrics;
+use crate::model::{LossSample, Resources, Settings};
 use crate::runtime::Runtime;
 use crate::sim::Simulator;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
@@ -82,7 +82,9 @@ pub enum LiveError {
     #[error("no experiment is running; start one with POST /v1/experiment")]
     NoExperiment,
     /// A loss sample for a job the cluster does not have.
-    #[error("no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only")]
+    #[error(
+        "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"
+    )]
     UnknownJob(String),
     /// A loss sample that is not a number.
     #[error("loss value {0} is not a finite number")]
@@ -164,7 +166,7 @@ type Reply<T> = tokio::sync::oneshot::Sender<Result<T, LiveError>>;
 enum Command {
     Activate(CatalogEntry, Reply<Applied>),
     Reconfigure(CatalogEntry, Reply<Applied>),
-    StartExperiment(Experiment, Reply<ExperimentReport>),
+    StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
     PushLoss(String, LossSample, Reply<LossAck>),
 }
@@ -372,7 +374,7 @@ impl Controller {
         request: ExperimentRequest,
     ) -> Result<ExperimentReport, LiveError> {
         let entry = self.shared.catalog.get(&request.policy_b)?;
-        let experiment = Experiment::new(entry.slot, request.mode);
+        let experiment = Box::new(Experiment::new(entry.slot, request.mode));
         self.send(|reply| Command::StartExperiment(experiment, reply))
             .await
     }

@@ -115,7 +115,12 @@ impl PolicyDir {
             }
             Err(error) => {
                 let source = self.dir.display().to_string();
-                self.refuse(&mut report, &source, format!("cannot list the directory: {error}"), "read");
+                self.refuse(
+                    &mut report,
+                    &source,
+                    format!("cannot list the directory: {error}"),
+                    "read",
+                );
                 return report;
             }
         }
@@ -128,7 +133,12 @@ impl PolicyDir {
                 let source = path.display().to_string();
                 match std::fs::read(&path) {
                     Err(error) => {
-                        self.refuse(&mut report, &source, format!("cannot read: {error}"), "read");
+                        self.refuse(
+                            &mut report,
+                            &source,
+                            format!("cannot read: {error}"),
+                            "read",
+                        );
                         None
                     }
                     Ok(bytes) => {
@@ -165,7 +175,12 @@ impl PolicyDir {
             let bytes = match std::fs::read(&path) {
                 Ok(bytes) => bytes,
                 Err(error) => {
-                    self.refuse(&mut report, &source, format!("cannot read: {error}"), "read");
+                    self.refuse(
+                        &mut report,
+                        &source,
+                        format!("cannot read: {error}"),
+                        "read",
+                    );
                     continue;
                 }
             };
@@ -218,12 +233,17 @@ impl PolicyDir {
         }
         if settings.experiment != self.applied.experiment {
             let result = match &settings.experiment {
-                Some(section) => section.to_request().map_err(|e| e.to_string()).and_then(|request| {
-                    self.runtime
-                        .block_on(self.controller.start_experiment(request))
-                        .map(|_| ())
+                Some(section) => {
+                    section
+                        .to_request()
                         .map_err(|e| e.to_string())
-                }),
+                        .and_then(|request| {
+                            self.runtime
+                                .block_on(self.controller.start_experiment(request))
+                                .map(|_| ())
+                                .map_err(|e| e.to_string())
+                        })
+                }
                 None => self
                     .runtime
                     .block_on(self.controller.stop_experiment())
@@ -243,7 +263,11 @@ impl PolicyDir {
     }
 
     fn refuse(&self, report: &mut ScanReport, source: &str, error: String, kind: &str) {
-        tracing::warn!(source, error, "refused from the policies directory; the running policy stays");
+        tracing::warn!(
+            source,
+            error,
+            "refused from the policies directory; the running policy stays"
+        );
         self.controller.catalog().record_failure(source, &error);
         self.controller.metrics().observe_load_error(kind);
         report.refused.push((source.to_string(), error));

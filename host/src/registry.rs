@@ -90,8 +90,10 @@ impl PolicyRef {
                 Ok(runtime.load(builtin.bytes, &source)?)
             }
             PolicyRef::File(path) => {
-                let bytes = std::fs::read(path)
-                    .map_err(|source| RegistryError::Read { path: path.clone(), source })?;
+                let bytes = std::fs::read(path).map_err(|source| RegistryError::Read {
+                    path: path.clone(),
+                    source,
+                })?;
                 Ok(runtime.load(&bytes, &source)?)
             }
         }

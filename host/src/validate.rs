@@ -43,7 +43,9 @@ pub enum Rejection {
         node: String,
     },
     /// Placing the task would exceed what the node has left.
-    #[error("task `{task}` of job `{job}` does not fit on node `{node}`: it requests {requested}, the node has {free} left")]
+    #[error(
+        "task `{task}` of job `{job}` does not fit on node `{node}`: it requests {requested}, the node has {free} left"
+    )]
     NodeFull {
         /// Job id.
         job: String,
@@ -168,7 +170,10 @@ pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
     for action in &decision.actions {
         match account.check(&action.op) {
             Ok(()) => checked.accepted.push(action.clone()),
-            Err(reason) => checked.rejected.push(Rejected { action: action.clone(), reason }),
+            Err(reason) => checked.rejected.push(Rejected {
+                action: action.clone(),
+                reason,
+            }),
         }
     }
     checked
@@ -183,7 +188,10 @@ struct Account<'a> {
 }
 
 fn show(r: &Resources) -> String {
-    format!("{}m CPU, {} B memory, {} GPU", r.cpu_millis, r.memory_bytes, r.gpus)
+    format!(
+        "{}m CPU, {} B memory, {} GPU",
+        r.cpu_millis, r.memory_bytes, r.gpus
+    )
 }
 
 impl<'a> Account<'a> {
@@ -191,9 +199,19 @@ impl<'a> Account<'a> {
         let free = snapshot
             .nodes
             .iter()
-            .map(|n| (n.name.as_str(), n.allocatable.saturating_minus(&n.requested)))
+            .map(|n| {
+                (
+                    n.name.as_str(),
+                    n.allocatable.saturating_minus(&n.requested),
+                )
+            })
             .collect();
-        Self { snapshot, free, placed: HashSet::new(), moved_jobs: HashSet::new() }
+        Self {
+            snapshot,
+            free,
+            placed: HashSet::new(),
+            moved_jobs: HashSet::new(),
+        }
     }
 
     fn check(&mut self, op: &'a Operation) -> Result<(), Rejection> {
@@ -201,12 +219,14 @@ impl<'a> Account<'a> {
         let job = self
             .snapshot
             .job(job_id)
-            .ok_or_else(|| Rejection::UnknownJob { job: job_id.to_string() })?;
+            .ok_or_else(|| Rejection::UnknownJob {
+                job: job_id.to_string(),
+            })?;
         match op {
             Operation::Place { assignments, .. } => self.place(job_id, assignments),
-            Operation::Migrate { task, node, kind, .. } => {
-                self.migrate(job_id, task.as_deref(), node, *kind)
-            }
+            Operation::Migrate {
+                task, node, kind, ..
+            } => self.migrate(job_id, task.as_deref(), node, *kind),
             Operation::SetCpuWeight { task, weight, .. } => {
                 job.task(task).ok_or_else(|| Rejection::UnknownTask {
                     job: job_id.into(),
@@ -221,7 +241,9 @@ impl<'a> Account<'a> {
                 }
                 Ok(())
             }
-            Operation::Scale { replicas, nodes, .. } => self.scale(job_id, *replicas, nodes),
+            Operation::Scale {
+                replicas, nodes, ..
+            } => self.scale(job_id, *replicas, nodes),
             Operation::Wait { .. } => Ok(()),
         }
     }
@@ -230,9 +252,13 @@ impl<'a> Account<'a> {
         let n = self
             .snapshot
             .node(node)
-            .ok_or_else(|| Rejection::UnknownNode { node: node.to_string() })?;
+            .ok_or_else(|| Rejection::UnknownNode {
+                node: node.to_string(),
+            })?;
         if !n.schedulable {
-            return Err(Rejection::NodeUnschedulable { node: node.to_string() });
+            return Err(Rejection::NodeUnschedulable {
+                node: node.to_string(),
+            });
         }
         Ok(self.free[n.name.as_str()])
     }
@@ -286,7 +312,10 @@ impl<'a> Account<'a> {
             let pending = task.node.is_none() && task.phase == TaskPhase::Pending;
             let key = (job_id, a.task.as_str());
             if !pending || self.placed.contains(&key) || !in_group.insert(key) {
-                return Err(Rejection::TaskNotPending { job: job_id.into(), task: a.task.clone() });
+                return Err(Rejection::TaskNotPending {
+                    job: job_id.into(),
+                    task: a.task.clone(),
+                });
             }
             charges.push((a.task.as_str(), a.node.as_str(), task.requests));
         }
@@ -326,7 +355,10 @@ impl<'a> Account<'a> {
             MigrationKind::Rebalance => (job.rebalanced, "rebalance"),
         };
         if done {
-            return Err(Rejection::AlreadyMigrated { job: job_id.into(), kind: kind_name });
+            return Err(Rejection::AlreadyMigrated {
+                job: job_id.into(),
+                kind: kind_name,
+            });
         }
         self.claim_move(job_id)?;
         let moving: Vec<_> = match task {
@@ -359,10 +391,19 @@ impl<'a> Account<'a> {
         Ok(())
     }
 
-    fn scale(&mut self, job_id: &'a str, replicas: u32, nodes: &'a [String]) -> Result<(), Rejection> {
+    fn scale(
+        &mut self,
+        job_id: &'a str,
+        replicas: u32,
+        nodes: &'a [String],
+    ) -> Result<(), Rejection> {
         let job = self.snapshot.job(job_id).expect("checked by caller");
         let r = &job.replicas;
-        let bad = |why: String| Rejection::BadReplicaCount { job: job_id.into(), replicas, why };
+        let bad = |why: String| Rejection::BadReplicaCount {
+            job: job_id.into(),
+            replicas,
+            why,
+        };
         if replicas < r.min || replicas > r.max {
             return Err(bad(format!("allowed range is {}..={}", r.min, r.max)));
         }
@@ -383,8 +424,10 @@ impl<'a> Account<'a> {
                     nodes.len()
                 )));
             }
-            let charges: Vec<_> =
-                nodes.iter().map(|n| (template.name.as_str(), n.as_str(), template.requests)).collect();
+            let charges: Vec<_> = nodes
+                .iter()
+                .map(|n| (template.name.as_str(), n.as_str(), template.requests))
+                .collect();
             self.charge_all(job_id, &charges)?;
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));

@@ -40,11 +40,15 @@ pub struct Live {
 
 /// Starts the controller on `workload` at `speed`, with policy calls cut at `deadline`.
 pub async fn start(workload: &str, speed: f64, deadline: Duration) -> Live {
-    start_with(workload, LiveConfig {
-        speed,
-        keep_decisions: 1_000_000,
-        ..LiveConfig::default()
-    }, deadline)
+    start_with(
+        workload,
+        LiveConfig {
+            speed,
+            keep_decisions: 1_000_000,
+            ..LiveConfig::default()
+        },
+        deadline,
+    )
     .await
 }
 
@@ -98,7 +102,10 @@ impl Live {
         let response = self.client.get(self.url(path)).send().await.unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     /// A POST with the right token and a JSON body.

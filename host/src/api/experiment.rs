@@ -45,7 +45,10 @@ impl ExperimentBody {
         let bad = |m: String| ApiError::new(StatusCode::BAD_REQUEST, m);
         let mode = match self.mode {
             ModeName::Shadow => {
-                if self.ratio.is_some() || self.job_selector.is_some() || self.node_selector.is_some() {
+                if self.ratio.is_some()
+                    || self.job_selector.is_some()
+                    || self.node_selector.is_some()
+                {
                     return Err(bad(
                         "ratio, job_selector and node_selector belong to a split experiment, not a shadow one".into(),
                     ));
@@ -54,7 +57,9 @@ impl ExperimentBody {
             }
             ModeName::Split => {
                 let jobs = match (self.ratio, &self.job_selector) {
-                    (Some(ratio), None) => JobAssignment::hash(ratio).map_err(|e| bad(e.to_string()))?,
+                    (Some(ratio), None) => {
+                        JobAssignment::hash(ratio).map_err(|e| bad(e.to_string()))?
+                    }
                     (None, Some(selector)) => JobAssignment::Label {
                         selector: LabelSelector::parse(selector).map_err(|e| bad(e.to_string()))?,
                     },
@@ -89,7 +94,9 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
         .controller
         .with_status(|s| s.experiment.clone())
         .map(Json)
-        .ok_or_else(|| ApiError::not_found("no experiment is running; start one with POST /v1/experiment"))
+        .ok_or_else(|| {
+            ApiError::not_found("no experiment is running; start one with POST /v1/experiment")
+        })
 }
 
 #[utoipa::path(post, path = "/v1/experiment", tag = "experiments",
@@ -105,7 +112,10 @@ pub(super) async fn start(
     body: Result<Json<ExperimentBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<ExperimentReport>), ApiError> {
     let Json(body) = body?;
-    let report = state.controller.start_experiment(body.into_request()?).await?;
+    let report = state
+        .controller
+        .start_experiment(body.into_request()?)
+        .await?;
     Ok((StatusCode::CREATED, Json(report)))
 }
 
@@ -115,6 +125,8 @@ pub(super) async fn start(
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 404, description = "No experiment is running", body = ErrorBody)),
     security(("bearer" = [])))]
-pub(super) async fn stop(State(state): State<ApiState>) -> Result<Json<ExperimentReport>, ApiError> {
+pub(super) async fn stop(
+    State(state): State<ApiState>,
+) -> Result<Json<ExperimentReport>, ApiError> {
     Ok(Json(state.controller.stop_experiment().await?))
 }

@@ -174,6 +174,9 @@ pub(super) async fn push_loss(
     body: Result<Json<LossBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<LossAck>), ApiError> {
     let Json(body) = body?;
-    let ack = state.controller.push_loss(&id, body.step, body.value).await?;
+    let ack = state
+        .controller
+        .push_loss(&id, body.step, body.value)
+        .await?;
     Ok((StatusCode::ACCEPTED, Json(ack)))
 }

@@ -54,7 +54,12 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
             } else {
                 println!("parameters:");
                 let width = d.parameters.iter().map(|p| p.name.len()).max().unwrap_or(0);
-                let dwidth = d.parameters.iter().map(|p| p.default.len()).max().unwrap_or(0);
+                let dwidth = d
+                    .parameters
+                    .iter()
+                    .map(|p| p.default.len())
+                    .max()
+                    .unwrap_or(0);
                 for p in &d.parameters {
                     println!("  {:width$}  {:dwidth$}  {}", p.name, p.default, p.doc);
                 }

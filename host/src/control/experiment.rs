@@ -210,7 +210,12 @@ impl Experiment {
         let ops = |actions: &[Action]| {
             let mut ops: Vec<(String, Operation)> = actions
                 .iter()
-                .map(|a| (serde_json::to_string(&a.op).unwrap_or_default(), a.op.clone()))
+                .map(|a| {
+                    (
+                        serde_json::to_string(&a.op).unwrap_or_default(),
+                        a.op.clone(),
+                    )
+                })
                 .collect();
             ops.sort_by(|x, y| x.0.cmp(&y.0));
             ops
@@ -239,7 +244,11 @@ impl Experiment {
     pub(crate) fn observe(&mut self, snapshot: &Snapshot) {
         self.rounds += 1;
         self.started_at.get_or_insert(snapshot.time);
-        let ExperimentMode::Split { jobs: rule, nodes_b } = &self.mode else {
+        let ExperimentMode::Split {
+            jobs: rule,
+            nodes_b,
+        } = &self.mode
+        else {
             return;
         };
         if let Some(last) = self.last_time {
@@ -341,7 +350,16 @@ impl Experiment {
         let split = self.is_split().then(|| SplitReport {
             arms: [Arm::A, Arm::B]
                 .into_iter()
-                .map(|arm| self.arm_report(arm, if arm == Arm::A { policy_a } else { self.b.module.name() }))
+                .map(|arm| {
+                    self.arm_report(
+                        arm,
+                        if arm == Arm::A {
+                            policy_a
+                        } else {
+                            self.b.module.name()
+                        },
+                    )
+                })
                 .collect(),
         });
         ExperimentReport {
@@ -359,8 +377,14 @@ impl Experiment {
     fn arm_report(&self, arm: Arm, policy: &str) -> ArmReport {
         let tracks: Vec<&JobTrack> = self.jobs.values().filter(|t| t.arm == Some(arm)).collect();
         let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
-        let completions: Vec<f64> = tracks.iter().filter_map(|t| Some(t.finish? - t.submit)).collect();
-        let waits: Vec<f64> = tracks.iter().filter_map(|t| Some(t.start? - t.submit)).collect();
+        let completions: Vec<f64> = tracks
+            .iter()
+            .filter_map(|t| Some(t.finish? - t.submit))
+            .collect();
+        let waits: Vec<f64> = tracks
+            .iter()
+            .filter_map(|t| Some(t.start? - t.submit))
+            .collect();
         let first_submit = tracks.iter().map(|t| t.submit).reduce(f64::min);
         let last_finish = tracks.iter().filter_map(|t| t.finish).reduce(f64::max);
         let elapsed = match (self.started_at, self.last_time) {
@@ -495,8 +519,14 @@ mod tests {
 
     #[test]
     fn a_ratio_outside_zero_to_one_and_a_selector_without_equals_are_refused() {
-        assert_eq!(JobAssignment::hash(1.5), Err(ExperimentError::BadRatio(1.5)));
+        assert_eq!(
+            JobAssignment::hash(1.5),
+            Err(ExperimentError::BadRatio(1.5))
+        );
         assert!(LabelSelector::parse("team").is_err());
-        assert_eq!(LabelSelector::parse("team=a").unwrap().to_string(), "team=a");
+        assert_eq!(
+            LabelSelector::parse("team=a").unwrap().to_string(),
+            "team=a"
+        );
     }
 }

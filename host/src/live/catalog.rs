@@ -165,10 +165,13 @@ impl Catalog {
     /// The policy called `name`.
     pub fn get(&self, name: &str) -> Result<CatalogEntry, CatalogError> {
         let entries = self.name_to_entry.read().unwrap();
-        entries.get(name).cloned().ok_or_else(|| CatalogError::Unknown {
-            name: name.to_string(),
-            known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
-        })
+        entries
+            .get(name)
+            .cloned()
+            .ok_or_else(|| CatalogError::Unknown {
+                name: name.to_string(),
+                known: entries.keys().cloned().collect::<Vec<_>>().join(", "),
+            })
     }
 
     /// Configures `name` with `settings` (defaults filled in by the policy) and keeps

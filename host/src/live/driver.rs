@@ -174,7 +174,7 @@ impl Driver {
                     let _ = reply.send(Ok(self.swap(entry)));
                 }
                 Command::StartExperiment(experiment, reply) => {
-                    self.control.start_experiment(experiment);
+                    self.control.start_experiment(*experiment);
                     self.changed_policy = true;
                     let report = self.control.experiment_report();
                     self.controller.shared.status.write().unwrap().experiment = report.clone();

@@ -82,8 +82,8 @@ impl DirSettings {
     /// Parses the file's text; the error names the field at fault.
     pub fn parse(text: &str) -> Result<Self, String> {
         let deserializer = serde_norway::Deserializer::from_str(text);
-        let raw: Option<RawSettings> = serde_path_to_error::deserialize(deserializer)
-            .map_err(|e| {
+        let raw: Option<RawSettings> =
+            serde_path_to_error::deserialize(deserializer).map_err(|e| {
                 let field = e.path().to_string();
                 format!("field `{field}`: {}", e.into_inner())
             })?;
@@ -94,7 +94,10 @@ impl DirSettings {
                 .parameters
                 .into_iter()
                 .map(|(policy, values)| {
-                    let values = values.into_iter().map(|(k, v)| (k, v.into_text())).collect();
+                    let values = values
+                        .into_iter()
+                        .map(|(k, v)| (k, v.into_text()))
+                        .collect();
                     (policy, values)
                 })
                 .collect(),
@@ -115,7 +118,10 @@ impl ExperimentSection {
                         selector: LabelSelector::parse(s).map_err(|e| e.to_string())?,
                     },
                     _ => {
-                        return Err("experiment: a split needs exactly one of `ratio` or `job_selector`".into());
+                        return Err(
+                            "experiment: a split needs exactly one of `ratio` or `job_selector`"
+                                .into(),
+                        );
                     }
                 };
                 let nodes_b = self

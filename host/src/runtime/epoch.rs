@@ -37,7 +37,10 @@ impl Ticker {
                 }
             })
             .expect("cannot start the epoch thread");
-        Self { stop, thread: Some(thread) }
+        Self {
+            stop,
+            thread: Some(thread),
+        }
     }
 }
 

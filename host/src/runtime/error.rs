@@ -66,7 +66,9 @@ pub enum PolicyError {
         deadline: Duration,
     },
     /// The policy tried to grow its memory past the cap.
-    #[error("policy {policy} ({digest}) tried to use more than {limit_bytes} bytes of memory and was stopped")]
+    #[error(
+        "policy {policy} ({digest}) tried to use more than {limit_bytes} bytes of memory and was stopped"
+    )]
     OutOfMemory {
         /// Policy name.
         policy: String,

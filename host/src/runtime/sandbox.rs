@@ -44,7 +44,10 @@ impl GuestState {
         Self {
             wasi: builder.build(),
             table: ResourceTable::new(),
-            limiter: MemoryCap { limit: memory_limit, refused: false },
+            limiter: MemoryCap {
+                limit: memory_limit,
+                refused: false,
+            },
             policy_name: policy_name.to_string(),
             stderr,
         }
@@ -62,13 +65,18 @@ impl GuestState {
 
     /// What the guest printed (a Rust panic message, for instance).
     pub(crate) fn guest_output(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents()).trim().to_string()
+        String::from_utf8_lossy(&self.stderr.contents())
+            .trim()
+            .to_string()
     }
 }
 
 impl WasiView for GuestState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
     }
 }
 
@@ -128,7 +136,9 @@ struct VirtualClock {
 
 impl VirtualClock {
     fn at(time: f64) -> Self {
-        Self { since_epoch: Duration::from_secs_f64(time.max(0.0)) }
+        Self {
+            since_epoch: Duration::from_secs_f64(time.max(0.0)),
+        }
     }
 }
 

@@ -29,10 +29,12 @@ pub enum Scoring {
 }
 
 fn scoring(settings: &Settings) -> Result<Scoring, String> {
-    Ok(match settings.choice("scoring", &["least-allocated", "most-allocated"])? {
-        "most-allocated" => Scoring::MostAllocated,
-        _ => Scoring::LeastAllocated,
-    })
+    Ok(
+        match settings.choice("scoring", &["least-allocated", "most-allocated"])? {
+            "most-allocated" => Scoring::MostAllocated,
+            _ => Scoring::LeastAllocated,
+        },
+    )
 }
 
 /// The baseline policy.
@@ -95,7 +97,10 @@ pub fn place_pod_by_pod(snapshot: &Snapshot, scoring: Scoring) -> Vec<Action> {
                 actions.push(Action {
                     op: Operation::Place(Placement {
                         job: job.id.clone(),
-                        assignments: vec![Assignment { task: task.name.clone(), node: node.clone() }],
+                        assignments: vec![Assignment {
+                            task: task.name.clone(),
+                            node: node.clone(),
+                        }],
                     }),
                     reason: format!("fits on {node}, best {scoring:?} score"),
                 });

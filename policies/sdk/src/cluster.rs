@@ -21,7 +21,11 @@ pub trait ResourcesExt {
 
 impl ResourcesExt for Resources {
     fn zero() -> Resources {
-        Resources { cpu_millis: 0, memory_bytes: 0, gpus: 0 }
+        Resources {
+            cpu_millis: 0,
+            memory_bytes: 0,
+            gpus: 0,
+        }
     }
     fn plus(&self, other: &Resources) -> Resources {
         Resources {
@@ -90,7 +94,8 @@ impl Ledger {
 
     /// True when `node` is schedulable and has room for `request`.
     pub fn fits(&self, node: &str, request: &Resources) -> bool {
-        self.entry(node).is_some_and(|e| e.schedulable && e.free.covers(request))
+        self.entry(node)
+            .is_some_and(|e| e.schedulable && e.free.covers(request))
     }
 
     /// Schedulable nodes with room for `request`, in snapshot order.
@@ -106,7 +111,9 @@ impl Ledger {
     /// `node`: the mean over CPU, memory (and GPUs when the node has any) of the free
     /// fraction left.
     pub fn least_allocated_score(&self, node: &str, request: &Resources) -> f64 {
-        let Some(e) = self.entry(node) else { return 0.0 };
+        let Some(e) = self.entry(node) else {
+            return 0.0;
+        };
         let left = e.free.saturating_minus(request);
         let mut fractions = vec![
             ratio(left.cpu_millis as f64, e.allocatable.cpu_millis as f64),
@@ -156,7 +163,10 @@ impl Ledger {
             let mut placed_here = Vec::new();
             for (i, task) in remaining.iter().enumerate() {
                 if trial.charge(&best, &task.requests) {
-                    assignments.push(Assignment { task: task.name.clone(), node: best.clone() });
+                    assignments.push(Assignment {
+                        task: task.name.clone(),
+                        node: best.clone(),
+                    });
                     placed_here.push(i);
                 }
             }
@@ -212,12 +222,17 @@ fn ratio(part: f64, whole: f64) -> f64 {
 
 /// The tasks of `job` not yet on a node.
 pub fn pending_tasks(job: &Job) -> Vec<&Task> {
-    job.tasks.iter().filter(|t| t.phase == TaskPhase::Pending && t.node.is_none()).collect()
+    job.tasks
+        .iter()
+        .filter(|t| t.phase == TaskPhase::Pending && t.node.is_none())
+        .collect()
 }
 
 /// Sum of the requests of `tasks`.
 pub fn total_requests<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Resources {
-    tasks.into_iter().fold(Resources::zero(), |acc, t| acc.plus(&t.requests))
+    tasks
+        .into_iter()
+        .fold(Resources::zero(), |acc, t| acc.plus(&t.requests))
 }
 
 /// Names of the nodes `job` has tasks on, without repeats, in task order.
@@ -236,13 +251,21 @@ mod tests {
     use super::*;
 
     fn res(cpu: u64, gpus: u32) -> Resources {
-        Resources { cpu_millis: cpu, memory_bytes: 1 << 30, gpus }
+        Resources {
+            cpu_millis: cpu,
+            memory_bytes: 1 << 30,
+            gpus,
+        }
     }
 
     fn node(name: &str, cpu: u64, gpus: u32) -> Node {
         Node {
             name: name.into(),
-            allocatable: Resources { cpu_millis: cpu, memory_bytes: 64 << 30, gpus },
+            allocatable: Resources {
+                cpu_millis: cpu,
+                memory_bytes: 64 << 30,
+                gpus,
+            },
             requested: Resources::zero(),
             usage: None,
             labels: vec![],
@@ -296,6 +319,8 @@ mod tests {
         busy.requested = res(3000, 0);
         let ledger = Ledger::from_nodes(&[busy, node("idle", 4000, 0)]);
         let r = res(500, 0);
-        assert!(ledger.least_allocated_score("idle", &r) > ledger.least_allocated_score("busy", &r));
+        assert!(
+            ledger.least_allocated_score("idle", &r) > ledger.least_allocated_score("busy", &r)
+        );
     }
 }

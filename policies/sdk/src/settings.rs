@@ -47,7 +47,11 @@ impl Settings {
                 return Err(format!(
                     "unknown parameter `{}`; this policy accepts: {}",
                     setting.name,
-                    if known.is_empty() { "none".to_string() } else { known.join(", ") }
+                    if known.is_empty() {
+                        "none".to_string()
+                    } else {
+                        known.join(", ")
+                    }
                 ));
             }
         }
@@ -69,7 +73,10 @@ impl Settings {
     pub fn to_settings(&self) -> Vec<Setting> {
         self.values
             .iter()
-            .map(|(name, value)| Setting { name: name.to_string(), value: value.clone() })
+            .map(|(name, value)| Setting {
+                name: name.to_string(),
+                value: value.clone(),
+            })
             .collect()
     }
 
@@ -94,7 +101,9 @@ impl Settings {
     pub fn f64_in(&self, name: &str, min: f64, max: f64) -> Result<f64, String> {
         let v = self.f64(name)?;
         if v < min || v > max {
-            return Err(format!("parameter `{name}` must be between {min} and {max}, got {v}"));
+            return Err(format!(
+                "parameter `{name}` must be between {min} and {max}, got {v}"
+            ));
         }
         Ok(v)
     }
@@ -104,7 +113,9 @@ impl Settings {
         match self.raw(name) {
             "true" => Ok(true),
             "false" => Ok(false),
-            raw => Err(format!("parameter `{name}` must be true or false, got `{raw}`")),
+            raw => Err(format!(
+                "parameter `{name}` must be true or false, got `{raw}`"
+            )),
         }
     }
 
@@ -112,7 +123,10 @@ impl Settings {
     pub fn choice<'a>(&self, name: &str, allowed: &[&'a str]) -> Result<&'a str, String> {
         let raw = self.raw(name);
         allowed.iter().copied().find(|a| *a == raw).ok_or_else(|| {
-            format!("parameter `{name}` must be one of {}, got `{raw}`", allowed.join(", "))
+            format!(
+                "parameter `{name}` must be one of {}, got `{raw}`",
+                allowed.join(", ")
+            )
         })
     }
 }
@@ -122,12 +136,23 @@ mod tests {
     use super::*;
 
     const SPEC: &[ParamSpec] = &[
-        ParamSpec { name: "alpha", default: "0.01", doc: "threshold" },
-        ParamSpec { name: "mode", default: "strict", doc: "mode" },
+        ParamSpec {
+            name: "alpha",
+            default: "0.01",
+            doc: "threshold",
+        },
+        ParamSpec {
+            name: "mode",
+            default: "strict",
+            doc: "mode",
+        },
     ];
 
     fn set(name: &str, value: &str) -> Setting {
-        Setting { name: name.into(), value: value.into() }
+        Setting {
+            name: name.into(),
+            value: value.into(),
+        }
     }
 
     #[test]
@@ -140,7 +165,10 @@ mod tests {
     #[test]
     fn an_unknown_name_is_refused_with_the_known_ones_listed() {
         let err = Settings::resolve(SPEC, &[set("alhpa", "1")]).unwrap_err();
-        assert!(err.contains("`alhpa`") && err.contains("alpha, mode"), "{err}");
+        assert!(
+            err.contains("`alhpa`") && err.contains("alpha, mode"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -24,7 +24,10 @@ impl Guest for Rogue {
         let mut actions = Vec::new();
         if let Some(job) = snapshot.jobs.first() {
             let tasks = pending_tasks(job);
-            actions.push(place(&job.id, tasks.iter().map(|t| (t.name.as_str(), "no-such-node"))));
+            actions.push(place(
+                &job.id,
+                tasks.iter().map(|t| (t.name.as_str(), "no-such-node")),
+            ));
             actions.push(Action {
                 op: Operation::SetCpuWeight(CpuWeight {
                     job: job.id.clone(),
@@ -35,11 +38,19 @@ impl Guest for Rogue {
             });
             if let Some(node) = snapshot.nodes.first() {
                 let node = node.name.as_str();
-                actions.push(place(&job.id, tasks.iter().map(|t| (t.name.as_str(), node))));
+                actions.push(place(
+                    &job.id,
+                    tasks.iter().map(|t| (t.name.as_str(), node)),
+                ));
             }
         }
         actions.push(place("no-such-job", [("main", "nowhere")].into_iter()));
-        Ok(Decision { actions, labels: vec![], next_call_after: None, state })
+        Ok(Decision {
+            actions,
+            labels: vec![],
+            next_call_after: None,
+            state,
+        })
     }
 }
 
@@ -48,7 +59,10 @@ fn place<'a>(job: &str, assignments: impl Iterator<Item = (&'a str, &'a str)>) -
         op: Operation::Place(Placement {
             job: job.into(),
             assignments: assignments
-                .map(|(task, node)| Assignment { task: task.into(), node: node.into() })
+                .map(|(task, node)| Assignment {
+                    task: task.into(),
+                    node: node.into(),
+                })
                 .collect(),
         }),
         reason: "rogue".into(),
