@@ -236,7 +236,7 @@ impl Workload {
             field,
             message,
         };
-        if !(t.work > 0.0) {
+        if !(t.work.is_finite() && t.work > 0.0) {
             return Err(invalid(
                 field("work"),
                 "must be a positive amount of work".into(),
@@ -381,7 +381,7 @@ fn arrival_times(
             times
         }
         Arrival::Poisson { start, rate } => {
-            if !(rate > 0.0) {
+            if !(rate.is_finite() && rate > 0.0) {
                 return Err("poisson rate must be positive (jobs per second)".into());
             }
             let mut t = start;
