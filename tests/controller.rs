@@ -419,12 +419,12 @@ async fn a_loss_sample_for_a_running_job_is_checked_and_the_simulator_says_it_ig
     // Jobs are `small-<n>`, one per virtual second; a few have arrived by now.
     live.wait_for("/v1/snapshot", |s| s["jobs"].as_u64().unwrap() >= 3)
         .await;
-    let labels = live.all_decisions().await;
-    let job = labels
+    let records = live.all_decisions().await;
+    let job = records
         .iter()
         .flat_map(|r| r["accepted"].as_array().unwrap().iter())
         .map(|a| a["job"].as_str().unwrap().to_string())
-        .last()
+        .next_back()
         .unwrap();
     let (status, body) = live
         .post(
@@ -469,6 +469,53 @@ async fn health_readiness_snapshot_and_unknown_routes_answer() {
     );
     let (status, _) = live.get("/v1/jobs/labels").await;
     assert_eq!(status, 200);
+    live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_router_answers_a_wrong_method_and_a_body_without_content_type_with_json_errors() {
+    use axum::body::{Body, to_bytes};
+    use axum::http::Request;
+    use switchyard::api::{ApiConfig, Token};
+    use tower::ServiceExt as _;
+
+    let live = start(STREAM, 10.0, Duration::from_millis(500)).await;
+    let router = switchyard::api::router(
+        live.controller.clone(),
+        ApiConfig {
+            token: Token::new(TOKEN),
+            max_upload_bytes: 1024,
+        },
+    );
+    let response = router
+        .clone()
+        .oneshot(Request::delete("/v1/policies").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 405);
+    let body: Value =
+        serde_json::from_slice(&to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+    assert!(body["error"].as_str().unwrap().contains("method"), "{body}");
+    let response = router
+        .oneshot(
+            Request::post("/v1/experiment")
+                .header("authorization", format!("Bearer {TOKEN}"))
+                .body(Body::from(r#"{"mode": "shadow", "policy_b": "even"}"#))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415);
+    let body: Value =
+        serde_json::from_slice(&to_bytes(response.into_body(), 1 << 20).await.unwrap()).unwrap();
+    assert!(
+        body["error"].as_str().unwrap().contains("application/json"),
+        "{body}"
+    );
+    assert!(
+        live.controller.status().experiment.is_none(),
+        "nothing started"
+    );
     live.stop().await;
 }
 
