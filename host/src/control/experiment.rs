@@ -99,14 +99,21 @@ impl JobAssignment {
     }
 }
 
-/// FNV-1a of the id as a fraction of `u64::MAX`: stable across runs, platforms and
-/// releases, unlike `std`'s hasher.
+/// FNV-1a of the id, finished with SplitMix64's mixer, as a fraction of `u64::MAX`:
+/// stable across runs, platforms and releases, unlike `std`'s hasher. FNV alone leaves
+/// the high bits of ids that differ only in their last characters (`job-1`, `job-2`)
+/// correlated, which skews the split; the mixer spreads them.
 fn hash_fraction(id: &str) -> f64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in id.bytes() {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
     h as f64 / u64::MAX as f64
 }
 
