@@ -519,6 +519,40 @@ async fn the_router_answers_a_wrong_method_and_a_body_without_content_type_with_
     live.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_controller_resumes_the_policy_that_was_active_and_its_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = || switchyard::live::LiveConfig {
+        speed: 100.0,
+        state_dir: Some(dir.path().to_path_buf()),
+        ..Default::default()
+    };
+    let live = live::start_with(STREAM, config(), Duration::from_millis(500)).await;
+    let (status, _) = live.post("/v1/policies/flowcon/activate", json!({})).await;
+    assert_eq!(status, 200);
+    let rounds = live.rounds().await;
+    live.wait_for_rounds_after(rounds + 5).await;
+    live.stop().await;
+    let blob = std::fs::read(dir.path().join("flowcon.state")).unwrap();
+    assert!(!blob.is_empty());
+
+    let live = live::start_with(STREAM, config(), Duration::from_millis(500)).await;
+    let (_, status) = live.get("/v1/status").await;
+    assert_eq!(
+        status["active"], "flowcon",
+        "the active policy survived the restart"
+    );
+    live.wait_for_rounds_after(3).await;
+    // flowcon refuses a state blob it cannot read; reading its own back, it never fails.
+    assert!(
+        live.all_decisions()
+            .await
+            .iter()
+            .all(|r| r["policy"] == "flowcon")
+    );
+    live.stop().await;
+}
+
 #[test]
 fn the_committed_openapi_document_matches_the_code() {
     let committed =
