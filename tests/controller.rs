@@ -554,6 +554,40 @@ async fn a_restarted_controller_resumes_the_policy_that_was_active_and_its_state
 }
 
 #[test]
+fn simulate_with_split_reports_both_arms_and_with_shadow_reports_agreement() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/quickstart.yaml");
+    let run = |extra: &[&str]| -> Value {
+        let output = assert_cmd::Command::cargo_bin("switchyard")
+            .unwrap()
+            .args(["simulate", example])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        serde_json::from_slice(&output.stdout).unwrap()
+    };
+    let split = run(&["--split", "default:even:0.5"]);
+    let arms = split["experiment"]["split"]["arms"].as_array().unwrap();
+    assert_eq!(arms[0]["policy"], "default");
+    assert_eq!(arms[1]["policy"], "even");
+    let jobs: u64 = arms.iter().map(|a| a["jobs"].as_u64().unwrap()).sum();
+    assert_eq!(jobs, 14, "every quickstart job is in exactly one arm");
+    for arm in arms {
+        assert_eq!(arm["finished"], arm["jobs"], "{arm}");
+        assert!(arm["avg_completion"].as_f64().unwrap() > 0.0);
+    }
+    let shadow = run(&["--policy", "specon", "--shadow", "even"]);
+    let report = &shadow["experiment"]["shadow"];
+    assert!(report["compared"].as_u64().unwrap() > 0, "{shadow}");
+    assert!(report["agreement_rate"].as_f64().unwrap() <= 1.0);
+    assert_eq!(shadow["experiment"]["policy_a"], "specon");
+}
+
+#[test]
 fn the_committed_openapi_document_matches_the_code() {
     let committed =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))

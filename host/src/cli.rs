@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod experiment;
 mod openapi;
 mod policy;
 mod run;
