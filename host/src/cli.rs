@@ -1,8 +1,11 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod experiment;
 mod kube;
+mod openapi;
 mod policy;
+mod run;
 mod simulate;
 
 use std::path::PathBuf;
@@ -66,8 +69,12 @@ pub enum Command {
     Simulate(simulate::SimulateArgs),
     /// Print the TrainingJob CustomResourceDefinition (what deploy/crd.yaml holds).
     Crd,
-    /// Run the controller against a real cluster: `--cluster kube`.
-    Run(kube::RunArgs),
+    /// Run the controller: `--cluster sim:WORKLOAD.yaml` (HTTP API, hot swap, A/B on the
+    /// simulator; see `run --cluster sim:x --help`) or `--cluster kube` (a real cluster;
+    /// see `run --cluster kube --help`).
+    Run(RunCommand),
+    /// Write the HTTP API's OpenAPI document (docs/openapi.json).
+    Openapi(openapi::OpenapiArgs),
 }
 
 /// Runs the parsed command.
@@ -76,7 +83,8 @@ pub fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
         Command::Crd => kube::crd(),
-        Command::Run(args) => kube::run(args, &cli.sandbox),
+        Command::Run(cmd) => cmd.run(&cli.sandbox),
+        Command::Openapi(args) => openapi::run(args),
     }
 }
 
@@ -91,5 +99,46 @@ pub fn init_tracing(json: bool) {
         builder.json().init();
     } else {
         builder.init();
+    }
+}
+
+/// `switchyard run`: the two backends take different flags, so the cluster is read first
+/// and the rest is parsed by the backend's own argument set.
+#[derive(Debug, clap::Args)]
+pub struct RunCommand {
+    /// `kube`, or `sim:WORKLOAD.yaml`.
+    #[arg(long, value_name = "kube|sim:WORKLOAD")]
+    pub cluster: String,
+    /// The backend's own flags.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard run")]
+struct KubeRun {
+    #[command(flatten)]
+    args: kube::RunArgs,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard run")]
+struct SimRun {
+    #[command(flatten)]
+    args: run::RunArgs,
+}
+
+impl RunCommand {
+    fn run(self, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+        let argv = ["switchyard run".to_string(), "--cluster".into(), self.cluster.clone()]
+            .into_iter()
+            .chain(self.rest);
+        if self.cluster == "kube" {
+            let parsed = KubeRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
+            kube::run(parsed.args, sandbox)
+        } else {
+            let parsed = SimRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
+            run::run(parsed.args, sandbox)
+        }
     }
 }

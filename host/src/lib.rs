@@ -12,8 +12,15 @@
 //! - [`validate`]: checking a decision against the snapshot it was made for.
 //! - [`registry`]: the policies shipped inside the binary, addressable by name, and
 //!   loading a policy from a file.
-//! - [`control`]: the one control loop (snapshot, decide, validate, apply) and the
-//!   [`control::Cluster`] trait every backend implements.
+//! - [`control`]: the one control loop (snapshot, decide, validate, apply), the
+//!   [`control::Cluster`] trait every backend implements, per-policy state blobs and
+//!   A/B experiments.
+//! - [`live`]: the live controller: the control loop on its own thread against a paced
+//!   cluster, the catalog of loaded policies, and the commands operators send it.
+//! - [`api`]: the HTTP API over [`live::Controller`] (axum), and its OpenAPI document.
+//! - [`policy_dir`]: loading policies and settings from a watched directory (a mounted
+//!   ConfigMap).
+//! - [`metrics`]: the Prometheus metrics.
 //! - [`sim`]: the discrete-event cluster simulator, the first [`control::Cluster`].
 //! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
 //!   [`sim::Scenario`].
@@ -21,10 +28,14 @@
 //!   through the API, leader election, and the second [`control::Cluster`].
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
 
+pub mod api;
 pub mod contract;
 pub mod control;
 pub mod kube;
+pub mod live;
+pub mod metrics;
 pub mod model;
+pub mod policy_dir;
 pub mod registry;
 pub mod report;
 pub mod runtime;

@@ -38,6 +38,14 @@ pub struct SimulateArgs {
     /// Policy that decides a round when the tested one fails.
     #[arg(long, default_value = "default", value_name = "NAME|FILE.wasm")]
     pub fallback: String,
+    /// Run an A/B shadow experiment instead of a comparison: the first --policy (or
+    /// `default`) decides, this policy shadows it.
+    #[arg(long, value_name = "NAME|FILE.wasm", conflicts_with = "split")]
+    pub shadow: Option<String>,
+    /// Run an A/B split experiment instead of a comparison: `A:B:RATIO` sends RATIO of
+    /// the jobs (by a hash of their id) to B, the rest to A.
+    #[arg(long, value_name = "A:B:RATIO")]
+    pub split: Option<String>,
 }
 
 fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
@@ -58,6 +66,9 @@ fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, BTreeMap<Strin
 }
 
 pub fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    if args.shadow.is_some() || args.split.is_some() {
+        return super::experiment::run(&args, sandbox);
+    }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
     let scenario = workload.scenario(seed)?;

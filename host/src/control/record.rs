@@ -18,6 +18,8 @@ pub struct RejectedRecord {
 /// One round of the control loop.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct DecisionRecord {
+    /// Round number, from 0, consecutive.
+    pub round: u64,
     /// Cluster time of the round.
     pub time: f64,
     /// Why the policy was called.
@@ -38,6 +40,74 @@ pub struct DecisionRecord {
     /// When the policy asked to be called again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_call_after: Option<f64>,
+    /// What the shadow policy of a shadow experiment asked for (never applied).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowRecord>,
+    /// What arm B of a split experiment decided for its jobs (the fields above are
+    /// arm A's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub arm_b: Option<ArmRecord>,
+}
+
+/// The shadow policy's side of a round.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShadowRecord {
+    /// The shadow policy.
+    pub policy: String,
+    /// Its failure, if it failed (the applied decision is unaffected).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Whether it asked for the same operations as the applied policy; none when
+    /// either failed.
+    pub agrees: Option<bool>,
+    /// What it asked for.
+    pub actions: Vec<Action>,
+}
+
+/// Arm B's side of a split round.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmRecord {
+    /// The policy that decided for arm B (the fallback's name when B failed).
+    pub policy: String,
+    /// B's failure, when the fallback decided for its jobs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
+    /// Actions applied.
+    pub accepted: Vec<Action>,
+    /// Actions turned down.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected: Vec<RejectedRecord>,
+    /// Labels set.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub labels: Vec<JobLabel>,
+}
+
+impl ArmRecord {
+    /// Arm B's part of a round.
+    pub fn new(
+        policy: String,
+        failure: Option<String>,
+        decision: &Decision,
+        checked: Checked,
+    ) -> Self {
+        Self {
+            policy,
+            failure,
+            accepted: checked.accepted,
+            rejected: rejected_records(checked.rejected),
+            labels: decision.labels.clone(),
+        }
+    }
+}
+
+fn rejected_records(rejected: Vec<crate::validate::Rejected>) -> Vec<RejectedRecord> {
+    rejected
+        .into_iter()
+        .map(|r| RejectedRecord {
+            rejected_because: r.reason.to_string(),
+            action: r.action,
+        })
+        .collect()
 }
 
 impl DecisionRecord {
@@ -50,21 +120,17 @@ impl DecisionRecord {
         checked: Checked,
     ) -> Self {
         Self {
+            round: 0,
             time: snapshot.time,
             triggers: snapshot.triggers.clone(),
             policy,
             failure,
             accepted: checked.accepted,
-            rejected: checked
-                .rejected
-                .into_iter()
-                .map(|r| RejectedRecord {
-                    rejected_because: r.reason.to_string(),
-                    action: r.action,
-                })
-                .collect(),
+            rejected: rejected_records(checked.rejected),
             labels: decision.labels.clone(),
             next_call_after: decision.next_call_after,
+            shadow: None,
+            arm_b: None,
         }
     }
 }

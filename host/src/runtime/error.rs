@@ -40,6 +40,18 @@ pub enum LoadError {
     Engine(String),
 }
 
+impl LoadError {
+    /// A short label for metrics (`not-a-component`, `wrong-world`, `describe`, `engine`).
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            LoadError::NotAComponent { .. } => "not-a-component",
+            LoadError::WrongWorld { .. } => "wrong-world",
+            LoadError::Describe { .. } => "describe",
+            LoadError::Engine(_) => "engine",
+        }
+    }
+}
+
 /// A call into a loaded policy failed; the policy's name and digest say which one.
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {

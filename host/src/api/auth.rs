@@ -1,0 +1,93 @@
+//! Bearer-token authentication of the mutating endpoints. The token is read once from a
+//! file (a mounted Secret) and compared in constant time; a missing or wrong token is a
+//! 401 before the handler runs, so nothing changes.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::header::AUTHORIZATION;
+use axum::middleware::Next;
+use axum::response::Response;
+use subtle::ConstantTimeEq as _;
+
+use super::error::ApiError;
+
+/// A token file that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenError {
+    /// The file could not be read.
+    #[error("cannot read the token file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file holds only whitespace.
+    #[error("the token file {0} is empty; put the bearer token in it")]
+    Empty(PathBuf),
+}
+
+/// The bearer token mutating requests must carry.
+#[derive(Clone)]
+pub struct Token(Arc<[u8]>);
+
+impl std::fmt::Debug for Token {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Token(..)")
+    }
+}
+
+impl Token {
+    /// A token from its text (surrounding whitespace, such as a trailing newline, is
+    /// not part of it).
+    pub fn new(text: &str) -> Option<Self> {
+        let text = text.trim();
+        (!text.is_empty()).then(|| Self(text.as_bytes().into()))
+    }
+
+    /// Reads the token from `path`.
+    pub fn from_file(path: &Path) -> Result<Self, TokenError> {
+        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::new(&text).ok_or_else(|| TokenError::Empty(path.to_path_buf()))
+    }
+
+    fn matches(&self, presented: &[u8]) -> bool {
+        bool::from(self.0.as_ref().ct_eq(presented))
+    }
+}
+
+/// Lets the request through only with `Authorization: Bearer <token>`.
+pub async fn require_token(
+    State(token): State<Option<Token>>,
+    request: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some(token) = token else {
+        return Err(ApiError::unauthorized(
+            "this controller was started without --token-file, so changes over the API are \
+             disabled",
+        ));
+    };
+    let presented = request
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match presented {
+        None => Err(ApiError::unauthorized(
+            "this endpoint changes the controller: send `Authorization: Bearer <token>` with \
+             the token from the controller's --token-file",
+        )),
+        Some(p) if token.matches(p.as_bytes()) => Ok(next.run(request).await),
+        Some(_) => Err(ApiError::unauthorized(
+            "the bearer token is wrong; use the one in the controller's --token-file",
+        )),
+    }
+}

@@ -1,0 +1,130 @@
+//! Policy endpoints: list what is loaded, upload a component, activate a policy, set its
+//! parameters.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, JsonRejection};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, StatusCode, header::CONTENT_TYPE};
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use super::ApiState;
+use super::error::{ApiError, ErrorBody, body_rejection};
+use crate::live::catalog::info;
+use crate::live::{Applied, LoadFailure, PolicyInfo};
+use crate::model::Settings;
+
+/// Loaded policies, the active one and standing load errors.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyList {
+    /// The active policy's name.
+    pub active: String,
+    /// Every loaded policy.
+    pub policies: Vec<PolicyInfo>,
+    /// Components that were refused (uploads, files in the policies directory).
+    pub load_errors: Vec<LoadFailure>,
+}
+
+/// A policy accepted by an upload or a parameter change.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyChanged {
+    /// The policy as loaded now.
+    pub policy: PolicyInfo,
+    /// Set when the change applies to the active policy: from which round.
+    pub applied: Option<Applied>,
+}
+
+#[utoipa::path(get, path = "/v1/policies", tag = "policies",
+    responses((status = 200, description = "Loaded policies", body = PolicyList)))]
+pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
+    let controller = &state.controller;
+    Json(PolicyList {
+        active: controller.with_status(|s| s.active.clone()),
+        policies: controller.catalog().list(),
+        load_errors: controller.catalog().failures(),
+    })
+}
+
+#[utoipa::path(post, path = "/v1/policies", tag = "policies",
+    request_body(content = Vec<u8>, content_type = "application/wasm",
+        description = "The policy component (`.wasm`); `application/octet-stream` is accepted too"),
+    responses(
+        (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round)", body = PolicyChanged),
+        (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 413, description = "Larger than the upload limit", body = ErrorBody),
+        (status = 415, description = "Not sent as application/wasm or application/octet-stream", body = ErrorBody),
+        (status = 422, description = "Not a valid policy component (the load error says why)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn upload(
+    State(state): State<ApiState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(StatusCode, Json<PolicyChanged>), ApiError> {
+    let content_type = headers
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let media = content_type.split(';').next().unwrap_or("").trim();
+    if media != "application/wasm" && media != "application/octet-stream" {
+        return Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "upload the component as `Content-Type: application/wasm` (or \
+                 application/octet-stream), not `{content_type}`"
+            ),
+        ));
+    }
+    let bytes = body.map_err(|r| body_rejection(r, state.max_upload_bytes))?;
+    let (entry, applied) = state
+        .controller
+        .load_policy(bytes.to_vec(), "upload".into(), BTreeMap::new())
+        .await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(PolicyChanged {
+            policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
+            applied,
+        }),
+    ))
+}
+
+#[utoipa::path(post, path = "/v1/policies/{name}/activate", tag = "policies",
+    params(("name" = String, Path, description = "A loaded policy's name")),
+    responses(
+        (status = 200, description = "The policy decides from round `from_round` on", body = Applied),
+        (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 404, description = "No such policy", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn activate(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+) -> Result<Json<Applied>, ApiError> {
+    Ok(Json(state.controller.activate(&name).await?))
+}
+
+#[utoipa::path(put, path = "/v1/policies/{name}/parameters", tag = "policies",
+    params(("name" = String, Path, description = "A loaded policy's name")),
+    request_body(content = BTreeMap<String, String>, description = "Parameter values by name; omitted ones take their defaults"),
+    responses(
+        (status = 200, description = "Accepted by the policy's `configure`; the effective values", body = PolicyChanged),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 404, description = "No such policy", body = ErrorBody),
+        (status = 415, description = "Not JSON", body = ErrorBody),
+        (status = 422, description = "The policy refused the values (its message says why)", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn set_parameters(
+    State(state): State<ApiState>,
+    Path(name): Path<String>,
+    body: Result<Json<Settings>, JsonRejection>,
+) -> Result<Json<PolicyChanged>, ApiError> {
+    let Json(settings) = body?;
+    let (entry, applied) = state.controller.set_parameters(&name, &settings).await?;
+    Ok(Json(PolicyChanged {
+        policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
+        applied,
+    }))
+}

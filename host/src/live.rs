@@ -1,0 +1,411 @@
+//! The live controller: the control loop running continuously on its own thread against
+//! a cluster (the simulator in scaled real time, [`paced`]), with policies that operators
+//! load, activate, configure and compare while it runs.
+//!
+//! [`Controller`] is the handle the HTTP API and the policies-directory watcher share: it
+//! owns the [`catalog`] of loaded policies, the status the driver publishes after every
+//! round, the metrics, and the command channel to the [`driver`] thread. Commands are
+//! applied by the driver between rounds only, so a swap is atomic: the round in progress
+//! finishes with the old policy and every round is decided by exactly one policy (plus
+//! arm B of a split). This module does not speak HTTP and does not watch files.
+
+pub mod catalog;
+mod driver;
+pub mod loss;
+pub mod paced;
+
+use std::collections::{BTreeMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::thread::JoinHandle;
+
+use serde::Serialize;
+
+use crate::control::experiment::{ExperimentError, ExperimentMode};
+use crate::control::{
+    DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore, RunEnd,
+    StateError, StateStore,
+};
+use crate::metrics::Metrics;
+use crate::model::{LossSample, Resources, Settings};
+use crate::runtime::Runtime;
+use crate::sim::Simulator;
+pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
+pub use loss::{LossAck, LossSink, SimulatorLossSink};
+
+/// How the live controller runs.
+#[derive(Clone, Debug)]
+pub struct LiveConfig {
+    /// Virtual seconds per wall second.
+    pub speed: f64,
+    /// The policy active at start (a catalog name), unless the state directory says
+    /// which one was active when the controller stopped.
+    pub policy: String,
+    /// The policy that decides a round when another fails.
+    pub fallback: String,
+    /// Where state blobs (and the active policy) are persisted; none keeps them in
+    /// memory.
+    pub state_dir: Option<PathBuf>,
+    /// Decision records kept for the API, most recent.
+    pub keep_decisions: usize,
+    /// Seeds the policies' randomness.
+    pub seed: u64,
+}
+
+impl Default for LiveConfig {
+    fn default() -> Self {
+        Self {
+            speed: 1.0,
+            policy: "default".into(),
+            fallback: "default".into(),
+            state_dir: None,
+            keep_decisions: 1000,
+            seed: 0,
+        }
+    }
+}
+
+/// Something the live controller refused or could not do.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    /// A catalog operation failed (unknown policy, refused component or parameters).
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The experiment description is wrong.
+    #[error(transparent)]
+    Experiment(#[from] ExperimentError),
+    /// The state directory cannot be used.
+    #[error(transparent)]
+    State(#[from] StateError),
+    /// No experiment is running.
+    #[error("no experiment is running; start one with POST /v1/experiment")]
+    NoExperiment,
+    /// A loss sample for a job the cluster does not have.
+    #[error(
+        "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"
+    )]
+    UnknownJob(String),
+    /// A loss sample that is not a number.
+    #[error("loss value {0} is not a finite number")]
+    BadLossValue(f64),
+    /// The decision thread has stopped.
+    #[error("the controller is shutting down")]
+    Stopped,
+}
+
+/// Counts of one kind of job in a snapshot.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct SnapshotSummary {
+    /// Cluster time, seconds.
+    pub time: f64,
+    /// Nodes.
+    pub nodes: usize,
+    /// Of which schedulable.
+    pub schedulable_nodes: usize,
+    /// Active jobs.
+    pub jobs: usize,
+    /// Jobs with nothing placed.
+    pub waiting: usize,
+    /// Jobs running.
+    pub running: usize,
+    /// Jobs checkpointing or restoring.
+    pub restarting: usize,
+    /// Jobs finished so far.
+    pub finished: usize,
+    /// What all nodes offer.
+    pub allocatable: Resources,
+    /// What is requested on them.
+    pub requested: Resources,
+}
+
+/// What the driver publishes after every round.
+#[derive(Clone, Debug, Default)]
+pub struct LiveStatus {
+    /// The active policy's name.
+    pub active: String,
+    /// Rounds run.
+    pub rounds: u64,
+    /// Rounds in which the active policy failed and the fallback decided.
+    pub failures: u64,
+    /// Why the run stopped deciding, once it has.
+    pub ended: Option<RunEnd>,
+    /// The most recent decisions, oldest first.
+    pub decisions: VecDeque<DecisionRecord>,
+    /// The cluster now.
+    pub snapshot: SnapshotSummary,
+    /// Per job, the labels policies put on it.
+    pub labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// The running experiment's figures.
+    pub experiment: Option<ExperimentReport>,
+    /// The last stopped experiment's final figures.
+    pub last_experiment: Option<ExperimentReport>,
+}
+
+/// An experiment as an operator asks for it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ExperimentRequest {
+    /// Arm B's policy (a catalog name).
+    pub policy_b: String,
+    /// Shadow or split.
+    pub mode: ExperimentMode,
+}
+
+/// The first round a change applies to.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Applied {
+    /// The active policy from `from_round` on.
+    pub active: String,
+    /// Number of the first round decided after the change.
+    pub from_round: u64,
+}
+
+type Reply<T> = tokio::sync::oneshot::Sender<Result<T, LiveError>>;
+
+/// What the API and the directory watcher ask the driver to do between rounds.
+enum Command {
+    Activate(CatalogEntry, Reply<Applied>),
+    Reconfigure(CatalogEntry, Reply<Applied>),
+    StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
+    StopExperiment(Reply<ExperimentReport>),
+    PushLoss(String, LossSample, Reply<LossAck>),
+}
+
+struct Shared {
+    catalog: Catalog,
+    status: RwLock<LiveStatus>,
+    metrics: Metrics,
+    commands: Mutex<mpsc::Sender<Command>>,
+    stop: Arc<AtomicBool>,
+    ready: AtomicBool,
+}
+
+/// The handle on a running controller; cheap to clone.
+#[derive(Clone)]
+pub struct Controller {
+    shared: Arc<Shared>,
+}
+
+/// The decision thread of a running controller.
+pub struct DriverHandle {
+    thread: Option<JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl DriverHandle {
+    /// Stops the decision thread after the round in progress and waits for it.
+    pub fn shutdown(mut self) {
+        self.stop_and_join();
+    }
+
+    fn stop_and_join(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for DriverHandle {
+    fn drop(&mut self) {
+        self.stop_and_join();
+    }
+}
+
+impl Controller {
+    /// Starts the controller on `simulator`, paced to `config.speed`: loads the
+    /// built-ins, restores the active policy and state blobs from the state directory,
+    /// and starts the decision thread.
+    pub fn start_simulated(
+        runtime: Runtime,
+        simulator: Simulator,
+        config: LiveConfig,
+    ) -> Result<(Controller, DriverHandle), LiveError> {
+        let catalog = Catalog::with_builtins(runtime)?;
+        let store: Box<dyn StateStore> = match &config.state_dir {
+            Some(dir) => Box::new(DirStateStore::new(dir)?),
+            None => Box::new(MemoryStateStore),
+        };
+        let remembered = config
+            .state_dir
+            .as_ref()
+            .and_then(|dir| driver::read_active(dir));
+        let active = match remembered {
+            Some(saved) => match catalog.configure(&saved.policy, &saved.settings) {
+                Ok(entry) => entry,
+                Err(error) => {
+                    tracing::warn!(%error, "the policy active before the restart is not available; starting with {}", config.policy);
+                    catalog.get(&config.policy)?
+                }
+            },
+            None => catalog.get(&config.policy)?,
+        };
+        let fallback = catalog.get(&config.fallback)?;
+        let (tx, rx) = mpsc::channel();
+        let stop = Arc::new(AtomicBool::new(false));
+        let shared = Arc::new(Shared {
+            catalog,
+            status: RwLock::new(LiveStatus {
+                active: active.slot.name().to_string(),
+                ..LiveStatus::default()
+            }),
+            metrics: Metrics::new(),
+            commands: Mutex::new(tx),
+            stop: stop.clone(),
+            ready: AtomicBool::new(false),
+        });
+        let controller = Controller { shared };
+        let thread = driver::spawn(
+            controller.clone(),
+            simulator,
+            config,
+            active,
+            fallback,
+            store,
+            rx,
+            Box::new(SimulatorLossSink),
+        );
+        Ok((
+            controller,
+            DriverHandle {
+                thread: Some(thread),
+                stop,
+            },
+        ))
+    }
+
+    /// The loaded policies.
+    pub fn catalog(&self) -> &Catalog {
+        &self.shared.catalog
+    }
+
+    /// The metrics.
+    pub fn metrics(&self) -> &Metrics {
+        &self.shared.metrics
+    }
+
+    /// A copy of what the driver published last.
+    pub fn status(&self) -> LiveStatus {
+        self.shared.status.read().unwrap().clone()
+    }
+
+    /// Reads the published status without copying it.
+    pub fn with_status<R>(&self, f: impl FnOnce(&LiveStatus) -> R) -> R {
+        f(&self.shared.status.read().unwrap())
+    }
+
+    /// Whether the decision thread has completed its first round (or found nothing to
+    /// do) and is not stopping.
+    pub fn is_ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Relaxed) && !self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// Loads a component (an upload or a file), replacing a policy of the same name;
+    /// when that policy is active, the new version decides from the next round on.
+    /// A refused component changes nothing and is counted as a load error.
+    pub async fn load_policy(
+        &self,
+        bytes: Vec<u8>,
+        source: String,
+        parameters: BTreeMap<String, Settings>,
+    ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
+        let shared = self.shared.clone();
+        let source_for_load = source.clone();
+        let loaded = tokio::task::spawn_blocking(move || {
+            shared.catalog.load(&bytes, &source_for_load, &parameters)
+        })
+        .await
+        .map_err(|_| LiveError::Stopped)?;
+        let entry = match loaded {
+            Ok(entry) => entry,
+            Err(error) => {
+                let kind = match &error {
+                    CatalogError::Load(e) => e.metric_label(),
+                    CatalogError::Configure(_) => "configure",
+                    CatalogError::Unknown { .. } => "unknown",
+                };
+                self.shared.metrics.observe_load_error(kind);
+                tracing::warn!(%error, source, "policy refused; the running policy stays");
+                return Err(error.into());
+            }
+        };
+        tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "policy loaded");
+        let active = self.with_status(|s| s.active.clone());
+        let applied = if active == entry.slot.name() {
+            Some(
+                self.send(|reply| Command::Reconfigure(entry.clone(), reply))
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok((entry, applied))
+    }
+
+    /// Makes `name` the active policy from the next round on.
+    pub async fn activate(&self, name: &str) -> Result<Applied, LiveError> {
+        let entry = self.shared.catalog.get(name)?;
+        self.send(|reply| Command::Activate(entry, reply)).await
+    }
+
+    /// Sets `name`'s parameters (checked by its `configure`); when it is active, the new
+    /// values apply from the next round on.
+    pub async fn set_parameters(
+        &self,
+        name: &str,
+        settings: &Settings,
+    ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
+        let entry = self.shared.catalog.configure(name, settings)?;
+        let active = self.with_status(|s| s.active.clone());
+        let applied = if active == name {
+            Some(
+                self.send(|reply| Command::Reconfigure(entry.clone(), reply))
+                    .await?,
+            )
+        } else {
+            None
+        };
+        Ok((entry, applied))
+    }
+
+    /// Starts an experiment from the next round on, replacing a running one.
+    pub async fn start_experiment(
+        &self,
+        request: ExperimentRequest,
+    ) -> Result<ExperimentReport, LiveError> {
+        let entry = self.shared.catalog.get(&request.policy_b)?;
+        let experiment = Box::new(Experiment::new(entry.slot, request.mode));
+        self.send(|reply| Command::StartExperiment(experiment, reply))
+            .await
+    }
+
+    /// Stops the running experiment; returns its final figures.
+    pub async fn stop_experiment(&self) -> Result<ExperimentReport, LiveError> {
+        self.send(Command::StopExperiment).await
+    }
+
+    /// Hands a loss sample for an active job to the cluster's sink.
+    pub async fn push_loss(&self, job: &str, step: u64, value: f64) -> Result<LossAck, LiveError> {
+        if !value.is_finite() {
+            return Err(LiveError::BadLossValue(value));
+        }
+        let time = self.with_status(|s| s.snapshot.time);
+        let sample = LossSample { time, step, value };
+        let ack = self
+            .send(|reply| Command::PushLoss(job.to_string(), sample, reply))
+            .await?;
+        self.shared.metrics.observe_loss_sample(ack.metric_label());
+        Ok(ack)
+    }
+
+    async fn send<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, LiveError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.shared
+            .commands
+            .lock()
+            .unwrap()
+            .send(command(tx))
+            .map_err(|_| LiveError::Stopped)?;
+        rx.await.map_err(|_| LiveError::Stopped)?
+    }
+}

@@ -1,0 +1,185 @@
+//! Starting the live controller on the simulator with its HTTP API on an ephemeral
+//! loopback port, and talking to it, for the integration tests.
+#![allow(dead_code)]
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use switchyard::api::{self, ApiConfig, Token};
+use switchyard::live::{Controller, DriverHandle, LiveConfig};
+use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard::sim::Simulator;
+use switchyard::workload::Workload;
+use tokio::sync::oneshot;
+
+pub const TOKEN: &str = "test-token-5f0c";
+
+/// A steady stream of one-core jobs that each run 20 virtual seconds: at a high speed
+/// the controller decides hundreds of rounds per second.
+pub const STREAM: &str = "
+seed: 1
+cluster:
+  nodes:
+    - {name: cpu, count: 4, cpus: 8, memory_gib: 32, labels: {pool: a}}
+    - {name: big, count: 4, cpus: 8, memory_gib: 32, labels: {pool: b}}
+templates:
+  small: {work: 20, speed: 1.0, cpus: 1, max_cores: 1, memory_gib: 1, curve: none, checkpointable: false}
+jobs:
+  - {template: small, count: 200000, every: 1}
+";
+
+/// A running controller and a client for it.
+pub struct Live {
+    pub base: String,
+    pub client: reqwest::Client,
+    pub controller: Controller,
+    driver: Option<DriverHandle>,
+    stop_server: Option<oneshot::Sender<()>>,
+}
+
+/// Starts the controller on `workload` at `speed`, with policy calls cut at `deadline`.
+pub async fn start(workload: &str, speed: f64, deadline: Duration) -> Live {
+    start_with(
+        workload,
+        LiveConfig {
+            speed,
+            keep_decisions: 1_000_000,
+            ..LiveConfig::default()
+        },
+        deadline,
+    )
+    .await
+}
+
+/// Like [`start`], with the whole configuration.
+pub async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) -> Live {
+    let runtime = Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline,
+            ..SandboxLimits::default()
+        },
+        cache_dir: None,
+    })
+    .unwrap();
+    let scenario = Workload::parse(workload, Path::new("test.yaml"))
+        .unwrap()
+        .scenario(1)
+        .unwrap();
+    let (controller, driver) = tokio::task::spawn_blocking(move || {
+        Controller::start_simulated(runtime, Simulator::new(scenario), config).unwrap()
+    })
+    .await
+    .unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let router = api::router(
+        controller.clone(),
+        ApiConfig {
+            token: Token::new(TOKEN),
+            max_upload_bytes: 4 << 20,
+        },
+    );
+    let (tx, rx) = oneshot::channel::<()>();
+    tokio::spawn(api::serve(listener, router, async {
+        let _ = rx.await;
+    }));
+    Live {
+        base,
+        client: reqwest::Client::new(),
+        controller,
+        driver: Some(driver),
+        stop_server: Some(tx),
+    }
+}
+
+impl Live {
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let response = self.client.get(self.url(path)).send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
+    }
+
+    /// A POST with the right token and a JSON body.
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    pub async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
+        let response = self
+            .client
+            .post(self.url("/v1/policies"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/wasm")
+            .body(bytes)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    pub async fn rounds(&self) -> u64 {
+        self.get("/v1/status").await.1["rounds"].as_u64().unwrap()
+    }
+
+    /// Waits until `check` holds on GET `path`, for at most 30 s (a generous bound on a
+    /// loaded machine, not a performance figure).
+    pub async fn wait_for(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
+        let started = Instant::now();
+        loop {
+            let (_, body) = self.get(path).await;
+            if check(&body) {
+                return body;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "gave up waiting on {path}; last answer: {body}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Waits until more rounds than `after` have been decided.
+    pub async fn wait_for_rounds_after(&self, after: u64) -> u64 {
+        self.wait_for("/v1/status", |s| s["rounds"].as_u64().unwrap() > after)
+            .await["rounds"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// Every decision kept so far.
+    pub async fn all_decisions(&self) -> Vec<Value> {
+        let (status, body) = self.get("/v1/decisions?limit=100000000").await;
+        assert_eq!(status, 200);
+        body["decisions"].as_array().unwrap().clone()
+    }
+
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.stop_server.take() {
+            let _ = tx.send(());
+        }
+        if let Some(driver) = self.driver.take() {
+            tokio::task::spawn_blocking(move || driver.shutdown())
+                .await
+                .unwrap();
+        }
+    }
+}

@@ -1,0 +1,133 @@
+//! Each policy keeps its own state blob across swaps and controller restarts.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use switchyard::control::{ControlLoop, DirStateStore, PolicySlot, StateError, StateStore};
+use switchyard::registry::PolicyRef;
+use switchyard::runtime::{Runtime, RuntimeOptions};
+use switchyard::sim::Simulator;
+use switchyard::workload::Workload;
+
+/// A store that remembers every save, shared with the test.
+#[derive(Clone, Default)]
+struct Spy(Arc<Mutex<BTreeMap<String, Vec<u8>>>>);
+
+impl StateStore for Spy {
+    fn load(&self, policy: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(self.0.lock().unwrap().get(policy).cloned())
+    }
+    fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError> {
+        self.0
+            .lock()
+            .unwrap()
+            .insert(policy.to_string(), blob.to_vec());
+        Ok(())
+    }
+}
+
+const WORKLOAD: &str = "
+seed: 3
+cluster:
+  nodes:
+    - {name: cpu, count: 2, cpus: 8, memory_gib: 32}
+templates:
+  vae: {work: 600, speed: 1.0, cpus: 1, max_cores: 4, memory_gib: 2, curve: vae}
+jobs:
+  - {template: vae, count: 12, every: 40}
+";
+
+fn slot(runtime: &Runtime, name: &str) -> PolicySlot {
+    let module = PolicyRef::parse(name).unwrap().load(runtime).unwrap();
+    PolicySlot::configure(module, &Default::default()).unwrap()
+}
+
+fn simulator() -> Simulator {
+    let scenario = Workload::parse(WORKLOAD, Path::new("state.yaml"))
+        .unwrap()
+        .scenario(3)
+        .unwrap();
+    Simulator::new(scenario)
+}
+
+/// Runs `rounds` rounds (or until the cluster is idle).
+fn run_rounds(control: &mut ControlLoop, sim: &mut Simulator, rounds: usize) {
+    for _ in 0..rounds {
+        match control.wait_for_round(sim) {
+            switchyard::control::Step::Round { triggers, .. } => {
+                control.round(sim, triggers);
+            }
+            switchyard::control::Step::End(_) => return,
+        }
+    }
+}
+
+#[test]
+fn swapping_back_resumes_each_policys_own_state_blob() {
+    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    let spy = Spy::default();
+    // `default` hands back whatever state it is given, so its blob shows what it got.
+    spy.save("default", b"default's own memory").unwrap();
+    let mut sim = simulator();
+    let mut control = ControlLoop::new(slot(&runtime, "flowcon"), slot(&runtime, "default"), 1)
+        .with_state_store(Box::new(spy.clone()));
+    run_rounds(&mut control, &mut sim, 8);
+    let flowcon_blob = spy
+        .0
+        .lock()
+        .unwrap()
+        .get("flowcon")
+        .cloned()
+        .expect("flowcon saved its state");
+    assert!(!flowcon_blob.is_empty());
+
+    control.swap_policy(slot(&runtime, "default"));
+    run_rounds(&mut control, &mut sim, 8);
+    assert_eq!(
+        spy.0.lock().unwrap()["default"],
+        b"default's own memory",
+        "default decided with its own blob, not flowcon's"
+    );
+    assert_eq!(
+        spy.0.lock().unwrap()["flowcon"],
+        flowcon_blob,
+        "flowcon's blob is kept while it is inactive"
+    );
+
+    control.swap_policy(slot(&runtime, "flowcon"));
+    run_rounds(&mut control, &mut sim, 8);
+    assert_eq!(
+        control.failures(),
+        0,
+        "flowcon read its own blob back (a foreign one makes it refuse)"
+    );
+    let records = control.records();
+    assert!(records.iter().any(|r| r.policy == "default"));
+    assert!(records.last().is_some_and(|r| r.policy == "flowcon"));
+}
+
+#[test]
+fn a_restarted_loop_reads_each_policys_blob_back_from_the_state_directory() {
+    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = DirStateStore::new(dir.path()).unwrap();
+    let mut sim = simulator();
+    let mut control = ControlLoop::new(slot(&runtime, "flowcon"), slot(&runtime, "default"), 1)
+        .with_state_store(Box::new(store.clone()));
+    run_rounds(&mut control, &mut sim, 10);
+    drop(control);
+    let saved = std::fs::read(store.path_of("flowcon")).unwrap();
+    assert!(!saved.is_empty());
+    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .filter(|n| !n.to_string_lossy().ends_with(".state"))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no temporary files left behind: {leftovers:?}"
+    );
+    assert_eq!(store.load("flowcon").unwrap(), Some(saved));
+    assert_eq!(store.load("never-ran").unwrap(), None);
+}
