@@ -34,6 +34,7 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
             count: 1,
             requests: res(1.0, 1, 0),
             max_cores,
+            create_after: 0.0,
         }],
         scalable_role: "main".into(),
         min_replicas: 1,
@@ -162,6 +163,7 @@ fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput
         count: 1,
         requests: res(1.0, 1, 1),
         max_cores: 1.0,
+        create_after: 0.0,
     }];
     job.scalable_role = "worker".into();
     job.max_replicas = 2;
