@@ -18,9 +18,12 @@
 //! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
 //!   [`sim::Scenario`].
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
+//! - [`experiment`]: one scenario under one policy on the simulator, start to finish
+//!   (shared by `switchyard simulate` and the reproduction tests).
 
 pub mod contract;
 pub mod control;
+pub mod experiment;
 pub mod model;
 pub mod registry;
 pub mod report;

@@ -302,6 +302,9 @@ impl Simulator {
         j.state = JobState::Finished;
         j.rate = 0.0;
         j.version += 1;
+        // `recompute` skips finished jobs, so their GPUs leave the busy count here.
+        let freed_gpus = std::mem::take(&mut j.gpus_busy);
+        self.gpus_in_use -= freed_gpus;
         let placed: Vec<(usize, usize, Resources)> = j
             .tasks
             .iter()
