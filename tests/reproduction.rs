@@ -61,8 +61,16 @@ fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
     let fallback: PolicySlot =
         experiment::slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
     let scenario = workload.scenario(seed).unwrap_or_else(|e| panic!("{e}"));
-    let run = experiment::run(runtime(), name, &settings, &fallback, scenario, seed, |_| {})
-        .unwrap_or_else(|e| panic!("{policy}: {e}"));
+    let run = experiment::run(
+        runtime(),
+        name,
+        &settings,
+        &fallback,
+        scenario,
+        seed,
+        |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{policy}: {e}"));
     let s = &run.result.summary;
     assert_eq!(s.policy_failures, 0, "{policy} failed rounds: {s:?}");
     run.result
@@ -70,7 +78,9 @@ fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
 
 /// The example's own seed, then the fresh ones.
 fn seeds(workload: &Workload) -> Vec<u64> {
-    std::iter::once(workload.seed()).chain(FRESH_SEEDS).collect()
+    std::iter::once(workload.seed())
+        .chain(FRESH_SEEDS)
+        .collect()
 }
 
 fn completion(r: &RunResult, id: &str) -> f64 {

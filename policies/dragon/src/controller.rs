@@ -393,7 +393,11 @@ mod tests {
                 .running_on("n2"),
             job("u").requests(1000, 1).distributed(0, 2, 2, 2),
         ];
-        let r = round(&snapshot(150.0, gpu_nodes(), jobs), locality, &BTreeMap::new());
+        let r = round(
+            &snapshot(150.0, gpu_nodes(), jobs),
+            locality,
+            &BTreeMap::new(),
+        );
         assert!(r.actions.is_empty(), "{:?}", ops(&r));
         // The same round with scaling shrinks `a` (see the test above): the flag decides.
         let idle = BTreeMap::from([("n1".to_string(), 0.0)]);
