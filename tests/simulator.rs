@@ -34,6 +34,7 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
             count: 1,
             requests: res(1.0, 1, 0),
             max_cores,
+            create_after: 0.0,
         }],
         scalable_role: "main".into(),
         min_replicas: 1,
@@ -162,6 +163,7 @@ fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput
         count: 1,
         requests: res(1.0, 1, 1),
         max_cores: 1.0,
+        create_after: 0.0,
     }];
     job.scalable_role = "worker".into();
     job.max_replicas = 2;
@@ -257,4 +259,118 @@ fn the_same_workload_and_seed_give_byte_identical_results() {
     }
     assert_eq!(outputs[0], outputs[1]);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A two-role job whose `worker` role is created `after` seconds after submission.
+fn staged_job(after: f64) -> JobSpec {
+    let mut job = cpu_job("a", 100.0, 1.0, 1.0);
+    job.roles = vec![
+        RoleSpec {
+            name: "ps".into(),
+            count: 1,
+            requests: res(1.0, 1, 0),
+            max_cores: 1.0,
+            create_after: 0.0,
+        },
+        RoleSpec {
+            name: "worker".into(),
+            count: 1,
+            requests: res(1.0, 1, 0),
+            max_cores: 1.0,
+            create_after: after,
+        },
+    ];
+    job.scalable_role = "worker".into();
+    job
+}
+
+#[test]
+fn a_role_created_later_is_absent_from_the_snapshot_until_then_and_arrives_as_a_trigger() {
+    let mut s = sim(vec![node("n1", 8.0)], vec![staged_job(10.0)]);
+    assert!(matches!(s.advance(None), Advance::Events(_)));
+    let tasks = |s: &mut Simulator| -> Vec<String> {
+        s.snapshot(vec![]).jobs[0]
+            .tasks
+            .iter()
+            .map(|t| t.name.clone())
+            .collect()
+    };
+    assert_eq!(tasks(&mut s), ["ps-0"]);
+    s.apply(&[place("a", "ps-0", "n1")], &[]);
+    assert_eq!(
+        s.job_rate("a"),
+        Some(0.0),
+        "a job missing a task cannot run"
+    );
+    let Advance::Events(triggers) = s.advance(None) else {
+        panic!("the worker's creation must be an event");
+    };
+    assert_eq!(s.now(), 10.0);
+    assert_eq!(
+        triggers,
+        [switchyard::model::Trigger::JobArrived("a".into())]
+    );
+    assert_eq!(tasks(&mut s), ["ps-0", "worker-0"]);
+    s.apply(&[place("a", "worker-0", "n1")], &[]);
+    run_to_end(&mut s);
+    assert_eq!(s.finish_time("a"), Some(110.0));
+}
+
+#[test]
+fn co_located_cpu_jobs_slow_each_other_by_the_interference_factor() {
+    let jobs = vec![cpu_job("a", 100.0, 1.0, 1.0), cpu_job("b", 100.0, 1.0, 1.0)];
+    let mut s = Simulator::new(Scenario {
+        nodes: vec![node("n1", 8.0)],
+        jobs,
+        config: SimConfig {
+            interference: 0.25,
+            ..SimConfig::default()
+        },
+    });
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    assert_eq!(s.job_rate("a"), Some(1.0), "alone: no interference");
+    s.apply(&[place("b", "main", "n1")], &[]);
+    assert_eq!(
+        s.job_rate("a"),
+        Some(0.8),
+        "two on the node: 1 / (1 + 0.25)"
+    );
+    assert_eq!(s.job_rate("b"), Some(0.8));
+}
+
+#[test]
+fn a_finished_gpu_job_stops_counting_as_gpu_utilisation() {
+    let mut job = cpu_job("a", 100.0, 1.0, 1.0);
+    job.roles[0].requests = res(1.0, 1, 2);
+    job.speed = Speed::Table(vec![1.0]);
+    let mut s = sim(vec![node("n1", 8.0)], vec![job]);
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    run_to_end(&mut s);
+    assert_eq!(s.finish_time("a"), Some(100.0));
+    // 2 of 4 GPUs for 100 s, then none: half over the first 100 s, a quarter over 200 s.
+    assert!((s.mean_utilisation(100.0).1 - 0.5).abs() < 1e-9);
+    assert!((s.mean_utilisation(200.0).1 - 0.25).abs() < 1e-9);
+    assert_eq!(s.utilisation_series().last().map(|p| p.gpu), Some(0.0));
+}
+
+#[test]
+fn a_distributed_template_labels_its_jobs_with_their_roles_and_task_count() {
+    let text = "cluster:\n  nodes:\n    - {name: n, cpus: 4, memory_gib: 8}\ntemplates:\n  t:\n    work: 10\n    roles:\n      - {name: scheduler, cpus: 1, memory_gib: 1}\n      - {name: worker, count: 3, cpus: 1, memory_gib: 1, create_after: 5}\njobs:\n  - {template: t}\n";
+    let scenario = Workload::parse(text, Path::new("w.yaml"))
+        .unwrap()
+        .scenario(0)
+        .unwrap();
+    let labels = &scenario.jobs[0].labels;
+    assert_eq!(labels["roles"], "scheduler,worker");
+    assert_eq!(labels["tasks"], "4");
+    assert_eq!(scenario.jobs[0].roles[1].create_after, 5.0);
+    let bad = text.replace("create_after: 5", "create_after: -1");
+    let error = Workload::parse(&bad, Path::new("w.yaml"))
+        .unwrap()
+        .scenario(0)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("roles[1].create_after"), "{error}");
 }

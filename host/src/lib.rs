@@ -27,6 +27,8 @@
 //! - [`kube`]: the Kubernetes backend: the `TrainingJob` resource, reflectors, acting
 //!   through the API, leader election, and the second [`control::Cluster`].
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
+//! - [`experiment`]: one scenario under one policy on the simulator, start to finish
+//!   (shared by `switchyard simulate` and the reproduction tests).
 
 pub mod api;
 pub mod contract;
@@ -34,6 +36,7 @@ pub mod control;
 pub mod kube;
 pub mod live;
 pub mod metrics;
+pub mod experiment;
 pub mod model;
 pub mod policy_dir;
 pub mod registry;

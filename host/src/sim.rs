@@ -78,6 +78,9 @@ pub struct Simulator {
     jobs: Vec<SimJob>,
     job_index: HashMap<String, usize>,
     next_arrival: usize,
+    /// `(time, job)` at which tasks of a role created after submission appear, soonest
+    /// last (popped from the end).
+    creations: Vec<(f64, usize)>,
     active: Vec<usize>,
     finished: usize,
     queue: EventQueue,
@@ -124,6 +127,7 @@ impl Simulator {
             jobs,
             job_index,
             next_arrival: 0,
+            creations: Vec::new(),
             active: Vec::new(),
             finished: 0,
             queue: EventQueue::default(),
@@ -222,14 +226,15 @@ impl Simulator {
 
     fn next_event_time(&mut self) -> Option<f64> {
         let arrival = self.jobs.get(self.next_arrival).map(|j| j.spec.submit_time);
+        let creation = self.creations.last().map(|c| c.0);
         let jobs = &self.jobs;
         let queued = self
             .queue
             .peek_valid(|job, version| jobs[job].version == version);
-        match (arrival, queued) {
-            (Some(a), Some(q)) => Some(a.min(q)),
-            (a, q) => a.or(q),
-        }
+        [arrival, creation, queued]
+            .into_iter()
+            .flatten()
+            .min_by(f64::total_cmp)
     }
 
     /// Handles everything due at the current time; returns the triggers for the policy.
@@ -243,6 +248,26 @@ impl Simulator {
             self.jobs[index].state = JobState::Active;
             self.active.push(index);
             triggers.push(Trigger::JobArrived(self.jobs[index].spec.id.clone()));
+            let times = self.jobs[index].creation_times();
+            if !times.is_empty() {
+                self.creations.extend(times.into_iter().map(|t| (t, index)));
+                self.creations.sort_by(|a, b| b.0.total_cmp(&a.0));
+            }
+        }
+        // Tasks created after their job's submission: the WIT has no pod-created
+        // trigger, so the policy hears of them as the job arriving again (its new pods
+        // join the queue), which is when a scheduler would place them.
+        while let Some(&(t, index)) = self.creations.last()
+            && t <= self.now
+        {
+            self.creations.pop();
+            if self.jobs[index].state != JobState::Active {
+                continue;
+            }
+            let arrived = Trigger::JobArrived(self.jobs[index].spec.id.clone());
+            if !triggers.contains(&arrived) {
+                triggers.push(arrived);
+            }
         }
         while let Some((job, kind)) = {
             let jobs = &self.jobs;
@@ -277,6 +302,9 @@ impl Simulator {
         j.state = JobState::Finished;
         j.rate = 0.0;
         j.version += 1;
+        // `recompute` skips finished jobs, so their GPUs leave the busy count here.
+        let freed_gpus = std::mem::take(&mut j.gpus_busy);
+        self.gpus_in_use -= freed_gpus;
         let placed: Vec<(usize, usize, Resources)> = j
             .tasks
             .iter()
@@ -383,12 +411,22 @@ impl Simulator {
                 .collect();
             let capacity = self.nodes[node].spec.allocatable.cpu_millis as f64 / 1000.0;
             let shares = share::water_fill(capacity, &demands);
+            let cpu_active = self.nodes[node]
+                .tasks
+                .iter()
+                .zip(&demands)
+                .filter(|&(&(j, _), d)| d.0 > 0.0 && self.jobs[j].cpu_bound())
+                .count();
+            let efficiency =
+                1.0 / (1.0 + self.config.interference * cpu_active.saturating_sub(1) as f64);
             let used: f64 = shares.iter().sum();
             self.cores_in_use += used - self.nodes[node].cores_in_use;
             self.nodes[node].cores_in_use = used;
             let placed = self.nodes[node].tasks.clone();
             for (&(j, t), share) in placed.iter().zip(shares) {
-                self.jobs[j].tasks[t].cores = share;
+                let task = &mut self.jobs[j].tasks[t];
+                task.cores = share;
+                task.efficiency = efficiency;
                 jobs.push(j);
             }
         }
@@ -600,6 +638,7 @@ impl Simulator {
             tasks: j
                 .tasks
                 .iter()
+                .filter(|t| t.created_at <= self.now)
                 .map(|t| Task {
                     name: t.name.clone(),
                     role: j.spec.roles[t.role].name.clone(),

@@ -7,6 +7,7 @@
 pub mod import;
 mod schema;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -160,11 +161,18 @@ impl Workload {
             ));
         }
         let sim = &f.simulator;
+        if !(sim.interference.is_finite() && sim.interference >= 0.0) {
+            return Err(invalid(
+                "simulator.interference".into(),
+                "must be a finite number >= 0 (0 = ideal processor sharing)".into(),
+            ));
+        }
         let config = SimConfig {
             migration_cost: sim.migration_cost,
             rescale_cost: sim.rescale_cost,
             max_time: sim.max_time,
             seed,
+            interference: sim.interference,
         };
         let mut rng = Pcg64::seed_from_u64(seed);
         let mut jobs = Vec::new();
@@ -248,6 +256,7 @@ impl Workload {
                 count: 1,
                 requests: resources(t.cpus, t.memory_gib, t.gpus),
                 max_cores: t.max_cores.unwrap_or(t.cpus),
+                create_after: 0.0,
             }]
         } else {
             t.roles
@@ -257,9 +266,24 @@ impl Workload {
                     count: r.count,
                     requests: resources(r.cpus, r.memory_gib, r.gpus),
                     max_cores: r.max_cores.or(t.max_cores).unwrap_or(r.cpus),
+                    create_after: r.create_after,
                 })
                 .collect()
         };
+        if let Some((i, r)) = t
+            .roles
+            .iter()
+            .enumerate()
+            .find(|(_, r)| !(r.create_after.is_finite() && r.create_after >= 0.0))
+        {
+            return Err(invalid(
+                field(&format!("roles[{i}].create_after")),
+                format!(
+                    "must be a finite number of seconds >= 0, got {}",
+                    r.create_after
+                ),
+            ));
+        }
         let scalable = t.scale.as_ref().map(|s| s.role.clone()).unwrap_or_else(|| {
             roles
                 .iter()
@@ -350,9 +374,25 @@ impl Workload {
             eval_every: t.eval_every.unwrap_or(t.work / 20.0),
             metric_rises,
             checkpointable: t.checkpointable,
-            labels: t.labels.clone(),
+            labels: gang_labels(&t.roles, &t.labels),
         })
     }
+}
+
+/// A distributed job's submission labels: the template's, plus `roles` (its role names,
+/// comma-separated, in order) and `tasks` (how many tasks it has in all) unless the
+/// template sets them. A gang scheduler reads them to know the whole gang before every
+/// pod exists, as Volcano's `minMember` or a TFJob's replica specs tell it.
+fn gang_labels(roles: &[RoleFile], labels: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = labels.clone();
+    if !roles.is_empty() {
+        let names: Vec<&str> = roles.iter().map(|r| r.name.as_str()).collect();
+        out.entry("roles".into()).or_insert_with(|| names.join(","));
+        let tasks: u32 = roles.iter().map(|r| r.count).sum();
+        out.entry("tasks".into())
+            .or_insert_with(|| tasks.to_string());
+    }
+    out
 }
 
 /// CPU cores, GiB and GPUs as [`Resources`].

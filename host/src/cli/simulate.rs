@@ -8,11 +8,11 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use switchyard::control::{ControlLoop, PolicySlot};
+use switchyard::control::PolicySlot;
+use switchyard::experiment;
 use switchyard::registry::{PolicyRef, builtin};
 use switchyard::report::{Results, RunResult, plot};
 use switchyard::runtime::Runtime;
-use switchyard::sim::Simulator;
 use switchyard::workload::Workload;
 
 use super::SandboxArgs;
@@ -126,12 +126,7 @@ fn run_one(
     scenario: switchyard::sim::Scenario,
     seed: u64,
 ) -> anyhow::Result<(RunResult, Vec<u8>)> {
-    let module = PolicyRef::parse(name)?.load(runtime)?;
-    let slot =
-        PolicySlot::configure(module, &settings).with_context(|| format!("configuring {name}"))?;
-    let effective = slot.settings.clone();
-    let mut sim = Simulator::new(scenario);
-    let total = sim.job_count() as u64;
+    let total = scenario.jobs.len() as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
         ProgressStyle::with_template("{prefix:>10} [{bar:30}] {pos}/{len} jobs {elapsed}")
@@ -139,20 +134,16 @@ fn run_one(
             .progress_chars("=> "),
     );
     bar.set_prefix(name.to_string());
-    let mut control = ControlLoop::new(slot, fallback.clone(), seed);
-    let ended = control.run(&mut sim, |s| {
+    let run = experiment::run(runtime, name, &settings, fallback, scenario, seed, |s| {
         bar.set_position(switchyard::control::Cluster::finished_jobs(s) as u64)
-    });
+    })?;
     bar.finish_and_clear();
     let mut trace = Vec::new();
-    for record in control.records() {
+    for record in run.control.records() {
         serde_json::to_writer(&mut trace, record)?;
         trace.push(b'\n');
     }
-    Ok((
-        RunResult::collect(name.to_string(), &control, &sim, ended, effective),
-        trace,
-    ))
+    Ok((run.result, trace))
 }
 
 fn secs(s: f64) -> String {

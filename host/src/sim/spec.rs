@@ -31,6 +31,10 @@ pub struct RoleSpec {
     pub requests: Resources,
     /// Most cores one task can use (its processor-sharing demand).
     pub max_cores: f64,
+    /// Seconds after the job's submission at which this role's tasks are created (0:
+    /// with the job). Until then they are not in the snapshot and the job cannot run,
+    /// as when an operator creates a job's pods role by role.
+    pub create_after: f64,
 }
 
 /// How fast a job makes progress, in work units per second.
@@ -100,6 +104,11 @@ pub struct SimConfig {
     pub max_time: f64,
     /// Seed of the simulator's random numbers (evaluation noise).
     pub seed: u64,
+    /// Co-location interference of CPU jobs: a CPU-speed task sharing its node with
+    /// `n - 1` other CPU-active tasks works at `1 / (1 + interference (n - 1))` of the
+    /// speed its cores alone would give (threads, caches and memory bandwidth contend).
+    /// 0 = ideal processor sharing. Jobs with a measured throughput table are unaffected.
+    pub interference: f64,
 }
 
 impl Default for SimConfig {
@@ -109,6 +118,7 @@ impl Default for SimConfig {
             rescale_cost: 50.0,
             max_time: 365.0 * 86400.0,
             seed: 0,
+            interference: 0.0,
         }
     }
 }

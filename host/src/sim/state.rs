@@ -49,6 +49,11 @@ pub(crate) struct SimTask {
     pub(crate) max_cores: f64,
     /// Cores it gets now.
     pub(crate) cores: f64,
+    /// Share of its cores' speed left after co-location interference (1 = none).
+    pub(crate) efficiency: f64,
+    /// When the task is created (shows up in the snapshot); the job's submit time
+    /// unless its role is created later.
+    pub(crate) created_at: f64,
 }
 
 #[derive(Debug)]
@@ -102,6 +107,8 @@ impl SimJob {
                     cpu_weight: 1.0,
                     max_cores: role.max_cores,
                     cores: 0.0,
+                    efficiency: 1.0,
+                    created_at: spec.submit_time + role.create_after,
                 });
             }
         }
@@ -153,7 +160,7 @@ impl SimJob {
                         .tasks
                         .iter()
                         .filter(scalable)
-                        .map(|t| speedup(t.cores, *serial_fraction))
+                        .map(|t| speedup(t.cores, *serial_fraction) * t.efficiency)
                         .sum::<f64>()
             }
             Speed::Table(table) => table_rate(table, self.replicas),
@@ -165,6 +172,25 @@ impl SimJob {
         } else {
             base
         }
+    }
+
+    /// Times after submission at which tasks of a role created later appear, earliest
+    /// first, without repeats.
+    pub(crate) fn creation_times(&self) -> Vec<f64> {
+        let mut times: Vec<f64> = self
+            .tasks
+            .iter()
+            .map(|t| t.created_at)
+            .filter(|&t| t > self.spec.submit_time)
+            .collect();
+        times.sort_by(f64::total_cmp);
+        times.dedup();
+        times
+    }
+
+    /// The job's speed comes from its cores (and so suffers co-location interference).
+    pub(crate) fn cpu_bound(&self) -> bool {
+        matches!(self.spec.speed, Speed::Cpu { .. })
     }
 
     /// Adds a pending replica of the scalable role named for `index`; returns its index.
@@ -189,6 +215,8 @@ impl SimJob {
             cpu_weight: 1.0,
             max_cores: role.max_cores,
             cores: 0.0,
+            efficiency: 1.0,
+            created_at: f64::NEG_INFINITY,
         });
         self.replicas += 1;
         self.tasks.len() - 1

@@ -72,6 +72,10 @@ pub struct SimulatorFile {
     /// reported as deadlocked.
     #[serde(default = "max_time")]
     pub max_time: f64,
+    /// Co-location interference of CPU jobs: with `n` CPU-active tasks on a node, each
+    /// works at `1 / (1 + interference (n - 1))` of its cores' speed (0 = ideal sharing).
+    #[serde(default)]
+    pub interference: f64,
 }
 
 impl Default for SimulatorFile {
@@ -80,6 +84,7 @@ impl Default for SimulatorFile {
             migration_cost: migration_cost(),
             rescale_cost: rescale_cost(),
             max_time: max_time(),
+            interference: 0.0,
         }
     }
 }
@@ -103,6 +108,10 @@ pub struct RoleFile {
     /// Most cores one task can use (default: its request).
     #[serde(default)]
     pub max_cores: Option<f64>,
+    /// Seconds after the job's submission at which this role's tasks are created
+    /// (default 0: with the job).
+    #[serde(default)]
+    pub create_after: f64,
 }
 
 /// Which role scales, and between which bounds.

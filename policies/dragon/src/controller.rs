@@ -28,6 +28,9 @@ pub struct Params {
     pub mu: f64,
     /// Queue order.
     pub queue: Queue,
+    /// Scale-down and scale-up run; without them DRAGON is the paper's locality-aware
+    /// baseline: adapted FCFS gangs on the fewest nodes, nothing else.
+    pub scaling: bool,
 }
 
 /// The outcome of one round.
@@ -81,6 +84,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     let mut shrunk: Vec<String> = Vec::new();
     if let Some(target) = urgent
         .iter()
+        .filter(|_| params.scaling)
         .min_by_key(|j| size_key(&total_requests(&j.tasks)))
     {
         let tasks = pending_tasks(target);
@@ -147,6 +151,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     let running: Vec<&Job> = snapshot
         .jobs
         .iter()
+        .filter(|_| params.scaling)
         .filter(|j| j.phase == JobPhase::Running && j.checkpointable && !shrunk.contains(&j.id))
         .filter(|j| j.replicas.current < j.replicas.max)
         .collect();
@@ -200,8 +205,8 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
         }
     }
 
-    // Alarms: the next job to turn urgent.
-    if params.queue == Queue::Fcfs {
+    // Alarms: the next job to turn urgent (only scaling acts on urgency).
+    if params.queue == Queue::Fcfs && params.scaling {
         for job in &waiting {
             let due = job.submit_time + params.tau - now;
             if due > 0.0 {
@@ -302,6 +307,7 @@ mod tests {
         tau: 100.0,
         mu: 50.0,
         queue: Queue::Fcfs,
+        scaling: true,
     };
 
     fn ops(r: &Round) -> Vec<String> {
@@ -371,6 +377,35 @@ mod tests {
             ops(&r)
         );
         assert!(!ops(&r).iter().any(|o| o.starts_with("place")));
+    }
+
+    #[test]
+    fn without_scaling_an_urgent_job_shrinks_nobody_and_idle_resources_grow_nobody() {
+        let locality = Params {
+            scaling: false,
+            ..P
+        };
+        let jobs = vec![
+            elastic("a", 4, "n1"),
+            job("b")
+                .requests(1000, 1)
+                .distributed(0, 3, 2, 4)
+                .running_on("n2"),
+            job("u").requests(1000, 1).distributed(0, 2, 2, 2),
+        ];
+        let r = round(
+            &snapshot(150.0, gpu_nodes(), jobs),
+            locality,
+            &BTreeMap::new(),
+        );
+        assert!(r.actions.is_empty(), "{:?}", ops(&r));
+        // The same round with scaling shrinks `a` (see the test above): the flag decides.
+        let idle = BTreeMap::from([("n1".to_string(), 0.0)]);
+        let jobs = vec![elastic("a", 2, "n1"), elastic("b", 4, "n2")];
+        let r = round(&snapshot(100.0, gpu_nodes(), jobs.clone()), locality, &idle);
+        assert!(r.actions.is_empty(), "{:?}", ops(&r));
+        let r = round(&snapshot(100.0, gpu_nodes(), jobs), P, &idle);
+        assert_eq!(ops(&r), ["scale a 4 [n1,n1]"]);
     }
 
     #[test]

@@ -33,6 +33,8 @@
 //!    jobs shrink; placement uses the same fewest-nodes packing (the article: one node
 //!    when it fits, otherwise the first nodes available; the packing does that).
 //! 6. Defaults tau = 120 s and mu = 60 s are ours: the paper gives no values.
+//! 7. `scaling = false` turns off steps 1 and 3: the paper's "locality-aware scheduler"
+//!    baseline ("DRAGON without the feature of auto-scaling", greedy packing).
 
 pub mod controller;
 pub mod policy;

@@ -29,6 +29,11 @@ pub const SPEC: &[ParamSpec] = &[
         default: "fcfs",
         doc: "waiting queue: fcfs (DRAGON) or utility (the Kubeflow dynamic-scheduler variant)",
     },
+    ParamSpec {
+        name: "scaling",
+        default: "true",
+        doc: "scale jobs down for urgent ones and up onto idle resources; false gives the paper's locality-aware baseline (gang placement on the fewest nodes only)",
+    },
 ];
 
 /// The state blob: when each node's usable idle resources were first seen idle.
@@ -47,6 +52,7 @@ pub fn params(given: &[Setting]) -> Result<Params, String> {
             "utility" => Queue::Utility,
             _ => Queue::Fcfs,
         },
+        scaling: s.bool("scaling")?,
     })
 }
 

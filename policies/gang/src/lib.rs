@@ -26,7 +26,11 @@
 //! 5. Thesis mode, ties between equally scored nodes go to snapshot order
 //!    (kube-scheduler picks at random among them; a policy must be deterministic). The
 //!    default filters the thesis keeps are the resource fit.
-//! 6. Neither mode migrates, scales or weighs anything; both are stateless.
+//! 6. Strict mode, pods created role by role: a job whose `tasks` label (its total task
+//!    count, set by the workload loader for every distributed job) exceeds the tasks in
+//!    the snapshot is `incomplete` and waits without blocking the queue; without the
+//!    label the gang is whatever tasks exist, as before.
+//! 7. Neither mode migrates, scales or weighs anything; both are stateless.
 
 pub mod policy;
 pub mod strict;

@@ -88,6 +88,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
                             Outcome::Waiting => "waiting",
                             Outcome::Blocking => "head-of-line",
                             Outcome::NeverFits => "never-fits",
+                            Outcome::Incomplete => "incomplete",
                         },
                     )
                 })

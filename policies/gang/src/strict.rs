@@ -3,7 +3,9 @@
 //!
 //! A job's gang is all of its pending tasks (a fresh job: all its tasks, its "min
 //! members"). It is placed in one `place` action onto the fewest nodes, or not at all,
-//! so no partial gang ever holds resources.
+//! so no partial gang ever holds resources. When pods are created role by role, the
+//! snapshot shows only part of a gang: a job whose `tasks` label (its total task count)
+//! exceeds the tasks it has so far waits, placing nothing, until the rest exist.
 
 use switchyard_policy_sdk::{
     Action, Job, Operation, Placement, Snapshot,
@@ -21,6 +23,16 @@ pub enum Outcome {
     Blocking,
     /// Could not fit even on the empty cluster: never blocks anyone.
     NeverFits,
+    /// Not every task of the gang exists yet (its `tasks` label says how many will).
+    Incomplete,
+}
+
+/// The job's whole gang size from its `tasks` label, when it has a valid one.
+pub fn declared_tasks(job: &Job) -> Option<usize> {
+    job.labels
+        .iter()
+        .find(|l| l.key == "tasks")
+        .and_then(|l| l.value.trim().parse().ok())
 }
 
 /// Places waiting gangs. `starve_after` is how long (seconds since submission) the
@@ -39,6 +51,20 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
     let mut blocked_by: Option<&str> = None;
     for job in queue {
         let tasks = pending_tasks(job);
+        if let Some(total) = declared_tasks(job)
+            && job.tasks.len() < total
+        {
+            // Not a blocker either: a gang that does not exist yet cannot be waited for.
+            outcomes.push((job.id.clone(), Outcome::Incomplete));
+            actions.push(wait(
+                job,
+                format!(
+                    "{} of its {total} tasks exist so far; the gang is placed once all do",
+                    job.tasks.len()
+                ),
+            ));
+            continue;
+        }
         if let Some(head) = blocked_by {
             outcomes.push((job.id.clone(), Outcome::Waiting));
             actions.push(wait(
@@ -167,6 +193,19 @@ mod tests {
         let (actions, outcomes) = decide(&s, 300.0);
         assert!(placed(&actions).is_empty());
         assert_eq!(outcomes, [("g".to_string(), Outcome::Waiting)]);
+    }
+
+    #[test]
+    fn a_gang_whose_pods_are_not_all_created_waits_for_the_rest() {
+        let nodes = vec![node("a", 8000)];
+        // 1 ps + 2 workers exist; the label says 5 tasks will.
+        let partial = job("g").distributed(1, 2, 2, 2).label("tasks", "5");
+        let (actions, outcomes) = decide(&snapshot(0.0, nodes.clone(), vec![partial]), 300.0);
+        assert!(placed(&actions).is_empty());
+        assert_eq!(outcomes, [("g".to_string(), Outcome::Incomplete)]);
+        let whole = job("g").distributed(1, 4, 4, 4).label("tasks", "5");
+        let (actions, _) = decide(&snapshot(0.0, nodes, vec![whole]), 300.0);
+        assert_eq!(placed(&actions), [("g".to_string(), 5)]);
     }
 
     #[test]

@@ -1,0 +1,220 @@
+//! The papers' experiments, re-run in the simulator (issue 4; figures and commands in
+//! `docs/reproduction.md`). Each test loads the example workload the docs run, runs it
+//! under the paper's policy and its baseline through the same library code as
+//! `switchyard simulate` ([`switchyard::experiment`]), and checks the paper's claim on
+//! the example's own seed and on fresh seeds of the same setup.
+//!
+//! What does not hold in the simulator has no test claiming it does; `docs/reproduction.md`
+//! gives the figures and the reasons: SpeCon on the fixed VAE schedule (it never
+//! migrates) and on single seeds of the random ones (it wins on average over seeds),
+//! FlowCon's makespan on random schedules, DRAGON's utilisation on some arrival orders.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use switchyard::control::PolicySlot;
+use switchyard::experiment;
+use switchyard::report::RunResult;
+use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard::workload::Workload;
+
+/// Seeds the examples were not calibrated on.
+const FRESH_SEEDS: [u64; 3] = [101, 202, 303];
+
+fn runtime() -> &'static Runtime {
+    static RUNTIME: OnceLock<Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        // A generous deadline: a debug test run on a loaded machine must not turn a
+        // slow call into a fallback round, which would change what is measured.
+        Runtime::new(RuntimeOptions {
+            limits: SandboxLimits {
+                deadline: Duration::from_secs(5),
+                ..SandboxLimits::default()
+            },
+            cache_dir: None,
+        })
+        .expect("runtime")
+    })
+}
+
+fn example(name: &str) -> Workload {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(name);
+    Workload::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `workload` with `seed` under `policy` (`name` or `name:key=value,...`).
+fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
+    let (name, settings) = match policy.split_once(':') {
+        Some((name, sets)) => (
+            name,
+            sets.split(',')
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ),
+        None => (policy, BTreeMap::new()),
+    };
+    let fallback: PolicySlot =
+        experiment::slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
+    let scenario = workload.scenario(seed).unwrap_or_else(|e| panic!("{e}"));
+    let run = experiment::run(
+        runtime(),
+        name,
+        &settings,
+        &fallback,
+        scenario,
+        seed,
+        |_| {},
+    )
+    .unwrap_or_else(|e| panic!("{policy}: {e}"));
+    let s = &run.result.summary;
+    assert_eq!(s.policy_failures, 0, "{policy} failed rounds: {s:?}");
+    run.result
+}
+
+/// The example's own seed, then the fresh ones.
+fn seeds(workload: &Workload) -> Vec<u64> {
+    std::iter::once(workload.seed())
+        .chain(FRESH_SEEDS)
+        .collect()
+}
+
+fn completion(r: &RunResult, id: &str) -> f64 {
+    let j = r.jobs.iter().find(|j| j.id == id).expect("job in the run");
+    j.finish_time.expect("finished") - j.submit_time
+}
+
+/// SpeCon's average completion time, averaged over the example's seed and the fresh
+/// ones, is below `even`'s. Per seed it is not always: `docs/reproduction.md` lists the
+/// seeds where SpeCon ties or loses and why.
+fn specon_beats_even_on_average_completion_time(file: &str) {
+    let workload = example(file);
+    let (mut even_total, mut specon_total, mut migrations) = (0.0, 0.0, 0);
+    for seed in seeds(&workload) {
+        let even = run(&workload, seed, "even");
+        let specon = run(&workload, seed, "specon");
+        for r in [&even, &specon] {
+            assert_eq!(r.summary.finished, r.summary.jobs, "{file} seed {seed}");
+        }
+        even_total += even.summary.avg_completion;
+        specon_total += specon.summary.avg_completion;
+        migrations += specon.summary.migrations;
+    }
+    let n = seeds(&workload).len() as f64;
+    assert!(
+        specon_total < even_total,
+        "{file}: mean average completion time specon {:.1}s vs even {:.1}s",
+        specon_total / n,
+        even_total / n
+    );
+    assert!(
+        migrations > 0,
+        "{file}: the gain must come from SpeCon's migrations"
+    );
+}
+
+#[test]
+fn specon_beats_even_on_20_random_jobs_of_three_models_on_4_workers() {
+    specon_beats_even_on_average_completion_time("specon-random-20.yaml");
+}
+
+#[test]
+fn specon_beats_even_on_30_random_jobs_of_three_models_on_4_workers() {
+    specon_beats_even_on_average_completion_time("specon-random-30.yaml");
+}
+
+#[test]
+fn specon_beats_even_on_50_random_jobs_on_8_workers() {
+    specon_beats_even_on_average_completion_time("specon-8-workers-50.yaml");
+}
+
+#[test]
+fn flowcon_keeps_the_makespan_of_equal_sharing_and_cuts_the_newest_jobs_time() {
+    let workload = example("flowcon-three-jobs.yaml");
+    for seed in seeds(&workload) {
+        let equal = run(&workload, seed, "default");
+        let flowcon = run(&workload, seed, "flowcon");
+        assert!(
+            flowcon.summary.makespan <= equal.summary.makespan,
+            "seed {seed}: makespan flowcon {:.1}s vs equal sharing {:.1}s",
+            flowcon.summary.makespan,
+            equal.summary.makespan
+        );
+        let newest = "mnist-tensorflow";
+        assert!(
+            completion(&flowcon, newest) < completion(&equal, newest),
+            "seed {seed}: {newest} takes {:.1}s under flowcon vs {:.1}s",
+            completion(&flowcon, newest),
+            completion(&equal, newest)
+        );
+    }
+}
+
+/// Table 1 with each job's arrival drawn at random over Table 1's window, so fresh
+/// seeds change the order and spacing of arrivals, not just the noise.
+fn dragon_setups() -> Vec<(String, Workload)> {
+    let table = example("dragon-table1.yaml");
+    let mut out = vec![(format!("table 1, seed {}", table.seed()), table.clone())];
+    for seed in FRESH_SEEDS {
+        let mut w = table.clone();
+        w.file.seed = seed;
+        for entry in &mut w.file.jobs {
+            entry.at = None;
+            entry.uniform = Some(52.0);
+        }
+        out.push((format!("random arrivals in [0, 52] s, seed {seed}"), w));
+    }
+    out
+}
+
+#[test]
+fn dragon_beats_the_default_scheduler_on_average_elapsed_time() {
+    for (label, workload) in dragon_setups() {
+        let seed = workload.seed();
+        let kubeflow = run(&workload, seed, "default");
+        let dragon = run(&workload, seed, "dragon");
+        assert_eq!(dragon.summary.finished, dragon.summary.jobs, "{label}");
+        assert!(
+            dragon.summary.avg_completion < kubeflow.summary.avg_completion,
+            "{label}: dragon {:.0}s vs default {:.0}s",
+            dragon.summary.avg_completion,
+            kubeflow.summary.avg_completion
+        );
+    }
+}
+
+#[test]
+fn dragon_without_scaling_never_rescales_and_dragon_with_it_does() {
+    let workload = example("dragon-table1.yaml");
+    let seed = workload.seed();
+    let locality = run(&workload, seed, "dragon:scaling=false");
+    assert_eq!(locality.summary.rescales, 0);
+    assert_eq!(locality.summary.finished, locality.summary.jobs);
+    assert!(run(&workload, seed, "dragon").summary.rescales > 0);
+}
+
+#[test]
+fn gang_never_deadlocks_where_the_default_scheduler_strands_partial_gangs() {
+    let workload = example("gang-three-ps-jobs.yaml");
+    for seed in seeds(&workload) {
+        let default = run(&workload, seed, "default");
+        assert!(
+            default.summary.deadlocked > 0,
+            "seed {seed}: the setup must deadlock the default scheduler: {:?}",
+            default.summary
+        );
+        for policy in ["gang", "gang:mode=thesis"] {
+            let gang = run(&workload, seed, policy);
+            assert_eq!(gang.summary.deadlocked, 0, "{policy} seed {seed}");
+            assert_eq!(
+                gang.summary.finished, gang.summary.jobs,
+                "{policy} seed {seed}: {:?}",
+                gang.summary
+            );
+        }
+    }
+}
