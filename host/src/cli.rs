@@ -130,9 +130,13 @@ struct SimRun {
 
 impl RunCommand {
     fn run(self, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
-        let argv = ["switchyard run".to_string(), "--cluster".into(), self.cluster.clone()]
-            .into_iter()
-            .chain(self.rest);
+        let argv = [
+            "switchyard run".to_string(),
+            "--cluster".into(),
+            self.cluster.clone(),
+        ]
+        .into_iter()
+        .chain(self.rest);
         if self.cluster == "kube" {
             let parsed = KubeRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
             kube::run(parsed.args, sandbox)

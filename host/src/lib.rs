@@ -33,10 +33,10 @@
 pub mod api;
 pub mod contract;
 pub mod control;
+pub mod experiment;
 pub mod kube;
 pub mod live;
 pub mod metrics;
-pub mod experiment;
 pub mod model;
 pub mod policy_dir;
 pub mod registry;
