@@ -72,6 +72,7 @@ pub enum Command {
     /// Run the controller: `--cluster sim:WORKLOAD.yaml` (HTTP API, hot swap, A/B on the
     /// simulator; see `run --cluster sim:x --help`) or `--cluster kube` (a real cluster;
     /// see `run --cluster kube --help`).
+    #[command(disable_help_flag = true)]
     Run(RunCommand),
     /// Write the HTTP API's OpenAPI document (docs/openapi.json).
     Openapi(openapi::OpenapiArgs),
