@@ -39,30 +39,4 @@
 pub mod controller;
 pub mod policy;
 
-use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
-
-/// The Wasm binding of [`policy`].
-pub struct DragonPolicy;
-
-impl Guest for DragonPolicy {
-    fn describe() -> Description {
-        policy::describe()
-    }
-
-    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
-        policy::configure(&settings)
-    }
-
-    fn decide(
-        settings: Vec<Setting>,
-        snapshot: Snapshot,
-        state: Vec<u8>,
-    ) -> Result<Decision, String> {
-        policy::decide(&settings, &snapshot, &state)
-    }
-}
-
-// Only the component exports the world: a native cdylib cannot carry the WIT export
-// names, and the native build exists for the unit tests.
-#[cfg(target_arch = "wasm32")]
-switchyard_policy_sdk::export!(DragonPolicy with_types_in switchyard_policy_sdk::bindings);
+switchyard_policy_sdk::policy_binding!(DragonPolicy, policy);

@@ -36,30 +36,4 @@ pub mod policy;
 pub mod strict;
 pub mod thesis;
 
-use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
-
-/// The Wasm binding of [`policy`].
-pub struct GangPolicy;
-
-impl Guest for GangPolicy {
-    fn describe() -> Description {
-        policy::describe()
-    }
-
-    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
-        policy::configure(&settings)
-    }
-
-    fn decide(
-        settings: Vec<Setting>,
-        snapshot: Snapshot,
-        state: Vec<u8>,
-    ) -> Result<Decision, String> {
-        policy::decide(&settings, &snapshot, &state)
-    }
-}
-
-// Only the component exports the world: a native cdylib cannot carry the WIT export
-// names, and the native build exists for the unit tests.
-#[cfg(target_arch = "wasm32")]
-switchyard_policy_sdk::export!(GangPolicy with_types_in switchyard_policy_sdk::bindings);
+switchyard_policy_sdk::policy_binding!(GangPolicy, policy);

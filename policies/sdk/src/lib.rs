@@ -48,3 +48,46 @@ pub mod bindings {
 pub use bindings::export;
 pub use bindings::exports::switchyard::policy::scheduler::Guest;
 pub use bindings::switchyard::policy::types::*;
+
+/// Declares a policy's Wasm binding from a module with plain-Rust
+/// `describe()`, `configure(&[Setting])` and `decide(&[Setting], &Snapshot, &[u8])`
+/// functions: a unit struct implementing [`Guest`] by delegation, exported as the
+/// component's world. The export only exists on `wasm32`, because a native cdylib
+/// cannot carry the WIT export names (`switchyard:policy/...`); the native build is for
+/// unit tests and benches.
+///
+/// ```ignore
+/// pub mod policy; // describe, configure, decide
+/// switchyard_policy_sdk::policy_binding!(MyPolicy, policy);
+/// ```
+#[macro_export]
+macro_rules! policy_binding {
+    ($binding:ident, $module:ident) => {
+        /// The Wasm binding of the policy module.
+        pub struct $binding;
+
+        impl $crate::Guest for $binding {
+            fn describe() -> $crate::Description {
+                $module::describe()
+            }
+
+            fn configure(
+                settings: ::std::vec::Vec<$crate::Setting>,
+            ) -> ::std::result::Result<::std::vec::Vec<$crate::Setting>, ::std::string::String>
+            {
+                $module::configure(&settings)
+            }
+
+            fn decide(
+                settings: ::std::vec::Vec<$crate::Setting>,
+                snapshot: $crate::Snapshot,
+                state: ::std::vec::Vec<u8>,
+            ) -> ::std::result::Result<$crate::Decision, ::std::string::String> {
+                $module::decide(&settings, &snapshot, &state)
+            }
+        }
+
+        #[cfg(target_arch = "wasm32")]
+        $crate::export!($binding with_types_in $crate::bindings);
+    };
+}
