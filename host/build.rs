@@ -49,6 +49,7 @@ fn main() {
     }
     let test_guests = guest_crates(&workspace.join(TEST_GUEST_DIR));
 
+    ensure_guest_target();
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&workspace)
@@ -115,6 +116,34 @@ fn main() {
     }
     table.push_str("]\n");
     std::fs::write(out_dir.join("builtin_policies.rs"), table).unwrap();
+}
+
+/// rustup installs the targets `rust-toolchain.toml` lists only when it installs the
+/// toolchain itself; a machine that already had the pinned toolchain lacks the target.
+/// Adding it here keeps a fresh clone a one-command build either way.
+fn ensure_guest_target() {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let sysroot = Command::new(&rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(TARGET).is_dir());
+    if installed {
+        return;
+    }
+    println!("cargo:warning=the {TARGET} target is missing; running `rustup target add {TARGET}`");
+    let mut add = Command::new("rustup");
+    add.args(["target", "add", TARGET]);
+    if let Ok(toolchain) = env::var("RUSTUP_TOOLCHAIN") {
+        add.args(["--toolchain", &toolchain]);
+    }
+    match add.status() {
+        Ok(status) if status.success() => {}
+        Ok(status) => println!("cargo:warning=`rustup target add {TARGET}` failed ({status})"),
+        Err(error) => println!("cargo:warning=cannot run rustup ({error})"),
+    }
 }
 
 struct Guest {

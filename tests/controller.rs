@@ -220,6 +220,11 @@ async fn a_missing_or_wrong_token_gets_401_and_changes_nothing() {
         .await
         .unwrap();
     assert_eq!(upload.status(), 401);
+    assert_eq!(
+        upload.headers()["connection"],
+        "close",
+        "the unread upload body must not be left on a kept-alive connection"
+    );
     let (_, list) = live.get("/v1/policies").await;
     assert_eq!(list["active"], "default");
     assert!(

@@ -34,6 +34,7 @@ fn runtime() -> &'static Runtime {
                 ..SandboxLimits::default()
             },
             cache_dir: None,
+            ..Default::default()
         })
         .expect("runtime")
     })

@@ -24,6 +24,7 @@ fn runtime_with(deadline: Duration) -> Runtime {
     Runtime::new(RuntimeOptions {
         limits,
         cache_dir: None,
+        ..Default::default()
     })
     .unwrap()
 }
@@ -260,6 +261,7 @@ fn compiled_code_is_cached_on_disk_when_a_cache_directory_is_given() {
     let options = RuntimeOptions {
         limits: SandboxLimits::default(),
         cache_dir: Some(dir.clone()),
+        ..Default::default()
     };
     let runtime = Runtime::new(options).unwrap();
     PolicyRef::parse("default").unwrap().load(&runtime).unwrap();

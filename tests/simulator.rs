@@ -205,6 +205,7 @@ fn runtime(deadline: Duration) -> Runtime {
     Runtime::new(RuntimeOptions {
         limits,
         cache_dir: None,
+        ..Default::default()
     })
     .unwrap()
 }

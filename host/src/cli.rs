@@ -55,6 +55,7 @@ impl SandboxArgs {
                 ..SandboxLimits::default()
             },
             cache_dir: self.cache_dir.clone(),
+            ..Default::default()
         };
         Ok(Runtime::new(options)?)
     }

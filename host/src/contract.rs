@@ -23,104 +23,126 @@ pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
 /// The WIT package and version this host speaks.
 pub const PACKAGE: &str = "switchyard:policy@0.1.0";
 
-fn resources(r: &model::Resources) -> wit::Resources {
-    wit::Resources {
-        cpu_millis: r.cpu_millis,
-        memory_bytes: r.memory_bytes,
-        gpus: r.gpus,
-    }
-}
+/// Defines `snapshot_to_wit`, the model-to-WIT lowering of a snapshot, over the WIT
+/// types found at the given path.
+///
+/// The host's bindings (here) and the guest SDK's bindings (`switchyard_policy_sdk`) are
+/// generated from the same WIT, so their types have the same names and fields; one
+/// definition serves both. The host uses it to call components; benches and native
+/// harnesses use it to hand the very same snapshot to a policy compiled natively.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! snapshot_lowering {
+    ($($types:tt)*) => {
+        use $($types)* as wit;
+        use $crate::model;
 
-fn labels(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::Label> {
-    map.iter()
-        .map(|(k, v)| wit::Label {
-            key: k.clone(),
-            value: v.clone(),
-        })
-        .collect()
-}
+        fn resources(r: &model::Resources) -> wit::Resources {
+            wit::Resources {
+                cpu_millis: r.cpu_millis,
+                memory_bytes: r.memory_bytes,
+                gpus: r.gpus,
+            }
+        }
 
-fn node(n: &model::Node) -> wit::Node {
-    wit::Node {
-        name: n.name.clone(),
-        allocatable: resources(&n.allocatable),
-        requested: resources(&n.requested),
-        usage: n.usage.as_ref().map(resources),
-        labels: labels(&n.labels),
-        schedulable: n.schedulable,
-    }
-}
+        fn labels(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::Label> {
+            map.iter()
+                .map(|(k, v)| wit::Label {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect()
+        }
 
-fn task(t: &model::Task) -> wit::Task {
-    wit::Task {
-        name: t.name.clone(),
-        role: t.role.clone(),
-        node: t.node.clone(),
-        phase: match t.phase {
-            model::TaskPhase::Pending => wit::TaskPhase::Pending,
-            model::TaskPhase::Running => wit::TaskPhase::Running,
-            model::TaskPhase::Restarting => wit::TaskPhase::Restarting,
-        },
-        requests: resources(&t.requests),
-        cpu_weight: t.cpu_weight,
-        usage: t.usage.as_ref().map(resources),
-    }
-}
+        fn node(n: &model::Node) -> wit::Node {
+            wit::Node {
+                name: n.name.clone(),
+                allocatable: resources(&n.allocatable),
+                requested: resources(&n.requested),
+                usage: n.usage.as_ref().map(resources),
+                labels: labels(&n.labels),
+                schedulable: n.schedulable,
+            }
+        }
 
-fn job(j: &model::Job) -> wit::Job {
-    wit::Job {
-        id: j.id.clone(),
-        phase: match j.phase {
-            model::JobPhase::Waiting => wit::JobPhase::Waiting,
-            model::JobPhase::Running => wit::JobPhase::Running,
-            model::JobPhase::Restarting => wit::JobPhase::Restarting,
-        },
-        submit_time: j.submit_time,
-        start_time: j.start_time,
-        priority: j.priority,
-        utility: j.utility,
-        tasks: j.tasks.iter().map(task).collect(),
-        replicas: wit::Replicas {
-            role: j.replicas.role.clone(),
-            current: j.replicas.current,
-            min: j.replicas.min,
-            max: j.replicas.max,
-        },
-        loss: j
-            .loss
-            .iter()
-            .map(|s| wit::LossSample {
+        fn task(t: &model::Task) -> wit::Task {
+            wit::Task {
+                name: t.name.clone(),
+                role: t.role.clone(),
+                node: t.node.clone(),
+                phase: match t.phase {
+                    model::TaskPhase::Pending => wit::TaskPhase::Pending,
+                    model::TaskPhase::Running => wit::TaskPhase::Running,
+                    model::TaskPhase::Restarting => wit::TaskPhase::Restarting,
+                },
+                requests: resources(&t.requests),
+                cpu_weight: t.cpu_weight,
+                usage: t.usage.as_ref().map(resources),
+            }
+        }
+
+        fn job(j: &model::Job) -> wit::Job {
+            wit::Job {
+                id: j.id.clone(),
+                phase: match j.phase {
+                    model::JobPhase::Waiting => wit::JobPhase::Waiting,
+                    model::JobPhase::Running => wit::JobPhase::Running,
+                    model::JobPhase::Restarting => wit::JobPhase::Restarting,
+                },
+                submit_time: j.submit_time,
+                start_time: j.start_time,
+                priority: j.priority,
+                utility: j.utility,
+                tasks: j.tasks.iter().map(task).collect(),
+                replicas: wit::Replicas {
+                    role: j.replicas.role.clone(),
+                    current: j.replicas.current,
+                    min: j.replicas.min,
+                    max: j.replicas.max,
+                },
+                loss: j
+                    .loss
+                    .iter()
+                    .map(|s| wit::LossSample {
+                        time: s.time,
+                        step: s.step,
+                        value: s.value,
+                    })
+                    .collect(),
+                metric_rises: j.metric_rises,
+                migrated: j.migrated,
+                rebalanced: j.rebalanced,
+                checkpointable: j.checkpointable,
+                labels: labels(&j.labels),
+            }
+        }
+
+        fn trigger(t: &model::Trigger) -> wit::Trigger {
+            match t {
+                model::Trigger::Tick => wit::Trigger::Tick,
+                model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
+                model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
+                model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
+            }
+        }
+
+        /// The snapshot as the policy receives it.
+        pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
+            wit::Snapshot {
                 time: s.time,
-                step: s.step,
-                value: s.value,
-            })
-            .collect(),
-        metric_rises: j.metric_rises,
-        migrated: j.migrated,
-        rebalanced: j.rebalanced,
-        checkpointable: j.checkpointable,
-        labels: labels(&j.labels),
-    }
+                triggers: s.triggers.iter().map(trigger).collect(),
+                nodes: s.nodes.iter().map(node).collect(),
+                jobs: s.jobs.iter().map(job).collect(),
+            }
+        }
+    };
 }
 
-fn trigger(t: &model::Trigger) -> wit::Trigger {
-    match t {
-        model::Trigger::Tick => wit::Trigger::Tick,
-        model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
-        model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
-        model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
-    }
+mod lowering {
+    crate::snapshot_lowering!(super::bindings::switchyard::policy::types);
 }
 
-/// The snapshot as the policy receives it.
-pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
-    wit::Snapshot {
-        time: s.time,
-        triggers: s.triggers.iter().map(trigger).collect(),
-        nodes: s.nodes.iter().map(node).collect(),
-        jobs: s.jobs.iter().map(job).collect(),
-    }
-}
+pub use lowering::snapshot_to_wit;
 
 /// Settings in the order the WIT carries them (sorted by name).
 pub fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {

@@ -55,6 +55,9 @@ pub struct RuntimeOptions {
     /// Directory for wasmtime's on-disk cache of compiled code; `None` keeps compiled
     /// code in memory only.
     pub cache_dir: Option<PathBuf>,
+    /// Calls run with no epoch deadline and no memory cap. Only for measuring what the
+    /// sandbox costs (`benches/decision.rs`): a policy that loops would hang its caller.
+    pub unsandboxed: bool,
 }
 
 /// The content digest that identifies a component (SHA-256 of its bytes).
@@ -94,6 +97,7 @@ struct RuntimeInner {
     engine: Engine,
     linker: Linker<GuestState>,
     limits: SandboxLimits,
+    unsandboxed: bool,
     digest_to_module: Mutex<HashMap<ComponentDigest, Arc<PolicyModule>>>,
     _ticker: epoch::Ticker,
 }
@@ -102,7 +106,7 @@ impl Runtime {
     /// An engine with epoch interruption and the policy world's imports linked.
     pub fn new(options: RuntimeOptions) -> Result<Self, LoadError> {
         let mut config = Config::new();
-        config.epoch_interruption(true);
+        config.epoch_interruption(!options.unsandboxed);
         if let Some(dir) = &options.cache_dir {
             let cache = wasmtime::CacheConfig::new().with_directory(dir).clone();
             let cache =
@@ -121,6 +125,7 @@ impl Runtime {
                 engine,
                 linker,
                 limits: options.limits,
+                unsandboxed: options.unsandboxed,
                 digest_to_module: Mutex::new(HashMap::new()),
                 _ticker: ticker,
             }),
@@ -176,6 +181,7 @@ impl Runtime {
             pre,
             digest,
             limits: self.inner.limits,
+            unsandboxed: self.inner.unsandboxed,
             description: Description {
                 name: source_name.to_string(),
                 version: String::new(),
@@ -245,6 +251,7 @@ pub struct PolicyModule {
     pre: bindings::PolicyPre<GuestState>,
     digest: ComponentDigest,
     limits: SandboxLimits,
+    unsandboxed: bool,
     description: Description,
 }
 
@@ -348,9 +355,11 @@ impl PolicyModule {
         let engine = self.pre.engine();
         let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
         let mut store = Store::new(engine, state);
-        store.limiter(|s| s.limiter());
-        store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
-        store.epoch_deadline_trap();
+        if !self.unsandboxed {
+            store.limiter(|s| s.limiter());
+            store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
+            store.epoch_deadline_trap();
+        }
         let outcome = self
             .pre
             .instantiate(&mut store)

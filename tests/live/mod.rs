@@ -60,6 +60,7 @@ pub async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) 
             ..SandboxLimits::default()
         },
         cache_dir: None,
+        ..Default::default()
     })
     .unwrap();
     let scenario = Workload::parse(workload, Path::new("test.yaml"))

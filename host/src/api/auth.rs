@@ -6,9 +6,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::header::AUTHORIZATION;
+use axum::http::HeaderValue;
+use axum::http::header::{AUTHORIZATION, CONNECTION};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse as _, Response};
 use subtle::ConstantTimeEq as _;
 
 use super::error::ApiError;
@@ -63,11 +64,27 @@ impl Token {
 }
 
 /// Lets the request through only with `Authorization: Bearer <token>`.
+///
+/// A refusal carries `Connection: close`: the request body (an upload, say) is never
+/// read, so the connection cannot be reused for the client's next request.
 pub async fn require_token(
     State(token): State<Option<Token>>,
     request: Request,
     next: Next,
-) -> Result<Response, ApiError> {
+) -> Response {
+    match check(token.as_ref(), &request) {
+        Ok(()) => next.run(request).await,
+        Err(refusal) => {
+            let mut response = refusal.into_response();
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+fn check(token: Option<&Token>, request: &Request) -> Result<(), ApiError> {
     let Some(token) = token else {
         return Err(ApiError::unauthorized(
             "this controller was started without --token-file, so changes over the API are \
@@ -85,7 +102,7 @@ pub async fn require_token(
             "this endpoint changes the controller: send `Authorization: Bearer <token>` with \
              the token from the controller's --token-file",
         )),
-        Some(p) if token.matches(p.as_bytes()) => Ok(next.run(request).await),
+        Some(p) if token.matches(p.as_bytes()) => Ok(()),
         Some(_) => Err(ApiError::unauthorized(
             "the bearer token is wrong; use the one in the controller's --token-file",
         )),

@@ -1,0 +1,202 @@
+//! One decision round, Wasm component against the same policy compiled natively, on
+//! synthetic clusters of 10 to 5,000 nodes (10 tasks per node), and where the time of a
+//! Wasm round goes.
+//!
+//! `cargo bench --bench decision`; the figures and their reading are in
+//! `docs/performance.md`.
+//!
+//! Groups:
+//! - `round/<policy>/<impl>/<nodes>`: a SpeCon round (second call, so jobs are
+//!   categorised) and a DRAGON round, `wasm` (host lowering, fresh instance, call,
+//!   decision back) against `native` (the policy's `decide` on an owned snapshot);
+//! - `breakdown/<part>/<nodes>`: the host's lowering of the snapshot to WIT values, a
+//!   call of the `null` policy (decides nothing) on an empty snapshot (instantiation and
+//!   call overhead) and on the full snapshot (plus moving the snapshot into the guest);
+//! - `placement/<policy>/<impl>`: 10,000 pending pods (5,000 two-task jobs) on 5,000
+//!   nodes that already run 50,000 tasks, `default` (pod by pod) and DRAGON (gangs);
+//! - `sandbox/<with|without>`: a SpeCon round at 1,000 nodes with and without the epoch
+//!   deadline and memory cap.
+
+#[path = "support/synthetic.rs"]
+mod synthetic;
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
+use switchyard::contract;
+use switchyard::model::{Settings, Snapshot};
+use switchyard::registry::PolicyRef;
+use switchyard::runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_policy_sdk::Guest;
+
+/// The model-to-WIT lowering the host uses, over the guest SDK's types: the native
+/// policies get exactly the snapshot the components get.
+mod native {
+    switchyard::snapshot_lowering!(switchyard_policy_sdk);
+}
+
+const SIZES: [usize; 4] = [10, 100, 1_000, 5_000];
+
+/// A snapshot of 5,000 nodes lowered into a guest takes more than the default 64 MiB,
+/// so the benches give components room; `docs/performance.md` says how much they use.
+fn runtime(unsandboxed: bool) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline: Duration::from_secs(30),
+            memory_bytes: 1 << 30,
+            ..SandboxLimits::default()
+        },
+        unsandboxed,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime")
+}
+
+fn load(runtime: &Runtime, name: &str) -> Arc<PolicyModule> {
+    PolicyRef::parse(name)
+        .expect("a policy name")
+        .load(runtime)
+        .expect("the policy loads")
+}
+
+/// A policy both ways: its component and its native `decide`.
+struct Subject {
+    name: &'static str,
+    module: Arc<PolicyModule>,
+    native: fn(
+        Vec<switchyard_policy_sdk::Setting>,
+        switchyard_policy_sdk::Snapshot,
+        Vec<u8>,
+    ) -> Result<switchyard_policy_sdk::Decision, String>,
+}
+
+impl Subject {
+    fn new(runtime: &Runtime, name: &'static str) -> Self {
+        let native = match name {
+            "specon" => switchyard_policy_specon::SpeconPolicy::decide,
+            "dragon" => switchyard_policy_dragon::DragonPolicy::decide,
+            "default" => switchyard_policy_default::DefaultPolicy::decide,
+            other => panic!("no native build of {other} in this bench"),
+        };
+        Self {
+            name,
+            module: load(runtime, name),
+            native,
+        }
+    }
+
+    /// The state after one earlier round, as the controller would hand it in.
+    fn warmed_state(&self, snapshot: &Snapshot) -> Vec<u8> {
+        let mut earlier = snapshot.clone();
+        earlier.time -= 30.0;
+        self.wasm(&earlier, &[]).state
+    }
+
+    fn wasm(&self, snapshot: &Snapshot, state: &[u8]) -> switchyard::model::Decision {
+        self.module
+            .decide(&Settings::default(), snapshot, state, 1)
+            .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
+    }
+
+    fn bench(&self, c: &mut Criterion, group: &str, label: &str, snapshot: &Snapshot) {
+        let state = self.warmed_state(snapshot);
+        let actions = self.wasm(snapshot, &state).actions.len();
+        let lowered = native::snapshot_to_wit(snapshot);
+        let native_actions = (self.native)(vec![], lowered.clone(), state.clone())
+            .expect("native decides")
+            .actions
+            .len();
+        assert_eq!(
+            actions, native_actions,
+            "{} decides differently natively",
+            self.name
+        );
+        eprintln!("{group}/{}/{label}: {actions} actions", self.name);
+        let mut g = c.benchmark_group(format!("{group}/{}", self.name));
+        g.bench_function(BenchmarkId::new("wasm", label), |b| {
+            b.iter(|| black_box(self.wasm(snapshot, &state)))
+        });
+        g.bench_function(BenchmarkId::new("native", label), |b| {
+            b.iter_batched(
+                || (lowered.clone(), state.clone()),
+                |(s, st)| black_box((self.native)(vec![], s, st)),
+                BatchSize::LargeInput,
+            )
+        });
+        g.finish();
+    }
+}
+
+fn rounds(c: &mut Criterion) {
+    let runtime = runtime(false);
+    for name in ["specon", "dragon"] {
+        let subject = Subject::new(&runtime, name);
+        for nodes in SIZES {
+            let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
+            subject.bench(c, "round", &nodes.to_string(), &snapshot);
+        }
+    }
+}
+
+fn breakdown(c: &mut Criterion) {
+    let runtime = runtime(false);
+    let null = runtime
+        .load(
+            &std::fs::read(env!("SWITCHYARD_TEST_GUEST_NULL")).expect("the null guest"),
+            "null",
+        )
+        .expect("the null guest loads");
+    let call = |snapshot: &Snapshot| {
+        null.decide(&Settings::default(), snapshot, &[], 1)
+            .expect("null decides")
+    };
+    let mut g = c.benchmark_group("breakdown");
+    g.bench_function("null-call/empty", |b| {
+        let empty = Snapshot::default();
+        b.iter(|| black_box(call(&empty)))
+    });
+    for nodes in SIZES {
+        let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
+        g.bench_function(BenchmarkId::new("lower", nodes), |b| {
+            b.iter(|| black_box(contract::snapshot_to_wit(&snapshot)))
+        });
+        g.bench_function(BenchmarkId::new("null-call", nodes), |b| {
+            b.iter(|| black_box(call(&snapshot)))
+        });
+    }
+    g.finish();
+}
+
+fn placement(c: &mut Criterion) {
+    let runtime = runtime(false);
+    let snapshot = synthetic::cluster(5_000, 10_000, synthetic::NOW);
+    for name in ["default", "dragon"] {
+        Subject::new(&runtime, name).bench(c, "placement", "10000-pods-5000-nodes", &snapshot);
+    }
+}
+
+fn sandbox(c: &mut Criterion) {
+    let snapshot = synthetic::cluster(1_000, 0, synthetic::NOW);
+    let mut g = c.benchmark_group("sandbox/specon-1000");
+    for (label, unsandboxed) in [("with", false), ("without", true)] {
+        let runtime = runtime(unsandboxed);
+        let subject = Subject::new(&runtime, "specon");
+        let state = subject.warmed_state(&snapshot);
+        g.bench_function(label, |b| {
+            b.iter(|| black_box(subject.wasm(&snapshot, &state)))
+        });
+    }
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .sample_size(10)
+        .warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3));
+    targets = rounds, breakdown, placement, sandbox
+}
+criterion_main!(benches);

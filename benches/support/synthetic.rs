@@ -1,0 +1,140 @@
+//! Synthetic cluster snapshots of a given size, for measuring decision rounds.
+//!
+//! Every node is a 64-core, 256 GiB, 8-GPU machine; every running job is a two-task
+//! parameter-server job (`ps` + one `worker`, scalable to four workers) with both tasks
+//! on one node, five jobs per node, so a cluster of `n` nodes carries `10 n` tasks. Each
+//! job has reported 20 loss samples. Pending jobs, when asked for, are the same shape
+//! with no node yet, submitted in one burst. The shape is what the papers' policies
+//! were designed for and leaves room on every node, so a placement round has real
+//! choices to make.
+
+use std::collections::BTreeMap;
+
+use switchyard::model::{
+    Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase, Trigger,
+};
+
+/// Running jobs per node (two tasks each).
+pub const JOBS_PER_NODE: usize = 5;
+/// Loss samples each running job has reported.
+const SAMPLES: usize = 20;
+/// Seconds between two samples.
+const SAMPLE_EVERY: f64 = 30.0;
+
+const GIB: u64 = 1 << 30;
+
+/// The time of the last sample: a round at this time sees every sample.
+pub const NOW: f64 = SAMPLES as f64 * SAMPLE_EVERY;
+
+/// `nodes` nodes with 10 running tasks each and `pending_tasks` tasks (in two-task
+/// jobs) waiting, at time `time`.
+pub fn cluster(nodes: usize, pending_tasks: usize, time: f64) -> Snapshot {
+    let task_request = Resources {
+        cpu_millis: 2_000,
+        memory_bytes: 4 * GIB,
+        gpus: 0,
+    };
+    let mut snapshot = Snapshot {
+        time,
+        triggers: vec![Trigger::Tick],
+        nodes: (0..nodes)
+            .map(|i| node(i, &task_request))
+            .collect::<Vec<_>>(),
+        jobs: Vec::new(),
+    };
+    for i in 0..nodes * JOBS_PER_NODE {
+        let host = format!("node-{:05}", i / JOBS_PER_NODE);
+        snapshot.jobs.push(job(i, Some(host), &task_request));
+    }
+    let first_pending = snapshot.jobs.len();
+    for i in first_pending..first_pending + pending_tasks.div_ceil(2) {
+        snapshot
+            .triggers
+            .push(Trigger::JobArrived(format!("job-{i:06}")));
+        snapshot.jobs.push(job(i, None, &task_request));
+    }
+    snapshot
+}
+
+fn node(i: usize, task_request: &Resources) -> Node {
+    let per_task = JOBS_PER_NODE as u64 * 2;
+    Node {
+        name: format!("node-{i:05}"),
+        allocatable: Resources {
+            cpu_millis: 64_000,
+            memory_bytes: 256 * GIB,
+            gpus: 8,
+        },
+        requested: Resources {
+            cpu_millis: task_request.cpu_millis * per_task,
+            memory_bytes: task_request.memory_bytes * per_task,
+            gpus: 0,
+        },
+        usage: None,
+        labels: BTreeMap::from([
+            ("kubernetes.io/hostname".into(), format!("node-{i:05}")),
+            (
+                "topology.kubernetes.io/zone".into(),
+                format!("zone-{}", i % 3),
+            ),
+        ]),
+        schedulable: true,
+    }
+}
+
+/// Job `i`: running on `host`, or waiting when `host` is none.
+fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
+    let running = host.is_some();
+    let task = |name: &str, role: &str| Task {
+        name: name.into(),
+        role: role.into(),
+        node: host.clone(),
+        phase: if running {
+            TaskPhase::Running
+        } else {
+            TaskPhase::Pending
+        },
+        requests: *request,
+        cpu_weight: 1.0,
+        usage: None,
+    };
+    // Loss falls fast and then flattens, at a pace that differs per job, so SpeCon
+    // finds jobs in every category.
+    let pace = 0.05 + (i % 7) as f64 * 0.05;
+    let loss = if running {
+        (0..SAMPLES)
+            .map(|s| LossSample {
+                time: (s + 1) as f64 * SAMPLE_EVERY,
+                step: (s as u64 + 1) * 100,
+                value: 0.2 + 2.0 * (-(pace * s as f64)).exp(),
+            })
+            .collect()
+    } else {
+        vec![]
+    };
+    Job {
+        id: format!("job-{i:06}"),
+        phase: if running {
+            JobPhase::Running
+        } else {
+            JobPhase::Waiting
+        },
+        submit_time: if running { 0.0 } else { NOW },
+        start_time: running.then_some(0.0),
+        priority: 0,
+        utility: 1.0 + (i % 5) as f64,
+        tasks: vec![task("ps-0", "ps"), task("worker-0", "worker")],
+        replicas: Replicas {
+            role: "worker".into(),
+            current: 1,
+            min: 1,
+            max: 4,
+        },
+        loss,
+        metric_rises: false,
+        migrated: false,
+        rebalanced: false,
+        checkpointable: true,
+        labels: BTreeMap::new(),
+    }
+}
