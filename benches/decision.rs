@@ -129,12 +129,26 @@ impl Subject {
     }
 }
 
+/// Whether a round of `name` on `snapshot` fits the default sandbox (64 MiB, 100 ms):
+/// the controller's defaults, reported beside the figures.
+fn fits_default_sandbox(name: &str, snapshot: &Snapshot) -> String {
+    let runtime = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    match load(&runtime, name).decide(&Settings::default(), snapshot, &[], 1) {
+        Ok(_) => "fits the default sandbox".into(),
+        Err(error) => format!("does not fit the default sandbox: {error}"),
+    }
+}
+
 fn rounds(c: &mut Criterion) {
     let runtime = runtime(false);
     for name in ["specon", "dragon"] {
         let subject = Subject::new(&runtime, name);
         for nodes in SIZES {
             let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
+            eprintln!(
+                "round/{name}/{nodes}: {}",
+                fits_default_sandbox(name, &snapshot)
+            );
             subject.bench(c, "round", &nodes.to_string(), &snapshot);
         }
     }
@@ -173,6 +187,10 @@ fn placement(c: &mut Criterion) {
     let runtime = runtime(false);
     let snapshot = synthetic::cluster(5_000, 10_000, synthetic::NOW);
     for name in ["default", "dragon"] {
+        eprintln!(
+            "placement/{name}: {}",
+            fits_default_sandbox(name, &snapshot)
+        );
         Subject::new(&runtime, name).bench(c, "placement", "10000-pods-5000-nodes", &snapshot);
     }
 }

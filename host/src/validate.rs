@@ -8,8 +8,8 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::model::{
-    Action, Assignment, Decision, JobPhase, MigrationKind, Operation, Resources, Snapshot,
-    TaskPhase,
+    Action, Assignment, Decision, Job, JobPhase, MigrationKind, Node, Operation, Resources,
+    Snapshot, TaskPhase,
 };
 
 /// Why one action was rejected.
@@ -179,9 +179,12 @@ pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
     checked
 }
 
-/// The cluster as the accepted actions so far leave it.
+/// The cluster as the accepted actions so far leave it. Jobs and nodes are indexed by
+/// name once, so checking a decision is linear in its actions, even with thousands of
+/// placements on thousands of nodes.
 struct Account<'a> {
-    snapshot: &'a Snapshot,
+    jobs: HashMap<&'a str, &'a Job>,
+    nodes: HashMap<&'a str, &'a Node>,
     free: HashMap<&'a str, Resources>,
     placed: HashSet<(&'a str, &'a str)>,
     moved_jobs: HashSet<&'a str>,
@@ -207,7 +210,18 @@ impl<'a> Account<'a> {
             })
             .collect();
         Self {
-            snapshot,
+            jobs: snapshot
+                .jobs
+                .iter()
+                .map(|j| (j.id.as_str(), j))
+                .rev()
+                .collect(),
+            nodes: snapshot
+                .nodes
+                .iter()
+                .map(|n| (n.name.as_str(), n))
+                .rev()
+                .collect(),
             free,
             placed: HashSet::new(),
             moved_jobs: HashSet::new(),
@@ -216,12 +230,9 @@ impl<'a> Account<'a> {
 
     fn check(&mut self, op: &'a Operation) -> Result<(), Rejection> {
         let job_id = op.job();
-        let job = self
-            .snapshot
-            .job(job_id)
-            .ok_or_else(|| Rejection::UnknownJob {
-                job: job_id.to_string(),
-            })?;
+        let job = self.job(job_id).ok_or_else(|| Rejection::UnknownJob {
+            job: job_id.to_string(),
+        })?;
         match op {
             Operation::Place { assignments, .. } => self.place(job_id, assignments),
             Operation::Migrate {
@@ -248,13 +259,14 @@ impl<'a> Account<'a> {
         }
     }
 
+    fn job(&self, id: &str) -> Option<&'a Job> {
+        self.jobs.get(id).copied()
+    }
+
     fn node_free(&self, node: &str) -> Result<Resources, Rejection> {
-        let n = self
-            .snapshot
-            .node(node)
-            .ok_or_else(|| Rejection::UnknownNode {
-                node: node.to_string(),
-            })?;
+        let n = self.nodes.get(node).ok_or_else(|| Rejection::UnknownNode {
+            node: node.to_string(),
+        })?;
         if !n.schedulable {
             return Err(Rejection::NodeUnschedulable {
                 node: node.to_string(),
@@ -291,7 +303,7 @@ impl<'a> Account<'a> {
     }
 
     fn place(&mut self, job_id: &'a str, assignments: &'a [Assignment]) -> Result<(), Rejection> {
-        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let job = self.job(job_id).expect("checked by caller");
         if assignments.is_empty() {
             return Err(Rejection::EmptyPlacement { job: job_id.into() });
         }
@@ -325,7 +337,7 @@ impl<'a> Account<'a> {
     }
 
     fn claim_move(&mut self, job_id: &'a str) -> Result<(), Rejection> {
-        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let job = self.job(job_id).expect("checked by caller");
         if !job.checkpointable {
             return Err(Rejection::NotCheckpointable { job: job_id.into() });
         }
@@ -349,7 +361,7 @@ impl<'a> Account<'a> {
         node: &'a str,
         kind: MigrationKind,
     ) -> Result<(), Rejection> {
-        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let job = self.job(job_id).expect("checked by caller");
         let (done, kind_name) = match kind {
             MigrationKind::Reallocate => (job.migrated, "reallocate"),
             MigrationKind::Rebalance => (job.rebalanced, "rebalance"),
@@ -397,7 +409,7 @@ impl<'a> Account<'a> {
         replicas: u32,
         nodes: &'a [String],
     ) -> Result<(), Rejection> {
-        let job = self.snapshot.job(job_id).expect("checked by caller");
+        let job = self.job(job_id).expect("checked by caller");
         let r = &job.replicas;
         let bad = |why: String| Rejection::BadReplicaCount {
             job: job_id.into(),

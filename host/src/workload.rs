@@ -207,7 +207,7 @@ impl Workload {
             if let Some(philly) = &import.philly {
                 jobs.extend(import::philly(
                     &base.join(&philly.path),
-                    &philly.cluster,
+                    philly.cluster.as_deref(),
                     philly.jobs,
                     node_gpus,
                 )?);

@@ -45,8 +45,8 @@ struct PhillyRow {
     cluster: String,
 }
 
-/// The first `jobs` jobs of virtual cluster `cluster` in `philly.csv`, by submission
-/// time, submitted relative to the first of them.
+/// The first `jobs` jobs of virtual cluster `cluster` (of every cluster when none) in
+/// `philly.csv`, by submission time, submitted relative to the first of them.
 ///
 /// A Philly job ran for a measured `duration`; here it does `duration` units of work at
 /// one unit per second whatever its placement (the trace has no scaling data). It asks
@@ -54,19 +54,23 @@ struct PhillyRow {
 /// (`node_gpus`) becomes a gang of workers of `node_gpus` GPUs each.
 pub fn philly(
     path: &Path,
-    cluster: &str,
+    cluster: Option<&str>,
     jobs: Option<usize>,
     node_gpus: u32,
 ) -> Result<Vec<JobSpec>, WorkloadError> {
     let rows: Vec<PhillyRow> = read_rows(path)?;
     let mut picked: Vec<(i64, PhillyRow)> = Vec::new();
-    for row in rows.into_iter().filter(|r| r.cluster == cluster) {
+    for row in rows
+        .into_iter()
+        .filter(|r| cluster.is_none_or(|c| r.cluster == c))
+    {
         let time = chrono::NaiveDateTime::parse_from_str(&row.timestamp, "%Y-%m-%d %H:%M:%S")
             .map_err(|e| import_error(path, format!("timestamp `{}`: {e}", row.timestamp)))?;
         picked.push((time.and_utc().timestamp(), row));
     }
     if picked.is_empty() {
-        return Err(import_error(path, format!("no job of cluster `{cluster}`")));
+        let which = cluster.map_or("any cluster".into(), |c| format!("cluster `{c}`"));
+        return Err(import_error(path, format!("no job of {which}")));
     }
     picked.sort_by_key(|(t, _)| *t);
     picked.truncate(jobs.unwrap_or(usize::MAX));

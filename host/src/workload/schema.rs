@@ -303,8 +303,10 @@ pub struct ImportFile {
 pub struct PhillyImport {
     /// Path of `philly.csv` (relative to the workload file).
     pub path: PathBuf,
-    /// Virtual cluster id, e.g. `6214e9`.
-    pub cluster: String,
+    /// Virtual cluster id, e.g. `6214e9`; every cluster's jobs (the whole trace) when
+    /// absent.
+    #[serde(default)]
+    pub cluster: Option<String>,
     /// Take the first this many jobs (by submission time); all when absent.
     #[serde(default)]
     pub jobs: Option<usize>,

@@ -8,8 +8,9 @@
 //! point of the baseline.
 
 use switchyard_policy_sdk::{
-    Action, Assignment, Decision, Description, Guest, Operation, Placement, Setting, Snapshot,
-    cluster::{Ledger, pending_tasks},
+    Decision, Description, Guest, Setting, Snapshot,
+    cluster::Ledger,
+    placement::{Scoring, pod_by_pod},
     settings::{ParamSpec, Settings, parameters},
 };
 
@@ -18,15 +19,6 @@ const SPEC: &[ParamSpec] = &[ParamSpec {
     default: "least-allocated",
     doc: "node score, as kube-scheduler's NodeResourcesFit: least-allocated (spread) or most-allocated (bin-pack)",
 }];
-
-/// How candidate nodes are ranked.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scoring {
-    /// Most free capacity left wins (kube-scheduler's default).
-    LeastAllocated,
-    /// Least free capacity left wins (bin packing).
-    MostAllocated,
-}
 
 fn scoring(settings: &Settings) -> Result<Scoring, String> {
     Ok(
@@ -62,52 +54,14 @@ impl Guest for DefaultPolicy {
         state: Vec<u8>,
     ) -> Result<Decision, String> {
         let scoring = scoring(&Settings::resolve(SPEC, &settings)?)?;
+        let mut ledger = Ledger::new(&snapshot);
         Ok(Decision {
-            actions: place_pod_by_pod(&snapshot, scoring),
+            actions: pod_by_pod(&snapshot, &mut ledger, scoring),
             labels: vec![],
             next_call_after: None,
             state,
         })
     }
-}
-
-/// One single-task placement per pending pod that fits somewhere.
-pub fn place_pod_by_pod(snapshot: &Snapshot, scoring: Scoring) -> Vec<Action> {
-    let mut ledger = Ledger::new(snapshot);
-    let mut actions = Vec::new();
-    for job in &snapshot.jobs {
-        for task in pending_tasks(job) {
-            let best = ledger
-                .nodes_fitting(&task.requests)
-                .into_iter()
-                .map(|n| {
-                    let spread = ledger.least_allocated_score(n, &task.requests);
-                    let score = match scoring {
-                        Scoring::LeastAllocated => spread,
-                        Scoring::MostAllocated => 100.0 - spread,
-                    };
-                    (n.to_string(), score)
-                })
-                .fold(None::<(String, f64)>, |best, cand| match best {
-                    Some(b) if b.1 >= cand.1 => Some(b),
-                    _ => Some(cand),
-                });
-            if let Some((node, _)) = best {
-                ledger.charge(&node, &task.requests);
-                actions.push(Action {
-                    op: Operation::Place(Placement {
-                        job: job.id.clone(),
-                        assignments: vec![Assignment {
-                            task: task.name.clone(),
-                            node: node.clone(),
-                        }],
-                    }),
-                    reason: format!("fits on {node}, best {scoring:?} score"),
-                });
-            }
-        }
-    }
-    actions
 }
 
 // The export names contain `:`, which only the component linker accepts; a native

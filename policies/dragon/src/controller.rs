@@ -3,11 +3,11 @@
 //! nodes whose resources idled longer than mu. Pure apart from the idle clock, which the
 //! caller keeps in the state blob.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use switchyard_policy_sdk::{
     Action, Job, JobPhase, Operation, Placement, Resources, Scaling, Snapshot, Task,
-    cluster::{Ledger, pending_tasks, total_requests},
+    cluster::{Ledger, nodes_of, pending_tasks, total_requests},
 };
 
 /// Order of the waiting queue.
@@ -155,15 +155,22 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
         .filter(|j| j.phase == JobPhase::Running && j.checkpointable && !shrunk.contains(&j.id))
         .filter(|j| j.replicas.current < j.replicas.max)
         .collect();
+    // The running jobs with tasks on each node, in job order: who may use its idle room.
+    let mut on_node: HashMap<&str, Vec<&Job>> = HashMap::new();
+    for &job in &running {
+        for node in nodes_of(job) {
+            on_node.entry(node).or_default().push(job);
+        }
+    }
     let mut grow: BTreeMap<String, Vec<String>> = BTreeMap::new();
     for node in snapshot.nodes.iter().filter(|n| n.schedulable) {
+        let here = on_node
+            .get(node.name.as_str())
+            .map_or(&[][..], Vec::as_slice);
         let users = |ledger: &Ledger, grow: &BTreeMap<String, Vec<String>>| -> Option<&Job> {
-            running.iter().copied().find(|j| {
+            here.iter().copied().find(|j| {
                 let added = grow.get(&j.id).map_or(0, Vec::len) as u32;
-                j.tasks
-                    .iter()
-                    .any(|t| t.node.as_deref() == Some(node.name.as_str()))
-                    && j.replicas.current + added < j.replicas.max
+                j.replicas.current + added < j.replicas.max
                     && replica_request(j).is_some_and(|r| ledger.fits(&node.name, &r))
             })
         };

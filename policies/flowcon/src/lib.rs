@@ -14,7 +14,7 @@
 //! Interpretations and deviations:
 //! 1. FlowCon does not place jobs (Docker runs them where they are started); so that
 //!    jobs run at all, waiting tasks are placed like the baseline: pod by pod,
-//!    least-allocated (`placement::least_allocated_pod_by_pod`).
+//!    least-allocated (`placement::pod_by_pod`).
 //! 2. NL weight is 1 (the notes and the evaluation: a new job at 1 while an older one
 //!    is held at 0.25), not line 26's G / sum G. Weights are clamped to (0, 1].
 //! 3. E is normalised (`normalisation = initial | max`, as SpeCon); P is per second and R

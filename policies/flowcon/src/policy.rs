@@ -8,7 +8,7 @@ use switchyard_policy_sdk::{
     Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
     Snapshot, Trigger,
     cluster::{Ledger, nodes_of},
-    placement::least_allocated_pod_by_pod,
+    placement::{Scoring, pod_by_pod},
     progress::{Normalisation, Scale, value_at},
     settings::{ParamSpec, Settings, parameters},
     state,
@@ -141,7 +141,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .retain(|id, _| snapshot.jobs.iter().any(|j| &j.id == id));
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
-    let mut actions = least_allocated_pod_by_pod(snapshot, &mut ledger);
+    let mut actions = pod_by_pod(snapshot, &mut ledger, Scoring::LeastAllocated);
 
     let event = snapshot
         .triggers

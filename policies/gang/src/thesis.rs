@@ -83,13 +83,13 @@ pub fn decide(snapshot: &Snapshot) -> Vec<Action> {
         // Highest score; ties to snapshot order (kube-scheduler picks at random among
         // ties; a policy must be deterministic).
         let best = ledger
-            .nodes_fitting(&task.requests)
-            .into_iter()
-            .map(|n| (n.to_string(), score(n, &job.id, &occupants)))
-            .fold(None::<(String, u32)>, |best, c| match best {
+            .rooms_fitting(&task.requests)
+            .map(|room| (room.name, score(room.name, &job.id, &occupants)))
+            .fold(None::<(&str, u32)>, |best, c| match best {
                 Some(b) if b.1 >= c.1 => Some(b),
                 _ => Some(c),
-            });
+            })
+            .map(|(node, s)| (node.to_string(), s));
         let Some((node, s)) = best else { continue };
         ledger.charge(&node, &task.requests);
         occupants.push((node.clone(), job.id.clone()));

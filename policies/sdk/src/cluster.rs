@@ -5,6 +5,9 @@
 //! placements in one round never count the same free capacity twice (the host would
 //! reject the second).
 
+use std::collections::HashMap;
+use std::sync::Arc;
+
 use crate::{Assignment, Job, Node, Resources, Snapshot, Task, TaskPhase};
 
 /// Resource arithmetic on the WIT record.
@@ -49,142 +52,41 @@ impl ResourcesExt for Resources {
 }
 
 /// Free capacity per node, charged as the policy places tasks within one round.
+///
+/// Node names are indexed once per ledger and shared by its clones, and a node's
+/// capacity is a plain copyable record, so lookups by name are constant time and a
+/// trial copy (all-or-nothing gang packing) costs one memcpy: a round on thousands of
+/// nodes stays linear in the nodes per placement.
 #[derive(Clone, Debug)]
 pub struct Ledger {
-    entries: Vec<LedgerEntry>,
+    names: Arc<NodeNames>,
+    capacity: Vec<Capacity>,
 }
 
-#[derive(Clone, Debug)]
-struct LedgerEntry {
-    name: String,
+#[derive(Debug)]
+struct NodeNames {
+    in_order: Vec<String>,
+    position: HashMap<String, usize>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Capacity {
     allocatable: Resources,
     free: Resources,
     schedulable: bool,
 }
 
-impl Ledger {
-    /// Free capacity as the snapshot reports it (allocatable minus requested).
-    pub fn new(snapshot: &Snapshot) -> Self {
-        Self::from_nodes(&snapshot.nodes)
+impl Capacity {
+    fn fits(&self, request: &Resources) -> bool {
+        self.schedulable && self.free.covers(request)
     }
 
-    /// Same as [`Ledger::new`] from a node list.
-    pub fn from_nodes(nodes: &[Node]) -> Self {
-        let entries = nodes
-            .iter()
-            .map(|n| LedgerEntry {
-                name: n.name.clone(),
-                allocatable: n.allocatable,
-                free: n.allocatable.saturating_minus(&n.requested),
-                schedulable: n.schedulable,
-            })
-            .collect();
-        Self { entries }
-    }
-
-    /// Node names in snapshot order.
-    pub fn node_names(&self) -> impl Iterator<Item = &str> {
-        self.entries.iter().map(|e| e.name.as_str())
-    }
-
-    /// What is still free on `node`, or `None` for an unknown node.
-    pub fn free(&self, node: &str) -> Option<Resources> {
-        self.entry(node).map(|e| e.free)
-    }
-
-    /// True when `node` is schedulable and has room for `request`.
-    pub fn fits(&self, node: &str, request: &Resources) -> bool {
-        self.entry(node)
-            .is_some_and(|e| e.schedulable && e.free.covers(request))
-    }
-
-    /// Schedulable nodes with room for `request`, in snapshot order.
-    pub fn nodes_fitting(&self, request: &Resources) -> Vec<&str> {
-        self.entries
-            .iter()
-            .filter(|e| e.schedulable && e.free.covers(request))
-            .map(|e| e.name.as_str())
-            .collect()
-    }
-
-    /// kube-scheduler's `LeastAllocated` score (0-100) after placing `request` on
-    /// `node`: the mean over CPU, memory (and GPUs when the node has any) of the free
-    /// fraction left.
-    pub fn least_allocated_score(&self, node: &str, request: &Resources) -> f64 {
-        let Some(e) = self.entry(node) else {
-            return 0.0;
-        };
-        let left = e.free.saturating_minus(request);
-        let mut fractions = vec![
-            ratio(left.cpu_millis as f64, e.allocatable.cpu_millis as f64),
-            ratio(left.memory_bytes as f64, e.allocatable.memory_bytes as f64),
-        ];
-        if e.allocatable.gpus > 0 {
-            fractions.push(ratio(left.gpus as f64, e.allocatable.gpus as f64));
-        }
-        100.0 * fractions.iter().sum::<f64>() / fractions.len() as f64
-    }
-
-    /// Charges `request` to `node`. Returns false (and charges nothing) when it does not fit.
-    pub fn charge(&mut self, node: &str, request: &Resources) -> bool {
-        match self.entries.iter_mut().find(|e| e.name == node) {
-            Some(e) if e.schedulable && e.free.covers(request) => {
-                e.free = e.free.saturating_minus(request);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Gives `request` back to `node` (a task leaving it).
-    pub fn release(&mut self, node: &str, request: &Resources) {
-        if let Some(e) = self.entries.iter_mut().find(|e| e.name == node) {
-            e.free = e.free.plus(request).min_each(&e.allocatable);
-        }
-    }
-
-    /// Packs `tasks` onto as few nodes as possible: repeatedly fill the node that can
-    /// take the most of the remaining tasks (ties: snapshot order). All or nothing: on
-    /// success the ledger is charged and the assignments returned; on failure nothing
-    /// changes.
-    pub fn pack_gang(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
-        let mut trial = self.clone();
-        let mut remaining: Vec<&Task> = tasks.to_vec();
-        let mut assignments = Vec::with_capacity(tasks.len());
-        while !remaining.is_empty() {
-            let (best, count) = trial
-                .entries
-                .iter()
-                .map(|e| (e.name.clone(), trial.how_many_fit(&e.name, &remaining)))
-                .max_by(|a, b| a.1.cmp(&b.1).then(std::cmp::Ordering::Greater))?;
-            if count == 0 {
-                return None;
-            }
-            let mut placed_here = Vec::new();
-            for (i, task) in remaining.iter().enumerate() {
-                if trial.charge(&best, &task.requests) {
-                    assignments.push(Assignment {
-                        task: task.name.clone(),
-                        node: best.clone(),
-                    });
-                    placed_here.push(i);
-                }
-            }
-            for i in placed_here.into_iter().rev() {
-                remaining.remove(i);
-            }
-        }
-        *self = trial;
-        Some(assignments)
-    }
-
-    /// How many of `tasks`, in order, fit on `node` together (greedy).
-    fn how_many_fit(&self, node: &str, tasks: &[&Task]) -> usize {
-        let Some(e) = self.entry(node) else { return 0 };
-        if !e.schedulable {
+    /// How many of `tasks`, in order, fit here together (greedy).
+    fn how_many_fit(&self, tasks: &[&Task]) -> usize {
+        if !self.schedulable {
             return 0;
         }
-        let mut free = e.free;
+        let mut free = self.free;
         tasks
             .iter()
             .filter(|t| {
@@ -196,9 +98,182 @@ impl Ledger {
             })
             .count()
     }
+}
 
-    fn entry(&self, node: &str) -> Option<&LedgerEntry> {
-        self.entries.iter().find(|e| e.name == node)
+/// A node as the ledger sees it now: a candidate for a task.
+#[derive(Clone, Copy, Debug)]
+pub struct Room<'a> {
+    /// The node's name.
+    pub name: &'a str,
+    /// What the node offers in all.
+    pub allocatable: Resources,
+    /// What is still free on it.
+    pub free: Resources,
+}
+
+impl Room<'_> {
+    /// kube-scheduler's `LeastAllocated` score (0-100) after placing `request` here:
+    /// the mean over CPU, memory (and GPUs when the node has any) of the free fraction
+    /// left.
+    pub fn least_allocated_score(&self, request: &Resources) -> f64 {
+        let left = self.free.saturating_minus(request);
+        let cpu = ratio(left.cpu_millis as f64, self.allocatable.cpu_millis as f64);
+        let memory = ratio(
+            left.memory_bytes as f64,
+            self.allocatable.memory_bytes as f64,
+        );
+        if self.allocatable.gpus > 0 {
+            let gpus = ratio(left.gpus as f64, self.allocatable.gpus as f64);
+            100.0 * (cpu + memory + gpus) / 3.0
+        } else {
+            100.0 * (cpu + memory) / 2.0
+        }
+    }
+}
+
+impl Ledger {
+    /// Free capacity as the snapshot reports it (allocatable minus requested).
+    pub fn new(snapshot: &Snapshot) -> Self {
+        Self::from_nodes(&snapshot.nodes)
+    }
+
+    /// Same as [`Ledger::new`] from a node list.
+    pub fn from_nodes(nodes: &[Node]) -> Self {
+        let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+        let mut position = HashMap::with_capacity(in_order.len());
+        for (i, name) in in_order.iter().enumerate() {
+            position.entry(name.clone()).or_insert(i);
+        }
+        let capacity = nodes
+            .iter()
+            .map(|n| Capacity {
+                allocatable: n.allocatable,
+                free: n.allocatable.saturating_minus(&n.requested),
+                schedulable: n.schedulable,
+            })
+            .collect();
+        Self {
+            names: Arc::new(NodeNames { in_order, position }),
+            capacity,
+        }
+    }
+
+    /// Node names in snapshot order.
+    pub fn node_names(&self) -> impl Iterator<Item = &str> {
+        self.names.in_order.iter().map(String::as_str)
+    }
+
+    /// What is still free on `node`, or `None` for an unknown node.
+    pub fn free(&self, node: &str) -> Option<Resources> {
+        self.capacity_of(node).map(|c| c.free)
+    }
+
+    /// True when `node` is schedulable and has room for `request`.
+    pub fn fits(&self, node: &str, request: &Resources) -> bool {
+        self.capacity_of(node).is_some_and(|c| c.fits(request))
+    }
+
+    /// Schedulable nodes with room for `request`, in snapshot order.
+    pub fn nodes_fitting(&self, request: &Resources) -> Vec<&str> {
+        self.rooms_fitting(request).map(|r| r.name).collect()
+    }
+
+    /// Schedulable nodes with room for `request`, in snapshot order, with their
+    /// capacity, so scoring them needs no lookup.
+    pub fn rooms_fitting<'a>(
+        &'a self,
+        request: &Resources,
+    ) -> impl Iterator<Item = Room<'a>> + use<'a> {
+        let request = *request;
+        self.capacity
+            .iter()
+            .zip(&self.names.in_order)
+            .filter(move |(c, _)| c.fits(&request))
+            .map(|(c, name)| Room {
+                name,
+                allocatable: c.allocatable,
+                free: c.free,
+            })
+    }
+
+    /// kube-scheduler's `LeastAllocated` score (0-100) after placing `request` on
+    /// `node` ([`Room::least_allocated_score`]); 0 for an unknown node.
+    pub fn least_allocated_score(&self, node: &str, request: &Resources) -> f64 {
+        self.position(node).map_or(0.0, |i| {
+            let c = &self.capacity[i];
+            Room {
+                name: node,
+                allocatable: c.allocatable,
+                free: c.free,
+            }
+            .least_allocated_score(request)
+        })
+    }
+
+    /// Charges `request` to `node`. Returns false (and charges nothing) when it does not fit.
+    pub fn charge(&mut self, node: &str, request: &Resources) -> bool {
+        match self.position(node) {
+            Some(i) if self.capacity[i].fits(request) => {
+                let c = &mut self.capacity[i];
+                c.free = c.free.saturating_minus(request);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Gives `request` back to `node` (a task leaving it).
+    pub fn release(&mut self, node: &str, request: &Resources) {
+        if let Some(i) = self.position(node) {
+            let c = &mut self.capacity[i];
+            c.free = c.free.plus(request).min_each(&c.allocatable);
+        }
+    }
+
+    /// Packs `tasks` onto as few nodes as possible: repeatedly fill the node that can
+    /// take the most of the remaining tasks (ties: snapshot order). All or nothing: on
+    /// success the ledger is charged and the assignments returned; on failure nothing
+    /// changes.
+    pub fn pack_gang(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
+        let mut trial = self.capacity.clone();
+        let mut remaining: Vec<&Task> = tasks.to_vec();
+        let mut assignments = Vec::with_capacity(tasks.len());
+        while !remaining.is_empty() {
+            // The first node taking the most; the first taking all of them ends the search.
+            let mut best: Option<(usize, usize)> = None;
+            for (i, capacity) in trial.iter().enumerate() {
+                let count = capacity.how_many_fit(&remaining);
+                if count > best.map_or(0, |b| b.1) {
+                    best = Some((i, count));
+                    if count == remaining.len() {
+                        break;
+                    }
+                }
+            }
+            let (node, _) = best?;
+            let capacity = &mut trial[node];
+            remaining.retain(|task| {
+                if !capacity.fits(&task.requests) {
+                    return true;
+                }
+                capacity.free = capacity.free.saturating_minus(&task.requests);
+                assignments.push(Assignment {
+                    task: task.name.clone(),
+                    node: self.names.in_order[node].clone(),
+                });
+                false
+            });
+        }
+        self.capacity = trial;
+        Some(assignments)
+    }
+
+    fn position(&self, node: &str) -> Option<usize> {
+        self.names.position.get(node).copied()
+    }
+
+    fn capacity_of(&self, node: &str) -> Option<&Capacity> {
+        self.position(node).map(|i| &self.capacity[i])
     }
 }
 

@@ -124,39 +124,58 @@ fn place(job: &Job, assignments: Vec<Assignment>, reason: String) -> Action {
     }
 }
 
-/// kube-scheduler's default: pod by pod in job submission order, each onto the node with
-/// the most free capacity left (`LeastAllocated`, ties to the first node). No gang.
-pub fn least_allocated_pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
+/// How [`pod_by_pod`] ranks the nodes a pod fits on (kube-scheduler's
+/// `NodeResourcesFit` strategies).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scoring {
+    /// Most free capacity left wins: spread (kube-scheduler's default).
+    LeastAllocated,
+    /// Least free capacity left wins: bin packing.
+    MostAllocated,
+}
+
+impl Scoring {
+    fn name(self) -> &'static str {
+        match self {
+            Scoring::LeastAllocated => "least-allocated",
+            Scoring::MostAllocated => "most-allocated",
+        }
+    }
+}
+
+/// kube-scheduler's default: pod by pod in job submission order, each onto the best
+/// node by `scoring` (ties to the first node). No gang.
+pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) -> Vec<Action> {
     let mut actions = Vec::new();
     for job in &snapshot.jobs {
         for task in pending_tasks(job) {
             let best = ledger
-                .nodes_fitting(&task.requests)
-                .into_iter()
-                .map(|n| {
-                    (
-                        n.to_string(),
-                        ledger.least_allocated_score(n, &task.requests),
-                    )
+                .rooms_fitting(&task.requests)
+                .map(|room| {
+                    let spread = room.least_allocated_score(&task.requests);
+                    let score = match scoring {
+                        Scoring::LeastAllocated => spread,
+                        Scoring::MostAllocated => 100.0 - spread,
+                    };
+                    (room.name, score)
                 })
-                .fold(None::<(String, f64)>, |best, cand| match best {
+                .fold(None::<(&str, f64)>, |best, cand| match best {
                     Some(b) if b.1 >= cand.1 => Some(b),
                     _ => Some(cand),
-                });
+                })
+                .map(|(node, score)| (node.to_string(), score));
             if let Some((node, score)) = best {
                 ledger.charge(&node, &task.requests);
+                let reason = format!(
+                    "{} fits on {node}, {} score {score:.0}",
+                    task.name,
+                    scoring.name()
+                );
                 let assignment = Assignment {
                     task: task.name.clone(),
-                    node: node.clone(),
+                    node,
                 };
-                actions.push(place(
-                    job,
-                    vec![assignment],
-                    format!(
-                        "{} fits on {node}, least-allocated score {score:.0}",
-                        task.name
-                    ),
-                ));
+                actions.push(place(job, vec![assignment], reason));
             }
         }
     }

@@ -5,6 +5,8 @@
 //! first one's effect on scores, job counts and free capacity. Building actions and
 //! remembering anything between calls is `policy`'s business, not this module's.
 
+use std::collections::HashMap;
+
 use switchyard_policy_sdk::{Resources, Snapshot, cluster::Ledger};
 
 use crate::monitor::Category;
@@ -34,13 +36,45 @@ pub struct Hosted {
 }
 
 /// Workers, the jobs they host and what is free, as decided so far this round.
+///
+/// Jobs are indexed by id and counted per worker and category as they move, so a score
+/// or a count is a lookup, not a scan of every job: a round stays near-linear on
+/// clusters of thousands of workers.
 #[derive(Clone, Debug)]
 pub struct View<'a> {
     snapshot: &'a Snapshot,
     /// Free capacity, charged by placements and moves of this round.
     pub ledger: Ledger,
     /// Hosted jobs in snapshot order.
-    pub hosted: Vec<Hosted>,
+    hosted: Vec<Hosted>,
+    /// Job id -> its position in `hosted`.
+    by_job: HashMap<String, usize>,
+    /// Worker -> its hosted jobs by category.
+    tallies: HashMap<String, Tally>,
+    /// Worker -> its position in the snapshot's node list.
+    nodes: HashMap<&'a str, usize>,
+}
+
+/// Jobs of each category on one worker.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tally {
+    pc: usize,
+    wc: usize,
+    cc: usize,
+}
+
+impl Tally {
+    fn of(&mut self, category: Category) -> &mut usize {
+        match category {
+            Category::PC => &mut self.pc,
+            Category::WC => &mut self.wc,
+            Category::CC => &mut self.cc,
+        }
+    }
+
+    fn total(&self) -> usize {
+        self.pc + self.wc + self.cc
+    }
 }
 
 /// Where Algorithm 2 sends a job.
@@ -78,11 +112,29 @@ pub struct Move {
 impl<'a> View<'a> {
     /// A view of `snapshot` with `ledger` as the free capacity and `hosted` jobs.
     pub fn new(snapshot: &'a Snapshot, ledger: Ledger, hosted: Vec<Hosted>) -> Self {
+        let mut by_job = HashMap::with_capacity(hosted.len());
+        let mut tallies: HashMap<String, Tally> = HashMap::new();
+        for (i, h) in hosted.iter().enumerate() {
+            by_job.entry(h.job.clone()).or_insert(i);
+            *tallies.entry(h.node.clone()).or_default().of(h.category) += 1;
+        }
+        let mut nodes = HashMap::with_capacity(snapshot.nodes.len());
+        for (i, n) in snapshot.nodes.iter().enumerate() {
+            nodes.entry(n.name.as_str()).or_insert(i);
+        }
         Self {
             snapshot,
             ledger,
             hosted,
+            by_job,
+            tallies,
+            nodes,
         }
+    }
+
+    /// Hosted jobs in snapshot order.
+    pub fn hosted(&self) -> &[Hosted] {
+        &self.hosted
     }
 
     /// Worker names in snapshot order (W).
@@ -92,33 +144,31 @@ impl<'a> View<'a> {
 
     /// The hosted entry of `job`.
     pub fn get(&self, job: &str) -> Option<&Hosted> {
-        self.hosted.iter().find(|h| h.job == job)
+        self.by_job.get(job).map(|&i| &self.hosted[i])
     }
 
     /// Number of active jobs on `node` (|w_i|).
     pub fn count(&self, node: &str) -> usize {
-        self.hosted.iter().filter(|h| h.node == node).count()
+        self.tallies.get(node).map_or(0, Tally::total)
     }
 
     /// Number of jobs of `category` on `node`.
     pub fn count_of(&self, node: &str, category: Category) -> usize {
-        self.hosted
-            .iter()
-            .filter(|h| h.node == node && h.category == category)
-            .count()
+        self.tallies
+            .get(node)
+            .map_or(0, |t| *t.clone().of(category))
     }
 
     /// S_w = |PC| w_pc + |WC| w_wc + |CC| w_cc (Algorithm 2, line 3).
     pub fn score(&self, node: &str, w: Weights) -> f64 {
-        self.count_of(node, Category::PC) as f64 * w.pc
-            + self.count_of(node, Category::WC) as f64 * w.wc
-            + self.count_of(node, Category::CC) as f64 * w.cc
+        let t = self.tallies.get(node).copied().unwrap_or_default();
+        t.pc as f64 * w.pc + t.wc as f64 * w.wc + t.cc as f64 * w.cc
     }
 
     /// R(w, t): the CPU share of `node` in use, measured when the node reports usage,
     /// else requested (including this round's placements and moves).
     pub fn consumption(&self, node: &str) -> f64 {
-        let Some(n) = self.snapshot.nodes.iter().find(|n| n.name == node) else {
+        let Some(n) = self.nodes.get(node).map(|&i| &self.snapshot.nodes[i]) else {
             return f64::INFINITY;
         };
         let total = n.allocatable.cpu_millis.max(1) as f64;
@@ -135,7 +185,7 @@ impl<'a> View<'a> {
     /// Moves `job` to `to` in the view: frees its request on the old host, charges the
     /// new one. Returns false (and changes nothing) when it does not fit there.
     pub fn relocate(&mut self, job: &str, to: &str) -> bool {
-        let Some(i) = self.hosted.iter().position(|h| h.job == job) else {
+        let Some(&i) = self.by_job.get(job) else {
             return false;
         };
         let request = self.hosted[i].request;
@@ -145,8 +195,13 @@ impl<'a> View<'a> {
         if !self.ledger.charge(to, &request) {
             return false;
         }
+        let category = self.hosted[i].category;
         let from = std::mem::replace(&mut self.hosted[i].node, to.to_string());
         self.ledger.release(&from, &request);
+        if let Some(t) = self.tallies.get_mut(&from) {
+            *t.of(category) -= 1;
+        }
+        *self.tallies.entry(to.to_string()).or_default().of(category) += 1;
         true
     }
 
@@ -218,7 +273,7 @@ pub fn rebalance(view: &mut View, durations: &[(String, f64)]) -> Vec<Move> {
     if workers.is_empty() {
         return vec![];
     }
-    let active = view.hosted.len();
+    let active = view.hosted().len();
     let bf = active / workers.len();
     let mut pool: Vec<(String, f64)> = durations.to_vec();
     pool.sort_by(|a, b| a.1.total_cmp(&b.1));
@@ -238,10 +293,11 @@ pub fn rebalance(view: &mut View, durations: &[(String, f64)]) -> Vec<Move> {
             .filter(|w| view.count(w) + 1 < bf)
             .collect()
     };
+    let receiving: std::collections::HashSet<&str> = receivers.iter().copied().collect();
     for to in &receivers {
         let pick = pool.iter().position(|(job, _)| {
             view.get(job).is_some_and(|h| {
-                !receivers.contains(&h.node.as_str())
+                !receiving.contains(h.node.as_str())
                     && view.count(&h.node) > 1
                     && view.fits(to, &h.request)
             })

@@ -1,7 +1,7 @@
 //! SpeCon as a plain function of (settings, snapshot, state): placement, the monitor
 //! round, reallocations, rebalancing, labels and the state blob. No WIT glue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
@@ -165,8 +165,8 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
     let mut st: State = state::decode(blob)?;
-    st.jobs
-        .retain(|id, _| snapshot.jobs.iter().any(|j| &j.id == id));
+    let active: HashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+    st.jobs.retain(|id, _| active.contains(id.as_str()));
     let now = snapshot.time;
 
     let mut ledger = Ledger::new(snapshot);
@@ -211,7 +211,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     }
 
     let labels = view
-        .hosted
+        .hosted()
         .iter()
         .map(|h| JobLabel {
             job: h.job.clone(),
@@ -238,17 +238,22 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
 
 /// Jobs with a worker (bound or placed by `placements` this round), with their category.
 fn hosted_jobs(snapshot: &Snapshot, placements: &[Action], st: &mut State) -> Vec<Hosted> {
+    let mut placed: HashMap<&str, &str> = HashMap::new();
+    for action in placements {
+        if let Operation::Place(p) = &action.op
+            && let Some(first) = p.assignments.first()
+        {
+            placed.entry(p.job.as_str()).or_insert(first.node.as_str());
+        }
+    }
     snapshot
         .jobs
         .iter()
         .filter_map(|job| {
-            let placed = placements.iter().find_map(|a| match &a.op {
-                Operation::Place(p) if p.job == job.id => {
-                    p.assignments.first().map(|x| x.node.clone())
-                }
-                _ => None,
-            });
-            let node = nodes_of(job).first().map(|n| n.to_string()).or(placed)?;
+            let node = nodes_of(job)
+                .first()
+                .or_else(|| placed.get(job.id.as_str()))
+                .map(|n| n.to_string())?;
             // Initial settings (line 2): a job joining a worker starts in PC.
             let category = st.jobs.entry(job.id.clone()).or_default().category;
             Some(Hosted {
