@@ -29,8 +29,12 @@
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
 //! - [`experiment`]: one scenario under one policy on the simulator, start to finish
 //!   (shared by `switchyard simulate` and the reproduction tests).
+//! - [`authoring`]: policy authors' tools: scaffolding a policy crate, the test harness,
+//!   decision traces and golden files, expectations, fixture snapshots.
+//! - [`yaml`]: reading YAML written by people, with errors that locate the fault.
 
 pub mod api;
+pub mod authoring;
 pub mod contract;
 pub mod control;
 pub mod experiment;
@@ -45,3 +49,4 @@ pub mod runtime;
 pub mod sim;
 pub mod validate;
 pub mod workload;
+pub mod yaml;

@@ -100,18 +100,12 @@ impl Workload {
 
     /// Parses `text` as if read from `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Self, WorkloadError> {
-        let deserializer = serde_norway::Deserializer::from_str(text);
-        let file: WorkloadFile = serde_path_to_error::deserialize(deserializer).map_err(|e| {
-            let field = e.path().to_string();
-            let inner = e.into_inner();
-            let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
-            WorkloadError::Parse {
-                path: path.to_path_buf(),
-                line,
-                column,
-                field,
-                message: inner.to_string(),
-            }
+        let file: WorkloadFile = crate::yaml::from_str(text).map_err(|e| WorkloadError::Parse {
+            path: path.to_path_buf(),
+            line: e.line,
+            column: e.column,
+            field: e.field,
+            message: e.message,
         })?;
         Ok(Self {
             path: path.to_path_buf(),

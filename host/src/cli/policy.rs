@@ -8,6 +8,8 @@ use switchyard::registry::{BUILTIN_POLICIES, PolicyRef};
 
 use super::SandboxArgs;
 
+mod author;
+
 #[derive(Debug, Subcommand)]
 pub enum PolicyCommand {
     /// Print a policy's world, version, name and parameters.
@@ -25,6 +27,11 @@ pub enum PolicyCommand {
     },
     /// List the built-in policies.
     List,
+    /// Create a ready-to-build policy crate (README, first tests, build instructions).
+    New(author::NewArgs),
+    /// Run a policy on a workload or a fixture snapshot, and check what it did:
+    /// expectations, a golden decision trace, or a diff against another policy.
+    Test(author::TestArgs),
 }
 
 pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -86,6 +93,8 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
                 }
             }
         }
+        PolicyCommand::New(args) => author::new(args),
+        PolicyCommand::Test(args) => author::test(args, sandbox),
         PolicyCommand::List => {
             for builtin in BUILTIN_POLICIES {
                 println!("{}", builtin.name);

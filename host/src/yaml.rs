@@ -1,0 +1,34 @@
+//! Reading YAML files people write (workloads, expectations, fixtures) with errors that
+//! point at the line, column and field at fault, so a typo is found without guessing.
+
+use serde::de::DeserializeOwned;
+
+/// A YAML document that does not fit the type it should hold.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: field `{field}`: {message}")]
+pub struct YamlError {
+    /// 1-based line (0 when unknown).
+    pub line: usize,
+    /// 1-based column (0 when unknown).
+    pub column: usize,
+    /// Path of the field at fault, e.g. `templates.vae.wrok`.
+    pub field: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Deserialises `text`, locating the first field that does not fit.
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    let deserializer = serde_norway::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = inner.location().map_or((0, 0), |l| (l.line(), l.column()));
+        YamlError {
+            line,
+            column,
+            field,
+            message: inner.to_string(),
+        }
+    })
+}

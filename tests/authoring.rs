@@ -1,0 +1,370 @@
+//! The policy author's kit as an author uses it: golden decision traces of the shipped
+//! policies, `policy test` with expectations, goldens and comparisons, `policy new`
+//! producing a crate whose `cargo build` yields a valid component, and a policy written
+//! in Python running beside the Rust ones.
+
+use std::path::{Path, PathBuf};
+use std::process::Command as Process;
+
+use assert_cmd::Command;
+use switchyard::authoring::harness::{self, TestSpec};
+use switchyard::authoring::trace;
+use switchyard::control::PolicySlot;
+use switchyard::model::Settings;
+use switchyard::registry::PolicyRef;
+use switchyard::runtime::{Runtime, RuntimeOptions};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn switchyard() -> Command {
+    let mut cmd = Command::cargo_bin("switchyard").unwrap();
+    cmd.current_dir(repo());
+    cmd
+}
+
+/// Runs `args`, returning (success, stdout + stderr).
+fn run(args: &[&str]) -> (bool, String) {
+    let output = switchyard().args(args).output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.success(), text)
+}
+
+/// The trace of a shipped policy on one of the paper workloads, as `policy test
+/// --golden` renders it.
+fn trace_of(policy: &str, workload: &str) -> String {
+    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    let fallback = PolicySlot::configure(
+        PolicyRef::parse("default").unwrap().load(&runtime).unwrap(),
+        &Settings::new(),
+    )
+    .unwrap();
+    let settings = Settings::new();
+    let spec = TestSpec {
+        policy,
+        settings: &settings,
+        against: None,
+        input: Path::new(workload),
+        seed: None,
+        save_snapshots: None,
+    };
+    let run = harness::run(&runtime, &spec, &fallback).unwrap();
+    trace::render(&run.header, &run.records)
+}
+
+/// Compares a shipped policy's trace with its golden file in tests/golden/.
+fn assert_matches_golden(policy: &str, workload: &str) {
+    let golden = repo().join(format!("tests/golden/{policy}.trace"));
+    std::env::set_current_dir(repo()).unwrap();
+    let actual = trace_of(policy, workload);
+    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+    if let Some(diff) = trace::diff(&expected, &actual) {
+        panic!(
+            "{policy} no longer decides as tests/golden/{policy}.trace records.\n\
+             If the change is intended, regenerate the file and commit it with the change:\n  \
+             cargo run -- policy test {policy} {workload} --golden tests/golden/{policy}.trace --bless\n\n{diff}"
+        );
+    }
+}
+
+#[test]
+fn specon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("specon", "examples/specon-random-20.yaml");
+}
+
+#[test]
+fn flowcon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("flowcon", "examples/flowcon-three-jobs.yaml");
+}
+
+#[test]
+fn dragon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("dragon", "examples/dragon-table1.yaml");
+}
+
+#[test]
+fn gang_decides_as_its_golden_trace_records() {
+    assert_matches_golden("gang", "examples/gang-three-ps-jobs.yaml");
+}
+
+#[test]
+fn policy_test_fails_with_a_diff_when_the_trace_changes_and_bless_accepts_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let golden = dir.path().join("specon.trace");
+    let golden = golden.to_str().unwrap();
+    let base = [
+        "policy",
+        "test",
+        "specon",
+        "examples/quickstart.yaml",
+        "--golden",
+        golden,
+    ];
+    let (ok, out) = run(&[&base[..], &["--bless"]].concat());
+    assert!(ok, "{out}");
+    let (ok, out) = run(&base);
+    assert!(ok && out.contains("matches"), "{out}");
+    // A different alpha categorises jobs differently: the trace must show it.
+    let (ok, out) = run(&[&base[..], &["--set", "alpha=0.05"]].concat());
+    assert!(!ok, "a changed trace passed:\n{out}");
+    assert!(
+        out.contains("--- golden") && out.contains("+  label"),
+        "{out}"
+    );
+}
+
+#[test]
+fn policy_test_reports_each_expectation_and_fails_when_one_does_not_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let expect = dir.path().join("expect.yaml");
+    std::fs::write(
+        &expect,
+        "expect:\n  - placed: {job: birnn-4, on: cpu-0}\n    at: 0\n  - migrated: {job: vae-0}\n\
+         forbid:\n  - rejected: {}\n",
+    )
+    .unwrap();
+    let (ok, out) = run(&[
+        "policy",
+        "test",
+        "specon",
+        "examples/quickstart.yaml",
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(!ok, "{out}");
+    assert!(out.contains("ok   birnn-4 placed on cpu-0 at t=0"), "{out}");
+    assert!(out.contains("FAIL vae-0 migrated"), "{out}");
+    assert!(
+        out.contains("what happened to vae-0: t=135.908 place vae-0"),
+        "{out}"
+    );
+    assert!(out.contains("2 of 3 expectations held"), "{out}");
+}
+
+#[test]
+fn policy_test_with_a_typo_in_the_expectations_names_the_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let expect = dir.path().join("expect.yaml");
+    std::fs::write(&expect, "expect:\n  - placed: {jobb: a}\n").unwrap();
+    let (ok, out) = run(&[
+        "policy",
+        "test",
+        "default",
+        "examples/quickstart.yaml",
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(!ok);
+    assert!(
+        out.contains("expect.yaml:2:") && out.contains("unknown field `jobb`"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_saved_snapshot_replays_as_a_fixture_with_the_same_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let snaps = dir.path().join("snaps");
+    let (ok, out) = run(&[
+        "policy",
+        "test",
+        "specon",
+        "examples/quickstart.yaml",
+        "--save-snapshots",
+        snaps.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    // Round 30 of this run is SpeCon's migration of resnet-12 (see the trace above).
+    assert!(out.contains("round 30 t=600.000"), "{out}");
+    assert!(
+        out.contains("migrate resnet-12 (all tasks) -> gpu reallocate"),
+        "{out}"
+    );
+    let fixture = snaps.join("round-30.yaml");
+    let (ok, replay) = run(&["policy", "test", "specon", fixture.to_str().unwrap()]);
+    assert!(ok, "{replay}");
+    assert!(
+        replay.contains("round 0 t=600.000 [tick] by specon")
+            && replay.contains("migrate resnet-12 (all tasks) -> gpu reallocate"),
+        "the fixture did not reproduce the round:\n{replay}"
+    );
+}
+
+#[test]
+fn against_lists_the_rounds_in_which_two_policies_decide_differently() {
+    let (ok, out) = run(&[
+        "policy",
+        "test",
+        "specon",
+        "examples/quickstart.yaml",
+        "--against",
+        "even",
+    ]);
+    assert!(ok, "{out}");
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("specon and even agreed in"))
+        .unwrap_or_else(|| panic!("no comparison in:\n{out}"));
+    assert!(!summary.contains("(100%)"), "{summary}");
+    assert!(
+        out.contains("- migrate resnet-12 (all tasks) -> gpu reallocate   (only specon)"),
+        "{out}"
+    );
+}
+
+/// Cargo for building guest crates, without the outer build's flags.
+fn cargo() -> Process {
+    let mut cmd = Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
+    for var in [
+        "CARGO_TARGET_DIR",
+        "RUSTFLAGS",
+        "CARGO_ENCODED_RUSTFLAGS",
+        "CARGO_BUILD_TARGET",
+        "RUSTC_WRAPPER",
+        "RUSTC_WORKSPACE_WRAPPER",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+#[test]
+fn a_new_policy_crate_builds_into_a_component_that_validates_and_passes_its_tests() {
+    let dir = tempfile::tempdir().unwrap();
+    let crate_dir = dir.path().join("first-fit");
+    let (ok, out) = run(&[
+        "policy",
+        "new",
+        "first-fit",
+        "--dir",
+        crate_dir.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    // The workspace's lock file pins the versions the shipped policies build with, so
+    // the build needs nothing that is not already downloaded.
+    std::fs::copy(repo().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
+    // A target directory kept between runs (outside the one cargo test has locked).
+    let target = repo().join("target/policy-new-test");
+    let status = cargo()
+        .current_dir(&crate_dir)
+        .args(["build", "--release", "--offline", "--target-dir"])
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cargo build of the new crate failed");
+    let wasm = target.join("wasm32-wasip2/release/first_fit.wasm");
+    let wasm = wasm.to_str().unwrap();
+    let (ok, out) = run(&["policy", "validate", wasm]);
+    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
+    let workload = crate_dir.join("policy-tests/workload.yaml");
+    let expect = crate_dir.join("policy-tests/expect.yaml");
+    let (ok, out) = run(&[
+        "policy",
+        "test",
+        wasm,
+        workload.to_str().unwrap(),
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("5 of 5 expectations held"), "{out}");
+    let host = String::from_utf8(Process::new("rustc").arg("-vV").output().unwrap().stdout)
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("host: ").map(str::to_string))
+        .unwrap();
+    let status = cargo()
+        .current_dir(&crate_dir)
+        .args(["test", "--offline", "--target", &host, "--target-dir"])
+        .arg(&target)
+        .status()
+        .unwrap();
+    assert!(status.success(), "the new crate's own unit tests failed");
+}
+
+/// `componentize-py`, from `COMPONENTIZE_PY` or the PATH.
+fn componentize_py() -> Option<PathBuf> {
+    if let Ok(path) = std::env::var("COMPONENTIZE_PY") {
+        return Some(PathBuf::from(path));
+    }
+    let found = Process::new("componentize-py").arg("--version").output();
+    found
+        .is_ok_and(|o| o.status.success())
+        .then(|| PathBuf::from("componentize-py"))
+}
+
+#[test]
+fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
+    let Some(tool) = componentize_py() else {
+        // CI installs the tool and sets SWITCHYARD_REQUIRE_COMPONENTIZE_PY, so there this
+        // test always runs; on a machine without Python tooling it is skipped, loudly.
+        assert!(
+            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
+            "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
+        );
+        eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("least_loaded.wasm");
+    let status = Process::new(&tool)
+        .current_dir(repo().join("examples/python-policy"))
+        .args([
+            "-d",
+            "../../wit",
+            "-w",
+            "switchyard:policy/policy@0.1.0",
+            "componentize",
+            "app",
+            "-o",
+        ])
+        .arg(&wasm)
+        .status()
+        .unwrap();
+    assert!(status.success(), "componentize-py failed");
+    let wasm = wasm.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("least-loaded 0.1.0"), "{out}");
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "simulate",
+        "examples/quickstart.yaml",
+        "--policy",
+        wasm,
+        "--policy",
+        "specon",
+    ]);
+    assert!(ok, "{out}");
+    for policy in [wasm, "specon"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(policy))
+            .unwrap_or_else(|| panic!("no row for {policy}:\n{out}"));
+        // jobs done, and no round in which the policy failed
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(fields[1], fields[2], "not every job finished: {row}");
+        assert_eq!(fields.last(), Some(&"0"), "the policy failed rounds: {row}");
+    }
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        "examples/quickstart.yaml",
+        "--expect",
+        "examples/python-policy/expect.yaml",
+    ]);
+    assert!(ok, "{out}");
+}
