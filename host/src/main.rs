@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    restore_default_sigpipe();
     let args = cli::Cli::parse();
     cli::init_tracing(args.log_json);
     match cli::run(args) {
@@ -15,5 +16,16 @@ fn main() -> ExitCode {
             eprintln!("error: {error:#}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `switchyard simulate ... | head` would panic on the first
+/// write after `head` exits; a command-line tool should just stop, as `cat` does.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before any thread exists; setting a signal's
+    // disposition to the default has no other precondition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }
