@@ -411,9 +411,25 @@ async fn a_split_experiment_gives_each_arm_only_its_jobs_and_reports_per_arm_fig
     live.stop().await;
 }
 
+/// One job without a loss curve and one with, both waiting on a cluster too small for
+/// either, so both stay active while the test pushes.
+const CURVES: &str = "
+seed: 2
+cluster:
+  nodes:
+    - {name: tiny, count: 1, cpus: 1, memory_gib: 1}
+templates:
+  plain: {work: 100, speed: 1.0, cpus: 4, max_cores: 4, memory_gib: 1, curve: none}
+  vae: {work: 100, speed: 1.0, cpus: 4, max_cores: 4, memory_gib: 1, curve: vae}
+jobs:
+  - {template: plain, count: 1, every: 1}
+  - {template: vae, count: 1, every: 1}
+";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_loss_sample_for_a_running_job_is_checked_and_the_simulator_says_it_ignores_it() {
-    let live = start(STREAM, 20.0, Duration::from_millis(500)).await;
+async fn a_pushed_loss_sample_is_kept_for_a_simulated_job_without_a_curve_and_refused_with_the_reason_for_one_with_a_curve()
+ {
+    let live = start(CURVES, 20.0, Duration::from_millis(500)).await;
     let (status, body) = live
         .post(
             "/v1/jobs/no-such-job/loss",
@@ -421,37 +437,40 @@ async fn a_loss_sample_for_a_running_job_is_checked_and_the_simulator_says_it_ig
         )
         .await;
     assert_eq!(status, 404, "{body}");
-    // Jobs are `small-<n>`, one per virtual second; a few have arrived by now.
-    live.wait_for("/v1/snapshot", |s| s["jobs"].as_u64().unwrap() >= 3)
+    assert!(body["error"].as_str().unwrap().contains("no-such-job"));
+    live.wait_for("/v1/snapshot", |s| s["jobs"].as_u64().unwrap() == 2)
         .await;
-    let records = live.all_decisions().await;
-    let job = records
-        .iter()
-        .flat_map(|r| r["accepted"].as_array().unwrap().iter())
-        .map(|a| a["job"].as_str().unwrap().to_string())
-        .next_back()
-        .unwrap();
     let (status, body) = live
-        .post(
-            &format!("/v1/jobs/{job}/loss"),
-            json!({"step": 10, "value": 0.5}),
-        )
+        .post("/v1/jobs/plain-0/loss", json!({"step": 10, "value": 0.5}))
         .await;
-    // The job may have finished in between; then 404 names it.
-    if status == 202 {
-        assert_eq!(body["outcome"], "ignored", "{body}");
-        assert!(
-            body["note"].as_str().unwrap().contains("simulator"),
-            "{body}"
-        );
-    } else {
-        assert_eq!(status, 404, "{body}");
-        assert!(body["error"].as_str().unwrap().contains(&job));
-    }
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["outcome"], "accepted", "{body}");
+    let (_, body) = live
+        .post("/v1/jobs/plain-0/loss", json!({"step": 10, "value": 0.4}))
+        .await;
+    assert_eq!(body["outcome"], "ignored", "the same step twice: {body}");
     let (status, body) = live
-        .post(&format!("/v1/jobs/{job}/loss"), json!({"step": "ten"}))
+        .post("/v1/jobs/vae-1/loss", json!({"step": 10, "value": 0.5}))
+        .await;
+    assert_eq!(status, 202, "{body}");
+    assert_eq!(body["outcome"], "ignored", "{body}");
+    assert!(
+        body["note"]
+            .as_str()
+            .unwrap()
+            .contains("loss from its workload curve"),
+        "{body}"
+    );
+    let (status, body) = live
+        .post("/v1/jobs/plain-0/loss", json!({"step": "ten"}))
         .await;
     assert!(status == 400 || status == 422, "{status} {body}");
+    let (_, metrics) = live.get("/metrics").await;
+    let metrics = metrics.as_str().unwrap().to_string();
+    assert!(
+        metrics.contains("switchyard_loss_samples_total{kind=\"accepted\"} 1"),
+        "{metrics}"
+    );
     live.stop().await;
 }
 

@@ -44,7 +44,9 @@ pub struct ApiConfig {
     pub max_upload_bytes: usize,
 }
 
-/// The router: read endpoints open, mutating ones behind the bearer token.
+/// The router: read endpoints open on every replica, mutating ones behind the bearer
+/// token and answered only by the leader (a follower refuses them with 503 and names the
+/// leader).
 pub fn router(controller: Controller, config: ApiConfig) -> Router {
     let state = ApiState {
         controller,
@@ -65,6 +67,12 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
             post(experiment::start).delete(experiment::stop),
         )
         .route("/v1/jobs/{id}/loss", post(observe::push_loss))
+        // Layers run outside-in: the token is checked first, so a request without it
+        // is a 401 on every replica; then a follower refuses the change (503).
+        .route_layer(middleware::from_fn_with_state(
+            state.controller.clone(),
+            auth::require_leader,
+        ))
         .route_layer(middleware::from_fn_with_state(
             config.token,
             auth::require_token,

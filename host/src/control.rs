@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 pub use experiment::{Experiment, ExperimentReport};
 pub use record::{ArmRecord, DecisionRecord, RejectedRecord, ShadowRecord};
-pub use state::{DirStateStore, MemoryStateStore, StateError, StateStore};
+pub use state::{ActivePolicy, DirStateStore, MemoryStateStore, StateError, StateStore};
 
 use crate::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
 use crate::runtime::{PolicyError, PolicyModule};
@@ -254,6 +254,17 @@ impl ControlLoop {
     /// State blobs that could not be persisted.
     pub fn state_save_failures(&self) -> u64 {
         self.states.save_failures()
+    }
+
+    /// The store state blobs are persisted in.
+    pub fn state_store(&self) -> &dyn StateStore {
+        self.states.store()
+    }
+
+    /// Reads every policy's blob from the store again before its next call (a replica
+    /// that becomes leader takes over what the previous leader persisted).
+    pub fn reload_states(&mut self) {
+        self.states.forget();
     }
 
     /// Runs rounds until nothing more will happen or the cluster's time runs out;

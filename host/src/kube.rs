@@ -11,8 +11,11 @@
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`crate::model::Snapshot`] built from those caches.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
-//! - [`cluster`]: [`crate::control::Cluster`] over all of the above.
-//! - [`health`]: the `/healthz` and `/readyz` probe endpoint.
+//! - [`cluster`]: [`crate::control::Cluster`] and [`crate::live::LiveCluster`] over all
+//!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
+//!   on a real cluster exactly as it runs on the simulator.
+//! - [`state`]: the policies' state blobs and the active policy, kept in a ConfigMap.
+//! - [`events`]: Events about the controller itself (a refused policy).
 //! - [`run`]: wiring it all together for `switchyard run --cluster kube`.
 //!
 //! It must not decide anything: decisions come from the policy through the control loop.
@@ -20,7 +23,7 @@
 pub mod act;
 pub mod cluster;
 pub mod crd;
-pub mod health;
+pub mod events;
 pub mod lease;
 pub mod observe;
 pub mod pods;
@@ -28,7 +31,10 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod run;
+pub mod state;
 
+#[cfg(test)]
+mod cluster_scenarios;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
@@ -106,8 +112,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// The probes' port could not be opened.
-    #[error("cannot listen on {addr} for the probes: {source}")]
+    /// The API's port could not be opened.
+    #[error("cannot listen on {addr} for the API and the probes: {source}")]
     Listen {
         /// The address asked for.
         addr: std::net::SocketAddr,
@@ -118,6 +124,16 @@ pub enum Error {
     /// The control loop's thread panicked.
     #[error("the control loop stopped abnormally: {0}")]
     LoopPanicked(#[source] tokio::task::JoinError),
+    /// The live controller could not start (a policy named on the command line is not
+    /// loaded, say).
+    #[error("starting the controller: {0}")]
+    Live(#[source] crate::live::LiveError),
+    /// The policies directory cannot be followed.
+    #[error(transparent)]
+    PolicyDir(crate::policy_dir::PolicyDirError),
+    /// Serving the API failed.
+    #[error("serving the API: {0}")]
+    Serve(#[source] std::io::Error),
     /// Loading the kubeconfig or the in-cluster configuration failed.
     #[error("no Kubernetes configuration: {0}")]
     Config(#[source] kube::Error),
@@ -144,6 +160,9 @@ impl Error {
             Error::Log { .. } => "log",
             Error::Listen { .. } => "listen",
             Error::LoopPanicked(_) => "loop_panicked",
+            Error::Live(_) => "live",
+            Error::PolicyDir(_) => "policy_dir",
+            Error::Serve(_) => "serve",
             Error::Config(_) => "config",
             Error::Event { .. } => "event",
         }

@@ -1,51 +1,92 @@
 //! The live controller: the control loop running continuously on its own thread against
-//! a cluster (the simulator in scaled real time, [`paced`]), with policies that operators
-//! load, activate, configure and compare while it runs.
+//! a [`LiveCluster`] (the simulator in scaled real time, [`paced`], or a real cluster,
+//! [`crate::kube`]), with policies that operators load, activate, configure and compare
+//! while it runs.
 //!
 //! [`Controller`] is the handle the HTTP API and the policies-directory watcher share: it
 //! owns the [`catalog`] of loaded policies, the status the driver publishes after every
-//! round, the metrics, and the command channel to the [`driver`] thread. Commands are
-//! applied by the driver between rounds only, so a swap is atomic: the round in progress
-//! finishes with the old policy and every round is decided by exactly one policy (plus
-//! arm B of a split). This module does not speak HTTP and does not watch files.
+//! round, the metrics, this replica's [`leader`] grant, and the command channel to the
+//! [`driver`] thread. Commands are applied by the driver between rounds only, so a swap
+//! is atomic: the round in progress finishes with the old policy and every round is
+//! decided by exactly one policy (plus arm B of a split). The driver is generic over the
+//! cluster, so the simulator and a real cluster get the same controller. This module
+//! does not speak HTTP, watch files or talk to the API server.
 
 pub mod catalog;
 mod driver;
+pub mod leader;
 pub mod loss;
 pub mod paced;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock, mpsc};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::control::experiment::{ExperimentError, ExperimentMode};
 use crate::control::{
-    DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore, RunEnd,
-    StateError, StateStore,
+    Advance, Cluster, DecisionRecord, DirStateStore, Experiment, ExperimentReport,
+    MemoryStateStore, RunEnd, StateError, StateStore,
 };
 use crate::metrics::Metrics;
-use crate::model::{LossSample, Resources, Settings};
+use crate::model::{Resources, Settings};
 use crate::runtime::Runtime;
-use crate::sim::Simulator;
+use crate::sim::{Scenario, Simulator};
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
-pub use loss::{LossAck, LossSink, SimulatorLossSink};
+pub use leader::Leader;
+pub use loss::LossAck;
+use paced::Paced;
+
+/// A cluster the live controller runs continuously: a [`Cluster`] whose waits the
+/// decision thread can interrupt to serve operator commands, and which takes loss
+/// samples pushed over the API.
+pub trait LiveCluster: Cluster + Send + 'static {
+    /// Like [`Cluster::advance`], but calls `between` at least every few tens of
+    /// milliseconds while it waits (the driver applies commands there, so a swap lands
+    /// between two rounds), and returns [`Advance::Stopped`] once `stop` is set.
+    fn advance_live(
+        &mut self,
+        until: Option<f64>,
+        stop: &AtomicBool,
+        between: &mut dyn FnMut(&mut Self),
+    ) -> Advance;
+
+    /// Takes a sample pushed for `job` (known to be active): kept in the job's loss
+    /// series, or ignored with the reason.
+    fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck;
+
+    /// Whether the caches the snapshot is built from are complete (readiness).
+    fn synced(&self) -> bool {
+        true
+    }
+
+    /// How often the snapshot summary is refreshed while nothing else happens.
+    fn summary_every(&self) -> Duration {
+        Duration::from_millis(50)
+    }
+}
+
+/// Called with (source, error) whenever a policy component or settings file is refused;
+/// a cluster backend turns it into an Event.
+pub type RefusalHook = Arc<dyn Fn(&str, &str) + Send + Sync>;
 
 /// How the live controller runs.
 #[derive(Clone, Debug)]
 pub struct LiveConfig {
-    /// Virtual seconds per wall second.
+    /// Virtual seconds per wall second (simulator only).
     pub speed: f64,
     /// The policy active at start (a catalog name), unless the state directory says
     /// which one was active when the controller stopped.
     pub policy: String,
     /// The policy that decides a round when another fails.
     pub fallback: String,
-    /// Where state blobs (and the active policy) are persisted; none keeps them in
-    /// memory.
+    /// Where state blobs (and the active policy) are persisted by
+    /// [`Controller::start_simulated`]; none keeps them in memory. A cluster backend
+    /// hands [`Controller::start`] a store of its own instead.
     pub state_dir: Option<PathBuf>,
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
@@ -89,6 +130,17 @@ pub enum LiveError {
     /// A loss sample that is not a number.
     #[error("loss value {0} is not a finite number")]
     BadLossValue(f64),
+    /// A change sent to a replica that does not lead.
+    #[error(
+        "this replica ({identity}) is not the leader{}; it answers reads only. Send changes to the leader (in a cluster: `kubectl port-forward pod/<leader> 8080`, the leader being the Lease's holderIdentity)",
+        leader.as_ref().map(|l| format!(" ({l} is)")).unwrap_or_default()
+    )]
+    NotLeader {
+        /// This replica.
+        identity: String,
+        /// The leader, when known.
+        leader: Option<String>,
+    },
     /// The decision thread has stopped.
     #[error("the controller is shutting down")]
     Stopped,
@@ -168,7 +220,7 @@ enum Command {
     Reconfigure(CatalogEntry, Reply<Applied>),
     StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
-    PushLoss(String, LossSample, Reply<LossAck>),
+    PushLoss(String, u64, f64, Reply<LossAck>),
 }
 
 struct Shared {
@@ -178,6 +230,8 @@ struct Shared {
     commands: Mutex<mpsc::Sender<Command>>,
     stop: Arc<AtomicBool>,
     ready: AtomicBool,
+    leader: Arc<Leader>,
+    on_refusal: OnceLock<RefusalHook>,
 }
 
 /// The handle on a running controller; cheap to clone.
@@ -214,22 +268,62 @@ impl Drop for DriverHandle {
 
 impl Controller {
     /// Starts the controller on `simulator`, paced to `config.speed`: loads the
-    /// built-ins, restores the active policy and state blobs from the state directory,
-    /// and starts the decision thread.
+    /// built-ins, restores the active policy and state blobs from `config.state_dir`,
+    /// and starts the decision thread. Pushed loss samples are ignored (with the
+    /// reason); [`Controller::start_scenario`] takes them for jobs without a loss curve.
     pub fn start_simulated(
         runtime: Runtime,
         simulator: Simulator,
         config: LiveConfig,
     ) -> Result<(Controller, DriverHandle), LiveError> {
-        let catalog = Catalog::with_builtins(runtime)?;
+        let cluster = Paced::new(simulator, config.speed);
+        Self::start_paced(runtime, cluster, config)
+    }
+
+    /// Like [`Controller::start_simulated`] on a simulator of `scenario`; loss samples
+    /// pushed for jobs whose workload has no loss curve become those jobs' series.
+    pub fn start_scenario(
+        runtime: Runtime,
+        scenario: Scenario,
+        config: LiveConfig,
+    ) -> Result<(Controller, DriverHandle), LiveError> {
+        let cluster = Paced::for_scenario(scenario, config.speed);
+        Self::start_paced(runtime, cluster, config)
+    }
+
+    fn start_paced(
+        runtime: Runtime,
+        cluster: Paced<Simulator>,
+        config: LiveConfig,
+    ) -> Result<(Controller, DriverHandle), LiveError> {
         let store: Box<dyn StateStore> = match &config.state_dir {
             Some(dir) => Box::new(DirStateStore::new(dir)?),
             None => Box::new(MemoryStateStore),
         };
-        let remembered = config
-            .state_dir
-            .as_ref()
-            .and_then(|dir| driver::read_active(dir));
+        Self::start(
+            runtime,
+            cluster,
+            config,
+            store,
+            Arc::new(Leader::always("simulator")),
+        )
+    }
+
+    /// Starts the controller on `cluster`: loads the built-ins, restores the active
+    /// policy and state blobs from `store`, and starts the decision thread, which acts
+    /// only while `leader` grants it. Blocks while it reads the store.
+    pub fn start<C: LiveCluster>(
+        runtime: Runtime,
+        cluster: C,
+        config: LiveConfig,
+        store: Box<dyn StateStore>,
+        leader: Arc<Leader>,
+    ) -> Result<(Controller, DriverHandle), LiveError> {
+        let catalog = Catalog::with_builtins(runtime)?;
+        let remembered = store.load_active().unwrap_or_else(|error| {
+            tracing::warn!(%error, "cannot read which policy was active; starting with {}", config.policy);
+            None
+        });
         let active = match remembered {
             Some(saved) => match catalog.configure(&saved.policy, &saved.settings) {
                 Ok(entry) => entry,
@@ -253,17 +347,18 @@ impl Controller {
             commands: Mutex::new(tx),
             stop: stop.clone(),
             ready: AtomicBool::new(false),
+            leader,
+            on_refusal: OnceLock::new(),
         });
         let controller = Controller { shared };
         let thread = driver::spawn(
             controller.clone(),
-            simulator,
+            cluster,
             config,
             active,
             fallback,
             store,
             rx,
-            Box::new(SimulatorLossSink),
         );
         Ok((
             controller,
@@ -272,6 +367,37 @@ impl Controller {
                 stop,
             },
         ))
+    }
+
+    /// This replica's part in the leader election; a controller alone always leads.
+    pub fn leader(&self) -> &Leader {
+        &self.shared.leader
+    }
+
+    /// Refuses a change when this replica does not lead: only the leader decides, so a
+    /// change made on a follower would not be the one that applies.
+    pub fn ensure_leading(&self) -> Result<(), LiveError> {
+        let leader = &self.shared.leader;
+        if leader.is_leading() {
+            return Ok(());
+        }
+        Err(LiveError::NotLeader {
+            identity: leader.identity().to_string(),
+            leader: leader.holder(),
+        })
+    }
+
+    /// Calls `hook` for every refused component or settings file from now on (set once;
+    /// later calls are ignored).
+    pub fn on_refusal(&self, hook: RefusalHook) {
+        let _ = self.shared.on_refusal.set(hook);
+    }
+
+    /// Reports a refused component or settings file to the hook, if any.
+    pub fn report_refusal(&self, source: &str, error: &str) {
+        if let Some(hook) = self.shared.on_refusal.get() {
+            hook(source, error);
+        }
     }
 
     /// The loaded policies.
@@ -294,8 +420,8 @@ impl Controller {
         f(&self.shared.status.read().unwrap())
     }
 
-    /// Whether the decision thread has completed its first round (or found nothing to
-    /// do) and is not stopping.
+    /// Whether the decision thread runs, the cluster's caches are complete, and it is
+    /// not stopping.
     pub fn is_ready(&self) -> bool {
         self.shared.ready.load(Ordering::Relaxed) && !self.shared.stop.load(Ordering::Relaxed)
     }
@@ -326,6 +452,7 @@ impl Controller {
                 };
                 self.shared.metrics.observe_load_error(kind);
                 tracing::warn!(%error, source, "policy refused; the running policy stays");
+                self.report_refusal(&source, &error.to_string());
                 return Err(error.into());
             }
         };
@@ -384,15 +511,14 @@ impl Controller {
         self.send(Command::StopExperiment).await
     }
 
-    /// Hands a loss sample for an active job to the cluster's sink.
+    /// Hands a loss sample for an active job to the cluster, which keeps it in the
+    /// job's series (stamped with the cluster's clock) or says why not.
     pub async fn push_loss(&self, job: &str, step: u64, value: f64) -> Result<LossAck, LiveError> {
         if !value.is_finite() {
             return Err(LiveError::BadLossValue(value));
         }
-        let time = self.with_status(|s| s.snapshot.time);
-        let sample = LossSample { time, step, value };
         let ack = self
-            .send(|reply| Command::PushLoss(job.to_string(), sample, reply))
+            .send(|reply| Command::PushLoss(job.to_string(), step, value, reply))
             .await?;
         self.shared.metrics.observe_loss_sample(ack.metric_label());
         Ok(ack)

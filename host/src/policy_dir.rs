@@ -9,7 +9,9 @@
 //! that reads every visible file through its symlinks and compares content digests with
 //! the last scan. A changed component is compiled, checked and swapped in through the
 //! [`Controller`]; a broken one is refused and reported (log, load-error metric, the
-//! status endpoint) and the running policy stays. A periodic rescan catches anything a
+//! status endpoint, and the controller's refusal hook: an Event in a cluster) and the
+//! running policy stays. Every replica of a controller follows the directory, the
+//! followers too, so whichever leads next runs what the directory says. A periodic rescan catches anything a
 //! missed event would hide.
 
 pub mod settings;
@@ -270,6 +272,7 @@ impl PolicyDir {
         );
         self.controller.catalog().record_failure(source, &error);
         self.controller.metrics().observe_load_error(kind);
+        self.controller.report_refusal(source, &error);
         report.refused.push((source.to_string(), error));
     }
 }

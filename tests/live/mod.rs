@@ -9,7 +9,6 @@ use serde_json::Value;
 use switchyard::api::{self, ApiConfig, Token};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
 use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard::sim::Simulator;
 use switchyard::workload::Workload;
 use tokio::sync::oneshot;
 
@@ -68,7 +67,7 @@ pub async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) 
         .scenario(1)
         .unwrap();
     let (controller, driver) = tokio::task::spawn_blocking(move || {
-        Controller::start_simulated(runtime, Simulator::new(scenario), config).unwrap()
+        Controller::start_scenario(runtime, scenario, config).unwrap()
     })
     .await
     .unwrap();

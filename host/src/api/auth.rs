@@ -1,6 +1,8 @@
-//! Bearer-token authentication of the mutating endpoints. The token is read once from a
-//! file (a mounted Secret) and compared in constant time; a missing or wrong token is a
-//! 401 before the handler runs, so nothing changes.
+//! Bearer-token authentication of the mutating endpoints, and their refusal on a replica
+//! that does not lead. The token is read once from a file (a mounted Secret) and
+//! compared in constant time; a missing or wrong token is a 401 before the handler runs,
+//! so nothing changes. A follower answers a change with 503 naming the leader: only the
+//! leader decides, so a change applied elsewhere would not be the one in force.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use axum::response::{IntoResponse as _, Response};
 use subtle::ConstantTimeEq as _;
 
 use super::error::ApiError;
+use crate::live::Controller;
 
 /// A token file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +79,24 @@ pub async fn require_token(
         Ok(()) => next.run(request).await,
         Err(refusal) => {
             let mut response = refusal.into_response();
+            response
+                .headers_mut()
+                .insert(CONNECTION, HeaderValue::from_static("close"));
+            response
+        }
+    }
+}
+
+/// Lets the request through only on the leader.
+pub async fn require_leader(
+    State(controller): State<Controller>,
+    request: Request,
+    next: Next,
+) -> Response {
+    match controller.ensure_leading() {
+        Ok(()) => next.run(request).await,
+        Err(error) => {
+            let mut response = ApiError::from(error).into_response();
             response
                 .headers_mut()
                 .insert(CONNECTION, HeaderValue::from_static("close"));

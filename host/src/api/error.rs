@@ -72,7 +72,7 @@ impl From<LiveError> for ApiError {
             LiveError::Experiment(_) => StatusCode::BAD_REQUEST,
             LiveError::NoExperiment | LiveError::UnknownJob(_) => StatusCode::NOT_FOUND,
             LiveError::BadLossValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            LiveError::Stopped => StatusCode::SERVICE_UNAVAILABLE,
+            LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())

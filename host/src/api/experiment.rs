@@ -105,6 +105,7 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
         (status = 201, description = "Started from the next round on (replaces a running experiment)", body = Object),
         (status = 400, description = "Malformed or contradictory description", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn start(
@@ -123,6 +124,7 @@ pub(super) async fn start(
     responses(
         (status = 200, description = "Stopped; its final figures", body = Object),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 404, description = "No experiment is running", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn stop(

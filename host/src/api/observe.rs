@@ -1,5 +1,5 @@
 //! Read-mostly endpoints: health, readiness, metrics, status, decisions, the snapshot
-//! summary, job labels; and the loss-sample push, which only feeds the cluster backend.
+//! summary, job labels; and the loss-sample push, which feeds the job's loss series.
 
 use std::collections::BTreeMap;
 
@@ -66,6 +66,13 @@ pub struct Status {
     pub experiment_running: bool,
     /// Components that were refused (uploads, files in the policies directory).
     pub load_errors: Vec<LoadFailure>,
+    /// This replica's identity.
+    pub identity: String,
+    /// Whether this replica leads (decides, acts and takes changes); a follower answers
+    /// reads only.
+    pub leading: bool,
+    /// The leading replica, when known.
+    pub leader: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/status", tag = "observe",
@@ -73,6 +80,12 @@ pub struct Status {
 pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
     let controller = &state.controller;
     let load_errors = controller.catalog().failures();
+    let leader = controller.leader();
+    let (identity, leading, holder) = (
+        leader.identity().to_string(),
+        leader.is_leading(),
+        leader.holder(),
+    );
     Json(controller.with_status(|s| Status {
         active: s.active.clone(),
         rounds: s.rounds,
@@ -85,6 +98,9 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
         snapshot: s.snapshot.clone(),
         experiment_running: s.experiment.is_some(),
         load_errors,
+        identity,
+        leading,
+        leader: holder,
     }))
 }
 
@@ -159,14 +175,15 @@ pub struct LossBody {
 }
 
 #[utoipa::path(post, path = "/v1/jobs/{id}/loss", tag = "observe",
-    params(("id" = String, Path, description = "An active job's id")),
+    params(("id" = String, Path, description = "An active job's id (in a cluster `namespace/name`, the slash written `%2F`)")),
     request_body = LossBody,
     responses(
-        (status = 202, description = "Taken by the cluster backend, or checked and ignored with a note (the simulator makes its own)", body = LossAck),
+        (status = 202, description = "Kept in the job's loss series (`accepted`), or checked and ignored with a note saying why: a simulated job with a loss curve, a TrainingJob without `progress.push: true`, a step already in the series", body = LossAck),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 404, description = "No such active job", body = ErrorBody),
-        (status = 422, description = "Not a finite value", body = ErrorBody)),
+        (status = 422, description = "Not a finite value", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn push_loss(
     State(state): State<ApiState>,

@@ -54,6 +54,7 @@ pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
     responses(
         (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round)", body = PolicyChanged),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 413, description = "Larger than the upload limit", body = ErrorBody),
         (status = 415, description = "Not sent as application/wasm or application/octet-stream", body = ErrorBody),
         (status = 422, description = "Not a valid policy component (the load error says why)", body = ErrorBody)),
@@ -96,6 +97,7 @@ pub(super) async fn upload(
     responses(
         (status = 200, description = "The policy decides from round `from_round` on", body = Applied),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn activate(
@@ -112,6 +114,7 @@ pub(super) async fn activate(
         (status = 200, description = "Accepted by the policy's `configure`; the effective values", body = PolicyChanged),
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "The policy refused the values (its message says why)", body = ErrorBody)),

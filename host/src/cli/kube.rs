@@ -1,19 +1,17 @@
 //! `switchyard crd` (print the TrainingJob CRD) and `switchyard run --cluster kube`
-//! (the controller in a cluster). Parsing and wiring only; the work is in
+//! (the live controller in a cluster). Parsing and wiring only; the work is in
 //! `switchyard::kube`.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use switchyard::control::{ControlLoop, PolicySlot};
 use switchyard::kube::run::{self, Options};
-use switchyard::registry::PolicyRef;
+use switchyard::kube::state::STATE_CONFIGMAP;
 
 use super::SandboxArgs;
+use super::run::{LiveArgs, shutdown_signal};
 
 /// Which cluster `run` drives.
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -22,41 +20,34 @@ pub enum ClusterKind {
     Kube,
 }
 
-/// Arguments of `run`.
+/// Arguments of `run --cluster kube`.
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// The cluster to schedule.
     #[arg(long, value_enum)]
     pub cluster: ClusterKind,
-    /// The active policy: a built-in name or a `.wasm` file.
-    #[arg(
-        long,
-        default_value = "default",
-        env = "SWITCHYARD_POLICY",
-        value_name = "NAME|FILE.wasm"
-    )]
-    pub policy: String,
-    /// A YAML map of the policy's settings (the ConfigMap's `settings.yaml`).
-    #[arg(long, env = "SWITCHYARD_SETTINGS", value_name = "FILE")]
-    pub settings: Option<PathBuf>,
-    /// Policy that decides a round when the active one fails.
-    #[arg(long, default_value = "default", value_name = "NAME|FILE.wasm")]
-    pub fallback: String,
-    /// This replica's identity in leader election.
+    /// Address of the HTTP API, which also answers /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// This replica's identity in leader election (the pod name).
     #[arg(long, env = "POD_NAME", default_value = "switchyard-local")]
     pub identity: String,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, env = "POD_NAMESPACE", default_value = "switchyard")]
-    pub lease_namespace: String,
+    /// The controller's namespace: its Lease, its state ConfigMap, its pod's Events.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "switchyard",
+        alias = "lease-namespace"
+    )]
+    pub namespace: String,
     /// Name of the leader-election Lease.
     #[arg(long, default_value = "switchyard-leader")]
     pub lease_name: String,
-    /// Address of /healthz and /readyz.
-    #[arg(long, default_value = "0.0.0.0:8080")]
-    pub health_addr: SocketAddr,
-    /// Seed of the policies' randomness.
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
+    /// Name of the ConfigMap that keeps each policy's state blob and the active policy.
+    #[arg(long, default_value = STATE_CONFIGMAP)]
+    pub state_configmap: String,
+    #[command(flatten)]
+    pub live: LiveArgs,
 }
 
 /// Prints the CRD.
@@ -68,58 +59,24 @@ pub fn crd() -> anyhow::Result<ExitCode> {
 /// Runs the controller until SIGTERM or SIGINT.
 pub fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let ClusterKind::Kube = args.cluster;
-    let settings: BTreeMap<String, String> = match &args.settings {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            serde_norway::from_str(&text).with_context(|| {
-                format!(
-                    "{}: expected a YAML map of setting name to value (strings)",
-                    path.display()
-                )
-            })?
-        }
-        None => BTreeMap::new(),
+    let options = Options {
+        identity: args.identity.clone(),
+        namespace: args.namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        lease_duration: Duration::from_secs(15),
+        state_configmap: args.state_configmap.clone(),
+        metrics_every: Duration::from_secs(30),
+        listen: args.listen,
+        policies_dir: args.live.policies_dir.clone(),
+        live: args.live.config(0),
+        // An optional Secret that was not created leaves the API read-only.
+        api: args.live.api(true)?,
     };
     let runtime = sandbox.runtime()?;
-    let active = PolicySlot::configure(PolicyRef::parse(&args.policy)?.load(&runtime)?, &settings)
-        .with_context(|| format!("configuring {}", args.policy))?;
-    let fallback = PolicySlot::configure(
-        PolicyRef::parse(&args.fallback)?.load(&runtime)?,
-        &BTreeMap::new(),
-    )
-    .with_context(|| format!("configuring {}", args.fallback))?;
-    let control = ControlLoop::new(active, fallback, args.seed).keep_records(false);
-    let options = Options {
-        identity: args.identity,
-        lease_namespace: args.lease_namespace,
-        lease_name: args.lease_name,
-        lease_duration: Duration::from_secs(15),
-        health_addr: args.health_addr,
-        metrics_every: Duration::from_secs(30),
-    };
     let tokio = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     tokio.block_on(async {
         let client = run::connect().await?;
-        run::run(client, options, control, shutdown_signal()).await?;
+        run::run(client, runtime, options, shutdown_signal()).await?;
         Ok(ExitCode::SUCCESS)
     })
-}
-
-/// Resolves on SIGINT, or on SIGTERM (what the kubelet sends) on Unix.
-async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = interrupt => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
 }

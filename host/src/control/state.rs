@@ -10,6 +10,13 @@ use std::collections::HashMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
+use crate::model::Settings;
+
+/// The file under a state directory naming the active policy and its parameters.
+pub const ACTIVE_FILE: &str = "active.json";
+
 /// A state blob could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum StateError {
@@ -22,6 +29,32 @@ pub enum StateError {
         #[source]
         source: std::io::Error,
     },
+    /// The record of the active policy is not what this version writes.
+    #[error("policy state file {path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A store kept outside the process (the cluster) could not be used.
+    #[error("policy state in {place}: {message}")]
+    Remote {
+        /// Where the state lives, e.g. `ConfigMap switchyard/switchyard-state`.
+        place: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+/// The policy that was active when the controller last changed it, and its settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivePolicy {
+    /// The active policy's name.
+    pub policy: String,
+    /// Its effective settings.
+    pub settings: Settings,
 }
 
 /// Where blobs live between controller runs.
@@ -30,6 +63,14 @@ pub trait StateStore: Send {
     fn load(&self, policy: &str) -> Result<Option<Vec<u8>>, StateError>;
     /// Replaces the blob saved for `policy`.
     fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError>;
+    /// Which policy was active (stores that keep nothing answer `None`).
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        Ok(None)
+    }
+    /// Remembers which policy is active.
+    fn save_active(&self, _active: &ActivePolicy) -> Result<(), StateError> {
+        Ok(())
+    }
 }
 
 /// Keeps nothing beyond the process: the simulator's offline runs.
@@ -80,6 +121,18 @@ impl DirStateStore {
             .collect();
         self.dir.join(format!("{safe}.state"))
     }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+        let io = |source| StateError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
+        tmp.write_all(bytes).map_err(io)?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
 }
 
 impl StateStore for DirStateStore {
@@ -93,16 +146,27 @@ impl StateStore for DirStateStore {
     }
 
     fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError> {
-        let path = self.path_of(policy);
-        let io = |source| StateError::Io {
+        self.write_atomically(&self.path_of(policy), blob)
+    }
+
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        let path = self.dir.join(ACTIVE_FILE);
+        match std::fs::read(&path) {
+            Ok(text) => serde_json::from_slice(&text)
+                .map(Some)
+                .map_err(|source| StateError::Format { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io { path, source }),
+        }
+    }
+
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        let path = self.dir.join(ACTIVE_FILE);
+        let bytes = serde_json::to_vec_pretty(active).map_err(|source| StateError::Format {
             path: path.clone(),
             source,
-        };
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
-        tmp.write_all(blob).map_err(io)?;
-        tmp.as_file().sync_all().map_err(io)?;
-        tmp.persist(&path).map_err(|e| io(e.error))?;
-        Ok(())
+        })?;
+        self.write_atomically(&path, &bytes)
     }
 }
 
@@ -152,5 +216,16 @@ impl PolicyStates {
 
     pub(crate) fn save_failures(&self) -> u64 {
         self.save_failures
+    }
+
+    /// The store behind the blobs.
+    pub(crate) fn store(&self) -> &dyn StateStore {
+        self.store.as_ref()
+    }
+
+    /// Forgets the blobs read so far, so each is read from the store again (another
+    /// replica may have written newer ones).
+    pub(crate) fn forget(&mut self) {
+        self.blobs.clear();
     }
 }

@@ -3,28 +3,37 @@
 //! - place: create the job's pods (`schedulerName: switchyard`, owned by the job) and
 //!   bind each with the `binding` subresource; if any create or bind fails, every pod of
 //!   the group is deleted again, so a gang is bound whole or not at all.
-//! - migrate: record the move in the status first (so a controller that restarts
-//!   half-way never moves the job twice), ask for a checkpoint (annotation, or the stop
-//!   signal of a graceful delete), delete after the grace period, create the replacement
-//!   pod and bind it to the target.
+//!   The outcome is the job's `PodsCreated` condition (`False` with reason
+//!   `TemplateRejected` when the API server refuses a role's template).
+//! - migrate and scale are restarts, carried out in stages so that no grace period
+//!   blocks the control loop: [`Actor::migrate`] and [`Actor::scale`] record the restart
+//!   in the status first (a controller that restarts half-way finishes it and never
+//!   moves the job twice) and ask for a checkpoint (the annotation, or the stop signal
+//!   of a graceful delete); [`Actor::advance_restart`], called whenever the caches
+//!   change, deletes the annotated pods once the grace period has passed and, once the
+//!   old pods have terminated, creates the replacements and binds them.
 //! - CPU weight: resize the training container's CPU request in place (the pod `resize`
 //!   subresource); a refusal becomes the `CpuWeightApplied=False` condition and the
 //!   controller moves on.
-//! - scale: record it, checkpoint and delete every pod, create the new set and bind it.
 //!
 //! Each action leaves a Kubernetes Event on the job with the policy's reason. This module
 //! acts on what it is told; it must not check decisions (the validator did) or read the
 //! caches (the caller hands it the job and its pods).
 
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
-use super::crd::{CheckpointMethod, Condition, Phase, Placement, TrainingJob, TrainingJobStatus};
+use super::crd::{
+    Checkpoint, CheckpointMethod, Condition, PendingRestart, Phase, Placement, RestartAction,
+    TaskTarget, TrainingJob, TrainingJobStatus,
+};
 use super::{
     CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
 };
@@ -35,16 +44,36 @@ use crate::model::MigrationKind;
 pub struct Actor {
     client: Client,
     recorder: Recorder,
+    /// Pods (`namespace/name`) this process has deleted while their restart runs, so a
+    /// cache that has not caught up does not make it delete them again.
+    deletes_sent: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.
 pub const CPU_WEIGHT_CONDITION: &str = "CpuWeightApplied";
+/// Condition type set when the job's pods are created and bound, or refused.
+pub const PODS_CREATED_CONDITION: &str = "PodsCreated";
+
+/// Where a staged restart stands after [`Actor::advance_restart`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartProgress {
+    /// The job has no restart under way.
+    Idle,
+    /// Waiting for the grace period, or for the old pods to terminate.
+    Waiting,
+    /// The replacements are created and bound; the job runs again.
+    Done,
+}
 
 impl Actor {
     /// An actor publishing Events as `reporter`.
     pub fn new(client: Client, reporter: Reporter) -> Self {
         let recorder = Recorder::new(client.clone(), reporter);
-        Self { client, recorder }
+        Self {
+            client,
+            recorder,
+            deletes_sent: Arc::default(),
+        }
     }
 
     fn pods(&self, job: &TrainingJob) -> Api<Pod> {
@@ -64,33 +93,46 @@ impl Actor {
         reason: &str,
     ) -> Result<()> {
         let generation = status_of(job).generation;
-        let placed = self.create_and_bind(job, assignments, generation).await;
-        let placed = match placed {
+        let placed = match self.create_and_bind(job, assignments, generation).await {
             Ok(placed) => placed,
-            Err(error) => {
-                self.event(
-                    job,
-                    EventType::Warning,
-                    "PlacementFailed",
-                    "Place",
-                    &error.to_string(),
-                )
-                .await;
-                return Err(error);
-            }
+            Err(error) => return Err(self.placement_failed(job, "Place", error).await),
         };
+        let created = created_message(&placed);
         self.update_status(job, |status| {
             for p in &placed {
                 status.placements.retain(|q| q.task != p.task);
                 status.placements.push(p.clone());
             }
             status.phase = Some(Phase::Running);
+            set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
         })
         .await?;
         let note = format!("{}: {reason}", describe(&placed));
         self.event(job, EventType::Normal, "Placed", "Place", &note)
             .await;
         Ok(())
+    }
+
+    /// Reports a failed create-and-bind as the `PodsCreated=False` condition and a
+    /// Warning Event; returns the error.
+    async fn placement_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
+        let reason = if matches!(error, Error::InvalidSpec { .. }) {
+            "TemplateRejected"
+        } else {
+            "PlacementFailed"
+        };
+        let message = error.to_string();
+        if let Err(e) = self
+            .update_status(job, |s| {
+                set_condition(s, PODS_CREATED_CONDITION, "False", reason, &message)
+            })
+            .await
+        {
+            tracing::warn!(error = %e, "recording the failed placement in the status");
+        }
+        self.event(job, EventType::Warning, reason, action, &message)
+            .await;
+        error
     }
 
     /// Creates every pod, then binds every pod; on any failure deletes all of them.
@@ -102,8 +144,9 @@ impl Actor {
     ) -> Result<Vec<Placement>> {
         let api = self.pods(job);
         let mut created = Vec::new();
+        let mut bound_already = Vec::new();
         let mut outcome = Ok(());
-        for (task, _) in assignments {
+        for (task, node) in assignments {
             let pod = match pods::build(job, task, generation) {
                 Ok(pod) => pod,
                 Err(error) => {
@@ -112,8 +155,19 @@ impl Actor {
                 }
             };
             let name = pod.name_any();
-            match create_pod(&api, &pod).await {
-                Ok(()) => created.push(name),
+            match create_pod(&api, &job.name_any(), &pod).await {
+                Ok(None) => created.push(name),
+                // Left bound by a controller that stopped before recording it.
+                Ok(Some(on)) if on == *node => {
+                    bound_already.push(name.clone());
+                    created.push(name);
+                }
+                Ok(Some(on)) => {
+                    outcome = Err(Error::NotFound(format!(
+                        "pod {name} exists and is already bound to {on}, not {node}"
+                    )));
+                    break;
+                }
                 Err(error) => {
                     outcome = Err(error);
                     break;
@@ -122,6 +176,9 @@ impl Actor {
         }
         if outcome.is_ok() {
             for ((_, node), pod) in assignments.iter().zip(&created) {
+                if bound_already.contains(pod) {
+                    continue;
+                }
                 if let Err(error) = bind(&api, pod, node).await {
                     outcome = Err(error);
                     break;
@@ -151,8 +208,11 @@ impl Actor {
         }
     }
 
-    /// Moves `task` (or every task) of `job` to `node`, checkpointing first. `job_pods`
-    /// are the job's current pods.
+    /// Starts moving `task` (or every task) of `job` to `node` at `now`: records the
+    /// move and the restart in the status, then asks the pods to checkpoint. Returns at
+    /// once; [`Actor::advance_restart`] carries the move on. `job_pods` are the job's
+    /// current pods.
+    #[allow(clippy::too_many_arguments)]
     pub async fn migrate(
         &self,
         job: &TrainingJob,
@@ -161,79 +221,73 @@ impl Actor {
         node: &str,
         kind: MigrationKind,
         reason: &str,
+        now: Timestamp,
     ) -> Result<()> {
         let moving: Vec<&Pod> = job_pods
             .iter()
             .filter(|p| task.is_none_or(|t| task_of(p) == Some(t)))
             .filter(|p| node_of(p) != Some(node))
             .collect();
-        // The move is recorded before anything happens, so a controller restarted
-        // half-way sees the job as migrated and never moves it a second time.
-        let updated = self
-            .update_status(job, |status| {
-                match kind {
-                    MigrationKind::Reallocate => status.migrated = true,
-                    MigrationKind::Rebalance => status.rebalanced = true,
-                }
-                if !moving.is_empty() {
-                    status.migrations += 1;
-                    status.generation += 1;
-                    status.phase = Some(Phase::Restarting);
-                }
-            })
-            .await?;
+        let mark = |status: &mut TrainingJobStatus| match kind {
+            MigrationKind::Reallocate => status.migrated = true,
+            MigrationKind::Rebalance => status.rebalanced = true,
+        };
         if moving.is_empty() {
+            self.update_status(job, mark).await?;
             let note = format!("already on {node}, marked only: {reason}");
             self.event(job, EventType::Normal, "Marked", "Migrate", &note)
                 .await;
             return Ok(());
         }
-        self.checkpoint_and_delete(job, &moving).await?;
-        let assignments: Vec<(String, String)> = moving
+        let checkpoint = checkpoint_of(job)?;
+        let targets = moving
             .iter()
             .filter_map(|p| task_of(p))
-            .map(|t| (t.to_string(), node.to_string()))
+            .map(|t| TaskTarget {
+                task: t.to_string(),
+                node: node.to_string(),
+            })
             .collect();
-        let generation = status_of(&updated).generation;
-        let placed = self
-            .create_and_bind(&updated, &assignments, generation)
-            .await?;
-        self.update_status(&updated, |status| {
-            for p in &placed {
-                status.placements.retain(|q| q.task != p.task);
-                status.placements.push(p.clone());
-            }
-            status.phase = Some(Phase::Running);
+        let restart = pending(
+            RestartAction::Migrate,
+            &moving,
+            targets,
+            checkpoint,
+            reason,
+            now,
+        );
+        // The move is recorded before anything happens, so a controller restarted
+        // half-way sees the job as migrated and never moves it a second time.
+        self.update_status(job, |status| {
+            mark(status);
+            status.migrations += 1;
+            status.generation += 1;
+            status.phase = Some(Phase::Restarting);
+            status.restart = Some(restart.clone());
         })
         .await?;
-        let note = format!("{}: {reason}", describe(&placed));
-        self.event(job, EventType::Normal, "Migrated", "Migrate", &note)
-            .await;
-        Ok(())
+        self.request_checkpoint(job, &moving, checkpoint, &restart)
+            .await
     }
 
-    /// Asks each pod's process to checkpoint per the job's spec and deletes the pods once
-    /// the grace period allows.
-    async fn checkpoint_and_delete(&self, job: &TrainingJob, victims: &[&Pod]) -> Result<()> {
-        let checkpoint = job
-            .spec
-            .checkpoint
-            .as_ref()
-            .ok_or_else(|| Error::InvalidSpec {
-                job: job.name_any(),
-                message: "the job has no `checkpoint` and cannot be moved or rescaled".into(),
-            })?;
+    /// Asks each pod's process to checkpoint: sets the annotation, or deletes the pod
+    /// with the grace period (the kubelet sends the stop signal).
+    async fn request_checkpoint(
+        &self,
+        job: &TrainingJob,
+        victims: &[&Pod],
+        checkpoint: &Checkpoint,
+        restart: &PendingRestart,
+    ) -> Result<()> {
         let api = self.pods(job);
-        let grace = i64::from(checkpoint.grace_period_seconds);
         match checkpoint.method {
             CheckpointMethod::Annotation => {
-                let requested = chrono_now();
                 let params = PatchParams {
                     field_manager: Some(FIELD_MANAGER.into()),
                     ..PatchParams::default()
                 };
                 let patch = Patch::Merge(
-                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: requested}}}),
+                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: restart.requested_at}}}),
                 );
                 for pod in victims {
                     let name = pod.name_any();
@@ -243,19 +297,124 @@ impl Actor {
                     .await
                     .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
                 }
-                tokio::time::sleep(Duration::from_secs(checkpoint.grace_period_seconds.into()))
-                    .await;
-                for pod in victims {
-                    delete_pod(&api, &pod.name_any(), None).await?;
-                }
             }
             CheckpointMethod::Signal => {
+                let grace = i64::from(checkpoint.grace_period_seconds);
                 for pod in victims {
-                    delete_pod(&api, &pod.name_any(), Some(grace)).await?;
+                    self.delete_once(job, &pod.name_any(), Some(grace)).await?;
                 }
             }
         }
         Ok(())
+    }
+
+    /// Deletes a pod of a restart unless this process already did.
+    async fn delete_once(&self, job: &TrainingJob, pod: &str, grace: Option<i64>) -> Result<()> {
+        let key = format!("{}/{pod}", namespace(job));
+        if self
+            .deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        delete_pod(&self.pods(job), pod, grace).await?;
+        self.deletes_sent.lock().expect("deletes lock").insert(key);
+        Ok(())
+    }
+
+    /// Carries `job`'s restart on, if it has one, at `now`: deletes the annotated pods
+    /// once the grace period has passed, and once none of the old pods is left in
+    /// `job_pods` (the reflector's view, terminating pods included), creates and binds
+    /// the replacements and records them. Never waits: a call that finds nothing to do
+    /// returns [`RestartProgress::Waiting`], and the caller calls again when the caches
+    /// change.
+    pub async fn advance_restart(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        now: Timestamp,
+    ) -> Result<RestartProgress> {
+        let status = status_of(job);
+        let Some(restart) = status.restart.clone() else {
+            return Ok(RestartProgress::Idle);
+        };
+        let alive: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| restart.stopping.contains(&p.name_any()) && !terminated(p))
+            .collect();
+        if !alive.is_empty() {
+            let due = restart
+                .delete_after
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_none_or(|t| now >= t);
+            if due {
+                let grace = match (&restart.delete_after, &job.spec.checkpoint) {
+                    (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
+                    _ => None,
+                };
+                for pod in alive
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                {
+                    self.delete_once(job, &pod.name_any(), grace).await?;
+                }
+            }
+            return Ok(RestartProgress::Waiting);
+        }
+        let assignments: Vec<(String, String)> = restart
+            .targets
+            .iter()
+            .map(|t| (t.task.clone(), t.node.clone()))
+            .collect();
+        let (action, done) = match restart.action {
+            RestartAction::Migrate => ("Migrate", "Migrated"),
+            RestartAction::Scale => ("Scale", "Rescaled"),
+        };
+        let placed = match self
+            .create_and_bind(job, &assignments, status.generation)
+            .await
+        {
+            Ok(placed) => placed,
+            Err(error) => return Err(self.placement_failed(job, action, error).await),
+        };
+        let created = created_message(&placed);
+        self.update_status(job, |s| {
+            match restart.action {
+                RestartAction::Migrate => {
+                    for p in &placed {
+                        s.placements.retain(|q| q.task != p.task);
+                        s.placements.push(p.clone());
+                    }
+                }
+                RestartAction::Scale => s.placements = placed.clone(),
+            }
+            s.phase = Some(Phase::Running);
+            s.restart = None;
+            set_condition(s, PODS_CREATED_CONDITION, "True", "Created", &created);
+        })
+        .await?;
+        {
+            let ns = namespace(job);
+            let mut sent = self.deletes_sent.lock().expect("deletes lock");
+            for pod in &restart.stopping {
+                sent.remove(&format!("{ns}/{pod}"));
+            }
+        }
+        let note = match restart.action {
+            RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
+            RestartAction::Scale => format!(
+                "{} replicas ({}): {}",
+                status.replicas.unwrap_or_default(),
+                describe(&placed),
+                restart.reason
+            ),
+        };
+        self.event(job, EventType::Normal, done, action, &note)
+            .await;
+        Ok(RestartProgress::Done)
     }
 
     /// Sets the CPU weight of `pod` by resizing its training container's CPU request to
@@ -330,8 +489,11 @@ impl Actor {
         Ok(())
     }
 
-    /// Restarts `job` from a checkpoint with `replicas` replicas of its scalable role;
-    /// added replicas go to `nodes` in order, the others stay where they ran.
+    /// Starts restarting `job` from a checkpoint with `replicas` replicas of its
+    /// scalable role at `now`: records the rescale and the restart in the status and
+    /// asks every pod to checkpoint; [`Actor::advance_restart`] carries it on. Added
+    /// replicas go to `nodes` in order, the others stay where they ran.
+    #[allow(clippy::too_many_arguments)]
     pub async fn scale(
         &self,
         job: &TrainingJob,
@@ -339,20 +501,14 @@ impl Actor {
         replicas: u32,
         nodes: &[String],
         reason: &str,
+        now: Timestamp,
     ) -> Result<()> {
+        let checkpoint = checkpoint_of(job)?;
         let before = status_of(job).placements;
-        let updated = self
-            .update_status(job, |status| {
-                status.rescales += 1;
-                status.replicas = Some(replicas);
-                status.generation += 1;
-                status.phase = Some(Phase::Restarting);
-            })
-            .await?;
-        let victims: Vec<&Pod> = job_pods.iter().collect();
-        self.checkpoint_and_delete(job, &victims).await?;
+        let mut scaled = job.clone();
+        scaled.status.get_or_insert_with(Default::default).replicas = Some(replicas);
         let mut added = nodes.iter();
-        let assignments: Vec<(String, String)> = pods::tasks(&updated)
+        let targets: Vec<TaskTarget> = pods::tasks(&scaled)
             .into_iter()
             .filter_map(|t| {
                 let node = job_pods
@@ -367,22 +523,28 @@ impl Actor {
                             .map(|p| p.node.clone())
                     })
                     .or_else(|| added.next().cloned())?;
-                Some((t.name, node))
+                Some(TaskTarget { task: t.name, node })
             })
             .collect();
-        let generation = status_of(&updated).generation;
-        let placed = self
-            .create_and_bind(&updated, &assignments, generation)
-            .await?;
-        self.update_status(&updated, |status| {
-            status.placements = placed.clone();
-            status.phase = Some(Phase::Running);
+        let victims: Vec<&Pod> = job_pods.iter().collect();
+        let restart = pending(
+            RestartAction::Scale,
+            &victims,
+            targets,
+            checkpoint,
+            reason,
+            now,
+        );
+        self.update_status(job, |status| {
+            status.rescales += 1;
+            status.replicas = Some(replicas);
+            status.generation += 1;
+            status.phase = Some(Phase::Restarting);
+            status.restart = Some(restart.clone());
         })
         .await?;
-        let note = format!("{replicas} replicas ({}): {reason}", describe(&placed));
-        self.event(job, EventType::Normal, "Rescaled", "Scale", &note)
-            .await;
-        Ok(())
+        self.request_checkpoint(job, &victims, checkpoint, &restart)
+            .await
     }
 
     /// Replaces the policy's labels on `job` (no write when they are unchanged).
@@ -457,28 +619,31 @@ impl Actor {
     }
 }
 
-/// Creates `pod`; one that already exists unbound (left by a controller that stopped
-/// between create and bind) counts as created.
-async fn create_pod(api: &Api<Pod>, pod: &Pod) -> Result<()> {
+/// Creates `pod` of job `job`; one that already exists (left by a controller that
+/// stopped half-way) counts as created, and the node it is bound to, if any, is
+/// returned. A pod the API server refuses as invalid is the template's fault.
+async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<String>> {
     let name = pod.name_any();
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
     match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
-        Ok(_) => Ok(()),
+        Ok(_) => Ok(None),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = api
                 .get(&name)
                 .await
                 .map_err(Error::api(format!("reading pod {name}")))?;
-            match node_of(&existing) {
-                None => Ok(()),
-                Some(node) => Err(Error::NotFound(format!(
-                    "pod {name} exists and is already bound to {node}"
-                ))),
-            }
+            Ok(node_of(&existing).map(str::to_string))
         }
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
+            job: job.to_string(),
+            message: format!(
+                "the API server refused pod {name}, made from the role's template ({}): {}",
+                s.code, s.message
+            ),
+        }),
         Err(error) => Err(Error::api(format!("creating pod {name}"))(error)),
     }
 }
@@ -549,9 +714,13 @@ pub fn set_condition(
 }
 
 fn chrono_now() -> String {
-    let now = k8s_openapi::jiff::Timestamp::now();
-    k8s_openapi::jiff::Timestamp::from_second(now.as_second())
-        .unwrap_or(now)
+    rfc3339(Timestamp::now())
+}
+
+/// `time` to whole seconds, as RFC 3339 (what the status and annotations hold).
+pub fn rfc3339(time: Timestamp) -> String {
+    Timestamp::from_second(time.as_second())
+        .unwrap_or(time)
         .to_string()
 }
 
@@ -561,6 +730,57 @@ fn namespace(job: &TrainingJob) -> String {
 
 fn status_of(job: &TrainingJob) -> TrainingJobStatus {
     job.status.clone().unwrap_or_default()
+}
+
+fn checkpoint_of(job: &TrainingJob) -> Result<&Checkpoint> {
+    job.spec
+        .checkpoint
+        .as_ref()
+        .ok_or_else(|| Error::InvalidSpec {
+            job: job.name_any(),
+            message: "the job has no `checkpoint` and cannot be moved or rescaled".into(),
+        })
+}
+
+/// The restart record for stopping `victims` at `now`.
+fn pending(
+    action: RestartAction,
+    victims: &[&Pod],
+    targets: Vec<TaskTarget>,
+    checkpoint: &Checkpoint,
+    reason: &str,
+    now: Timestamp,
+) -> PendingRestart {
+    let delete_after = match checkpoint.method {
+        CheckpointMethod::Annotation => Some(rfc3339(
+            now + SignedDuration::from_secs(checkpoint.grace_period_seconds.into()),
+        )),
+        CheckpointMethod::Signal => None,
+    };
+    PendingRestart {
+        action,
+        stopping: victims.iter().map(|p| p.name_any()).collect(),
+        targets,
+        requested_at: rfc3339(now),
+        delete_after,
+        reason: reason.to_string(),
+    }
+}
+
+/// Whether a pod's containers have stopped for good (it holds no resources any more).
+pub fn terminated(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn created_message(placed: &[Placement]) -> String {
+    format!(
+        "{} pod(s) created and bound: {}",
+        placed.len(),
+        describe(placed)
+    )
 }
 
 /// The task a pod runs (its `switchyard.dev/task` label).

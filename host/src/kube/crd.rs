@@ -78,7 +78,8 @@ pub struct Role {
     /// unless `progress.log.container` names another.
     // The full PodTemplateSpec schema would make the CRD several thousand lines long and
     // too large for client-side apply; the API server checks the template when the
-    // controller creates the pod, and the controller reports that as a condition.
+    // controller creates the pod, and a refusal becomes the `PodsCreated=False`
+    // condition (reason `TemplateRejected`) with the API server's message.
     #[schemars(schema_with = "preserve_unknown_object")]
     pub template: PodTemplateSpec,
 }
@@ -97,7 +98,8 @@ pub struct Progress {
     /// Read samples from the training container's log.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<LogProgress>,
-    /// Accept samples pushed to the controller's HTTP API.
+    /// Accept samples pushed to the controller's HTTP API
+    /// (`POST /v1/jobs/<namespace>%2F<name>/loss`).
     #[serde(default)]
     pub push: bool,
 }
@@ -135,8 +137,8 @@ pub enum CheckpointMethod {
     /// signal (SIGTERM unless the image says otherwise) and the process saves on it.
     Signal,
     /// The controller sets the pod annotation `switchyard.dev/checkpoint-requested`
-    /// (visible in the pod through a downward-API volume), waits the grace period, then
-    /// deletes the pod.
+    /// (visible in the pod through a downward-API volume) and deletes the pod once the
+    /// grace period has passed; other jobs are scheduled meanwhile.
     Annotation,
 }
 
@@ -187,12 +189,63 @@ pub struct TrainingJobStatus {
     /// replacement pods get fresh names.
     #[serde(default)]
     pub generation: u32,
-    /// The most recent loss samples, oldest first.
+    /// The most recent loss samples, oldest first, each step once (from the log and
+    /// from pushes); a restarted controller reads them back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loss: Vec<LossSample>,
-    /// Conditions (`CpuWeightApplied`, `PodsCreated`, ...).
+    /// A migration or rescale under way: the pods being stopped and where their
+    /// replacements go. Written before the first pod is touched, so a restarted
+    /// controller finishes the restart instead of starting another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<PendingRestart>,
+    /// Conditions: `PodsCreated` (the job's pods were created and bound; `False` with
+    /// reason `TemplateRejected` when the API server refused a role's template, or
+    /// `PlacementFailed`) and `CpuWeightApplied` (an in-place CPU resize was applied,
+    /// or refused by the cluster).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+}
+
+/// A restart of some of a job's pods (a migration) or all of them (a rescale), carried
+/// out in stages while the controller keeps scheduling other jobs: ask for a
+/// checkpoint, delete the pods once the grace period allows, and create the replacements
+/// once the old pods have terminated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRestart {
+    /// What started it.
+    pub action: RestartAction,
+    /// The pods being stopped.
+    pub stopping: Vec<String>,
+    /// Where each replacement task goes.
+    pub targets: Vec<TaskTarget>,
+    /// RFC 3339 time the checkpoint was requested.
+    pub requested_at: String,
+    /// RFC 3339 time after which the pods are deleted (`Annotation` checkpoints); absent
+    /// when they were deleted at once with the grace period (`Signal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_after: Option<String>,
+    /// The policy's reason, repeated in the Event when the restart completes.
+    pub reason: String,
+}
+
+/// What a restart carries out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RestartAction {
+    /// Some tasks move to another node; the others keep running.
+    Migrate,
+    /// The whole job restarts with another replica count.
+    Scale,
+}
+
+/// A task and the node its replacement pod is bound to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTarget {
+    /// Task name (`worker-1`).
+    pub task: String,
+    /// Node.
+    pub node: String,
 }
 
 /// One task bound to one node.

@@ -54,6 +54,12 @@ impl JobBuilder {
         self
     }
 
+    /// Progress by pushes to the API only (no log to follow).
+    pub fn push_progress(mut self) -> Self {
+        self.value["spec"]["progress"] = json!({"push": true});
+        self
+    }
+
     /// Sets the status.
     pub fn status(mut self, status: TrainingJobStatus) -> Self {
         self.value["status"] = serde_json::to_value(status).unwrap();
@@ -101,6 +107,15 @@ pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
         "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
     }))
     .unwrap()
+}
+
+/// `pod` being deleted: the API server has set its deletion timestamp and the kubelet
+/// is stopping it.
+pub fn terminating(mut pod: Pod) -> Pod {
+    pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    pod
 }
 
 /// A ready node with `cpus` CPUs and 64 GiB.

@@ -1,8 +1,13 @@
 //! Leader election over a `coordination.k8s.io/v1` Lease, so that of the controller's
 //! replicas exactly one acts. Every write carries the resourceVersion that was read, so
 //! two replicas racing for the same Lease cannot both win: the loser gets a 409 and
-//! stays (or becomes) a follower. It owns the Lease; it must not act on the cluster.
+//! stays (or becomes) a follower. [`keep_leading`] runs the election for a [`Leader`]
+//! grant: each renewal grants the lead until a little before the Lease could expire
+//! for the other replicas, counted from before the call, so a renewal that hangs never
+//! keeps a replica acting past that point. It owns the Lease; it must not act on the
+//! cluster.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -11,6 +16,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use super::{Error, FIELD_MANAGER, Result};
+use crate::live::Leader;
 
 /// What one election round found.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -51,6 +57,12 @@ impl LeaseLock {
     /// so two missed renewals still keep the Lease.
     pub fn renew_every(&self) -> Duration {
         self.duration / 3
+    }
+
+    /// How long a renewal lets this replica act, counted from before the call: four
+    /// fifths of the Lease duration, leaving the rest for clock skew between nodes.
+    pub fn valid_for(&self) -> Duration {
+        self.duration * 4 / 5
     }
 
     /// Acquires the Lease if it is free or expired, renews it if held, and otherwise
@@ -143,6 +155,37 @@ impl LeaseLock {
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Leadership::LostRace),
             Err(error) => Err(Error::api(format!("{what} Lease {}", self.name))(error)),
         }
+    }
+}
+
+/// Runs the election for `leader` until the task is dropped: every
+/// [`LeaseLock::renew_every`], acquires or renews the Lease. A renewal grants the lead
+/// for [`LeaseLock::valid_for`] from when it started; a call that fails or hangs (it is
+/// abandoned after `renew_every`) grants nothing, so the grant runs out on its own.
+pub async fn keep_leading(lock: LeaseLock, leader: Arc<Leader>) {
+    loop {
+        let started = tokio::time::Instant::now();
+        let was_leading = leader.is_leading();
+        let attempt = tokio::time::timeout(
+            lock.renew_every(),
+            lock.try_acquire_or_renew(Timestamp::now()),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(Leadership::Leading)) => leader.lead_until(started + lock.valid_for()),
+            Ok(Ok(Leadership::Following { holder })) => leader.follow(Some(holder)),
+            Ok(Ok(Leadership::LostRace)) => leader.follow(None),
+            Ok(Err(error)) => tracing::warn!(%error, "leader election"),
+            Err(_) => tracing::warn!(
+                timeout = ?lock.renew_every(),
+                "the Lease call did not answer; the lead runs out unless a renewal succeeds"
+            ),
+        }
+        let leading = leader.is_leading();
+        if leading != was_leading {
+            tracing::info!(leading, leader = ?leader.holder(), "leadership changed");
+        }
+        tokio::time::sleep_until(started + lock.renew_every()).await;
     }
 }
 
@@ -274,6 +317,38 @@ pub(crate) mod tests {
         lock(client).release().await.unwrap();
         let seen = server.finish().await;
         assert_eq!(seen.len(), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_replica_whose_renewal_hangs_stops_leading_when_its_lease_could_expire() {
+        let (client, server) = MockServer::start(vec![
+            Expect::get(PATH).fail(404, "NotFound", "not found"),
+            Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+                .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+            // The renewal's read never answers in time.
+            Expect::get(PATH).after(Duration::from_secs(3600)).ok(lease(
+                "controller-a",
+                "2026-01-01T00:00:00Z",
+                "1",
+                0,
+            )),
+        ]);
+        let leader = Arc::new(Leader::elected("controller-a"));
+        let election = tokio::spawn(keep_leading(lock(client), leader.clone()));
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(leader.is_leading(), "the Lease was acquired");
+        tokio::time::sleep(Duration::from_secs(10)).await;
+        assert!(
+            leader.is_leading(),
+            "11 s after the last renewal, within the 12 s grant"
+        );
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert!(
+            !leader.is_leading(),
+            "13 s after the last renewal the replica no longer acts, though no call has failed"
+        );
+        election.abort();
+        drop(server);
     }
 
     /// Acquire, renew and release in one script: every access the election makes.

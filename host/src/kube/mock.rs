@@ -4,6 +4,8 @@
 //! that differs fails the test, and one that never comes fails it after a timeout. Every
 //! request is also recorded as (verb, group, resource, subresource) for the RBAC test.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use http::{Method, Request, Response, StatusCode};
@@ -34,6 +36,7 @@ pub struct Expect {
     status: StatusCode,
     response: Value,
     text: Option<String>,
+    delay: Option<Duration>,
 }
 
 impl Expect {
@@ -48,6 +51,7 @@ impl Expect {
             status: StatusCode::OK,
             response: Value::Null,
             text: None,
+            delay: None,
         }
     }
     /// `GET path`.
@@ -92,6 +96,11 @@ impl Expect {
         self.response = response;
         self
     }
+    /// Answers only after `delay` (a call that hangs); requests behind it wait too.
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
     /// Answers 200 with `response`.
     pub fn ok(self, response: Value) -> Self {
         self.respond(200, response)
@@ -109,15 +118,19 @@ impl Expect {
 /// A client talking to a scripted server, and the server's task.
 pub struct MockServer {
     handle: tokio::task::JoinHandle<Vec<Access>>,
+    served: Arc<AtomicUsize>,
 }
 
-/// How long a scenario may wait for a request (tests pause time, so this is virtual).
-pub const TIMEOUT: Duration = Duration::from_secs(3600);
+/// How long a scenario may wait for a request: virtual time in the tests that pause the
+/// clock, wall time in those that run the control loop on a blocking thread.
+pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MockServer {
     /// Starts serving `script`; returns the client to use and the server.
     pub fn start(script: Vec<Expect>) -> (Client, MockServer) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let served = Arc::new(AtomicUsize::new(0));
+        let counter = served.clone();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
             for (index, expect) in script.into_iter().enumerate() {
@@ -175,6 +188,10 @@ impl MockServer {
                     Some(text) => text.clone().into_bytes(),
                     None => serde_json::to_vec(&expect.response).expect("JSON"),
                 };
+                counter.fetch_add(1, Ordering::SeqCst);
+                if let Some(delay) = expect.delay {
+                    tokio::time::sleep(delay).await;
+                }
                 send.send_response(
                     Response::builder()
                         .status(expect.status)
@@ -186,8 +203,16 @@ impl MockServer {
         });
         (
             Client::new(service, "default"),
-            MockServer { handle: server },
+            MockServer {
+                handle: server,
+                served,
+            },
         )
+    }
+
+    /// How many requests have come so far.
+    pub fn served(&self) -> usize {
+        self.served.load(Ordering::SeqCst)
     }
 
     /// Waits for the whole script to be served and returns what was accessed.

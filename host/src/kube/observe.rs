@@ -1,18 +1,26 @@
 //! Observing the cluster: reflectors (kube-runtime watchers feeding in-memory stores) on
 //! Nodes, Pods and TrainingJobs; measured usage from `metrics.k8s.io` when the cluster
-//! serves it; loss samples from following training containers' logs; and the
-//! [`Snapshot`] the policy sees, built from those caches. Watches restart on their own
-//! with back-off when the API server drops them. This module reads; it must not write
-//! to the cluster.
+//! serves it; loss samples from following training containers' logs (and, kept in the
+//! same [`LossBook`], from pushes); and the [`Snapshot`] the policy sees, built from
+//! those caches. Watches restart on their own with back-off when the API server drops
+//! them. This module reads; it must not write to the cluster.
+//!
+//! A followed log is read with timestamps, and each pod's follower remembers the
+//! timestamp of the last line it read: when the stream ends and the pod is followed
+//! again, the log is asked for from that second on (`sinceTime`) and the lines up to the
+//! remembered timestamp are skipped, so no sample is taken twice. A job's series also
+//! takes each step once, and starts from the samples in its status, so a restarted
+//! controller continues the series rather than starting it over.
 //!
 //! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
 //! must count every pod bound to it, whoever scheduled it.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, LogParams};
 use kube::runtime::reflector::{self, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -21,13 +29,106 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::act::{node_of, task_of};
-use super::crd::{Phase, TrainingJob};
+use super::crd::{self, Phase, TrainingJob};
 use super::progress::LogPattern;
 use super::{Error, JOB_LABEL, Result, pods, quantity};
+pub use crate::live::loss::LOSS_WINDOW;
+use crate::live::loss::LossSeries;
 use crate::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
-/// Most recent loss samples kept per job.
-pub const LOSS_WINDOW: usize = 64;
+/// Every job's loss series, what of it is already in the job's status, and how far each
+/// followed log has been read.
+#[derive(Debug, Default)]
+pub struct LossBook {
+    id_to_series: HashMap<String, JobLoss>,
+    /// Per followed pod (`<job id>:<pod>`), the timestamp of the last line read.
+    pod_to_read_until: HashMap<String, Timestamp>,
+}
+
+#[derive(Debug, Default)]
+struct JobLoss {
+    series: LossSeries,
+    /// Raised by every sample taken.
+    version: u64,
+    /// The version last written to the job's status.
+    written: u64,
+    /// When it was last written (Unix seconds).
+    written_at: Option<f64>,
+}
+
+impl LossBook {
+    /// Whether job `id` has a series (else its status is what there is).
+    pub fn has(&self, id: &str) -> bool {
+        self.id_to_series.contains_key(id)
+    }
+
+    /// Starts job `id`'s series from the samples its status holds.
+    pub fn seed(&mut self, id: &str, from_status: &[crd::LossSample]) {
+        self.id_to_series
+            .entry(id.to_string())
+            .or_insert_with(|| JobLoss {
+                series: LossSeries::from_samples(from_status.iter().map(|s| model::LossSample {
+                    time: s.time,
+                    step: s.step,
+                    value: s.value,
+                })),
+                ..JobLoss::default()
+            });
+    }
+
+    /// Adds a sample to job `id`'s series; false when its step is already there.
+    pub fn record(&mut self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
+        let job = self.id_to_series.entry(id.to_string()).or_default();
+        let taken = job.series.record(time, step, value);
+        if taken {
+            job.version += 1;
+        }
+        taken
+    }
+
+    /// Job `id`'s samples, oldest first.
+    pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
+        self.id_to_series.get(id).map(|j| j.series.to_vec())
+    }
+
+    /// The series with samples not yet in their job's status, last written at least
+    /// `every` seconds before `now`: (job id, version, samples).
+    pub fn due(&self, now: f64, every: f64) -> Vec<(String, u64, Vec<model::LossSample>)> {
+        self.id_to_series
+            .iter()
+            .filter(|(_, j)| j.version > j.written && j.written_at.is_none_or(|t| now - t >= every))
+            .map(|(id, j)| (id.clone(), j.version, j.series.to_vec()))
+            .collect()
+    }
+
+    /// Notes that `version` of job `id`'s series is in its status since `now`.
+    pub fn written(&mut self, id: &str, version: u64, now: f64) {
+        if let Some(job) = self.id_to_series.get_mut(id) {
+            job.written = job.written.max(version);
+            job.written_at = Some(now);
+        }
+    }
+
+    /// Drops a finished job's series and cursors.
+    pub fn forget(&mut self, id: &str) {
+        self.id_to_series.remove(id);
+        let prefix = format!("{id}:");
+        self.pod_to_read_until
+            .retain(|k, _| !k.starts_with(&prefix));
+    }
+}
+
+/// The samples of a series as the status holds them.
+pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
+    samples
+        .iter()
+        .map(|s| crd::LossSample {
+            time: s.time,
+            step: s.step,
+            value: s.value,
+        })
+        .collect()
+}
 
 /// The caches the snapshot is built from.
 #[derive(Clone)]
@@ -40,8 +141,8 @@ pub struct Caches {
     pub jobs: Store<TrainingJob>,
     /// Measured usage, when `metrics.k8s.io` answers.
     pub usage: Arc<Mutex<Option<Usage>>>,
-    /// Loss samples per job id, oldest first.
-    pub loss: Arc<Mutex<HashMap<String, VecDeque<model::LossSample>>>>,
+    /// Loss series per job id, and how far each followed log was read.
+    pub loss: Arc<Mutex<LossBook>>,
     /// Signalled on every watch event.
     pub changed: Arc<Notify>,
 }
@@ -114,14 +215,19 @@ impl Caches {
         (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
     }
 
-    /// Records a sample for job `id` (from a log line or an HTTP push).
-    pub fn push_sample(&self, id: &str, sample: model::LossSample) {
-        let mut loss = self.loss.lock().expect("loss lock");
-        let window = loss.entry(id.to_string()).or_default();
-        window.push_back(sample);
-        while window.len() > LOSS_WINDOW {
-            window.pop_front();
+    /// Records a sample for job `id` (from a log line or an HTTP push), read at `time`;
+    /// `step: None` means the step after the last. A series seen for the first time
+    /// starts from the samples in the job's status. Returns false when the step is
+    /// already in the series.
+    pub fn record_sample(&self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
+        let mut book = self.loss.lock().expect("loss lock");
+        if !book.has(id)
+            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+        {
+            let status = job.status.clone().unwrap_or_default();
+            book.seed(id, &status.loss);
         }
+        book.record(id, time, step, value)
     }
 
     /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only.
@@ -216,6 +322,18 @@ impl Caches {
                 }
             })
             .collect();
+        let mut tasks = tasks;
+        // A restart under way holds its tasks until the replacements are recorded, even
+        // when the old pods are gone and the new ones not yet in the cache: the policy
+        // must not place them a second time.
+        if let Some(restart) = &status.restart {
+            for task in &mut tasks {
+                if restart.targets.iter().any(|t| t.task == task.name) {
+                    task.phase = TaskPhase::Restarting;
+                    task.node = None;
+                }
+            }
+        }
         let phase = if tasks.iter().any(|t| t.phase == TaskPhase::Restarting) {
             JobPhase::Restarting
         } else if tasks.iter().all(|t| t.phase == TaskPhase::Pending) {
@@ -234,8 +352,8 @@ impl Caches {
             .filter_map(|p| p.status.as_ref()?.start_time.as_ref())
             .map(|t| t.0.as_millisecond() as f64 / 1000.0)
             .reduce(f64::min);
-        let loss: Vec<model::LossSample> = match self.loss.lock().expect("loss lock").get(&id) {
-            Some(window) => window.iter().copied().collect(),
+        let loss: Vec<model::LossSample> = match self.loss.lock().expect("loss lock").samples(&id) {
+            Some(samples) => samples,
             None => status
                 .loss
                 .iter()
@@ -298,9 +416,19 @@ pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
 }
 
 /// Whether every task of `job` has a pod that finished successfully (`Some(true)`), one
-/// that failed (`Some(false)`), or neither (`None`).
+/// that failed (`Some(false)`), or neither (`None`). Pods being stopped (deleted, or
+/// part of a restart) do not count: a process killed for a migration is not a failure.
 pub fn finished(job: &TrainingJob, all: &[Arc<Pod>]) -> Option<bool> {
-    let own = job_pods(job, all);
+    let stopping: Vec<String> = job
+        .status
+        .as_ref()
+        .and_then(|s| s.restart.as_ref())
+        .map(|r| r.stopping.clone())
+        .unwrap_or_default();
+    let own: Vec<Pod> = job_pods(job, all)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !stopping.contains(&p.name_any()))
+        .collect();
     let phase = |p: &Pod| {
         p.status
             .as_ref()
@@ -411,9 +539,10 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     Ok(Some(usage))
 }
 
-/// Follows the log of `pod`'s `container` from now on and records every sample the
-/// pattern finds for job `id`, timestamped with the wall clock. Returns when the log ends
-/// (the container stopped, or the API server closed the stream).
+/// Follows the log of `pod`'s `container` and records every sample the pattern finds
+/// for job `id`, timestamped with `clock`. A pod followed before is read from where its
+/// last follower stopped (see the module docs). Returns the number of samples taken when
+/// the log ends (the container stopped, or the API server closed the stream).
 pub async fn follow_log(
     pods: Api<Pod>,
     pod: &str,
@@ -423,9 +552,21 @@ pub async fn follow_log(
     id: &str,
     clock: impl Fn() -> f64,
 ) -> Result<usize> {
+    let cursor = format!("{id}:{pod}");
+    let read_until = caches
+        .loss
+        .lock()
+        .expect("loss lock")
+        .pod_to_read_until
+        .get(&cursor)
+        .copied();
     let params = LogParams {
         container,
         follow: true,
+        timestamps: true,
+        // `sinceTime` has whole seconds; the lines of that second already read are
+        // skipped below by their full timestamps.
+        since_time: read_until.map(|t| Timestamp::from_second(t.as_second()).unwrap_or(t)),
         ..LogParams::default()
     };
     let stream = pods
@@ -438,16 +579,31 @@ pub async fn follow_log(
         pod: pod.to_string(),
         source,
     })? {
-        if let Some(sample) = pattern.parse_line(&line) {
-            caches.push_sample(
-                id,
-                model::LossSample {
-                    time: clock(),
-                    step: sample.step,
-                    value: sample.value,
-                },
-            );
-            count += 1;
+        let (stamp, text) = match line.split_once(' ') {
+            Some((head, rest)) => match head.parse::<Timestamp>() {
+                Ok(stamp) => (Some(stamp), rest),
+                Err(_) => (None, line.as_str()),
+            },
+            None => (None, line.as_str()),
+        };
+        if let (Some(stamp), Some(until)) = (stamp, read_until)
+            && stamp <= until
+        {
+            continue;
+        }
+        if let Some(sample) = pattern.parse_line(text) {
+            let step = pattern.has_step_group().then_some(sample.step);
+            if caches.record_sample(id, clock(), step, sample.value) {
+                count += 1;
+            }
+        }
+        if let Some(stamp) = stamp {
+            caches
+                .loss
+                .lock()
+                .expect("loss lock")
+                .pod_to_read_until
+                .insert(cursor.clone(), stamp);
         }
     }
     Ok(count)

@@ -69,6 +69,12 @@ impl LogPattern {
         Some(ParsedSample { step, value })
     }
 
+    /// Whether the pattern has a `step` group; without one, [`ParsedSample::step`]
+    /// counts matching lines, which only means something within one reading of a log.
+    pub fn has_step_group(&self) -> bool {
+        self.step_group.is_some()
+    }
+
     /// Every sample in `text`, line by line.
     pub fn parse_text(&mut self, text: &str) -> Vec<ParsedSample> {
         text.lines().filter_map(|l| self.parse_line(l)).collect()

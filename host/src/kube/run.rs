@@ -1,10 +1,12 @@
 //! Running the controller in a cluster: connect (kubeconfig, or in-cluster), start the
-//! reflectors, the metrics poller, the leader election and the probes, run the control
-//! loop on a blocking thread over [`KubeCluster`], and stop everything when the shutdown
-//! future resolves (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces
-//! do the work.
+//! reflectors, the metrics poller and the leader election, start the live controller
+//! ([`Controller`], the same one the simulator runs under) over [`KubeCluster`] with its
+//! state kept in a ConfigMap, follow the policies directory, serve the HTTP API (which
+//! also answers the probes), and stop everything when the shutdown future resolves
+//! (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the work.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,30 +15,42 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::Client;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
-use tokio::sync::watch;
 
 use super::act::Actor;
 use super::cluster::KubeCluster;
-use super::lease::{Leadership, LeaseLock};
+use super::lease::{self, LeaseLock};
 use super::observe::{self, Caches};
-use super::{Error, Result, health};
-use crate::control::{ControlLoop, RunEnd};
+use super::state::ConfigMapStateStore;
+use super::{Error, Result, events};
+use crate::api::{self, ApiConfig};
+use crate::live::{Controller, Leader, LiveConfig};
+use crate::policy_dir::{self, PolicyDir};
+use crate::runtime::Runtime;
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
 pub struct Options {
     /// This replica's identity (the pod name).
     pub identity: String,
-    /// Namespace of the leader-election Lease.
-    pub lease_namespace: String,
-    /// Name of the Lease.
+    /// The controller's namespace: the Lease, the state ConfigMap and the pod the
+    /// controller's own Events are about.
+    pub namespace: String,
+    /// Name of the leader-election Lease.
     pub lease_name: String,
     /// How long a Lease holds without renewal.
     pub lease_duration: Duration,
-    /// Where the probes listen.
-    pub health_addr: SocketAddr,
+    /// Name of the ConfigMap holding policy state.
+    pub state_configmap: String,
     /// How often usage is read from `metrics.k8s.io`.
     pub metrics_every: Duration,
+    /// Where the HTTP API (and the probes) listen.
+    pub listen: SocketAddr,
+    /// The mounted policy ConfigMap, if any.
+    pub policies_dir: Option<PathBuf>,
+    /// The live controller's settings.
+    pub live: LiveConfig,
+    /// The API's settings.
+    pub api: ApiConfig,
 }
 
 /// Connects with the kubeconfig, or the in-cluster service account.
@@ -44,44 +58,35 @@ pub async fn connect() -> Result<Client> {
     Client::try_default().await.map_err(Error::Config)
 }
 
-/// Runs `control` against the cluster behind `client` until `shutdown` resolves.
+/// Runs the live controller against the cluster behind `client`, policies compiled by
+/// `runtime`, until `shutdown` resolves.
 pub async fn run(
     client: Client,
+    runtime: Runtime,
     options: Options,
-    mut control: ControlLoop,
-    shutdown: impl std::future::Future<Output = ()>,
-) -> Result<RunEnd> {
-    let (stop_tx, stop_rx) = watch::channel(false);
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<()> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: options.listen,
+            source,
+        })?;
     let (caches, drivers) = Caches::start(&client);
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
         drivers.into_iter().map(tokio::spawn).collect();
 
-    let ready = Arc::new(AtomicBool::new(false));
-    let listener = tokio::net::TcpListener::bind(options.health_addr)
-        .await
-        .map_err(|source| Error::Listen {
-            addr: options.health_addr,
-            source,
-        })?;
-    let mut health_stop = stop_rx.clone();
-    tasks.push(tokio::spawn(health::serve(
-        listener,
-        ready.clone(),
-        async move {
-            let _ = health_stop.wait_for(|s| *s).await;
-        },
-    )));
-
+    let synced = Arc::new(AtomicBool::new(false));
     {
-        let (caches, ready) = (caches.clone(), ready.clone());
+        let (caches, synced) = (caches.clone(), synced.clone());
         tasks.push(tokio::spawn(async move {
-            let synced = tokio::join!(
+            let done = tokio::join!(
                 caches.nodes.wait_until_ready(),
                 caches.pods.wait_until_ready(),
                 caches.jobs.wait_until_ready()
             );
-            if synced.0.is_ok() && synced.1.is_ok() && synced.2.is_ok() {
-                ready.store(true, Ordering::SeqCst);
+            if done.0.is_ok() && done.1.is_ok() && done.2.is_ok() {
+                synced.store(true, Ordering::SeqCst);
             }
         }));
     }
@@ -100,64 +105,88 @@ pub async fn run(
         }));
     }
 
-    let leading = Arc::new(AtomicBool::new(false));
+    let leader = Arc::new(Leader::elected(&options.identity));
     let lock = LeaseLock::new(
-        Api::<Lease>::namespaced(client.clone(), &options.lease_namespace),
+        Api::<Lease>::namespaced(client.clone(), &options.namespace),
         &options.lease_name,
         &options.identity,
         options.lease_duration,
     );
-    {
-        let (lock, leading) = (lock.clone(), leading.clone());
-        tasks.push(tokio::spawn(async move {
-            loop {
-                let now = k8s_openapi::jiff::Timestamp::now();
-                let state = lock.try_acquire_or_renew(now).await;
-                let lead = matches!(state, Ok(Leadership::Leading));
-                if leading.swap(lead, Ordering::SeqCst) != lead {
-                    tracing::info!(leading = lead, "leadership changed");
-                }
-                if let Err(error) = state {
-                    tracing::warn!(%error, "leader election");
-                }
-                tokio::time::sleep(lock.renew_every()).await;
-            }
-        }));
-    }
+    tasks.push(tokio::spawn(lease::keep_leading(
+        lock.clone(),
+        leader.clone(),
+    )));
 
+    let handle = tokio::runtime::Handle::current();
     let reporter = Reporter {
         controller: "switchyard".into(),
         instance: Some(options.identity.clone()),
     };
-    let actor = Actor::new(client.clone(), reporter);
     let cluster = KubeCluster::new(
-        tokio::runtime::Handle::current(),
-        client,
+        handle.clone(),
+        client.clone(),
         caches,
-        actor,
-        leading.clone(),
-        stop_rx,
+        Actor::new(client.clone(), reporter.clone()),
+        leader.clone(),
+    )
+    .with_synced(synced);
+    let store = ConfigMapStateStore::new(
+        handle.clone(),
+        client.clone(),
+        &options.namespace,
+        &options.state_configmap,
     );
-    let mut looping = tokio::task::spawn_blocking(move || {
-        let mut cluster = cluster;
-        control.run(&mut cluster, |_| {})
-    });
-    let end = tokio::select! {
-        end = &mut looping => end,
-        _ = shutdown => {
-            tracing::info!("shutting down");
-            let _ = stop_tx.send(true);
-            looping.await
+    let (live, started_leader) = (options.live.clone(), leader.clone());
+    let (controller, driver) = tokio::task::spawn_blocking(move || {
+        Controller::start(runtime, cluster, live, Box::new(store), started_leader)
+    })
+    .await
+    .map_err(Error::LoopPanicked)?
+    .map_err(Error::Live)?;
+    controller.on_refusal(events::refusal_events(
+        handle.clone(),
+        client.clone(),
+        reporter,
+        &options.namespace,
+        &options.identity,
+    ));
+
+    let watcher = match options.policies_dir.clone() {
+        Some(dir) => {
+            let (controller, handle) = (controller.clone(), handle.clone());
+            let (watcher, first) = tokio::task::spawn_blocking(move || {
+                policy_dir::watch(PolicyDir::new(&dir, controller, handle)?)
+            })
+            .await
+            .map_err(Error::LoopPanicked)?
+            .map_err(Error::PolicyDir)?;
+            for (source, error) in &first.refused {
+                tracing::warn!(source, error, "refused from the policies directory");
+            }
+            Some(watcher)
         }
+        None => None,
     };
-    let _ = stop_tx.send(true);
+
+    tracing::info!(addr = %options.listen, identity = options.identity, "serving the API; electing a leader");
+    let router = api::router(controller.clone(), options.api.clone());
+    let served = api::serve(listener, router, shutdown).await;
+    tracing::info!("shutting down");
+    // Stop deciding first, then stop acting, then hand the Lease over.
+    tokio::task::spawn_blocking(move || {
+        driver.shutdown();
+        drop(watcher);
+    })
+    .await
+    .map_err(Error::LoopPanicked)?;
     for task in &tasks {
         task.abort();
     }
-    if leading.load(Ordering::SeqCst)
-        && let Err(error) = lock.release().await
-    {
-        tracing::warn!(%error, "releasing the Lease");
+    if leader.is_leading() {
+        leader.follow(None);
+        if let Err(error) = lock.release().await {
+            tracing::warn!(%error, "releasing the Lease");
+        }
     }
-    end.map_err(Error::LoopPanicked)
+    served.map_err(Error::Serve)
 }

@@ -13,19 +13,24 @@ use kube::runtime::watcher;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use super::act::Actor;
-use super::crd::{CheckpointMethod, Phase, Placement, TrainingJob, TrainingJobStatus};
-use super::fixtures::{JobBuilder, NS, bound, event_json, node, pod, pod_json};
+use k8s_openapi::jiff::Timestamp;
+
+use super::act::{Actor, RestartProgress};
+use super::crd::{
+    CheckpointMethod, PendingRestart, Phase, Placement, RestartAction, TaskTarget, TrainingJob,
+    TrainingJobStatus,
+};
+use super::fixtures::{JobBuilder, NS, bound, event_json, node, pod, pod_json, terminating};
 use super::mock::{Access, Expect, MockServer};
 use super::observe::{self, Caches};
 use super::progress::LogPattern;
 use crate::model::{JobPhase, MigrationKind, TaskPhase};
 
-const PODS: &str = "/api/v1/namespaces/ml/pods";
-const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
-const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+pub(super) const PODS: &str = "/api/v1/namespaces/ml/pods";
+pub(super) const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
+pub(super) const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
-fn actor(client: kube::Client) -> Actor {
+pub(super) fn actor(client: kube::Client) -> Actor {
     Actor::new(
         client,
         Reporter {
@@ -35,7 +40,7 @@ fn actor(client: kube::Client) -> Actor {
     )
 }
 
-fn placement(task: &str, pod: &str, node: &str) -> Placement {
+pub(super) fn placement(task: &str, pod: &str, node: &str) -> Placement {
     Placement {
         task: task.into(),
         pod: pod.into(),
@@ -43,7 +48,7 @@ fn placement(task: &str, pod: &str, node: &str) -> Placement {
     }
 }
 
-fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
+pub(super) fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
     Expect::post(PODS)
         .body(json!({"metadata": {"name": name, "namespace": NS,
             "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role},
@@ -53,13 +58,13 @@ fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
         .respond(201, pod_json(name))
 }
 
-fn bind(pod: &str, node: &str) -> Expect {
+pub(super) fn bind(pod: &str, node: &str) -> Expect {
     Expect::post(&format!("{PODS}/{pod}/binding"))
         .body(json!({"metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
         .respond(201, bound())
 }
 
-fn delete(pod: &str, grace: Option<u32>) -> Expect {
+pub(super) fn delete(pod: &str, grace: Option<u32>) -> Expect {
     let e = Expect::delete(&format!("{PODS}/{pod}"));
     match grace {
         Some(g) => e.body(json!({"gracePeriodSeconds": g})),
@@ -68,14 +73,14 @@ fn delete(pod: &str, grace: Option<u32>) -> Expect {
     .ok(pod_json(pod))
 }
 
-fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
+pub(super) fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
     [
         Expect::get(STATUS).ok(read.json()),
         Expect::put(STATUS).body(wanted).ok(written.json()),
     ]
 }
 
-fn event(reason: &str, action: &str, type_: &str) -> Expect {
+pub(super) fn event(reason: &str, action: &str, type_: &str) -> Expect {
     Expect::post(EVENTS)
         .body(
             json!({"reason": reason, "action": action, "type": type_, "note": "*",
@@ -152,6 +157,13 @@ pub async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
         delete("a-ps-0-0", Some(0)),
         delete("a-worker-0-0", Some(0)),
         delete("a-worker-1-0", Some(0)),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "PlacementFailed", "message": "*", "lastTransitionTime": "*"}]}}),
+            )
+            .ok(job.json()),
         event("PlacementFailed", "Place", "Warning"),
     ]);
     let error = actor(client)
@@ -202,7 +214,7 @@ pub async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access
     server.finish().await
 }
 
-fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
+pub(super) fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
     JobBuilder::new("a")
         .checkpoint(method, grace)
         .with_status(TrainingJobStatus {
@@ -212,27 +224,65 @@ fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
         })
 }
 
+/// The time the scenarios' actions happen at.
+pub(crate) fn at(seconds_after: i64) -> Timestamp {
+    Timestamp::from_second(1_767_225_600 + seconds_after).unwrap()
+}
+
+/// `job` with `restart` under way after its first restart was recorded.
+pub(crate) fn restarting(
+    job: &JobBuilder,
+    mut status: TrainingJobStatus,
+    restart: PendingRestart,
+) -> JobBuilder {
+    status.phase = Some(Phase::Restarting);
+    status.restart = Some(restart);
+    job.clone_with(status)
+}
+
+pub(crate) fn migration(
+    stopping: &str,
+    task: &str,
+    node: &str,
+    delete_after: Option<Timestamp>,
+) -> PendingRestart {
+    PendingRestart {
+        action: RestartAction::Migrate,
+        stopping: vec![stopping.into()],
+        targets: vec![TaskTarget {
+            task: task.into(),
+            node: node.into(),
+        }],
+        requested_at: at(0).to_string(),
+        delete_after: delete_after.map(|t| t.to_string()),
+        reason: "loss flattened".into(),
+    }
+}
+
 pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Annotation, 30);
-    let marked = job.clone_with(TrainingJobStatus {
-        phase: Some(Phase::Restarting),
-        placements: vec![placement("main-0", "a-main-0-0", "n1")],
-        migrated: true,
-        migrations: 1,
-        generation: 1,
-        ..TrainingJobStatus::default()
-    });
+    let marked = restarting(
+        &job,
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            migrated: true,
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    );
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"migrated": true, "rebalanced": false, "migrations": 1, "generation": 1, "phase": "Restarting"}}),
+        json!({"status": {"migrated": true, "rebalanced": false, "migrations": 1, "generation": 1, "phase": "Restarting",
+            "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n2"}],
+                "requestedAt": "2026-01-01T00:00:00Z", "deleteAfter": "2026-01-01T00:00:30Z", "reason": "loss flattened"}}}),
         &marked,
     ));
     script.push(
         Expect::patch(&format!("{PODS}/a-main-0-0"))
-            .body(
-                json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "*"}}}),
-            )
+            .body(json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "2026-01-01T00:00:00Z"}}}))
             .ok(pod_json("a-main-0-0")),
     );
     script.push(delete("a-main-0-0", None));
@@ -240,42 +290,83 @@ pub async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
         &marked,
-        json!({"status": {"phase": "Running", "migrated": true, "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
+        json!({"status": {"phase": "Running", "migrated": true, "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Created", "message": "*", "lastTransitionTime": "*"}]}}),
         &marked,
     ));
     script.push(event("Migrated", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
+    let actor = actor(client);
+    let old = pod("a", "main-0", 0, Some("n1"));
     let started = tokio::time::Instant::now();
-    actor(client)
+    actor
         .migrate(
             &job.build(),
-            &[pod("a", "main-0", 0, Some("n1"))],
+            std::slice::from_ref(&old),
             None,
             "n2",
             MigrationKind::Reallocate,
             "loss flattened",
+            at(0),
         )
         .await
-        .expect("the job migrates");
+        .expect("the migration starts");
     assert!(
-        started.elapsed() >= std::time::Duration::from_secs(30),
-        "the grace period passed before the delete"
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "starting a migration does not wait out the grace period"
     );
+    let marked = marked.build();
+    let asked = server.served();
+    let progress = actor
+        .advance_restart(&marked, std::slice::from_ref(&old), at(10))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    assert_eq!(
+        server.served(),
+        asked,
+        "nothing happens within the grace period"
+    );
+    let progress = actor
+        .advance_restart(&marked, std::slice::from_ref(&old), at(30))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    let deleted = server.served();
+    assert_eq!(
+        deleted,
+        asked + 1,
+        "the pod is deleted once the grace period is over"
+    );
+    let progress = actor
+        .advance_restart(&marked, &[terminating(old)], at(31))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    assert_eq!(
+        server.served(),
+        deleted,
+        "no replacement while the old pod terminates, and no second delete"
+    );
+    let progress = actor.advance_restart(&marked, &[], at(40)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
     server.finish().await
 }
 
 pub async fn migrating_with_the_stop_signal() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Signal, 45);
-    let marked = job.clone_with(TrainingJobStatus {
-        rebalanced: true,
-        migrations: 1,
-        generation: 1,
-        ..TrainingJobStatus::default()
-    });
+    let marked = restarting(
+        &job,
+        TrainingJobStatus {
+            rebalanced: true,
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n3", None),
+    );
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"rebalanced": true, "migrated": false}}),
+        json!({"status": {"rebalanced": true, "migrated": false,
+            "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n3"}]}}}),
         &marked,
     ));
     script.push(delete("a-main-0-0", Some(45)));
@@ -288,17 +379,33 @@ pub async fn migrating_with_the_stop_signal() -> Vec<Access> {
     ));
     script.push(event("Migrated", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
-    actor(client)
+    let actor = actor(client);
+    let old = pod("a", "main-0", 0, Some("n1"));
+    actor
         .migrate(
             &job.build(),
-            &[pod("a", "main-0", 0, Some("n1"))],
+            std::slice::from_ref(&old),
             Some("main-0"),
             "n3",
             MigrationKind::Rebalance,
             "even out",
+            at(0),
         )
         .await
-        .expect("the job migrates");
+        .expect("the migration starts");
+    let deleted = server.served();
+    let marked = marked.build();
+    for (pods, t) in [(vec![old.clone()], 1), (vec![terminating(old)], 20)] {
+        let progress = actor.advance_restart(&marked, &pods, at(t)).await;
+        assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+        assert_eq!(
+            server.served(),
+            deleted,
+            "the replacement waits until the old pod has terminated"
+        );
+    }
+    let progress = actor.advance_restart(&marked, &[], at(50)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
     server.finish().await
 }
 
@@ -324,6 +431,7 @@ pub async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
             "n1",
             MigrationKind::Reallocate,
             "stay",
+            at(0),
         )
         .await
         .expect("the job is marked");
@@ -399,17 +507,43 @@ pub async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
         ],
         ..TrainingJobStatus::default()
     });
-    let scaled = job.clone_with(TrainingJobStatus {
-        rescales: 1,
-        replicas: Some(3),
-        generation: 1,
-        phase: Some(Phase::Restarting),
-        ..TrainingJobStatus::default()
-    });
+    let target = |task: &str, node: &str| TaskTarget {
+        task: task.into(),
+        node: node.into(),
+    };
+    let scaled = restarting(
+        &job,
+        TrainingJobStatus {
+            rescales: 1,
+            replicas: Some(3),
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        PendingRestart {
+            action: RestartAction::Scale,
+            stopping: vec![
+                "a-ps-0-0".into(),
+                "a-worker-0-0".into(),
+                "a-worker-1-0".into(),
+            ],
+            targets: vec![
+                target("ps-0", "n1"),
+                target("worker-0", "n1"),
+                target("worker-1", "n2"),
+                target("worker-2", "n3"),
+            ],
+            requested_at: at(0).to_string(),
+            delete_after: None,
+            reason: "throughput grows with workers".into(),
+        },
+    );
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting"}}),
+        json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting",
+            "restart": {"action": "Scale", "stopping": ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"],
+                "targets": [{"task": "ps-0", "node": "n1"}, {"task": "worker-0", "node": "n1"},
+                    {"task": "worker-1", "node": "n2"}, {"task": "worker-2", "node": "n3"}]}}}),
         &scaled,
     ));
     for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
@@ -446,16 +580,20 @@ pub async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
         pod("a", "worker-0", 0, Some("n1")),
         pod("a", "worker-1", 0, Some("n2")),
     ];
-    actor(client)
+    let actor = actor(client);
+    actor
         .scale(
             &job.build(),
             &pods,
             3,
             &["n3".to_string()],
             "throughput grows with workers",
+            at(0),
         )
         .await
-        .expect("the job scales");
+        .expect("the rescale starts");
+    let progress = actor.advance_restart(&scaled.build(), &[], at(15)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
     server.finish().await
 }
 
@@ -669,46 +807,67 @@ pub async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
     server.finish().await
 }
 
-pub async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
-    let log = "Epoch [1/90] Step [100/5005] loss=2.9812\nnoise\nEpoch [1/90] Step [200/5005] loss=2.7710\n";
-    let (client, server) = MockServer::start(vec![
-        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
-            .query_has(&["container=trainer", "follow=true"])
-            .text(log),
-    ]);
-    let caches = Caches {
+fn empty_caches() -> Caches {
+    Caches {
         nodes: kube::runtime::reflector::store().0,
         pods: kube::runtime::reflector::store().0,
         jobs: kube::runtime::reflector::store().0,
         usage: Arc::default(),
         loss: Arc::default(),
         changed: Arc::new(Notify::new()),
-    };
+    }
+}
+
+pub async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
+    let first = "2026-01-01T00:00:01.250000000Z Epoch [1/90] Step [100/5005] loss=2.9812\n\
+                 2026-01-01T00:00:01.500000000Z noise\n\
+                 2026-01-01T00:00:01.750000000Z Epoch [1/90] Step [200/5005] loss=2.7710\n";
+    // The stream ended and the pod is followed again: the API server answers from the
+    // start of the second asked for, so the line at .750 comes again.
+    let second = "2026-01-01T00:00:01.750000000Z Epoch [1/90] Step [200/5005] loss=2.7710\n\
+                  2026-01-01T00:00:02.100000000Z Epoch [1/90] Step [300/5005] loss=2.6001\n";
+    let (client, server) = MockServer::start(vec![
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&["container=trainer", "follow=true", "timestamps=true"])
+            .text(first),
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&[
+                "follow=true",
+                "timestamps=true",
+                "sinceTime=2026-01-01T00%3A00%3A01Z",
+            ])
+            .text(second),
+    ]);
+    let caches = empty_caches();
     let pattern =
         LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
-    let n = observe::follow_log(
-        Api::namespaced(client, NS),
-        "a-main-0-0",
-        Some("trainer".into()),
-        pattern,
-        &caches,
-        "ml/a",
-        || 42.0,
-    )
-    .await
-    .unwrap();
-    assert_eq!(n, 2);
-    let loss = caches.loss.lock().unwrap()["ml/a"].clone();
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let n = observe::follow_log(
+            Api::namespaced(client.clone(), NS),
+            "a-main-0-0",
+            Some("trainer".into()),
+            pattern.clone(),
+            &caches,
+            "ml/a",
+            || 42.0,
+        )
+        .await
+        .unwrap();
+        taken.push(n);
+    }
+    assert_eq!(taken, vec![2, 1], "the re-read line is not taken again");
+    let loss = caches.loss.lock().unwrap().samples("ml/a").unwrap();
     let got: Vec<(u64, f64)> = loss.iter().map(|s| (s.step, s.value)).collect();
-    assert_eq!(got, vec![(100, 2.9812), (200, 2.771)]);
+    assert_eq!(got, vec![(100, 2.9812), (200, 2.771), (300, 2.6001)]);
     server.finish().await
 }
 
 impl JobBuilder {
-    fn clone_with(&self, status: TrainingJobStatus) -> JobBuilder {
+    pub(super) fn clone_with(&self, status: TrainingJobStatus) -> JobBuilder {
         JobBuilder::from_json(self.json()).status(status)
     }
-    fn with_status(self, status: TrainingJobStatus) -> JobBuilder {
+    pub(super) fn with_status(self, status: TrainingJobStatus) -> JobBuilder {
         self.status(status)
     }
 }
@@ -729,12 +888,13 @@ async fn a_failed_bind_deletes_every_pod_of_the_gang() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_migration_marks_the_job_then_checkpoints_waits_deletes_creates_and_binds() {
+async fn an_annotation_migration_marks_the_job_asks_for_a_checkpoint_and_deletes_only_after_the_grace_period()
+ {
     migrating_with_a_checkpoint_annotation().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_signal_checkpoint_deletes_with_the_grace_period() {
+async fn a_signal_migration_creates_the_replacement_only_once_the_old_pod_is_gone() {
     migrating_with_the_stop_signal().await;
 }
 
@@ -779,7 +939,7 @@ async fn usage_is_read_from_metrics_and_absent_without_a_metrics_server() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_followed_log_turns_matching_lines_into_loss_samples() {
+async fn a_log_followed_again_resumes_where_it_stopped_and_takes_no_sample_twice() {
     loss_samples_come_from_the_followed_log().await;
 }
 
@@ -824,7 +984,9 @@ fn granted(path: &str) -> BTreeSet<Access> {
     out
 }
 
-#[tokio::test(start_paused = true)]
+// Wall time: some scenarios run the cluster on a blocking thread (see
+// `cluster_scenarios`), which a paused clock would race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
     used.extend(binding_a_gang().await);
@@ -842,6 +1004,18 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(usage_comes_from_metrics_when_served().await);
     used.extend(loss_samples_come_from_the_followed_log().await);
     used.extend(super::lease::tests::every_lease_access().await);
+    used.extend(super::state::tests::state_survives_in_a_configmap().await);
+    used.extend(super::events::tests::a_refusal_becomes_an_event_on_the_pod().await);
+    use super::cluster_scenarios as cs;
+    used.extend(cs::the_control_loop_places_a_waiting_job_through_the_cluster().await);
+    used.extend(
+        cs::a_migration_waiting_out_its_grace_period_does_not_hold_up_another_jobs_placement()
+            .await,
+    );
+    used.extend(
+        cs::a_pushed_loss_sample_joins_the_series_read_back_from_the_status_and_is_written_to_it()
+            .await,
+    );
     let granted = granted(concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/rbac.yaml"));
     let missing: Vec<_> = used.difference(&granted).collect();
     let unused: Vec<_> = granted.difference(&used).collect();

@@ -1,138 +1,92 @@
-//! The decision thread: advances the paced cluster, applies operator commands between
-//! rounds, runs rounds through the [`ControlLoop`], and publishes status and metrics
-//! after each. Policy calls are synchronous Wasm calls, so they get a thread of their own
-//! rather than blocking the async runtime that serves the API.
+//! The decision thread: advances the cluster (any [`LiveCluster`]), applies operator
+//! commands between rounds, runs rounds through the [`ControlLoop`], and publishes status
+//! and metrics after each. Policy calls are synchronous Wasm calls, so they get a thread
+//! of their own rather than blocking the async runtime that serves the API. When this
+//! replica becomes leader it resumes the active policy and state blobs the previous
+//! leader persisted; while it follows, the cluster produces no rounds and acts on
+//! nothing, and the driver only serves commands and publishes the summary.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
-
-use super::paced::{Paced, SLICE};
+use super::paced::SLICE;
 use super::{
-    Applied, CatalogEntry, Command, Controller, LiveConfig, LiveError, LossSink, SnapshotSummary,
+    Applied, CatalogEntry, Command, Controller, LiveCluster, LiveConfig, LiveError, SnapshotSummary,
 };
-use crate::control::{Cluster, ControlLoop, RoundOutcome, RunEnd, Step};
-use crate::model::{JobPhase, Settings, Snapshot, Trigger};
-use crate::sim::Simulator;
-
-/// The file under the state directory naming the active policy and its parameters.
-const ACTIVE_FILE: &str = "active.json";
-
-/// How often the snapshot summary is refreshed while rounds run back to back.
-const SUMMARY_EVERY: Duration = Duration::from_millis(50);
-
-#[derive(Debug, Serialize, Deserialize)]
-pub(super) struct ActiveFile {
-    pub(super) policy: String,
-    pub(super) settings: Settings,
-}
-
-/// The policy that was active when a controller using `dir` last stopped.
-pub(super) fn read_active(dir: &Path) -> Option<ActiveFile> {
-    let text = std::fs::read(dir.join(ACTIVE_FILE)).ok()?;
-    serde_json::from_slice(&text).ok()
-}
-
-fn write_active(dir: &Path, entry: &CatalogEntry) {
-    let file = ActiveFile {
-        policy: entry.slot.name().to_string(),
-        settings: entry.slot.settings.clone(),
-    };
-    let result = serde_json::to_vec_pretty(&file)
-        .map_err(std::io::Error::other)
-        .and_then(|bytes| {
-            let mut tmp = tempfile::NamedTempFile::new_in(dir)?;
-            std::io::Write::write_all(&mut tmp, &bytes)?;
-            tmp.persist(dir.join(ACTIVE_FILE)).map_err(|e| e.error)?;
-            Ok(())
-        });
-    if let Err(error) = result {
-        tracing::warn!(%error, "cannot persist the active policy");
-    }
-}
+use crate::control::{ActivePolicy, Cluster, ControlLoop, RoundOutcome, RunEnd, Step};
+use crate::model::{JobPhase, Snapshot, Trigger};
 
 struct Driver {
     controller: Controller,
     control: ControlLoop,
     keep_decisions: usize,
-    state_dir: Option<PathBuf>,
     commands: mpsc::Receiver<Command>,
-    loss: Box<dyn LossSink>,
     known_jobs: HashSet<String>,
     summary_at: Option<Instant>,
+    summary_every: Duration,
     /// A command changed what decides; worth a round even when the cluster is idle.
     changed_policy: bool,
+    /// Whether this replica led when the driver last looked.
+    was_leading: bool,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(super) fn spawn(
+pub(super) fn spawn<C: LiveCluster>(
     controller: Controller,
-    simulator: Simulator,
+    mut cluster: C,
     config: LiveConfig,
     active: CatalogEntry,
     fallback: CatalogEntry,
     store: Box<dyn crate::control::StateStore>,
     commands: mpsc::Receiver<Command>,
-    loss: Box<dyn LossSink>,
 ) -> JoinHandle<()> {
-    let stop = controller.shared.stop.clone();
     std::thread::Builder::new()
         .name("switchyard-decide".into())
         .spawn(move || {
             let control = ControlLoop::new(active.slot, fallback.slot, config.seed)
                 .with_state_store(store)
                 .keep_records(false);
+            let was_leading = controller.leader().is_leading();
             let mut driver = Driver {
                 controller,
                 control,
                 keep_decisions: config.keep_decisions.max(1),
-                state_dir: config.state_dir,
                 commands,
-                loss,
                 known_jobs: HashSet::new(),
                 summary_at: None,
+                summary_every: cluster.summary_every(),
                 changed_policy: false,
+                was_leading,
             };
-            let mut cluster = Paced::new(simulator, config.speed, stop);
             driver.run(&mut cluster);
         })
         .expect("cannot start the decision thread")
 }
 
 impl Driver {
-    fn run(&mut self, cluster: &mut Paced<Simulator>) {
-        self.publish_summary(cluster.inner(), true);
-        self.controller.shared.ready.store(true, Ordering::Relaxed);
+    fn run<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.publish_summary(cluster, true);
         let stop = self.controller.shared.stop.clone();
         loop {
             let until = self.control.next_tick();
-            let advance = cluster.advance(until, &mut |sim| {
-                self.apply_commands();
-                // Between rounds, keep the summary's clock moving with the cluster's.
-                if self.summary_at.is_none_or(|t| t.elapsed() >= SUMMARY_EVERY) {
-                    self.publish_summary(sim, false);
-                }
-            });
+            let advance = cluster.advance_live(until, &stop, &mut |c| self.between(c));
             if stop.load(Ordering::Relaxed) {
                 return;
             }
-            let now = cluster.inner().now();
+            let now = cluster.now();
             match self.control.step_from(advance, now) {
                 Step::Round {
                     triggers,
                     quiescent,
                 } => {
-                    let changed = self.round(cluster.inner(), triggers);
+                    let changed = self.round(cluster, triggers);
                     if quiescent && !changed {
-                        self.idle(cluster.inner(), RunEnd::Idle);
+                        self.idle(cluster, RunEnd::Idle);
                     }
                 }
-                Step::End(end) => self.idle(cluster.inner(), end),
+                Step::End(end) => self.idle(cluster, end),
             }
             if stop.load(Ordering::Relaxed) {
                 return;
@@ -140,18 +94,73 @@ impl Driver {
         }
     }
 
+    /// What happens while the cluster waits: commands, readiness, a change of leader,
+    /// and the summary's clock kept moving with the cluster's.
+    fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.apply_commands(cluster);
+        if !self.controller.shared.ready.load(Ordering::Relaxed) && cluster.synced() {
+            self.publish_summary(cluster, true);
+            self.controller.shared.ready.store(true, Ordering::Relaxed);
+        }
+        let leading = self.controller.leader().is_leading();
+        if leading != self.was_leading {
+            self.was_leading = leading;
+            if leading {
+                self.take_over();
+            }
+        }
+        if self
+            .summary_at
+            .is_none_or(|t| t.elapsed() >= self.summary_every)
+        {
+            self.publish_summary(cluster, false);
+        }
+    }
+
+    /// This replica has just become leader: it continues from what the previous leader
+    /// persisted (the active policy and every state blob), not from what it last knew.
+    fn take_over(&mut self) {
+        tracing::info!("leading: resuming the persisted policy and state");
+        self.control.reload_states();
+        let saved = match self.control.state_store().load_active() {
+            Ok(saved) => saved,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read which policy the previous leader ran");
+                None
+            }
+        };
+        let Some(saved) = saved else { return };
+        if saved.policy == self.control.active().name()
+            && saved.settings == self.control.active().settings
+        {
+            return;
+        }
+        match self
+            .controller
+            .catalog()
+            .configure(&saved.policy, &saved.settings)
+        {
+            Ok(entry) => {
+                self.swap(entry);
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the previous leader's policy is not loaded here; keeping {}", self.control.active().name());
+            }
+        }
+    }
+
     /// Nothing happens on its own any more: serve commands, and try a round when the
     /// policy changes (the new one may place what the old one left waiting).
-    fn idle(&mut self, sim: &mut Simulator, end: RunEnd) {
+    fn idle<C: LiveCluster>(&mut self, cluster: &mut C, end: RunEnd) {
         self.controller.shared.status.write().unwrap().ended = Some(end);
-        self.publish_summary(sim, true);
+        self.publish_summary(cluster, true);
         let stop = self.controller.shared.stop.clone();
         self.changed_policy = false;
         while !stop.load(Ordering::Relaxed) {
-            self.apply_commands();
+            self.between(cluster);
             if self.changed_policy && end == RunEnd::Idle {
                 self.changed_policy = false;
-                if self.round(sim, vec![Trigger::Tick]) {
+                if self.round(cluster, vec![Trigger::Tick]) {
                     self.controller.shared.status.write().unwrap().ended = None;
                     return;
                 }
@@ -160,14 +169,14 @@ impl Driver {
         }
     }
 
-    fn round(&mut self, sim: &mut Simulator, triggers: Vec<Trigger>) -> bool {
-        let outcome = self.control.decide_round(sim, triggers);
+    fn round<C: LiveCluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
+        let outcome = self.control.decide_round(cluster, triggers);
         self.publish_round(&outcome);
-        self.publish_summary(sim, false);
+        self.publish_summary(cluster, false);
         outcome.changed
     }
 
-    fn apply_commands(&mut self) {
+    fn apply_commands<C: LiveCluster>(&mut self, cluster: &mut C) {
         while let Ok(command) = self.commands.try_recv() {
             match command {
                 Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
@@ -189,9 +198,9 @@ impl Driver {
                     }
                     let _ = reply.send(report.ok_or(LiveError::NoExperiment));
                 }
-                Command::PushLoss(job, sample, reply) => {
+                Command::PushLoss(job, step, value, reply) => {
                     let ack = if self.known_jobs.contains(&job) {
-                        Ok(self.loss.push(&job, sample))
+                        Ok(cluster.push_loss(&job, step, value))
                     } else {
                         Err(LiveError::UnknownJob(job))
                     };
@@ -205,8 +214,16 @@ impl Driver {
         let previous = self.control.active().name().to_string();
         let name = entry.slot.name().to_string();
         tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
-        if let Some(dir) = &self.state_dir {
-            write_active(dir, &entry);
+        // Only the leader's choice is the one a successor must resume; a follower
+        // follows the policies directory like the leader does, and keeps it to itself.
+        if self.controller.leader().is_leading() {
+            let active = ActivePolicy {
+                policy: name.clone(),
+                settings: entry.slot.settings.clone(),
+            };
+            if let Err(error) = self.control.state_store().save_active(&active) {
+                tracing::warn!(%error, "cannot persist the active policy");
+            }
         }
         self.control.swap_policy(entry.slot);
         self.controller.shared.metrics.observe_swap();
@@ -259,14 +276,18 @@ impl Driver {
         status.decisions.push_back(outcome.record.clone());
     }
 
-    fn publish_summary(&mut self, sim: &mut Simulator, force: bool) {
-        if !force && self.summary_at.is_some_and(|t| t.elapsed() < SUMMARY_EVERY) {
+    fn publish_summary<C: Cluster>(&mut self, cluster: &mut C, force: bool) {
+        if !force
+            && self
+                .summary_at
+                .is_some_and(|t| t.elapsed() < self.summary_every)
+        {
             return;
         }
         self.summary_at = Some(Instant::now());
-        let snapshot = sim.snapshot(Vec::new());
+        let snapshot = cluster.snapshot(Vec::new());
         self.known_jobs = snapshot.jobs.iter().map(|j| j.id.clone()).collect();
-        let summary = summarise(&snapshot, sim.finished_jobs());
+        let summary = summarise(&snapshot, cluster.finished_jobs());
         self.controller.shared.status.write().unwrap().snapshot = summary;
     }
 }

@@ -1,12 +1,18 @@
-//! Where loss samples pushed over the API go. A training job reports its evaluation
-//! values to the controller; a real cluster backend keeps them with the job so the next
-//! snapshot carries them. The simulator computes each job's loss from its workload curve
-//! and cannot take outside samples without losing its determinism, so its sink checks
-//! and counts them and says plainly that they are not used.
+//! Loss samples pushed over the API, and the bounded series a job's samples are kept in.
+//! A training job reports its evaluation values to the controller; the cluster keeps
+//! them with the job so the next snapshot carries them. [`LossSeries`] is the one place
+//! that decides what a series holds: the most recent [`LOSS_WINDOW`] samples, each step
+//! once (a log line read twice, or a step replayed after a restore from a checkpoint, is
+//! not taken again).
+
+use std::collections::VecDeque;
 
 use serde::Serialize;
 
 use crate::model::LossSample;
+
+/// Most recent loss samples kept per job.
+pub const LOSS_WINDOW: usize = 64;
 
 /// What happened to a pushed sample.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
@@ -31,24 +37,85 @@ impl LossAck {
     }
 }
 
-/// Receives loss samples for running jobs; one per cluster backend.
-pub trait LossSink: Send {
-    /// Takes a sample for `job` (known to be active).
-    fn push(&mut self, job: &str, sample: LossSample) -> LossAck;
+/// One job's most recent samples, oldest first, each step at most once.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LossSeries {
+    samples: VecDeque<LossSample>,
 }
 
-/// The simulator's sink: the simulator generates every job's loss itself.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct SimulatorLossSink;
-
-impl LossSink for SimulatorLossSink {
-    fn push(&mut self, job: &str, _: LossSample) -> LossAck {
-        LossAck::Ignored {
-            note: format!(
-                "the simulator generates job `{job}`'s loss from its workload curve; the \
-                 sample was checked and counted but is not fed to it (a real cluster \
-                 backend keeps it)"
-            ),
+impl LossSeries {
+    /// A series holding the last [`LOSS_WINDOW`] of `samples` (what a restarted
+    /// controller reads back).
+    pub fn from_samples(samples: impl IntoIterator<Item = LossSample>) -> Self {
+        let mut series = Self::default();
+        for s in samples {
+            series.record(s.time, Some(s.step), s.value);
         }
+        series
+    }
+
+    /// Adds a sample taken at `time`. `step: None` (a log pattern without a step group)
+    /// means the step after the last one. Returns false, keeping nothing, when the step
+    /// is already in the series.
+    pub fn record(&mut self, time: f64, step: Option<u64>, value: f64) -> bool {
+        let step = match step {
+            Some(step) => step,
+            None => self.samples.back().map_or(1, |s| s.step + 1),
+        };
+        if self.samples.iter().any(|s| s.step == step) {
+            return false;
+        }
+        if self.samples.len() == LOSS_WINDOW {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(LossSample { time, step, value });
+        true
+    }
+
+    /// The samples, oldest first.
+    pub fn to_vec(&self) -> Vec<LossSample> {
+        self.samples.iter().copied().collect()
+    }
+
+    /// Whether nothing is kept.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_step_already_in_the_series_is_not_taken_twice() {
+        let mut series = LossSeries::default();
+        assert!(series.record(1.0, Some(100), 2.9));
+        assert!(series.record(2.0, Some(200), 2.7));
+        assert!(!series.record(3.0, Some(100), 2.9), "a re-read line");
+        let steps: Vec<u64> = series.to_vec().iter().map(|s| s.step).collect();
+        assert_eq!(steps, vec![100, 200]);
+    }
+
+    #[test]
+    fn samples_without_a_step_continue_after_the_last_one() {
+        let mut series = LossSeries::from_samples([LossSample {
+            time: 0.0,
+            step: 7,
+            value: 1.0,
+        }]);
+        assert!(series.record(1.0, None, 0.9));
+        assert_eq!(series.to_vec().last().unwrap().step, 8);
+    }
+
+    #[test]
+    fn the_series_keeps_only_the_most_recent_window() {
+        let mut series = LossSeries::default();
+        for step in 0..(LOSS_WINDOW as u64 + 10) {
+            series.record(step as f64, Some(step), 1.0);
+        }
+        let kept = series.to_vec();
+        assert_eq!(kept.len(), LOSS_WINDOW);
+        assert_eq!(kept[0].step, 10);
     }
 }
