@@ -115,3 +115,39 @@ fn an_unknown_policy_name_lists_the_built_in_ones() {
     );
     assert!(stderr.contains("specon"), "{stderr}");
 }
+
+#[test]
+fn validate_refuses_a_core_module_and_says_how_to_build_a_component() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("core.wasm");
+    std::fs::write(&path, wasm_encoder::Module::new().finish()).unwrap();
+    let output = switchyard()
+        .args(["policy", "validate"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("core WebAssembly module") && stderr.contains("wasm32-wasip2"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_run_in_which_no_job_finishes_shows_no_completion_time_rather_than_zero() {
+    let out = stdout_of(&[
+        "simulate",
+        "../examples/gang-three-ps-jobs.yaml",
+        "--policy",
+        "default",
+    ]);
+    let row = out
+        .lines()
+        .find(|l| l.starts_with("default"))
+        .unwrap_or_else(|| panic!("no row for default:\n{out}"));
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    // policy, jobs, done, avg, p50, p95: the default scheduler strands every gang here.
+    assert_eq!(cells[2], "0", "{row}");
+    assert_eq!(&cells[3..6], ["n/a", "n/a", "n/a"], "{row}");
+}

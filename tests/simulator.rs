@@ -375,3 +375,133 @@ fn a_distributed_template_labels_its_jobs_with_their_roles_and_task_count() {
         .to_string();
     assert!(error.contains("roles[1].create_after"), "{error}");
 }
+
+#[test]
+fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
+    let distributed = |id: &str| {
+        let mut job = cpu_job(id, 1000.0, 1.0, 1.0);
+        job.roles = vec![RoleSpec {
+            name: "worker".into(),
+            count: 2,
+            requests: res(1.0, 1, 0),
+            max_cores: 1.0,
+            create_after: 0.0,
+        }];
+        job.scalable_role = "worker".into();
+        job.min_replicas = 2;
+        job.max_replicas = 2;
+        job.speed = Speed::Table(vec![5.0, 10.0]);
+        job.comm_penalty = 0.8;
+        job
+    };
+    let mut s = sim(
+        vec![node("n1", 8.0), node("n2", 8.0)],
+        vec![distributed("together"), distributed("apart")],
+    );
+    s.advance(None);
+    let gang = |job: &str, nodes: [&str; 2]| Action {
+        op: Operation::Place {
+            job: job.into(),
+            assignments: nodes
+                .iter()
+                .enumerate()
+                .map(|(i, n)| Assignment {
+                    task: format!("worker-{i}"),
+                    node: n.to_string(),
+                })
+                .collect(),
+        },
+        reason: "t".into(),
+    };
+    s.apply(
+        &[gang("together", ["n1", "n1"]), gang("apart", ["n1", "n2"])],
+        &[],
+    );
+    run_to_end(&mut s);
+    // 1000 work at 10/s on one node; at 10 * 0.8 = 8/s across two.
+    assert_eq!(s.finish_time("together"), Some(100.0));
+    assert_eq!(s.finish_time("apart"), Some(125.0));
+}
+
+fn workload(text: &str) -> Result<switchyard::sim::Scenario, String> {
+    Workload::parse(text, Path::new("w.yaml"))
+        .and_then(|w| w.scenario(7))
+        .map_err(|e| e.to_string())
+}
+
+const ARRIVALS: &str = "cluster:\n  nodes: [{name: n, cpus: 4, memory_gib: 8}]\n\
+    templates:\n  t: {work: 10, speed: 1.0, cpus: 1, curve: none}\njobs:\n";
+
+fn submit_times(jobs: &str) -> Vec<f64> {
+    workload(&format!("{ARRIVALS}{jobs}"))
+        .unwrap()
+        .jobs
+        .iter()
+        .map(|j| j.submit_time)
+        .collect()
+}
+
+#[test]
+fn fixed_interval_arrivals_come_every_interval_from_the_start() {
+    assert_eq!(
+        submit_times("  - {template: t, count: 3, every: 50, start: 10}\n"),
+        [10.0, 60.0, 110.0]
+    );
+}
+
+#[test]
+fn uniform_arrivals_fall_inside_their_window_in_order() {
+    let times = submit_times("  - {template: t, count: 50, uniform: 300, start: 100}\n");
+    assert_eq!(times.len(), 50);
+    assert!(
+        times.iter().all(|t| (100.0..=400.0).contains(t)),
+        "{times:?}"
+    );
+    assert!(times.windows(2).all(|w| w[0] <= w[1]));
+    // Spread over the window, not bunched at one end.
+    assert!(times[0] < 150.0 && times[49] > 350.0, "{times:?}");
+}
+
+#[test]
+fn poisson_arrivals_have_mean_gaps_of_one_over_the_rate() {
+    let times = submit_times("  - {template: t, count: 2000, poisson: 0.1}\n");
+    let mean_gap = times.last().unwrap() / times.len() as f64;
+    // 2,000 exponential gaps of mean 10 s: the mean is within 5% with overwhelming odds.
+    assert!((9.5..10.5).contains(&mean_gap), "mean gap {mean_gap}");
+}
+
+#[test]
+fn negative_intervals_and_costs_are_refused_with_the_field_named() {
+    let every = workload(&format!(
+        "{ARRIVALS}  - {{template: t, count: 2, every: -5}}\n"
+    ))
+    .unwrap_err();
+    assert!(
+        every.contains("jobs[0]") && every.contains("every"),
+        "{every}"
+    );
+    let cost = workload(&format!(
+        "simulator: {{migration_cost: -1}}\n{ARRIVALS}  - {{template: t, at: 0}}\n"
+    ))
+    .unwrap_err();
+    assert!(cost.contains("simulator.migration_cost"), "{cost}");
+}
+
+#[test]
+fn a_replayed_pollux_curve_passes_through_the_measured_points() {
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/pollux/cifar10/validation-128.csv");
+    if !csv.exists() {
+        // The measurements live beside the repository, not in it.
+        eprintln!("SKIPPED: {} is not there", csv.display());
+        return;
+    }
+    let (curve, total) = switchyard::workload::import::replay_curve(&csv).unwrap();
+    assert_eq!(total, 39062.0);
+    // The first and last rows of the file: (390, 0.4455) and (39062, 0.9448).
+    assert!((curve.value(390.0 / total) - 0.4455).abs() < 1e-9);
+    assert!((curve.value(1.0) - 0.9448).abs() < 1e-9);
+    // Halfway between (390, 0.4455) and (781, 0.6007), linearly.
+    let mid = curve.value(585.5 / total);
+    assert!((mid - (0.4455 + 0.6007) / 2.0).abs() < 1e-6, "{mid}");
+}

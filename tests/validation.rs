@@ -162,6 +162,72 @@ fn a_job_that_cannot_checkpoint_is_never_migrated() {
 }
 
 #[test]
+fn a_placement_naming_a_task_the_job_does_not_have_is_rejected() {
+    let snapshot = cluster().node(node("n1")).job(job("j")).build();
+    let checked = decide(&snapshot, vec![place("j", &[("ghost", "n1")])]);
+    assert!(checked.accepted.is_empty());
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::UnknownTask { .. }
+    ));
+}
+
+#[test]
+fn a_task_already_running_is_not_placed_again() {
+    let snapshot = cluster()
+        .node(node("n1"))
+        .node(node("n2"))
+        .job(job("j").running_on("n1"))
+        .build();
+    let checked = decide(&snapshot, vec![place("j", &[("main", "n2")])]);
+    assert!(checked.accepted.is_empty());
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::TaskNotPending { .. }
+    ));
+}
+
+#[test]
+fn a_placement_with_no_assignment_is_rejected() {
+    let snapshot = cluster().node(node("n1")).job(job("j")).build();
+    let checked = decide(&snapshot, vec![place("j", &[])]);
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::EmptyPlacement { .. }
+    ));
+}
+
+#[test]
+fn a_restarting_job_is_neither_placed_nor_moved() {
+    let mut restarting = job("r")
+        .task("worker-0", "worker", res(1.0, 1, 0))
+        .task("worker-1", "worker", res(1.0, 1, 0))
+        .build();
+    restarting.phase = JobPhase::Restarting;
+    restarting.tasks[0].node = Some("n1".into());
+    restarting.tasks[0].phase = TaskPhase::Restarting;
+    let snapshot = Snapshot {
+        jobs: vec![restarting],
+        ..cluster().node(node("n1")).node(node("n2")).build()
+    };
+    let checked = decide(
+        &snapshot,
+        vec![
+            place("r", &[("worker-1", "n2")]),
+            migrate("r", "n2", MigrationKind::Reallocate),
+        ],
+    );
+    assert!(checked.accepted.is_empty(), "{:?}", checked.accepted);
+    for rejected in &checked.rejected {
+        assert!(
+            matches!(rejected.reason, Rejection::WrongPhase { .. }),
+            "{}",
+            rejected.reason
+        );
+    }
+}
+
+#[test]
 fn cpu_weights_outside_zero_to_one_are_rejected() {
     let snapshot = cluster()
         .node(node("n1"))

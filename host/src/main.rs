@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", explain(&error));
             ExitCode::FAILURE
         }
     }
@@ -28,4 +28,19 @@ fn restore_default_sigpipe() {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+}
+
+/// The error and its causes, each cause only when the message before it does not
+/// already quote it: the library's errors usually name their source themselves (so they
+/// read whole in the API's JSON too), and `{:#}` would say it twice.
+fn explain(error: &anyhow::Error) -> String {
+    let mut text = error.to_string();
+    for cause in error.chain().skip(1) {
+        let cause = cause.to_string();
+        if !text.contains(&cause) {
+            text.push_str(": ");
+            text.push_str(&cause);
+        }
+    }
+    text
 }

@@ -161,6 +161,18 @@ impl Workload {
                 "must be a finite number >= 0 (0 = ideal processor sharing)".into(),
             ));
         }
+        for (field, value) in [
+            ("migration_cost", sim.migration_cost),
+            ("rescale_cost", sim.rescale_cost),
+            ("max_time", sim.max_time),
+        ] {
+            if !(value.is_finite() && value >= 0.0) {
+                return Err(invalid(
+                    format!("simulator.{field}"),
+                    format!("must be a finite number of seconds >= 0, got {value}"),
+                ));
+            }
+        }
         let config = SimConfig {
             migration_cost: sim.migration_cost,
             rescale_cost: sim.rescale_cost,
@@ -404,7 +416,29 @@ fn arrival_times(
     rng: &mut Pcg64,
 ) -> Result<Vec<f64>, String> {
     let n = count as usize;
-    Ok(match arrival.clone()? {
+    let arrival = arrival.clone()?;
+    let (Arrival::At(start)
+    | Arrival::Every { start, .. }
+    | Arrival::Uniform { start, .. }
+    | Arrival::Poisson { start, .. }) = arrival;
+    if !(start.is_finite() && start >= 0.0) {
+        return Err(format!(
+            "arrivals start at a time >= 0 seconds, got {start}"
+        ));
+    }
+    let span = match arrival {
+        Arrival::Every { interval, .. } => Some(("every", interval)),
+        Arrival::Uniform { within, .. } => Some(("uniform", within)),
+        _ => None,
+    };
+    if let Some((key, value)) = span
+        && !(value.is_finite() && value >= 0.0)
+    {
+        return Err(format!(
+            "`{key}` must be a finite number of seconds >= 0, got {value}"
+        ));
+    }
+    Ok(match arrival {
         Arrival::At(t) => vec![t; n],
         Arrival::Every { start, interval } => (0..n).map(|k| start + interval * k as f64).collect(),
         Arrival::Uniform { start, within } => {

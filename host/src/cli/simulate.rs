@@ -156,6 +156,15 @@ fn secs(s: f64) -> String {
     }
 }
 
+/// `seconds` as a table cell, or `n/a` when it averages over no job.
+fn if_any(jobs: usize, seconds: f64) -> String {
+    if jobs == 0 {
+        "n/a".into()
+    } else {
+        secs(seconds)
+    }
+}
+
 fn print_table(runs: &[RunResult]) {
     let header = [
         "policy",
@@ -182,11 +191,13 @@ fn print_table(runs: &[RunResult]) {
                 r.policy.clone(),
                 s.jobs.to_string(),
                 s.finished.to_string(),
-                secs(s.avg_completion),
-                secs(s.p50_completion),
-                secs(s.p95_completion),
+                // Completion figures are over finished jobs only: none finished, none
+                // to show (a 0 s average would read as a perfect run).
+                if_any(s.finished, s.avg_completion),
+                if_any(s.finished, s.p50_completion),
+                if_any(s.finished, s.p95_completion),
                 secs(s.makespan),
-                secs(s.avg_wait),
+                if_any(s.jobs - s.never_started, s.avg_wait),
                 format!("{:.0}%", 100.0 * s.cpu_utilisation),
                 format!("{:.0}%", 100.0 * s.gpu_utilisation),
                 s.migrations.to_string(),
@@ -275,8 +286,9 @@ fn write_out(
     traces: &[Vec<u8>],
 ) -> anyhow::Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    for (run, trace) in runs.iter().zip(traces) {
-        let file = dir.join(format!("decisions-{}.jsonl", sanitize(&run.policy)));
+    let names = file_names(&runs);
+    for (name, trace) in names.iter().zip(traces) {
+        let file = dir.join(format!("decisions-{name}.jsonl"));
         std::fs::File::create(&file)
             .and_then(|mut f| f.write_all(trace))
             .with_context(|| format!("writing {}", file.display()))?;
@@ -291,6 +303,23 @@ fn write_out(
     std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("writing {}", file.display()))?;
     Ok(())
+}
+
+/// A file-name-safe name per run, unique even when two policies share a file stem
+/// (`a/x.wasm` and `b/x.wasm` become `x` and `x-2`).
+fn file_names(runs: &[RunResult]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(runs.len());
+    for run in runs {
+        let base = sanitize(&run.policy);
+        let mut name = base.clone();
+        let mut n = 1;
+        while names.contains(&name) {
+            n += 1;
+            name = format!("{base}-{n}");
+        }
+        names.push(name);
+    }
+    names
 }
 
 fn sanitize(name: &str) -> String {
