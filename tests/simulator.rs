@@ -242,6 +242,50 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
 }
 
 #[test]
+fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_default() {
+    let runtime = runtime(Duration::from_millis(30));
+    let looping = runtime
+        .load(
+            &std::fs::read(env!("SWITCHYARD_TEST_GUEST_LOOPING")).unwrap(),
+            "looping",
+        )
+        .unwrap();
+    let load = |name: &str| {
+        PolicySlot::configure(
+            PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
+            &Default::default(),
+        )
+        .unwrap()
+    };
+    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
+    jobs[1].submit_time = 10.0;
+    let mut s = sim(vec![node("n1", 4.0)], jobs);
+    let mut control = ControlLoop::new(load("even"), load("default"), 1);
+    let switchyard::control::Step::Round { triggers, .. } = control.wait_for_round(&mut s) else {
+        panic!("the first arrival is a round");
+    };
+    control.round(&mut s, triggers);
+    control.swap_policy(PolicySlot {
+        module: looping,
+        settings: Default::default(),
+    });
+    control.run(&mut s, |_| {});
+    assert_eq!(s.finished_jobs(), 2, "no job is lost");
+    let records = control.records();
+    assert_eq!(records[0].policy, "even");
+    assert!(records[0].failure.is_none());
+    assert!(records.len() > 1);
+    for r in &records[1..] {
+        assert!(r.failure.is_some(), "round {} did not fail", r.round);
+        assert_eq!(
+            r.policy, "even",
+            "round {} decided by {}",
+            r.round, r.policy
+        );
+    }
+}
+
+#[test]
 fn the_same_workload_and_seed_give_byte_identical_results() {
     let dir = std::env::temp_dir().join(format!("switchyard-determinism-{}", std::process::id()));
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/quickstart.yaml");

@@ -3,8 +3,10 @@
 //! It owns the round: when to call the policy (every job arrival or departure, and when
 //! the policy's `next_call_after` falls due), each policy's state blob between calls (one
 //! per policy name, so swapping back resumes it; see [`state`]), what happens when a
-//! policy fails (the round is decided by a fallback policy, by default the built-in
-//! `default`, and the failure is recorded), and A/B experiments ([`experiment`]). It talks to a cluster only
+//! policy fails (the round is decided by the last good decision maker: the most recent
+//! other policy that decided a round successfully, such as the one active before a hot
+//! swap, or else the configured fallback, by default the built-in `default`; the failure
+//! is recorded), and A/B experiments ([`experiment`]). It talks to a cluster only
 //! through [`Cluster`], so it does not know whether it drives the simulator or a real
 //! cluster; it must not reach into either.
 
@@ -153,6 +155,8 @@ pub struct RoundOutcome {
 pub struct ControlLoop {
     active: PolicySlot,
     fallback: PolicySlot,
+    /// The last policy whose round as the active policy succeeded.
+    last_good: Option<PolicySlot>,
     states: PolicyStates,
     experiment: Option<Experiment>,
     seed: u64,
@@ -171,13 +175,15 @@ struct Decided {
 }
 
 impl ControlLoop {
-    /// A loop deciding with `active`, falling back to `fallback` when it fails. `seed`
+    /// A loop deciding with `active`, falling back to the last good decision maker when
+    /// it fails, and to `fallback` when there is none yet. `seed`
     /// seeds the policies' randomness (combined with the round number). State blobs are
     /// kept in memory only; see [`ControlLoop::with_state_store`].
     pub fn new(active: PolicySlot, fallback: PolicySlot, seed: u64) -> Self {
         Self {
             active,
             fallback,
+            last_good: None,
             states: PolicyStates::new(Box::new(MemoryStateStore)),
             experiment: None,
             seed,
@@ -351,10 +357,16 @@ impl ControlLoop {
             None => snapshot.clone(),
         };
 
+        // The last good decision maker stands in for a failing active policy: the
+        // policy active before a hot swap to a broken one, else the configured fallback.
+        let fallback_a = match &self.last_good {
+            Some(good) if good.name() != self.active.name() => good,
+            _ => &self.fallback,
+        };
         let a = decide_with_fallback(
             &mut self.states,
             &self.active,
-            &self.fallback,
+            fallback_a,
             CallRole::Active,
             &view_a,
             seed,
@@ -362,6 +374,8 @@ impl ControlLoop {
         );
         if a.failure.is_some() {
             self.failures += 1;
+        } else {
+            self.last_good = Some(self.active.clone());
         }
         let decision_a = a.decision.clone().unwrap_or_default();
         let mut next_tick = self.next_after(&view_a, &a, &decision_a);
