@@ -621,3 +621,41 @@ fn the_committed_openapi_document_matches_the_code() {
         "docs/openapi.json is out of date: run `cargo run -- openapi`"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let dir = tempfile::tempdir().unwrap();
+    let workload = dir.path().join("stream.yaml");
+    std::fs::write(&workload, STREAM).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .args(["run", "--cluster"])
+        .arg(format!("sim:{}", workload.display()))
+        .args(["--listen", "127.0.0.1:0", "--speed", "5"])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while !line.contains("API on http://") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).unwrap() > 0,
+            "the controller exited before serving"
+        );
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "SIGTERM stops the controller gracefully, not by the signal: {status:?}"
+    );
+}

@@ -25,7 +25,9 @@ use super::scenarios::{
     PODS, actor, at, bind, create, delete, migration, placement, restarting, status_write,
 };
 use crate::api::{self, ApiConfig, Token};
-use crate::control::{Cluster, ControlLoop, MemoryStateStore, PolicySlot, Step};
+use crate::control::{
+    ActivePolicy, Cluster, ControlLoop, MemoryStateStore, PolicySlot, StateError, StateStore, Step,
+};
 use crate::live::{Controller, DriverHandle, Leader, LiveCluster, LiveConfig, LossAck};
 use crate::model::{Action, Assignment, MigrationKind, Operation, Trigger};
 use crate::registry::PolicyRef;
@@ -386,18 +388,12 @@ async fn live(
     world: &World,
     client: kube::Client,
     leader: Leader,
+    store: Box<dyn StateStore>,
 ) -> (Controller, axum::Router, DriverHandle) {
     let cluster = world.cluster(client, leader);
     let leader = cluster.leader();
     let (controller, driver) = tokio::task::spawn_blocking(move || {
-        Controller::start(
-            runtime(),
-            cluster,
-            LiveConfig::default(),
-            Box::new(MemoryStateStore),
-            leader,
-        )
-        .unwrap()
+        Controller::start(runtime(), cluster, LiveConfig::default(), store, leader).unwrap()
     })
     .await
     .unwrap();
@@ -466,7 +462,13 @@ async fn a_loss_sample_posted_to_the_api_in_kube_mode_lands_in_the_trainingjobs_
         )
         .into(),
     );
-    let (controller, router, driver) = live(&world, client, Leader::always("switchyard-0")).await;
+    let (controller, router, driver) = live(
+        &world,
+        client,
+        Leader::always("switchyard-0"),
+        Box::new(MemoryStateStore),
+    )
+    .await;
     until_ready(&controller).await;
     let (status, body) = call(
         &router,
@@ -488,7 +490,8 @@ async fn a_follower_answers_reads_and_refuses_changes_naming_the_leader() {
     follower.follow(Some("switchyard-0".into()));
     // A follower makes no request at all.
     let (client, server) = MockServer::start(vec![]);
-    let (controller, router, driver) = live(&world, client, follower).await;
+    let (controller, router, driver) =
+        live(&world, client, follower, Box::new(MemoryStateStore)).await;
     until_ready(&controller).await;
     let (status, body) = call(&router, "GET", "/v1/status", Value::Null).await;
     assert_eq!(status, StatusCode::OK);
@@ -504,6 +507,60 @@ async fn a_follower_answers_reads_and_refuses_changes_naming_the_leader() {
         "{message}"
     );
     assert_eq!(controller.status().active, "default", "nothing changed");
+    stop(driver).await;
+    server.finish().await;
+}
+
+/// A store that keeps only which policy is active, shared with the test (standing for
+/// the ConfigMap another replica writes).
+#[derive(Clone, Default)]
+struct Remembered(Arc<Mutex<Option<ActivePolicy>>>);
+
+impl StateStore for Remembered {
+    fn load(&self, _: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(None)
+    }
+    fn save(&self, _: &str, _: &[u8]) -> Result<(), StateError> {
+        Ok(())
+    }
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        Ok(self.0.lock().unwrap().clone())
+    }
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        *self.0.lock().unwrap() = Some(active.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_becomes_leader_resumes_the_policy_the_previous_leader_persisted() {
+    let world = World::new().node(node("n1", 8));
+    let store = Remembered::default();
+    let (client, server) = MockServer::start(vec![]);
+    let (controller, _, driver) = live(
+        &world,
+        client,
+        Leader::elected("switchyard-1"),
+        Box::new(store.clone()),
+    )
+    .await;
+    until_ready(&controller).await;
+    assert_eq!(controller.status().active, "default");
+    // Meanwhile the leader activated `even` and persisted it; then its Lease passes here.
+    *store.0.lock().unwrap() = Some(ActivePolicy {
+        policy: "even".into(),
+        settings: Default::default(),
+    });
+    controller
+        .leader()
+        .lead_until(tokio::time::Instant::now() + std::time::Duration::from_secs(60));
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while controller.status().active != "even" {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the new leader resumed the persisted policy");
     stop(driver).await;
     server.finish().await;
 }

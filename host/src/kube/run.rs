@@ -190,3 +190,20 @@ pub async fn run(
     }
     served.map_err(Error::Serve)
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::policy_dir::DirSettings;
+
+    const CONFIGMAP: &str = include_str!("../../../deploy/configmap.yaml");
+
+    #[test]
+    fn the_deployed_policy_configmap_holds_settings_the_policies_directory_accepts() {
+        let configmap: serde_json::Value = serde_norway::from_str(CONFIGMAP).unwrap();
+        let text = configmap["data"]["settings.yaml"]
+            .as_str()
+            .expect("deploy/configmap.yaml has data.settings.yaml");
+        let settings = DirSettings::parse(text).expect("the settings parse");
+        assert_eq!(settings.active.as_deref(), Some("specon"));
+    }
+}

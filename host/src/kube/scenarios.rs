@@ -214,6 +214,38 @@ pub async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access
     server.finish().await
 }
 
+pub async fn a_template_the_api_server_refuses_becomes_a_condition() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let (client, server) = MockServer::start(vec![
+        Expect::post(PODS).fail(
+            422,
+            "Invalid",
+            "Pod \"a-main-0-0\" is invalid: spec.containers[0].image: Required value",
+        ),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "TemplateRejected", "message": "*", "lastTransitionTime": "*"}]}}),
+            )
+            .ok(job.json()),
+        event("TemplateRejected", "Place", "Warning"),
+    ]);
+    let error = actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect_err("a refused template fails the placement");
+    assert!(
+        error.to_string().contains("spec.containers[0].image"),
+        "{error}"
+    );
+    server.finish().await
+}
+
 pub(super) fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
     JobBuilder::new("a")
         .checkpoint(method, grace)
@@ -883,6 +915,11 @@ async fn a_pod_left_unbound_by_a_restarted_controller_is_bound_not_created_twice
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_template_the_api_server_refuses_is_reported_as_pods_created_false() {
+    a_template_the_api_server_refuses_becomes_a_condition().await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_failed_bind_deletes_every_pod_of_the_gang() {
     rolling_back_a_failed_gang_bind().await;
 }
@@ -991,6 +1028,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
     used.extend(binding_a_gang().await);
     used.extend(rolling_back_a_failed_gang_bind().await);
+    used.extend(a_template_the_api_server_refuses_becomes_a_condition().await);
     used.extend(placing_again_after_a_restart_reuses_an_unbound_pod().await);
     used.extend(migrating_with_a_checkpoint_annotation().await);
     used.extend(migrating_with_the_stop_signal().await);
