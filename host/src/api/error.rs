@@ -101,8 +101,8 @@ pub fn body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!(
-                "the upload is larger than the {limit}-byte limit; policies are usually a few \
-                 hundred KiB (raise the limit with --max-upload-mib)"
+                "the upload is larger than the {limit}-byte limit; a Rust policy is a few \
+                 hundred KiB, a Python one about 18 MB (raise the limit with --max-upload-mib)"
             ),
         );
     }

@@ -36,7 +36,7 @@ pub struct LiveArgs {
     #[arg(long, default_value = "default", value_name = "NAME")]
     pub fallback: String,
     /// Largest policy upload, MiB.
-    #[arg(long, default_value_t = 16, value_name = "MIB")]
+    #[arg(long, default_value_t = switchyard::api::DEFAULT_MAX_UPLOAD_BYTES >> 20, value_name = "MIB")]
     pub max_upload_mib: usize,
     /// Decision records kept for GET /v1/decisions.
     #[arg(long, default_value_t = 1000, value_name = "N")]
