@@ -81,19 +81,24 @@ fn validate_accepts_a_policy_and_refuses_another_world_with_exit_status_one() {
     );
 }
 
+/// Runs `policy validate` on `path`, checks it exits with status 1, returns stderr.
+fn refused_by_validate(path: &std::path::Path) -> String {
+    let output = switchyard()
+        .args(["policy", "validate"])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
 #[test]
 fn validate_refuses_a_file_that_is_not_wasm() {
     let dir = std::env::temp_dir().join(format!("switchyard-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("broken.wasm");
     std::fs::write(&path, "this is text").unwrap();
-    let output = switchyard()
-        .args(["policy", "validate"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_by_validate(&path);
     assert!(
         stderr.contains("is not a WebAssembly component"),
         "{stderr}"
@@ -121,13 +126,7 @@ fn validate_refuses_a_core_module_and_says_how_to_build_a_component() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("core.wasm");
     std::fs::write(&path, wasm_encoder::Module::new().finish()).unwrap();
-    let output = switchyard()
-        .args(["policy", "validate"])
-        .arg(&path)
-        .output()
-        .unwrap();
-    assert_eq!(output.status.code(), Some(1));
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let stderr = refused_by_validate(&path);
     assert!(
         stderr.contains("core WebAssembly module") && stderr.contains("wasm32-wasip2"),
         "{stderr}"

@@ -210,24 +210,33 @@ fn runtime(deadline: Duration) -> Runtime {
     .unwrap()
 }
 
-#[test]
-fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
-    let runtime = runtime(Duration::from_millis(30));
-    let looping = runtime
+fn two_jobs_ten_seconds_apart() -> Simulator {
+    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
+    jobs[1].submit_time = 10.0;
+    sim(vec![node("n1", 4.0)], jobs)
+}
+
+/// The test guest that never returns from `decide`.
+fn looping_guest(runtime: &Runtime) -> std::sync::Arc<switchyard::runtime::PolicyModule> {
+    runtime
         .load(
             &std::fs::read(env!("SWITCHYARD_TEST_GUEST_LOOPING")).unwrap(),
             "looping",
         )
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
+    let runtime = runtime(Duration::from_millis(30));
+    let looping = looping_guest(&runtime);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let active = PolicySlot {
         module: looping,
         settings: Default::default(),
     };
     let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
-    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
-    jobs[1].submit_time = 10.0;
-    let mut s = sim(vec![node("n1", 4.0)], jobs);
+    let mut s = two_jobs_ten_seconds_apart();
     let mut control = ControlLoop::new(active, fallback, 1);
     control.run(&mut s, |_| {});
     assert_eq!(s.finished_jobs(), 2, "no job is lost");
@@ -244,12 +253,7 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
 #[test]
 fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_default() {
     let runtime = runtime(Duration::from_millis(30));
-    let looping = runtime
-        .load(
-            &std::fs::read(env!("SWITCHYARD_TEST_GUEST_LOOPING")).unwrap(),
-            "looping",
-        )
-        .unwrap();
+    let looping = looping_guest(&runtime);
     let load = |name: &str| {
         PolicySlot::configure(
             PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
@@ -257,9 +261,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
         )
         .unwrap()
     };
-    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
-    jobs[1].submit_time = 10.0;
-    let mut s = sim(vec![node("n1", 4.0)], jobs);
+    let mut s = two_jobs_ten_seconds_apart();
     let mut control = ControlLoop::new(load("even"), load("default"), 1);
     let switchyard::control::Step::Round { triggers, .. } = control.wait_for_round(&mut s) else {
         panic!("the first arrival is a round");

@@ -32,3 +32,43 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
         }
     })
 }
+
+/// A YAML file that could not be read or does not fit.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {path}: {source}")]
+    Read {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The YAML does not fit the type.
+    #[error("{path}:{source}")]
+    Parse {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Where and what.
+        #[source]
+        source: YamlError,
+    },
+}
+
+/// Reads the file at `path` and deserialises it, locating any fault.
+pub fn load<T: DeserializeOwned>(path: &std::path::Path) -> Result<T, LoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(&text, path)
+}
+
+/// Deserialises `text` as if read from `path`.
+pub fn parse<T: DeserializeOwned>(text: &str, path: &std::path::Path) -> Result<T, LoadError> {
+    from_str(text).map_err(|source| LoadError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -33,25 +33,9 @@ use super::trace::{kind_name, operation_text};
 /// Why an expectations file could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ExpectError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The YAML does not match the schema.
-    #[error("{path}:{source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// Where and what.
-        #[source]
-        source: crate::yaml::YamlError,
-    },
-
+    /// The file could not be read or is not an expectations file.
+    #[error(transparent)]
+    Load(#[from] crate::yaml::LoadError),
     /// An item is well-formed YAML but not a usable expectation.
     #[error("{path}: `{field}`: {message}")]
     Invalid {
@@ -222,19 +206,15 @@ const DEFAULT_WITHIN: f64 = 1.0;
 
 /// Reads and checks an expectations file.
 pub fn load(path: &Path) -> Result<Vec<Expectation>, ExpectError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ExpectError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    parse(&text, path)
+    checked(crate::yaml::load(path)?, path)
 }
 
 /// Parses `text` as if read from `path`.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectError> {
-    let file: ExpectFile = crate::yaml::from_str(text).map_err(|source| ExpectError::Parse {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    checked(crate::yaml::parse(text, path)?, path)
+}
+
+fn checked(file: ExpectFile, path: &Path) -> Result<Vec<Expectation>, ExpectError> {
     let lists = [
         ("expect", Polarity::Expect, file.expect),
         ("forbid", Polarity::Forbid, file.forbid),

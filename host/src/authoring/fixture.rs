@@ -23,25 +23,18 @@ use crate::model::Snapshot;
 /// Why a fixture could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum FixtureError {
-    /// Reading or writing failed.
-    #[error("{path}: {source}")]
-    Io {
+    /// The file could not be read or is not a fixture.
+    #[error(transparent)]
+    Load(#[from] crate::yaml::LoadError),
+    /// Writing a fixture failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
         /// The file.
         path: PathBuf,
         /// The I/O error.
         #[source]
         source: std::io::Error,
     },
-    /// The YAML is not a fixture.
-    #[error("{path}:{source}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// Where and what.
-        #[source]
-        source: crate::yaml::YamlError,
-    },
-
     /// A state blob is not UTF-8, which a fixture file cannot hold.
     #[error(
         "the state blob of policy `{policy}` is not UTF-8 text; it cannot be saved in a fixture"
@@ -66,19 +59,12 @@ pub struct Fixture {
 impl Fixture {
     /// Reads a fixture file.
     pub fn load(path: &Path) -> Result<Self, FixtureError> {
-        let text = std::fs::read_to_string(path).map_err(|source| FixtureError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::parse(&text, path)
+        Ok(crate::yaml::load(path)?)
     }
 
     /// Parses `text` as if read from `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FixtureError> {
-        crate::yaml::from_str(text).map_err(|source| FixtureError::Parse {
-            path: path.to_path_buf(),
-            source,
-        })
+        Ok(crate::yaml::parse(text, path)?)
     }
 
     /// True when `text` looks like a fixture rather than a workload: its top level has a
@@ -111,7 +97,7 @@ impl Fixture {
     /// Writes the fixture to `path` as YAML.
     pub fn save(&self, path: &Path) -> Result<(), FixtureError> {
         let text = serde_norway::to_string(self).expect("a fixture serialises to YAML");
-        std::fs::write(path, text).map_err(|source| FixtureError::Io {
+        std::fs::write(path, text).map_err(|source| FixtureError::Write {
             path: path.to_path_buf(),
             source,
         })

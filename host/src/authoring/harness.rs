@@ -289,7 +289,7 @@ fn compare(
 }
 
 fn save_snapshots(dir: &Path, snapshots: &[Fixture]) -> Result<(), FixtureError> {
-    std::fs::create_dir_all(dir).map_err(|source| FixtureError::Io {
+    std::fs::create_dir_all(dir).map_err(|source| FixtureError::Write {
         path: dir.to_path_buf(),
         source,
     })?;
