@@ -15,8 +15,9 @@
 //! - [`control`]: the one control loop (snapshot, decide, validate, apply), the
 //!   [`control::Cluster`] trait every backend implements, per-policy state blobs and
 //!   A/B experiments.
-//! - [`live`]: the live controller: the control loop on its own thread against a paced
-//!   cluster, the catalog of loaded policies, and the commands operators send it.
+//! - [`live`]: the live controller: the control loop on its own thread against a
+//!   [`live::LiveCluster`] (the paced simulator, or a Kubernetes cluster), the catalog of
+//!   loaded policies, leadership, and the commands operators send it.
 //! - [`api`]: the HTTP API over [`live::Controller`] (axum), and its OpenAPI document.
 //! - [`policy_dir`]: loading policies and settings from a watched directory (a mounted
 //!   ConfigMap).
@@ -25,7 +26,8 @@
 //! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
 //!   [`sim::Scenario`].
 //! - [`kube`]: the Kubernetes backend: the `TrainingJob` resource, reflectors, acting
-//!   through the API, leader election, and the second [`control::Cluster`].
+//!   through the API, leader election, state in a ConfigMap, and the second
+//!   [`control::Cluster`] (and [`live::LiveCluster`]).
 //! - [`report`]: what a simulation run measured: summaries, `results.json`, plots.
 //! - [`experiment`]: one scenario under one policy on the simulator, start to finish
 //!   (shared by `switchyard simulate` and the reproduction tests).

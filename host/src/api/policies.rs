@@ -7,7 +7,9 @@ use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, header::CONTENT_TYPE};
+use axum::http::header::{CONNECTION, CONTENT_TYPE};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse as _, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -63,22 +65,25 @@ pub(super) async fn upload(
     State(state): State<ApiState>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
-) -> Result<(StatusCode, Json<PolicyChanged>), ApiError> {
+) -> Result<Response, ApiError> {
     let content_type = headers
         .get(CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let media = content_type.split(';').next().unwrap_or("").trim();
     if media != "application/wasm" && media != "application/octet-stream" {
-        return Err(ApiError::new(
+        return Ok(closing(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
                 "upload the component as `Content-Type: application/wasm` (or \
                  application/octet-stream), not `{content_type}`"
             ),
-        ));
+        )));
     }
-    let bytes = body.map_err(|r| body_rejection(r, state.max_upload_bytes))?;
+    let bytes = match body {
+        Ok(bytes) => bytes,
+        Err(rejection) => return Ok(closing(body_rejection(rejection, state.max_upload_bytes))),
+    };
     let (entry, applied) = state
         .controller
         .load_policy(bytes.to_vec(), "upload".into(), BTreeMap::new())
@@ -89,7 +94,18 @@ pub(super) async fn upload(
             policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
             applied,
         }),
-    ))
+    )
+        .into_response())
+}
+
+/// An upload refused before its body was read whole: the rest of the body is still on
+/// the connection, so the client must not send its next request on it.
+fn closing(error: ApiError) -> Response {
+    let mut response = error.into_response();
+    response
+        .headers_mut()
+        .insert(CONNECTION, HeaderValue::from_static("close"));
+    response
 }
 
 #[utoipa::path(post, path = "/v1/policies/{name}/activate", tag = "policies",

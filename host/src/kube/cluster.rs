@@ -54,6 +54,8 @@ pub struct KubeCluster {
     /// show under way.
     restarts_done: HashMap<String, String>,
     last_pass: Option<Instant>,
+    /// Whether this replica led at the last look.
+    was_leading: bool,
     finished: usize,
 }
 
@@ -80,6 +82,7 @@ impl KubeCluster {
             followed: HashMap::new(),
             restarts_done: HashMap::new(),
             last_pass: None,
+            was_leading: false,
             finished: 0,
         }
     }
@@ -302,6 +305,14 @@ impl KubeCluster {
 
     /// The leader's work between rounds; returns the triggers of a round, if one is due.
     fn leader_pass(&mut self) -> Vec<Trigger> {
+        if !self.was_leading {
+            // What this replica saw while it followed (or led before) may be stale: the
+            // first round as leader hears of every job and node again.
+            self.was_leading = true;
+            self.known_jobs.clear();
+            self.known_nodes.clear();
+            self.restarts_done.clear();
+        }
         self.last_pass = Some(Instant::now());
         self.drive_restarts();
         self.write_loss();
@@ -323,7 +334,11 @@ impl KubeCluster {
             }
             let tick_due = until.is_some_and(|t| (self.clock)() >= t);
             let poll_due = self.last_pass.is_none_or(|t| t.elapsed() >= POLL);
-            if self.leader.is_leading() && (dirty || tick_due || poll_due) {
+            let leading = self.leader.is_leading();
+            if !leading {
+                self.was_leading = false;
+            }
+            if leading && (dirty || tick_due || poll_due || !self.was_leading) {
                 let triggers = self.leader_pass();
                 if !triggers.is_empty() {
                     return Advance::Events(triggers);
