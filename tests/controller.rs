@@ -10,6 +10,7 @@ use live::{STREAM, TOKEN, start};
 use serde_json::{Value, json};
 
 const LOOPING: &str = env!("SWITCHYARD_TEST_GUEST_LOOPING");
+const NULL: &str = env!("SWITCHYARD_TEST_GUEST_NULL");
 
 fn policy_of(record: &Value) -> &str {
     record["policy"].as_str().unwrap()
@@ -154,6 +155,14 @@ async fn a_policy_that_loops_forever_is_cut_by_its_deadline_and_the_fallback_kee
     let (status, body) = live.upload(std::fs::read(LOOPING).unwrap()).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["policy"]["name"], "looping");
+    assert_eq!(body["persistence"]["survives_restart"], false, "{body}");
+    assert!(
+        body["persistence"]["warning"]
+            .as_str()
+            .unwrap()
+            .contains("without --state-dir"),
+        "{body}"
+    );
     let (status, applied) = live.post("/v1/policies/looping/activate", json!({})).await;
     assert_eq!(status, 200, "{applied}");
     let from = applied["from_round"].as_u64().unwrap();
@@ -574,6 +583,117 @@ async fn a_restarted_controller_resumes_the_policy_that_was_active_and_its_state
             .iter()
             .all(|r| r["policy"] == "flowcon")
     );
+    live.stop().await;
+}
+
+/// A controller keeping its state (and uploads) in `dir`.
+fn kept_in(dir: &std::path::Path) -> switchyard::live::LiveConfig {
+    switchyard::live::LiveConfig {
+        speed: 100.0,
+        state_dir: Some(dir.to_path_buf()),
+        keep_decisions: 1_000_000,
+        ..Default::default()
+    }
+}
+
+/// Uploads the null guest and activates it; returns the upload's answer.
+async fn upload_null_and_activate(live: &live::Live) -> Value {
+    let (status, uploaded) = live.upload(std::fs::read(NULL).unwrap()).await;
+    assert_eq!(status, 201, "{uploaded}");
+    let (status, applied) = live.post("/v1/policies/null/activate", json!({})).await;
+    assert_eq!(status, 200, "{applied}");
+    let from = applied["from_round"].as_u64().unwrap();
+    live.wait_for_rounds_after(from + 3).await;
+    uploaded
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_uploaded_policy_survives_a_restart_with_its_digest_and_stays_active_and_deciding() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = live::start_with(STREAM, kept_in(dir.path()), Duration::from_millis(500)).await;
+    let uploaded = upload_null_and_activate(&live).await;
+    live.stop().await;
+    let kept = dir.path().join("components").join("null.wasm");
+    assert_eq!(
+        uploaded["persistence"],
+        json!({"survives_restart": true, "location": kept.display().to_string(), "warning": null})
+    );
+    assert_eq!(std::fs::read(&kept).unwrap(), std::fs::read(NULL).unwrap());
+
+    let live = live::start_with(STREAM, kept_in(dir.path()), Duration::from_millis(500)).await;
+    let (_, list) = live.get("/v1/policies").await;
+    assert_eq!(
+        list["active"], "null",
+        "the uploaded policy is still active"
+    );
+    let null = list["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "null")
+        .unwrap_or_else(|| panic!("the upload survived the restart: {list}"));
+    assert_eq!(null["digest"], uploaded["policy"]["digest"]);
+    assert_eq!(null["source"], format!("kept:{}", kept.display()));
+    assert_eq!(list["load_errors"], json!([]));
+    live.wait_for_rounds_after(3).await;
+    let records = live.all_decisions().await;
+    assert!(
+        records
+            .iter()
+            .all(|r| policy_of(r) == "null" && r.get("failure").is_none()),
+        "the kept upload decides every round after the restart"
+    );
+    live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kept_upload_that_no_longer_loads_is_a_load_error_and_the_controller_starts_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = live::start_with(STREAM, kept_in(dir.path()), Duration::from_millis(500)).await;
+    upload_null_and_activate(&live).await;
+    live.stop().await;
+    let kept = dir.path().join("components").join("null.wasm");
+    let bytes = std::fs::read(&kept).unwrap();
+    std::fs::write(&kept, &bytes[..bytes.len() / 2]).unwrap();
+
+    let live = live::start_with(STREAM, kept_in(dir.path()), Duration::from_millis(500)).await;
+    let (_, status) = live.get("/v1/status").await;
+    assert_eq!(
+        status["active"], "default",
+        "it starts with --policy instead"
+    );
+    let errors = status["load_errors"].as_array().unwrap();
+    assert_eq!(errors.len(), 1, "{status}");
+    assert_eq!(errors[0]["source"], format!("kept:{}", kept.display()));
+    assert!(
+        errors[0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("is not a WebAssembly component"),
+        "{status}"
+    );
+    let (_, metrics) = live.get("/metrics").await;
+    assert!(
+        metrics
+            .as_str()
+            .unwrap()
+            .contains("switchyard_policy_load_errors_total{kind=\"not-a-component\"} 1"),
+        "{metrics}"
+    );
+    live.wait_for_rounds_after(3).await;
+    assert!(
+        live.all_decisions()
+            .await
+            .iter()
+            .all(|r| policy_of(r) == "default" && r.get("failure").is_none())
+    );
+    // Uploading the policy again replaces the broken copy and clears its error.
+    let (status, uploaded) = live.upload(std::fs::read(NULL).unwrap()).await;
+    assert_eq!(status, 201, "{uploaded}");
+    assert_eq!(uploaded["persistence"]["survives_restart"], true);
+    let (_, status) = live.get("/v1/status").await;
+    assert_eq!(status["load_errors"], json!([]), "{status}");
+    assert_eq!(std::fs::read(&kept).unwrap(), std::fs::read(NULL).unwrap());
     live.stop().await;
 }
 

@@ -19,7 +19,10 @@ use std::time::{Duration, Instant};
 
 pub use experiment::{Experiment, ExperimentReport};
 pub use record::{ArmRecord, DecisionRecord, RejectedRecord, ShadowRecord};
-pub use state::{ActivePolicy, DirStateStore, MemoryStateStore, StateError, StateStore};
+pub use state::{
+    ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
+    StateError, StateStore,
+};
 
 use crate::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
 use crate::runtime::{PolicyError, PolicyModule};

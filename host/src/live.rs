@@ -8,12 +8,15 @@
 //! round, the metrics, this replica's [`leader`] grant, and the command channel to the
 //! [`driver`] thread. Commands are applied by the driver between rounds only, so a swap
 //! is atomic: the round in progress finishes with the old policy and every round is
-//! decided by exactly one policy (plus arm B of a split). The driver is generic over the
-//! cluster, so the simulator and a real cluster get the same controller. This module
-//! does not speak HTTP, watch files or talk to the API server.
+//! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
+//! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
+//! The driver is generic over the cluster, so the simulator and a real cluster get the
+//! same controller. This module does not speak HTTP, watch files or talk to the API
+//! server.
 
 pub mod catalog;
 mod driver;
+pub mod kept;
 pub mod leader;
 pub mod loss;
 pub mod paced;
@@ -29,7 +32,7 @@ use serde::Serialize;
 
 use crate::control::experiment::{ExperimentError, ExperimentMode};
 use crate::control::{
-    Advance, Cluster, DecisionRecord, DirStateStore, Experiment, ExperimentReport,
+    Advance, Cluster, ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport,
     MemoryStateStore, RunEnd, StateError, StateStore,
 };
 use crate::metrics::Metrics;
@@ -37,6 +40,7 @@ use crate::model::{Resources, Settings};
 use crate::runtime::Runtime;
 use crate::sim::{Scenario, Simulator};
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
+pub use kept::Persistence;
 pub use leader::Leader;
 pub use loss::LossAck;
 use paced::Paced;
@@ -84,9 +88,10 @@ pub struct LiveConfig {
     pub policy: String,
     /// The policy that decides a round when another fails.
     pub fallback: String,
-    /// Where state blobs (and the active policy) are persisted by
-    /// [`Controller::start_simulated`]; none keeps them in memory. A cluster backend
-    /// hands [`Controller::start`] a store of its own instead.
+    /// Where state blobs, the active policy and uploaded components are persisted by
+    /// [`Controller::start_simulated`]; none keeps them in memory only (an upload is then
+    /// gone after a restart, and its answer says so). A cluster backend hands
+    /// [`Controller::start`] stores of its own instead.
     pub state_dir: Option<PathBuf>,
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
@@ -203,6 +208,17 @@ pub struct ExperimentRequest {
     pub mode: ExperimentMode,
 }
 
+/// An upload the controller accepted.
+#[derive(Clone, Debug)]
+pub struct Uploaded {
+    /// The policy as loaded.
+    pub entry: CatalogEntry,
+    /// Set when it replaced the active policy: from which round the new one decides.
+    pub applied: Option<Applied>,
+    /// Whether a restart will have it.
+    pub persistence: Persistence,
+}
+
 /// The first round a change applies to.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 pub struct Applied {
@@ -232,6 +248,10 @@ struct Shared {
     ready: AtomicBool,
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
+    components: Arc<dyn ComponentStore>,
+    /// Held from loading an upload to keeping it, so the copy kept for a name is the
+    /// one loaded last.
+    uploading: tokio::sync::Mutex<()>,
 }
 
 /// The handle on a running controller; cheap to clone.
@@ -268,9 +288,10 @@ impl Drop for DriverHandle {
 
 impl Controller {
     /// Starts the controller on `simulator`, paced to `config.speed`: loads the
-    /// built-ins, restores the active policy and state blobs from `config.state_dir`,
-    /// and starts the decision thread. Pushed loss samples are ignored (with the
-    /// reason); [`Controller::start_scenario`] takes them for jobs without a loss curve.
+    /// built-ins and the kept uploads, restores the active policy and state blobs from
+    /// `config.state_dir`, and starts the decision thread. Pushed loss samples are
+    /// ignored (with the reason); [`Controller::start_scenario`] takes them for jobs
+    /// without a loss curve.
     pub fn start_simulated(
         runtime: Runtime,
         simulator: Simulator,
@@ -296,30 +317,39 @@ impl Controller {
         cluster: Paced<Simulator>,
         config: LiveConfig,
     ) -> Result<(Controller, DriverHandle), LiveError> {
-        let store: Box<dyn StateStore> = match &config.state_dir {
-            Some(dir) => Box::new(DirStateStore::new(dir)?),
-            None => Box::new(MemoryStateStore),
-        };
+        let (store, components): (Box<dyn StateStore>, Arc<dyn ComponentStore>) =
+            match &config.state_dir {
+                Some(dir) => {
+                    let store = DirStateStore::new(dir)?;
+                    (Box::new(store.clone()), Arc::new(store))
+                }
+                None => (Box::new(MemoryStateStore), Arc::new(MemoryStateStore)),
+            };
         Self::start(
             runtime,
             cluster,
             config,
             store,
+            components,
             Arc::new(Leader::always("simulator")),
         )
     }
 
-    /// Starts the controller on `cluster`: loads the built-ins, restores the active
+    /// Starts the controller on `cluster`: loads the built-ins and every upload
+    /// `components` kept (one that no longer loads is a load error), restores the active
     /// policy and state blobs from `store`, and starts the decision thread, which acts
-    /// only while `leader` grants it. Blocks while it reads the store.
+    /// only while `leader` grants it. Blocks while it reads the stores.
     pub fn start<C: LiveCluster>(
         runtime: Runtime,
         cluster: C,
         config: LiveConfig,
         store: Box<dyn StateStore>,
+        components: Arc<dyn ComponentStore>,
         leader: Arc<Leader>,
     ) -> Result<(Controller, DriverHandle), LiveError> {
         let catalog = Catalog::with_builtins(runtime)?;
+        let metrics = Metrics::new();
+        kept::restore(&catalog, components.as_ref(), &metrics);
         let remembered = store.load_active().unwrap_or_else(|error| {
             tracing::warn!(%error, "cannot read which policy was active; starting with {}", config.policy);
             None
@@ -343,12 +373,14 @@ impl Controller {
                 active: active.slot.name().to_string(),
                 ..LiveStatus::default()
             }),
-            metrics: Metrics::new(),
+            metrics,
             commands: Mutex::new(tx),
             stop: stop.clone(),
             ready: AtomicBool::new(false),
             leader,
             on_refusal: OnceLock::new(),
+            components,
+            uploading: tokio::sync::Mutex::new(()),
         });
         let controller = Controller { shared };
         let thread = driver::spawn(
@@ -445,12 +477,7 @@ impl Controller {
         let entry = match loaded {
             Ok(entry) => entry,
             Err(error) => {
-                let kind = match &error {
-                    CatalogError::Load(e) => e.metric_label(),
-                    CatalogError::Configure(_) => "configure",
-                    CatalogError::Unknown { .. } => "unknown",
-                };
-                self.shared.metrics.observe_load_error(kind);
+                self.shared.metrics.observe_load_error(error.metric_label());
                 tracing::warn!(%error, source, "policy refused; the running policy stays");
                 self.report_refusal(&source, &error.to_string());
                 return Err(error.into());
@@ -467,6 +494,49 @@ impl Controller {
             None
         };
         Ok((entry, applied))
+    }
+
+    /// Loads an uploaded component like [`Controller::load_policy`], then hands it to
+    /// the component store so that a restart (or the next leader) loads it again. An
+    /// upload the store cannot keep is used all the same; [`Uploaded::persistence`]
+    /// says so, and why.
+    pub async fn upload_policy(&self, bytes: Vec<u8>) -> Result<Uploaded, LiveError> {
+        let _one_at_a_time = self.shared.uploading.lock().await;
+        let (entry, applied) = self
+            .load_policy(bytes.clone(), "upload".into(), BTreeMap::new())
+            .await?;
+        let (components, policy) = (
+            self.shared.components.clone(),
+            entry.slot.name().to_string(),
+        );
+        let kept = tokio::task::spawn_blocking(move || components.keep(&policy, &bytes))
+            .await
+            .map_err(|_| LiveError::Stopped)?;
+        let persistence = Persistence::of(
+            entry.slot.name(),
+            kept,
+            &self.shared.catalog,
+            &self.shared.metrics,
+        );
+        Ok(Uploaded {
+            entry,
+            applied,
+            persistence,
+        })
+    }
+
+    /// Loads the uploads the component store kept that are not loaded here yet (a
+    /// replica that becomes leader takes over what the previous leader accepted);
+    /// refusals are reported like any other.
+    fn restore_kept(&self) {
+        let refused = kept::restore(
+            &self.shared.catalog,
+            self.shared.components.as_ref(),
+            &self.shared.metrics,
+        );
+        for (source, error) in refused {
+            self.report_refusal(&source, &error);
+        }
     }
 
     /// Makes `name` the active policy from the next round on.

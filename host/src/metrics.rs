@@ -38,6 +38,11 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ArmLabels {
     arm: String,
     policy: String,
@@ -61,6 +66,7 @@ pub struct Metrics {
     fallbacks: Family<PolicyLabel, Counter>,
     swaps: Counter,
     load_errors: Family<KindLabel, Counter>,
+    uploads_not_kept: Family<ReasonLabel, Counter>,
     loss_samples: Family<KindLabel, Counter>,
     shadow_compared: Counter,
     shadow_agreed: Counter,
@@ -126,8 +132,14 @@ impl Metrics {
         let load_errors = Family::<KindLabel, Counter>::default();
         registry.register(
             "switchyard_policy_load_errors",
-            "Policies refused at load time (upload or policies directory), per kind",
+            "Policies refused at load time (upload, policies directory, or a kept upload at start), per kind",
             load_errors.clone(),
+        );
+        let uploads_not_kept = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "switchyard_policy_uploads_not_kept",
+            "Uploads accepted and used but not kept for a restart, per reason (nothing-kept, too-large, store-error)",
+            uploads_not_kept.clone(),
         );
         let loss_samples = Family::<KindLabel, Counter>::default();
         registry.register(
@@ -193,6 +205,7 @@ impl Metrics {
             fallbacks,
             swaps,
             load_errors,
+            uploads_not_kept,
             loss_samples,
             shadow_compared,
             shadow_agreed,
@@ -299,12 +312,22 @@ impl Metrics {
         self.swaps.inc();
     }
 
-    /// Counts a refused policy, by [`crate::runtime::LoadError::metric_label`] or
+    /// Counts a refused policy, by [`crate::live::CatalogError::metric_label`] or
     /// another short kind (`read`, `settings`).
     pub fn observe_load_error(&self, kind: &str) {
         self.load_errors
             .get_or_create(&KindLabel {
                 kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts an accepted upload that will not survive a restart, by
+    /// [`crate::control::KeepError::metric_label`].
+    pub fn observe_upload_not_kept(&self, reason: &str) {
+        self.uploads_not_kept
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
             })
             .inc();
     }

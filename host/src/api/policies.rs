@@ -1,8 +1,6 @@
 //! Policy endpoints: list what is loaded, upload a component, activate a policy, set its
 //! parameters.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::rejection::{BytesRejection, JsonRejection};
@@ -16,7 +14,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ErrorBody, body_rejection};
 use crate::live::catalog::info;
-use crate::live::{Applied, LoadFailure, PolicyInfo};
+use crate::live::{Applied, LoadFailure, Persistence, PolicyInfo};
 use crate::model::Settings;
 
 /// Loaded policies, the active one and standing load errors.
@@ -30,13 +28,24 @@ pub struct PolicyList {
     pub load_errors: Vec<LoadFailure>,
 }
 
-/// A policy accepted by an upload or a parameter change.
+/// A policy whose parameters changed.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct PolicyChanged {
     /// The policy as loaded now.
     pub policy: PolicyInfo,
     /// Set when the change applies to the active policy: from which round.
     pub applied: Option<Applied>,
+}
+
+/// A policy accepted by an upload.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PolicyUploaded {
+    /// The policy as loaded now.
+    pub policy: PolicyInfo,
+    /// Set when it replaced the active policy: from which round the new version decides.
+    pub applied: Option<Applied>,
+    /// Whether a restarted controller (or the next leader) will have it.
+    pub persistence: Persistence,
 }
 
 #[utoipa::path(get, path = "/v1/policies", tag = "policies",
@@ -54,7 +63,7 @@ pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
     request_body(content = Vec<u8>, content_type = "application/wasm",
         description = "The policy component (`.wasm`); `application/octet-stream` is accepted too"),
     responses(
-        (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round)", body = PolicyChanged),
+        (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round). Kept by the state store for the next start when it can be; `persistence` says whether it was", body = PolicyUploaded),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 413, description = "Larger than the upload limit", body = ErrorBody),
@@ -84,15 +93,14 @@ pub(super) async fn upload(
         Ok(bytes) => bytes,
         Err(rejection) => return Ok(closing(body_rejection(rejection, state.max_upload_bytes))),
     };
-    let (entry, applied) = state
-        .controller
-        .load_policy(bytes.to_vec(), "upload".into(), BTreeMap::new())
-        .await?;
+    let uploaded = state.controller.upload_policy(bytes.to_vec()).await?;
+    let entry = &uploaded.entry;
     Ok((
         StatusCode::CREATED,
-        Json(PolicyChanged {
+        Json(PolicyUploaded {
             policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
-            applied,
+            applied: uploaded.applied,
+            persistence: uploaded.persistence,
         }),
     )
         .into_response())

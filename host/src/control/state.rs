@@ -1,10 +1,23 @@
-//! Each policy's state blob, kept per policy name and optionally persisted.
+//! What the controller keeps between runs: each policy's state blob, which policy is
+//! active, and the components accepted by upload.
 //!
 //! A policy is instantiated afresh for every call, so its blob is all it remembers. The
 //! loop keeps one blob per policy name: swapping to another policy and back resumes the
 //! first one's blob, and a [`DirStateStore`] writes every changed blob to a file so a
-//! restarted controller picks up where it stopped. This module decides nothing about
-//! which policy runs.
+//! restarted controller picks up where it stopped. An uploaded component exists nowhere
+//! else, so a [`ComponentStore`] keeps it too, and the live controller loads it again at
+//! start (and when a replica becomes leader) before it resumes the active policy.
+//! Components from the policies directory and built-ins are never kept: the directory
+//! and the binary are their own persistence. This module decides nothing about which
+//! policy runs.
+//!
+//! Components have a trait of their own rather than more methods on [`StateStore`]:
+//! blobs are read and written by the decision thread, which owns its store, between
+//! rounds; a component is written by the upload handler (a large write must not delay a
+//! round) and read at start and on a change of leader, so a [`ComponentStore`] is shared
+//! (`Send + Sync`, behind an `Arc`) and stores that keep nothing, like the offline
+//! simulator's, need not pretend to. [`DirStateStore`] and the cluster's ConfigMap store
+//! implement both; [`MemoryStateStore`] keeps no component and says so.
 
 use std::collections::HashMap;
 use std::io::Write as _;
@@ -16,6 +29,8 @@ use crate::model::Settings;
 
 /// The file under a state directory naming the active policy and its parameters.
 pub const ACTIVE_FILE: &str = "active.json";
+/// The folder under a state directory holding uploaded components, `<policy>.wasm`.
+pub const COMPONENTS_DIR: &str = "components";
 
 /// A state blob could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -46,6 +61,81 @@ pub enum StateError {
         /// What failed.
         message: String,
     },
+}
+
+impl StateError {
+    /// The file or object at fault, for a load error's source.
+    pub fn place(&self) -> String {
+        match self {
+            StateError::Io { path, .. } | StateError::Format { path, .. } => {
+                path.display().to_string()
+            }
+            StateError::Remote { place, .. } => place.clone(),
+        }
+    }
+}
+
+/// Why an accepted upload is not kept for the next start. The component is loaded and
+/// used all the same; only a restart (or a change of leader) loses it.
+#[derive(Debug, thiserror::Error)]
+pub enum KeepError {
+    /// The store keeps nothing beyond the process.
+    #[error(
+        "the controller keeps nothing across restarts (it runs without --state-dir): this upload is gone after a restart; start the controller with --state-dir DIR to keep uploads"
+    )]
+    NothingKept,
+    /// The component is larger than the store can hold.
+    #[error(
+        "the component is {size} bytes ({:.1} MiB), more than {place} can hold ({limit} bytes): it is used now, but a restart or a new leader will not have it. To keep it, ship it in the policies directory (--policies-dir) from an image or a volume mounted there; the policies ConfigMap holds at most 1 MiB too",
+        *size as f64 / f64::from(1 << 20)
+    )]
+    TooLarge {
+        /// The component's size.
+        size: usize,
+        /// What one object of the store holds.
+        limit: usize,
+        /// The kind of object, e.g. `a ConfigMap`.
+        place: String,
+    },
+    /// Writing it failed.
+    #[error(
+        "the component could not be kept ({0}): it is used now, but a restart will not have it; upload it again to retry"
+    )]
+    Store(#[from] StateError),
+}
+
+impl KeepError {
+    /// Short label for the `reason` of `switchyard_policy_uploads_not_kept_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            KeepError::NothingKept => "nothing-kept",
+            KeepError::TooLarge { .. } => "too-large",
+            KeepError::Store(_) => "store-error",
+        }
+    }
+}
+
+/// A component read back from a [`ComponentStore`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptComponent {
+    /// Where it is kept: a file, or `ConfigMap <namespace>/<name>`.
+    pub location: String,
+    /// The component as it was uploaded.
+    pub bytes: Vec<u8>,
+}
+
+/// Where uploaded components live between controller runs (see the module docs for why
+/// this is not part of [`StateStore`]).
+pub trait ComponentStore: Send + Sync {
+    /// Keeps `bytes`, the component of `policy`, replacing what was kept for that name;
+    /// returns where it is kept. When they cannot be kept, a copy kept earlier under that
+    /// name is dropped as well where the store can, so a restart does not bring back a
+    /// version older than the one in use.
+    fn keep(&self, policy: &str, bytes: &[u8]) -> Result<String, KeepError>;
+
+    /// Every kept component, read back; an entry that cannot be read is an error naming
+    /// its place, and the others are still returned.
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>>;
 }
 
 /// The policy that was active when the controller last changed it, and its settings.
@@ -86,9 +176,19 @@ impl StateStore for MemoryStateStore {
     }
 }
 
-/// One file per policy under a directory, written atomically (a temporary file in the
+impl ComponentStore for MemoryStateStore {
+    fn keep(&self, _: &str, _: &[u8]) -> Result<String, KeepError> {
+        Err(KeepError::NothingKept)
+    }
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>> {
+        Vec::new()
+    }
+}
+
+/// One file per policy under a directory (`<policy>.state`, `active.json`, and each kept
+/// upload as `components/<policy>.wasm`), written atomically (a temporary file in the
 /// same directory, synced, then renamed over the old one), so a crash mid-write leaves
-/// the previous blob intact.
+/// the previous contents intact.
 #[derive(Clone, Debug)]
 pub struct DirStateStore {
     dir: PathBuf,
@@ -109,17 +209,14 @@ impl DirStateStore {
     /// The file holding `policy`'s blob. Names are reduced to a safe alphabet so a
     /// policy name can never point outside the directory.
     pub fn path_of(&self, policy: &str) -> PathBuf {
-        let safe: String = policy
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        self.dir.join(format!("{safe}.state"))
+        self.dir.join(format!("{}.state", safe_name(policy)))
+    }
+
+    /// The file keeping `policy`'s uploaded component.
+    pub fn component_path_of(&self, policy: &str) -> PathBuf {
+        self.dir
+            .join(COMPONENTS_DIR)
+            .join(format!("{}.wasm", safe_name(policy)))
     }
 
     fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), StateError> {
@@ -127,7 +224,9 @@ impl DirStateStore {
             path: path.to_path_buf(),
             source,
         };
-        let mut tmp = tempfile::NamedTempFile::new_in(&self.dir).map_err(io)?;
+        let folder = path.parent().unwrap_or(&self.dir);
+        std::fs::create_dir_all(folder).map_err(io)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(folder).map_err(io)?;
         tmp.write_all(bytes).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
@@ -168,6 +267,62 @@ impl StateStore for DirStateStore {
         })?;
         self.write_atomically(&path, &bytes)
     }
+}
+
+impl ComponentStore for DirStateStore {
+    fn keep(&self, policy: &str, bytes: &[u8]) -> Result<String, KeepError> {
+        let path = self.component_path_of(policy);
+        if let Err(error) = self.write_atomically(&path, bytes) {
+            // Do not let an older upload of the same name come back after a restart.
+            let _ = std::fs::remove_file(&path);
+            return Err(error.into());
+        }
+        Ok(path.display().to_string())
+    }
+
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>> {
+        let folder = self.dir.join(COMPONENTS_DIR);
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+            Err(source) => {
+                return vec![Err(StateError::Io {
+                    path: folder,
+                    source,
+                })];
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            // Leftover temporary files of an interrupted write have no `.wasm` extension.
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| match std::fs::read(&path) {
+                Ok(bytes) => Ok(KeptComponent {
+                    location: path.display().to_string(),
+                    bytes,
+                }),
+                Err(source) => Err(StateError::Io { path, source }),
+            })
+            .collect()
+    }
+}
+
+/// `name` reduced to a safe alphabet, so a policy name can never point outside the
+/// directory.
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// The blobs of every policy that has decided, by policy name.

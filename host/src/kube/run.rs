@@ -1,9 +1,10 @@
 //! Running the controller in a cluster: connect (kubeconfig, or in-cluster), start the
 //! reflectors, the metrics poller and the leader election, start the live controller
 //! ([`Controller`], the same one the simulator runs under) over [`KubeCluster`] with its
-//! state kept in a ConfigMap, follow the policies directory, serve the HTTP API (which
-//! also answers the probes), and stop everything when the shutdown future resolves
-//! (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the work.
+//! state and uploads kept in ConfigMaps, follow the policies directory, serve the HTTP
+//! API (which also answers the probes), and stop everything when the shutdown future
+//! resolves (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the
+//! work.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -138,7 +139,15 @@ pub async fn run(
     );
     let (live, started_leader) = (options.live.clone(), leader.clone());
     let (controller, driver) = tokio::task::spawn_blocking(move || {
-        Controller::start(runtime, cluster, live, Box::new(store), started_leader)
+        let components = Arc::new(store.clone());
+        Controller::start(
+            runtime,
+            cluster,
+            live,
+            Box::new(store),
+            components,
+            started_leader,
+        )
     })
     .await
     .map_err(Error::LoopPanicked)?

@@ -1043,6 +1043,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(loss_samples_come_from_the_followed_log().await);
     used.extend(super::lease::tests::every_lease_access().await);
     used.extend(super::state::tests::state_survives_in_a_configmap().await);
+    used.extend(super::state::tests::components_survive_in_configmaps().await);
     used.extend(super::events::tests::a_refusal_becomes_an_event_on_the_pod().await);
     use super::cluster_scenarios as cs;
     used.extend(cs::the_control_loop_places_a_waiting_job_through_the_cluster().await);

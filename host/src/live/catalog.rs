@@ -19,7 +19,8 @@ use crate::runtime::{LoadError, PolicyError, PolicyModule, Runtime};
 pub struct CatalogEntry {
     /// The ready-to-call policy with its effective parameters.
     pub slot: PolicySlot,
-    /// Where it came from (`builtin:even`, `upload`, a file path).
+    /// Where it came from (`builtin:even`, `upload`, a file path, or `kept:` and where
+    /// an upload was kept when a restarted controller loaded it from there).
     pub source: String,
 }
 
@@ -70,6 +71,18 @@ pub enum CatalogError {
     /// The policy refused the parameters (or its defaults).
     #[error("{0}")]
     Configure(#[source] PolicyError),
+}
+
+impl CatalogError {
+    /// A short label for `switchyard_policy_load_errors_total`:
+    /// [`LoadError::metric_label`], `configure` or `unknown`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            CatalogError::Load(e) => e.metric_label(),
+            CatalogError::Configure(_) => "configure",
+            CatalogError::Unknown { .. } => "unknown",
+        }
+    }
 }
 
 /// The loaded policies and the refused ones; shared by the API, the directory watcher

@@ -118,9 +118,12 @@ impl Driver {
     }
 
     /// This replica has just become leader: it continues from what the previous leader
-    /// persisted (the active policy and every state blob), not from what it last knew.
+    /// persisted (its uploads, the active policy and every state blob), not from what it
+    /// last knew.
     fn take_over(&mut self) {
-        tracing::info!("leading: resuming the persisted policy and state");
+        tracing::info!("leading: resuming the persisted policies and state");
+        // Uploads first: the previous leader's active policy may be one of them.
+        self.controller.restore_kept();
         self.control.reload_states();
         let saved = match self.control.state_store().load_active() {
             Ok(saved) => saved,
@@ -130,18 +133,19 @@ impl Driver {
             }
         };
         let Some(saved) = saved else { return };
-        if saved.policy == self.control.active().name()
-            && saved.settings == self.control.active().settings
-        {
-            return;
-        }
         match self
             .controller
             .catalog()
             .configure(&saved.policy, &saved.settings)
         {
             Ok(entry) => {
-                self.swap(entry);
+                // The same name may now be another version (an upload restored above).
+                let active = self.control.active();
+                if entry.slot.module.digest() != active.module.digest()
+                    || entry.slot.settings != active.settings
+                {
+                    self.swap(entry);
+                }
             }
             Err(error) => {
                 tracing::warn!(%error, "the previous leader's policy is not loaded here; keeping {}", self.control.active().name());
