@@ -7,7 +7,9 @@
 //! What does not hold in the simulator has no test claiming it does; `docs/reproduction.md`
 //! gives the figures and the reasons: SpeCon on the fixed VAE schedule (it never
 //! migrates) and on single seeds of the random ones (it wins on average over seeds),
-//! FlowCon's makespan on random schedules, DRAGON's utilisation on some arrival orders.
+//! FlowCon's makespan on five random jobs (it grows where the LSTM-CFC job ends the
+//! schedule) and the thesis's makespan gains (none: ties), DRAGON's utilisation on some
+//! arrival orders.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -133,25 +135,120 @@ fn specon_beats_even_on_50_random_jobs_on_8_workers() {
     specon_beats_even_on_average_completion_time("specon-8-workers-50.yaml");
 }
 
+/// FlowCon's makespan is at most equal sharing's (a millionth of slack for float noise).
+fn assert_keeps_makespan(file: &str, seed: u64, flowcon: &RunResult, equal: &RunResult) {
+    assert_eq!(
+        flowcon.summary.finished, flowcon.summary.jobs,
+        "{file} seed {seed}"
+    );
+    assert!(
+        flowcon.summary.makespan <= equal.summary.makespan * (1.0 + 1e-6),
+        "{file} seed {seed}: makespan flowcon {:.3}s vs equal sharing {:.3}s",
+        flowcon.summary.makespan,
+        equal.summary.makespan
+    );
+}
+
+/// Ids of the `k` jobs submitted last, newest first.
+fn newest(r: &RunResult, k: usize) -> Vec<String> {
+    let mut jobs: Vec<_> = r.jobs.iter().collect();
+    jobs.sort_by(|a, b| b.submit_time.total_cmp(&a.submit_time));
+    jobs.iter().take(k).map(|j| j.id.clone()).collect()
+}
+
+/// The job that finished last.
+fn last_to_finish(r: &RunResult) -> String {
+    r.jobs
+        .iter()
+        .max_by(|a, b| {
+            a.finish_time
+                .unwrap_or(0.0)
+                .total_cmp(&b.finish_time.unwrap_or(0.0))
+        })
+        .map(|j| j.id.clone())
+        .expect("a job")
+}
+
 #[test]
 fn flowcon_keeps_the_makespan_of_equal_sharing_and_cuts_the_newest_jobs_time() {
-    let workload = example("flowcon-three-jobs.yaml");
+    let file = "flowcon-three-jobs.yaml";
+    let workload = example(file);
     for seed in seeds(&workload) {
         let equal = run(&workload, seed, "default");
         let flowcon = run(&workload, seed, "flowcon");
-        assert!(
-            flowcon.summary.makespan <= equal.summary.makespan,
-            "seed {seed}: makespan flowcon {:.1}s vs equal sharing {:.1}s",
-            flowcon.summary.makespan,
-            equal.summary.makespan
-        );
+        assert_keeps_makespan(file, seed, &flowcon, &equal);
         let newest = "mnist-tensorflow";
         assert!(
-            completion(&flowcon, newest) < completion(&equal, newest),
+            completion(&flowcon, newest) < 0.95 * completion(&equal, newest),
             "seed {seed}: {newest} takes {:.1}s under flowcon vs {:.1}s",
             completion(&flowcon, newest),
             completion(&equal, newest)
         );
+    }
+}
+
+/// Ten random jobs of the thesis's five models: the makespan holds on every seed, the
+/// newest job is never slower and the three newest are faster together.
+#[test]
+fn flowcon_keeps_the_makespan_on_ten_random_jobs_and_cuts_the_newest_ones() {
+    let file = "flowcon-random-10.yaml";
+    let workload = example(file);
+    for seed in seeds(&workload) {
+        let equal = run(&workload, seed, "default");
+        let flowcon = run(&workload, seed, "flowcon");
+        assert_keeps_makespan(file, seed, &flowcon, &equal);
+        let three = newest(&equal, 3);
+        assert!(
+            completion(&flowcon, &three[0]) <= completion(&equal, &three[0]) * (1.0 + 1e-6),
+            "seed {seed}: the newest job {} takes {:.1}s under flowcon vs {:.1}s",
+            three[0],
+            completion(&flowcon, &three[0]),
+            completion(&equal, &three[0])
+        );
+        let total = |r: &RunResult| three.iter().map(|id| completion(r, id)).sum::<f64>();
+        assert!(
+            total(&flowcon) < total(&equal),
+            "seed {seed}: the three newest jobs {three:?} take {:.1}s under flowcon vs {:.1}s",
+            total(&flowcon),
+            total(&equal)
+        );
+    }
+}
+
+/// Five random jobs: the newest job is never slower. The makespan is not always kept
+/// (`docs/reproduction.md`): where it grows, the job that ends the schedule is the
+/// LSTM-CFC job, which cannot use more than 3 of the 16 threads and which FlowCon holds
+/// below them while it is in CL; the test pins that explanation down.
+#[test]
+fn flowcon_cuts_the_newest_of_five_random_jobs_and_loses_makespan_only_to_lstm_cfc() {
+    let file = "flowcon-random-5.yaml";
+    let workload = example(file);
+    for seed in seeds(&workload) {
+        let equal = run(&workload, seed, "default");
+        let flowcon = run(&workload, seed, "flowcon");
+        assert_eq!(
+            flowcon.summary.finished, flowcon.summary.jobs,
+            "seed {seed}"
+        );
+        let newest = &newest(&equal, 1)[0];
+        assert!(
+            completion(&flowcon, newest) <= completion(&equal, newest) * (1.0 + 1e-6),
+            "seed {seed}: the newest job {newest} takes {:.1}s under flowcon vs {:.1}s",
+            completion(&flowcon, newest),
+            completion(&equal, newest)
+        );
+        if flowcon.summary.makespan > equal.summary.makespan * (1.0 + 1e-6) {
+            for r in [&equal, &flowcon] {
+                assert!(
+                    last_to_finish(r).starts_with("lstm-cfc"),
+                    "seed {seed}: makespan grew ({:.1}s -> {:.1}s) but {} ends the {} run",
+                    equal.summary.makespan,
+                    flowcon.summary.makespan,
+                    last_to_finish(r),
+                    r.policy
+                );
+            }
+        }
     }
 }
 

@@ -29,7 +29,12 @@ pub const SPEC: &[ParamSpec] = &[
     ParamSpec {
         name: "beta",
         default: "2",
-        doc: "a CL job's weight is at least 1 / (beta * jobs on its worker)",
+        doc: "a CL job's limit is at least 1 / (beta * jobs on its worker) of the worker",
+    },
+    ParamSpec {
+        name: "limits",
+        default: "share",
+        doc: "share: a limit L is L of the worker, as `docker update --cpus` gives it, sent as the weight that yields that share; weight: L sent as the weight itself",
     },
     ParamSpec {
         name: "normalisation",
@@ -49,6 +54,19 @@ pub struct Params {
     pub beta: f64,
     /// Divisor of E.
     pub normalisation: Normalisation,
+    /// How a limit becomes a CPU weight.
+    pub limits: Limits,
+}
+
+/// How FlowCon's limits (fractions of the worker) become CPU weights.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Limits {
+    /// The weight that gives each job the share of the worker its limit gives it under
+    /// Docker ([`docker_shares`]): the thesis's reading.
+    Share,
+    /// The limit itself as the weight (under contention a job then gets less than its
+    /// limit: 0.25 beside a job at 1 is 20 % of the worker, not the thesis's 25 %).
+    Weight,
 }
 
 impl Params {
@@ -61,6 +79,10 @@ impl Params {
             beta: s.f64_in("beta", 1e-3, 1e6)?,
             normalisation: Normalisation::parse(s.choice("normalisation", Normalisation::CHOICES)?)
                 .expect("choice checked"),
+            limits: match s.choice("limits", &["share", "weight"])? {
+                "share" => Limits::Share,
+                _ => Limits::Weight,
+            },
         })
     }
 }
@@ -95,6 +117,9 @@ pub struct JobState {
     pub scale: Scale,
     /// (t_{i-1}, normalised E(t_{i-1})).
     pub last: Option<(f64, f64)>,
+    /// The limit L of lines 14-26, a fraction of the worker (none yet: unlimited, 1).
+    #[serde(default)]
+    pub limit: Option<f64>,
 }
 
 /// Per worker.
@@ -157,9 +182,23 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
             by_worker.entry(home.to_string()).or_default().push(job);
         }
     }
+    // Algorithm 2, lines 5-9: a container started on the worker joins NL and Algorithm 1
+    // runs with it. A job placed in this round is that container: it counts now, not
+    // one interval later.
+    for action in &actions {
+        if let Operation::Place(placement) = &action.op
+            && let (Some(job), Some(first)) = (
+                snapshot.jobs.iter().find(|j| j.id == placement.job),
+                placement.assignments.first(),
+            )
+        {
+            by_worker.entry(first.node.clone()).or_default().push(job);
+        }
+    }
     st.workers.retain(|w, _| by_worker.contains_key(w));
     for (worker, jobs) in &by_worker {
-        let members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        let mut members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
+        members.sort();
         let ws = st
             .workers
             .entry(worker.clone())
@@ -209,6 +248,43 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     })
 }
 
+/// Smallest weight sent: the contract wants weights in (0, 1].
+const MIN_WEIGHT: f64 = 1e-3;
+
+/// The share of the worker Docker gives each of containers limited to `caps` (fractions
+/// of the worker, `docker update --cpus`), each able to use the whole worker: an equal
+/// split, where a container keeps at most its cap and the rest is split among the others
+/// (the thesis's example: caps 0.25 and 1 give 25 % and 75 %). Returned as CPU weights,
+/// scaled so the largest is 1; weighted sharing with these weights gives those shares.
+/// A container that uses less than its share leaves the rest to the others (soft limits).
+pub fn docker_shares(caps: &[f64]) -> Vec<f64> {
+    let mut shares = vec![0.0; caps.len()];
+    let mut open: Vec<usize> = (0..caps.len()).collect();
+    let mut left = 1.0_f64;
+    while !open.is_empty() && left > 1e-12 {
+        let level = left / open.len() as f64;
+        let (capped, rest): (Vec<usize>, Vec<usize>) =
+            open.iter().partition(|&&i| caps[i] <= level);
+        if capped.is_empty() {
+            for &i in &rest {
+                shares[i] = level;
+            }
+            break;
+        }
+        for &i in &capped {
+            shares[i] = caps[i];
+            left -= caps[i];
+        }
+        open = rest;
+    }
+    let largest = shares.iter().copied().fold(0.0, f64::max);
+    if largest > 0.0 {
+        shares.iter().map(|s| s / largest).collect()
+    } else {
+        vec![1.0; caps.len()]
+    }
+}
+
 /// Algorithm 1 on one worker: lists and weights. Returns the weight actions and whether
 /// every job was in CL (back-off).
 fn run_worker(
@@ -254,9 +330,10 @@ fn run_worker(
     let n = jobs.len() as f64;
     let sum: f64 = gains.iter().flatten().sum();
     let floor = 1.0 / (p.beta * n);
-    let mut actions = Vec::new();
+    // Lines 14-26: each job's limit L, a fraction of the worker.
+    let mut limits: Vec<(f64, String)> = Vec::with_capacity(jobs.len());
     for ((job, list), g) in jobs.iter().zip(&lists).zip(&gains) {
-        let (weight, why) = if all_cl {
+        let limit = if all_cl {
             (
                 1.0,
                 "all jobs on the worker in CL: free competition, itval doubles".to_string(),
@@ -264,7 +341,10 @@ fn run_worker(
         } else {
             match list {
                 List::NL => (1.0, "NL: growing fast".to_string()),
-                List::WL => continue,
+                List::WL => (
+                    states[&job.id].limit.unwrap_or(1.0),
+                    "WL: limit unchanged".to_string(),
+                ),
                 List::CL => {
                     let g = g.unwrap_or(0.0);
                     let share = if sum > 0.0 { g / sum } else { 0.0 };
@@ -275,6 +355,17 @@ fn run_worker(
                 }
             }
         };
+        states.get_mut(&job.id).expect("entered above").limit = Some(limit.0);
+        limits.push(limit);
+    }
+    let caps: Vec<f64> = limits.iter().map(|(l, _)| *l).collect();
+    let weights = match p.limits {
+        Limits::Share => docker_shares(&caps),
+        Limits::Weight => caps,
+    };
+    let mut actions = Vec::new();
+    for ((job, (limit, why)), weight) in jobs.iter().zip(&limits).zip(weights) {
+        let weight = weight.clamp(MIN_WEIGHT, 1.0);
         for task in job.tasks.iter().filter(|t| t.node.is_some()) {
             if (task.cpu_weight - weight).abs() > 1e-9 {
                 actions.push(Action {
@@ -283,7 +374,7 @@ fn run_worker(
                         task: task.name.clone(),
                         weight,
                     }),
-                    reason: format!("{why} -> weight {weight:.3}"),
+                    reason: format!("{why} -> limit {limit:.3} of the worker, weight {weight:.3}"),
                 });
             }
         }
@@ -416,25 +507,126 @@ mod tests {
         // old: NL -> WL -> CL with G = 0; new stays NL (G = 0.0167 > alpha at 30, 0.0133 at 60).
         assert_eq!(list(&ds[2], "old"), "CL");
         assert_eq!(list(&ds[2], "new"), "NL");
-        // 2 jobs, beta 2: floor 0.25; the share G_old / sum G = 0.
-        assert_eq!(weights(&ds[2]), [("old".to_string(), 0.25)]);
+        // 2 jobs, beta 2: floor 0.25 of the worker; the share G_old / sum G = 0. Docker
+        // gives limits 0.25 and 1 a 25 % / 75 % split: weights 1/3 and 1.
+        let w = weights(&ds[2]);
+        assert_eq!(w.len(), 1);
+        assert_eq!(w[0].0, "old");
+        assert!((w[0].1 - 1.0 / 3.0).abs() < 1e-9, "{w:?}");
         assert!(
             ds[2]
                 .actions
                 .iter()
-                .any(|a| a.reason.contains("floor 1/(beta*n) = 0.250"))
+                .any(|a| a.reason.contains("floor 1/(beta*n) = 0.250 -> limit 0.250"))
         );
     }
 
     #[test]
-    fn a_wl_job_keeps_its_weight_and_an_nl_job_gets_one() {
+    fn limits_are_shares_of_the_worker_as_docker_gives_them() {
+        // Section 6.1.3: limits 0.25 and 1 -> 25 % and 75 % of the worker.
+        let w = docker_shares(&[0.25, 1.0]);
+        assert!((w[0] / (w[0] + w[1]) - 0.25).abs() < 1e-12);
+        // One job held at 1/6 beside two unlimited ones keeps 1/6; they split the rest.
+        let w = docker_shares(&[1.0 / 6.0, 1.0, 1.0]);
+        let total: f64 = w.iter().sum();
+        assert!((w[0] / total - 1.0 / 6.0).abs() < 1e-12, "{w:?}");
+        assert_eq!(w[1], 1.0);
+        assert_eq!(w[2], 1.0);
+        // A limit above the equal split does not bind: equal weights.
+        assert_eq!(docker_shares(&[0.6, 1.0]), vec![1.0, 1.0]);
+    }
+
+    #[test]
+    fn the_limit_itself_is_the_weight_when_limits_is_weight() {
         let jobs = vec![
-            job("w").running_on("w1").loss(FLAT).cpu_weight(0.4),
-            job("n").running_on("w1").loss(FAST).cpu_weight(0.3),
+            job("old").running_on("w1").loss(FLAT),
+            job("new").running_on("w1").loss(FAST),
         ];
-        let ds = run(&jobs, &[0.0, 30.0]);
-        assert_eq!(list(&ds[1], "w"), "WL");
-        assert_eq!(weights(&ds[1]), [("n".to_string(), 1.0)]);
+        let given = [Setting {
+            name: "limits".into(),
+            value: "weight".into(),
+        }];
+        let mut blob = Vec::new();
+        let mut last = None;
+        for t in [0.0, 30.0, 60.0] {
+            let d = decide(
+                &given,
+                &snapshot(t, vec![node("w1", 8000)], jobs.clone()),
+                &blob,
+            )
+            .unwrap();
+            blob = d.state.clone();
+            last = Some(d);
+        }
+        assert_eq!(weights(&last.unwrap()), [("old".to_string(), 0.25)]);
+    }
+
+    #[test]
+    fn a_wl_job_keeps_the_limit_it_had_and_the_others_keep_theirs() {
+        let jobs = vec![
+            job("a").running_on("w1").loss(FLAT),
+            job("b").running_on("w1").loss(FLAT),
+            job("c").running_on("w1").loss(FAST),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0, 60.0]);
+        // At 60: a and b in CL at the floor 1/(2*3) = 1/6, c in NL at 1.
+        assert_eq!(list(&ds[2], "a"), "CL");
+        let st: State = state::decode(&ds[2].state).unwrap();
+        assert!((st.jobs["a"].limit.unwrap() - 1.0 / 6.0).abs() < 1e-12);
+        // Docker shares 1/6, 1/6, 2/3: weights 1/4, 1/4, 1.
+        let w = weights(&ds[2]);
+        assert_eq!(w.len(), 2, "{w:?}");
+        assert!(w.iter().all(|(_, w)| (w - 0.25).abs() < 1e-9), "{w:?}");
+        // At 90 c's G (0.0133 -> 0.0017 per second per core) falls below alpha: NL -> WL,
+        // its limit stays the 1 it had in NL; a and b stay at the floor, so nobody's
+        // weight changes.
+        let later: Vec<Job> = jobs
+            .iter()
+            .cloned()
+            .map(|j| {
+                let w = if j.id == "c" { 1.0 } else { 0.25 };
+                j.cpu_weight(w)
+            })
+            .collect();
+        let d = decide(
+            &[],
+            &snapshot(90.0, vec![node("w1", 8000)], later),
+            &ds[2].state,
+        )
+        .unwrap();
+        assert_eq!(list(&d, "c"), "WL");
+        let st: State = state::decode(&d.state).unwrap();
+        assert_eq!(st.jobs["c"].limit, Some(1.0));
+        assert!(weights(&d).is_empty(), "{:?}", d.actions);
+    }
+
+    #[test]
+    fn a_job_placed_in_the_round_counts_on_its_worker_at_once() {
+        // Two old jobs in CL on w1; c arrives and is placed there in this round.
+        let old = vec![
+            job("a").running_on("w1").loss(FLAT),
+            job("b").running_on("w1").loss(FLAT),
+        ];
+        let ds = run(&old, &[0.0, 30.0, 60.0]);
+        let mut jobs = old.clone();
+        jobs.push(job("c"));
+        let snap = snapshot(70.0, vec![node("w1", 8000)], jobs)
+            .triggered_by(vec![Trigger::JobArrived("c".into())]);
+        let d = decide(&[], &snap, &ds[2].state).unwrap();
+        assert!(
+            matches!(&d.actions[0].op, Operation::Place(p) if p.job == "c"),
+            "{:?}",
+            d.actions
+        );
+        // Algorithm 2: c joins NL and Algorithm 1 runs with n = 3, so a and b drop to the
+        // floor 1/(2*3) of the worker: Docker shares 1/6, 1/6, 2/3 -> weights 1/4, 1/4, 1.
+        assert_eq!(list(&d, "c"), "NL");
+        let w = weights(&d);
+        assert_eq!(w.len(), 2, "{w:?}");
+        for (_, weight) in w {
+            assert!((weight - 0.25).abs() < 1e-9);
+        }
+        assert_eq!(d.next_call_after, Some(30.0), "not all in CL: no back-off");
     }
 
     #[test]
