@@ -89,8 +89,6 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
                             Outcome::Blocking => "head-of-line",
                             Outcome::NeverFits => "never-fits",
                             Outcome::Incomplete => "incomplete",
-                            Outcome::ExtrasPlaced => "extras-placed",
-                            Outcome::ExtrasWaiting => "extras-waiting",
                         },
                     )
                 })
