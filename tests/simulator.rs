@@ -288,6 +288,56 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
 }
 
 #[test]
+fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides() {
+    use switchyard::control::Experiment;
+    use switchyard::control::experiment::ExperimentMode;
+    let runtime = runtime(Duration::from_millis(30));
+    let load = |name: &str| {
+        PolicySlot::configure(
+            PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
+            &Default::default(),
+        )
+        .unwrap()
+    };
+    let run = |shadow: Option<PolicySlot>| {
+        let mut s = two_jobs_ten_seconds_apart();
+        let mut control = ControlLoop::new(load("even"), load("default"), 1);
+        if let Some(b) = shadow {
+            control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
+        }
+        control.run(&mut s, |_| {});
+        let decided: Vec<_> = control
+            .records()
+            .iter()
+            .map(|r| {
+                (
+                    r.round,
+                    r.time,
+                    r.policy.clone(),
+                    r.failure.clone(),
+                    r.accepted.clone(),
+                )
+            })
+            .collect();
+        (decided, s.outcomes(), control.experiment_report())
+    };
+    let (alone, alone_jobs, _) = run(None);
+    let looping = PolicySlot {
+        module: looping_guest(&runtime),
+        settings: Default::default(),
+    };
+    let (shadowed, shadowed_jobs, report) = run(Some(looping));
+    assert_eq!(
+        shadowed, alone,
+        "the failing shadow changed arm A's decisions"
+    );
+    assert_eq!(shadowed_jobs, alone_jobs);
+    let report = report.unwrap();
+    assert_eq!(report.b_failures, report.rounds, "every shadow call failed");
+    assert!(report.rounds >= 2);
+}
+
+#[test]
 fn the_same_workload_and_seed_give_byte_identical_results() {
     let dir = std::env::temp_dir().join(format!("switchyard-determinism-{}", std::process::id()));
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/quickstart.yaml");
