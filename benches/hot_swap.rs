@@ -2,15 +2,21 @@
 //!
 //! `cargo bench --bench hot_swap`; figures in `docs/performance.md`.
 //!
-//! - `load/cold`: compile, check and describe the SpeCon component (254 KiB) when its
-//!   digest is new (each iteration appends a distinct custom section, so nothing is
-//!   cached);
-//! - `load/cached`: the same bytes again (the digest cache answers);
-//! - `swap/cold` and `swap/cached`: the whole path in a running controller, from handing
+//! - `load/cold/<policy>`: compile, check and describe a component when its digest is
+//!   new (each iteration appends a distinct custom section, so nothing is cached), for
+//!   `even` (186 KiB, the size the target names) and `specon` (273 KiB, the largest
+//!   shipped policy); the sizes are printed;
+//! - `load/cached/<policy>`: the same bytes again (the digest cache answers);
+//! - `swap/<cold|cached>/<policy>`: the whole path in a running controller, from handing
 //!   the upload to `Controller::load_policy` to the first decision record made by the
 //!   new policy (`activate`, then the driver's next round), with the same two caches;
 //! - `instantiate`: one call's fresh instance of SpeCon (the `describe` export, which
-//!   does no work), what every decision round pays before the policy runs.
+//!   does no work), what every decision round pays before the policy runs;
+//! - `sustained/<steady-default|steady-even|swapping>`: decision rounds per second of a
+//!   controller running flat out on a busy simulated cluster, left alone on `default` or
+//!   on `even`, and with an operator activating `default` and `even` in turn as fast as
+//!   the controller answers (about one swap per round); criterion's throughput is the
+//!   decisions per second.
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
@@ -19,26 +25,27 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use criterion::{Criterion, criterion_group, criterion_main};
-use switchyard::live::{Controller, LiveConfig};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use switchyard::live::{Controller, DriverHandle, LiveConfig};
 use switchyard::registry;
 use switchyard::runtime::{Runtime, RuntimeOptions};
 use switchyard::sim::Simulator;
 use switchyard::workload::Workload;
 use wasm_encoder::{ComponentSection, CustomSection};
 
-fn specon_bytes() -> &'static [u8] {
-    registry::builtin("specon")
-        .expect("specon is built in")
-        .bytes
+/// The policies uploaded: one of about 200 KB and the largest shipped.
+const UPLOADED: [&str; 2] = ["even", "specon"];
+
+fn builtin_bytes(name: &str) -> &'static [u8] {
+    registry::builtin(name).expect("a built-in policy").bytes
 }
 
-/// SpeCon with a custom section that makes its digest unique: a new upload, as far as
-/// every cache is concerned, running the same code.
-fn fresh_copy() -> Vec<u8> {
+/// The built-in `name` with a custom section that makes its digest unique: a new
+/// upload, as far as every cache is concerned, running the same code.
+fn fresh_copy(name: &str) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut bytes = specon_bytes().to_vec();
+    let mut bytes = builtin_bytes(name).to_vec();
     CustomSection {
         name: Cow::Borrowed("switchyard-bench-copy"),
         data: Cow::Owned(n.to_le_bytes().to_vec()),
@@ -50,22 +57,27 @@ fn fresh_copy() -> Vec<u8> {
 fn load(c: &mut Criterion) {
     let runtime = Runtime::new(RuntimeOptions::default()).expect("runtime");
     let mut g = c.benchmark_group("load");
-    g.bench_function("cold", |b| {
-        b.iter_batched(
-            fresh_copy,
-            |bytes| black_box(runtime.load(&bytes, "specon").expect("loads")),
-            criterion::BatchSize::SmallInput,
-        )
-    });
-    g.bench_function("cached", |b| {
-        b.iter(|| black_box(runtime.load(specon_bytes(), "specon").expect("loads")))
-    });
+    for name in UPLOADED {
+        eprintln!("{name}: {} bytes", builtin_bytes(name).len());
+        g.bench_function(BenchmarkId::new("cold", name), |b| {
+            b.iter_batched(
+                || fresh_copy(name),
+                |bytes| black_box(runtime.load(&bytes, name).expect("loads")),
+                criterion::BatchSize::SmallInput,
+            )
+        });
+        g.bench_function(BenchmarkId::new("cached", name), |b| {
+            b.iter(|| black_box(runtime.load(builtin_bytes(name), name).expect("loads")))
+        });
+    }
     g.finish();
 }
 
 fn instantiate(c: &mut Criterion) {
     let runtime = Runtime::new(RuntimeOptions::default()).expect("runtime");
-    let module = runtime.load(specon_bytes(), "specon").expect("loads");
+    let module = runtime
+        .load(builtin_bytes("specon"), "specon")
+        .expect("loads");
     c.bench_function("instantiate", |b| {
         b.iter(|| black_box(module.configure(&Default::default()).expect("configures")))
     });
@@ -95,19 +107,19 @@ fn idle_controller(runtime: &tokio::runtime::Runtime) -> (Controller, impl Drop)
     (controller, driver)
 }
 
-/// Time from the upload to the first record decided by the uploaded policy.
-async fn swap_in(controller: &Controller, bytes: Vec<u8>) -> Duration {
+/// Time from the upload of `name` to the first record decided by it.
+async fn swap_in(controller: &Controller, name: &str, bytes: Vec<u8>) -> Duration {
     let start = Instant::now();
     controller
         .load_policy(bytes, "bench upload".into(), BTreeMap::new())
         .await
         .expect("the upload is accepted");
-    let applied = controller.activate("specon").await.expect("activates");
+    let applied = controller.activate(name).await.expect("activates");
     loop {
         let decided = controller.with_status(|s| {
             s.decisions
                 .iter()
-                .any(|r| r.round >= applied.from_round && r.policy == "specon")
+                .any(|r| r.round >= applied.from_round && r.policy == name)
         });
         if decided {
             return start.elapsed();
@@ -124,18 +136,21 @@ fn swap(c: &mut Criterion) {
         .expect("tokio");
     let (controller, _driver) = idle_controller(&tokio);
     let mut g = c.benchmark_group("swap");
-    for (label, cold) in [("cold", true), ("cached", false)] {
-        g.bench_function(label, |b| {
+    for (label, cold, name) in UPLOADED
+        .iter()
+        .flat_map(|&name| [("cold", true, name), ("cached", false, name)])
+    {
+        g.bench_function(BenchmarkId::new(label, name), |b| {
             b.iter_custom(|iterations| {
                 tokio.block_on(async {
                     let mut total = Duration::ZERO;
                     for _ in 0..iterations {
                         let bytes = if cold {
-                            fresh_copy()
+                            fresh_copy(name)
                         } else {
-                            specon_bytes().to_vec()
+                            builtin_bytes(name).to_vec()
                         };
-                        total += swap_in(&controller, bytes).await;
+                        total += swap_in(&controller, name, bytes).await;
                         controller
                             .activate("default")
                             .await
@@ -149,12 +164,92 @@ fn swap(c: &mut Criterion) {
     g.finish();
 }
 
+/// 100 eight-core nodes and a job arriving every ten seconds for 40 days, each running
+/// about 1,000 seconds: some 100 jobs at any time, and a round at every arrival and
+/// departure, far more rounds than a measurement takes at any speed.
+const BUSY: &str = "
+seed: 3
+cluster:
+  nodes:
+    - {name: cpu, count: 100, cpus: 8, memory_gib: 64}
+simulator:
+  max_time: 1.0e9
+templates:
+  small: {work: 1000, speed: 1.0, cpus: 1, memory_gib: 1, curve: vae}
+jobs:
+  - {template: small, count: 350000, every: 10}
+";
+
+/// A controller deciding as fast as it can: the simulated clock runs a billion times
+/// faster than the wall clock, so every round follows the last without waiting.
+fn busy_controller(runtime: &tokio::runtime::Runtime, policy: &str) -> (Controller, DriverHandle) {
+    let workload = Workload::parse(BUSY, Path::new("busy.yaml")).expect("the busy workload");
+    let scenario = workload.scenario(workload.seed()).expect("scenario");
+    let policies = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    let config = LiveConfig {
+        speed: 1e9,
+        policy: policy.into(),
+        ..LiveConfig::default()
+    };
+    let (controller, driver) =
+        Controller::start_simulated(policies, Simulator::new(scenario), config).expect("starts");
+    runtime.block_on(async {
+        while controller.with_status(|s| s.rounds) < 100 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    });
+    (controller, driver)
+}
+
+/// Wall time the controller takes for `rounds` more rounds; when `swapping`, `default`
+/// and `even` are activated in turn meanwhile, each waiting for the driver's answer.
+async fn time_rounds(controller: &Controller, rounds: u64, swapping: bool) -> Duration {
+    let first = controller.with_status(|s| s.rounds);
+    let start = Instant::now();
+    let mut swaps = 0u64;
+    while controller.with_status(|s| s.rounds) < first + rounds {
+        if swapping {
+            let name = if swaps.is_multiple_of(2) {
+                "even"
+            } else {
+                "default"
+            };
+            controller.activate(name).await.expect("activates");
+            swaps += 1;
+        } else {
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+    }
+    start.elapsed()
+}
+
+fn sustained(c: &mut Criterion) {
+    let tokio = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("tokio");
+    let mut g = c.benchmark_group("sustained");
+    g.throughput(Throughput::Elements(1));
+    for (label, policy, swapping) in [
+        ("steady-default", "default", false),
+        ("steady-even", "even", false),
+        ("swapping", "default", true),
+    ] {
+        let (controller, _driver) = busy_controller(&tokio, policy);
+        g.bench_function(label, |b| {
+            b.iter_custom(|rounds| tokio.block_on(time_rounds(&controller, rounds, swapping)))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = load, instantiate, swap
+    targets = load, instantiate, swap, sustained
 }
 criterion_main!(benches);

@@ -72,6 +72,19 @@ pub trait LiveCluster: Cluster + Send + 'static {
     fn summary_every(&self) -> Duration {
         Duration::from_millis(50)
     }
+
+    /// The counts `GET /v1/status` shows. They are refreshed every
+    /// [`LiveCluster::summary_every`], so a cluster that can count without building a
+    /// snapshot should: on 5,000 nodes a snapshot takes tens of milliseconds.
+    fn summary(&mut self) -> SnapshotSummary {
+        let finished = self.finished_jobs();
+        driver::summarise(&self.snapshot(Vec::new()), finished)
+    }
+
+    /// Whether the job `id` is in the cluster now (only such a job takes loss samples).
+    fn has_job(&mut self, id: &str) -> bool {
+        self.snapshot(Vec::new()).jobs.iter().any(|j| j.id == id)
+    }
 }
 
 /// Called with (source, error) whenever a policy component or settings file is refused;

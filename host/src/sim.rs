@@ -214,6 +214,24 @@ impl Simulator {
         self.jobs[*self.job_index.get(id)?].finish_time
     }
 
+    /// Whether the job `id` has arrived and not finished (it is in the snapshot).
+    pub fn is_active(&self, id: &str) -> bool {
+        self.job_index
+            .get(id)
+            .is_some_and(|&j| self.jobs[j].state == JobState::Active)
+    }
+
+    /// The phase of every active job, in snapshot order: counting them this way costs
+    /// no allocation, unlike a snapshot.
+    pub fn active_phases(&self) -> impl Iterator<Item = JobPhase> + '_ {
+        self.active.iter().map(|&j| self.jobs[j].phase)
+    }
+
+    /// Each node's allocatable and requested resources, in snapshot order.
+    pub fn node_resources(&self) -> impl Iterator<Item = (Resources, Resources)> + '_ {
+        self.nodes.iter().map(|n| (n.spec.allocatable, n.requested))
+    }
+
     /// Moves the clock to `t`, accumulating utilisation; progress is settled lazily.
     fn move_to(&mut self, t: f64) {
         if t > self.now {

@@ -6,7 +6,6 @@
 //! leader persisted; while it follows, the cluster produces no rounds and acts on
 //! nothing, and the driver only serves commands and publishes the summary.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::thread::JoinHandle;
@@ -16,7 +15,7 @@ use super::paced::SLICE;
 use super::{
     Applied, CatalogEntry, Command, Controller, LiveCluster, LiveConfig, LiveError, SnapshotSummary,
 };
-use crate::control::{ActivePolicy, Cluster, ControlLoop, RoundOutcome, RunEnd, Step};
+use crate::control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
 use crate::model::{JobPhase, Snapshot, Trigger};
 
 struct Driver {
@@ -24,7 +23,6 @@ struct Driver {
     control: ControlLoop,
     keep_decisions: usize,
     commands: mpsc::Receiver<Command>,
-    known_jobs: HashSet<String>,
     summary_at: Option<Instant>,
     summary_every: Duration,
     /// A command changed what decides; worth a round even when the cluster is idle.
@@ -54,7 +52,6 @@ pub(super) fn spawn<C: LiveCluster>(
                 control,
                 keep_decisions: config.keep_decisions.max(1),
                 commands,
-                known_jobs: HashSet::new(),
                 summary_at: None,
                 summary_every: cluster.summary_every(),
                 changed_policy: false,
@@ -169,7 +166,13 @@ impl Driver {
                     return;
                 }
             }
-            std::thread::sleep(SLICE);
+            // Wait for a command rather than sleeping, so an activation is decided on
+            // at once instead of up to a slice later.
+            match self.commands.recv_timeout(SLICE) {
+                Ok(command) => self.handle(cluster, command),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(SLICE),
+            }
         }
     }
 
@@ -182,34 +185,38 @@ impl Driver {
 
     fn apply_commands<C: LiveCluster>(&mut self, cluster: &mut C) {
         while let Ok(command) = self.commands.try_recv() {
-            match command {
-                Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
-                    let _ = reply.send(Ok(self.swap(entry)));
+            self.handle(cluster, command);
+        }
+    }
+
+    fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
+        match command {
+            Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
+                let _ = reply.send(Ok(self.swap(entry)));
+            }
+            Command::StartExperiment(experiment, reply) => {
+                self.control.start_experiment(*experiment);
+                self.changed_policy = true;
+                let report = self.control.experiment_report();
+                self.controller.shared.status.write().unwrap().experiment = report.clone();
+                let _ = reply.send(report.ok_or(LiveError::NoExperiment));
+            }
+            Command::StopExperiment(reply) => {
+                let report = self.control.stop_experiment();
+                let mut status = self.controller.shared.status.write().unwrap();
+                status.experiment = None;
+                if report.is_some() {
+                    status.last_experiment = report.clone();
                 }
-                Command::StartExperiment(experiment, reply) => {
-                    self.control.start_experiment(*experiment);
-                    self.changed_policy = true;
-                    let report = self.control.experiment_report();
-                    self.controller.shared.status.write().unwrap().experiment = report.clone();
-                    let _ = reply.send(report.ok_or(LiveError::NoExperiment));
-                }
-                Command::StopExperiment(reply) => {
-                    let report = self.control.stop_experiment();
-                    let mut status = self.controller.shared.status.write().unwrap();
-                    status.experiment = None;
-                    if report.is_some() {
-                        status.last_experiment = report.clone();
-                    }
-                    let _ = reply.send(report.ok_or(LiveError::NoExperiment));
-                }
-                Command::PushLoss(job, step, value, reply) => {
-                    let ack = if self.known_jobs.contains(&job) {
-                        Ok(cluster.push_loss(&job, step, value))
-                    } else {
-                        Err(LiveError::UnknownJob(job))
-                    };
-                    let _ = reply.send(ack);
-                }
+                let _ = reply.send(report.ok_or(LiveError::NoExperiment));
+            }
+            Command::PushLoss(job, step, value, reply) => {
+                let ack = if cluster.has_job(&job) {
+                    Ok(cluster.push_loss(&job, step, value))
+                } else {
+                    Err(LiveError::UnknownJob(job))
+                };
+                let _ = reply.send(ack);
             }
         }
     }
@@ -263,15 +270,8 @@ impl Driver {
                 .insert(label.key.clone(), label.value.clone());
         }
         for trigger in &record.triggers {
-            match trigger {
-                Trigger::JobArrived(id) => {
-                    self.known_jobs.insert(id.clone());
-                }
-                Trigger::JobFinished(id) => {
-                    self.known_jobs.remove(id);
-                    status.labels.remove(id);
-                }
-                Trigger::Tick | Trigger::NodeChanged(_) => {}
+            if let Trigger::JobFinished(id) = trigger {
+                status.labels.remove(id);
             }
         }
         if status.decisions.len() >= self.keep_decisions {
@@ -280,7 +280,7 @@ impl Driver {
         status.decisions.push_back(outcome.record.clone());
     }
 
-    fn publish_summary<C: Cluster>(&mut self, cluster: &mut C, force: bool) {
+    fn publish_summary<C: LiveCluster>(&mut self, cluster: &mut C, force: bool) {
         if !force
             && self
                 .summary_at
@@ -289,14 +289,13 @@ impl Driver {
             return;
         }
         self.summary_at = Some(Instant::now());
-        let snapshot = cluster.snapshot(Vec::new());
-        self.known_jobs = snapshot.jobs.iter().map(|j| j.id.clone()).collect();
-        let summary = summarise(&snapshot, cluster.finished_jobs());
+        let summary = cluster.summary();
         self.controller.shared.status.write().unwrap().snapshot = summary;
     }
 }
 
-fn summarise(snapshot: &Snapshot, finished: usize) -> SnapshotSummary {
+/// The summary of `snapshot`, `finished` jobs having finished before it.
+pub(super) fn summarise(snapshot: &Snapshot, finished: usize) -> SnapshotSummary {
     let count = |phase: JobPhase| snapshot.jobs.iter().filter(|j| j.phase == phase).count();
     SnapshotSummary {
         time: snapshot.time,

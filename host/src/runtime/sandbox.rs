@@ -104,7 +104,7 @@ pub(crate) struct MemoryCap {
 }
 
 /// Tables (function references) are small in practice; this bounds a hostile guest.
-const TABLE_ELEMENT_LIMIT: usize = 100_000;
+pub(crate) const TABLE_ELEMENT_LIMIT: usize = 100_000;
 
 impl ResourceLimiter for MemoryCap {
     fn memory_growing(
