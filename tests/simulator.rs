@@ -601,3 +601,43 @@ fn a_replayed_pollux_curve_passes_through_the_measured_points() {
     let mid = curve.value(585.5 / total);
     assert!((mid - (0.4455 + 0.6007) / 2.0).abs() < 1e-6, "{mid}");
 }
+
+#[test]
+fn a_pollux_workload_imports_with_measured_throughput_for_every_replica_count() {
+    let example = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/pollux-workload-1.yaml");
+    let csv = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/pollux/workloads/workload-1.csv");
+    if !csv.exists() {
+        // The measurements live beside the repository, not in it.
+        eprintln!("SKIPPED: {} is not there", csv.display());
+        return;
+    }
+    let scenario = Workload::load(&example).unwrap().scenario(1).unwrap();
+    // 160 jobs, less the 7 bert and 4 imagenet ones the artifact has no data for.
+    assert_eq!(scenario.jobs.len(), 149);
+    for job in &scenario.jobs {
+        let Speed::Table(table) = &job.speed else {
+            panic!("{} has no throughput table", job.id);
+        };
+        assert_eq!(table.len(), job.max_replicas as usize, "{}", job.id);
+        assert!(
+            table.iter().all(|&rate| rate > 0.0),
+            "{} has a replica count without throughput: {table:?}",
+            job.id
+        );
+        assert!(
+            job.comm_penalty > 0.0 && job.comm_penalty <= 1.0,
+            "{}: {}",
+            job.id,
+            job.comm_penalty
+        );
+    }
+    let ncf = scenario.jobs.iter().find(|j| j.id == "ncf-2").unwrap();
+    assert_eq!(
+        ncf.roles[0].count, 1,
+        "workload-1 starts ncf-2 with one replica"
+    );
+    // Spreading workers over nodes is measured to cost something for cifar10.
+    let cifar = scenario.jobs.iter().find(|j| j.id == "cifar10-0").unwrap();
+    assert!(cifar.comm_penalty < 1.0, "{}", cifar.comm_penalty);
+}

@@ -149,6 +149,15 @@ struct PolluxJobRow {
     batch_size: u32,
 }
 
+/// One measured step time: `replicas` GPUs spread over `nodes` nodes at a local batch.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct StepTime {
+    nodes: u32,
+    replicas: u32,
+    local_bsz: f64,
+    step_time: f64,
+}
+
 #[derive(Deserialize)]
 struct ScalabilityRow {
     num_nodes: u32,
@@ -159,11 +168,137 @@ struct ScalabilityRow {
     sync_time: f64,
 }
 
+#[derive(Deserialize)]
+struct PlacementRow {
+    /// GPUs per node, one digit a node: `22` is two nodes with two GPUs each.
+    placement: String,
+    local_bsz: f64,
+    step_time: f64,
+    #[allow(dead_code)]
+    sync_time: f64,
+}
+
 /// One application's measurements.
 struct Application {
-    scalability: Vec<ScalabilityRow>,
+    /// `scalability.csv` (6 to 64 replicas) and `placements.csv` (1 to 16) together.
+    steps: Vec<StepTime>,
     /// Batch sizes with a validation curve.
     batches: Vec<(u32, PathBuf)>,
+}
+
+impl Application {
+    fn load(dir: &Path) -> Result<Self, WorkloadError> {
+        let scalability: Vec<ScalabilityRow> = read_rows(&dir.join("scalability.csv"))?;
+        let mut steps: Vec<StepTime> = scalability
+            .into_iter()
+            .map(|r| StepTime {
+                nodes: r.num_nodes,
+                replicas: r.num_replicas,
+                local_bsz: r.local_bsz,
+                step_time: r.step_time,
+            })
+            .collect();
+        let placements_path = dir.join("placements.csv");
+        let placements: Vec<PlacementRow> = read_rows(&placements_path)?;
+        for row in placements {
+            let per_node: Option<Vec<u32>> =
+                row.placement.chars().map(|c| c.to_digit(10)).collect();
+            let Some(per_node) = per_node.filter(|p| !p.is_empty()) else {
+                return Err(import_error(
+                    &placements_path,
+                    format!("placement `{}` is not digits", row.placement),
+                ));
+            };
+            steps.push(StepTime {
+                nodes: per_node.len() as u32,
+                replicas: per_node.iter().sum(),
+                local_bsz: row.local_bsz,
+                step_time: row.step_time,
+            });
+        }
+        let mut batches = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(|e| import_error(dir, e))? {
+            let p = entry.map_err(|e| import_error(dir, e))?.path();
+            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+            if let Some(b) = name
+                .strip_prefix("validation-")
+                .and_then(|n| n.strip_suffix(".csv"))
+                .and_then(|b| b.parse().ok())
+            {
+                batches.push((b, p.clone()));
+            }
+        }
+        batches.sort();
+        Ok(Self { steps, batches })
+    }
+
+    fn max_replicas(&self) -> u32 {
+        self.steps.iter().map(|s| s.replicas).max().unwrap_or(1)
+    }
+
+    /// Samples per second of a `batch` split over `replicas` GPUs on as few nodes as
+    /// were measured, at the measured local batch nearest `batch / replicas`; `None`
+    /// when no step time was measured for that replica count.
+    fn measured_rate(&self, replicas: u32, batch: f64) -> Option<f64> {
+        let with_r: Vec<&StepTime> = self
+            .steps
+            .iter()
+            .filter(|s| s.replicas == replicas)
+            .collect();
+        let fewest = with_r.iter().map(|s| s.nodes).min()?;
+        let local = batch / replicas as f64;
+        with_r
+            .into_iter()
+            .filter(|s| s.nodes == fewest)
+            .min_by(|a, b| {
+                (a.local_bsz - local)
+                    .abs()
+                    .total_cmp(&(b.local_bsz - local).abs())
+            })
+            .map(|s| replicas as f64 * s.local_bsz / s.step_time)
+    }
+
+    /// Samples per second for 1 to [`Application::max_replicas`] replicas: measured
+    /// where a step time exists, linearly interpolated between the nearest measured
+    /// replica counts where none does (e.g. 17 to 19 replicas).
+    fn throughput_table(&self, batch: f64) -> Vec<f64> {
+        let max_r = self.max_replicas();
+        let measured: Vec<(u32, f64)> = (1..=max_r)
+            .filter_map(|r| self.measured_rate(r, batch).map(|rate| (r, rate)))
+            .collect();
+        (1..=max_r)
+            .map(|r| {
+                let below = measured.iter().rev().find(|(m, _)| *m <= r);
+                let above = measured.iter().find(|(m, _)| *m >= r);
+                match (below, above) {
+                    (Some(&(r0, v0)), Some(&(r1, v1))) if r1 > r0 => {
+                        v0 + (v1 - v0) * f64::from(r - r0) / f64::from(r1 - r0)
+                    }
+                    (Some(&(_, v)), _) | (None, Some(&(_, v))) => v,
+                    (None, None) => 0.0,
+                }
+            })
+            .collect()
+    }
+
+    /// Throughput across nodes against on one node for the same GPU count and local
+    /// batch, from the placements measured both ways (e.g. `22` against `4`), averaged:
+    /// the simulator's penalty for a job whose workers span nodes.
+    fn comm_penalty(&self) -> f64 {
+        let mut ratios = Vec::new();
+        for one in self.steps.iter().filter(|s| s.nodes == 1 && s.replicas > 1) {
+            let spread = self.steps.iter().filter(|s| {
+                s.nodes > 1 && s.replicas == one.replicas && s.local_bsz == one.local_bsz
+            });
+            for s in spread {
+                ratios.push(one.step_time / s.step_time);
+            }
+        }
+        if ratios.is_empty() {
+            return 1.0;
+        }
+        (ratios.iter().sum::<f64>() / ratios.len() as f64).clamp(0.05, 1.0)
+    }
 }
 
 /// Jobs of a Pollux `workload-N.csv`, with measurements from `data` (default: the
@@ -171,9 +306,13 @@ struct Application {
 ///
 /// Each job replays its model's validation curve at the nearest measured batch size and
 /// does that run's samples (iterations x batch size) of work. Its throughput with `r`
-/// GPU workers is `r x local batch / step time` from `scalability.csv` on the fewest
-/// nodes measured, at the local batch nearest `batch / r`. Workers ask for 1 GPU, 4
-/// cores and 16 GiB; they scale between 1 and the largest measured replica count.
+/// GPU workers is `r x local batch / step time` measured on the fewest nodes, at the
+/// local batch nearest `batch / r` (`placements.csv` for 1 to 16 GPUs, `scalability.csv`
+/// for 6 to 64), interpolated between measured replica counts; spanning nodes costs the
+/// ratio `placements.csv` measures between spread and packed placements. Workers ask
+/// for 1 GPU, 4 cores and 16 GiB; they scale between 1 and the largest measured replica
+/// count. Jobs of models the artifact has no measurements for (its workloads name `bert`
+/// and `imagenet`, which it does not ship) are left out with a warning.
 pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, WorkloadError> {
     let data = data.map(Path::to_path_buf).unwrap_or_else(|| {
         path.parent()
@@ -182,34 +321,23 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             .to_path_buf()
     });
     let rows: Vec<PolluxJobRow> = read_rows(path)?;
-    let mut apps: HashMap<String, Application> = HashMap::new();
+    let mut apps: HashMap<String, Option<Application>> = HashMap::new();
+    let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut jobs = Vec::new();
     for row in rows {
         if !apps.contains_key(&row.application) {
             let dir = data.join(&row.application);
-            let scalability: Vec<ScalabilityRow> = read_rows(&dir.join("scalability.csv"))?;
-            let mut batches = Vec::new();
-            for entry in std::fs::read_dir(&dir).map_err(|e| import_error(&dir, e))? {
-                let p = entry.map_err(|e| import_error(&dir, e))?.path();
-                let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-                if let Some(b) = name
-                    .strip_prefix("validation-")
-                    .and_then(|n| n.strip_suffix(".csv"))
-                    .and_then(|b| b.parse().ok())
-                {
-                    batches.push((b, p.clone()));
-                }
-            }
-            batches.sort();
-            apps.insert(
-                row.application.clone(),
-                Application {
-                    scalability,
-                    batches,
-                },
-            );
+            let app = if dir.is_dir() {
+                Some(Application::load(&dir)?)
+            } else {
+                None
+            };
+            apps.insert(row.application.clone(), app);
         }
-        let app = &apps[&row.application];
+        let Some(app) = &apps[&row.application] else {
+            *skipped.entry(row.application.clone()).or_default() += 1;
+            continue;
+        };
         let Some((batch, curve_path)) = app
             .batches
             .iter()
@@ -222,15 +350,7 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             ));
         };
         let (curve, iterations) = replay_curve(&curve_path)?;
-        let max_r = app
-            .scalability
-            .iter()
-            .map(|s| s.num_replicas)
-            .max()
-            .unwrap_or(1);
-        let table: Vec<f64> = (1..=max_r)
-            .map(|r| samples_per_second(&app.scalability, r, batch as f64))
-            .collect();
+        let max_r = app.max_replicas();
         let replicas = row.num_replicas.clamp(1, max_r);
         let rises = matches!(row.application.as_str(), "cifar10" | "ncf");
         jobs.push(JobSpec {
@@ -249,8 +369,8 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             min_replicas: 1,
             max_replicas: max_r,
             work: iterations * batch as f64,
-            speed: Speed::Table(table),
-            comm_penalty: 1.0,
+            speed: Speed::Table(app.throughput_table(batch as f64)),
+            comm_penalty: app.comm_penalty(),
             curve: Some(std::sync::Arc::new(curve)),
             noise: 0.0,
             eval_every: iterations * batch as f64 / 20.0,
@@ -262,22 +382,20 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             ]),
         });
     }
+    if !skipped.is_empty() {
+        let list: Vec<String> = skipped.iter().map(|(m, n)| format!("{n} {m}")).collect();
+        tracing::warn!(
+            workload = %path.display(),
+            "left out jobs of models without measurements in {}: {}",
+            data.display(),
+            list.join(", ")
+        );
+    }
+    if jobs.is_empty() {
+        return Err(import_error(
+            path,
+            format!("no job of a model measured in {}", data.display()),
+        ));
+    }
     Ok(jobs)
-}
-
-fn samples_per_second(rows: &[ScalabilityRow], replicas: u32, batch: f64) -> f64 {
-    let with_r: Vec<&ScalabilityRow> = rows.iter().filter(|s| s.num_replicas == replicas).collect();
-    let Some(fewest) = with_r.iter().map(|s| s.num_nodes).min() else {
-        return 0.0;
-    };
-    let local = batch / replicas as f64;
-    with_r
-        .into_iter()
-        .filter(|s| s.num_nodes == fewest)
-        .min_by(|a, b| {
-            (a.local_bsz - local)
-                .abs()
-                .total_cmp(&(b.local_bsz - local).abs())
-        })
-        .map_or(0.0, |s| replicas as f64 * s.local_bsz / s.step_time)
 }
