@@ -33,9 +33,10 @@ pub struct Cli {
 /// Sandbox settings shared by every command that runs policies.
 #[derive(Debug, clap::Args)]
 pub struct SandboxArgs {
-    /// Deadline of one policy call, in milliseconds.
-    #[arg(long, global = true, default_value_t = 100, value_name = "MS")]
-    pub policy_deadline_ms: u64,
+    /// Deadline of one policy call, in milliseconds [default: 100 for the controller
+    /// (`run`), 2000 for offline runs (`simulate`, `policy test`)].
+    #[arg(long, global = true, value_name = "MS")]
+    pub policy_deadline_ms: Option<u64>,
 
     /// Memory cap of one policy instance, in MiB.
     #[arg(long, global = true, default_value_t = 64, value_name = "MIB")]
@@ -46,11 +47,30 @@ pub struct SandboxArgs {
     pub cache_dir: Option<PathBuf>,
 }
 
+/// The controller's deadline: a round must not hold up a real cluster.
+const LIVE_DEADLINE_MS: u64 = 100;
+
+/// The deadline of offline runs. The deadline is wall-clock time, so a round close to it
+/// could pass on an idle machine and fail on a busy one; offline, where nothing waits,
+/// a generous deadline keeps a replay bit for bit the same whatever the load, and still
+/// stops a policy that loops.
+const OFFLINE_DEADLINE_MS: u64 = 2_000;
+
 impl SandboxArgs {
+    /// The sandbox of the controller.
     fn runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(LIVE_DEADLINE_MS)
+    }
+
+    /// The sandbox of an offline run (`simulate`, `policy test`).
+    fn offline_runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(OFFLINE_DEADLINE_MS)
+    }
+
+    fn runtime_with_deadline(&self, default_ms: u64) -> anyhow::Result<Runtime> {
         let options = RuntimeOptions {
             limits: SandboxLimits {
-                deadline: Duration::from_millis(self.policy_deadline_ms),
+                deadline: Duration::from_millis(self.policy_deadline_ms.unwrap_or(default_ms)),
                 memory_bytes: self.policy_memory_mib << 20,
                 ..SandboxLimits::default()
             },

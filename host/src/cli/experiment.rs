@@ -53,7 +53,7 @@ pub fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCod
     };
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
-    let runtime = sandbox.runtime()?;
+    let runtime = sandbox.offline_runtime()?;
     let fallback = slot(&runtime, &args.fallback)?;
     let mut sim = Simulator::new(workload.scenario(seed)?);
     let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed).keep_records(false);

@@ -76,7 +76,7 @@ pub fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let tokio = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     tokio.block_on(async {
         let client = run::connect().await?;
-        run::run(client, runtime, options, shutdown_signal()).await?;
+        run::run(client, runtime, options, shutdown_signal()?).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

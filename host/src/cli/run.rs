@@ -128,13 +128,14 @@ pub fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .with_context(|| format!("listening on {}", args.listen))?;
+        let shutdown = shutdown_signal()?;
         eprintln!(
             "switchyard: controller on {} (speed {}x), API on http://{}",
             args.cluster,
             args.speed,
             listener.local_addr()?
         );
-        api::serve(listener, router, shutdown_signal())
+        api::serve(listener, router, shutdown)
             .await
             .context("serving the API")
     })?;
@@ -157,21 +158,28 @@ pub fn watch_policies(
     Ok(Some(watcher))
 }
 
-/// Resolves on SIGINT, or on SIGTERM (what the kubelet and most process managers send)
-/// on Unix: both shut the controller down gracefully.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// Installs the SIGINT and SIGTERM (what the kubelet and most process managers send)
+/// handlers now, and resolves on the first of them: both shut the controller down
+/// gracefully. Installing before the controller announces itself means a signal sent
+/// as soon as the address is printed is never missed. Call it inside the runtime.
+pub fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
     #[cfg(unix)]
     {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = interrupt => {}
-            _ = term.recv() => {}
-        }
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt =
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
+        })
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
     }
 }

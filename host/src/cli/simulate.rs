@@ -87,7 +87,7 @@ pub fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
             policies.join(", ")
         );
     }
-    let runtime = sandbox.runtime()?;
+    let runtime = sandbox.offline_runtime()?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,
         &Default::default(),

@@ -109,7 +109,7 @@ pub fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     }
     // Expectations are read before anything runs, so a typo costs no simulation.
     let expectations = args.expect.as_deref().map(expect::load).transpose()?;
-    let runtime = sandbox.runtime()?;
+    let runtime = sandbox.offline_runtime()?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,
         &Settings::new(),
