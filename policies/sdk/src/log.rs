@@ -1,5 +1,7 @@
 //! The host's `log` import. In a native build (unit tests, benches) there is no host to
-//! call, so lines go to standard error instead.
+//! call: lines go to standard error when `SWITCHYARD_POLICY_LOG` is set, and are dropped
+//! otherwise, as the host drops debug lines by default. Writing them unconditionally
+//! made native benchmarks measure the terminal rather than the policy.
 
 use crate::bindings::switchyard::policy::host::LogLevel;
 
@@ -8,7 +10,15 @@ pub fn log(level: LogLevel, message: &str) {
     #[cfg(target_arch = "wasm32")]
     crate::bindings::switchyard::policy::host::log(level, message);
     #[cfg(not(target_arch = "wasm32"))]
-    eprintln!("[policy {level:?}] {message}");
+    if native_log_enabled() {
+        eprintln!("[policy {level:?}] {message}");
+    }
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn native_log_enabled() -> bool {
+    static ENABLED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ENABLED.get_or_init(|| std::env::var_os("SWITCHYARD_POLICY_LOG").is_some())
 }
 
 /// Logs at `info`.
