@@ -231,10 +231,7 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
     let runtime = runtime(Duration::from_millis(30));
     let looping = looping_guest(&runtime);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
-    let active = PolicySlot {
-        module: looping,
-        settings: Default::default(),
-    };
+    let active = PolicySlot::new(looping, Default::default());
     let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
     let mut s = two_jobs_ten_seconds_apart();
     let mut control = ControlLoop::new(active, fallback, 1);
@@ -267,10 +264,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
         panic!("the first arrival is a round");
     };
     control.round(&mut s, triggers);
-    control.swap_policy(PolicySlot {
-        module: looping,
-        settings: Default::default(),
-    });
+    control.swap_policy(PolicySlot::new(looping, Default::default()));
     control.run(&mut s, |_| {});
     assert_eq!(s.finished_jobs(), 2, "no job is lost");
     let records = control.records();
@@ -322,10 +316,7 @@ fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides(
         (decided, s.outcomes(), control.experiment_report())
     };
     let (alone, alone_jobs, _) = run(None);
-    let looping = PolicySlot {
-        module: looping_guest(&runtime),
-        settings: Default::default(),
-    };
+    let looping = PolicySlot::new(looping_guest(&runtime), Default::default());
     let (shadowed, shadowed_jobs, report) = run(Some(looping));
     assert_eq!(
         shadowed, alone,

@@ -5,6 +5,7 @@
 //! up as compile errors here and nowhere else.
 
 use crate::model;
+use crate::runtime::delta::Change;
 
 /// Generated host bindings of the `switchyard:policy/policy` world.
 #[allow(missing_docs, clippy::all)]
@@ -15,10 +16,27 @@ pub mod bindings {
     });
 }
 
+/// Generated host bindings of the `switchyard:policy/incremental-policy` world; its
+/// types and the `host` import are those of [`bindings`].
+#[allow(missing_docs, clippy::all)]
+pub mod incremental_bindings {
+    wasmtime::component::bindgen!({
+        path: "../wit",
+        world: "switchyard:policy/incremental-policy@0.1.0",
+        with: {
+            "switchyard:policy/types": super::bindings::switchyard::policy::types,
+            "switchyard:policy/host": super::bindings::switchyard::policy::host,
+        },
+    });
+}
+
 use bindings::switchyard::policy::types as wit;
 
 /// The name a component must export the scheduler interface under.
 pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
+
+/// The name a component that takes deltas exports its scheduler under.
+pub const INCREMENTAL_SCHEDULER_EXPORT: &str = "switchyard:policy/incremental-scheduler@0.1.0";
 
 /// The WIT package and version this host speaks.
 pub const PACKAGE: &str = "switchyard:policy@0.1.0";
@@ -54,7 +72,8 @@ macro_rules! snapshot_lowering {
                 .collect()
         }
 
-        fn node(n: &model::Node) -> wit::Node {
+        #[allow(dead_code)]
+        pub fn node(n: &model::Node) -> wit::Node {
             wit::Node {
                 name: n.name.clone(),
                 allocatable: resources(&n.allocatable),
@@ -81,7 +100,17 @@ macro_rules! snapshot_lowering {
             }
         }
 
-        fn job(j: &model::Job) -> wit::Job {
+        #[allow(dead_code)]
+        pub fn loss_sample(s: &model::LossSample) -> wit::LossSample {
+            wit::LossSample {
+                time: s.time,
+                step: s.step,
+                value: s.value,
+            }
+        }
+
+        #[allow(dead_code)]
+        pub fn job(j: &model::Job) -> wit::Job {
             wit::Job {
                 id: j.id.clone(),
                 phase: match j.phase {
@@ -100,15 +129,7 @@ macro_rules! snapshot_lowering {
                     min: j.replicas.min,
                     max: j.replicas.max,
                 },
-                loss: j
-                    .loss
-                    .iter()
-                    .map(|s| wit::LossSample {
-                        time: s.time,
-                        step: s.step,
-                        value: s.value,
-                    })
-                    .collect(),
+                loss: j.loss.iter().map(loss_sample).collect(),
                 metric_rises: j.metric_rises,
                 migrated: j.migrated,
                 rebalanced: j.rebalanced,
@@ -117,7 +138,8 @@ macro_rules! snapshot_lowering {
             }
         }
 
-        fn trigger(t: &model::Trigger) -> wit::Trigger {
+        #[allow(dead_code)]
+        pub fn trigger(t: &model::Trigger) -> wit::Trigger {
             match t {
                 model::Trigger::Tick => wit::Trigger::Tick,
                 model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
@@ -143,6 +165,53 @@ mod lowering {
 }
 
 pub use lowering::snapshot_to_wit;
+
+/// The change that brings an incremental policy's instance from what it holds to `now`,
+/// as the policy receives it.
+pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelta {
+    let triggers = now.triggers.iter().map(lowering::trigger).collect();
+    match change {
+        Change::Reset => wit::SnapshotDelta {
+            reset: true,
+            time: now.time,
+            triggers,
+            nodes: now.nodes.iter().map(lowering::node).collect(),
+            removed_nodes: vec![],
+            jobs: now.jobs.iter().map(lowering::job).collect(),
+            removed_jobs: vec![],
+            loss_updates: vec![],
+        },
+        Change::Delta(delta) => wit::SnapshotDelta {
+            reset: false,
+            time: now.time,
+            triggers,
+            nodes: delta
+                .nodes
+                .upserted(now.nodes.as_slice())
+                .map(lowering::node)
+                .collect(),
+            removed_nodes: delta.nodes.removed.clone(),
+            jobs: delta
+                .jobs
+                .upserted(now.jobs.as_slice())
+                .map(lowering::job)
+                .collect(),
+            removed_jobs: delta.jobs.removed.clone(),
+            loss_updates: delta
+                .loss_updates
+                .iter()
+                .map(|update| wit::LossUpdate {
+                    job: now.jobs[update.job].id.clone(),
+                    dropped: update.dropped,
+                    appended: now.jobs[update.job].loss[update.kept..]
+                        .iter()
+                        .map(lowering::loss_sample)
+                        .collect(),
+                })
+                .collect(),
+        },
+    }
+}
 
 /// Settings in the order the WIT carries them (sorted by name).
 pub fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {

@@ -25,7 +25,7 @@ pub use state::{
 };
 
 use crate::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
-use crate::runtime::{PolicyError, PolicyModule};
+use crate::runtime::{PolicyError, PolicyModule, Session};
 use crate::validate;
 use experiment::Arm;
 use state::PolicyStates;
@@ -62,13 +62,16 @@ pub trait Cluster {
     fn finished_jobs(&self) -> usize;
 }
 
-/// A policy ready to decide: the module and its effective settings.
+/// A policy ready to decide: the module, its effective settings, and where its
+/// instance is kept between rounds (clones of a slot share it).
 #[derive(Clone, Debug)]
 pub struct PolicySlot {
     /// The loaded component.
     pub module: Arc<PolicyModule>,
     /// Effective settings (as returned by `configure`).
     pub settings: Settings,
+    /// The instance an incremental policy keeps between rounds.
+    pub session: Session,
 }
 
 impl PolicySlot {
@@ -78,7 +81,16 @@ impl PolicySlot {
         settings: &Settings,
     ) -> Result<Self, crate::runtime::PolicyError> {
         let settings = module.configure(settings)?;
-        Ok(Self { module, settings })
+        Ok(Self::new(module, settings))
+    }
+
+    /// A slot with settings already configured, and no instance kept yet.
+    pub fn new(module: Arc<PolicyModule>, settings: Settings) -> Self {
+        Self {
+            module,
+            settings,
+            session: Session::default(),
+        }
     }
 
     /// The policy's name (its state blob is kept under it).
@@ -437,7 +449,8 @@ impl ControlLoop {
             } else {
                 let b_slot = e.b.clone();
                 let started = Instant::now();
-                let outcome = b_slot.module.decide(
+                let outcome = b_slot.module.decide_in(
+                    &b_slot.session,
                     &b_slot.settings,
                     &snapshot,
                     self.states.get(b_slot.name()),
@@ -585,8 +598,12 @@ fn timed_decide(
     seed: u64,
 ) -> (Result<Decision, PolicyError>, Duration) {
     let started = Instant::now();
-    let result = slot
-        .module
-        .decide(&slot.settings, snapshot, states.get(slot.name()), seed);
+    let result = slot.module.decide_in(
+        &slot.session,
+        &slot.settings,
+        snapshot,
+        states.get(slot.name()),
+        seed,
+    );
     (result, started.elapsed())
 }

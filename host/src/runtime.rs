@@ -1,15 +1,20 @@
 //! Loading, checking and calling policy components.
 //!
 //! A component is compiled once per content digest and kept pre-linked
-//! ([`wasmtime::component::InstancePre`]); every call gets a fresh instance in a fresh
-//! store, so no guest memory survives between calls and a policy is a function of
-//! (settings, snapshot, state) alone. Calls run under an epoch deadline and a memory cap
+//! ([`wasmtime::component::InstancePre`]). A `policy` component gets a fresh instance in
+//! a fresh store for every call, so no guest memory survives between calls and a policy
+//! is a function of (settings, snapshot, state) alone. An `incremental-policy`
+//! component called through a [`Session`] keeps its instance and receives only what
+//! changed since its last call ([`delta`]); it reaches the same snapshot, and any
+//! failure throws the instance away. Calls run under an epoch deadline and a memory cap
 //! set once here; a failing call is a [`PolicyError`] naming the policy, never a crash.
 //! Compiled code is also cached on disk by wasmtime, keyed by the component's content.
 
+pub mod delta;
 mod epoch;
 mod error;
 mod sandbox;
+mod session;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -21,9 +26,13 @@ use wasmtime::component::{Component, HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use error::{LoadError, PolicyError};
+pub use session::Session;
 
-use crate::contract::{self, PACKAGE, SCHEDULER_EXPORT, bindings};
+use crate::contract::{
+    self, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings, incremental_bindings,
+};
 use crate::model::{Decision, Description, Settings, Snapshot};
+use delta::Change;
 use sandbox::GuestState;
 
 /// Sandbox limits applied to every policy call.
@@ -166,7 +175,7 @@ impl Runtime {
                 source_name: source_name.into(),
                 reason: format!("{e:#}"),
             })?;
-        check_world(&self.inner.engine, &component, source_name)?;
+        let flavor = check_world(&self.inner.engine, &component, source_name)?;
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
             source_name: source_name.into(),
             reason: format!("{e:#}"),
@@ -177,7 +186,15 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(wrong_world)?;
-        let pre = bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?;
+        let pre = match flavor {
+            Flavor::Whole => {
+                Pre::Whole(bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?)
+            }
+            Flavor::Incremental => Pre::Incremental(
+                incremental_bindings::IncrementalPolicyPre::new(instance_pre)
+                    .map_err(wrong_world)?,
+            ),
+        };
         let mut module = PolicyModule {
             pre,
             digest,
@@ -250,19 +267,26 @@ fn check_is_component(bytes: &[u8], source_name: &str) -> Result<(), LoadError> 
 
 /// Checks the exports before linking, so a wrong version or another world gets a
 /// message naming what was found instead of a type mismatch deep in the linker.
-fn check_world(engine: &Engine, component: &Component, source_name: &str) -> Result<(), LoadError> {
+fn check_world(
+    engine: &Engine,
+    component: &Component,
+    source_name: &str,
+) -> Result<Flavor, LoadError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
     if exports.iter().any(|e| e == SCHEDULER_EXPORT) {
-        return Ok(());
+        return Ok(Flavor::Whole);
     }
-    let reason = match exports
-        .iter()
-        .find(|e| e.starts_with("switchyard:policy/scheduler"))
-    {
+    if exports.iter().any(|e| e == INCREMENTAL_SCHEDULER_EXPORT) {
+        return Ok(Flavor::Incremental);
+    }
+    let reason = match exports.iter().find(|e| {
+        e.starts_with("switchyard:policy/scheduler")
+            || e.starts_with("switchyard:policy/incremental-scheduler")
+    }) {
         Some(other) => format!(
             "it exports `{other}`, built against another version of the contract; this host \
              speaks {PACKAGE}"
@@ -277,9 +301,83 @@ fn check_world(engine: &Engine, component: &Component, source_name: &str) -> Res
     })
 }
 
+/// Which of the contract's worlds a component implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavor {
+    /// `policy`: the whole snapshot on every call.
+    Whole,
+    /// `incremental-policy`: what changed since the instance's last call.
+    Incremental,
+}
+
+/// A pre-linked component of either world.
+enum Pre {
+    Whole(bindings::PolicyPre<GuestState>),
+    Incremental(incremental_bindings::IncrementalPolicyPre<GuestState>),
+}
+
+/// An instance of either world.
+enum Exports {
+    Whole(bindings::Policy),
+    Incremental(incremental_bindings::IncrementalPolicy),
+}
+
+impl Exports {
+    fn describe(
+        &self,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<bindings::switchyard::policy::types::Description> {
+        match self {
+            Exports::Whole(p) => p.switchyard_policy_scheduler().call_describe(store),
+            Exports::Incremental(p) => p
+                .switchyard_policy_incremental_scheduler()
+                .call_describe(store),
+        }
+    }
+
+    fn configure(
+        &self,
+        store: &mut Store<GuestState>,
+        settings: &[bindings::switchyard::policy::types::Setting],
+    ) -> wasmtime::Result<Result<Vec<bindings::switchyard::policy::types::Setting>, String>> {
+        match self {
+            Exports::Whole(p) => p
+                .switchyard_policy_scheduler()
+                .call_configure(store, settings),
+            Exports::Incremental(p) => p
+                .switchyard_policy_incremental_scheduler()
+                .call_configure(store, settings),
+        }
+    }
+
+    /// `decide` on the whole snapshot; an incremental policy gets it as a reset.
+    fn decide_whole(
+        &self,
+        store: &mut Store<GuestState>,
+        settings: &[bindings::switchyard::policy::types::Setting],
+        snapshot: &Snapshot,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<bindings::switchyard::policy::types::Decision, String>> {
+        match self {
+            Exports::Whole(p) => p.switchyard_policy_scheduler().call_decide(
+                store,
+                settings,
+                &contract::snapshot_to_wit(snapshot),
+                state,
+            ),
+            Exports::Incremental(p) => p.switchyard_policy_incremental_scheduler().call_decide(
+                store,
+                settings,
+                &contract::delta_to_wit(snapshot, &Change::Reset),
+                state,
+            ),
+        }
+    }
+}
+
 /// A checked, pre-linked policy component, ready to be called.
 pub struct PolicyModule {
-    pre: bindings::PolicyPre<GuestState>,
+    pre: Pre,
     digest: ComponentDigest,
     limits: SandboxLimits,
     unsandboxed: bool,
@@ -315,17 +413,16 @@ impl PolicyModule {
     pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
         let answer = self.call(0.0, 0, |policy, store| {
-            policy
-                .switchyard_policy_scheduler()
-                .call_configure(store, &wit_settings)
+            policy.configure(store, &wit_settings)
         })?;
         answer
             .map(contract::settings_from_wit)
             .map_err(|message| self.refused(message))
     }
 
-    /// One decision round. `seed` seeds the guest's randomness; the same inputs and
-    /// seed always give the same decision.
+    /// One decision round on a fresh instance with the whole snapshot. `seed` seeds the
+    /// guest's randomness; the same inputs and seed always give the same decision.
+    /// [`PolicyModule::decide_in`] is the same round on a kept instance.
     pub fn decide(
         &self,
         settings: &Settings,
@@ -334,15 +431,18 @@ impl PolicyModule {
         seed: u64,
     ) -> Result<Decision, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
-        let wit_snapshot = contract::snapshot_to_wit(snapshot);
         let answer = self.call(snapshot.time, seed, |policy, store| {
-            policy.switchyard_policy_scheduler().call_decide(
-                store,
-                &wit_settings,
-                &wit_snapshot,
-                state,
-            )
+            policy.decide_whole(store, &wit_settings, snapshot, state)
         })?;
+        self.checked(answer)
+    }
+
+    /// Checks what `decide` answered: a refusal, an oversized state blob or a nonsense
+    /// next-call time is an error naming the policy.
+    fn checked(
+        &self,
+        answer: Result<bindings::switchyard::policy::types::Decision, String>,
+    ) -> Result<Decision, PolicyError> {
         let decision = answer.map_err(|message| self.refused(message))?;
         if decision.state.len() > self.limits.state_bytes {
             return Err(PolicyError::InvalidResult {
@@ -370,10 +470,41 @@ impl PolicyModule {
     }
 
     fn describe(&self) -> Result<Description, PolicyError> {
-        let description = self.call(0.0, 0, |policy, store| {
-            policy.switchyard_policy_scheduler().call_describe(store)
-        })?;
+        let description = self.call(0.0, 0, |policy, store| policy.describe(store))?;
         Ok(contract::description_from_wit(description))
+    }
+
+    /// A new store under the sandbox limits for a call at `time` seeded by `seed`.
+    fn new_store(&self, time: f64, seed: u64) -> Store<GuestState> {
+        let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
+        let mut store = Store::new(self.engine(), state);
+        if !self.unsandboxed {
+            store.limiter(|s| s.limiter());
+        }
+        store
+    }
+
+    /// Starts the deadline of one call on `store`.
+    fn arm_deadline(&self, store: &mut Store<GuestState>) {
+        if !self.unsandboxed {
+            store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
+            store.epoch_deadline_trap();
+        }
+    }
+
+    fn engine(&self) -> &Engine {
+        match &self.pre {
+            Pre::Whole(pre) => pre.engine(),
+            Pre::Incremental(pre) => pre.engine(),
+        }
+    }
+
+    /// Instantiates the component into `store` (under its deadline).
+    fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Exports> {
+        match &self.pre {
+            Pre::Whole(pre) => pre.instantiate(store).map(Exports::Whole),
+            Pre::Incremental(pre) => pre.instantiate(store).map(Exports::Incremental),
+        }
     }
 
     /// Instantiates into a fresh store under the sandbox limits and runs `f`.
@@ -381,18 +512,11 @@ impl PolicyModule {
         &self,
         time: f64,
         seed: u64,
-        f: impl FnOnce(&bindings::Policy, &mut Store<GuestState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Exports, &mut Store<GuestState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
-        let engine = self.pre.engine();
-        let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
-        let mut store = Store::new(engine, state);
-        if !self.unsandboxed {
-            store.limiter(|s| s.limiter());
-            store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
-            store.epoch_deadline_trap();
-        }
+        let mut store = self.new_store(time, seed);
+        self.arm_deadline(&mut store);
         let outcome = self
-            .pre
             .instantiate(&mut store)
             .and_then(|policy| f(&policy, &mut store));
         outcome.map_err(|error| self.classify(error, store.data()))

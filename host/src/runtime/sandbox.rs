@@ -23,26 +23,16 @@ pub(crate) struct GuestState {
     limiter: MemoryCap,
     policy_name: String,
     stderr: MemoryOutputPipe,
+    /// Bytes of `stderr` printed by earlier calls of a kept instance.
+    output_mark: usize,
 }
 
 impl GuestState {
     /// A fresh sandbox for one call made at `time` (snapshot seconds), seeded by `seed`.
     pub(crate) fn new(policy_name: &str, memory_limit: usize, time: f64, seed: u64) -> Self {
         let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAPACITY);
-        let mut builder = WasiCtx::builder();
-        builder
-            .stdout(stderr.clone())
-            .stderr(stderr.clone())
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .wall_clock(VirtualClock::at(time))
-            .monotonic_clock(VirtualClock::at(time))
-            .secure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed))
-            .insecure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x5eed))
-            .insecure_random_seed(u128::from(seed));
         Self {
-            wasi: builder.build(),
+            wasi: wasi_ctx(&stderr, time, seed),
             table: ResourceTable::new(),
             limiter: MemoryCap {
                 limit: memory_limit,
@@ -50,7 +40,24 @@ impl GuestState {
             },
             policy_name: policy_name.to_string(),
             stderr,
+            output_mark: 0,
         }
+    }
+
+    /// Readies a kept instance's store for its next call: the clocks move to `time`,
+    /// randomness is seeded anew and only what the guest prints from now on counts.
+    /// Resources the guest opened (its stdout stream) stay valid: they write to the
+    /// same pipe.
+    pub(crate) fn begin_call(&mut self, time: f64, seed: u64) {
+        self.wasi = wasi_ctx(&self.stderr, time, seed);
+        self.limiter.refused = false;
+        self.output_mark = self.stderr.contents().len();
+    }
+
+    /// True when the guest has printed so much over its calls that the next call's
+    /// output might not fit: such an instance is not kept.
+    pub(crate) fn output_nearly_full(&self) -> bool {
+        self.stderr.contents().len() > GUEST_OUTPUT_CAPACITY / 2
     }
 
     /// The limiter the store consults before any memory or table growth.
@@ -65,7 +72,8 @@ impl GuestState {
 
     /// What the guest printed (a Rust panic message, for instance).
     pub(crate) fn guest_output(&self) -> String {
-        String::from_utf8_lossy(&self.stderr.contents())
+        let contents = self.stderr.contents();
+        String::from_utf8_lossy(&contents[self.output_mark.min(contents.len())..])
             .trim()
             .to_string()
     }
@@ -78,6 +86,24 @@ impl WasiView for GuestState {
             table: &mut self.table,
         }
     }
+}
+
+/// WASI as a policy sees it: no files, network, environment or arguments; clocks stand
+/// at `time`; randomness seeded by `seed`; stdout and stderr captured in `output`.
+fn wasi_ctx(output: &MemoryOutputPipe, time: f64, seed: u64) -> WasiCtx {
+    let mut builder = WasiCtx::builder();
+    builder
+        .stdout(output.clone())
+        .stderr(output.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .wall_clock(VirtualClock::at(time))
+        .monotonic_clock(VirtualClock::at(time))
+        .secure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed))
+        .insecure_random(rand_pcg::Pcg64Mcg::seed_from_u64(seed ^ 0x5eed))
+        .insecure_random_seed(u128::from(seed));
+    builder.build()
 }
 
 /// The `types` interface has no functions; the impl only satisfies the linker's bound.

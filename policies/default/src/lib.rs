@@ -7,33 +7,32 @@
 //! deadlock, exactly as the gang-scheduling thesis (section 4.5) describes; that is the
 //! point of the baseline.
 
-use switchyard_policy_sdk::{
-    Decision, Description, Guest, Setting, Snapshot,
-    cluster::Ledger,
-    placement::{Scoring, pod_by_pod},
-    settings::{ParamSpec, Settings, parameters},
-};
+/// The policy as plain functions; [`DefaultPolicy`] is its Wasm binding.
+pub mod policy {
+    use switchyard_policy_sdk::{
+        Decision, Description, Setting, Snapshot,
+        cluster::Ledger,
+        placement::{Scoring, pod_by_pod},
+        settings::{ParamSpec, Settings, parameters},
+    };
 
-const SPEC: &[ParamSpec] = &[ParamSpec {
-    name: "scoring",
-    default: "least-allocated",
-    doc: "node score, as kube-scheduler's NodeResourcesFit: least-allocated (spread) or most-allocated (bin-pack)",
-}];
+    const SPEC: &[ParamSpec] = &[ParamSpec {
+        name: "scoring",
+        default: "least-allocated",
+        doc: "node score, as kube-scheduler's NodeResourcesFit: least-allocated (spread) or most-allocated (bin-pack)",
+    }];
 
-fn scoring(settings: &Settings) -> Result<Scoring, String> {
-    Ok(
-        match settings.choice("scoring", &["least-allocated", "most-allocated"])? {
-            "most-allocated" => Scoring::MostAllocated,
-            _ => Scoring::LeastAllocated,
-        },
-    )
-}
+    fn scoring(settings: &Settings) -> Result<Scoring, String> {
+        Ok(
+            match settings.choice("scoring", &["least-allocated", "most-allocated"])? {
+                "most-allocated" => Scoring::MostAllocated,
+                _ => Scoring::LeastAllocated,
+            },
+        )
+    }
 
-/// The baseline policy.
-pub struct DefaultPolicy;
-
-impl Guest for DefaultPolicy {
-    fn describe() -> Description {
+    /// Name, version, summary and the one parameter.
+    pub fn describe() -> Description {
         Description {
             name: "default".into(),
             version: env!("CARGO_PKG_VERSION").into(),
@@ -42,29 +41,28 @@ impl Guest for DefaultPolicy {
         }
     }
 
-    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
-        let resolved = Settings::resolve(SPEC, &settings)?;
+    /// Checks `scoring`.
+    pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
+        let resolved = Settings::resolve(SPEC, settings)?;
         scoring(&resolved)?;
         Ok(resolved.to_settings())
     }
 
-    fn decide(
-        settings: Vec<Setting>,
-        snapshot: Snapshot,
-        state: Vec<u8>,
+    /// Places every pending pod that fits, pod by pod; the state passes through.
+    pub fn decide(
+        settings: &[Setting],
+        snapshot: &Snapshot,
+        state: &[u8],
     ) -> Result<Decision, String> {
-        let scoring = scoring(&Settings::resolve(SPEC, &settings)?)?;
-        let mut ledger = Ledger::new(&snapshot);
+        let scoring = scoring(&Settings::resolve(SPEC, settings)?)?;
+        let mut ledger = Ledger::new(snapshot);
         Ok(Decision {
-            actions: pod_by_pod(&snapshot, &mut ledger, scoring),
+            actions: pod_by_pod(snapshot, &mut ledger, scoring),
             labels: vec![],
             next_call_after: None,
-            state,
+            state: state.to_vec(),
         })
     }
 }
 
-// The export names contain `:`, which only the component linker accepts; a native
-// build (unit tests, clippy) leaves them out.
-#[cfg(target_arch = "wasm32")]
-switchyard_policy_sdk::export!(DefaultPolicy with_types_in switchyard_policy_sdk::bindings);
+switchyard_policy_sdk::policy_binding!(DefaultPolicy, policy);

@@ -25,6 +25,7 @@
 //! ```
 
 pub mod cluster;
+pub mod incremental;
 pub mod log;
 pub mod placement;
 pub mod progress;
@@ -48,11 +49,15 @@ pub mod bindings {
 pub use bindings::export;
 pub use bindings::exports::switchyard::policy::scheduler::Guest;
 pub use bindings::switchyard::policy::types::*;
+pub use incremental::IncrementalGuest;
+pub use incremental::bindings::export_incremental;
 
 /// Declares a policy's Wasm binding from a module with plain-Rust
 /// `describe()`, `configure(&[Setting])` and `decide(&[Setting], &Snapshot, &[u8])`
-/// functions: a unit struct implementing [`Guest`] by delegation, exported as the
-/// component's world. The export only exists on `wasm32`, because a native cdylib
+/// functions: a unit struct implementing [`Guest`] and [`IncrementalGuest`] by
+/// delegation, exported as the `incremental-policy` world, so the host may keep the
+/// instance and send only what changed ([`incremental`] applies it; the policy still
+/// sees a whole [`Snapshot`]). The export only exists on `wasm32`, because a native cdylib
 /// cannot carry the WIT export names (`switchyard:policy/...`); the native build is for
 /// unit tests and benches.
 ///
@@ -87,7 +92,30 @@ macro_rules! policy_binding {
             }
         }
 
+        impl $crate::IncrementalGuest for $binding {
+            fn describe() -> $crate::Description {
+                $module::describe()
+            }
+
+            fn configure(
+                settings: ::std::vec::Vec<$crate::Setting>,
+            ) -> ::std::result::Result<::std::vec::Vec<$crate::Setting>, ::std::string::String>
+            {
+                $module::configure(&settings)
+            }
+
+            fn decide(
+                settings: ::std::vec::Vec<$crate::Setting>,
+                change: $crate::SnapshotDelta,
+                state: ::std::vec::Vec<u8>,
+            ) -> ::std::result::Result<$crate::Decision, ::std::string::String> {
+                $crate::incremental::with_applied(change, |snapshot| {
+                    $module::decide(&settings, snapshot, &state)
+                })?
+            }
+        }
+
         #[cfg(target_arch = "wasm32")]
-        $crate::export!($binding with_types_in $crate::bindings);
+        $crate::export_incremental!($binding with_types_in $crate::incremental::bindings);
     };
 }

@@ -1,0 +1,277 @@
+//! What an incremental policy's instance holds, and the change that brings it to now.
+//!
+//! The host keeps a copy of the snapshot the instance reached on its last successful
+//! call, diffs the next snapshot against it and sends only the difference
+//! (`snapshot-delta` in `wit/policy.wit`). The delta's order rule is the guest's: held
+//! items keep their places, new ones follow them. A snapshot that puts a new item before
+//! held ones, or reorders held ones, cannot be said that way and goes as a reset.
+
+use std::collections::HashSet;
+
+use crate::model::{Job, LossSample, Node, Snapshot};
+
+/// How to bring an instance from what it holds to the current snapshot.
+#[derive(Debug)]
+pub enum Change {
+    /// Send the whole snapshot; the instance drops what it holds.
+    Reset,
+    /// Send only what differs.
+    Delta(Delta),
+}
+
+/// The difference between the held snapshot and the current one.
+#[derive(Debug)]
+pub struct Delta {
+    /// Nodes added, changed and removed.
+    pub nodes: ListDelta,
+    /// Jobs added, changed (other than their loss) and removed.
+    pub jobs: ListDelta,
+    /// Jobs whose only change is a loss series that moved on.
+    pub loss_updates: Vec<LossUpdate>,
+}
+
+/// The difference between two lists of keyed items (nodes by name, jobs by id).
+#[derive(Debug, Default)]
+pub struct ListDelta {
+    /// Keys of the held items that are gone, in held order.
+    pub removed: Vec<String>,
+    /// Positions in the held list of the removed items.
+    removed_at: Vec<usize>,
+    /// Changed items: (position in the held list once removals are applied, index in
+    /// the current list).
+    changed: Vec<(usize, usize)>,
+    /// Index in the current list from which every item is new.
+    first_new: usize,
+}
+
+impl ListDelta {
+    /// The current items the instance must receive whole: the changed ones in order,
+    /// then the new ones.
+    pub fn upserted<'a, T>(&self, now: &'a [T]) -> impl Iterator<Item = &'a T> {
+        self.changed
+            .iter()
+            .map(|&(_, index)| &now[index])
+            .chain(&now[self.first_new..])
+    }
+
+    fn is_empty(&self) -> bool {
+        self.removed.is_empty() && self.changed.is_empty()
+    }
+}
+
+/// A job's loss series moved on: the instance drops its `dropped` oldest samples and
+/// appends the current series from `kept` on.
+#[derive(Debug)]
+pub struct LossUpdate {
+    /// Index of the job in the current snapshot.
+    pub job: usize,
+    /// Position of the job in the held list once removals are applied.
+    held_at: usize,
+    /// Oldest held samples that left the window.
+    pub dropped: u32,
+    /// Samples of the current series the instance already holds (its prefix).
+    pub kept: usize,
+}
+
+/// The copy of what an incremental instance holds.
+#[derive(Debug, Default)]
+pub struct HeldSnapshot {
+    nodes: Vec<Node>,
+    jobs: Vec<Job>,
+}
+
+impl HeldSnapshot {
+    /// What to send so the instance reaches `now`.
+    pub fn change_to(&self, now: &Snapshot) -> Change {
+        let nodes = diff(
+            &self.nodes,
+            &now.nodes,
+            |n| &n.name,
+            |old, new, _| old != new,
+        );
+        let mut loss_updates = Vec::new();
+        let jobs = diff(
+            &self.jobs,
+            &now.jobs,
+            |j| &j.id,
+            |old, new, at| job_changed(old, new, at, &mut loss_updates),
+        );
+        let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
+            return Change::Reset;
+        };
+        Change::Delta(Delta {
+            nodes,
+            jobs,
+            loss_updates,
+        })
+    }
+
+    /// Records that the instance applied `change` and now holds `now`.
+    pub fn commit(&mut self, now: &Snapshot, change: &Change) {
+        match change {
+            Change::Reset => {
+                self.nodes = now.nodes.clone();
+                self.jobs = now.jobs.clone();
+            }
+            Change::Delta(delta) => {
+                apply(&mut self.nodes, &now.nodes, &delta.nodes);
+                apply(&mut self.jobs, &now.jobs, &delta.jobs);
+                for update in &delta.loss_updates {
+                    self.jobs[update.held_at].loss = now.jobs[update.job].loss.clone();
+                }
+            }
+        }
+    }
+}
+
+/// True when `new` must go whole; a job whose only change is its loss series moving on
+/// gets a [`LossUpdate`] instead.
+fn job_changed(old: &Job, new: &Job, at: Place, loss_updates: &mut Vec<LossUpdate>) -> bool {
+    if old == new {
+        return false;
+    }
+    if !same_but_loss(old, new) {
+        return true;
+    }
+    let (dropped, kept) = loss_shift(&old.loss, &new.loss);
+    loss_updates.push(LossUpdate {
+        job: at.index,
+        held_at: at.held_at,
+        dropped,
+        kept,
+    });
+    false
+}
+
+/// Every field but the loss series is equal. Destructured, so a field added to
+/// [`Job`] cannot be forgotten here.
+fn same_but_loss(a: &Job, b: &Job) -> bool {
+    let Job {
+        id,
+        phase,
+        submit_time,
+        start_time,
+        priority,
+        utility,
+        tasks,
+        replicas,
+        loss: _,
+        metric_rises,
+        migrated,
+        rebalanced,
+        checkpointable,
+        labels,
+    } = a;
+    *id == b.id
+        && *phase == b.phase
+        && *submit_time == b.submit_time
+        && *start_time == b.start_time
+        && *priority == b.priority
+        && *utility == b.utility
+        && *tasks == b.tasks
+        && *replicas == b.replicas
+        && *metric_rises == b.metric_rises
+        && *migrated == b.migrated
+        && *rebalanced == b.rebalanced
+        && *checkpointable == b.checkpointable
+        && *labels == b.labels
+}
+
+/// The fewest oldest samples to drop from `old` so that what is left starts `new`, and
+/// how many of `new` that leaves in place. Dropping everything always works.
+fn loss_shift(old: &[LossSample], new: &[LossSample]) -> (u32, usize) {
+    let dropped = (0..=old.len())
+        .find(|&d| {
+            let rest = &old[d..];
+            rest.len() <= new.len() && rest == &new[..rest.len()]
+        })
+        .unwrap_or(old.len());
+    (dropped as u32, old.len() - dropped)
+}
+
+/// Where an item present in both lists sits in each.
+#[derive(Clone, Copy)]
+struct Place {
+    /// Position in the held list once removals are applied.
+    held_at: usize,
+    /// Index in the current list.
+    index: usize,
+}
+
+/// Walks the held and current lists side by side. `changed(old, new, place)` says
+/// whether an item present in both must go whole. `None` when the order rule cannot
+/// express `now`.
+fn diff<T>(
+    held: &[T],
+    now: &[T],
+    key: impl Fn(&T) -> &str,
+    mut changed: impl FnMut(&T, &T, Place) -> bool,
+) -> Option<ListDelta> {
+    let present: HashSet<&str> = now.iter().map(&key).collect();
+    if present.len() != now.len() {
+        // Two items under one key: the guest could not tell which one a change means.
+        return None;
+    }
+    let mut delta = ListDelta {
+        first_new: now.len(),
+        ..ListDelta::default()
+    };
+    let mut cursor = 0;
+    let mut position = 0;
+    for (index, item) in now.iter().enumerate() {
+        while cursor < held.len() && !present.contains(key(&held[cursor])) {
+            delta.removed.push(key(&held[cursor]).to_string());
+            delta.removed_at.push(cursor);
+            cursor += 1;
+        }
+        match held.get(cursor) {
+            Some(old) if key(old) == key(item) => {
+                let place = Place {
+                    held_at: position,
+                    index,
+                };
+                if changed(old, item, place) {
+                    delta.changed.push((position, index));
+                }
+                cursor += 1;
+                position += 1;
+            }
+            Some(_) => return None,
+            None => {
+                delta.first_new = index;
+                break;
+            }
+        }
+    }
+    for (at, old) in held.iter().enumerate().skip(cursor) {
+        if present.contains(key(old)) {
+            return None;
+        }
+        delta.removed.push(key(old).to_string());
+        delta.removed_at.push(at);
+    }
+    Some(delta)
+}
+
+/// Applies a [`ListDelta`] to the held copy.
+fn apply<T: Clone>(held: &mut Vec<T>, now: &[T], delta: &ListDelta) {
+    if delta.is_empty() && delta.first_new == now.len() {
+        return;
+    }
+    if !delta.removed_at.is_empty() {
+        let mut at = 0;
+        let mut removed = delta.removed_at.iter().peekable();
+        held.retain(|_| {
+            let gone = removed.peek() == Some(&&at);
+            if gone {
+                removed.next();
+            }
+            at += 1;
+            !gone
+        });
+    }
+    for &(position, index) in &delta.changed {
+        held[position] = now[index].clone();
+    }
+    held.extend_from_slice(&now[delta.first_new..]);
+}
