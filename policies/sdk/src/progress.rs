@@ -44,6 +44,11 @@ pub struct Scale {
 impl Scale {
     /// Takes the job's current samples into account (idempotent for repeated samples).
     pub fn observe(&mut self, mode: Normalisation, samples: &[LossSample]) {
+        // An initial base never changes: policies call this for every job every round,
+        // and walking the samples again would only confirm it.
+        if mode == Normalisation::Initial && self.base.is_some() {
+            return;
+        }
         for sample in samples {
             let magnitude = sample.value.abs();
             if !magnitude.is_finite() || magnitude == 0.0 {

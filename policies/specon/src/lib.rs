@@ -5,7 +5,8 @@
 //! - [`manager`]: Algorithm 2 (weighted worker scores, speculative host) and Algorithm 3
 //!   (rebalance with bf = floor(active jobs / workers));
 //! - [`policy`]: the round: initial placement, monitor, reallocation requests,
-//!   rebalancing, labels (`category=PC|WC|CC`), state.
+//!   rebalancing, labels (`category=PC|WC|CC`);
+//! - [`state`]: what is remembered per job between calls, and the blob it travels in.
 //!
 //! Every `interval` seconds each running job not yet reallocated gets
 //! G(t_m) = |E(t_m) - E(t_{m-1})| on its *normalised* evaluation value E and takes one
@@ -47,9 +48,15 @@
 //! 9. The paper's monitor runs per worker; here one round covers every worker at once,
 //!    every `interval` seconds (`next-call-after`); calls in between (arrivals,
 //!    departures) only place and, on departures, rebalance.
+//! 10. Labels: a hosted job's `category` label goes out when the host does not show
+//!     that value yet (the job is new to the policy, or its category changed), not
+//!     every round: the host keeps a job's labels until the policy names the job again.
+//!     An expectation `labelled: {..., value: CC}` with a time window therefore matches
+//!     the round the job *became* CC.
 
 pub mod manager;
 pub mod monitor;
 pub mod policy;
+pub mod state;
 
 switchyard_policy_sdk::policy_binding!(SpeconPolicy, policy);

@@ -4,6 +4,10 @@
 //! The view is updated as moves are decided, so the second decision of a round sees the
 //! first one's effect on scores, job counts and free capacity. Building actions and
 //! remembering anything between calls is `policy`'s business, not this module's.
+//!
+//! Jobs are named by their position in the snapshot's job list and workers by their name
+//! as the snapshot spells it (borrowed, never copied): a round touches every job, and
+//! hashing or cloning thousands of ids per round was most of its cost.
 
 use std::collections::HashMap;
 
@@ -24,11 +28,11 @@ pub struct Weights {
 
 /// One job with a worker: bound, restarting, or being placed this round.
 #[derive(Clone, Debug)]
-pub struct Hosted {
-    /// Job id.
-    pub job: String,
+pub struct Hosted<'a> {
+    /// The job's position in the snapshot's job list.
+    pub job: usize,
     /// The worker it lives on (its first task's node).
-    pub node: String,
+    pub node: &'a str,
     /// Its current category.
     pub category: Category,
     /// Sum of its tasks' requests (what a move needs on the target).
@@ -37,8 +41,8 @@ pub struct Hosted {
 
 /// Workers, the jobs they host and what is free, as decided so far this round.
 ///
-/// Jobs are indexed by id and counted per worker and category as they move, so a score
-/// or a count is a lookup, not a scan of every job: a round stays near-linear on
+/// Jobs are indexed by position and counted per worker and category as they move, so a
+/// score or a count is a lookup, not a scan of every job: a round stays near-linear on
 /// clusters of thousands of workers.
 #[derive(Clone, Debug)]
 pub struct View<'a> {
@@ -46,14 +50,17 @@ pub struct View<'a> {
     /// Free capacity, charged by placements and moves of this round.
     pub ledger: Ledger,
     /// Hosted jobs in snapshot order.
-    hosted: Vec<Hosted>,
-    /// Job id -> its position in `hosted`.
-    by_job: HashMap<String, usize>,
+    hosted: Vec<Hosted<'a>>,
+    /// Job position -> its position in `hosted` (`NOT_HOSTED` when it has none).
+    by_job: Vec<usize>,
     /// Worker -> its hosted jobs by category.
-    tallies: HashMap<String, Tally>,
+    tallies: HashMap<&'a str, Tally>,
     /// Worker -> its position in the snapshot's node list.
     nodes: HashMap<&'a str, usize>,
 }
+
+/// `View::by_job`'s mark for a job without a worker.
+const NOT_HOSTED: usize = usize::MAX;
 
 /// Jobs of each category on one worker.
 #[derive(Clone, Copy, Debug, Default)]
@@ -79,9 +86,9 @@ impl Tally {
 
 /// Where Algorithm 2 sends a job.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Choice {
+pub struct Choice<'a> {
     /// The chosen worker.
-    pub target: String,
+    pub target: &'a str,
     /// The chosen worker is the current host: stay and mark migrated (lines 8-10).
     pub stay: bool,
     /// Score of the current host.
@@ -89,18 +96,18 @@ pub struct Choice {
     /// Score of the chosen worker.
     pub to_score: f64,
     /// The candidate set T.
-    pub candidates: Vec<String>,
+    pub candidates: Vec<&'a str>,
 }
 
 /// A rebalancing move decided by Algorithm 3.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Move {
-    /// Job id.
-    pub job: String,
+pub struct Move<'a> {
+    /// The job's position in the snapshot.
+    pub job: usize,
     /// Worker it leaves.
-    pub from: String,
+    pub from: &'a str,
     /// Worker it goes to.
-    pub to: String,
+    pub to: &'a str,
     /// Its converged duration d.
     pub duration: f64,
     /// Balance factor bf of the round.
@@ -111,12 +118,15 @@ pub struct Move {
 
 impl<'a> View<'a> {
     /// A view of `snapshot` with `ledger` as the free capacity and `hosted` jobs.
-    pub fn new(snapshot: &'a Snapshot, ledger: Ledger, hosted: Vec<Hosted>) -> Self {
-        let mut by_job = HashMap::with_capacity(hosted.len());
-        let mut tallies: HashMap<String, Tally> = HashMap::new();
+    pub fn new(snapshot: &'a Snapshot, ledger: Ledger, hosted: Vec<Hosted<'a>>) -> Self {
+        let jobs = hosted.iter().map(|h| h.job + 1).max().unwrap_or(0);
+        let mut by_job = vec![NOT_HOSTED; jobs.max(snapshot.jobs.len())];
+        let mut tallies: HashMap<&'a str, Tally> = HashMap::with_capacity(snapshot.nodes.len());
         for (i, h) in hosted.iter().enumerate() {
-            by_job.entry(h.job.clone()).or_insert(i);
-            *tallies.entry(h.node.clone()).or_default().of(h.category) += 1;
+            if by_job[h.job] == NOT_HOSTED {
+                by_job[h.job] = i;
+            }
+            *tallies.entry(h.node).or_default().of(h.category) += 1;
         }
         let mut nodes = HashMap::with_capacity(snapshot.nodes.len());
         for (i, n) in snapshot.nodes.iter().enumerate() {
@@ -133,18 +143,23 @@ impl<'a> View<'a> {
     }
 
     /// Hosted jobs in snapshot order.
-    pub fn hosted(&self) -> &[Hosted] {
+    pub fn hosted(&self) -> &[Hosted<'a>] {
         &self.hosted
     }
 
     /// Worker names in snapshot order (W).
-    pub fn workers(&self) -> impl Iterator<Item = &'a str> {
+    pub fn workers(&self) -> impl Iterator<Item = &'a str> + use<'a> {
         self.snapshot.nodes.iter().map(|n| n.name.as_str())
     }
 
-    /// The hosted entry of `job`.
-    pub fn get(&self, job: &str) -> Option<&Hosted> {
-        self.by_job.get(job).map(|&i| &self.hosted[i])
+    /// The hosted entry of the job at position `job`.
+    pub fn get(&self, job: usize) -> Option<&Hosted<'a>> {
+        self.slot(job).map(|i| &self.hosted[i])
+    }
+
+    /// The position in `hosted` of the job at position `job`.
+    fn slot(&self, job: usize) -> Option<usize> {
+        self.by_job.get(job).copied().filter(|&i| i != NOT_HOSTED)
     }
 
     /// Number of active jobs on `node` (|w_i|).
@@ -182,10 +197,11 @@ impl<'a> View<'a> {
         used / total
     }
 
-    /// Moves `job` to `to` in the view: frees its request on the old host, charges the
-    /// new one. Returns false (and changes nothing) when it does not fit there.
-    pub fn relocate(&mut self, job: &str, to: &str) -> bool {
-        let Some(&i) = self.by_job.get(job) else {
+    /// Moves the job at position `job` to `to` in the view: frees its request on the
+    /// old host, charges the new one. Returns false (and changes nothing) when it does
+    /// not fit there.
+    pub fn relocate(&mut self, job: usize, to: &'a str) -> bool {
+        let Some(i) = self.slot(job) else {
             return false;
         };
         let request = self.hosted[i].request;
@@ -196,12 +212,12 @@ impl<'a> View<'a> {
             return false;
         }
         let category = self.hosted[i].category;
-        let from = std::mem::replace(&mut self.hosted[i].node, to.to_string());
-        self.ledger.release(&from, &request);
-        if let Some(t) = self.tallies.get_mut(&from) {
+        let from = std::mem::replace(&mut self.hosted[i].node, to);
+        self.ledger.release(from, &request);
+        if let Some(t) = self.tallies.get_mut(from) {
             *t.of(category) -= 1;
         }
-        *self.tallies.entry(to.to_string()).or_default().of(category) += 1;
+        *self.tallies.entry(to).or_default().of(category) += 1;
         true
     }
 
@@ -210,37 +226,37 @@ impl<'a> View<'a> {
     }
 }
 
-/// Algorithm 2 for `job`: score every worker, keep the minimum-score ones (T), stay when
-/// the current host is in T, else the only candidate, else the candidate with the lowest
-/// R(w, t) (ties: snapshot order). Workers the job does not fit on are not candidates
-/// (the paper ignores capacity; the host would refuse the move). `None` when the job is
-/// not hosted.
-pub fn speculative_host(view: &View, job: &str, weights: Weights) -> Option<Choice> {
+/// Algorithm 2 for the job at position `job`: score every worker, keep the
+/// minimum-score ones (T), stay when the current host is in T, else the only candidate,
+/// else the candidate with the lowest R(w, t) (ties: snapshot order). Workers the job
+/// does not fit on are not candidates (the paper ignores capacity; the host would refuse
+/// the move). `None` when the job is not hosted.
+pub fn speculative_host<'a>(view: &View<'a>, job: usize, weights: Weights) -> Option<Choice<'a>> {
     let me = view.get(job)?;
-    let eligible: Vec<&str> = view
+    let eligible: Vec<&'a str> = view
         .workers()
         .filter(|w| *w == me.node || view.fits(w, &me.request))
         .collect();
-    let scores: Vec<(&str, f64)> = eligible
+    let scores: Vec<(&'a str, f64)> = eligible
         .iter()
         .map(|w| (*w, view.score(w, weights)))
         .collect();
     let min = scores.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
-    let candidates: Vec<&str> = scores
+    let candidates: Vec<&'a str> = scores
         .iter()
         .filter(|s| (s.1 - min).abs() < 1e-9)
         .map(|s| s.0)
         .collect();
-    let from_score = view.score(&me.node, weights);
-    let target = if candidates.contains(&me.node.as_str()) {
-        me.node.as_str()
+    let from_score = view.score(me.node, weights);
+    let target = if candidates.contains(&me.node) {
+        me.node
     } else if candidates.len() == 1 {
         candidates[0]
     } else {
         candidates
             .iter()
             .copied()
-            .fold(None::<(&str, f64)>, |best, w| {
+            .fold(None::<(&'a str, f64)>, |best, w| {
                 let r = view.consumption(w);
                 match best {
                     Some(b) if b.1 <= r => Some(b),
@@ -250,17 +266,17 @@ pub fn speculative_host(view: &View, job: &str, weights: Weights) -> Option<Choi
             .0
     };
     Some(Choice {
-        target: target.to_string(),
+        target,
         stay: target == me.node,
         from_score,
         to_score: view.score(target, weights),
-        candidates: candidates.iter().map(|c| c.to_string()).collect(),
+        candidates,
     })
 }
 
-/// Algorithm 3. `durations` are the rebalance candidates D: hosted jobs that converged
-/// (were marked migrated) and were never rebalanced, with d = now - t_cj. Applies the
-/// moves to `view` and returns them.
+/// Algorithm 3. `durations` are the rebalance candidates D: hosted jobs (by snapshot
+/// position) that converged (were marked migrated) and were never rebalanced, with
+/// d = now - t_cj. Applies the moves to `view` and returns them.
 ///
 /// bf = floor(active jobs / |W|). With idle workers: each idle worker with fewer than
 /// bf jobs receives the job of smallest d. Without: each worker with fewer than bf - 1
@@ -268,23 +284,23 @@ pub fn speculative_host(view: &View, job: &str, weights: Weights) -> Option<Choi
 /// per receiving worker per run, as in the pseudo-code. A candidate that is the only job
 /// on its worker is not taken (moving it only moves the idle worker), and a worker the
 /// job does not fit on does not receive it.
-pub fn rebalance(view: &mut View, durations: &[(String, f64)]) -> Vec<Move> {
-    let workers: Vec<&str> = view.workers().collect();
+pub fn rebalance<'a>(view: &mut View<'a>, durations: &[(usize, f64)]) -> Vec<Move<'a>> {
+    let workers: Vec<&'a str> = view.workers().collect();
     if workers.is_empty() {
         return vec![];
     }
     let active = view.hosted().len();
     let bf = active / workers.len();
-    let mut pool: Vec<(String, f64)> = durations.to_vec();
+    let mut pool: Vec<(usize, f64)> = durations.to_vec();
     pool.sort_by(|a, b| a.1.total_cmp(&b.1));
-    let idle: Vec<&str> = workers
+    let idle: Vec<&'a str> = workers
         .iter()
         .copied()
         .filter(|w| view.count(w) == 0)
         .collect();
     let mut moves = Vec::new();
     let idle_branch = !idle.is_empty();
-    let receivers: Vec<&str> = if idle_branch {
+    let receivers: Vec<&'a str> = if idle_branch {
         idle.into_iter().filter(|w| view.count(w) < bf).collect()
     } else {
         workers
@@ -294,22 +310,20 @@ pub fn rebalance(view: &mut View, durations: &[(String, f64)]) -> Vec<Move> {
             .collect()
     };
     let receiving: std::collections::HashSet<&str> = receivers.iter().copied().collect();
-    for to in &receivers {
-        let pick = pool.iter().position(|(job, _)| {
+    for &to in &receivers {
+        let pick = pool.iter().position(|&(job, _)| {
             view.get(job).is_some_and(|h| {
-                !receiving.contains(h.node.as_str())
-                    && view.count(&h.node) > 1
-                    && view.fits(to, &h.request)
+                !receiving.contains(h.node) && view.count(h.node) > 1 && view.fits(to, &h.request)
             })
         });
         let Some(i) = pick else { continue };
         let (job, duration) = pool.remove(i);
-        let from = view.get(&job).map(|h| h.node.clone()).unwrap_or_default();
-        if view.relocate(&job, to) {
+        let from = view.get(job).map_or("", |h| h.node);
+        if view.relocate(job, to) {
             moves.push(Move {
                 job,
                 from,
-                to: to.to_string(),
+                to,
                 duration,
                 bf,
                 idle_branch,
@@ -332,10 +346,20 @@ mod tests {
         cc: 1.0,
     };
 
-    fn hosted(job: &str, node: &str, category: Category) -> Hosted {
+    // Jobs are snapshot positions; these name the ones the tests use.
+    const A: usize = 0;
+    const B: usize = 1;
+    const C: usize = 2;
+    const D: usize = 3;
+    const E: usize = 4;
+    const X: usize = 5;
+    const P: usize = 6;
+    const Q: usize = 7;
+
+    fn hosted(job: usize, node: &'static str, category: Category) -> Hosted<'static> {
         Hosted {
-            job: job.into(),
-            node: node.into(),
+            job,
+            node,
             category,
             request: res(1000, 0),
         }
@@ -345,10 +369,10 @@ mod tests {
         snapshot(0.0, nodes, vec![])
     }
 
-    fn view<'a>(s: &'a Snapshot, hosted: Vec<Hosted>) -> View<'a> {
+    fn view<'a>(s: &'a Snapshot, hosted: Vec<Hosted<'a>>) -> View<'a> {
         let mut ledger = Ledger::new(s);
         for h in &hosted {
-            assert!(ledger.charge(&h.node, &h.request));
+            assert!(ledger.charge(h.node, &h.request));
         }
         View::new(s, ledger, hosted)
     }
@@ -359,9 +383,9 @@ mod tests {
         let v = view(
             &s,
             vec![
-                hosted("a", "w1", PC),
-                hosted("b", "w1", WC),
-                hosted("c", "w1", CC),
+                hosted(A, "w1", PC),
+                hosted(B, "w1", WC),
+                hosted(C, "w1", CC),
             ],
         );
         assert_eq!(v.score("w1", W), 4.5);
@@ -373,14 +397,14 @@ mod tests {
         let v = view(
             &s,
             vec![
-                hosted("x", "w1", CC),
-                hosted("p", "w1", PC),
-                hosted("q", "w2", WC),
+                hosted(X, "w1", CC),
+                hosted(P, "w1", PC),
+                hosted(Q, "w2", WC),
             ],
         );
-        let c = speculative_host(&v, "x", W).unwrap();
+        let c = speculative_host(&v, X, W).unwrap();
         assert_eq!(
-            (c.target.as_str(), c.stay, c.from_score, c.to_score),
+            (c.target, c.stay, c.from_score, c.to_score),
             ("w3", false, 3.0, 0.0)
         );
     }
@@ -392,8 +416,8 @@ mod tests {
             node("w2", 8000).cpu_usage(6000),
             node("w3", 8000).cpu_usage(1000),
         ]);
-        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w1", PC)]);
-        let c = speculative_host(&v, "x", W).unwrap();
+        let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w1", PC)]);
+        let c = speculative_host(&v, X, W).unwrap();
         assert_eq!(c.candidates, ["w2", "w3"]);
         assert_eq!(c.target, "w3");
     }
@@ -405,15 +429,15 @@ mod tests {
             node("w2", 8000).requested(res(4000, 0)),
             node("w3", 8000),
         ]);
-        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w1", PC)]);
-        assert_eq!(speculative_host(&v, "x", W).unwrap().target, "w3");
+        let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w1", PC)]);
+        assert_eq!(speculative_host(&v, X, W).unwrap().target, "w3");
     }
 
     #[test]
     fn the_current_host_among_the_candidates_means_stay() {
         let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
-        let v = view(&s, vec![hosted("x", "w1", CC), hosted("p", "w2", CC)]);
-        let c = speculative_host(&v, "x", W).unwrap();
+        let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w2", CC)]);
+        let c = speculative_host(&v, X, W).unwrap();
         assert!(c.stay);
         assert_eq!(c.target, "w1");
     }
@@ -428,13 +452,13 @@ mod tests {
         let v = view(
             &s,
             vec![
-                hosted("x", "w1", CC),
-                hosted("p", "w1", PC),
-                hosted("q", "w3", CC),
+                hosted(X, "w1", CC),
+                hosted(P, "w1", PC),
+                hosted(Q, "w3", CC),
             ],
         );
         // w2 (score 0) is full; w3 (score 1) is the minimum among the workers with room.
-        assert_eq!(speculative_host(&v, "x", W).unwrap().target, "w3");
+        assert_eq!(speculative_host(&v, X, W).unwrap().target, "w3");
     }
 
     #[test]
@@ -443,19 +467,16 @@ mod tests {
         let mut v = view(
             &s,
             vec![
-                hosted("a", "w1", CC),
-                hosted("b", "w1", CC),
-                hosted("c", "w1", PC),
-                hosted("d", "w2", PC),
-                hosted("e", "w2", PC),
+                hosted(A, "w1", CC),
+                hosted(B, "w1", CC),
+                hosted(C, "w1", PC),
+                hosted(D, "w2", PC),
+                hosted(E, "w2", PC),
             ],
         );
-        let moves = rebalance(&mut v, &[("a".into(), 100.0), ("b".into(), 10.0)]);
+        let moves = rebalance(&mut v, &[(A, 100.0), (B, 10.0)]);
         assert_eq!(moves.len(), 1);
-        assert_eq!(
-            (moves[0].job.as_str(), moves[0].to.as_str(), moves[0].bf),
-            ("b", "w3", 1)
-        );
+        assert_eq!((moves[0].job, moves[0].to, moves[0].bf), (B, "w3", 1));
         assert!(moves[0].idle_branch);
         assert_eq!(v.count("w3"), 1);
     }
@@ -463,8 +484,8 @@ mod tests {
     #[test]
     fn an_idle_worker_receives_nothing_when_bf_is_zero() {
         let s = snap(vec![node("w1", 8000), node("w2", 8000), node("w3", 8000)]);
-        let mut v = view(&s, vec![hosted("a", "w1", CC), hosted("b", "w1", CC)]);
-        assert!(rebalance(&mut v, &[("a".into(), 1.0)]).is_empty());
+        let mut v = view(&s, vec![hosted(A, "w1", CC), hosted(B, "w1", CC)]);
+        assert!(rebalance(&mut v, &[(A, 1.0)]).is_empty());
     }
 
     #[test]
@@ -474,26 +495,16 @@ mod tests {
             node("w2", 16000),
             node("w3", 16000),
         ]);
-        let mut hosts: Vec<Hosted> = (0..5).map(|i| hosted(&format!("a{i}"), "w1", CC)).collect();
-        hosts.push(hosted("b0", "w2", CC));
-        hosts.extend((0..3).map(|i| hosted(&format!("c{i}"), "w3", CC)));
+        // Jobs 0-4 on w1, job 5 on w2, jobs 6-8 on w3.
+        let mut hosts: Vec<Hosted> = (0..5).map(|i| hosted(i, "w1", CC)).collect();
+        hosts.push(hosted(5, "w2", CC));
+        hosts.extend((6..9).map(|i| hosted(i, "w3", CC)));
         let mut v = view(&s, hosts);
         // 9 jobs on 3 workers: bf = 3; only w2 (1 job) is below bf - 1 = 2.
-        let d = [
-            ("b0".to_string(), 1.0),
-            ("c0".to_string(), 5.0),
-            ("a0".to_string(), 50.0),
-        ];
+        let d = [(5, 1.0), (6, 5.0), (0, 50.0)];
         let moves = rebalance(&mut v, &d);
         assert_eq!(moves.len(), 1);
-        assert_eq!(
-            (
-                moves[0].job.as_str(),
-                moves[0].from.as_str(),
-                moves[0].to.as_str()
-            ),
-            ("c0", "w3", "w2")
-        );
+        assert_eq!((moves[0].job, moves[0].from, moves[0].to), (6, "w3", "w2"));
         assert!(!moves[0].idle_branch);
     }
 
@@ -503,11 +514,11 @@ mod tests {
         let mut v = view(
             &s,
             vec![
-                hosted("a", "w1", CC),
-                hosted("b", "w1", CC),
-                hosted("c", "w2", CC),
+                hosted(A, "w1", CC),
+                hosted(B, "w1", CC),
+                hosted(C, "w2", CC),
             ],
         );
-        assert!(rebalance(&mut v, &[("a".into(), 1.0), ("c".into(), 2.0)]).is_empty());
+        assert!(rebalance(&mut v, &[(A, 1.0), (C, 2.0)]).is_empty());
     }
 }
