@@ -266,6 +266,7 @@ fn placed_on<'a, 'p>(
 fn monitor_round(snapshot: &Snapshot, jobs: &mut [JobState], params: &Params) -> Vec<usize> {
     let now = snapshot.time;
     let mut requests = Vec::new();
+    let mut changes = ChangeLog::default();
     for (i, (job, js)) in snapshot.jobs.iter().zip(jobs.iter_mut()).enumerate() {
         if job.phase != JobPhase::Running || job.migrated || js.reallocated {
             continue;
@@ -289,16 +290,50 @@ fn monitor_round(snapshot: &Snapshot, jobs: &mut [JobState], params: &Params) ->
             requests.push(i);
         }
         if before != s.category {
+            changes.note(&job.id, before, s.category, gain, params.alpha);
+        }
+    }
+    changes.close(now);
+    requests
+}
+
+/// Category changes written one debug line each per monitor round, before the rest are
+/// only counted.
+const CHANGES_LOGGED: usize = 8;
+
+/// The monitor round's debug lines: the first [`CHANGES_LOGGED`] category changes in
+/// detail, then one line counting the others.
+///
+/// A line per change was thousands of lines a round on a large cluster, each formatted
+/// in the guest only for the host to drop it (debug is off by default, and natively the
+/// SDK drops every line unless asked); the SDK's log has no way to ask first.
+#[derive(Default)]
+struct ChangeLog {
+    changes: usize,
+}
+
+impl ChangeLog {
+    /// One job's change from `before` to `after` on `gain`.
+    fn note(&mut self, job: &str, before: Category, after: Category, gain: f64, alpha: f64) {
+        self.changes += 1;
+        if self.changes <= CHANGES_LOGGED {
             log::debug(&format!(
-                "{}: {} -> {} (gain {gain:.4}, alpha {})",
-                job.id,
+                "{job}: {} -> {} (gain {gain:.4}, alpha {alpha})",
                 before.as_str(),
-                s.category.as_str(),
-                params.alpha
+                after.as_str(),
             ));
         }
     }
-    requests
+
+    /// The count of the changes not written, if any.
+    fn close(self, now: f64) {
+        if self.changes > CHANGES_LOGGED {
+            log::debug(&format!(
+                "and {} more category changes in the round at t={now:.0}",
+                self.changes - CHANGES_LOGGED
+            ));
+        }
+    }
 }
 
 /// Algorithm 2 for the requesting job at position `job`: the action, and the job
