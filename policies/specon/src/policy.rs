@@ -4,7 +4,8 @@
 //! A round costs what the cluster's size makes it cost and no more: each job's
 //! remembered state is found once and then followed by the job's position in the
 //! snapshot, ids and node names are borrowed rather than copied, the state blob is
-//! binary, and a label goes out only when the operator would see a new value.
+//! compact ([`crate::state`]), and a label goes out only when the operator would see a
+//! new value.
 
 use std::collections::HashMap;
 
@@ -155,34 +156,10 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     }
     let hosted = hosted_jobs(snapshot, &actions, &jobs);
     let mut view = View::new(snapshot, ledger, hosted);
-    for job in requests {
-        // Lines 15-16: only when the worker still hosts more than one PC/WC job.
-        let Some(me) = view.get(job) else {
-            continue;
-        };
-        let busy = view.count_of(me.node, Category::PC) + view.count_of(me.node, Category::WC);
-        if busy > 1 {
-            actions.extend(reallocate(
-                &mut view,
-                snapshot,
-                job,
-                &mut jobs[job],
-                &params,
-            ));
-        }
-    }
-
-    let departed = snapshot
-        .triggers
-        .iter()
-        .any(|t| matches!(t, Trigger::JobFinished(_)));
-    let rebalance_now = match params.rebalance {
-        RebalanceOn::Both => round_due || departed,
-        RebalanceOn::Departure => departed,
-        RebalanceOn::Interval => round_due,
-        RebalanceOn::Off => false,
-    };
-    if rebalance_now {
+    actions.extend(reallocations(
+        &mut view, snapshot, &requests, &mut jobs, &params,
+    ));
+    if rebalance_due(snapshot, &params, round_due) {
         actions.extend(rebalance_round(&mut view, snapshot, &mut jobs));
     }
 
@@ -204,6 +181,43 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         next_call_after: Some(next),
         state: state.encode(),
     })
+}
+
+/// Algorithm 2 for each job (by snapshot position) in `requests`, in submission order,
+/// each move seen by the next; lines 15-16: only when the job's worker still hosts more
+/// than one PC/WC job.
+fn reallocations(
+    view: &mut View,
+    snapshot: &Snapshot,
+    requests: &[usize],
+    jobs: &mut [JobState],
+    params: &Params,
+) -> Vec<Action> {
+    let mut actions = Vec::new();
+    for &job in requests {
+        let Some(me) = view.get(job) else {
+            continue;
+        };
+        let busy = view.count_of(me.node, Category::PC) + view.count_of(me.node, Category::WC);
+        if busy > 1 {
+            actions.extend(reallocate(view, snapshot, job, &mut jobs[job], params));
+        }
+    }
+    actions
+}
+
+/// Whether Algorithm 3 runs in this call: on the interval, on a departure, or both.
+fn rebalance_due(snapshot: &Snapshot, params: &Params, round_due: bool) -> bool {
+    let departed = snapshot
+        .triggers
+        .iter()
+        .any(|t| matches!(t, Trigger::JobFinished(_)));
+    match params.rebalance {
+        RebalanceOn::Both => round_due || departed,
+        RebalanceOn::Departure => departed,
+        RebalanceOn::Interval => round_due,
+        RebalanceOn::Off => false,
+    }
 }
 
 /// Jobs with a worker (bound, or placed by `placements` this round), with their
