@@ -7,8 +7,13 @@
 //!
 //! Groups:
 //! - `round/<policy>/<impl>/<nodes>`: a SpeCon round (second call, so jobs are
-//!   categorised) and a DRAGON round, `wasm` (host lowering, fresh instance, call,
-//!   decision back) against `native` (the policy's `decide` on an owned snapshot);
+//!   categorised) and a DRAGON round, `wasm` (host lowering, fresh instance, the whole
+//!   snapshot, decision back), `kept` (the steady state of a controller: the instance
+//!   kept from the previous round, every job reported one new loss sample since, so the
+//!   host sends a loss update per job) against `native` (the policy's `decide` on an
+//!   owned snapshot);
+//! - `steady/diff/<nodes>`: the host's half of a `kept` round alone: diffing the
+//!   snapshot against the held copy and lowering the delta;
 //! - `breakdown/<part>/<nodes>`: the host's lowering of the snapshot to WIT values, a
 //!   call of the `null` policy (decides nothing) on an empty snapshot (instantiation and
 //!   call overhead) and on the full snapshot (plus moving the snapshot into the guest);
@@ -26,9 +31,10 @@ use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use switchyard::contract;
-use switchyard::model::{Settings, Snapshot};
+use switchyard::model::{LossSample, Settings, Snapshot};
 use switchyard::registry::PolicyRef;
-use switchyard::runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard::runtime::delta::{Change, HeldSnapshot};
+use switchyard::runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
 use switchyard_policy_sdk::Guest;
 
 /// The model-to-WIT lowering the host uses, over the guest SDK's types: the native
@@ -100,7 +106,36 @@ impl Subject {
             .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
     }
 
-    fn bench(&self, c: &mut Criterion, group: &str, label: &str, snapshot: &Snapshot) {
+    /// Rounds on an instance kept between them, each on the next round's snapshot.
+    fn bench_kept(
+        &self,
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        label: &str,
+        snapshot: &Snapshot,
+        state: &[u8],
+    ) {
+        let session = Session::default();
+        let decide = |s: &Snapshot| {
+            self.module
+                .decide_in(&session, &Settings::default(), s, state, 1)
+                .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
+        };
+        let current = std::cell::RefCell::new(snapshot.clone());
+        decide(&current.borrow());
+        g.bench_function(BenchmarkId::new("kept", label), |b| {
+            b.iter_batched(
+                || {
+                    let mut s = current.borrow_mut();
+                    next_round(&mut s);
+                    s.clone()
+                },
+                |s| black_box(decide(&s)),
+                BatchSize::LargeInput,
+            )
+        });
+    }
+
+    fn bench(&self, c: &mut Criterion, group: &str, label: &str, snapshot: &Snapshot, kept: bool) {
         let state = self.warmed_state(snapshot);
         let actions = self.wasm(snapshot, &state).actions.len();
         let lowered = native::snapshot_to_wit(snapshot);
@@ -118,6 +153,9 @@ impl Subject {
         g.bench_function(BenchmarkId::new("wasm", label), |b| {
             b.iter(|| black_box(self.wasm(snapshot, &state)))
         });
+        if kept {
+            self.bench_kept(&mut g, label, snapshot, &state);
+        }
         g.bench_function(BenchmarkId::new("native", label), |b| {
             b.iter_batched(
                 || (lowered.clone(), state.clone()),
@@ -126,6 +164,24 @@ impl Subject {
             )
         });
         g.finish();
+    }
+}
+
+/// The next round's snapshot in a busy steady state: every job with a loss series
+/// reported one new sample (the oldest leaves the window), nothing else moved. The
+/// clock stays where it is: DRAGON's and SpeCon's own work depends on it (jobs become
+/// due for a rescale as time passes), and the `kept` row must do the same policy work as
+/// the `wasm` and `native` rows so that the difference is the cost of the call.
+fn next_round(snapshot: &mut Snapshot) {
+    for job in &mut snapshot.jobs {
+        if let Some(last) = job.loss.last().copied() {
+            job.loss.remove(0);
+            job.loss.push(LossSample {
+                time: last.time + 30.0,
+                step: last.step + 100,
+                value: last.value * 0.999,
+            });
+        }
     }
 }
 
@@ -149,7 +205,7 @@ fn rounds(c: &mut Criterion) {
                 "round/{name}/{nodes}: {}",
                 fits_default_sandbox(name, &snapshot)
             );
-            subject.bench(c, "round", &nodes.to_string(), &snapshot);
+            subject.bench(c, "round", &nodes.to_string(), &snapshot, true);
         }
     }
 }
@@ -183,6 +239,23 @@ fn breakdown(c: &mut Criterion) {
     g.finish();
 }
 
+fn steady(c: &mut Criterion) {
+    let mut g = c.benchmark_group("steady");
+    for nodes in SIZES {
+        let mut snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
+        let mut held = HeldSnapshot::default();
+        held.commit(&snapshot, &Change::Reset);
+        next_round(&mut snapshot);
+        g.bench_function(BenchmarkId::new("diff", nodes), |b| {
+            b.iter(|| {
+                let change = held.change_to(&snapshot);
+                black_box(contract::delta_to_wit(&snapshot, &change))
+            })
+        });
+    }
+    g.finish();
+}
+
 fn placement(c: &mut Criterion) {
     let runtime = runtime(false);
     let snapshot = synthetic::cluster(5_000, 10_000, synthetic::NOW);
@@ -191,7 +264,13 @@ fn placement(c: &mut Criterion) {
             "placement/{name}: {}",
             fits_default_sandbox(name, &snapshot)
         );
-        Subject::new(&runtime, name).bench(c, "placement", "10000-pods-5000-nodes", &snapshot);
+        Subject::new(&runtime, name).bench(
+            c,
+            "placement",
+            "10000-pods-5000-nodes",
+            &snapshot,
+            false,
+        );
     }
 }
 
@@ -215,6 +294,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = rounds, breakdown, placement, sandbox
+    targets = rounds, breakdown, steady, placement, sandbox
 }
 criterion_main!(benches);

@@ -180,6 +180,7 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             jobs: now.jobs.iter().map(lowering::job).collect(),
             removed_jobs: vec![],
             loss_updates: vec![],
+            appended_loss: vec![],
         },
         Change::Delta(delta) => wit::SnapshotDelta {
             reset: false,
@@ -201,13 +202,16 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
                 .loss_updates
                 .iter()
                 .map(|update| wit::LossUpdate {
-                    job: now.jobs[update.job].id.clone(),
+                    job: update.held_at as u32,
                     dropped: update.dropped,
-                    appended: now.jobs[update.job].loss[update.kept..]
-                        .iter()
-                        .map(lowering::loss_sample)
-                        .collect(),
+                    appended: (now.jobs[update.job].loss.len() - update.kept) as u32,
                 })
+                .collect(),
+            appended_loss: delta
+                .loss_updates
+                .iter()
+                .flat_map(|update| &now.jobs[update.job].loss[update.kept..])
+                .map(lowering::loss_sample)
                 .collect(),
         },
     }

@@ -66,7 +66,7 @@ pub struct LossUpdate {
     /// Index of the job in the current snapshot.
     pub job: usize,
     /// Position of the job in the held list once removals are applied.
-    held_at: usize,
+    pub held_at: usize,
     /// Oldest held samples that left the window.
     pub dropped: u32,
     /// Samples of the current series the instance already holds (its prefix).
@@ -78,11 +78,16 @@ pub struct LossUpdate {
 pub struct HeldSnapshot {
     nodes: Vec<Node>,
     jobs: Vec<Job>,
+    /// No two held nodes or jobs share a key; otherwise every change goes as a reset.
+    keys_unique: bool,
 }
 
 impl HeldSnapshot {
     /// What to send so the instance reaches `now`.
     pub fn change_to(&self, now: &Snapshot) -> Change {
+        if !self.keys_unique {
+            return Change::Reset;
+        }
         let nodes = diff(
             &self.nodes,
             &now.nodes,
@@ -112,6 +117,8 @@ impl HeldSnapshot {
             Change::Reset => {
                 self.nodes = now.nodes.clone();
                 self.jobs = now.jobs.clone();
+                self.keys_unique =
+                    unique(&self.nodes, |n| &n.name) && unique(&self.jobs, |j| &j.id);
             }
             Change::Delta(delta) => {
                 apply(&mut self.nodes, &now.nodes, &delta.nodes);
@@ -189,6 +196,10 @@ fn loss_shift(old: &[LossSample], new: &[LossSample]) -> (u32, usize) {
     (dropped as u32, old.len() - dropped)
 }
 
+fn unique<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
+    items.iter().map(key).collect::<HashSet<_>>().len() == items.len()
+}
+
 /// Where an item present in both lists sits in each.
 #[derive(Clone, Copy)]
 struct Place {
@@ -207,15 +218,28 @@ fn diff<T>(
     key: impl Fn(&T) -> &str,
     mut changed: impl FnMut(&T, &T, Place) -> bool,
 ) -> Option<ListDelta> {
+    let mut delta = ListDelta {
+        first_new: now.len(),
+        ..ListDelta::default()
+    };
+    if held.len() == now.len() && held.iter().zip(now).all(|(a, b)| key(a) == key(b)) {
+        // The common round: nothing arrived or left, so no set of keys is needed.
+        for (index, (old, item)) in held.iter().zip(now).enumerate() {
+            let place = Place {
+                held_at: index,
+                index,
+            };
+            if changed(old, item, place) {
+                delta.changed.push((index, index));
+            }
+        }
+        return Some(delta);
+    }
     let present: HashSet<&str> = now.iter().map(&key).collect();
     if present.len() != now.len() {
         // Two items under one key: the guest could not tell which one a change means.
         return None;
     }
-    let mut delta = ListDelta {
-        first_new: now.len(),
-        ..ListDelta::default()
-    };
     let mut cursor = 0;
     let mut position = 0;
     for (index, item) in now.iter().enumerate() {

@@ -61,6 +61,7 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
         jobs,
         removed_jobs,
         loss_updates,
+        appended_loss,
     } = change;
     if reset {
         *held = Some(Snapshot {
@@ -79,28 +80,36 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
     merge(&mut snapshot.nodes, nodes, &removed_nodes, |n| &n.name)
         .map_err(|e| format!("node {e}"))?;
     merge(&mut snapshot.jobs, jobs, &removed_jobs, |j| &j.id).map_err(|e| format!("job {e}"))?;
-    let mut cursor = 0;
+    let mut appended = appended_loss.into_iter();
     for update in loss_updates {
-        while cursor < snapshot.jobs.len() && snapshot.jobs[cursor].id != update.job {
-            cursor += 1;
-        }
-        let Some(job) = snapshot.jobs.get_mut(cursor) else {
+        let Some(job) = snapshot.jobs.get_mut(update.job as usize) else {
             return Err(format!(
-                "loss update for job `{}`, which is not held (or out of order)",
-                update.job
+                "loss update for job #{}, but {} jobs are held",
+                update.job,
+                snapshot.jobs.len()
             ));
         };
         let dropped = update.dropped as usize;
         if dropped > job.loss.len() {
             return Err(format!(
                 "loss update drops {dropped} samples of job `{}`, which has {}",
-                update.job,
+                job.id,
                 job.loss.len()
             ));
         }
         job.loss.drain(..dropped);
-        job.loss.extend(update.appended);
-        cursor += 1;
+        let before = job.loss.len();
+        job.loss
+            .extend(appended.by_ref().take(update.appended as usize));
+        if job.loss.len() - before != update.appended as usize {
+            return Err(format!(
+                "loss update appends {} samples to job `{}`, more than were sent",
+                update.appended, job.id
+            ));
+        }
+    }
+    if appended.next().is_some() {
+        return Err("more appended loss samples were sent than the loss updates use".into());
     }
     Ok(())
 }
@@ -161,6 +170,7 @@ mod tests {
             jobs: vec![],
             removed_jobs: vec![],
             loss_updates: vec![],
+            appended_loss: vec![],
         }
     }
 
@@ -212,10 +222,11 @@ mod tests {
         held.as_mut().unwrap().jobs[0].loss = vec![sample(1), sample(2), sample(3)];
         let delta = SnapshotDelta {
             loss_updates: vec![LossUpdate {
-                job: "a".into(),
+                job: 0,
                 dropped: 2,
-                appended: vec![sample(4)],
+                appended: 1,
             }],
+            appended_loss: vec![sample(4)],
             ..change()
         };
         apply(&mut held, delta).unwrap();
@@ -243,9 +254,9 @@ mod tests {
         HELD.with(|h| *h.borrow_mut() = held_with_jobs(&["a"]));
         let too_many = SnapshotDelta {
             loss_updates: vec![LossUpdate {
-                job: "a".into(),
+                job: 0,
                 dropped: 5,
-                appended: vec![],
+                appended: 0,
             }],
             ..change()
         };
