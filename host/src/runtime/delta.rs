@@ -6,7 +6,7 @@
 //! items keep their places, new ones follow them. A snapshot that puts a new item before
 //! held ones, or reorders held ones, cannot be said that way and goes as a reset.
 
-use std::collections::HashSet;
+use rustc_hash::FxHashSet;
 
 use crate::model::{Job, LossSample, Node, Snapshot};
 
@@ -196,8 +196,18 @@ fn loss_shift(old: &[LossSample], new: &[LossSample]) -> (u32, usize) {
     (dropped as u32, old.len() - dropped)
 }
 
+/// The appended items' keys are distinct and none is held (few arrive per round, so the
+/// set is small).
+fn appended_keys_are_new<T>(held: &[T], appended: &[T], key: impl Fn(&T) -> &str) -> bool {
+    if appended.is_empty() {
+        return true;
+    }
+    let new: FxHashSet<&str> = appended.iter().map(&key).collect();
+    new.len() == appended.len() && !held.iter().any(|item| new.contains(key(item)))
+}
+
 fn unique<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
-    items.iter().map(key).collect::<HashSet<_>>().len() == items.len()
+    items.iter().map(key).collect::<FxHashSet<_>>().len() == items.len()
 }
 
 /// Where an item present in both lists sits in each.
@@ -222,8 +232,13 @@ fn diff<T>(
         first_new: now.len(),
         ..ListDelta::default()
     };
-    if held.len() == now.len() && held.iter().zip(now).all(|(a, b)| key(a) == key(b)) {
-        // The common round: nothing arrived or left, so no set of keys is needed.
+    if held.len() <= now.len()
+        && held.iter().zip(now).all(|(a, b)| key(a) == key(b))
+        && appended_keys_are_new(held, &now[held.len()..], &key)
+    {
+        // The common rounds: nothing left and whatever arrived came last, so no set of
+        // keys is needed.
+        delta.first_new = held.len();
         for (index, (old, item)) in held.iter().zip(now).enumerate() {
             let place = Place {
                 held_at: index,
@@ -235,7 +250,7 @@ fn diff<T>(
         }
         return Some(delta);
     }
-    let present: HashSet<&str> = now.iter().map(&key).collect();
+    let present: FxHashSet<&str> = now.iter().map(&key).collect();
     if present.len() != now.len() {
         // Two items under one key: the guest could not tell which one a change means.
         return None;

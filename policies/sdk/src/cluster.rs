@@ -196,6 +196,35 @@ impl Ledger {
             })
     }
 
+    /// Like [`Ledger::rooms_fitting`], but walking the nodes as a ring from position
+    /// `start`; each room comes with its step in that walk (0 for `start`), so a caller
+    /// that stops early knows how many nodes it looked at.
+    pub fn rooms_fitting_from<'a>(
+        &'a self,
+        request: &Resources,
+        start: usize,
+    ) -> impl Iterator<Item = (usize, Room<'a>)> + use<'a> {
+        let request = *request;
+        let nodes = self.capacity.len();
+        (0..nodes)
+            .map(move |step| (step, (start + step) % nodes))
+            .filter(move |&(_, at)| self.capacity[at].fits(&request))
+            .map(move |(step, at)| {
+                let capacity = &self.capacity[at];
+                let room = Room {
+                    name: &self.names.in_order[at],
+                    allocatable: capacity.allocatable,
+                    free: capacity.free,
+                };
+                (step, room)
+            })
+    }
+
+    /// How many nodes the ledger tracks.
+    pub fn node_count(&self) -> usize {
+        self.capacity.len()
+    }
+
     /// kube-scheduler's `LeastAllocated` score (0-100) after placing `request` on
     /// `node` ([`Room::least_allocated_score`]); 0 for an unknown node.
     pub fn least_allocated_score(&self, node: &str, request: &Resources) -> f64 {

@@ -36,8 +36,9 @@ impl EvenSpread {
     /// fits nowhere waits for the next call. A job that already has tasks on a node gets
     /// its missing tasks there when they fit.
     pub fn place(&mut self, snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
-        self.arrivals
-            .retain(|id, _| snapshot.jobs.iter().any(|j| &j.id == id));
+        let active: std::collections::HashSet<&str> =
+            snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+        self.arrivals.retain(|id, _| active.contains(id.as_str()));
         let workers: Vec<String> = snapshot.nodes.iter().map(|n| n.name.clone()).collect();
         let mut actions = Vec::new();
         for job in &snapshot.jobs {
@@ -144,40 +145,113 @@ impl Scoring {
 }
 
 /// kube-scheduler's default: pod by pod in job submission order, each onto the best
-/// node by `scoring` (ties to the first node). No gang.
+/// node by `scoring`. No gang. Like kube-scheduler, a large cluster is sampled: a pod's
+/// search stops once it found [`feasible_nodes_to_find`] nodes it fits on, and the next
+/// pod's search starts where the previous one stopped, so placing a backlog of 10,000
+/// pods on 5,000 nodes scores 500 nodes per pod rather than all of them. Up to 100 nodes
+/// every node is scored and ties go to the first node (kube-scheduler breaks ties at
+/// random).
 pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) -> Vec<Action> {
+    let nodes = ledger.node_count();
+    let to_find = feasible_nodes_to_find(nodes);
+    let mut start = 0;
     let mut actions = Vec::new();
     for job in &snapshot.jobs {
         for task in pending_tasks(job) {
-            let best = ledger
-                .rooms_fitting(&task.requests)
-                .map(|room| {
-                    let spread = room.least_allocated_score(&task.requests);
-                    let score = match scoring {
-                        Scoring::LeastAllocated => spread,
-                        Scoring::MostAllocated => 100.0 - spread,
-                    };
-                    (room.name, score)
-                })
-                .fold(None::<(&str, f64)>, |best, cand| match best {
-                    Some(b) if b.1 >= cand.1 => Some(b),
-                    _ => Some(cand),
-                })
-                .map(|(node, score)| (node.to_string(), score));
-            if let Some((node, score)) = best {
-                ledger.charge(&node, &task.requests);
-                let reason = format!(
-                    "{} fits on {node}, {} score {score:.0}",
-                    task.name,
-                    scoring.name()
-                );
-                let assignment = Assignment {
-                    task: task.name.clone(),
-                    node,
+            let mut looked_at = nodes;
+            let mut best: Option<(&str, f64)> = None;
+            for (found, (step, room)) in
+                ledger.rooms_fitting_from(&task.requests, start).enumerate()
+            {
+                let spread = room.least_allocated_score(&task.requests);
+                let score = match scoring {
+                    Scoring::LeastAllocated => spread,
+                    Scoring::MostAllocated => 100.0 - spread,
                 };
-                actions.push(place(job, vec![assignment], reason));
+                if best.is_none_or(|(_, b)| score > b) {
+                    best = Some((room.name, score));
+                }
+                if found + 1 == to_find {
+                    looked_at = step + 1;
+                    break;
+                }
             }
+            if to_find < nodes {
+                start = (start + looked_at) % nodes;
+            }
+            let Some((node, score)) = best.map(|(node, score)| (node.to_string(), score)) else {
+                continue;
+            };
+            ledger.charge(&node, &task.requests);
+            let reason = format!(
+                "{} fits on {node}, {} score {score:.0}",
+                task.name,
+                scoring.name()
+            );
+            let assignment = Assignment {
+                task: task.name.clone(),
+                node,
+            };
+            actions.push(place(job, vec![assignment], reason));
         }
     }
     actions
+}
+
+/// kube-scheduler's `numFeasibleNodesToFind` with the default (adaptive)
+/// `percentageOfNodesToScore`: every node up to 100; beyond, 50 % less one point per
+/// 125 nodes, at least 5 %, and never fewer than 100 nodes.
+pub fn feasible_nodes_to_find(nodes: usize) -> usize {
+    const MIN_FEASIBLE_NODES: usize = 100;
+    const MIN_PERCENTAGE: usize = 5;
+    if nodes <= MIN_FEASIBLE_NODES {
+        return nodes;
+    }
+    let percentage = 50usize.saturating_sub(nodes / 125).max(MIN_PERCENTAGE);
+    (nodes * percentage / 100).max(MIN_FEASIBLE_NODES)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Operation;
+    use crate::testing::{job, node, snapshot};
+
+    fn placed_on(actions: &[Action]) -> Vec<String> {
+        actions
+            .iter()
+            .map(|a| match &a.op {
+                Operation::Place(p) => p.assignments[0].node.clone(),
+                other => panic!("not a placement: {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_nodes_to_score_follow_kube_schedulers_adaptive_percentage() {
+        assert_eq!(feasible_nodes_to_find(64), 64);
+        assert_eq!(feasible_nodes_to_find(100), 100);
+        assert_eq!(feasible_nodes_to_find(300), 144); // 48 %
+        assert_eq!(feasible_nodes_to_find(1_000), 420); // 42 %
+        assert_eq!(feasible_nodes_to_find(5_000), 500); // 10 %
+        assert_eq!(feasible_nodes_to_find(20_000), 1_000); // floor of 5 %
+    }
+
+    #[test]
+    fn a_small_cluster_is_scored_whole_and_ties_go_to_the_first_node() {
+        let nodes = (0..50).map(|i| node(&format!("n{i}"), 4000)).collect();
+        let s = snapshot(0.0, nodes, vec![job("a"), job("b")]);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::LeastAllocated);
+        assert_eq!(placed_on(&actions), ["n0", "n1"]);
+    }
+
+    #[test]
+    fn a_large_cluster_is_sampled_and_the_next_search_starts_where_the_last_stopped() {
+        let nodes = (0..300).map(|i| node(&format!("n{i}"), 4000)).collect();
+        let s = snapshot(0.0, nodes, vec![job("a"), job("b"), job("c")]);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::LeastAllocated);
+        // 144 nodes scored per pod; the untouched nodes tie, so each pod takes the
+        // first it saw. Scoring all 300 would have put `c` on n1.
+        assert_eq!(placed_on(&actions), ["n0", "n144", "n288"]);
+    }
 }
