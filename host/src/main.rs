@@ -6,6 +6,11 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc rather than glibc's allocator: every round builds, diffs and drops a
+/// snapshot made of thousands of small strings and vectors (see `docs/performance.md`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     restore_default_sigpipe();
     let args = cli::Cli::parse();
