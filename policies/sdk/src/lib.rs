@@ -94,14 +94,14 @@ macro_rules! policy_binding {
 
         impl $crate::IncrementalGuest for $binding {
             fn describe() -> $crate::Description {
-                $module::describe()
+                <$binding as $crate::Guest>::describe()
             }
 
             fn configure(
                 settings: ::std::vec::Vec<$crate::Setting>,
             ) -> ::std::result::Result<::std::vec::Vec<$crate::Setting>, ::std::string::String>
             {
-                $module::configure(&settings)
+                <$binding as $crate::Guest>::configure(settings)
             }
 
             fn decide(
