@@ -38,6 +38,10 @@ pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
 /// The name a component that takes deltas exports its scheduler under.
 pub const INCREMENTAL_SCHEDULER_EXPORT: &str = "switchyard:policy/incremental-scheduler@0.1.0";
 
+/// The exports a policy may have, for error messages.
+pub const ACCEPTED_EXPORTS: &str = "`switchyard:policy/scheduler@0.1.0` or \
+     `switchyard:policy/incremental-scheduler@0.1.0`";
+
 /// The WIT package and version this host speaks.
 pub const PACKAGE: &str = "switchyard:policy@0.1.0";
 

@@ -29,7 +29,8 @@ pub use error::{LoadError, PolicyError};
 pub use session::Session;
 
 use crate::contract::{
-    self, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings, incremental_bindings,
+    self, ACCEPTED_EXPORTS, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
+    incremental_bindings,
 };
 use crate::model::{Decision, Description, Settings, Snapshot};
 use delta::Change;
@@ -179,7 +180,7 @@ impl Runtime {
         let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
             source_name: source_name.into(),
             reason: format!("{e:#}"),
-            expected: SCHEDULER_EXPORT,
+            expected: ACCEPTED_EXPORTS,
         };
         let instance_pre = self
             .inner
@@ -297,7 +298,7 @@ fn check_world(
     Err(LoadError::WrongWorld {
         source_name: source_name.into(),
         reason,
-        expected: SCHEDULER_EXPORT,
+        expected: ACCEPTED_EXPORTS,
     })
 }
 
@@ -402,6 +403,15 @@ impl PolicyModule {
     /// What it said about itself when it was loaded.
     pub fn description(&self) -> &Description {
         &self.description
+    }
+
+    /// The scheduler interface the component exports: the whole snapshot on every call,
+    /// or deltas on a kept instance.
+    pub fn world(&self) -> &'static str {
+        match self.pre {
+            Pre::Whole(_) => SCHEDULER_EXPORT,
+            Pre::Incremental(_) => INCREMENTAL_SCHEDULER_EXPORT,
+        }
     }
 
     /// The policy's name.

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use switchyard::contract::{PACKAGE, SCHEDULER_EXPORT};
+use switchyard::contract::PACKAGE;
 use switchyard::registry::{BUILTIN_POLICIES, PolicyRef};
 
 use super::SandboxArgs;
@@ -42,7 +42,7 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
             let d = module.description();
             if json {
                 let out = serde_json::json!({
-                    "world": SCHEDULER_EXPORT,
+                    "world": module.world(),
                     "package": PACKAGE,
                     "source": reference.source_name(),
                     "digest": module.digest().to_hex(),
@@ -53,7 +53,7 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
             }
             println!("policy:   {} {}", d.name, d.version);
             println!("summary:  {}", d.summary);
-            println!("world:    {SCHEDULER_EXPORT}");
+            println!("world:    {}", module.world());
             println!("source:   {}", reference.source_name());
             println!("digest:   {}", module.digest());
             if d.parameters.is_empty() {

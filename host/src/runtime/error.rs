@@ -16,14 +16,14 @@ pub enum LoadError {
     /// The component does not implement the policy world at the host's version.
     #[error(
         "{source_name} does not implement the switchyard policy world: {reason} \
-         (a policy must export `{expected}` and import only `switchyard:policy/host` and WASI)"
+         (a policy must export {expected} and import only `switchyard:policy/host` and WASI)"
     )]
     WrongWorld {
         /// Where the bytes came from.
         source_name: String,
         /// What is missing or different.
         reason: String,
-        /// The export the host looks for.
+        /// The exports the host looks for.
         expected: &'static str,
     },
     /// `describe` failed when the host asked the policy who it is.
