@@ -11,7 +11,8 @@
 //!   the upload to `Controller::load_policy` to the first decision record made by the
 //!   new policy (`activate`, then the driver's next round), with the same two caches;
 //! - `instantiate`: one call's fresh instance of SpeCon (the `describe` export, which
-//!   does no work), what every decision round pays before the policy runs;
+//!   does no work), what a `policy` component's every round, and an incremental one's
+//!   first round after a reset, pay before the policy runs;
 //! - `sustained/<steady-default|steady-even|swapping>`: decision rounds per second of a
 //!   controller running flat out on a busy simulated cluster, left alone on `default` or
 //!   on `even`, and with an operator activating `default` and `even` in turn as fast as
@@ -128,12 +129,17 @@ async fn swap_in(controller: &Controller, name: &str, bytes: Vec<u8>) -> Duratio
     }
 }
 
-fn swap(c: &mut Criterion) {
-    let tokio = tokio::runtime::Builder::new_multi_thread()
+/// The API side of a controller: one tokio worker, as `switchyard run` has.
+fn api_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
-        .expect("tokio");
+        .expect("tokio")
+}
+
+fn swap(c: &mut Criterion) {
+    let tokio = api_runtime();
     let (controller, _driver) = idle_controller(&tokio);
     let mut g = c.benchmark_group("swap");
     for (label, cold, name) in UPLOADED
@@ -224,11 +230,7 @@ async fn time_rounds(controller: &Controller, rounds: u64, swapping: bool) -> Du
 }
 
 fn sustained(c: &mut Criterion) {
-    let tokio = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .expect("tokio");
+    let tokio = api_runtime();
     let mut g = c.benchmark_group("sustained");
     g.throughput(Throughput::Elements(1));
     for (label, policy, swapping) in [

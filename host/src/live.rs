@@ -36,7 +36,7 @@ use crate::control::{
     MemoryStateStore, RunEnd, StateError, StateStore,
 };
 use crate::metrics::Metrics;
-use crate::model::{Resources, Settings};
+use crate::model::{JobPhase, Resources, Settings};
 use crate::runtime::Runtime;
 use crate::sim::{Scenario, Simulator};
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
@@ -187,6 +187,31 @@ pub struct SnapshotSummary {
     pub allocatable: Resources,
     /// What is requested on them.
     pub requested: Resources,
+}
+
+impl SnapshotSummary {
+    /// Counts one node.
+    pub fn count_node(
+        &mut self,
+        allocatable: &Resources,
+        requested: &Resources,
+        schedulable: bool,
+    ) {
+        self.nodes += 1;
+        self.schedulable_nodes += usize::from(schedulable);
+        self.allocatable = self.allocatable.plus(allocatable);
+        self.requested = self.requested.plus(requested);
+    }
+
+    /// Counts one active job.
+    pub fn count_job(&mut self, phase: JobPhase) {
+        self.jobs += 1;
+        match phase {
+            JobPhase::Waiting => self.waiting += 1,
+            JobPhase::Running => self.running += 1,
+            JobPhase::Restarting => self.restarting += 1,
+        }
+    }
 }
 
 /// What the driver publishes after every round.

@@ -216,9 +216,10 @@ impl Runtime {
     }
 }
 
-/// Policy calls that may run at the same time on one runtime (the decision thread, a
-/// shadow policy, uploads being described and configured). A call beyond it fails
-/// like a trap, so it is far above what a controller does at once.
+/// Instances that may exist at the same time on one runtime: the calls running (the
+/// decision thread, a shadow policy, uploads being described and configured) and the
+/// instances kept between rounds, one per policy slot. An instance beyond it fails like
+/// a trap, so it is far above what a controller holds at once.
 const CONCURRENT_CALLS: u32 = 64;
 
 /// Guest memory kept mapped between calls, per pool slot: wasmtime zeroes the pages a
@@ -227,7 +228,7 @@ const CONCURRENT_CALLS: u32 = 64;
 /// dirties a few MiB) while bounding what an idle slot keeps resident.
 const KEEP_RESIDENT: usize = 4 << 20;
 
-/// A fresh instance per call is the sandbox's promise (no memory survives a call), so
+/// A `policy` component gets a fresh instance per call (no memory survives a call), so
 /// instances come from a pool of pre-reserved slots rather than from `mmap` and
 /// `munmap` per call: with the on-demand allocator, mapping, faulting in and unmapping
 /// guest memory was a fifth of a Philly replay's wall time. The caps stay the

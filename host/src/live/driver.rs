@@ -16,7 +16,7 @@ use super::{
     Applied, CatalogEntry, Command, Controller, LiveCluster, LiveConfig, LiveError, SnapshotSummary,
 };
 use crate::control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
-use crate::model::{JobPhase, Snapshot, Trigger};
+use crate::model::{Snapshot, Trigger};
 
 struct Driver {
     controller: Controller,
@@ -296,23 +296,16 @@ impl Driver {
 
 /// The summary of `snapshot`, `finished` jobs having finished before it.
 pub(super) fn summarise(snapshot: &Snapshot, finished: usize) -> SnapshotSummary {
-    let count = |phase: JobPhase| snapshot.jobs.iter().filter(|j| j.phase == phase).count();
-    SnapshotSummary {
+    let mut summary = SnapshotSummary {
         time: snapshot.time,
-        nodes: snapshot.nodes.len(),
-        schedulable_nodes: snapshot.nodes.iter().filter(|n| n.schedulable).count(),
-        jobs: snapshot.jobs.len(),
-        waiting: count(JobPhase::Waiting),
-        running: count(JobPhase::Running),
-        restarting: count(JobPhase::Restarting),
         finished,
-        allocatable: snapshot
-            .nodes
-            .iter()
-            .fold(Default::default(), |acc, n| acc.plus(&n.allocatable)),
-        requested: snapshot
-            .nodes
-            .iter()
-            .fold(Default::default(), |acc, n| acc.plus(&n.requested)),
+        ..SnapshotSummary::default()
+    };
+    for node in &snapshot.nodes {
+        summary.count_node(&node.allocatable, &node.requested, node.schedulable);
     }
+    for job in &snapshot.jobs {
+        summary.count_job(job.phase);
+    }
+    summary
 }

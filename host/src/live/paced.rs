@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use super::loss::{LossAck, LossSeries};
 use super::{LiveCluster, SnapshotSummary};
 use crate::control::{Advance, Cluster};
-use crate::model::{Action, JobLabel, JobPhase, Snapshot, Trigger};
+use crate::model::{Action, JobLabel, Snapshot, Trigger};
 use crate::sim::{Scenario, Simulator};
 
 /// How long the pacer sleeps before looking at the clock and the commands again.
@@ -161,20 +161,12 @@ impl LiveCluster for Paced<Simulator> {
             finished: sim.finished_jobs(),
             ..SnapshotSummary::default()
         };
-        for (allocatable, requested) in sim.node_resources() {
-            summary.nodes += 1;
-            summary.allocatable = summary.allocatable.plus(&allocatable);
-            summary.requested = summary.requested.plus(&requested);
-        }
         // Every simulated node is schedulable (the snapshot says so too).
-        summary.schedulable_nodes = summary.nodes;
+        for (allocatable, requested) in sim.node_resources() {
+            summary.count_node(&allocatable, &requested, true);
+        }
         for phase in sim.active_phases() {
-            summary.jobs += 1;
-            match phase {
-                JobPhase::Waiting => summary.waiting += 1,
-                JobPhase::Running => summary.running += 1,
-                JobPhase::Restarting => summary.restarting += 1,
-            }
+            summary.count_job(phase);
         }
         summary
     }

@@ -134,11 +134,12 @@ impl HeldSnapshot {
 /// True when `new` must go whole; a job whose only change is its loss series moving on
 /// gets a [`LossUpdate`] instead.
 fn job_changed(old: &Job, new: &Job, at: Place, loss_updates: &mut Vec<LossUpdate>) -> bool {
-    if old == new {
-        return false;
-    }
+    // Each field once: most jobs of a busy round differ in their loss series alone.
     if !same_but_loss(old, new) {
         return true;
+    }
+    if old.loss == new.loss {
+        return false;
     }
     let (dropped, kept) = loss_shift(&old.loss, &new.loss);
     loss_updates.push(LossUpdate {

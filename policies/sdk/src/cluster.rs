@@ -184,16 +184,7 @@ impl Ledger {
         &'a self,
         request: &Resources,
     ) -> impl Iterator<Item = Room<'a>> + use<'a> {
-        let request = *request;
-        self.capacity
-            .iter()
-            .zip(&self.names.in_order)
-            .filter(move |(c, _)| c.fits(&request))
-            .map(|(c, name)| Room {
-                name,
-                allocatable: c.allocatable,
-                free: c.free,
-            })
+        self.rooms_fitting_from(request, 0).map(|(_, room)| room)
     }
 
     /// Like [`Ledger::rooms_fitting`], but walking the nodes as a ring from position
