@@ -156,19 +156,6 @@ fn newest(r: &RunResult, k: usize) -> Vec<String> {
     jobs.iter().take(k).map(|j| j.id.clone()).collect()
 }
 
-/// The job that finished last.
-fn last_to_finish(r: &RunResult) -> String {
-    r.jobs
-        .iter()
-        .max_by(|a, b| {
-            a.finish_time
-                .unwrap_or(0.0)
-                .total_cmp(&b.finish_time.unwrap_or(0.0))
-        })
-        .map(|j| j.id.clone())
-        .expect("a job")
-}
-
 #[test]
 fn flowcon_keeps_the_makespan_of_equal_sharing_and_cuts_the_newest_jobs_time() {
     let file = "flowcon-three-jobs.yaml";
@@ -215,41 +202,37 @@ fn flowcon_keeps_the_makespan_on_ten_random_jobs_and_cuts_the_newest_ones() {
     }
 }
 
-/// Five random jobs: the newest job is never slower. The makespan is not always kept
-/// (`docs/reproduction.md`): where it grows, the job that ends the schedule is the
-/// LSTM-CFC job, which cannot use more than 3 of the 16 threads and which FlowCon holds
-/// below them while it is in CL; the test pins that explanation down.
+/// Five random jobs: the makespan holds on every seed (the LSTM-CFC job, capped at 3 of
+/// the 16 threads, is not held below them: `spare_capped`), and the newest job is cut on
+/// most seeds. It is not cut on every one: on seed 101 the GRU job FlowCon held at the
+/// floor is back in free competition when everything reaches CL, and the newest job ends
+/// 0.7 s (0.2 %) later than under equal sharing (`docs/reproduction.md`). The test bounds
+/// that: never more than 0.5 % slower, faster on at least half of the seeds.
 #[test]
-fn flowcon_cuts_the_newest_of_five_random_jobs_and_loses_makespan_only_to_lstm_cfc() {
+fn flowcon_keeps_the_makespan_of_five_random_jobs_and_mostly_cuts_the_newest() {
     let file = "flowcon-random-5.yaml";
     let workload = example(file);
-    for seed in seeds(&workload) {
+    let seeds = seeds(&workload);
+    let mut cut = 0;
+    for &seed in &seeds {
         let equal = run(&workload, seed, "default");
         let flowcon = run(&workload, seed, "flowcon");
-        assert_eq!(
-            flowcon.summary.finished, flowcon.summary.jobs,
-            "seed {seed}"
-        );
+        assert_keeps_makespan(file, seed, &flowcon, &equal);
         let newest = &newest(&equal, 1)[0];
+        let (theirs, ours) = (completion(&equal, newest), completion(&flowcon, newest));
         assert!(
-            completion(&flowcon, newest) <= completion(&equal, newest) * (1.0 + 1e-6),
-            "seed {seed}: the newest job {newest} takes {:.1}s under flowcon vs {:.1}s",
-            completion(&flowcon, newest),
-            completion(&equal, newest)
+            ours <= theirs * 1.005,
+            "seed {seed}: the newest job {newest} takes {ours:.1}s under flowcon vs {theirs:.1}s"
         );
-        if flowcon.summary.makespan > equal.summary.makespan * (1.0 + 1e-6) {
-            for r in [&equal, &flowcon] {
-                assert!(
-                    last_to_finish(r).starts_with("lstm-cfc"),
-                    "seed {seed}: makespan grew ({:.1}s -> {:.1}s) but {} ends the {} run",
-                    equal.summary.makespan,
-                    flowcon.summary.makespan,
-                    last_to_finish(r),
-                    r.policy
-                );
-            }
+        if ours < theirs * (1.0 - 1e-6) {
+            cut += 1;
         }
     }
+    assert!(
+        2 * cut >= seeds.len(),
+        "the newest job is cut on {cut} of {} seeds",
+        seeds.len()
+    );
 }
 
 /// Table 1 with each job's arrival drawn at random over Table 1's window, so fresh

@@ -44,6 +44,16 @@
 //!    interval: the snapshot carries no usage history. Shares only change at the calls
 //!    that arrivals and departures trigger, so the two differ only right after a job
 //!    leaves.
+//! 8. `spare_capped` (default true; not in the thesis): a job seen using less than an
+//!    equal split of its worker while unlimited is capped by its own parallelism (the
+//!    thesis's LSTM-CFC uses 19 % of the worker alone). While it stays under an equal
+//!    split, a CL limit does not hold it below that usage ([`policy::cl_limit`]): the
+//!    progress a limit takes from such a job cannot be made up later, because it runs no
+//!    faster when the worker empties, so where it ends the schedule every core-second
+//!    taken lengthens the makespan the thesis says FlowCon keeps (on the 5-job examples
+//!    the thesis's floor alone costs up to 4.6 % of makespan). A job that can use more
+//!    than an equal split is limited as the thesis says. `spare_capped = false` is the
+//!    thesis's floor alone.
 
 pub mod policy;
 

@@ -37,6 +37,11 @@ pub const SPEC: &[ParamSpec] = &[
         doc: "share: a limit L is L of the worker, as `docker update --cpus` gives it, sent as the weight that yields that share; weight: L sent as the weight itself",
     },
     ParamSpec {
+        name: "spare_capped",
+        default: "true",
+        doc: "true: a job seen using less than an equal split of its worker while unlimited (its own parallelism caps it) is not limited below that usage while it stays under an equal split, since progress it loses cannot be made up when the worker has room later; false: the thesis's floor alone",
+    },
+    ParamSpec {
         name: "normalisation",
         default: "initial",
         doc: "what E is divided by: initial (first value seen) or max (running maximum |value|)",
@@ -56,6 +61,8 @@ pub struct Params {
     pub normalisation: Normalisation,
     /// How a limit becomes a CPU weight.
     pub limits: Limits,
+    /// Never hold a parallelism-capped job below the share it uses unlimited.
+    pub spare_capped: bool,
 }
 
 /// How FlowCon's limits (fractions of the worker) become CPU weights.
@@ -83,6 +90,7 @@ impl Params {
                 "share" => Limits::Share,
                 _ => Limits::Weight,
             },
+            spare_capped: s.choice("spare_capped", &["true", "false"])? == "true",
         })
     }
 }
@@ -120,6 +128,10 @@ pub struct JobState {
     /// The limit L of lines 14-26, a fraction of the worker (none yet: unlimited, 1).
     #[serde(default)]
     pub limit: Option<f64>,
+    /// The share of the worker the job used while unlimited, when that was less than an
+    /// equal split: the most it can use (its own parallelism caps it).
+    #[serde(default)]
+    pub capped: Option<f64>,
 }
 
 /// Per worker.
@@ -216,7 +228,12 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         if now + 1e-6 < ws.due {
             continue;
         }
-        let (weights, all_cl) = run_worker(jobs, &mut st.jobs, &p, now);
+        let worker_cores = snapshot
+            .nodes
+            .iter()
+            .find(|n| &n.name == worker)
+            .map_or(0.0, |n| n.allocatable.cpu_millis as f64 / 1000.0);
+        let (weights, all_cl) = run_worker(jobs, worker_cores, &mut st.jobs, &p, now);
         let ws = st.workers.get_mut(worker).expect("inserted above");
         if all_cl {
             ws.itval *= 2.0;
@@ -285,30 +302,77 @@ pub fn docker_shares(caps: &[f64]) -> Vec<f64> {
     }
 }
 
+/// A job's CPU in cores: its placed tasks' measured usage, else their requests; and
+/// whether every placed task reported a measurement.
+fn cores_of(job: &Job) -> (f64, bool) {
+    let placed = job.tasks.iter().filter(|t| t.node.is_some());
+    let measured = placed.clone().all(|t| t.usage.is_some());
+    let cores = placed
+        .map(|t| t.usage.map_or(t.requests.cpu_millis, |u| u.cpu_millis) as f64 / 1000.0)
+        .sum();
+    (cores, measured)
+}
+
+/// Records that `job` is capped by its own parallelism when, unlimited at the previous
+/// round (so what it uses now is what it can use), it uses less than an equal split of
+/// the `running` jobs measured on the worker: weighted sharing gives an unlimited job at
+/// least that split when it can use it. Kept once seen: the cap is the job's, not the
+/// worker's.
+fn observe_cap(js: &mut JobState, cores: f64, worker_cores: f64, running: usize) {
+    let unlimited = js.limit.is_none_or(|l| l >= 1.0 - 1e-9);
+    if !unlimited || js.last.is_none() || worker_cores <= 0.0 || running == 0 || cores <= 0.0 {
+        return;
+    }
+    let share = cores / worker_cores;
+    // 2 % below the split: usage rounding and sharing noise are not a cap.
+    if share < 0.98 / running as f64 {
+        js.capped = Some(js.capped.map_or(share, |c| c.max(share)));
+    }
+}
+
+/// A CL job's limit (lines 18-21): its share of the worker's growth efficiency, at least
+/// the floor 1/(beta n). A job whose own parallelism caps it at `capped` of the worker,
+/// below an equal split of the `n` jobs, is not held below that cap: it uses less than
+/// the split, so what the limit takes from it is progress it can never make up (when the
+/// worker empties it still runs no faster than its cap), and where it ends the schedule
+/// every core-second taken adds to the makespan. Above an equal split it is limited like
+/// any other job. Returns the limit and why.
+pub fn cl_limit(share: f64, floor: f64, capped: Option<f64>, n: usize) -> (f64, String) {
+    let paper = share.max(floor).min(1.0);
+    let why = format!("CL: G share {share:.3}, floor 1/(beta*n) = {floor:.3}");
+    match capped.filter(|&c| c > paper && c * (n as f64) < 1.0) {
+        Some(cap) => (
+            cap,
+            format!(
+                "{why}, but the job uses at most {cap:.3} of the worker, under an equal split: not held below it"
+            ),
+        ),
+        None => (paper, why),
+    }
+}
+
 /// Algorithm 1 on one worker: lists and weights. Returns the weight actions and whether
 /// every job was in CL (back-off).
 fn run_worker(
     jobs: &[&Job],
+    worker_cores: f64,
     states: &mut BTreeMap<String, JobState>,
     p: &Params,
     now: f64,
 ) -> (Vec<Action>, bool) {
+    let measured: Vec<(f64, bool)> = jobs.iter().map(|j| cores_of(j)).collect();
+    let running = measured.iter().filter(|(c, m)| *m && *c > 0.0).count();
     let mut gains: Vec<Option<f64>> = Vec::with_capacity(jobs.len());
-    for job in jobs {
+    for (job, &(cores, is_measured)) in jobs.iter().zip(&measured) {
         let js = states.entry(job.id.clone()).or_default();
+        if is_measured {
+            observe_cap(js, cores, worker_cores, running);
+        }
         js.scale.observe(p.normalisation, &job.loss);
         let e = value_at(&job.loss, now).and_then(|v| js.scale.normalise(v));
         let g = match (e, js.last) {
             (Some(e), Some((t0, e0))) if now > t0 => {
                 let progress = (e - e0).abs() / (now - t0);
-                let cores: f64 = job
-                    .tasks
-                    .iter()
-                    .filter(|t| t.node.is_some())
-                    .map(|t| {
-                        t.usage.map_or(t.requests.cpu_millis, |u| u.cpu_millis) as f64 / 1000.0
-                    })
-                    .sum();
                 Some(if cores > 0.0 {
                     progress / cores
                 } else {
@@ -348,10 +412,8 @@ fn run_worker(
                 List::CL => {
                     let g = g.unwrap_or(0.0);
                     let share = if sum > 0.0 { g / sum } else { 0.0 };
-                    (
-                        share.max(floor).min(1.0),
-                        format!("CL: G share {share:.3}, floor 1/(beta*n) = {floor:.3}"),
-                    )
+                    let capped = states[&job.id].capped.filter(|_| p.spare_capped);
+                    cl_limit(share, floor, capped, jobs.len())
                 }
             }
         };
@@ -634,5 +696,102 @@ mod tests {
         let nodes = vec![node("a", 4000).requested(res(3000, 0)), node("b", 4000)];
         let d = decide(&[], &snapshot(0.0, nodes, vec![job("j")]), &[]).unwrap();
         assert!(matches!(&d.actions[0].op, Operation::Place(p) if p.assignments[0].node == "b"));
+    }
+
+    /// Five jobs on a 16-core worker: `lstm` converged (flat) and using 3 cores, the
+    /// others growing fast on a core each (G above alpha: they stay in NL).
+    fn five_with_a_capped_one() -> Vec<Job> {
+        let mut jobs = vec![job("lstm").running_on("w1").loss(FLAT).cpu_usage(3000)];
+        for id in ["a", "b", "c", "d"] {
+            jobs.push(job(id).running_on("w1").loss(FAST).cpu_usage(1000));
+        }
+        jobs
+    }
+
+    fn run_on_16_cores(settings: &[Setting], jobs: &[Job], times: &[f64]) -> Vec<Decision> {
+        let mut blob = Vec::new();
+        times
+            .iter()
+            .map(|&t| {
+                let d = decide(
+                    settings,
+                    &snapshot(t, vec![node("w1", 16_000)], jobs.to_vec()),
+                    &blob,
+                )
+                .unwrap();
+                blob = d.state.clone();
+                d
+            })
+            .collect()
+    }
+
+    fn lstm_limit_reason(d: &Decision) -> String {
+        d.actions
+            .iter()
+            .find(|a| matches!(&a.op, Operation::SetCpuWeight(w) if w.job == "lstm"))
+            .map(|a| a.reason.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn a_job_capped_below_an_equal_split_is_not_held_below_its_cap() {
+        let ds = run_on_16_cores(&[], &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
+        assert_eq!(list(&ds[2], "lstm"), "CL");
+        // Unlimited at 30 s it used 3 of 16 cores, under the 3.2 of an equal split: its
+        // limit is its cap 0.1875, not the floor 1/(2*5) = 0.1.
+        let why = lstm_limit_reason(&ds[2]);
+        assert!(why.contains("-> limit 0.188"), "{why}");
+        assert!(why.contains("not held below it"), "{why}");
+        // The thesis's floor alone when spare_capped is off.
+        let off = [Setting {
+            name: "spare_capped".into(),
+            value: "false".into(),
+        }];
+        let ds = run_on_16_cores(&off, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
+        let why = lstm_limit_reason(&ds[2]);
+        assert!(
+            why.contains("floor 1/(beta*n) = 0.100 -> limit 0.100"),
+            "{why}"
+        );
+    }
+
+    #[test]
+    fn a_cap_is_seen_only_while_unlimited_and_under_an_equal_split() {
+        let mut js = JobState {
+            last: Some((0.0, 1.0)),
+            ..JobState::default()
+        };
+        // 4 of 16 cores among 4 running jobs is an equal split: no cap.
+        observe_cap(&mut js, 4.0, 16.0, 4);
+        assert_eq!(js.capped, None);
+        // 3 of 16 among 5 is under the split of 3.2: capped at 3/16.
+        observe_cap(&mut js, 3.0, 16.0, 5);
+        assert_eq!(js.capped, Some(3.0 / 16.0));
+        // Held by a limit, its usage says nothing about its cap.
+        let mut held = JobState {
+            last: Some((0.0, 1.0)),
+            limit: Some(0.1),
+            ..JobState::default()
+        };
+        observe_cap(&mut held, 1.6, 16.0, 5);
+        assert_eq!(held.capped, None);
+        // A job never measured before (just started) is not judged yet.
+        let mut new = JobState::default();
+        observe_cap(&mut new, 1.0, 16.0, 5);
+        assert_eq!(new.capped, None);
+    }
+
+    #[test]
+    fn a_capped_job_above_an_equal_split_gets_the_thesis_limit() {
+        // Capped at 3/16 among 6 jobs: the split 1/6 is below the cap, so the floor
+        // 1/(2*6) applies as for any job.
+        let (limit, why) = cl_limit(0.0, 1.0 / 12.0, Some(3.0 / 16.0), 6);
+        assert!((limit - 1.0 / 12.0).abs() < 1e-12, "{why}");
+        // A G share above the cap wins over it.
+        let (limit, _) = cl_limit(0.3, 0.1, Some(3.0 / 16.0), 5);
+        assert!((limit - 0.3).abs() < 1e-12);
+        // Among 5 the cap holds.
+        let (limit, _) = cl_limit(0.0, 0.1, Some(3.0 / 16.0), 5);
+        assert!((limit - 3.0 / 16.0).abs() < 1e-12);
     }
 }
