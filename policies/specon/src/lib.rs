@@ -29,7 +29,13 @@
 //! 4. The |PC| + |WC| > 1 test is made after every job of the round has taken its step,
 //!    on the counts of the job's worker; requests are served in submission order and
 //!    each move updates the scores seen by the next one.
-//! 5. Algorithm 2 considers only workers the job fits on (plus its current host);
+//! 5. Algorithm 2 scores the requesting job's host without the job (`host_score =
+//!    without-job`), as every other worker is scored before the job lands on it: line 3
+//!    literally counts the job on its host only, so a CC job would leave for a worker up
+//!    to w_cc lighter and make it heavier than its host was (7 -> 6.5 leaves 6 and makes
+//!    7.5), against the section's aim of "the most desirable worker node to host this
+//!    container". `host_score = with-job` is line 3 as printed. Algorithm 2 considers
+//!    only workers the job fits on (plus its current host);
 //!    R(w, t) is the node's CPU share in use: measured usage when the node reports it,
 //!    else requested (including this round's decisions); ties go to snapshot order. A job
 //!    that cannot checkpoint is never moved (it can still be marked in place).

@@ -26,6 +26,43 @@ pub struct Weights {
     pub cc: f64,
 }
 
+impl Weights {
+    /// The weight of one job of `category`.
+    pub fn of(self, category: Category) -> f64 {
+        match category {
+            Category::PC => self.pc,
+            Category::WC => self.wc,
+            Category::CC => self.cc,
+        }
+    }
+}
+
+/// How Algorithm 2 scores the requesting job's current host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HostScore {
+    /// Without the job: every worker is scored as it is before the job lands on it, so
+    /// the job moves only to a worker that stays below its host even after the move.
+    WithoutJob,
+    /// With the job, as line 3 of the pseudo-code computes it: the host carries the
+    /// job's own weight and every other worker does not, so a CC job leaves for a
+    /// worker up to w_cc lighter and makes it heavier than the host was.
+    WithJob,
+}
+
+impl HostScore {
+    /// The parameter's choices.
+    pub const CHOICES: &'static [&'static str] = &["without-job", "with-job"];
+
+    /// From the parameter's value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "without-job" => Some(Self::WithoutJob),
+            "with-job" => Some(Self::WithJob),
+            _ => None,
+        }
+    }
+}
+
 /// One job with a worker: bound, restarting, or being placed this round.
 #[derive(Clone, Debug)]
 pub struct Hosted<'a> {
@@ -91,7 +128,7 @@ pub struct Choice<'a> {
     pub target: &'a str,
     /// The chosen worker is the current host: stay and mark migrated (lines 8-10).
     pub stay: bool,
-    /// Score of the current host.
+    /// Score of the current host (without the job under [`HostScore::WithoutJob`]).
     pub from_score: f64,
     /// Score of the chosen worker.
     pub to_score: f64,
@@ -226,28 +263,36 @@ impl<'a> View<'a> {
     }
 }
 
-/// Algorithm 2 for the job at position `job`: score every worker, keep the
-/// minimum-score ones (T), stay when the current host is in T, else the only candidate,
-/// else the candidate with the lowest R(w, t) (ties: snapshot order). Workers the job
-/// does not fit on are not candidates (the paper ignores capacity; the host would refuse
-/// the move). `None` when the job is not hosted.
-pub fn speculative_host<'a>(view: &View<'a>, job: usize, weights: Weights) -> Option<Choice<'a>> {
+/// Algorithm 2 for the job at position `job`: score every worker (the current host
+/// with or without the job, `host_score`), keep the minimum-score ones (T), stay when
+/// the current host is in T, else the only candidate, else the candidate with the
+/// lowest R(w, t) (ties: snapshot order). Workers the job does not fit on are not
+/// candidates (the paper ignores capacity; the host would refuse the move). `None` when
+/// the job is not hosted.
+pub fn speculative_host<'a>(
+    view: &View<'a>,
+    job: usize,
+    weights: Weights,
+    host_score: HostScore,
+) -> Option<Choice<'a>> {
     let me = view.get(job)?;
+    let own = match host_score {
+        HostScore::WithoutJob => weights.of(me.category),
+        HostScore::WithJob => 0.0,
+    };
+    let score = |w: &str| view.score(w, weights) - if w == me.node { own } else { 0.0 };
     let eligible: Vec<&'a str> = view
         .workers()
         .filter(|w| *w == me.node || view.fits(w, &me.request))
         .collect();
-    let scores: Vec<(&'a str, f64)> = eligible
-        .iter()
-        .map(|w| (*w, view.score(w, weights)))
-        .collect();
+    let scores: Vec<(&'a str, f64)> = eligible.iter().map(|w| (*w, score(w))).collect();
     let min = scores.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
     let candidates: Vec<&'a str> = scores
         .iter()
         .filter(|s| (s.1 - min).abs() < 1e-9)
         .map(|s| s.0)
         .collect();
-    let from_score = view.score(me.node, weights);
+    let from_score = score(me.node);
     let target = if candidates.contains(&me.node) {
         me.node
     } else if candidates.len() == 1 {
@@ -269,7 +314,7 @@ pub fn speculative_host<'a>(view: &View<'a>, job: usize, weights: Weights) -> Op
         target,
         stay: target == me.node,
         from_score,
-        to_score: view.score(target, weights),
+        to_score: score(target),
         candidates,
     })
 }
@@ -402,7 +447,7 @@ mod tests {
                 hosted(Q, "w2", WC),
             ],
         );
-        let c = speculative_host(&v, X, W).unwrap();
+        let c = speculative_host(&v, X, W, HostScore::WithJob).unwrap();
         assert_eq!(
             (c.target, c.stay, c.from_score, c.to_score),
             ("w3", false, 3.0, 0.0)
@@ -417,7 +462,7 @@ mod tests {
             node("w3", 8000).cpu_usage(1000),
         ]);
         let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w1", PC)]);
-        let c = speculative_host(&v, X, W).unwrap();
+        let c = speculative_host(&v, X, W, HostScore::WithJob).unwrap();
         assert_eq!(c.candidates, ["w2", "w3"]);
         assert_eq!(c.target, "w3");
     }
@@ -430,16 +475,55 @@ mod tests {
             node("w3", 8000),
         ]);
         let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w1", PC)]);
-        assert_eq!(speculative_host(&v, X, W).unwrap().target, "w3");
+        assert_eq!(
+            speculative_host(&v, X, W, HostScore::WithJob)
+                .unwrap()
+                .target,
+            "w3"
+        );
     }
 
     #[test]
     fn the_current_host_among_the_candidates_means_stay() {
         let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
         let v = view(&s, vec![hosted(X, "w1", CC), hosted(P, "w2", CC)]);
-        let c = speculative_host(&v, X, W).unwrap();
+        let c = speculative_host(&v, X, W, HostScore::WithJob).unwrap();
         assert!(c.stay);
         assert_eq!(c.target, "w1");
+    }
+
+    #[test]
+    fn without_the_job_its_host_is_scored_as_the_others_would_be_before_it_lands() {
+        // w1: X (CC) and a PC job, 3 with X and 2 without; w2: a WC and a CC job, 2.5.
+        let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
+        let v = view(
+            &s,
+            vec![
+                hosted(X, "w1", CC),
+                hosted(P, "w1", PC),
+                hosted(Q, "w2", WC),
+                hosted(A, "w2", CC),
+            ],
+        );
+        // The pseudo-code's line 3 moves X to w2, which then scores 3.5, above the 3 its
+        // host had.
+        let literal = speculative_host(&v, X, W, HostScore::WithJob).unwrap();
+        assert_eq!((literal.target, literal.from_score), ("w2", 3.0));
+        // Without X its host scores 2, below w2's 2.5: X stays.
+        let c = speculative_host(&v, X, W, HostScore::WithoutJob).unwrap();
+        assert_eq!((c.target, c.stay, c.from_score), ("w1", true, 2.0));
+        // A worker lighter than the host even with X on it still receives it.
+        let s = snap(vec![node("w1", 8000), node("w2", 8000)]);
+        let v = view(
+            &s,
+            vec![
+                hosted(X, "w1", CC),
+                hosted(P, "w1", PC),
+                hosted(Q, "w2", CC),
+            ],
+        );
+        let c = speculative_host(&v, X, W, HostScore::WithoutJob).unwrap();
+        assert_eq!((c.target, c.from_score, c.to_score), ("w2", 2.0, 1.0));
     }
 
     #[test]
@@ -458,7 +542,12 @@ mod tests {
             ],
         );
         // w2 (score 0) is full; w3 (score 1) is the minimum among the workers with room.
-        assert_eq!(speculative_host(&v, X, W).unwrap().target, "w3");
+        assert_eq!(
+            speculative_host(&v, X, W, HostScore::WithJob)
+                .unwrap()
+                .target,
+            "w3"
+        );
     }
 
     #[test]

@@ -18,7 +18,7 @@ use switchyard_policy_sdk::{
     settings::{ParamSpec, Settings, parameters},
 };
 
-use crate::manager::{Choice, Hosted, View, Weights, rebalance, speculative_host};
+use crate::manager::{Choice, HostScore, Hosted, View, Weights, rebalance, speculative_host};
 use crate::monitor::{Category, step};
 use crate::state::{self, JobState, State, align};
 
@@ -55,6 +55,11 @@ pub const SPEC: &[ParamSpec] = &[
         doc: "what E is divided by before the gain is taken: initial (first value seen) or max (running maximum |value|)",
     },
     ParamSpec {
+        name: "host_score",
+        default: "without-job",
+        doc: "how Algorithm 2 scores the requesting job's host: without-job (as every other worker is scored, before the job lands on it) or with-job (line 3 of the pseudo-code literally: the host carries the job, so a job may move to a worker that ends heavier than its host was)",
+    },
+    ParamSpec {
         name: "rebalance",
         default: "both",
         doc: "when Algorithm 3 runs: both (job departures and every interval), departure, interval or off",
@@ -87,6 +92,8 @@ pub struct Params {
     pub normalisation: Normalisation,
     /// When to rebalance.
     pub rebalance: RebalanceOn,
+    /// How Algorithm 2 scores the job's host.
+    pub host_score: HostScore,
 }
 
 impl Params {
@@ -103,6 +110,8 @@ impl Params {
                 cc: weight("w_cc")?,
             },
             normalisation: Normalisation::parse(s.choice("normalisation", Normalisation::CHOICES)?)
+                .expect("choice checked"),
+            host_score: HostScore::parse(s.choice("host_score", HostScore::CHOICES)?)
                 .expect("choice checked"),
             rebalance: match s.choice("rebalance", &["both", "departure", "interval", "off"])? {
                 "departure" => RebalanceOn::Departure,
@@ -360,7 +369,7 @@ fn reallocate(
     params: &Params,
 ) -> Option<Action> {
     let id = &snapshot.jobs[job].id;
-    let choice = speculative_host(view, job, params.weights)?;
+    let choice = speculative_host(view, job, params.weights, params.host_score)?;
     let from = view.get(job)?.node;
     if !choice.stay && !snapshot.jobs[job].checkpointable {
         log::info(&format!(
@@ -381,21 +390,30 @@ fn reallocate(
             node: choice.target.to_string(),
             kind: MigrationKind::Reallocate,
         }),
-        reason: reallocation_reason(&choice, from, js.cc_since),
+        reason: reallocation_reason(&choice, from, js.cc_since, params.host_score),
     })
 }
 
 /// Why Algorithm 2 moved a job (or marked it in place), for the operator.
-fn reallocation_reason(choice: &Choice, from: &str, cc_since: Option<f64>) -> String {
+fn reallocation_reason(
+    choice: &Choice,
+    from: &str,
+    cc_since: Option<f64>,
+    host_score: HostScore,
+) -> String {
     let since = cc_since.map_or_else(|| "?".to_string(), |t| format!("{t:.0}"));
+    let without = match host_score {
+        HostScore::WithoutJob => " without it",
+        HostScore::WithJob => "",
+    };
     if choice.stay {
         format!(
-            "CC since t={since}s; current host {from} (score {}) is among the min-score workers {:?}: stays, marked migrated",
+            "CC since t={since}s; current host {from} (score {}{without}) is among the min-score workers {:?}: stays, marked migrated",
             choice.from_score, choice.candidates
         )
     } else {
         format!(
-            "CC since t={since}s; {from} score {} -> {} score {}{}",
+            "CC since t={since}s; {from} score {}{without} -> {} score {}{}",
             choice.from_score,
             choice.target,
             choice.to_score,
@@ -573,7 +591,10 @@ mod tests {
             (job.as_str(), node.as_str(), *kind),
             ("c", "w3", MigrationKind::Reallocate)
         );
-        assert_eq!(reason, "CC since t=60s; w1 score 5 -> w3 score 0");
+        assert_eq!(
+            reason,
+            "CC since t=60s; w1 score 4 without it -> w3 score 0"
+        );
     }
 
     #[test]
