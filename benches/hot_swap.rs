@@ -6,10 +6,16 @@
 //!   new (each iteration appends a distinct custom section, so nothing is cached), for
 //!   `even` (186 KiB, the size the target names) and `specon` (273 KiB, the largest
 //!   shipped policy); the sizes are printed;
+//! - `load/quick/<policy>`: the same new component on a runtime with `quick_first`, as
+//!   `switchyard run` has it: Winch compiles it and Cranelift follows in the background
+//!   (each iteration waits, untimed, for Cranelift to finish, so compiles do not pile up);
 //! - `load/cached/<policy>`: the same bytes again (the digest cache answers);
-//! - `swap/<cold|cached>/<policy>`: the whole path in a running controller, from handing
-//!   the upload to `Controller::load_policy` to the first decision record made by the
-//!   new policy (`activate`, then the driver's next round), with the same two caches;
+//! - `swap/<cold|cached>/<policy>`: the whole path in a running controller with
+//!   `quick_first`, as `switchyard run` has it, from handing the upload to
+//!   `Controller::load_policy` to the first decision record made by the new policy
+//!   (`activate`, then the driver's next round), with the same two caches; cold
+//!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
+//!   the cold path on a controller without `quick_first` (Cranelift only);
 //! - `instantiate`: one call's fresh instance of SpeCon (the `describe` export, which
 //!   does no work), what a `policy` component's every round, and an incremental one's
 //!   first round after a reset, pay before the policy runs;
@@ -29,7 +35,7 @@ use std::time::{Duration, Instant};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
 use switchyard::registry;
-use switchyard::runtime::{Runtime, RuntimeOptions};
+use switchyard::runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
 use switchyard::sim::Simulator;
 use switchyard::workload::Workload;
 use wasm_encoder::{ComponentSection, CustomSection};
@@ -71,7 +77,34 @@ fn load(c: &mut Criterion) {
             b.iter(|| black_box(runtime.load(builtin_bytes(name), name).expect("loads")))
         });
     }
+    let quick = Runtime::new(RuntimeOptions {
+        quick_first: true,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime");
+    for name in UPLOADED {
+        g.bench_function(BenchmarkId::new("quick", name), |b| {
+            b.iter_custom(|iterations| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iterations {
+                    let bytes = fresh_copy(name);
+                    let start = Instant::now();
+                    let module = black_box(quick.load(&bytes, name).expect("loads"));
+                    total += start.elapsed();
+                    wait_for_cranelift(&module);
+                }
+                total
+            })
+        });
+    }
     g.finish();
+}
+
+/// Waits until `module` runs Cranelift's code (its background compile is done).
+fn wait_for_cranelift(module: &PolicyModule) {
+    while module.compiler() != Compiler::Cranelift {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 }
 
 fn instantiate(c: &mut Criterion) {
@@ -86,14 +119,21 @@ fn instantiate(c: &mut Criterion) {
 
 /// A controller on the quickstart workload, run to its end so it is idle: every round
 /// measured is the one the swap causes, not one the simulated cluster was due anyway.
-fn idle_controller(runtime: &tokio::runtime::Runtime) -> (Controller, impl Drop) {
+fn idle_controller(
+    runtime: &tokio::runtime::Runtime,
+    quick_first: bool,
+) -> (Controller, impl Drop) {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/quickstart.yaml"
     ));
     let workload = Workload::load(path).expect("quickstart loads");
     let scenario = workload.scenario(workload.seed()).expect("scenario");
-    let policies = Runtime::new(RuntimeOptions::default()).expect("runtime");
+    let policies = Runtime::new(RuntimeOptions {
+        quick_first,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime");
     let config = LiveConfig {
         speed: 1e9,
         ..LiveConfig::default()
@@ -108,10 +148,14 @@ fn idle_controller(runtime: &tokio::runtime::Runtime) -> (Controller, impl Drop)
     (controller, driver)
 }
 
-/// Time from the upload of `name` to the first record decided by it.
-async fn swap_in(controller: &Controller, name: &str, bytes: Vec<u8>) -> Duration {
+/// Time from the upload of `name` to the first record decided by it, and the module.
+async fn swap_in(
+    controller: &Controller,
+    name: &str,
+    bytes: Vec<u8>,
+) -> (Duration, std::sync::Arc<PolicyModule>) {
     let start = Instant::now();
-    controller
+    let (entry, _) = controller
         .load_policy(bytes, "bench upload".into(), BTreeMap::new())
         .await
         .expect("the upload is accepted");
@@ -123,7 +167,7 @@ async fn swap_in(controller: &Controller, name: &str, bytes: Vec<u8>) -> Duratio
                 .any(|r| r.round >= applied.from_round && r.policy == name)
         });
         if decided {
-            return start.elapsed();
+            return (start.elapsed(), entry.slot.module);
         }
         tokio::task::yield_now().await;
     }
@@ -140,12 +184,20 @@ fn api_runtime() -> tokio::runtime::Runtime {
 
 fn swap(c: &mut Criterion) {
     let tokio = api_runtime();
-    let (controller, _driver) = idle_controller(&tokio);
+    let (quick, _quick_driver) = idle_controller(&tokio, true);
+    let (cranelift, _cranelift_driver) = idle_controller(&tokio, false);
     let mut g = c.benchmark_group("swap");
-    for (label, cold, name) in UPLOADED
-        .iter()
-        .flat_map(|&name| [("cold", true, name), ("cached", false, name)])
-    {
+    for (label, cold, name) in UPLOADED.iter().flat_map(|&name| {
+        [
+            ("cold", true, name),
+            ("cold-cranelift", true, name),
+            ("cached", false, name),
+        ]
+    }) {
+        let controller = match label {
+            "cold-cranelift" => &cranelift,
+            _ => &quick,
+        };
         g.bench_function(BenchmarkId::new(label, name), |b| {
             b.iter_custom(|iterations| {
                 tokio.block_on(async {
@@ -156,7 +208,9 @@ fn swap(c: &mut Criterion) {
                         } else {
                             builtin_bytes(name).to_vec()
                         };
-                        total += swap_in(&controller, name, bytes).await;
+                        let (took, module) = swap_in(controller, name, bytes).await;
+                        total += took;
+                        wait_for_cranelift(&module);
                         controller
                             .activate("default")
                             .await

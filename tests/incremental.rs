@@ -244,3 +244,28 @@ fn the_shipped_policies_decide_the_same_on_a_kept_instance_as_on_a_fresh_one() {
         }
     }
 }
+
+/// On the controller's runtime a new component's first calls run Winch's code; when
+/// Cranelift's code replaces it, a kept instance starts over from the whole snapshot.
+#[test]
+fn a_kept_instance_starts_afresh_on_the_code_that_replaced_it() {
+    use switchyard::runtime::Compiler;
+    let runtime = Runtime::new(RuntimeOptions {
+        quick_first: true,
+        ..RuntimeOptions::default()
+    })
+    .unwrap();
+    let mirror = mirror(&runtime);
+    assert_eq!(mirror.compiler(), Compiler::Winch);
+    let session = Session::default();
+    let snapshot = cluster().node(node("n1")).job(job("j1")).build();
+    assert!(held(&mirror, &session, &snapshot).0, "first call resets");
+    let started = std::time::Instant::now();
+    while mirror.compiler() != Compiler::Cranelift {
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let (reset, held) = held(&mirror, &session, &snapshot);
+    assert!(reset, "the instance on Winch's code was replaced");
+    assert_eq!(held, whole(&snapshot));
+}

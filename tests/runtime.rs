@@ -7,8 +7,10 @@ use std::time::{Duration, Instant};
 
 use support::{cluster, job, node, res};
 use switchyard::model::{Operation, Settings};
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::{LoadError, PolicyError, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard::registry::{self, PolicyRef};
+use switchyard::runtime::{
+    Compiler, LoadError, PolicyError, PolicyModule, Runtime, RuntimeOptions, SandboxLimits,
+};
 use switchyard::validate::{Rejection, check_decision};
 
 const LOOPING: &str = env!("SWITCHYARD_TEST_GUEST_LOOPING");
@@ -290,4 +292,89 @@ fn walk(dir: &std::path::Path) -> usize {
                 .sum()
         })
         .unwrap_or(0)
+}
+
+/// A runtime as the controller has it: new components answer from Winch's code first.
+fn quick_first_runtime(deadline: Duration) -> Runtime {
+    Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline,
+            ..SandboxLimits::default()
+        },
+        quick_first: true,
+        ..Default::default()
+    })
+    .unwrap()
+}
+
+/// Waits (a minute at most) for `module`'s background Cranelift compile.
+fn wait_for_cranelift(module: &PolicyModule) {
+    let started = Instant::now();
+    while module.compiler() != Compiler::Cranelift {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{module:?} still runs Winch's code after a minute"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+#[test]
+fn a_new_component_answers_from_winch_then_from_cranelift_with_the_same_decisions() {
+    let quick = quick_first_runtime(Duration::from_secs(5));
+    let reference = runtime_with(Duration::from_secs(5));
+    let snapshot = cluster()
+        .node(node("n1"))
+        .node(node("n2").cpus(4.0))
+        .job(job("j1").loss(&[5.0, 4.0, 3.5]).running_on("n1"))
+        .job(job("j2").loss(&[6.0, 3.0]).running_on("n2"))
+        .job(job("j3"))
+        .build();
+    for name in ["default", "specon", "dragon"] {
+        let bytes = registry::builtin(name).unwrap().bytes;
+        let module = quick.load(bytes, name).unwrap();
+        // Cranelift needs tens of milliseconds more than Winch, and starts only now.
+        assert_eq!(module.compiler(), Compiler::Winch, "{name}");
+        let expected = reference.load(bytes, name).unwrap();
+        assert_eq!(expected.compiler(), Compiler::Cranelift);
+        let want = expected
+            .decide(&Settings::new(), &snapshot, &[], 7)
+            .unwrap();
+        assert_eq!(
+            module.decide(&Settings::new(), &snapshot, &[], 7).unwrap(),
+            want,
+            "{name} on Winch's code"
+        );
+        wait_for_cranelift(&module);
+        assert_eq!(
+            module.decide(&Settings::new(), &snapshot, &[], 7).unwrap(),
+            want,
+            "{name} on Cranelift's code"
+        );
+    }
+}
+
+#[test]
+fn winch_code_keeps_the_sandbox_deadline_and_memory_cap() {
+    let deadline = Duration::from_millis(100);
+    let runtime = quick_first_runtime(deadline);
+    // Each guest is called right after its load: its Cranelift compile has only just
+    // started (a call keeps the code it started on).
+    let looping = load_file(&runtime, LOOPING);
+    assert_eq!(looping.compiler(), Compiler::Winch);
+    let started = Instant::now();
+    let error = looping
+        .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)
+        .unwrap_err();
+    assert!(
+        matches!(error, PolicyError::DeadlineExceeded { .. }),
+        "{error}"
+    );
+    assert!(started.elapsed() < deadline * 2, "{:?}", started.elapsed());
+    let hungry = load_file(&runtime, HUNGRY);
+    assert_eq!(hungry.compiler(), Compiler::Winch);
+    let error = hungry
+        .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)
+        .unwrap_err();
+    assert!(matches!(error, PolicyError::OutOfMemory { .. }), "{error}");
 }

@@ -57,17 +57,19 @@ const LIVE_DEADLINE_MS: u64 = 100;
 const OFFLINE_DEADLINE_MS: u64 = 2_000;
 
 impl SandboxArgs {
-    /// The sandbox of the controller.
+    /// The sandbox of the controller: an upload answers from Winch's code until
+    /// Cranelift's is ready, so a hot swap waits for the quick compile only.
     fn runtime(&self) -> anyhow::Result<Runtime> {
-        self.runtime_with_deadline(LIVE_DEADLINE_MS)
+        self.runtime_with_deadline(LIVE_DEADLINE_MS, true)
     }
 
-    /// The sandbox of an offline run (`simulate`, `policy test`).
+    /// The sandbox of an offline run (`simulate`, `policy test`): thousands of calls per
+    /// load, so every call runs Cranelift's code.
     fn offline_runtime(&self) -> anyhow::Result<Runtime> {
-        self.runtime_with_deadline(OFFLINE_DEADLINE_MS)
+        self.runtime_with_deadline(OFFLINE_DEADLINE_MS, false)
     }
 
-    fn runtime_with_deadline(&self, default_ms: u64) -> anyhow::Result<Runtime> {
+    fn runtime_with_deadline(&self, default_ms: u64, quick_first: bool) -> anyhow::Result<Runtime> {
         let options = RuntimeOptions {
             limits: SandboxLimits {
                 deadline: Duration::from_millis(self.policy_deadline_ms.unwrap_or(default_ms)),
@@ -75,6 +77,7 @@ impl SandboxArgs {
                 ..SandboxLimits::default()
             },
             cache_dir: self.cache_dir.clone(),
+            quick_first,
             ..Default::default()
         };
         Ok(Runtime::new(options)?)

@@ -15,18 +15,20 @@ mod epoch;
 mod error;
 mod sandbox;
 mod session;
+mod tier;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
+use wasmtime::component::Component;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use error::{LoadError, PolicyError};
 pub use session::Session;
+pub use tier::Compiler;
 
 use crate::contract::{
     self, ACCEPTED_EXPORTS, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
@@ -68,6 +70,10 @@ pub struct RuntimeOptions {
     /// Calls run with no epoch deadline and no memory cap. Only for measuring what the
     /// sandbox costs (`benches/decision.rs`): a policy that loops would hang its caller.
     pub unsandboxed: bool,
+    /// A component compiled for the first time answers from Winch's quickly compiled
+    /// code while Cranelift compiles it in the background ([`tier`]): the controller's
+    /// hot swap. Offline runs leave it off, since they make many calls per load.
+    pub quick_first: bool,
 }
 
 /// The content digest that identifies a component (SHA-256 of its bytes).
@@ -104,8 +110,8 @@ pub struct Runtime {
 }
 
 struct RuntimeInner {
-    engine: Engine,
-    linker: Linker<GuestState>,
+    optimised: tier::Tier,
+    quick: Option<tier::Tier>,
     limits: SandboxLimits,
     unsandboxed: bool,
     digest_to_module: Mutex<HashMap<ComponentDigest, Arc<PolicyModule>>>,
@@ -124,17 +130,21 @@ impl Runtime {
                 wasmtime::Cache::new(cache).map_err(|e| LoadError::Engine(e.to_string()))?;
             config.cache(Some(cache));
         }
-        let engine = Engine::new(&config).map_err(|e| LoadError::Engine(e.to_string()))?;
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
-            .map_err(|e| LoadError::Engine(e.to_string()))?;
-        bindings::Policy::add_to_linker::<_, HasSelf<GuestState>>(&mut linker, |s| s)
-            .map_err(|e| LoadError::Engine(e.to_string()))?;
-        let ticker = epoch::Ticker::start(engine.clone());
+        let optimised = tier::Tier::cranelift(&config)?;
+        let quick = match options.quick_first {
+            true => Some(tier::Tier::winch(!options.unsandboxed)?),
+            false => None,
+        };
+        let ticker = epoch::Ticker::start(
+            std::iter::once(&optimised)
+                .chain(&quick)
+                .map(|t| t.engine.clone())
+                .collect(),
+        );
         Ok(Self {
             inner: Arc::new(RuntimeInner {
-                engine,
-                linker,
+                optimised,
+                quick,
                 limits: options.limits,
                 unsandboxed: options.unsandboxed,
                 digest_to_module: Mutex::new(HashMap::new()),
@@ -149,55 +159,55 @@ impl Runtime {
     }
 
     /// Compiles (or finds in the cache) and checks a component; `source_name` names it
-    /// in errors (a file path, `builtin:specon`, an upload).
+    /// in errors (a file path, `builtin:specon`, an upload). With `quick_first`, a new
+    /// component comes back compiled by Winch and moves to Cranelift's code when the
+    /// background compile is done.
     pub fn load(&self, bytes: &[u8], source_name: &str) -> Result<Arc<PolicyModule>, LoadError> {
         let digest = ComponentDigest::of(bytes);
         if let Some(module) = self.inner.digest_to_module.lock().unwrap().get(&digest) {
             return Ok(module.clone());
         }
-        let module = Arc::new(self.compile(bytes, digest, source_name)?);
+        let first_tier = self.inner.quick.as_ref().unwrap_or(&self.inner.optimised);
+        let module = Arc::new(self.compile(first_tier, bytes, digest, source_name)?);
         self.inner
             .digest_to_module
             .lock()
             .unwrap()
             .insert(digest, module.clone());
+        if first_tier.compiler != Compiler::Cranelift {
+            self.optimise_in_background(&module, bytes.to_vec(), source_name);
+        }
         Ok(module)
+    }
+
+    /// Compiles `bytes` with Cranelift on a thread of its own and moves `module` onto
+    /// that code. A failure leaves the module on its quick code and is logged.
+    fn optimise_in_background(&self, module: &Arc<PolicyModule>, bytes: Vec<u8>, name: &str) {
+        let (runtime, module, owned_name) = (self.clone(), module.clone(), name.to_string());
+        let spawned = std::thread::Builder::new()
+            .name("switchyard-compile".into())
+            .spawn(move || {
+                let name = owned_name;
+                match runtime.compile_pre(&runtime.inner.optimised, &bytes, &name) {
+                    Ok(compiled) => module.move_to(compiled),
+                    Err(e) => tracing::warn!(policy = %name, "Cranelift did not compile it: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(policy = %name, "no thread to compile it with Cranelift: {e}");
+        }
     }
 
     fn compile(
         &self,
+        tier: &tier::Tier,
         bytes: &[u8],
         digest: ComponentDigest,
         source_name: &str,
     ) -> Result<PolicyModule, LoadError> {
-        check_is_component(bytes, source_name)?;
-        let component =
-            Component::new(&self.inner.engine, bytes).map_err(|e| LoadError::NotAComponent {
-                source_name: source_name.into(),
-                reason: format!("{e:#}"),
-            })?;
-        let flavor = check_world(&self.inner.engine, &component, source_name)?;
-        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
-            source_name: source_name.into(),
-            reason: format!("{e:#}"),
-            expected: ACCEPTED_EXPORTS,
-        };
-        let instance_pre = self
-            .inner
-            .linker
-            .instantiate_pre(&component)
-            .map_err(wrong_world)?;
-        let pre = match flavor {
-            Flavor::Whole => {
-                Pre::Whole(bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?)
-            }
-            Flavor::Incremental => Pre::Incremental(
-                incremental_bindings::IncrementalPolicyPre::new(instance_pre)
-                    .map_err(wrong_world)?,
-            ),
-        };
+        let pre = self.compile_pre(tier, bytes, source_name)?;
         let mut module = PolicyModule {
-            pre,
+            compiled: RwLock::new(Arc::new(pre)),
             digest,
             limits: self.inner.limits,
             unsandboxed: self.inner.unsandboxed,
@@ -213,6 +223,44 @@ impl Runtime {
             source,
         })?;
         Ok(module)
+    }
+
+    /// Compiles, checks the world and pre-links `bytes` on `tier`.
+    fn compile_pre(
+        &self,
+        tier: &tier::Tier,
+        bytes: &[u8],
+        source_name: &str,
+    ) -> Result<Compiled, LoadError> {
+        check_is_component(bytes, source_name)?;
+        let component =
+            Component::new(&tier.engine, bytes).map_err(|e| LoadError::NotAComponent {
+                source_name: source_name.into(),
+                reason: format!("{e:#}"),
+            })?;
+        let flavor = check_world(&tier.engine, &component, source_name)?;
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
+            source_name: source_name.into(),
+            reason: format!("{e:#}"),
+            expected: ACCEPTED_EXPORTS,
+        };
+        let instance_pre = tier
+            .linker
+            .instantiate_pre(&component)
+            .map_err(wrong_world)?;
+        let pre = match flavor {
+            Flavor::Whole => {
+                Pre::Whole(bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?)
+            }
+            Flavor::Incremental => Pre::Incremental(
+                incremental_bindings::IncrementalPolicyPre::new(instance_pre)
+                    .map_err(wrong_world)?,
+            ),
+        };
+        Ok(Compiled {
+            pre,
+            compiler: tier.compiler,
+        })
     }
 }
 
@@ -318,6 +366,23 @@ enum Pre {
     Incremental(incremental_bindings::IncrementalPolicyPre<GuestState>),
 }
 
+impl Pre {
+    fn engine(&self) -> &Engine {
+        match self {
+            Pre::Whole(pre) => pre.engine(),
+            Pre::Incremental(pre) => pre.engine(),
+        }
+    }
+
+    /// Instantiates the component into `store` (under its deadline).
+    fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Exports> {
+        match self {
+            Pre::Whole(pre) => pre.instantiate(store).map(Exports::Whole),
+            Pre::Incremental(pre) => pre.instantiate(store).map(Exports::Incremental),
+        }
+    }
+}
+
 /// An instance of either world.
 enum Exports {
     Whole(bindings::Policy),
@@ -377,9 +442,17 @@ impl Exports {
     }
 }
 
+/// A component's code from one compiler, pre-linked.
+struct Compiled {
+    pre: Pre,
+    compiler: Compiler,
+}
+
 /// A checked, pre-linked policy component, ready to be called.
 pub struct PolicyModule {
-    pre: Pre,
+    /// The code calls run: Winch's until Cranelift's replaces it (`quick_first`).
+    /// Each call takes the current one for its whole length.
+    compiled: RwLock<Arc<Compiled>>,
     digest: ComponentDigest,
     limits: SandboxLimits,
     unsandboxed: bool,
@@ -409,10 +482,31 @@ impl PolicyModule {
     /// The scheduler interface the component exports: the whole snapshot on every call,
     /// or deltas on a kept instance.
     pub fn world(&self) -> &'static str {
-        match self.pre {
+        match self.compiled().pre {
             Pre::Whole(_) => SCHEDULER_EXPORT,
             Pre::Incremental(_) => INCREMENTAL_SCHEDULER_EXPORT,
         }
+    }
+
+    /// Which compiler's code the next call runs.
+    pub fn compiler(&self) -> Compiler {
+        self.compiled().compiler
+    }
+
+    /// The code the next call runs.
+    fn compiled(&self) -> Arc<Compiled> {
+        self.compiled
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Moves later calls onto `compiled` (Cranelift's code, once it is ready).
+    fn move_to(&self, compiled: Compiled) {
+        *self
+            .compiled
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(compiled);
     }
 
     /// The policy's name.
@@ -485,10 +579,11 @@ impl PolicyModule {
         Ok(contract::description_from_wit(description))
     }
 
-    /// A new store under the sandbox limits for a call at `time` seeded by `seed`.
-    fn new_store(&self, time: f64, seed: u64) -> Store<GuestState> {
+    /// A new store on `compiled`'s engine under the sandbox limits, for a call at `time`
+    /// seeded by `seed`.
+    fn new_store(&self, compiled: &Compiled, time: f64, seed: u64) -> Store<GuestState> {
         let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
-        let mut store = Store::new(self.engine(), state);
+        let mut store = Store::new(compiled.pre.engine(), state);
         if !self.unsandboxed {
             store.limiter(|s| s.limiter());
         }
@@ -503,21 +598,6 @@ impl PolicyModule {
         }
     }
 
-    fn engine(&self) -> &Engine {
-        match &self.pre {
-            Pre::Whole(pre) => pre.engine(),
-            Pre::Incremental(pre) => pre.engine(),
-        }
-    }
-
-    /// Instantiates the component into `store` (under its deadline).
-    fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Exports> {
-        match &self.pre {
-            Pre::Whole(pre) => pre.instantiate(store).map(Exports::Whole),
-            Pre::Incremental(pre) => pre.instantiate(store).map(Exports::Incremental),
-        }
-    }
-
     /// Instantiates into a fresh store under the sandbox limits and runs `f`.
     fn call<R>(
         &self,
@@ -525,9 +605,11 @@ impl PolicyModule {
         seed: u64,
         f: impl FnOnce(&Exports, &mut Store<GuestState>) -> wasmtime::Result<R>,
     ) -> Result<R, PolicyError> {
-        let mut store = self.new_store(time, seed);
+        let compiled = self.compiled();
+        let mut store = self.new_store(&compiled, time, seed);
         self.arm_deadline(&mut store);
-        let outcome = self
+        let outcome = compiled
+            .pre
             .instantiate(&mut store)
             .and_then(|policy| f(&policy, &mut store));
         outcome.map_err(|error| self.classify(error, store.data()))

@@ -1,4 +1,4 @@
-//! The clock behind call deadlines: a thread that advances the engine's epoch every
+//! The clock behind call deadlines: a thread that advances the engines' epoch every
 //! [`TICK`], so a store's deadline of N ticks stops a guest between N-1 and N ticks after
 //! the call began.
 
@@ -25,7 +25,8 @@ pub(crate) struct Ticker {
 }
 
 impl Ticker {
-    pub(crate) fn start(engine: Engine) -> Self {
+    /// Advances the epoch of every engine in `engines` (the runtime's compiler tiers).
+    pub(crate) fn start(engines: Vec<Engine>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let thread = std::thread::Builder::new()
@@ -33,7 +34,9 @@ impl Ticker {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(TICK);
-                    engine.increment_epoch();
+                    for engine in &engines {
+                        engine.increment_epoch();
+                    }
                 }
             })
             .expect("cannot start the epoch thread");

@@ -13,7 +13,7 @@ use wasmtime::Store;
 
 use super::delta::{Change, HeldSnapshot};
 use super::sandbox::GuestState;
-use super::{ComponentDigest, PolicyError, PolicyModule, Pre};
+use super::{Compiled, PolicyError, PolicyModule, Pre};
 use crate::contract::{self, incremental_bindings};
 use crate::model::{Decision, Settings, Snapshot};
 
@@ -34,7 +34,9 @@ impl std::fmt::Debug for Session {
 
 /// A live instance and the snapshot it holds.
 struct KeptInstance {
-    digest: ComponentDigest,
+    /// The code it was instantiated from: another module's, or the same module's before
+    /// Cranelift's code replaced Winch's, means a fresh instance.
+    compiled: Arc<Compiled>,
     store: Store<GuestState>,
     policy: incremental_bindings::IncrementalPolicy,
     /// What the instance holds; `None` until a call succeeded.
@@ -53,7 +55,8 @@ impl PolicyModule {
         state: &[u8],
         seed: u64,
     ) -> Result<Decision, PolicyError> {
-        let Pre::Incremental(pre) = &self.pre else {
+        let compiled = self.compiled();
+        let Pre::Incremental(pre) = &compiled.pre else {
             return self.decide(settings, snapshot, state, seed);
         };
         let mut slot = session
@@ -61,15 +64,15 @@ impl PolicyModule {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut kept = match slot.take() {
-            Some(kept) if kept.digest == self.digest => kept,
+            Some(kept) if Arc::ptr_eq(&kept.compiled, &compiled) => kept,
             _ => {
-                let mut store = self.new_store(snapshot.time, seed);
+                let mut store = self.new_store(&compiled, snapshot.time, seed);
                 self.arm_deadline(&mut store);
                 let policy = pre
                     .instantiate(&mut store)
                     .map_err(|error| self.classify(error, store.data()))?;
                 KeptInstance {
-                    digest: self.digest,
+                    compiled: compiled.clone(),
                     store,
                     policy,
                     held: None,
