@@ -63,6 +63,12 @@ impl SandboxArgs {
         self.runtime_with_deadline(LIVE_DEADLINE_MS, true)
     }
 
+    /// The controller's sandbox with Cranelift only, for checking a component
+    /// (`policy inspect`, `policy validate`) with the compiler its calls will run on.
+    fn checking_runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(LIVE_DEADLINE_MS, false)
+    }
+
     /// The sandbox of an offline run (`simulate`, `policy test`): thousands of calls per
     /// load, so every call runs Cranelift's code.
     fn offline_runtime(&self) -> anyhow::Result<Runtime> {

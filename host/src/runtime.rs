@@ -188,8 +188,17 @@ impl Runtime {
             .name("switchyard-compile".into())
             .spawn(move || {
                 let name = owned_name;
+                let started = std::time::Instant::now();
                 match runtime.compile_pre(&runtime.inner.optimised, &bytes, &name) {
-                    Ok(compiled) => module.move_to(compiled),
+                    Ok(compiled) => {
+                        module.move_to(compiled);
+                        tracing::info!(
+                            policy = %name,
+                            digest = %module.digest.short(),
+                            compile_ms = started.elapsed().as_millis() as u64,
+                            "Cranelift's code replaces Winch's"
+                        );
+                    }
                     Err(e) => tracing::warn!(policy = %name, "Cranelift did not compile it: {e}"),
                 }
             });

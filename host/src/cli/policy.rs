@@ -38,7 +38,7 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
     match cmd {
         PolicyCommand::Inspect { policy, json } => {
             let reference = PolicyRef::parse(&policy)?;
-            let module = reference.load(&sandbox.runtime()?)?;
+            let module = reference.load(&sandbox.checking_runtime()?)?;
             let d = module.description();
             if json {
                 let out = serde_json::json!({
@@ -75,7 +75,7 @@ pub fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode
         }
         PolicyCommand::Validate { policy } => {
             let reference = PolicyRef::parse(&policy)?;
-            match reference.load(&sandbox.runtime()?) {
+            match reference.load(&sandbox.checking_runtime()?) {
                 Ok(module) => {
                     let d = module.description();
                     println!(
