@@ -16,6 +16,9 @@
 //!   (`activate`, then the driver's next round), with the same two caches; cold
 //!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
 //!   the cold path on a controller without `quick_first` (Cranelift only);
+//! - `tiers/<winch|cranelift>/<policy>`: one SpeCon or DRAGON round at 1,000 nodes on a
+//!   fresh instance, on each compiler's code: what an upload's rounds cost before
+//!   Cranelift's code replaces Winch's;
 //! - `instantiate`: one call's fresh instance of SpeCon (the `describe` export, which
 //!   does no work), what a `policy` component's every round, and an incremental one's
 //!   first round after a reset, pay before the policy runs;
@@ -39,6 +42,9 @@ use switchyard::runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
 use switchyard::sim::Simulator;
 use switchyard::workload::Workload;
 use wasm_encoder::{ComponentSection, CustomSection};
+
+#[path = "support/synthetic.rs"]
+mod synthetic;
 
 /// The policies uploaded: one of about 200 KB and the largest shipped.
 const UPLOADED: [&str; 2] = ["even", "specon"];
@@ -105,6 +111,40 @@ fn wait_for_cranelift(module: &PolicyModule) {
     while module.compiler() != Compiler::Cranelift {
         std::thread::sleep(Duration::from_millis(1));
     }
+}
+
+/// One round at 1,000 nodes on each compiler's code, fresh instance and whole snapshot.
+fn tiers(c: &mut Criterion) {
+    let runtime = Runtime::new(RuntimeOptions {
+        limits: switchyard::runtime::SandboxLimits {
+            deadline: Duration::from_secs(30),
+            memory_bytes: 1 << 30,
+            ..Default::default()
+        },
+        quick_first: true,
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime");
+    let snapshot = synthetic::cluster(1_000, 0, synthetic::NOW);
+    let mut g = c.benchmark_group("tiers");
+    for name in ["specon", "dragon"] {
+        for compiler in [Compiler::Winch, Compiler::Cranelift] {
+            let module = runtime
+                .load_with(compiler, builtin_bytes(name), name)
+                .expect("loads");
+            let label = format!("{compiler:?}").to_lowercase();
+            g.bench_function(BenchmarkId::new(label, name), |b| {
+                b.iter(|| {
+                    black_box(
+                        module
+                            .decide(&Default::default(), &snapshot, &[], 1)
+                            .expect("decides"),
+                    )
+                })
+            });
+        }
+    }
+    g.finish();
 }
 
 fn instantiate(c: &mut Criterion) {
@@ -306,6 +346,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = load, instantiate, swap, sustained
+    targets = load, tiers, instantiate, swap, sustained
 }
 criterion_main!(benches);

@@ -180,6 +180,24 @@ impl Runtime {
         Ok(module)
     }
 
+    /// Compiles and checks a component with `compiler` alone, outside the digest cache
+    /// and with no background compile: for measuring one compiler's code
+    /// (`benches/hot_swap.rs`). Winch needs a runtime made with `quick_first`.
+    pub fn load_with(
+        &self,
+        compiler: Compiler,
+        bytes: &[u8],
+        source_name: &str,
+    ) -> Result<PolicyModule, LoadError> {
+        let tier = match compiler {
+            Compiler::Cranelift => &self.inner.optimised,
+            Compiler::Winch => self.inner.quick.as_ref().ok_or_else(|| {
+                LoadError::Engine("this runtime has no Winch tier (quick_first is off)".into())
+            })?,
+        };
+        self.compile(tier, bytes, ComponentDigest::of(bytes), source_name)
+    }
+
     /// Compiles `bytes` with Cranelift on a thread of its own and moves `module` onto
     /// that code. A failure leaves the module on its quick code and is logged.
     fn optimise_in_background(&self, module: &Arc<PolicyModule>, bytes: Vec<u8>, name: &str) {
