@@ -9,6 +9,9 @@
 //! failure throws the instance away. Calls run under an epoch deadline and a memory cap
 //! set once here; a failing call is a [`PolicyError`] naming the policy, never a crash.
 //! Compiled code is also cached on disk by wasmtime, keyed by the component's content.
+//! With `quick_first` (the controller) a new component is compiled by Winch first and by
+//! Cranelift in the background (`runtime/tier.rs`), so an upload answers within tens of
+//! milliseconds and runs optimised code from its next rounds on.
 
 pub mod delta;
 mod epoch;
@@ -71,7 +74,7 @@ pub struct RuntimeOptions {
     /// sandbox costs (`benches/decision.rs`): a policy that loops would hang its caller.
     pub unsandboxed: bool,
     /// A component compiled for the first time answers from Winch's quickly compiled
-    /// code while Cranelift compiles it in the background ([`tier`]): the controller's
+    /// code while Cranelift compiles it in the background (`runtime/tier.rs`): the controller's
     /// hot swap. Offline runs leave it off, since they make many calls per load.
     pub quick_first: bool,
 }
