@@ -260,11 +260,11 @@ fn a_kept_instance_starts_afresh_on_the_code_that_replaced_it() {
     let session = Session::default();
     let snapshot = cluster().node(node("n1")).job(job("j1")).build();
     assert!(held(&mirror, &session, &snapshot).0, "first call resets");
-    let started = std::time::Instant::now();
-    while mirror.compiler() != Compiler::Cranelift {
-        assert!(started.elapsed() < std::time::Duration::from_secs(60));
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
+    support::wait_until(
+        "the mirror to run Cranelift's code",
+        std::time::Duration::from_secs(60),
+        || mirror.compiler() == Compiler::Cranelift,
+    );
     let (reset, held) = held(&mirror, &session, &snapshot);
     assert!(reset, "the instance on Winch's code was replaced");
     assert_eq!(held, whole(&snapshot));

@@ -3,9 +3,10 @@
 //! the visible files as symlinks into `..data`.
 
 mod live;
+mod support;
 
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use switchyard::policy_dir::{self, PolicyDir};
 use switchyard::registry::builtin;
@@ -32,14 +33,7 @@ fn kubelet_publish(dir: &Path, stamp: &str, files: &[(&str, &[u8])]) {
 }
 
 fn wait_until(what: &str, check: impl Fn() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(
-            started.elapsed() < Duration::from_secs(30),
-            "gave up waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    support::wait_until(what, Duration::from_secs(30), check);
 }
 
 #[test]

@@ -309,14 +309,11 @@ fn quick_first_runtime(deadline: Duration) -> Runtime {
 
 /// Waits (a minute at most) for `module`'s background Cranelift compile.
 fn wait_for_cranelift(module: &PolicyModule) {
-    let started = Instant::now();
-    while module.compiler() != Compiler::Cranelift {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{module:?} still runs Winch's code after a minute"
-        );
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    support::wait_until(
+        &format!("{module:?} to run Cranelift's code"),
+        Duration::from_secs(60),
+        || module.compiler() == Compiler::Cranelift,
+    );
 }
 
 #[test]

@@ -32,15 +32,28 @@ pub mod incremental_bindings {
 
 use bindings::switchyard::policy::types as wit;
 
+/// The name `interface` of this contract's package is exported under, as a literal (so
+/// the names and the message listing them are spelled in one place).
+macro_rules! export_name {
+    ($interface:literal) => {
+        concat!("switchyard:policy/", $interface, "@0.1.0")
+    };
+}
+
 /// The name a component must export the scheduler interface under.
-pub const SCHEDULER_EXPORT: &str = "switchyard:policy/scheduler@0.1.0";
+pub const SCHEDULER_EXPORT: &str = export_name!("scheduler");
 
 /// The name a component that takes deltas exports its scheduler under.
-pub const INCREMENTAL_SCHEDULER_EXPORT: &str = "switchyard:policy/incremental-scheduler@0.1.0";
+pub const INCREMENTAL_SCHEDULER_EXPORT: &str = export_name!("incremental-scheduler");
 
 /// The exports a policy may have, for error messages.
-pub const ACCEPTED_EXPORTS: &str = "`switchyard:policy/scheduler@0.1.0` or \
-     `switchyard:policy/incremental-scheduler@0.1.0`";
+pub const ACCEPTED_EXPORTS: &str = concat!(
+    "`",
+    export_name!("scheduler"),
+    "` or `",
+    export_name!("incremental-scheduler"),
+    "`"
+);
 
 /// The WIT package and version this host speaks.
 pub const PACKAGE: &str = "switchyard:policy@0.1.0";

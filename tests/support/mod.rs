@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
 
 use switchyard::model::{
     Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
@@ -172,5 +173,14 @@ impl ClusterBuilder {
     }
     pub fn build(self) -> Snapshot {
         self.0
+    }
+}
+
+/// Polls `check` every 5 ms until it holds; fails naming `what` after `within`.
+pub fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+    let started = Instant::now();
+    while !check() {
+        assert!(started.elapsed() < within, "gave up waiting for {what}");
+        std::thread::sleep(Duration::from_millis(5));
     }
 }

@@ -208,6 +208,11 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         }
     }
     st.workers.retain(|w, _| by_worker.contains_key(w));
+    let cores_of_node: BTreeMap<&str, f64> = snapshot
+        .nodes
+        .iter()
+        .map(|n| (n.name.as_str(), n.allocatable.cpu_millis as f64 / 1000.0))
+        .collect();
     for (worker, jobs) in &by_worker {
         let mut members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
         members.sort();
@@ -228,11 +233,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         if now + 1e-6 < ws.due {
             continue;
         }
-        let worker_cores = snapshot
-            .nodes
-            .iter()
-            .find(|n| &n.name == worker)
-            .map_or(0.0, |n| n.allocatable.cpu_millis as f64 / 1000.0);
+        let worker_cores = cores_of_node.get(worker.as_str()).copied().unwrap_or(0.0);
         let (weights, all_cl) = run_worker(jobs, worker_cores, &mut st.jobs, &p, now);
         let ws = st.workers.get_mut(worker).expect("inserted above");
         if all_cl {
@@ -472,13 +473,19 @@ mod tests {
     /// Falls fast at first: G = 0.0167 then 0.0133 per second per core (> alpha 0.01).
     const FAST: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.5), (60.0, 0.1), (90.0, 0.05)];
 
+    /// Rounds at `times` on one 8-core worker `w1`, default settings.
     fn run(jobs: &[Job], times: &[f64]) -> Vec<Decision> {
+        run_on(&[], 8000, jobs, times)
+    }
+
+    /// Rounds at `times` on one worker `w1` of `cpu_millis`, each given the last state.
+    fn run_on(settings: &[Setting], cpu_millis: u64, jobs: &[Job], times: &[f64]) -> Vec<Decision> {
         let mut blob = Vec::new();
         let mut out = Vec::new();
         for &t in times {
             let d = decide(
-                &[],
-                &snapshot(t, vec![node("w1", 8000)], jobs.to_vec()),
+                settings,
+                &snapshot(t, vec![node("w1", cpu_millis)], jobs.to_vec()),
                 &blob,
             )
             .unwrap();
@@ -708,23 +715,6 @@ mod tests {
         jobs
     }
 
-    fn run_on_16_cores(settings: &[Setting], jobs: &[Job], times: &[f64]) -> Vec<Decision> {
-        let mut blob = Vec::new();
-        times
-            .iter()
-            .map(|&t| {
-                let d = decide(
-                    settings,
-                    &snapshot(t, vec![node("w1", 16_000)], jobs.to_vec()),
-                    &blob,
-                )
-                .unwrap();
-                blob = d.state.clone();
-                d
-            })
-            .collect()
-    }
-
     fn lstm_limit_reason(d: &Decision) -> String {
         d.actions
             .iter()
@@ -735,7 +725,7 @@ mod tests {
 
     #[test]
     fn a_job_capped_below_an_equal_split_is_not_held_below_its_cap() {
-        let ds = run_on_16_cores(&[], &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
+        let ds = run_on(&[], 16_000, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
         assert_eq!(list(&ds[2], "lstm"), "CL");
         // Unlimited at 30 s it used 3 of 16 cores, under the 3.2 of an equal split: its
         // limit is its cap 0.1875, not the floor 1/(2*5) = 0.1.
@@ -747,7 +737,7 @@ mod tests {
             name: "spare_capped".into(),
             value: "false".into(),
         }];
-        let ds = run_on_16_cores(&off, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
+        let ds = run_on(&off, 16_000, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
         let why = lstm_limit_reason(&ds[2]);
         assert!(
             why.contains("floor 1/(beta*n) = 0.100 -> limit 0.100"),
