@@ -175,6 +175,7 @@ impl Subject {
 fn next_round(snapshot: &mut Snapshot) {
     for job in &mut snapshot.jobs {
         if let Some(last) = job.loss.last().copied() {
+            let job = std::sync::Arc::make_mut(job);
             job.loss.remove(0);
             job.loss.push(LossSample {
                 time: last.time + 30.0,

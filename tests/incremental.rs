@@ -4,6 +4,8 @@
 
 mod support;
 
+use std::sync::Arc;
+
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
 use switchyard::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
@@ -92,14 +94,14 @@ impl Step {
         let jobs = s.jobs.len();
         let nodes = s.nodes.len();
         match *self {
-            Step::Arrive => s.jobs.push(job(&id).loss(&[3.0, 2.0]).build()),
-            Step::ArriveFirst => s.jobs.insert(0, job(&id).build()),
+            Step::Arrive => s.jobs.push(job(&id).loss(&[3.0, 2.0]).build().into()),
+            Step::ArriveFirst => s.jobs.insert(0, job(&id).build().into()),
             Step::Finish(i) if jobs > 0 => {
                 let gone = s.jobs.remove(i % jobs);
-                s.triggers.push(Trigger::JobFinished(gone.id));
+                s.triggers.push(Trigger::JobFinished(gone.id.clone()));
             }
             Step::Progress(i, drop, add) if jobs > 0 => {
-                let loss = &mut s.jobs[i % jobs].loss;
+                let loss = &mut Arc::make_mut(&mut s.jobs[i % jobs]).loss;
                 loss.drain(..drop.min(loss.len()));
                 let last = loss.last().map_or(0.0, |l| l.time);
                 for k in 1..=add {
@@ -111,7 +113,7 @@ impl Step {
                 }
             }
             Step::NewLoss(i) if jobs > 0 => {
-                s.jobs[i % jobs].loss = vec![LossSample {
+                Arc::make_mut(&mut s.jobs[i % jobs]).loss = vec![LossSample {
                     time: *serial as f64,
                     step: 1,
                     value: 9.0,
@@ -119,18 +121,18 @@ impl Step {
             }
             Step::Start(i) if jobs > 0 && nodes > 0 => {
                 let node = s.nodes[i % nodes].name.clone();
-                let j = &mut s.jobs[i % jobs];
+                let j = Arc::make_mut(&mut s.jobs[i % jobs]);
                 j.phase = JobPhase::Running;
                 j.tasks[0].node = Some(node);
                 j.tasks[0].phase = TaskPhase::Running;
             }
             Step::Load(i) if nodes > 0 => {
-                s.nodes[i % nodes].requested = res(*serial as f64 % 8.0, 1, 0);
+                Arc::make_mut(&mut s.nodes[i % nodes]).requested = res(*serial as f64 % 8.0, 1, 0);
             }
             Step::NodeLeaves(i) if nodes > 0 => {
                 s.nodes.remove(i % nodes);
             }
-            Step::NodeJoins => s.nodes.push(node(&format!("node-{serial}")).0),
+            Step::NodeJoins => s.nodes.push(node(&format!("node-{serial}")).0.into()),
             Step::Swap(a, b) if jobs > 0 => s.jobs.swap(a % jobs, b % jobs),
             _ => {}
         }

@@ -207,7 +207,7 @@ fn a_restarting_job_is_neither_placed_nor_moved() {
     restarting.tasks[0].node = Some("n1".into());
     restarting.tasks[0].phase = TaskPhase::Restarting;
     let snapshot = Snapshot {
-        jobs: vec![restarting],
+        jobs: vec![restarting.into()],
         ..cluster().node(node("n1")).node(node("n2")).build()
     };
     let checked = decide(
@@ -288,7 +288,7 @@ fn scaling_outside_min_max_is_rejected_and_growing_needs_room_on_the_named_nodes
     let checked = decide(&snapshot, vec![scale(4, &["n1", "n1"])]);
     assert_eq!(checked.accepted.len(), 1, "{:?}", checked.rejected);
     let mut full = snapshot.clone();
-    full.nodes[0].requested.gpus = 3;
+    std::sync::Arc::make_mut(&mut full.nodes[0]).requested.gpus = 3;
     let checked = decide(&full, vec![scale(4, &["n1", "n1"])]);
     assert!(matches!(
         checked.rejected[0].reason,
@@ -409,11 +409,12 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
                     }
                 },
             )
+            .map(Into::into)
             .collect();
         Snapshot {
             time: 0.0,
             triggers: vec![],
-            nodes,
+            nodes: nodes.into_iter().map(Into::into).collect(),
             jobs,
         }
     })

@@ -38,20 +38,20 @@ pub fn cluster(nodes: usize, pending_tasks: usize, time: f64) -> Snapshot {
         time,
         triggers: vec![Trigger::Tick],
         nodes: (0..nodes)
-            .map(|i| node(i, &task_request))
+            .map(|i| node(i, &task_request).into())
             .collect::<Vec<_>>(),
         jobs: Vec::new(),
     };
     for i in 0..nodes * JOBS_PER_NODE {
         let host = format!("node-{:05}", i / JOBS_PER_NODE);
-        snapshot.jobs.push(job(i, Some(host), &task_request));
+        snapshot.jobs.push(job(i, Some(host), &task_request).into());
     }
     let first_pending = snapshot.jobs.len();
     for i in first_pending..first_pending + pending_tasks.div_ceil(2) {
         snapshot
             .triggers
             .push(Trigger::JobArrived(format!("job-{i:06}")));
-        snapshot.jobs.push(job(i, None, &task_request));
+        snapshot.jobs.push(job(i, None, &task_request).into());
     }
     snapshot
 }

@@ -170,8 +170,8 @@ macro_rules! snapshot_lowering {
             wit::Snapshot {
                 time: s.time,
                 triggers: s.triggers.iter().map(trigger).collect(),
-                nodes: s.nodes.iter().map(node).collect(),
-                jobs: s.jobs.iter().map(job).collect(),
+                nodes: s.nodes.iter().map(|n| node(n)).collect(),
+                jobs: s.jobs.iter().map(|j| job(j)).collect(),
             }
         }
     };
@@ -192,9 +192,9 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             reset: true,
             time: now.time,
             triggers,
-            nodes: now.nodes.iter().map(lowering::node).collect(),
+            nodes: now.nodes.iter().map(|n| lowering::node(n)).collect(),
             removed_nodes: vec![],
-            jobs: now.jobs.iter().map(lowering::job).collect(),
+            jobs: now.jobs.iter().map(|j| lowering::job(j)).collect(),
             removed_jobs: vec![],
             loss_updates: vec![],
             appended_loss: vec![],
@@ -206,13 +206,13 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             nodes: delta
                 .nodes
                 .upserted(now.nodes.as_slice())
-                .map(lowering::node)
+                .map(|n| lowering::node(n))
                 .collect(),
             removed_nodes: delta.nodes.removed.clone(),
             jobs: delta
                 .jobs
                 .upserted(now.jobs.as_slice())
-                .map(lowering::job)
+                .map(|j| lowering::job(j))
                 .collect(),
             removed_jobs: delta.jobs.removed.clone(),
             loss_updates: delta

@@ -5,6 +5,7 @@
 //! without touching generated bindings. Conversions live in [`crate::contract`] only.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
@@ -185,6 +186,10 @@ pub enum Trigger {
 }
 
 /// Everything a policy sees in one call.
+///
+/// Nodes and jobs are shared, not owned: a source that knows what it left unchanged
+/// (the simulator) hands out the same `Arc` again, so building, diffing, holding and
+/// dropping a snapshot costs per changed item, not per item.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Host clock seconds.
@@ -192,20 +197,20 @@ pub struct Snapshot {
     /// Why the call happens.
     pub triggers: Vec<Trigger>,
     /// All nodes.
-    pub nodes: Vec<Node>,
+    pub nodes: Vec<Arc<Node>>,
     /// Active jobs in submission order.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<Arc<Job>>,
 }
 
 impl Snapshot {
     /// The job with id `id`.
     pub fn job(&self, id: &str) -> Option<&Job> {
-        self.jobs.iter().find(|j| j.id == id)
+        self.jobs.iter().find(|j| j.id == id).map(|j| &**j)
     }
 
     /// The node named `name`.
     pub fn node(&self, name: &str) -> Option<&Node> {
-        self.nodes.iter().find(|n| n.name == name)
+        self.nodes.iter().find(|n| n.name == name).map(|n| &**n)
     }
 }
 

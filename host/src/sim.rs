@@ -8,6 +8,11 @@
 //! policy may decide goes through [`control::Cluster::apply`]; the simulator makes no
 //! scheduling decision of its own.
 //!
+//! A snapshot shows each node and job as an `Arc` the simulator keeps until the item
+//! changes (`view`, cleared wherever its state moves), so a round's snapshot is built,
+//! diffed and dropped at the cost of what changed; debug builds check every kept view
+//! against a fresh one.
+//!
 //! [`control::Cluster`]: crate::control::Cluster
 //! [`control::Cluster::apply`]: crate::control::Cluster::apply
 
@@ -18,6 +23,7 @@ pub mod spec;
 mod state;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use rand::SeedableRng;
 use rand_distr::{Distribution, Normal};
@@ -282,6 +288,8 @@ impl Simulator {
             if self.jobs[index].state != JobState::Active {
                 continue;
             }
+            // Its new tasks show from now on.
+            self.jobs[index].view = None;
             let arrived = Trigger::JobArrived(self.jobs[index].spec.id.clone());
             if !triggers.contains(&arrived) {
                 triggers.push(arrived);
@@ -318,6 +326,7 @@ impl Simulator {
         j.work_done = j.spec.work;
         j.finish_time = Some(self.now);
         j.state = JobState::Finished;
+        j.view = None;
         j.rate = 0.0;
         j.version += 1;
         // `recompute` skips finished jobs, so their GPUs leave the busy count here.
@@ -360,6 +369,7 @@ impl Simulator {
     }
 
     fn mark_node(&mut self, node: usize) {
+        self.nodes[node].view = None;
         if !self.nodes[node].dirty {
             self.nodes[node].dirty = true;
             self.dirty_nodes.push(node);
@@ -452,6 +462,8 @@ impl Simulator {
         jobs.dedup();
         let mut gpus_delta = 0.0;
         for job in jobs {
+            // Touched, re-shared or evaluated: its view is out of date.
+            self.jobs[job].view = None;
             if self.jobs[job].state != JobState::Active {
                 continue;
             }
@@ -561,6 +573,7 @@ impl Simulator {
                     None => (0..self.jobs[job].tasks.len()).collect(),
                 };
                 let j = &mut self.jobs[job];
+                j.view = None;
                 match kind {
                     crate::model::MigrationKind::Reallocate => j.migrated = true,
                     crate::model::MigrationKind::Rebalance => j.rebalanced = true,
@@ -645,6 +658,31 @@ impl Simulator {
         }
     }
 
+    /// Every kept view equals a fresh one: a change that forgot to clear its item's view
+    /// fails here, in every debug-build test, instead of showing a policy stale state.
+    #[cfg(debug_assertions)]
+    fn check_views(&self) {
+        for n in &self.nodes {
+            let kept = n.view.as_deref();
+            assert_eq!(
+                kept,
+                Some(&self.node_view(n)),
+                "stale view of node {}",
+                n.spec.name
+            );
+        }
+        for &j in &self.active {
+            let job = &self.jobs[j];
+            let kept = job.view.as_deref();
+            assert_eq!(
+                kept,
+                Some(&self.job_view(job)),
+                "stale view of job {}",
+                job.spec.id
+            );
+        }
+    }
+
     fn job_view(&self, j: &SimJob) -> Job {
         Job {
             id: j.spec.id.clone(),
@@ -725,14 +763,27 @@ impl Cluster for Simulator {
     }
 
     fn snapshot(&mut self, triggers: Vec<Trigger>) -> Snapshot {
+        for n in 0..self.nodes.len() {
+            if self.nodes[n].view.is_none() {
+                self.nodes[n].view = Some(Arc::new(self.node_view(&self.nodes[n])));
+            }
+        }
+        for a in 0..self.active.len() {
+            let j = self.active[a];
+            if self.jobs[j].view.is_none() {
+                self.jobs[j].view = Some(Arc::new(self.job_view(&self.jobs[j])));
+            }
+        }
+        #[cfg(debug_assertions)]
+        self.check_views();
         Snapshot {
             time: self.now,
             triggers,
-            nodes: self.nodes.iter().map(|n| self.node_view(n)).collect(),
+            nodes: self.nodes.iter().filter_map(|n| n.view.clone()).collect(),
             jobs: self
                 .active
                 .iter()
-                .map(|&j| self.job_view(&self.jobs[j]))
+                .filter_map(|&j| self.jobs[j].view.clone())
                 .collect(),
         }
     }

@@ -213,13 +213,13 @@ impl<'a> Account<'a> {
             jobs: snapshot
                 .jobs
                 .iter()
-                .map(|j| (j.id.as_str(), j))
+                .map(|j| (j.id.as_str(), &**j))
                 .rev()
                 .collect(),
             nodes: snapshot
                 .nodes
                 .iter()
-                .map(|n| (n.name.as_str(), n))
+                .map(|n| (n.name.as_str(), &**n))
                 .rev()
                 .collect(),
             free,

@@ -148,7 +148,7 @@ pub struct ClusterBuilder(pub Snapshot);
 
 impl ClusterBuilder {
     pub fn node(mut self, node: NodeBuilder) -> Self {
-        self.0.nodes.push(node.0);
+        self.0.nodes.push(node.0.into());
         self
     }
     /// Adds a job and charges its bound tasks to their nodes' `requested`.
@@ -161,10 +161,11 @@ impl ClusterBuilder {
                 .iter_mut()
                 .find(|n| Some(&n.name) == t.node.as_ref())
             {
+                let n = std::sync::Arc::make_mut(n);
                 n.requested = n.requested.plus(&t.requests);
             }
         }
-        self.0.jobs.push(job);
+        self.0.jobs.push(job.into());
         self
     }
     pub fn at(mut self, time: f64) -> Self {

@@ -169,7 +169,7 @@ impl KubeCluster {
             .snapshot(0.0, Vec::new())
             .nodes
             .into_iter()
-            .map(|n| (n.name, n.schedulable))
+            .map(|n| (n.name.clone(), n.schedulable))
             .collect();
         for (name, schedulable) in &nodes {
             if self.known_nodes.get(name) != Some(schedulable) {

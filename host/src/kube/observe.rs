@@ -241,7 +241,7 @@ impl Caches {
                 *sum = sum.plus(&pod_requests(pod));
             }
         }
-        let mut nodes: Vec<model::Node> = self
+        let mut nodes: Vec<Arc<model::Node>> = self
             .nodes
             .state()
             .iter()
@@ -253,14 +253,14 @@ impl Caches {
                     .and_then(|s| s.allocatable.as_ref())
                     .map(quantity::resources)
                     .unwrap_or_default();
-                model::Node {
+                Arc::new(model::Node {
                     usage: usage.as_ref().and_then(|u| u.nodes.get(&name).copied()),
                     requested: requested.get(name.as_str()).copied().unwrap_or_default(),
                     labels: node.labels().clone(),
                     schedulable: schedulable(node),
                     allocatable,
                     name,
-                }
+                })
             })
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
@@ -275,7 +275,7 @@ impl Caches {
             time: now,
             triggers,
             nodes,
-            jobs: jobs.into_iter().map(|(_, j)| j).collect(),
+            jobs: jobs.into_iter().map(|(_, j)| Arc::new(j)).collect(),
         }
     }
 

@@ -10,6 +10,7 @@
 //! and a pushed sample for it is ignored with the reason.
 
 use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -134,7 +135,12 @@ impl<C: Cluster> Cluster for Paced<C> {
         if !self.pushed.is_empty() {
             for job in &mut snapshot.jobs {
                 if let Some(series) = self.pushed.get(&job.id) {
-                    job.loss = series.to_vec();
+                    let loss = series.to_vec();
+                    if job.loss != loss {
+                        // Copied only when the series moved on, so an unchanged job
+                        // stays shared with the held snapshot.
+                        Arc::make_mut(job).loss = loss;
+                    }
                 }
             }
         }

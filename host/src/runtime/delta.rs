@@ -5,6 +5,11 @@
 //! (`snapshot-delta` in `wit/policy.wit`). The delta's order rule is the guest's: held
 //! items keep their places, new ones follow them. A snapshot that puts a new item before
 //! held ones, or reorders held ones, cannot be said that way and goes as a reset.
+//!
+//! Held items are the snapshot's own `Arc`s: holding costs no copy, and an item the
+//! source handed out again unchanged is told apart by its pointer alone.
+
+use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
@@ -76,8 +81,8 @@ pub struct LossUpdate {
 /// The copy of what an incremental instance holds.
 #[derive(Debug, Default)]
 pub struct HeldSnapshot {
-    nodes: Vec<Node>,
-    jobs: Vec<Job>,
+    nodes: Vec<Arc<Node>>,
+    jobs: Vec<Arc<Job>>,
     /// No two held nodes or jobs share a key; otherwise every change goes as a reset.
     keys_unique: bool,
 }
@@ -92,14 +97,14 @@ impl HeldSnapshot {
             &self.nodes,
             &now.nodes,
             |n| &n.name,
-            |old, new, _| old != new,
+            |old, new, _| !Arc::ptr_eq(old, new) && old != new,
         );
         let mut loss_updates = Vec::new();
         let jobs = diff(
             &self.jobs,
             &now.jobs,
             |j| &j.id,
-            |old, new, at| job_changed(old, new, at, &mut loss_updates),
+            |old, new, at| !Arc::ptr_eq(old, new) && job_changed(old, new, at, &mut loss_updates),
         );
         let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
             return Change::Reset;
@@ -124,7 +129,8 @@ impl HeldSnapshot {
                 apply(&mut self.nodes, &now.nodes, &delta.nodes);
                 apply(&mut self.jobs, &now.jobs, &delta.jobs);
                 for update in &delta.loss_updates {
-                    self.jobs[update.held_at].loss = now.jobs[update.job].loss.clone();
+                    // The rest of the job is equal, so the current one can be held whole.
+                    self.jobs[update.held_at] = now.jobs[update.job].clone();
                 }
             }
         }

@@ -1,10 +1,11 @@
 //! The simulator's mutable record of each node, job and task.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use super::share::speedup;
 use super::spec::{JobSpec, NodeSpec, Speed};
-use crate::model::{JobPhase, LossSample, Resources, TaskPhase};
+use crate::model::{Job, JobPhase, LossSample, Node, Resources, TaskPhase};
 
 /// A node and the tasks bound to it.
 #[derive(Debug)]
@@ -15,6 +16,8 @@ pub(crate) struct SimNode {
     pub(crate) tasks: Vec<(usize, usize)>,
     pub(crate) cores_in_use: f64,
     pub(crate) dirty: bool,
+    /// What the last snapshot showed of it; `None` once it changed since.
+    pub(crate) view: Option<Arc<Node>>,
 }
 
 impl SimNode {
@@ -25,6 +28,7 @@ impl SimNode {
             tasks: Vec::new(),
             cores_in_use: 0.0,
             dirty: false,
+            view: None,
         }
     }
 }
@@ -78,6 +82,8 @@ pub(crate) struct SimJob {
     pub(crate) start_time: Option<f64>,
     pub(crate) finish_time: Option<f64>,
     pub(crate) policy_labels: BTreeMap<String, String>,
+    /// What the last snapshot showed of it; `None` once it changed since.
+    pub(crate) view: Option<Arc<Job>>,
 }
 
 /// Task name of replica `index` of `role`: `main` for a lone `main`, else `role-index`.
@@ -133,6 +139,7 @@ impl SimJob {
             start_time: None,
             finish_time: None,
             policy_labels: BTreeMap::new(),
+            view: None,
         }
     }
 

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Ledger, nodes_of, pending_tasks};
-use crate::{Action, Assignment, Job, Operation, Placement, Snapshot, Task};
+use crate::cluster::{Ledger, ResourcesExt, nodes_of, pending_tasks};
+use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
 /// The fixed, even initial placement of SpeCon's evaluation: the k-th arriving job goes to
 /// worker `k mod |W|` (snapshot node order), or the next worker round the ring with room.
@@ -151,13 +151,26 @@ impl Scoring {
 /// pods on 5,000 nodes scores 500 nodes per pod rather than all of them. Up to 100 nodes
 /// every node is scored and ties go to the first node (kube-scheduler breaks ties at
 /// random).
+///
+/// A pod that fits on no node is remembered for the round: placing only shrinks the
+/// nodes' room, so a later pod asking at least as much of every resource cannot fit
+/// either and is skipped without a search. The outcome is the same as searching; a long
+/// queue behind a full cluster costs a comparison per pod instead of a pass over every
+/// node.
 pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) -> Vec<Action> {
     let nodes = ledger.node_count();
     let to_find = feasible_nodes_to_find(nodes);
     let mut start = 0;
     let mut actions = Vec::new();
+    let mut fit_nowhere: Vec<Resources> = Vec::new();
     for job in &snapshot.jobs {
         for task in pending_tasks(job) {
+            if fit_nowhere
+                .iter()
+                .any(|failed| task.requests.covers(failed))
+            {
+                continue;
+            }
             let mut looked_at = nodes;
             let mut best: Option<(&str, f64)> = None;
             for (found, (step, room)) in
@@ -180,6 +193,8 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
                 start = (start + looked_at) % nodes;
             }
             let Some((node, score)) = best.map(|(node, score)| (node.to_string(), score)) else {
+                // A failed search looked at every node, so `start` has not moved.
+                fit_nowhere.push(task.requests);
                 continue;
             };
             ledger.charge(&node, &task.requests);
@@ -253,5 +268,33 @@ mod tests {
         // 144 nodes scored per pod; the untouched nodes tie, so each pod takes the
         // first it saw. Scoring all 300 would have put `c` on n1.
         assert_eq!(placed_on(&actions), ["n0", "n144", "n288"]);
+    }
+
+    #[test]
+    fn a_pod_that_fits_nowhere_skips_larger_pods_but_not_smaller_ones() {
+        use crate::testing::JobBuilder;
+        let nodes = vec![node("n0", 4000), node("n1", 4000)];
+        let jobs = vec![
+            job("big").requests(3000, 0),
+            job("two-a").requests(2000, 0),
+            job("two-b").requests(2000, 0),
+            job("too-big").requests(3000, 0),
+            job("bigger").requests(3500, 0),
+            job("medium").requests(1500, 0),
+            job("small").requests(1000, 0),
+        ];
+        let s = snapshot(0.0, nodes, jobs);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::LeastAllocated);
+        let placed: Vec<&str> = actions
+            .iter()
+            .map(|a| match &a.op {
+                Operation::Place(p) => p.job.as_str(),
+                other => panic!("not a placement: {other:?}"),
+            })
+            .collect();
+        // n0 keeps 1000 after `big`, n1 nothing after the two 2000s. `too-big` fits
+        // nowhere, `bigger` is skipped, `medium` (smaller in CPU) is searched and fits
+        // nowhere either, and `small` still finds n0.
+        assert_eq!(placed, ["big", "two-a", "two-b", "small"]);
     }
 }
