@@ -135,6 +135,6 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
         migrated: false,
         rebalanced: false,
         checkpointable: true,
-        labels: BTreeMap::new(),
+        labels: Default::default(),
     }
 }

@@ -160,8 +160,8 @@ pub struct Job {
     pub rebalanced: bool,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
-    /// Submission labels.
-    pub labels: BTreeMap<String, String>,
+    /// Submission labels, shared: jobs of one template carry the same ones.
+    pub labels: Arc<BTreeMap<String, String>>,
 }
 
 impl Job {

@@ -22,7 +22,7 @@ pub mod share;
 pub mod spec;
 mod state;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use rand::SeedableRng;
@@ -112,6 +112,15 @@ impl Simulator {
             .map(|(i, n)| (n.spec.name.clone(), i))
             .collect();
         let mut jobs: Vec<SimJob> = scenario.jobs.into_iter().map(SimJob::new).collect();
+        let mut distinct_labels = HashSet::new();
+        for job in &mut jobs {
+            match distinct_labels.get(&job.labels) {
+                Some(shared) => job.labels = Arc::clone(shared),
+                None => {
+                    distinct_labels.insert(Arc::clone(&job.labels));
+                }
+            }
+        }
         // Arrival order is submission order; a stable sort keeps ties in file order.
         jobs.sort_by(|a, b| a.spec.submit_time.total_cmp(&b.spec.submit_time));
         let job_index = jobs
@@ -501,6 +510,10 @@ impl Simulator {
             }
         }
         self.gpus_in_use += gpus_delta;
+        let jobs = &self.jobs;
+        self.queue.drop_stale(self.active.len(), |job, version| {
+            jobs[job].version == version
+        });
         let point = UtilPoint {
             time: self.now,
             cpu: if self.total_cores > 0.0 {
@@ -684,15 +697,10 @@ impl Simulator {
     }
 
     fn job_view(&self, j: &SimJob) -> Job {
-        Job {
-            id: j.spec.id.clone(),
-            phase: j.phase,
-            submit_time: j.spec.submit_time,
-            start_time: j.start_time,
-            priority: j.spec.priority,
-            utility: j.spec.utility,
-            tasks: j
-                .tasks
+        // Sized exactly: a filtered iterator would give two tasks room for four.
+        let mut tasks = Vec::with_capacity(j.tasks.len());
+        tasks.extend(
+            j.tasks
                 .iter()
                 .filter(|t| t.created_at <= self.now)
                 .map(|t| Task {
@@ -707,8 +715,16 @@ impl Simulator {
                         memory_bytes: t.requests.memory_bytes,
                         gpus: t.requests.gpus,
                     }),
-                })
-                .collect(),
+                }),
+        );
+        Job {
+            id: j.spec.id.clone(),
+            phase: j.phase,
+            submit_time: j.spec.submit_time,
+            start_time: j.start_time,
+            priority: j.spec.priority,
+            utility: j.spec.utility,
+            tasks,
             replicas: Replicas {
                 role: j.spec.scalable_role.clone(),
                 current: j.replicas,
@@ -720,7 +736,7 @@ impl Simulator {
             migrated: j.migrated,
             rebalanced: j.rebalanced,
             checkpointable: j.spec.checkpointable,
-            labels: j.spec.labels.clone(),
+            labels: Arc::clone(&j.labels),
         }
     }
 }

@@ -68,7 +68,7 @@ pub fn job(id: &str) -> JobBuilder {
         migrated: false,
         rebalanced: false,
         checkpointable: true,
-        labels: BTreeMap::new(),
+        labels: Default::default(),
     })
 }
 

@@ -384,7 +384,7 @@ impl Caches {
                 migrated: status.migrated,
                 rebalanced: status.rebalanced,
                 checkpointable: job.spec.checkpoint.is_some(),
-                labels: job.labels().clone(),
+                labels: Arc::new(job.labels().clone()),
                 id,
             },
         ))

@@ -40,11 +40,8 @@ pub struct Delta {
 pub struct ListDelta {
     /// Keys of the held items that are gone, in held order.
     pub removed: Vec<String>,
-    /// Positions in the held list of the removed items.
-    removed_at: Vec<usize>,
-    /// Changed items: (position in the held list once removals are applied, index in
-    /// the current list).
-    changed: Vec<(usize, usize)>,
+    /// Indices in the current list of the changed items.
+    changed: Vec<usize>,
     /// Index in the current list from which every item is new.
     first_new: usize,
 }
@@ -55,12 +52,8 @@ impl ListDelta {
     pub fn upserted<'a, T>(&self, now: &'a [T]) -> impl Iterator<Item = &'a T> {
         self.changed
             .iter()
-            .map(|&(_, index)| &now[index])
+            .map(|&index| &now[index])
             .chain(&now[self.first_new..])
-    }
-
-    fn is_empty(&self) -> bool {
-        self.removed.is_empty() && self.changed.is_empty()
     }
 }
 
@@ -117,22 +110,16 @@ impl HeldSnapshot {
     }
 
     /// Records that the instance applied `change` and now holds `now`.
+    ///
+    /// Either way the instance now holds what `now` says, in `now`'s order, so the held
+    /// copy becomes `now`'s `Arc`s. Taking them (rather than keeping a held item equal
+    /// to the current one by value) matters: an item the source rebuilt unchanged would
+    /// otherwise be compared field by field in every later round.
     pub fn commit(&mut self, now: &Snapshot, change: &Change) {
-        match change {
-            Change::Reset => {
-                self.nodes = now.nodes.clone();
-                self.jobs = now.jobs.clone();
-                self.keys_unique =
-                    unique(&self.nodes, |n| &n.name) && unique(&self.jobs, |j| &j.id);
-            }
-            Change::Delta(delta) => {
-                apply(&mut self.nodes, &now.nodes, &delta.nodes);
-                apply(&mut self.jobs, &now.jobs, &delta.jobs);
-                for update in &delta.loss_updates {
-                    // The rest of the job is equal, so the current one can be held whole.
-                    self.jobs[update.held_at] = now.jobs[update.job].clone();
-                }
-            }
+        self.nodes.clone_from(&now.nodes);
+        self.jobs.clone_from(&now.jobs);
+        if let Change::Reset = change {
+            self.keys_unique = unique(&self.nodes, |n| &n.name) && unique(&self.jobs, |j| &j.id);
         }
     }
 }
@@ -230,17 +217,20 @@ struct Place {
 /// whether an item present in both must go whole. `None` when the order rule cannot
 /// express `now`.
 fn diff<T>(
-    held: &[T],
-    now: &[T],
-    key: impl Fn(&T) -> &str,
-    mut changed: impl FnMut(&T, &T, Place) -> bool,
+    held: &[Arc<T>],
+    now: &[Arc<T>],
+    key: impl Fn(&Arc<T>) -> &str,
+    mut changed: impl FnMut(&Arc<T>, &Arc<T>, Place) -> bool,
 ) -> Option<ListDelta> {
+    // The same `Arc` is the same item: most of a big snapshot is, and comparing its key
+    // would cost a string comparison per item and round.
+    let same_key = |a: &Arc<T>, b: &Arc<T>| Arc::ptr_eq(a, b) || key(a) == key(b);
     let mut delta = ListDelta {
         first_new: now.len(),
         ..ListDelta::default()
     };
     if held.len() <= now.len()
-        && held.iter().zip(now).all(|(a, b)| key(a) == key(b))
+        && held.iter().zip(now).all(|(a, b)| same_key(a, b))
         && appended_keys_are_new(held, &now[held.len()..], &key)
     {
         // The common rounds: nothing left and whatever arrived came last, so no set of
@@ -252,7 +242,7 @@ fn diff<T>(
                 index,
             };
             if changed(old, item, place) {
-                delta.changed.push((index, index));
+                delta.changed.push(index);
             }
         }
         return Some(delta);
@@ -267,17 +257,16 @@ fn diff<T>(
     for (index, item) in now.iter().enumerate() {
         while cursor < held.len() && !present.contains(key(&held[cursor])) {
             delta.removed.push(key(&held[cursor]).to_string());
-            delta.removed_at.push(cursor);
             cursor += 1;
         }
         match held.get(cursor) {
-            Some(old) if key(old) == key(item) => {
+            Some(old) if same_key(old, item) => {
                 let place = Place {
                     held_at: position,
                     index,
                 };
                 if changed(old, item, place) {
-                    delta.changed.push((position, index));
+                    delta.changed.push(index);
                 }
                 cursor += 1;
                 position += 1;
@@ -289,35 +278,11 @@ fn diff<T>(
             }
         }
     }
-    for (at, old) in held.iter().enumerate().skip(cursor) {
+    for old in &held[cursor..] {
         if present.contains(key(old)) {
             return None;
         }
         delta.removed.push(key(old).to_string());
-        delta.removed_at.push(at);
     }
     Some(delta)
-}
-
-/// Applies a [`ListDelta`] to the held copy.
-fn apply<T: Clone>(held: &mut Vec<T>, now: &[T], delta: &ListDelta) {
-    if delta.is_empty() && delta.first_new == now.len() {
-        return;
-    }
-    if !delta.removed_at.is_empty() {
-        let mut at = 0;
-        let mut removed = delta.removed_at.iter().peekable();
-        held.retain(|_| {
-            let gone = removed.peek() == Some(&&at);
-            if gone {
-                removed.next();
-            }
-            at += 1;
-            !gone
-        });
-    }
-    for &(position, index) in &delta.changed {
-        held[position] = now[index].clone();
-    }
-    held.extend_from_slice(&now[delta.first_new..]);
 }

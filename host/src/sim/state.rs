@@ -82,6 +82,9 @@ pub(crate) struct SimJob {
     pub(crate) start_time: Option<f64>,
     pub(crate) finish_time: Option<f64>,
     pub(crate) policy_labels: BTreeMap<String, String>,
+    /// Its submission labels (taken from the spec), shared with every job that has the
+    /// same ones: 25,000 jobs of one template hold one map.
+    pub(crate) labels: Arc<BTreeMap<String, String>>,
     /// What the last snapshot showed of it; `None` once it changed since.
     pub(crate) view: Option<Arc<Job>>,
 }
@@ -96,8 +99,9 @@ pub(crate) fn task_name(role: &str, count: u32, index: u32) -> String {
 }
 
 impl SimJob {
-    pub(crate) fn new(spec: JobSpec) -> Self {
-        let mut tasks = Vec::new();
+    pub(crate) fn new(mut spec: JobSpec) -> Self {
+        let labels = Arc::new(std::mem::take(&mut spec.labels));
+        let mut tasks = Vec::with_capacity(spec.roles.iter().map(|r| r.count as usize).sum());
         let mut replicas = 0;
         for (r, role) in spec.roles.iter().enumerate() {
             if role.name == spec.scalable_role {
@@ -139,6 +143,7 @@ impl SimJob {
             start_time: None,
             finish_time: None,
             policy_labels: BTreeMap::new(),
+            labels,
             view: None,
         }
     }
