@@ -21,7 +21,14 @@ const TARGET: &str = "wasm32-wasip2";
 fn main() {
     let manifest_dir = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let workspace = manifest_dir.parent().unwrap().to_path_buf();
-    for watched in ["wit", "policies", "tests/guests", "Cargo.lock"] {
+    // Cargo.toml holds the `guest` profile the policies are built with.
+    for watched in [
+        "wit",
+        "policies",
+        "tests/guests",
+        "Cargo.lock",
+        "Cargo.toml",
+    ] {
         println!(
             "cargo:rerun-if-changed={}",
             workspace.join(watched).display()

@@ -5,6 +5,7 @@ mod support;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use support::res;
@@ -631,4 +632,49 @@ fn a_pollux_workload_imports_with_measured_throughput_for_every_replica_count() 
     // Spreading workers over nodes is measured to cost something for cifar10.
     let cifar = scenario.jobs.iter().find(|j| j.id == "cifar10-0").unwrap();
     assert!(cifar.comm_penalty < 1.0, "{}", cifar.comm_penalty);
+}
+
+#[test]
+fn a_snapshot_hands_out_the_same_node_and_job_until_they_change() {
+    let mut s = sim(
+        vec![node("n1", 8.0), node("n2", 8.0)],
+        vec![
+            cpu_job("a", 1000.0, 1.0, 1.0),
+            cpu_job("b", 1000.0, 1.0, 1.0),
+        ],
+    );
+    s.advance(None);
+    let first = s.snapshot(vec![]);
+    let again = s.snapshot(vec![]);
+    for (x, y) in first.jobs.iter().zip(&again.jobs) {
+        assert!(Arc::ptr_eq(x, y), "job {} was rebuilt unchanged", x.id);
+    }
+    for (x, y) in first.nodes.iter().zip(&again.nodes) {
+        assert!(Arc::ptr_eq(x, y), "node {} was rebuilt unchanged", x.name);
+    }
+    s.apply(&[place("a", "main", "n1")], &[]);
+    let after = s.snapshot(vec![]);
+    // Only what the placement touched is new: job `a` and node n1.
+    assert!(!Arc::ptr_eq(&first.jobs[0], &after.jobs[0]));
+    assert_eq!(after.jobs[0].tasks[0].node.as_deref(), Some("n1"));
+    assert!(Arc::ptr_eq(&first.jobs[1], &after.jobs[1]));
+    assert!(!Arc::ptr_eq(&first.nodes[0], &after.nodes[0]));
+    assert!(Arc::ptr_eq(&first.nodes[1], &after.nodes[1]));
+}
+
+#[test]
+fn jobs_with_the_same_labels_share_one_map() {
+    let labelled = |id: &str| {
+        let mut job = cpu_job(id, 10.0, 1.0, 1.0);
+        job.labels = BTreeMap::from([("team".to_string(), "vision".to_string())]);
+        job
+    };
+    let mut s = sim(vec![node("n1", 8.0)], vec![labelled("a"), labelled("b")]);
+    s.advance(None);
+    let snapshot = s.snapshot(vec![]);
+    assert_eq!(snapshot.jobs[0].labels["team"], "vision");
+    assert!(Arc::ptr_eq(
+        &snapshot.jobs[0].labels,
+        &snapshot.jobs[1].labels
+    ));
 }

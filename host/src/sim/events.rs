@@ -113,3 +113,50 @@ impl EventQueue {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_events_go_once_they_outnumber_the_live_ones_and_the_rest_keep_their_order() {
+        let mut queue = EventQueue::default();
+        // Job 0 re-shared 2,000 times: only its last pair of events is current.
+        for version in 0..2_000 {
+            queue.push(1e6 + version as f64, 0, version, EventKind::Completion);
+            queue.push(10.0 + version as f64, 0, version, EventKind::Evaluation);
+        }
+        queue.push(5.0, 1, 0, EventKind::Completion);
+        let valid = |job: usize, version: u64| job == 1 || version == 1_999;
+        queue.drop_stale(2, valid);
+        assert_eq!(queue.heap.len(), 3);
+        assert_eq!(
+            queue.pop_due(f64::INFINITY, valid),
+            Some((1, EventKind::Completion))
+        );
+        assert_eq!(
+            queue.pop_due(f64::INFINITY, valid),
+            Some((0, EventKind::Evaluation))
+        );
+        assert_eq!(
+            queue.pop_due(f64::INFINITY, valid),
+            Some((0, EventKind::Completion))
+        );
+        assert_eq!(queue.pop_due(f64::INFINITY, valid), None);
+    }
+
+    #[test]
+    fn a_queue_of_mostly_live_events_is_left_alone() {
+        let mut queue = EventQueue::default();
+        for job in 0..100 {
+            queue.push(job as f64, job, 0, EventKind::Completion);
+            queue.push(job as f64, job, 1, EventKind::Completion);
+        }
+        queue.drop_stale(100, |_, version| version == 1);
+        assert_eq!(
+            queue.heap.len(),
+            200,
+            "below the threshold nothing is dropped"
+        );
+    }
+}
