@@ -171,14 +171,17 @@ impl Subject {
 /// reported one new sample (the oldest leaves the window), nothing else moved. The
 /// clock stays where it is: DRAGON's and SpeCon's own work depends on it (jobs become
 /// due for a rescale as time passes), and the `kept` row must do the same policy work as
-/// the `wasm` and `native` rows so that the difference is the cost of the call.
+/// the `wasm` and `native` rows so that the difference is the cost of the call. So the
+/// new sample is taken at the current time too: a sample after the clock would, after
+/// a window's worth of rounds, leave no job with a value as of now, and the policies
+/// would skip every job.
 fn next_round(snapshot: &mut Snapshot) {
     for job in &mut snapshot.jobs {
         if let Some(last) = job.loss.last().copied() {
             let job = std::sync::Arc::make_mut(job);
             job.loss.remove(0);
             job.loss.push(LossSample {
-                time: last.time + 30.0,
+                time: last.time,
                 step: last.step + 100,
                 value: last.value * 0.999,
             });
