@@ -675,24 +675,19 @@ impl Simulator {
     /// fails here, in every debug-build test, instead of showing a policy stale state.
     #[cfg(debug_assertions)]
     fn check_views(&self) {
-        for n in &self.nodes {
-            let kept = n.view.as_deref();
-            assert_eq!(
-                kept,
-                Some(&self.node_view(n)),
-                "stale view of node {}",
-                n.spec.name
-            );
+        fn fresh<T: PartialEq + std::fmt::Debug>(
+            kept: &Option<Arc<T>>,
+            now: T,
+            kind: &str,
+            name: &str,
+        ) {
+            assert_eq!(kept.as_deref(), Some(&now), "stale view of {kind} {name}");
         }
-        for &j in &self.active {
-            let job = &self.jobs[j];
-            let kept = job.view.as_deref();
-            assert_eq!(
-                kept,
-                Some(&self.job_view(job)),
-                "stale view of job {}",
-                job.spec.id
-            );
+        for n in &self.nodes {
+            fresh(&n.view, self.node_view(n), "node", &n.spec.name);
+        }
+        for job in self.active.iter().map(|&j| &self.jobs[j]) {
+            fresh(&job.view, self.job_view(job), "job", &job.spec.id);
         }
     }
 
@@ -795,11 +790,11 @@ impl Cluster for Simulator {
         Snapshot {
             time: self.now,
             triggers,
-            nodes: self.nodes.iter().filter_map(|n| n.view.clone()).collect(),
+            nodes: self.nodes.iter().map(|n| shown(&n.view)).collect(),
             jobs: self
                 .active
                 .iter()
-                .filter_map(|&j| self.jobs[j].view.clone())
+                .map(|&j| shown(&self.jobs[j].view))
                 .collect(),
         }
     }
@@ -821,6 +816,11 @@ impl Cluster for Simulator {
     fn finished_jobs(&self) -> usize {
         self.finished
     }
+}
+
+/// A view the snapshot just built.
+fn shown<T>(view: &Option<Arc<T>>) -> Arc<T> {
+    Arc::clone(view.as_ref().expect("built by the snapshot"))
 }
 
 impl SimJob {

@@ -77,6 +77,11 @@ impl LossSeries {
         self.samples.iter().copied().collect()
     }
 
+    /// Whether the series is exactly `samples`, oldest first.
+    pub fn matches(&self, samples: &[LossSample]) -> bool {
+        self.samples.iter().eq(samples)
+    }
+
     /// Whether nothing is kept.
     pub fn is_empty(&self) -> bool {
         self.samples.is_empty()

@@ -134,13 +134,12 @@ impl<C: Cluster> Cluster for Paced<C> {
         let mut snapshot = self.inner.snapshot(triggers);
         if !self.pushed.is_empty() {
             for job in &mut snapshot.jobs {
-                if let Some(series) = self.pushed.get(&job.id) {
-                    let loss = series.to_vec();
-                    if job.loss != loss {
-                        // Copied only when the series moved on, so an unchanged job
-                        // stays shared with the held snapshot.
-                        Arc::make_mut(job).loss = loss;
-                    }
+                if let Some(series) = self.pushed.get(&job.id)
+                    && !series.matches(&job.loss)
+                {
+                    // Copied only when the series moved on, so an unchanged job stays
+                    // shared with the held snapshot.
+                    Arc::make_mut(job).loss = series.to_vec();
                 }
             }
         }

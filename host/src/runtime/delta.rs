@@ -71,7 +71,7 @@ pub struct LossUpdate {
     pub kept: usize,
 }
 
-/// The copy of what an incremental instance holds.
+/// What an incremental instance holds: the `Arc`s of the snapshot it last applied.
 #[derive(Debug, Default)]
 pub struct HeldSnapshot {
     nodes: Vec<Arc<Node>>,
@@ -90,14 +90,14 @@ impl HeldSnapshot {
             &self.nodes,
             &now.nodes,
             |n| &n.name,
-            |old, new, _| !Arc::ptr_eq(old, new) && old != new,
+            |old, new, _| old != new,
         );
         let mut loss_updates = Vec::new();
         let jobs = diff(
             &self.jobs,
             &now.jobs,
             |j| &j.id,
-            |old, new, at| !Arc::ptr_eq(old, new) && job_changed(old, new, at, &mut loss_updates),
+            |old, new, at| job_changed(old, new, at, &mut loss_updates),
         );
         let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
             return Change::Reset;
@@ -214,7 +214,8 @@ struct Place {
 }
 
 /// Walks the held and current lists side by side. `changed(old, new, place)` says
-/// whether an item present in both must go whole. `None` when the order rule cannot
+/// whether an item present in both must go whole; it is asked only when the two are
+/// different `Arc`s. `None` when the order rule cannot
 /// express `now`.
 fn diff<T>(
     held: &[Arc<T>],
@@ -222,9 +223,10 @@ fn diff<T>(
     key: impl Fn(&Arc<T>) -> &str,
     mut changed: impl FnMut(&Arc<T>, &Arc<T>, Place) -> bool,
 ) -> Option<ListDelta> {
-    // The same `Arc` is the same item: most of a big snapshot is, and comparing its key
-    // would cost a string comparison per item and round.
+    // The same `Arc` is the same item, unchanged: most of a big snapshot is, and
+    // comparing its key and fields would cost string comparisons per item and round.
     let same_key = |a: &Arc<T>, b: &Arc<T>| Arc::ptr_eq(a, b) || key(a) == key(b);
+    let mut changed = |a: &Arc<T>, b: &Arc<T>, place| !Arc::ptr_eq(a, b) && changed(a, b, place);
     let mut delta = ListDelta {
         first_new: now.len(),
         ..ListDelta::default()

@@ -68,7 +68,6 @@ impl EventQueue {
         }));
     }
 
-    /// Time of the earliest event still valid, dropping stale ones on the way.
     /// Drops the events of jobs that moved on, once they could be most of the queue.
     /// A long job's completion lies far ahead, so without this every re-share of its
     /// node would leave a stale pair of events in the heap until then (42 MB of them
@@ -83,6 +82,7 @@ impl EventQueue {
         self.heap.shrink_to(2 * self.heap.len());
     }
 
+    /// Time of the earliest event still valid, dropping stale ones on the way.
     pub(crate) fn peek_valid(&mut self, valid: impl Fn(usize, u64) -> bool) -> Option<f64> {
         while let Some(Reverse(e)) = self.heap.peek() {
             if valid(e.job, e.version) {
