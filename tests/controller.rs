@@ -490,9 +490,8 @@ async fn a_pushed_loss_sample_is_kept_for_a_simulated_job_without_a_curve_and_re
 async fn health_readiness_snapshot_and_unknown_routes_answer() {
     let live = start(STREAM, 10.0, Duration::from_millis(500)).await;
     assert_eq!(live.get("/healthz").await.0, 200);
-    live.wait_for("/v1/status", |_| true).await;
-    let ready = live.client.get(live.url("/readyz")).send().await.unwrap();
-    assert_eq!(ready.status(), 200);
+    // Ready once the driver has seen the cluster synced, a moment after the API is up.
+    live.wait_ready().await;
     let (status, snapshot) = live.get("/v1/snapshot").await;
     assert_eq!(status, 200);
     assert_eq!(snapshot["nodes"], 8);

@@ -157,6 +157,23 @@ impl Live {
         }
     }
 
+    /// Waits until `/readyz` answers 200.
+    pub async fn wait_ready(&self) {
+        let started = Instant::now();
+        loop {
+            let ready = self.client.get(self.url("/readyz")).send().await.unwrap();
+            if ready.status() == 200 {
+                return;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "/readyz still answers {}",
+                ready.status()
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Waits until more rounds than `after` have been decided.
     pub async fn wait_for_rounds_after(&self, after: u64) -> u64 {
         self.wait_for("/v1/status", |s| s["rounds"].as_u64().unwrap() > after)
