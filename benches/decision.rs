@@ -22,6 +22,8 @@
 //! - `sandbox/<with|without>`: a SpeCon round at 1,000 nodes with and without the epoch
 //!   deadline and memory cap.
 
+#[path = "../tests/support/guests.rs"]
+mod guests;
 #[path = "support/synthetic.rs"]
 mod synthetic;
 
@@ -30,17 +32,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use switchyard::contract;
-use switchyard::model::{LossSample, Settings, Snapshot};
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::delta::{Change, HeldSnapshot};
-use switchyard::runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
+use switchyard_core::delta::{Change, HeldSnapshot};
+use switchyard_core::model::{LossSample, Settings, Snapshot};
 use switchyard_policy_sdk::Guest;
+use switchyard_runtime::contract;
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
 
 /// The model-to-WIT lowering the host uses, over the guest SDK's types: the native
 /// policies get exactly the snapshot the components get.
 mod native {
-    switchyard::snapshot_lowering!(switchyard_policy_sdk);
+    switchyard_core::snapshot_lowering!(switchyard_policy_sdk);
 }
 
 const SIZES: [usize; 4] = [10, 100, 1_000, 5_000];
@@ -100,7 +102,7 @@ impl Subject {
         self.wasm(&earlier, &[]).state
     }
 
-    fn wasm(&self, snapshot: &Snapshot, state: &[u8]) -> switchyard::model::Decision {
+    fn wasm(&self, snapshot: &Snapshot, state: &[u8]) -> switchyard_core::model::Decision {
         self.module
             .decide(&Settings::default(), snapshot, state, 1)
             .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
@@ -218,7 +220,7 @@ fn breakdown(c: &mut Criterion) {
     let runtime = runtime(false);
     let null = runtime
         .load(
-            &std::fs::read(env!("SWITCHYARD_TEST_GUEST_NULL")).expect("the null guest"),
+            &std::fs::read(guests::path("null")).expect("the null guest"),
             "null",
         )
         .expect("the null guest loads");

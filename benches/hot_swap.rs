@@ -37,10 +37,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
-use switchyard::registry;
-use switchyard::runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
-use switchyard::sim::Simulator;
-use switchyard::workload::Workload;
+use switchyard_runtime::registry;
+use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
+use switchyard_sim::simulator::Simulator;
+use switchyard_sim::workload::Workload;
 use wasm_encoder::{ComponentSection, CustomSection};
 
 #[path = "support/synthetic.rs"]
@@ -116,7 +116,7 @@ fn wait_for_cranelift(module: &PolicyModule) {
 /// One round at 1,000 nodes on each compiler's code, fresh instance and whole snapshot.
 fn tiers(c: &mut Criterion) {
     let runtime = Runtime::new(RuntimeOptions {
-        limits: switchyard::runtime::SandboxLimits {
+        limits: switchyard_runtime::SandboxLimits {
             deadline: Duration::from_secs(30),
             memory_bytes: 1 << 30,
             ..Default::default()
@@ -165,7 +165,7 @@ fn idle_controller(
 ) -> (Controller, impl Drop) {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/quickstart.yaml"
+        "/../../examples/quickstart.yaml"
     ));
     let workload = Workload::load(path).expect("quickstart loads");
     let scenario = workload.scenario(workload.seed()).expect("scenario");

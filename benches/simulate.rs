@@ -4,16 +4,16 @@
 //! `switchyard simulate examples/philly-6214e9.yaml --policy default`, see there).
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use switchyard::control::{ControlLoop, PolicySlot};
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::{Runtime, RuntimeOptions};
-use switchyard::sim::Simulator;
-use switchyard::workload::Workload;
+use switchyard_control::{ControlLoop, PolicySlot};
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_sim::simulator::Simulator;
+use switchyard_sim::workload::Workload;
 
 fn quickstart(c: &mut Criterion) {
     let path = std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../examples/quickstart.yaml"
+        "/../../examples/quickstart.yaml"
     ));
     let workload = Workload::load(path).unwrap();
     let scenario = workload.scenario(workload.seed()).unwrap();

@@ -9,14 +9,15 @@ use std::process::Command as Process;
 use assert_cmd::Command;
 use switchyard::authoring::harness::{self, TestSpec};
 use switchyard::authoring::trace;
-use switchyard::control::PolicySlot;
-use switchyard::model::Settings;
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::{Runtime, RuntimeOptions};
+use switchyard_control::PolicySlot;
+use switchyard_core::model::Settings;
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_runtime::{Runtime, RuntimeOptions};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .nth(2)
         .unwrap()
         .to_path_buf()
 }

@@ -1,5 +1,8 @@
 //! The `switchyard policy` commands as a user runs them.
 
+#[path = "support/guests.rs"]
+mod guests;
+
 use assert_cmd::Command;
 
 fn switchyard() -> Command {
@@ -66,11 +69,7 @@ fn validate_accepts_a_policy_and_refuses_another_world_with_exit_status_one() {
         .success();
 
     let output = switchyard()
-        .args([
-            "policy",
-            "validate",
-            env!("SWITCHYARD_TEST_GUEST_OTHER_WORLD"),
-        ])
+        .args(["policy", "validate", &guests::path("other-world")])
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(1));
@@ -137,7 +136,7 @@ fn validate_refuses_a_core_module_and_says_how_to_build_a_component() {
 fn a_run_in_which_no_job_finishes_shows_no_completion_time_rather_than_zero() {
     let out = stdout_of(&[
         "simulate",
-        "../examples/gang-three-ps-jobs.yaml",
+        "../../examples/gang-three-ps-jobs.yaml",
         "--policy",
         "default",
     ]);
@@ -149,4 +148,28 @@ fn a_run_in_which_no_job_finishes_shows_no_completion_time_rather_than_zero() {
     // policy, jobs, done, avg, p50, p95: the default scheduler strands every gang here.
     assert_eq!(cells[2], "0", "{row}");
     assert_eq!(&cells[3..6], ["n/a", "n/a", "n/a"], "{row}");
+}
+
+#[test]
+fn the_same_workload_and_seed_give_byte_identical_results() {
+    let dir = std::env::temp_dir().join(format!("switchyard-determinism-{}", std::process::id()));
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
+    let mut outputs = Vec::new();
+    for run in 0..2 {
+        let out = dir.join(run.to_string());
+        assert_cmd::Command::cargo_bin("switchyard")
+            .unwrap()
+            .args([
+                "simulate", example, "--policy", "default", "--seed", "7", "--out",
+            ])
+            .arg(&out)
+            .assert()
+            .success();
+        outputs.push(std::fs::read(out.join("results.json")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -1,6 +1,9 @@
 //! The live controller over a real HTTP server on loopback, driving the simulator in
 //! scaled real time: hot swaps, uploads, a runaway policy, authentication, experiments.
 
+#[path = "support/guests.rs"]
+mod guests;
+
 mod live;
 
 use std::collections::HashSet;
@@ -9,8 +12,8 @@ use std::time::Duration;
 use live::{STREAM, TOKEN, start};
 use serde_json::{Value, json};
 
-const LOOPING: &str = env!("SWITCHYARD_TEST_GUEST_LOOPING");
-const NULL: &str = env!("SWITCHYARD_TEST_GUEST_NULL");
+static LOOPING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("looping"));
+static NULL: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("null"));
 
 fn policy_of(record: &Value) -> &str {
     record["policy"].as_str().unwrap()
@@ -155,7 +158,7 @@ async fn an_upload_over_the_limit_or_of_the_wrong_type_gets_a_json_4xx() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_policy_that_loops_forever_is_cut_by_its_deadline_and_the_fallback_keeps_deciding() {
     let live = start(STREAM, 100.0, Duration::from_millis(50)).await;
-    let (status, body) = live.upload(std::fs::read(LOOPING).unwrap()).await;
+    let (status, body) = live.upload(std::fs::read(&*LOOPING).unwrap()).await;
     assert_eq!(status, 201, "{body}");
     assert_eq!(body["policy"]["name"], "looping");
     assert_eq!(body["persistence"]["survives_restart"], false, "{body}");
@@ -227,7 +230,7 @@ async fn a_missing_or_wrong_token_gets_401_and_changes_nothing() {
         .client
         .post(live.url("/v1/policies"))
         .header("content-type", "application/wasm")
-        .body(std::fs::read(LOOPING).unwrap())
+        .body(std::fs::read(&*LOOPING).unwrap())
         .send()
         .await
         .unwrap();
@@ -600,7 +603,7 @@ fn kept_in(dir: &std::path::Path) -> switchyard::live::LiveConfig {
 
 /// Uploads the null guest and activates it; returns the upload's answer.
 async fn upload_null_and_activate(live: &live::Live) -> Value {
-    let (status, uploaded) = live.upload(std::fs::read(NULL).unwrap()).await;
+    let (status, uploaded) = live.upload(std::fs::read(&*NULL).unwrap()).await;
     assert_eq!(status, 201, "{uploaded}");
     let (status, applied) = live.post("/v1/policies/null/activate", json!({})).await;
     assert_eq!(status, 200, "{applied}");
@@ -620,7 +623,10 @@ async fn an_uploaded_policy_survives_a_restart_with_its_digest_and_stays_active_
         uploaded["persistence"],
         json!({"survives_restart": true, "location": kept.display().to_string(), "warning": null})
     );
-    assert_eq!(std::fs::read(&kept).unwrap(), std::fs::read(NULL).unwrap());
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        std::fs::read(&*NULL).unwrap()
+    );
 
     let live = live::start_with(STREAM, kept_in(dir.path()), Duration::from_millis(500)).await;
     let (_, list) = live.get("/v1/policies").await;
@@ -690,18 +696,24 @@ async fn a_kept_upload_that_no_longer_loads_is_a_load_error_and_the_controller_s
             .all(|r| policy_of(r) == "default" && r.get("failure").is_none())
     );
     // Uploading the policy again replaces the broken copy and clears its error.
-    let (status, uploaded) = live.upload(std::fs::read(NULL).unwrap()).await;
+    let (status, uploaded) = live.upload(std::fs::read(&*NULL).unwrap()).await;
     assert_eq!(status, 201, "{uploaded}");
     assert_eq!(uploaded["persistence"]["survives_restart"], true);
     let (_, status) = live.get("/v1/status").await;
     assert_eq!(status["load_errors"], json!([]), "{status}");
-    assert_eq!(std::fs::read(&kept).unwrap(), std::fs::read(NULL).unwrap());
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        std::fs::read(&*NULL).unwrap()
+    );
     live.stop().await;
 }
 
 #[test]
 fn simulate_with_split_reports_both_arms_and_with_shadow_reports_agreement() {
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../examples/quickstart.yaml");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
     let run = |extra: &[&str]| -> Value {
         let output = assert_cmd::Command::cargo_bin("switchyard")
             .unwrap()
@@ -735,9 +747,11 @@ fn simulate_with_split_reports_both_arms_and_with_shadow_reports_agreement() {
 
 #[test]
 fn the_committed_openapi_document_matches_the_code() {
-    let committed =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json"))
-            .unwrap_or_default();
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/openapi.json"
+    ))
+    .unwrap_or_default();
     assert!(
         committed == switchyard::api::openapi_json(),
         "docs/openapi.json is out of date: run `cargo run -- openapi`"

@@ -3,21 +3,22 @@
 //! shipped policies must decide the same either way.
 
 mod support;
+use support::guests;
 
 use std::sync::Arc;
 
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
-use switchyard::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::{PolicyModule, Runtime, RuntimeOptions, Session};
+use switchyard_core::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, Session};
 
-const MIRROR: &str = env!("SWITCHYARD_TEST_GUEST_MIRROR");
+static MIRROR: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("mirror"));
 
 /// The host's lowering over the guest SDK's types, so the whole snapshot can be printed
 /// exactly as the guest prints what it holds.
 mod native {
-    switchyard::snapshot_lowering!(switchyard_policy_sdk);
+    switchyard_core::snapshot_lowering!(switchyard_policy_sdk);
 }
 
 fn runtime() -> Runtime {
@@ -26,7 +27,7 @@ fn runtime() -> Runtime {
 
 fn mirror(runtime: &Runtime) -> std::sync::Arc<PolicyModule> {
     runtime
-        .load(&std::fs::read(MIRROR).unwrap(), "mirror")
+        .load(&std::fs::read(&*MIRROR).unwrap(), "mirror")
         .unwrap()
 }
 
@@ -251,7 +252,7 @@ fn the_shipped_policies_decide_the_same_on_a_kept_instance_as_on_a_fresh_one() {
 /// Cranelift's code replaces it, a kept instance starts over from the whole snapshot.
 #[test]
 fn a_kept_instance_starts_afresh_on_the_code_that_replaced_it() {
-    use switchyard::runtime::Compiler;
+    use switchyard_runtime::Compiler;
     let runtime = Runtime::new(RuntimeOptions {
         quick_first: true,
         ..RuntimeOptions::default()

@@ -4,12 +4,13 @@
 
 mod live;
 mod support;
+use support::guests;
 
 use std::path::Path;
 use std::time::Duration;
 
 use switchyard::policy_dir::{self, PolicyDir};
-use switchyard::registry::builtin;
+use switchyard_runtime::registry::builtin;
 
 /// Publishes `files` as kubelet does and removes the previous timestamped directory.
 fn kubelet_publish(dir: &Path, stamp: &str, files: &[(&str, &[u8])]) {
@@ -43,7 +44,7 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
     let controller = live.controller.clone();
     let dir = tempfile::tempdir().unwrap();
     let even = builtin("even").unwrap().bytes;
-    let looping = std::fs::read(env!("SWITCHYARD_TEST_GUEST_LOOPING")).unwrap();
+    let looping = std::fs::read(guests::path("looping")).unwrap();
 
     kubelet_publish(
         dir.path(),

@@ -4,11 +4,11 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use switchyard::control::{ControlLoop, DirStateStore, PolicySlot, StateError, StateStore};
-use switchyard::registry::PolicyRef;
-use switchyard::runtime::{Runtime, RuntimeOptions};
-use switchyard::sim::Simulator;
-use switchyard::workload::Workload;
+use switchyard_control::{ControlLoop, DirStateStore, PolicySlot, StateError, StateStore};
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_sim::simulator::Simulator;
+use switchyard_sim::workload::Workload;
 
 /// A store that remembers every save, shared with the test.
 #[derive(Clone, Default)]
@@ -55,10 +55,10 @@ fn simulator() -> Simulator {
 fn run_rounds(control: &mut ControlLoop, sim: &mut Simulator, rounds: usize) {
     for _ in 0..rounds {
         match control.wait_for_round(sim) {
-            switchyard::control::Step::Round { triggers, .. } => {
+            switchyard_control::Step::Round { triggers, .. } => {
                 control.round(sim, triggers);
             }
-            switchyard::control::Step::End(_) => return,
+            switchyard_control::Step::End(_) => return,
         }
     }
 }

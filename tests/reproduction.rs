@@ -1,7 +1,7 @@
 //! The papers' experiments, re-run in the simulator (issue 4; figures and commands in
 //! `docs/reproduction.md`). Each test loads the example workload the docs run, runs it
 //! under the paper's policy and its baseline through the same library code as
-//! `switchyard simulate` ([`switchyard::experiment`]), and checks the paper's claim on
+//! `switchyard simulate` ([`switchyard_sim::offline`]), and checks the paper's claim on
 //! the example's own seed and on fresh seeds of the same setup.
 //!
 //! What does not hold in the simulator has no test claiming it does; `docs/reproduction.md`
@@ -16,11 +16,11 @@ use std::path::PathBuf;
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use switchyard::control::PolicySlot;
-use switchyard::experiment;
-use switchyard::report::RunResult;
-use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard::workload::Workload;
+use switchyard_control::PolicySlot;
+use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_sim::offline;
+use switchyard_sim::report::RunResult;
+use switchyard_sim::workload::Workload;
 
 /// Seeds the examples were not calibrated on.
 const FRESH_SEEDS: [u64; 3] = [101, 202, 303];
@@ -44,7 +44,7 @@ fn runtime() -> &'static Runtime {
 
 fn example(name: &str) -> Workload {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
+        .join("../../examples")
         .join(name);
     Workload::load(&path).unwrap_or_else(|e| panic!("{e}"))
 }
@@ -62,9 +62,9 @@ fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
         None => (policy, BTreeMap::new()),
     };
     let fallback: PolicySlot =
-        experiment::slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
+        offline::slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
     let scenario = workload.scenario(seed).unwrap_or_else(|e| panic!("{e}"));
-    let run = experiment::run(
+    let run = offline::run(
         runtime(),
         name,
         &settings,

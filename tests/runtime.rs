@@ -2,21 +2,23 @@
 //! this repository (`tests/guests/*`, `policies/*`).
 
 mod support;
+use support::guests;
 
 use std::time::{Duration, Instant};
 
 use support::{cluster, job, node, res};
-use switchyard::model::{Operation, Settings};
-use switchyard::registry::{self, PolicyRef};
-use switchyard::runtime::{
+use switchyard_core::model::{Operation, Settings};
+use switchyard_core::validate::{Rejection, check_decision};
+use switchyard_runtime::registry::{self, PolicyRef};
+use switchyard_runtime::{
     Compiler, LoadError, PolicyError, PolicyModule, Runtime, RuntimeOptions, SandboxLimits,
 };
-use switchyard::validate::{Rejection, check_decision};
 
-const LOOPING: &str = env!("SWITCHYARD_TEST_GUEST_LOOPING");
-const HUNGRY: &str = env!("SWITCHYARD_TEST_GUEST_HUNGRY");
-const ROGUE: &str = env!("SWITCHYARD_TEST_GUEST_ROGUE");
-const OTHER_WORLD: &str = env!("SWITCHYARD_TEST_GUEST_OTHER_WORLD");
+static LOOPING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("looping"));
+static HUNGRY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("hungry"));
+static ROGUE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("rogue"));
+static OTHER_WORLD: std::sync::LazyLock<String> =
+    std::sync::LazyLock::new(|| guests::path("other-world"));
 
 fn runtime_with(deadline: Duration) -> Runtime {
     let limits = SandboxLimits {
@@ -31,11 +33,11 @@ fn runtime_with(deadline: Duration) -> Runtime {
     .unwrap()
 }
 
-fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard::runtime::PolicyModule> {
+fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard_runtime::PolicyModule> {
     runtime.load(&std::fs::read(path).unwrap(), path).unwrap()
 }
 
-fn two_nodes_one_waiting_job() -> switchyard::model::Snapshot {
+fn two_nodes_one_waiting_job() -> switchyard_core::model::Snapshot {
     cluster()
         .node(node("n1"))
         .node(node("n2"))
@@ -47,7 +49,7 @@ fn two_nodes_one_waiting_job() -> switchyard::model::Snapshot {
 fn a_policy_that_loops_forever_is_stopped_within_twice_its_deadline_and_the_host_keeps_serving() {
     let deadline = Duration::from_millis(100);
     let runtime = runtime_with(deadline);
-    let looping = load_file(&runtime, LOOPING);
+    let looping = load_file(&runtime, &LOOPING);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let snapshot = two_nodes_one_waiting_job();
 
@@ -82,7 +84,7 @@ fn a_policy_that_loops_forever_is_stopped_within_twice_its_deadline_and_the_host
 #[test]
 fn a_policy_that_allocates_past_its_memory_cap_is_stopped_as_out_of_memory() {
     let runtime = runtime_with(Duration::from_secs(5));
-    let hungry = load_file(&runtime, HUNGRY);
+    let hungry = load_file(&runtime, &HUNGRY);
     let error = hungry
         .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)
         .unwrap_err();
@@ -103,7 +105,7 @@ fn a_policy_that_allocates_past_its_memory_cap_is_stopped_as_out_of_memory() {
 #[test]
 fn actions_for_unknown_nodes_and_jobs_are_rejected_and_the_valid_one_still_applies() {
     let runtime = runtime_with(Duration::from_secs(1));
-    let rogue = load_file(&runtime, ROGUE);
+    let rogue = load_file(&runtime, &ROGUE);
     let snapshot = two_nodes_one_waiting_job();
     let decision = rogue.decide(&Settings::new(), &snapshot, &[], 1).unwrap();
     let checked = check_decision(&snapshot, &decision);
@@ -160,7 +162,7 @@ fn a_file_that_is_not_a_component_is_refused_with_a_message_that_says_so() {
 #[test]
 fn a_component_of_another_world_is_refused_naming_what_it_exports() {
     let runtime = runtime_with(Duration::from_secs(1));
-    let bytes = std::fs::read(OTHER_WORLD).unwrap();
+    let bytes = std::fs::read(&*OTHER_WORLD).unwrap();
     let error = runtime.load(&bytes, "greeter.wasm").unwrap_err();
     assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
     let message = error.to_string();
@@ -357,7 +359,7 @@ fn winch_code_keeps_the_sandbox_deadline_and_memory_cap() {
     let runtime = quick_first_runtime(deadline);
     // Each guest is called right after its load: its Cranelift compile has only just
     // started (a call keeps the code it started on).
-    let looping = load_file(&runtime, LOOPING);
+    let looping = load_file(&runtime, &LOOPING);
     assert_eq!(looping.compiler(), Compiler::Winch);
     let started = Instant::now();
     let error = looping
@@ -368,7 +370,7 @@ fn winch_code_keeps_the_sandbox_deadline_and_memory_cap() {
         "{error}"
     );
     assert!(started.elapsed() < deadline * 2, "{:?}", started.elapsed());
-    let hungry = load_file(&runtime, HUNGRY);
+    let hungry = load_file(&runtime, &HUNGRY);
     assert_eq!(hungry.compiler(), Compiler::Winch);
     let error = hungry
         .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)

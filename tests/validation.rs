@@ -7,11 +7,11 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
-use switchyard::model::{
+use switchyard_core::model::{
     Action, Assignment, Decision, Job, JobPhase, MigrationKind, Node, Operation, Replicas,
     Resources, Snapshot, Task, TaskPhase,
 };
-use switchyard::validate::{Rejection, check_decision};
+use switchyard_core::validate::{Rejection, check_decision};
 
 fn action(op: Operation) -> Action {
     Action {
@@ -42,7 +42,7 @@ fn migrate(job: &str, node: &str, kind: MigrationKind) -> Action {
     })
 }
 
-fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard::validate::Checked {
+fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard_core::validate::Checked {
     check_decision(
         snapshot,
         &Decision {

@@ -10,12 +10,12 @@
 
 use std::collections::BTreeMap;
 
-use switchyard::model::{
+use switchyard_core::model::{
     Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase, Trigger,
 };
 
 /// Running jobs per node (two tasks each).
-pub const JOBS_PER_NODE: usize = 5;
+pub(crate) const JOBS_PER_NODE: usize = 5;
 /// Loss samples each running job has reported.
 const SAMPLES: usize = 20;
 /// Seconds between two samples.
@@ -24,11 +24,11 @@ const SAMPLE_EVERY: f64 = 30.0;
 const GIB: u64 = 1 << 30;
 
 /// The time of the last sample: a round at this time sees every sample.
-pub const NOW: f64 = SAMPLES as f64 * SAMPLE_EVERY;
+pub(crate) const NOW: f64 = SAMPLES as f64 * SAMPLE_EVERY;
 
 /// `nodes` nodes with 10 running tasks each and `pending_tasks` tasks (in two-task
 /// jobs) waiting, at time `time`.
-pub fn cluster(nodes: usize, pending_tasks: usize, time: f64) -> Snapshot {
+pub(crate) fn cluster(nodes: usize, pending_tasks: usize, time: f64) -> Snapshot {
     let task_request = Resources {
         cpu_millis: 2_000,
         memory_bytes: 4 * GIB,

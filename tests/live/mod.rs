@@ -8,15 +8,15 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use switchyard::api::{self, ApiConfig, Token};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
-use switchyard::runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard::workload::Workload;
+use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_sim::workload::Workload;
 use tokio::sync::oneshot;
 
-pub const TOKEN: &str = "test-token-5f0c";
+pub(crate) const TOKEN: &str = "test-token-5f0c";
 
 /// A steady stream of one-core jobs that each run 20 virtual seconds: at a high speed
 /// the controller decides hundreds of rounds per second.
-pub const STREAM: &str = "
+pub(crate) const STREAM: &str = "
 seed: 1
 cluster:
   nodes:
@@ -29,7 +29,7 @@ jobs:
 ";
 
 /// A running controller and a client for it.
-pub struct Live {
+pub(crate) struct Live {
     pub base: String,
     pub client: reqwest::Client,
     pub controller: Controller,
@@ -38,7 +38,7 @@ pub struct Live {
 }
 
 /// Starts the controller on `workload` at `speed`, with policy calls cut at `deadline`.
-pub async fn start(workload: &str, speed: f64, deadline: Duration) -> Live {
+pub(crate) async fn start(workload: &str, speed: f64, deadline: Duration) -> Live {
     start_with(
         workload,
         LiveConfig {
@@ -52,7 +52,7 @@ pub async fn start(workload: &str, speed: f64, deadline: Duration) -> Live {
 }
 
 /// Like [`start`], with the whole configuration.
-pub async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) -> Live {
+pub(crate) async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) -> Live {
     let runtime = Runtime::new(RuntimeOptions {
         limits: SandboxLimits {
             deadline,
@@ -94,11 +94,11 @@ pub async fn start_with(workload: &str, config: LiveConfig, deadline: Duration) 
 }
 
 impl Live {
-    pub fn url(&self, path: &str) -> String {
+    pub(crate) fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
 
-    pub async fn get(&self, path: &str) -> (u16, Value) {
+    pub(crate) async fn get(&self, path: &str) -> (u16, Value) {
         let response = self.client.get(self.url(path)).send().await.unwrap();
         let status = response.status().as_u16();
         let text = response.text().await.unwrap();
@@ -109,7 +109,7 @@ impl Live {
     }
 
     /// A POST with the right token and a JSON body.
-    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+    pub(crate) async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         let response = self
             .client
             .post(self.url(path))
@@ -122,7 +122,7 @@ impl Live {
         (status, response.json().await.unwrap())
     }
 
-    pub async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
+    pub(crate) async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
         let response = self
             .client
             .post(self.url("/v1/policies"))
@@ -136,13 +136,13 @@ impl Live {
         (status, response.json().await.unwrap())
     }
 
-    pub async fn rounds(&self) -> u64 {
+    pub(crate) async fn rounds(&self) -> u64 {
         self.get("/v1/status").await.1["rounds"].as_u64().unwrap()
     }
 
     /// Waits until `check` holds on GET `path`, for at most 30 s (a generous bound on a
     /// loaded machine, not a performance figure).
-    pub async fn wait_for(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
+    pub(crate) async fn wait_for(&self, path: &str, check: impl Fn(&Value) -> bool) -> Value {
         let started = Instant::now();
         loop {
             let (_, body) = self.get(path).await;
@@ -158,7 +158,7 @@ impl Live {
     }
 
     /// Waits until `/readyz` answers 200.
-    pub async fn wait_ready(&self) {
+    pub(crate) async fn wait_ready(&self) {
         let started = Instant::now();
         loop {
             let ready = self.client.get(self.url("/readyz")).send().await.unwrap();
@@ -175,7 +175,7 @@ impl Live {
     }
 
     /// Waits until more rounds than `after` have been decided.
-    pub async fn wait_for_rounds_after(&self, after: u64) -> u64 {
+    pub(crate) async fn wait_for_rounds_after(&self, after: u64) -> u64 {
         self.wait_for("/v1/status", |s| s["rounds"].as_u64().unwrap() > after)
             .await["rounds"]
             .as_u64()
@@ -183,13 +183,13 @@ impl Live {
     }
 
     /// Every decision kept so far.
-    pub async fn all_decisions(&self) -> Vec<Value> {
+    pub(crate) async fn all_decisions(&self) -> Vec<Value> {
         let (status, body) = self.get("/v1/decisions?limit=100000000").await;
         assert_eq!(status, 200);
         body["decisions"].as_array().unwrap().clone()
     }
 
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         if let Some(tx) = self.stop_server.take() {
             let _ = tx.send(());
         }

@@ -2,15 +2,17 @@
 //! scenario they set up (`cluster().node(node("n1").cpus(4))`).
 #![allow(dead_code)]
 
+pub(crate) mod guests;
+
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use switchyard::model::{
+use switchyard_core::model::{
     Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
 };
 
 /// `cpus` cores, `gib` GiB of memory, `gpus` GPUs.
-pub fn res(cpus: f64, gib: u64, gpus: u32) -> Resources {
+pub(crate) fn res(cpus: f64, gib: u64, gpus: u32) -> Resources {
     Resources {
         cpu_millis: (cpus * 1000.0) as u64,
         memory_bytes: gib << 30,
@@ -19,7 +21,7 @@ pub fn res(cpus: f64, gib: u64, gpus: u32) -> Resources {
 }
 
 /// A schedulable node with 8 cores, 32 GiB and no GPU until told otherwise.
-pub fn node(name: &str) -> NodeBuilder {
+pub(crate) fn node(name: &str) -> NodeBuilder {
     NodeBuilder(Node {
         name: name.into(),
         allocatable: res(8.0, 32, 0),
@@ -30,25 +32,25 @@ pub fn node(name: &str) -> NodeBuilder {
     })
 }
 
-pub struct NodeBuilder(pub Node);
+pub(crate) struct NodeBuilder(pub Node);
 
 impl NodeBuilder {
-    pub fn cpus(mut self, cpus: f64) -> Self {
+    pub(crate) fn cpus(mut self, cpus: f64) -> Self {
         self.0.allocatable.cpu_millis = (cpus * 1000.0) as u64;
         self
     }
-    pub fn gpus(mut self, gpus: u32) -> Self {
+    pub(crate) fn gpus(mut self, gpus: u32) -> Self {
         self.0.allocatable.gpus = gpus;
         self
     }
-    pub fn unschedulable(mut self) -> Self {
+    pub(crate) fn unschedulable(mut self) -> Self {
         self.0.schedulable = false;
         self
     }
 }
 
 /// A waiting single-container job with one pending `main` task asking for one core.
-pub fn job(id: &str) -> JobBuilder {
+pub(crate) fn job(id: &str) -> JobBuilder {
     JobBuilder(Job {
         id: id.into(),
         phase: JobPhase::Waiting,
@@ -72,11 +74,11 @@ pub fn job(id: &str) -> JobBuilder {
     })
 }
 
-pub struct JobBuilder(pub Job);
+pub(crate) struct JobBuilder(pub Job);
 
 impl JobBuilder {
     /// Adds a pending task.
-    pub fn task(mut self, name: &str, role: &str, requests: Resources) -> Self {
+    pub(crate) fn task(mut self, name: &str, role: &str, requests: Resources) -> Self {
         self.0.tasks.push(Task {
             name: name.into(),
             role: role.into(),
@@ -89,7 +91,7 @@ impl JobBuilder {
         self
     }
     /// Binds every task to `node` and marks the job running.
-    pub fn running_on(mut self, node: &str) -> Self {
+    pub(crate) fn running_on(mut self, node: &str) -> Self {
         if self.0.tasks.is_empty() {
             self = self.task("main", "main", res(1.0, 1, 0));
         }
@@ -101,7 +103,7 @@ impl JobBuilder {
         self.0.start_time = Some(0.0);
         self
     }
-    pub fn replicas(mut self, role: &str, current: u32, min: u32, max: u32) -> Self {
+    pub(crate) fn replicas(mut self, role: &str, current: u32, min: u32, max: u32) -> Self {
         self.0.replicas = Replicas {
             role: role.into(),
             current,
@@ -110,15 +112,15 @@ impl JobBuilder {
         };
         self
     }
-    pub fn migrated(mut self) -> Self {
+    pub(crate) fn migrated(mut self) -> Self {
         self.0.migrated = true;
         self
     }
-    pub fn not_checkpointable(mut self) -> Self {
+    pub(crate) fn not_checkpointable(mut self) -> Self {
         self.0.checkpointable = false;
         self
     }
-    pub fn loss(mut self, values: &[f64]) -> Self {
+    pub(crate) fn loss(mut self, values: &[f64]) -> Self {
         self.0.loss = values
             .iter()
             .enumerate()
@@ -131,7 +133,7 @@ impl JobBuilder {
         self
     }
     /// The job, with a default `main` task if none was added.
-    pub fn build(mut self) -> Job {
+    pub(crate) fn build(mut self) -> Job {
         if self.0.tasks.is_empty() {
             self = self.task("main", "main", res(1.0, 1, 0));
         }
@@ -140,19 +142,19 @@ impl JobBuilder {
 }
 
 /// An empty snapshot at t=0.
-pub fn cluster() -> ClusterBuilder {
+pub(crate) fn cluster() -> ClusterBuilder {
     ClusterBuilder(Snapshot::default())
 }
 
-pub struct ClusterBuilder(pub Snapshot);
+pub(crate) struct ClusterBuilder(pub Snapshot);
 
 impl ClusterBuilder {
-    pub fn node(mut self, node: NodeBuilder) -> Self {
+    pub(crate) fn node(mut self, node: NodeBuilder) -> Self {
         self.0.nodes.push(node.0.into());
         self
     }
     /// Adds a job and charges its bound tasks to their nodes' `requested`.
-    pub fn job(mut self, job: JobBuilder) -> Self {
+    pub(crate) fn job(mut self, job: JobBuilder) -> Self {
         let job = job.build();
         for t in &job.tasks {
             if let Some(n) = self
@@ -168,17 +170,17 @@ impl ClusterBuilder {
         self.0.jobs.push(job.into());
         self
     }
-    pub fn at(mut self, time: f64) -> Self {
+    pub(crate) fn at(mut self, time: f64) -> Self {
         self.0.time = time;
         self
     }
-    pub fn build(self) -> Snapshot {
+    pub(crate) fn build(self) -> Snapshot {
         self.0
     }
 }
 
 /// Polls `check` every 5 ms until it holds; fails naming `what` after `within`.
-pub fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
+pub(crate) fn wait_until(what: &str, within: Duration, check: impl Fn() -> bool) {
     let started = Instant::now();
     while !check() {
         assert!(started.elapsed() < within, "gave up waiting for {what}");

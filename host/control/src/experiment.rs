@@ -1,0 +1,539 @@
+//! A/B experiments run by the control loop: what each arm sees and what is tallied.
+//!
+//! - *Shadow*: arm A (the active policy) decides and is applied; arm B sees the same
+//!   snapshot with its own state history, and its decision is compared, never applied.
+//! - *Split*: every job is assigned to one arm when it is first seen (a deterministic
+//!   hash of its id against a ratio, or a label selector) and keeps it; nodes are
+//!   optionally partitioned by a label. Each arm's policy sees a snapshot filtered to its
+//!   jobs (and nodes) and decides only for them.
+//!
+//! This module owns the assignment, the filtered views and the per-arm figures; calling
+//! the policies, validating and applying stays in [`crate::control`].
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+
+use serde::Serialize;
+
+use crate::PolicySlot;
+use switchyard_core::model::{Action, Operation, Snapshot, Trigger};
+
+/// Differing shadow decisions kept for the report (the most recent ones).
+pub const DIFFERENCES_KEPT: usize = 50;
+
+/// An experiment description that cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ExperimentError {
+    /// A selector that is not `key=value`.
+    #[error("label selector `{0}` must be `key=value`")]
+    BadSelector(String),
+    /// A split ratio outside [0, 1].
+    #[error("split ratio {0} must be between 0 and 1 (the share of jobs that go to arm B)")]
+    BadRatio(f64),
+}
+
+/// `key=value`: matches objects carrying that label.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LabelSelector {
+    /// Label key.
+    pub key: String,
+    /// Label value.
+    pub value: String,
+}
+
+impl LabelSelector {
+    /// Reads `key=value`.
+    pub fn parse(text: &str) -> Result<Self, ExperimentError> {
+        match text.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => Ok(Self {
+                key: key.trim().to_string(),
+                value: value.trim().to_string(),
+            }),
+            _ => Err(ExperimentError::BadSelector(text.to_string())),
+        }
+    }
+
+    /// Whether `labels` carry this label.
+    pub fn matches(&self, labels: &BTreeMap<String, String>) -> bool {
+        labels.get(&self.key) == Some(&self.value)
+    }
+}
+
+impl std::fmt::Display for LabelSelector {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}={}", self.key, self.value)
+    }
+}
+
+/// How split jobs are assigned to arms.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "by")]
+pub enum JobAssignment {
+    /// A job goes to B when the hash of its id, as a fraction of the hash range, is
+    /// below `ratio_b`.
+    Hash {
+        /// Share of jobs that go to arm B, in [0, 1].
+        ratio_b: f64,
+    },
+    /// Jobs carrying the label go to B, the others to A.
+    Label {
+        /// The selector.
+        selector: LabelSelector,
+    },
+}
+
+impl JobAssignment {
+    /// A hash split sending `ratio_b` of the jobs to arm B.
+    pub fn hash(ratio_b: f64) -> Result<Self, ExperimentError> {
+        if !(0.0..=1.0).contains(&ratio_b) {
+            return Err(ExperimentError::BadRatio(ratio_b));
+        }
+        Ok(Self::Hash { ratio_b })
+    }
+
+    fn arm_of(&self, id: &str, labels: &BTreeMap<String, String>) -> Arm {
+        let to_b = match self {
+            JobAssignment::Hash { ratio_b } => hash_fraction(id) < *ratio_b,
+            JobAssignment::Label { selector } => selector.matches(labels),
+        };
+        if to_b { Arm::B } else { Arm::A }
+    }
+}
+
+/// FNV-1a of the id, finished with SplitMix64's mixer, as a fraction of `u64::MAX`:
+/// stable across runs, platforms and releases, unlike `std`'s hasher. FNV alone leaves
+/// the high bits of ids that differ only in their last characters (`job-1`, `job-2`)
+/// correlated, which skews the split; the mixer spreads them.
+fn hash_fraction(id: &str) -> f64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in id.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^= h >> 31;
+    h as f64 / u64::MAX as f64
+}
+
+/// What kind of experiment.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "mode")]
+pub enum ExperimentMode {
+    /// B decides on A's snapshots; only A's decisions apply.
+    Shadow,
+    /// Jobs (and optionally nodes) are divided between the arms.
+    Split {
+        /// How jobs are assigned.
+        jobs: JobAssignment,
+        /// Nodes carrying this label belong to arm B, the others to A; none shares
+        /// every node.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        nodes_b: Option<LabelSelector>,
+    },
+}
+
+/// One side of an experiment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arm {
+    /// The active policy.
+    A,
+    /// The candidate.
+    B,
+}
+
+#[derive(Clone, Debug, Default)]
+struct JobTrack {
+    arm: Option<Arm>,
+    submit: f64,
+    start: Option<f64>,
+    finish: Option<f64>,
+}
+
+/// A running experiment: arm B's policy, the mode and the tallies so far.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub(crate) b: PolicySlot,
+    mode: ExperimentMode,
+    started_at: Option<f64>,
+    rounds: u64,
+    b_failures: u64,
+    compared: u64,
+    agreed: u64,
+    differing: VecDeque<Difference>,
+    jobs: HashMap<String, JobTrack>,
+    last_time: Option<f64>,
+    /// Per arm: (cpu millis, gpus) requested by its placed tasks at `last_time`.
+    allocated: [(f64, f64); 2],
+    /// Per arm: integral of `allocated` over time.
+    area: [(f64, f64); 2],
+    /// Per arm: capacity of its nodes (cpu millis, gpus).
+    capacity: [(f64, f64); 2],
+}
+
+impl Experiment {
+    /// An experiment with `b` as the candidate arm.
+    pub fn new(b: PolicySlot, mode: ExperimentMode) -> Self {
+        Self {
+            b,
+            mode,
+            started_at: None,
+            rounds: 0,
+            b_failures: 0,
+            compared: 0,
+            agreed: 0,
+            differing: VecDeque::new(),
+            jobs: HashMap::new(),
+            last_time: None,
+            allocated: [(0.0, 0.0); 2],
+            area: [(0.0, 0.0); 2],
+            capacity: [(0.0, 0.0); 2],
+        }
+    }
+
+    /// The mode.
+    pub fn mode(&self) -> &ExperimentMode {
+        &self.mode
+    }
+
+    /// Arm B's policy.
+    pub fn policy_b(&self) -> &PolicySlot {
+        &self.b
+    }
+
+    pub(crate) fn is_split(&self) -> bool {
+        matches!(self.mode, ExperimentMode::Split { .. })
+    }
+
+    pub(crate) fn record_b_failure(&mut self) {
+        self.b_failures += 1;
+    }
+
+    /// Compares A's and B's requested operations, ignoring order and reasons; returns
+    /// whether they agree.
+    pub(crate) fn compare(&mut self, round: u64, time: f64, a: &[Action], b: &[Action]) -> bool {
+        let ops = |actions: &[Action]| {
+            let mut ops: Vec<(String, Operation)> = actions
+                .iter()
+                .map(|a| {
+                    (
+                        serde_json::to_string(&a.op).unwrap_or_default(),
+                        a.op.clone(),
+                    )
+                })
+                .collect();
+            ops.sort_by(|x, y| x.0.cmp(&y.0));
+            ops
+        };
+        let (a, b) = (ops(a), ops(b));
+        let agrees = a.iter().map(|x| &x.0).eq(b.iter().map(|x| &x.0));
+        self.compared += 1;
+        if agrees {
+            self.agreed += 1;
+        } else {
+            if self.differing.len() == DIFFERENCES_KEPT {
+                self.differing.pop_front();
+            }
+            self.differing.push_back(Difference {
+                round,
+                time,
+                a: a.into_iter().map(|x| x.1).collect(),
+                b: b.into_iter().map(|x| x.1).collect(),
+            });
+        }
+        agrees
+    }
+
+    /// Takes in a round's snapshot: counts the round, assigns new jobs to arms, notes
+    /// starts and finishes, and integrates each arm's allocation since the last round.
+    pub(crate) fn observe(&mut self, snapshot: &Snapshot) {
+        self.rounds += 1;
+        self.started_at.get_or_insert(snapshot.time);
+        let ExperimentMode::Split {
+            jobs: rule,
+            nodes_b,
+        } = &self.mode
+        else {
+            return;
+        };
+        if let Some(last) = self.last_time {
+            let dt = (snapshot.time - last).max(0.0);
+            for arm in 0..2 {
+                self.area[arm].0 += self.allocated[arm].0 * dt;
+                self.area[arm].1 += self.allocated[arm].1 * dt;
+            }
+        }
+        self.last_time = Some(snapshot.time);
+        self.capacity = [(0.0, 0.0); 2];
+        for node in &snapshot.nodes {
+            let cap = (
+                node.allocatable.cpu_millis as f64,
+                node.allocatable.gpus as f64,
+            );
+            let arms: &[usize] = match nodes_b {
+                Some(sel) if sel.matches(&node.labels) => &[1],
+                Some(_) => &[0],
+                None => &[0, 1],
+            };
+            for &arm in arms {
+                self.capacity[arm].0 += cap.0;
+                self.capacity[arm].1 += cap.1;
+            }
+        }
+        self.allocated = [(0.0, 0.0); 2];
+        for job in &snapshot.jobs {
+            let track = self.jobs.entry(job.id.clone()).or_default();
+            let arm = *track
+                .arm
+                .get_or_insert_with(|| rule.arm_of(&job.id, &job.labels));
+            track.submit = job.submit_time;
+            if track.start.is_none() {
+                track.start = job.start_time;
+            }
+            let i = arm as usize;
+            for task in job.tasks.iter().filter(|t| t.node.is_some()) {
+                self.allocated[i].0 += task.requests.cpu_millis as f64;
+                self.allocated[i].1 += task.requests.gpus as f64;
+            }
+        }
+        for trigger in &snapshot.triggers {
+            if let Trigger::JobFinished(id) = trigger
+                && let Some(track) = self.jobs.get_mut(id)
+            {
+                track.finish.get_or_insert(snapshot.time);
+            }
+        }
+    }
+
+    /// The arm job `id` was assigned to, once it has been seen.
+    pub fn arm_of(&self, id: &str) -> Option<Arm> {
+        self.jobs.get(id).and_then(|t| t.arm)
+    }
+
+    /// What arm `arm` sees of `snapshot`: its jobs, its nodes (all of them when nodes
+    /// are not partitioned), and the triggers about them.
+    pub(crate) fn filter(&self, snapshot: &Snapshot, arm: Arm) -> Snapshot {
+        let nodes_b = match &self.mode {
+            ExperimentMode::Split { nodes_b, .. } => nodes_b.as_ref(),
+            ExperimentMode::Shadow => None,
+        };
+        let mine = |id: &str| self.arm_of(id) == Some(arm);
+        Snapshot {
+            time: snapshot.time,
+            triggers: snapshot
+                .triggers
+                .iter()
+                .filter(|t| match t {
+                    Trigger::JobArrived(id) | Trigger::JobFinished(id) => mine(id),
+                    Trigger::Tick | Trigger::NodeChanged(_) => true,
+                })
+                .cloned()
+                .collect(),
+            nodes: snapshot
+                .nodes
+                .iter()
+                .filter(|n| nodes_b.is_none_or(|sel| sel.matches(&n.labels) == (arm == Arm::B)))
+                .cloned()
+                .collect(),
+            jobs: snapshot
+                .jobs
+                .iter()
+                .filter(|j| mine(&j.id))
+                .cloned()
+                .collect(),
+        }
+    }
+
+    /// The figures so far; `policy_a` is the active policy's name.
+    pub fn report(&self, policy_a: &str) -> ExperimentReport {
+        let shadow = matches!(self.mode, ExperimentMode::Shadow).then(|| ShadowReport {
+            compared: self.compared,
+            agreed: self.agreed,
+            agreement_rate: (self.compared > 0).then(|| self.agreed as f64 / self.compared as f64),
+            differing: self.differing.iter().cloned().collect(),
+        });
+        let split = self.is_split().then(|| SplitReport {
+            arms: [Arm::A, Arm::B]
+                .into_iter()
+                .map(|arm| {
+                    self.arm_report(
+                        arm,
+                        if arm == Arm::A {
+                            policy_a
+                        } else {
+                            self.b.module.name()
+                        },
+                    )
+                })
+                .collect(),
+        });
+        ExperimentReport {
+            mode: self.mode.clone(),
+            policy_a: policy_a.to_string(),
+            policy_b: self.b.module.name().to_string(),
+            started_at: self.started_at,
+            rounds: self.rounds,
+            b_failures: self.b_failures,
+            shadow,
+            split,
+        }
+    }
+
+    fn arm_report(&self, arm: Arm, policy: &str) -> ArmReport {
+        let tracks: Vec<&JobTrack> = self.jobs.values().filter(|t| t.arm == Some(arm)).collect();
+        let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
+        let completions: Vec<f64> = tracks
+            .iter()
+            .filter_map(|t| Some(t.finish? - t.submit))
+            .collect();
+        let waits: Vec<f64> = tracks
+            .iter()
+            .filter_map(|t| Some(t.start? - t.submit))
+            .collect();
+        let first_submit = tracks.iter().map(|t| t.submit).reduce(f64::min);
+        let last_finish = tracks.iter().filter_map(|t| t.finish).reduce(f64::max);
+        let elapsed = match (self.started_at, self.last_time) {
+            (Some(s), Some(l)) if l > s => l - s,
+            _ => 0.0,
+        };
+        let i = arm as usize;
+        let share = |area: f64, cap: f64| {
+            if elapsed > 0.0 && cap > 0.0 {
+                Some(area / (cap * elapsed))
+            } else {
+                None
+            }
+        };
+        ArmReport {
+            arm,
+            policy: policy.to_string(),
+            jobs: tracks.len(),
+            started: waits.len(),
+            finished: completions.len(),
+            avg_completion: mean(&completions),
+            avg_wait: mean(&waits),
+            makespan: match (first_submit, last_finish) {
+                (Some(s), Some(f)) => Some(f - s),
+                _ => None,
+            },
+            cpu_allocated: share(self.area[i].0, self.capacity[i].0),
+            gpu_allocated: share(self.area[i].1, self.capacity[i].1),
+        }
+    }
+}
+
+/// A round in which the shadow policy asked for something else.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Difference {
+    /// Round number.
+    pub round: u64,
+    /// Cluster time.
+    pub time: f64,
+    /// What A asked for (sorted).
+    pub a: Vec<Operation>,
+    /// What B asked for (sorted).
+    pub b: Vec<Operation>,
+}
+
+/// What an experiment measured so far.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ExperimentReport {
+    /// Shadow or split, with the split rule.
+    pub mode: ExperimentMode,
+    /// Arm A's policy (the active one).
+    pub policy_a: String,
+    /// Arm B's policy.
+    pub policy_b: String,
+    /// Cluster time of the first round of the experiment.
+    pub started_at: Option<f64>,
+    /// Rounds run under the experiment.
+    pub rounds: u64,
+    /// Rounds in which arm B's policy failed (A was not affected).
+    pub b_failures: u64,
+    /// Shadow figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shadow: Option<ShadowReport>,
+    /// Split figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub split: Option<SplitReport>,
+}
+
+/// Agreement between the applied and the shadow policy.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ShadowReport {
+    /// Rounds in which both decided.
+    pub compared: u64,
+    /// Rounds in which they asked for the same operations.
+    pub agreed: u64,
+    /// `agreed / compared`.
+    pub agreement_rate: Option<f64>,
+    /// The most recent rounds in which they differed.
+    pub differing: Vec<Difference>,
+}
+
+/// Per-arm figures of a split.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SplitReport {
+    /// Arm A then arm B.
+    pub arms: Vec<ArmReport>,
+}
+
+/// One arm's figures, with the job counts behind them.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ArmReport {
+    /// Which arm.
+    pub arm: Arm,
+    /// Its policy.
+    pub policy: String,
+    /// Jobs assigned to it.
+    pub jobs: usize,
+    /// Of those, jobs that started (behind `avg_wait`).
+    pub started: usize,
+    /// Of those, jobs that finished (behind `avg_completion` and `makespan`).
+    pub finished: usize,
+    /// Mean completion time (finish - submit) of its finished jobs, seconds.
+    pub avg_completion: Option<f64>,
+    /// Mean wait (start - submit) of its started jobs, seconds.
+    pub avg_wait: Option<f64>,
+    /// Last finish - first submit of its jobs, seconds.
+    pub makespan: Option<f64>,
+    /// Share of its nodes' CPU requested by its running tasks, averaged over the
+    /// experiment.
+    pub cpu_allocated: Option<f64>,
+    /// Share of its nodes' GPUs requested by its running tasks, averaged likewise.
+    pub gpu_allocated: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_hash_split_is_deterministic_and_roughly_follows_the_ratio() {
+        let rule = JobAssignment::hash(0.3).unwrap();
+        let labels = BTreeMap::new();
+        let to_b = (0..2000)
+            .filter(|i| rule.arm_of(&format!("job-{i}"), &labels) == Arm::B)
+            .count();
+        assert!((450..750).contains(&to_b), "{to_b} of 2000 went to B");
+        for i in 0..50 {
+            let id = format!("job-{i}");
+            assert_eq!(rule.arm_of(&id, &labels), rule.arm_of(&id, &labels));
+        }
+    }
+
+    #[test]
+    fn a_ratio_outside_zero_to_one_and_a_selector_without_equals_are_refused() {
+        assert_eq!(
+            JobAssignment::hash(1.5),
+            Err(ExperimentError::BadRatio(1.5))
+        );
+        assert!(LabelSelector::parse("team").is_err());
+        assert_eq!(
+            LabelSelector::parse("team=a").unwrap().to_string(),
+            "team=a"
+        );
+    }
+}

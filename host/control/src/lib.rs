@@ -1,0 +1,615 @@
+//! The control loop: snapshot -> policy -> [`validate::check_decision`] -> apply.
+//!
+//! It owns the round: when to call the policy (every job arrival or departure, and when
+//! the policy's `next_call_after` falls due), each policy's state blob between calls (one
+//! per policy name, so swapping back resumes it; see [`state`]), what happens when a
+//! policy fails (the round is decided by the last good decision maker: the most recent
+//! other policy that decided a round successfully, such as the one active before a hot
+//! swap, or else the configured fallback, by default the built-in `default`; the failure
+//! is recorded), and A/B experiments ([`experiment`]). It talks to a cluster only
+//! through [`Cluster`], so it does not know whether it drives the simulator or a real
+//! cluster; it must not reach into either.
+
+pub mod experiment;
+pub mod leader;
+pub mod live;
+pub mod loss;
+mod record;
+pub mod state;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+pub use experiment::{Experiment, ExperimentReport};
+pub use leader::Leader;
+pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
+pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
+pub use record::{ArmRecord, DecisionRecord, RejectedRecord, ShadowRecord};
+pub use state::{
+    ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
+    StateError, StateStore,
+};
+
+use experiment::Arm;
+use state::PolicyStates;
+use switchyard_core::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
+use switchyard_core::validate;
+use switchyard_runtime::{PolicyError, PolicyModule, Session};
+
+/// What [`Cluster::advance`] stopped for.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Advance {
+    /// Things happened that the policy must hear about.
+    Events(Vec<Trigger>),
+    /// The requested time was reached with nothing to report. `quiescent` is true when
+    /// nothing will ever happen again on its own (no arrival, completion or restart due).
+    Reached {
+        /// Nothing more will happen without a policy action.
+        quiescent: bool,
+    },
+    /// Nothing more will happen without a policy action, and no time was requested.
+    Idle,
+    /// The cluster's time limit was reached.
+    Stopped,
+}
+
+/// A cluster the loop can drive: the simulator, or (later) a real one.
+pub trait Cluster {
+    /// The cluster's clock, seconds.
+    fn now(&self) -> f64;
+    /// Lets time pass until something the policy must hear about happens, or until
+    /// `until` (when given).
+    fn advance(&mut self, until: Option<f64>) -> Advance;
+    /// The state the policy sees now, with the reasons for the call.
+    fn snapshot(&mut self, triggers: Vec<Trigger>) -> Snapshot;
+    /// Carries out actions the validator accepted, and the policy's labels.
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]);
+    /// Jobs that have finished so far (for progress reporting).
+    fn finished_jobs(&self) -> usize;
+}
+
+/// A policy ready to decide: the module, its effective settings, and where its
+/// instance is kept between rounds (clones of a slot share it).
+#[derive(Clone, Debug)]
+pub struct PolicySlot {
+    /// The loaded component.
+    pub module: Arc<PolicyModule>,
+    /// Effective settings (as returned by `configure`).
+    pub settings: Settings,
+    /// The instance an incremental policy keeps between rounds.
+    pub session: Session,
+}
+
+impl PolicySlot {
+    /// Configures `module` with `settings` (defaults filled in by the policy).
+    pub fn configure(
+        module: Arc<PolicyModule>,
+        settings: &Settings,
+    ) -> Result<Self, switchyard_runtime::PolicyError> {
+        let settings = module.configure(settings)?;
+        Ok(Self::new(module, settings))
+    }
+
+    /// A slot with settings already configured, and no instance kept yet.
+    pub fn new(module: Arc<PolicyModule>, settings: Settings) -> Self {
+        Self {
+            module,
+            settings,
+            session: Session::default(),
+        }
+    }
+
+    /// The policy's name (its state blob is kept under it).
+    pub fn name(&self) -> &str {
+        self.module.name()
+    }
+}
+
+/// How a run of the loop ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunEnd {
+    /// Nothing more was going to happen (all jobs finished, or the rest are stuck).
+    Idle,
+    /// The cluster's time limit was reached.
+    TimeLimit,
+}
+
+/// What [`ControlLoop::wait_for_round`] found.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// A round is due with these triggers. `quiescent`: nothing will happen on its own
+    /// afterwards, so a round that changes nothing ends the run.
+    Round {
+        /// Why the policy is called.
+        triggers: Vec<Trigger>,
+        /// Nothing is due after this round unless it changes something.
+        quiescent: bool,
+    },
+    /// The run is over.
+    End(RunEnd),
+}
+
+/// Which part a policy played in a round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CallRole {
+    /// The active policy (arm A of an experiment).
+    Active,
+    /// The fallback, deciding because another policy failed.
+    Fallback,
+    /// Arm B of a shadow experiment (never applied).
+    Shadow,
+    /// Arm B of a split experiment.
+    SplitB,
+}
+
+/// One policy call made in a round, for metrics.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicyCall {
+    /// The policy called.
+    pub policy: String,
+    /// Why it was called.
+    pub role: CallRole,
+    /// Wall time the call took.
+    pub latency: Duration,
+    /// [`PolicyError::metric_label`] when it failed.
+    pub failure: Option<&'static str>,
+}
+
+/// Everything one round did: the record, plus what metrics need.
+#[derive(Clone, Debug)]
+pub struct RoundOutcome {
+    /// Whether any accepted action changes the cluster (anything but `wait`).
+    pub changed: bool,
+    /// The round's record.
+    pub record: DecisionRecord,
+    /// Every policy call, in order.
+    pub calls: Vec<PolicyCall>,
+    /// Per rejected action: the deciding policy and [`validate::Rejection::metric_label`].
+    pub rejections: Vec<(String, &'static str)>,
+}
+
+/// The control loop. The active policy can be swapped between rounds
+/// ([`ControlLoop::swap_policy`]); every policy keeps its own state blob, so swapping
+/// back resumes where it was.
+pub struct ControlLoop {
+    active: PolicySlot,
+    fallback: PolicySlot,
+    /// The last policy whose round as the active policy succeeded.
+    last_good: Option<PolicySlot>,
+    states: PolicyStates,
+    experiment: Option<Experiment>,
+    seed: u64,
+    next_tick: Option<f64>,
+    rounds: u64,
+    failures: u64,
+    keep_records: bool,
+    records: Vec<DecisionRecord>,
+}
+
+/// A policy's answer, or the fallback's when it failed.
+struct Decided {
+    policy: String,
+    failure: Option<String>,
+    decision: Option<Decision>,
+}
+
+impl ControlLoop {
+    /// A loop deciding with `active`, falling back to the last good decision maker when
+    /// it fails, and to `fallback` when there is none yet. `seed`
+    /// seeds the policies' randomness (combined with the round number). State blobs are
+    /// kept in memory only; see [`ControlLoop::with_state_store`].
+    pub fn new(active: PolicySlot, fallback: PolicySlot, seed: u64) -> Self {
+        Self {
+            active,
+            fallback,
+            last_good: None,
+            states: PolicyStates::new(Box::new(MemoryStateStore)),
+            experiment: None,
+            seed,
+            next_tick: None,
+            rounds: 0,
+            failures: 0,
+            keep_records: true,
+            records: Vec::new(),
+        }
+    }
+
+    /// Reads and persists state blobs through `store` (a restart resumes each policy).
+    pub fn with_state_store(mut self, store: Box<dyn StateStore>) -> Self {
+        self.states = PolicyStates::new(store);
+        self
+    }
+
+    /// Whether every decision is kept for [`ControlLoop::records`] (on by default).
+    pub fn keep_records(mut self, keep: bool) -> Self {
+        self.keep_records = keep;
+        self
+    }
+
+    /// Makes `slot` the active policy from the next round on. Its state blob is the one
+    /// it left when it was last active (or persisted), not the previous policy's.
+    pub fn swap_policy(&mut self, slot: PolicySlot) {
+        self.active = slot;
+    }
+
+    /// The active policy.
+    pub fn active(&self) -> &PolicySlot {
+        &self.active
+    }
+
+    /// Starts `experiment` from the next round on, replacing any running one.
+    pub fn start_experiment(&mut self, experiment: Experiment) {
+        self.experiment = Some(experiment);
+    }
+
+    /// Stops the running experiment and returns its final report.
+    pub fn stop_experiment(&mut self) -> Option<ExperimentReport> {
+        let report = self.experiment_report();
+        self.experiment = None;
+        report
+    }
+
+    /// The running experiment's figures so far.
+    pub fn experiment_report(&self) -> Option<ExperimentReport> {
+        self.experiment
+            .as_ref()
+            .map(|e| e.report(self.active.module.name()))
+    }
+
+    /// The running experiment.
+    pub fn experiment(&self) -> Option<&Experiment> {
+        self.experiment.as_ref()
+    }
+
+    /// The decisions made so far, oldest first.
+    pub fn records(&self) -> &[DecisionRecord] {
+        &self.records
+    }
+
+    /// Rounds run so far.
+    pub fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// Rounds in which the active policy failed and the fallback decided.
+    pub fn failures(&self) -> u64 {
+        self.failures
+    }
+
+    /// State blobs that could not be persisted.
+    pub fn state_save_failures(&self) -> u64 {
+        self.states.save_failures()
+    }
+
+    /// The store state blobs are persisted in.
+    pub fn state_store(&self) -> &dyn StateStore {
+        self.states.store()
+    }
+
+    /// Reads every policy's blob from the store again before its next call (a replica
+    /// that becomes leader takes over what the previous leader persisted).
+    pub fn reload_states(&mut self) {
+        self.states.forget();
+    }
+
+    /// Runs rounds until nothing more will happen or the cluster's time runs out;
+    /// `on_round` is called after every round (progress reporting).
+    pub fn run<C: Cluster>(&mut self, cluster: &mut C, mut on_round: impl FnMut(&C)) -> RunEnd {
+        loop {
+            match self.wait_for_round(cluster) {
+                Step::End(end) => return end,
+                Step::Round {
+                    triggers,
+                    quiescent,
+                } => {
+                    let changed = self.round(cluster, triggers);
+                    on_round(cluster);
+                    if quiescent && !changed {
+                        return RunEnd::Idle;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Lets the cluster's time pass until the next round is due (an event, or the tick
+    /// the policy asked for), without deciding it: a driver can change policies between
+    /// this and [`ControlLoop::decide_round`].
+    pub fn wait_for_round<C: Cluster>(&mut self, cluster: &mut C) -> Step {
+        let advance = cluster.advance(self.next_tick);
+        self.step_from(advance, cluster.now())
+    }
+
+    /// When the policy asked for its next tick, cluster seconds.
+    pub fn next_tick(&self) -> Option<f64> {
+        self.next_tick
+    }
+
+    /// What an [`Advance`] to [`ControlLoop::next_tick`] means for the loop, the cluster
+    /// standing at `now` (for drivers that advance the cluster themselves).
+    pub fn step_from(&self, advance: Advance, now: f64) -> Step {
+        match advance {
+            Advance::Events(mut triggers) => {
+                if self.next_tick.is_some_and(|t| now >= t) {
+                    triggers.push(Trigger::Tick);
+                }
+                Step::Round {
+                    triggers,
+                    quiescent: false,
+                }
+            }
+            Advance::Reached { quiescent } => Step::Round {
+                triggers: vec![Trigger::Tick],
+                quiescent,
+            },
+            Advance::Idle => Step::End(RunEnd::Idle),
+            Advance::Stopped => Step::End(RunEnd::TimeLimit),
+        }
+    }
+
+    /// One round: snapshot, decide (falling back on failure), validate, apply, record.
+    /// Returns whether any accepted action changes the cluster (anything but `wait`).
+    pub fn round<C: Cluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
+        self.decide_round(cluster, triggers).changed
+    }
+
+    /// One round, with everything it did. Arm A (the active policy) decides and its
+    /// valid actions are applied before arm B of an experiment is called, so a failing
+    /// or slow B never changes what A does.
+    pub fn decide_round<C: Cluster>(
+        &mut self,
+        cluster: &mut C,
+        triggers: Vec<Trigger>,
+    ) -> RoundOutcome {
+        let snapshot = cluster.snapshot(triggers);
+        let round = self.rounds;
+        let seed = self.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        self.rounds += 1;
+        let mut calls = Vec::new();
+        let mut experiment = self.experiment.take();
+        if let Some(e) = experiment.as_mut() {
+            e.observe(&snapshot);
+        }
+        let split = experiment.as_ref().filter(|e| e.is_split());
+        // Only a split experiment shows arm A less than the whole snapshot; otherwise A
+        // sees the snapshot itself (a copy per round is a quarter of a replay's time).
+        let filtered_a = split.map(|e| e.filter(&snapshot, Arm::A));
+        let view_a = filtered_a.as_ref().unwrap_or(&snapshot);
+
+        // The last good decision maker stands in for a failing active policy: the
+        // policy active before a hot swap to a broken one, else the configured fallback.
+        let fallback_a = match &self.last_good {
+            Some(good) if good.name() != self.active.name() => good,
+            _ => &self.fallback,
+        };
+        let a = decide_with_fallback(
+            &mut self.states,
+            &self.active,
+            fallback_a,
+            CallRole::Active,
+            view_a,
+            seed,
+            &mut calls,
+        );
+        if a.failure.is_some() {
+            self.failures += 1;
+        } else {
+            self.last_good = Some(self.active.clone());
+        }
+        let decision_a = a.decision.clone().unwrap_or_default();
+        let mut next_tick = self.next_after(view_a, &a, &decision_a);
+        let checked_a = validate::check_decision(view_a, &decision_a);
+        let mut rejections: Vec<(String, &'static str)> = checked_a
+            .rejected
+            .iter()
+            .map(|r| (a.policy.clone(), r.reason.metric_label()))
+            .collect();
+        cluster.apply(&checked_a.accepted, &decision_a.labels);
+        let mut changed = changes(&checked_a.accepted);
+        let mut record = DecisionRecord::new(
+            &snapshot,
+            a.policy.clone(),
+            a.failure.clone(),
+            &decision_a,
+            checked_a,
+        );
+        record.round = round;
+
+        if let Some(e) = experiment.as_mut() {
+            if e.is_split() {
+                // B sees the cluster after A's actions, so both arms' placements are
+                // checked against what is really free.
+                let after_a = cluster.snapshot(snapshot.triggers.clone());
+                let view_b = e.filter(&after_a, Arm::B);
+                let b_slot = e.b.clone();
+                let b = decide_with_fallback(
+                    &mut self.states,
+                    &b_slot,
+                    &self.fallback,
+                    CallRole::SplitB,
+                    &view_b,
+                    seed,
+                    &mut calls,
+                );
+                if b.failure.is_some() {
+                    e.record_b_failure();
+                }
+                let decision_b = b.decision.clone().unwrap_or_default();
+                let tick_b = self.next_after(&view_b, &b, &decision_b);
+                next_tick = match (next_tick, tick_b) {
+                    (Some(x), Some(y)) => Some(x.min(y)),
+                    (x, y) => x.or(y),
+                };
+                let checked_b = validate::check_decision(&view_b, &decision_b);
+                rejections.extend(
+                    checked_b
+                        .rejected
+                        .iter()
+                        .map(|r| (b.policy.clone(), r.reason.metric_label())),
+                );
+                cluster.apply(&checked_b.accepted, &decision_b.labels);
+                changed |= changes(&checked_b.accepted);
+                record.arm_b = Some(ArmRecord::new(b.policy, b.failure, &decision_b, checked_b));
+            } else {
+                let b_slot = e.b.clone();
+                let started = Instant::now();
+                let outcome = b_slot.module.decide_in(
+                    &b_slot.session,
+                    &b_slot.settings,
+                    &snapshot,
+                    self.states.get(b_slot.name()),
+                    seed,
+                );
+                let latency = started.elapsed();
+                let shadow = match outcome {
+                    Ok(decision) => {
+                        calls.push(PolicyCall {
+                            policy: b_slot.name().to_string(),
+                            role: CallRole::Shadow,
+                            latency,
+                            failure: None,
+                        });
+                        self.states.put(b_slot.name(), decision.state.clone());
+                        // A round decided by the fallback says nothing about A.
+                        let agrees = a.failure.is_none().then(|| {
+                            e.compare(round, snapshot.time, &decision_a.actions, &decision.actions)
+                        });
+                        ShadowRecord {
+                            policy: b_slot.name().to_string(),
+                            failure: None,
+                            agrees,
+                            actions: decision.actions,
+                        }
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "the shadow policy failed; the applied decision is unaffected");
+                        e.record_b_failure();
+                        calls.push(PolicyCall {
+                            policy: b_slot.name().to_string(),
+                            role: CallRole::Shadow,
+                            latency,
+                            failure: Some(error.metric_label()),
+                        });
+                        ShadowRecord {
+                            policy: b_slot.name().to_string(),
+                            failure: Some(error.to_string()),
+                            agrees: None,
+                            actions: Vec::new(),
+                        }
+                    }
+                };
+                record.shadow = Some(shadow);
+            }
+        }
+        self.experiment = experiment;
+        self.next_tick = next_tick;
+        if self.keep_records {
+            self.records.push(record.clone());
+        }
+        RoundOutcome {
+            changed,
+            record,
+            calls,
+            rejections,
+        }
+    }
+
+    /// When the next tick is due after a decision. The tick is the deciding policy's to
+    /// ask for; a fallback round keeps the previous request so a failing policy is
+    /// retried when it wanted to be.
+    fn next_after(
+        &self,
+        snapshot: &Snapshot,
+        decided: &Decided,
+        decision: &Decision,
+    ) -> Option<f64> {
+        if decided.failure.is_none() {
+            decision
+                .next_call_after
+                .map(|after| snapshot.time + after.max(1e-3))
+        } else if self.next_tick.is_some_and(|t| t <= snapshot.time) {
+            None
+        } else {
+            self.next_tick
+        }
+    }
+}
+
+fn changes(accepted: &[Action]) -> bool {
+    accepted
+        .iter()
+        .any(|a| !matches!(a.op, Operation::Wait { .. }))
+}
+
+/// Asks `slot` to decide on `snapshot` with its own state; when it fails, `fallback`
+/// decides with its own. Both calls are noted in `calls`.
+fn decide_with_fallback(
+    states: &mut PolicyStates,
+    slot: &PolicySlot,
+    fallback: &PolicySlot,
+    role: CallRole,
+    snapshot: &Snapshot,
+    seed: u64,
+    calls: &mut Vec<PolicyCall>,
+) -> Decided {
+    let (result, latency) = timed_decide(states, slot, snapshot, seed);
+    calls.push(PolicyCall {
+        policy: slot.name().to_string(),
+        role,
+        latency,
+        failure: result.as_ref().err().map(PolicyError::metric_label),
+    });
+    let error = match result {
+        Ok(decision) => {
+            states.put(slot.name(), decision.state.clone());
+            return Decided {
+                policy: slot.name().to_string(),
+                failure: None,
+                decision: Some(decision),
+            };
+        }
+        Err(error) => error,
+    };
+    tracing::warn!(%error, "policy failed; the fallback decides this round");
+    let (result, latency) = timed_decide(states, fallback, snapshot, seed);
+    calls.push(PolicyCall {
+        policy: fallback.name().to_string(),
+        role: CallRole::Fallback,
+        latency,
+        failure: result.as_ref().err().map(PolicyError::metric_label),
+    });
+    let decision = match result {
+        Ok(decision) => {
+            states.put(fallback.name(), decision.state.clone());
+            Some(decision)
+        }
+        Err(error) => {
+            tracing::error!(%error, "the fallback policy failed too; nothing changes");
+            None
+        }
+    };
+    Decided {
+        policy: fallback.name().to_string(),
+        failure: Some(error.to_string()),
+        decision,
+    }
+}
+
+fn timed_decide(
+    states: &mut PolicyStates,
+    slot: &PolicySlot,
+    snapshot: &Snapshot,
+    seed: u64,
+) -> (Result<Decision, PolicyError>, Duration) {
+    let started = Instant::now();
+    let result = slot.module.decide_in(
+        &slot.session,
+        &slot.settings,
+        snapshot,
+        states.get(slot.name()),
+        seed,
+    );
+    (result, started.elapsed())
+}

@@ -1,0 +1,386 @@
+//! What the controller keeps between runs: each policy's state blob, which policy is
+//! active, and the components accepted by upload.
+//!
+//! A policy is instantiated afresh for every call, so its blob is all it remembers. The
+//! loop keeps one blob per policy name: swapping to another policy and back resumes the
+//! first one's blob, and a [`DirStateStore`] writes every changed blob to a file so a
+//! restarted controller picks up where it stopped. An uploaded component exists nowhere
+//! else, so a [`ComponentStore`] keeps it too, and the live controller loads it again at
+//! start (and when a replica becomes leader) before it resumes the active policy.
+//! Components from the policies directory and built-ins are never kept: the directory
+//! and the binary are their own persistence. This module decides nothing about which
+//! policy runs.
+//!
+//! Components have a trait of their own rather than more methods on [`StateStore`]:
+//! blobs are read and written by the decision thread, which owns its store, between
+//! rounds; a component is written by the upload handler (a large write must not delay a
+//! round) and read at start and on a change of leader, so a [`ComponentStore`] is shared
+//! (`Send + Sync`, behind an `Arc`) and stores that keep nothing, like the offline
+//! simulator's, need not pretend to. [`DirStateStore`] and the cluster's ConfigMap store
+//! implement both; [`MemoryStateStore`] keeps no component and says so.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use switchyard_core::model::Settings;
+
+/// The file under a state directory naming the active policy and its parameters.
+pub const ACTIVE_FILE: &str = "active.json";
+/// The folder under a state directory holding uploaded components, `<policy>.wasm`.
+pub const COMPONENTS_DIR: &str = "components";
+
+/// A state blob could not be read or written.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// Reading or writing a state file failed.
+    #[error("policy state file {path}: {source}")]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record of the active policy is not what this version writes.
+    #[error("policy state file {path}: {source}")]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// The parser's error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A store kept outside the process (the cluster) could not be used.
+    #[error("policy state in {place}: {message}")]
+    Remote {
+        /// Where the state lives, e.g. `ConfigMap switchyard/switchyard-state`.
+        place: String,
+        /// What failed.
+        message: String,
+    },
+}
+
+impl StateError {
+    /// The file or object at fault, for a load error's source.
+    pub fn place(&self) -> String {
+        match self {
+            StateError::Io { path, .. } | StateError::Format { path, .. } => {
+                path.display().to_string()
+            }
+            StateError::Remote { place, .. } => place.clone(),
+        }
+    }
+}
+
+/// Why an accepted upload is not kept for the next start. The component is loaded and
+/// used all the same; only a restart (or a change of leader) loses it.
+#[derive(Debug, thiserror::Error)]
+pub enum KeepError {
+    /// The store keeps nothing beyond the process.
+    #[error(
+        "the controller keeps nothing across restarts (it runs without --state-dir): this upload is gone after a restart; start the controller with --state-dir DIR to keep uploads"
+    )]
+    NothingKept,
+    /// The component is larger than the store can hold.
+    #[error(
+        "the component is {size} bytes ({:.1} MiB), more than {place} can hold ({limit} bytes): it is used now, but a restart or a new leader will not have it. To keep it, ship it in the policies directory (--policies-dir) from an image or a volume mounted there; the policies ConfigMap holds at most 1 MiB too",
+        *size as f64 / f64::from(1 << 20)
+    )]
+    TooLarge {
+        /// The component's size.
+        size: usize,
+        /// What one object of the store holds.
+        limit: usize,
+        /// The kind of object, e.g. `a ConfigMap`.
+        place: String,
+    },
+    /// Writing it failed.
+    #[error(
+        "the component could not be kept ({0}): it is used now, but a restart will not have it; upload it again to retry"
+    )]
+    Store(#[from] StateError),
+}
+
+impl KeepError {
+    /// Short label for the `reason` of `switchyard_policy_uploads_not_kept_total`.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            KeepError::NothingKept => "nothing-kept",
+            KeepError::TooLarge { .. } => "too-large",
+            KeepError::Store(_) => "store-error",
+        }
+    }
+}
+
+/// A component read back from a [`ComponentStore`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct KeptComponent {
+    /// Where it is kept: a file, or `ConfigMap <namespace>/<name>`.
+    pub location: String,
+    /// The component as it was uploaded.
+    pub bytes: Vec<u8>,
+}
+
+/// Where uploaded components live between controller runs (see the module docs for why
+/// this is not part of [`StateStore`]).
+pub trait ComponentStore: Send + Sync {
+    /// Keeps `bytes`, the component of `policy`, replacing what was kept for that name;
+    /// returns where it is kept. When they cannot be kept, a copy kept earlier under that
+    /// name is dropped as well where the store can, so a restart does not bring back a
+    /// version older than the one in use.
+    fn keep(&self, policy: &str, bytes: &[u8]) -> Result<String, KeepError>;
+
+    /// Every kept component, read back; an entry that cannot be read is an error naming
+    /// its place, and the others are still returned.
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>>;
+}
+
+/// The policy that was active when the controller last changed it, and its settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ActivePolicy {
+    /// The active policy's name.
+    pub policy: String,
+    /// Its effective settings.
+    pub settings: Settings,
+}
+
+/// Where blobs live between controller runs.
+pub trait StateStore: Send {
+    /// The blob last saved for `policy`, if any.
+    fn load(&self, policy: &str) -> Result<Option<Vec<u8>>, StateError>;
+    /// Replaces the blob saved for `policy`.
+    fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError>;
+    /// Which policy was active (stores that keep nothing answer `None`).
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        Ok(None)
+    }
+    /// Remembers which policy is active.
+    fn save_active(&self, _active: &ActivePolicy) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
+/// Keeps nothing beyond the process: the simulator's offline runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MemoryStateStore;
+
+impl StateStore for MemoryStateStore {
+    fn load(&self, _: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(None)
+    }
+    fn save(&self, _: &str, _: &[u8]) -> Result<(), StateError> {
+        Ok(())
+    }
+}
+
+impl ComponentStore for MemoryStateStore {
+    fn keep(&self, _: &str, _: &[u8]) -> Result<String, KeepError> {
+        Err(KeepError::NothingKept)
+    }
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>> {
+        Vec::new()
+    }
+}
+
+/// One file per policy under a directory (`<policy>.state`, `active.json`, and each kept
+/// upload as `components/<policy>.wasm`), written atomically (a temporary file in the
+/// same directory, synced, then renamed over the old one), so a crash mid-write leaves
+/// the previous contents intact.
+#[derive(Clone, Debug)]
+pub struct DirStateStore {
+    dir: PathBuf,
+}
+
+impl DirStateStore {
+    /// Uses `dir`, creating it if needed.
+    pub fn new(dir: &Path) -> Result<Self, StateError> {
+        std::fs::create_dir_all(dir).map_err(|source| StateError::Io {
+            path: dir.to_path_buf(),
+            source,
+        })?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+        })
+    }
+
+    /// The file holding `policy`'s blob. Names are reduced to a safe alphabet so a
+    /// policy name can never point outside the directory.
+    pub fn path_of(&self, policy: &str) -> PathBuf {
+        self.dir.join(format!("{}.state", safe_name(policy)))
+    }
+
+    /// The file keeping `policy`'s uploaded component.
+    pub fn component_path_of(&self, policy: &str) -> PathBuf {
+        self.dir
+            .join(COMPONENTS_DIR)
+            .join(format!("{}.wasm", safe_name(policy)))
+    }
+
+    fn write_atomically(&self, path: &Path, bytes: &[u8]) -> Result<(), StateError> {
+        let io = |source| StateError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let folder = path.parent().unwrap_or(&self.dir);
+        std::fs::create_dir_all(folder).map_err(io)?;
+        let mut tmp = tempfile::NamedTempFile::new_in(folder).map_err(io)?;
+        tmp.write_all(bytes).map_err(io)?;
+        tmp.as_file().sync_all().map_err(io)?;
+        tmp.persist(path).map_err(|e| io(e.error))?;
+        Ok(())
+    }
+}
+
+impl StateStore for DirStateStore {
+    fn load(&self, policy: &str) -> Result<Option<Vec<u8>>, StateError> {
+        let path = self.path_of(policy);
+        match std::fs::read(&path) {
+            Ok(blob) => Ok(Some(blob)),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io { path, source }),
+        }
+    }
+
+    fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError> {
+        self.write_atomically(&self.path_of(policy), blob)
+    }
+
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        let path = self.dir.join(ACTIVE_FILE);
+        match std::fs::read(&path) {
+            Ok(text) => serde_json::from_slice(&text)
+                .map(Some)
+                .map_err(|source| StateError::Format { path, source }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(source) => Err(StateError::Io { path, source }),
+        }
+    }
+
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        let path = self.dir.join(ACTIVE_FILE);
+        let bytes = serde_json::to_vec_pretty(active).map_err(|source| StateError::Format {
+            path: path.clone(),
+            source,
+        })?;
+        self.write_atomically(&path, &bytes)
+    }
+}
+
+impl ComponentStore for DirStateStore {
+    fn keep(&self, policy: &str, bytes: &[u8]) -> Result<String, KeepError> {
+        let path = self.component_path_of(policy);
+        if let Err(error) = self.write_atomically(&path, bytes) {
+            // Do not let an older upload of the same name come back after a restart.
+            let _ = std::fs::remove_file(&path);
+            return Err(error.into());
+        }
+        Ok(path.display().to_string())
+    }
+
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>> {
+        let folder = self.dir.join(COMPONENTS_DIR);
+        let entries = match std::fs::read_dir(&folder) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
+            Err(source) => {
+                return vec![Err(StateError::Io {
+                    path: folder,
+                    source,
+                })];
+            }
+        };
+        let mut paths: Vec<PathBuf> = entries
+            .filter_map(|entry| entry.ok().map(|e| e.path()))
+            // Leftover temporary files of an interrupted write have no `.wasm` extension.
+            .filter(|path| path.extension().is_some_and(|ext| ext == "wasm"))
+            .collect();
+        paths.sort();
+        paths
+            .into_iter()
+            .map(|path| match std::fs::read(&path) {
+                Ok(bytes) => Ok(KeptComponent {
+                    location: path.display().to_string(),
+                    bytes,
+                }),
+                Err(source) => Err(StateError::Io { path, source }),
+            })
+            .collect()
+    }
+}
+
+/// `name` reduced to a safe alphabet, so a policy name can never point outside the
+/// directory.
+fn safe_name(name: &str) -> String {
+    name.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The blobs of every policy that has decided, by policy name.
+pub(crate) struct PolicyStates {
+    blobs: HashMap<String, Vec<u8>>,
+    store: Box<dyn StateStore>,
+    save_failures: u64,
+}
+
+impl PolicyStates {
+    pub(crate) fn new(store: Box<dyn StateStore>) -> Self {
+        Self {
+            blobs: HashMap::new(),
+            store,
+            save_failures: 0,
+        }
+    }
+
+    /// `policy`'s blob, read from the store the first time (empty when there is none or
+    /// it cannot be read: the policy starts afresh rather than the round failing).
+    pub(crate) fn get(&mut self, policy: &str) -> &[u8] {
+        if !self.blobs.contains_key(policy) {
+            let blob = match self.store.load(policy) {
+                Ok(blob) => blob.unwrap_or_default(),
+                Err(error) => {
+                    tracing::warn!(%error, policy, "cannot read the policy's state; it starts afresh");
+                    Vec::new()
+                }
+            };
+            self.blobs.insert(policy.to_string(), blob);
+        }
+        &self.blobs[policy]
+    }
+
+    /// Keeps `blob` as `policy`'s state and persists it when it changed.
+    pub(crate) fn put(&mut self, policy: &str, blob: Vec<u8>) {
+        if self.blobs.get(policy) == Some(&blob) {
+            return;
+        }
+        if let Err(error) = self.store.save(policy, &blob) {
+            self.save_failures += 1;
+            tracing::warn!(%error, policy, "cannot persist the policy's state");
+        }
+        self.blobs.insert(policy.to_string(), blob);
+    }
+
+    pub(crate) fn save_failures(&self) -> u64 {
+        self.save_failures
+    }
+
+    /// The store behind the blobs.
+    pub(crate) fn store(&self) -> &dyn StateStore {
+        self.store.as_ref()
+    }
+
+    /// Forgets the blobs read so far, so each is read from the store again (another
+    /// replica may have written newer ones).
+    pub(crate) fn forget(&mut self) {
+        self.blobs.clear();
+    }
+}

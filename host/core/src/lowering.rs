@@ -1,0 +1,124 @@
+//! One lowering of the host's [`crate::model::Snapshot`] to the WIT types, for every
+//! set of bindings generated from `wit/policy.wit`.
+//!
+//! The host's runtime (wasmtime's bindings) and the guest SDK (wit-bindgen's) are
+//! generated from the same WIT, so their types have the same names and fields: one
+//! macro body serves both, and a policy compiled natively in a bench or a native test
+//! harness receives the very snapshot a component would. The macro only reads the model;
+//! it owns no types.
+
+/// Defines `snapshot_to_wit`, the model-to-WIT lowering of a snapshot, over the WIT
+/// types found at the given path.
+///
+/// Invoke it inside a module with the path of the generated `types` interface, e.g.
+/// `switchyard_core::snapshot_lowering!(switchyard_policy_sdk);` for the guest SDK's.
+#[macro_export]
+macro_rules! snapshot_lowering {
+    ($($types:tt)*) => {
+        use $($types)* as wit;
+        use $crate::model;
+
+        fn resources(r: &model::Resources) -> wit::Resources {
+            wit::Resources {
+                cpu_millis: r.cpu_millis,
+                memory_bytes: r.memory_bytes,
+                gpus: r.gpus,
+            }
+        }
+
+        fn labels(map: &std::collections::BTreeMap<String, String>) -> Vec<wit::Label> {
+            map.iter()
+                .map(|(k, v)| wit::Label {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect()
+        }
+
+        #[allow(dead_code)]
+        pub fn node(n: &model::Node) -> wit::Node {
+            wit::Node {
+                name: n.name.clone(),
+                allocatable: resources(&n.allocatable),
+                requested: resources(&n.requested),
+                usage: n.usage.as_ref().map(resources),
+                labels: labels(&n.labels),
+                schedulable: n.schedulable,
+            }
+        }
+
+        fn task(t: &model::Task) -> wit::Task {
+            wit::Task {
+                name: t.name.clone(),
+                role: t.role.clone(),
+                node: t.node.clone(),
+                phase: match t.phase {
+                    model::TaskPhase::Pending => wit::TaskPhase::Pending,
+                    model::TaskPhase::Running => wit::TaskPhase::Running,
+                    model::TaskPhase::Restarting => wit::TaskPhase::Restarting,
+                },
+                requests: resources(&t.requests),
+                cpu_weight: t.cpu_weight,
+                usage: t.usage.as_ref().map(resources),
+            }
+        }
+
+        #[allow(dead_code)]
+        pub fn loss_sample(s: &model::LossSample) -> wit::LossSample {
+            wit::LossSample {
+                time: s.time,
+                step: s.step,
+                value: s.value,
+            }
+        }
+
+        #[allow(dead_code)]
+        pub fn job(j: &model::Job) -> wit::Job {
+            wit::Job {
+                id: j.id.clone(),
+                phase: match j.phase {
+                    model::JobPhase::Waiting => wit::JobPhase::Waiting,
+                    model::JobPhase::Running => wit::JobPhase::Running,
+                    model::JobPhase::Restarting => wit::JobPhase::Restarting,
+                },
+                submit_time: j.submit_time,
+                start_time: j.start_time,
+                priority: j.priority,
+                utility: j.utility,
+                tasks: j.tasks.iter().map(task).collect(),
+                replicas: wit::Replicas {
+                    role: j.replicas.role.clone(),
+                    current: j.replicas.current,
+                    min: j.replicas.min,
+                    max: j.replicas.max,
+                },
+                loss: j.loss.iter().map(loss_sample).collect(),
+                metric_rises: j.metric_rises,
+                migrated: j.migrated,
+                rebalanced: j.rebalanced,
+                checkpointable: j.checkpointable,
+                labels: labels(&j.labels),
+            }
+        }
+
+        #[allow(dead_code)]
+        pub fn trigger(t: &model::Trigger) -> wit::Trigger {
+            match t {
+                model::Trigger::Tick => wit::Trigger::Tick,
+                model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
+                model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
+                model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
+            }
+        }
+
+        /// The snapshot as the policy receives it.
+        pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
+            wit::Snapshot {
+                time: s.time,
+                triggers: s.triggers.iter().map(trigger).collect(),
+                nodes: s.nodes.iter().map(|n| node(n)).collect(),
+                jobs: s.jobs.iter().map(|j| job(j)).collect(),
+            }
+        }
+    };
+}

@@ -1,0 +1,817 @@
+//! Carrying out accepted actions through the API server, and keeping each job's status.
+//!
+//! - place: create the job's pods (`schedulerName: switchyard`, owned by the job) and
+//!   bind each with the `binding` subresource; if any create or bind fails, every pod of
+//!   the group is deleted again, so a gang is bound whole or not at all.
+//!   The outcome is the job's `PodsCreated` condition (`False` with reason
+//!   `TemplateRejected` when the API server refuses a role's template).
+//! - migrate and scale are restarts, carried out in stages so that no grace period
+//!   blocks the control loop: [`Actor::migrate`] and [`Actor::scale`] record the restart
+//!   in the status first (a controller that restarts half-way finishes it and never
+//!   moves the job twice) and ask for a checkpoint (the annotation, or the stop signal
+//!   of a graceful delete); [`Actor::advance_restart`], called whenever the caches
+//!   change, deletes the annotated pods once the grace period has passed and, once the
+//!   old pods have terminated, creates the replacements and binds them.
+//! - CPU weight: resize the training container's CPU request in place (the pod `resize`
+//!   subresource); a refusal becomes the `CpuWeightApplied=False` condition and the
+//!   controller moves on.
+//!
+//! Each action leaves a Kubernetes Event on the job with the policy's reason. This module
+//! acts on what it is told; it must not check decisions (the validator did) or read the
+//! caches (the caller hands it the job and its pods).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+
+use crate::crd::{
+    Checkpoint, CheckpointMethod, Condition, PendingRestart, Phase, Placement, RestartAction,
+    TaskTarget, TrainingJob, TrainingJobStatus,
+};
+use crate::{
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
+};
+use switchyard_core::model::MigrationKind;
+
+/// Carries out actions on one cluster.
+#[derive(Clone)]
+pub struct Actor {
+    client: Client,
+    recorder: Recorder,
+    /// Pods (`namespace/name`) this process has deleted while their restart runs, so a
+    /// cache that has not caught up does not make it delete them again.
+    deletes_sent: Arc<Mutex<HashSet<String>>>,
+}
+
+/// Condition type set when an in-place CPU resize is refused or applied.
+pub const CPU_WEIGHT_CONDITION: &str = "CpuWeightApplied";
+/// Condition type set when the job's pods are created and bound, or refused.
+pub const PODS_CREATED_CONDITION: &str = "PodsCreated";
+
+/// Where a staged restart stands after [`Actor::advance_restart`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RestartProgress {
+    /// The job has no restart under way.
+    Idle,
+    /// Waiting for the grace period, or for the old pods to terminate.
+    Waiting,
+    /// The replacements are created and bound; the job runs again.
+    Done,
+}
+
+impl Actor {
+    /// An actor publishing Events as `reporter`.
+    pub fn new(client: Client, reporter: Reporter) -> Self {
+        let recorder = Recorder::new(client.clone(), reporter);
+        Self {
+            client,
+            recorder,
+            deletes_sent: Arc::default(),
+        }
+    }
+
+    fn pods(&self, job: &TrainingJob) -> Api<Pod> {
+        Api::namespaced(self.client.clone(), &namespace(job))
+    }
+
+    fn jobs(&self, job: &TrainingJob) -> Api<TrainingJob> {
+        Api::namespaced(self.client.clone(), &namespace(job))
+    }
+
+    /// Creates and binds the pods of `assignments` (task, node), all or none, then
+    /// records the placements in the status.
+    pub async fn place(
+        &self,
+        job: &TrainingJob,
+        assignments: &[(String, String)],
+        reason: &str,
+    ) -> Result<()> {
+        let generation = status_of(job).generation;
+        let placed = match self.create_and_bind(job, assignments, generation).await {
+            Ok(placed) => placed,
+            Err(error) => return Err(self.placement_failed(job, "Place", error).await),
+        };
+        let created = created_message(&placed);
+        self.update_status(job, |status| {
+            for p in &placed {
+                status.placements.retain(|q| q.task != p.task);
+                status.placements.push(p.clone());
+            }
+            status.phase = Some(Phase::Running);
+            set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
+        })
+        .await?;
+        let note = format!("{}: {reason}", describe(&placed));
+        self.event(job, EventType::Normal, "Placed", "Place", &note)
+            .await;
+        Ok(())
+    }
+
+    /// Reports a failed create-and-bind as the `PodsCreated=False` condition and a
+    /// Warning Event; returns the error.
+    async fn placement_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
+        let reason = if matches!(error, Error::InvalidSpec { .. }) {
+            "TemplateRejected"
+        } else {
+            "PlacementFailed"
+        };
+        let message = error.to_string();
+        if let Err(e) = self
+            .update_status(job, |s| {
+                set_condition(s, PODS_CREATED_CONDITION, "False", reason, &message)
+            })
+            .await
+        {
+            tracing::warn!(error = %e, "recording the failed placement in the status");
+        }
+        self.event(job, EventType::Warning, reason, action, &message)
+            .await;
+        error
+    }
+
+    /// Creates every pod, then binds every pod; on any failure deletes all of them.
+    async fn create_and_bind(
+        &self,
+        job: &TrainingJob,
+        assignments: &[(String, String)],
+        generation: u32,
+    ) -> Result<Vec<Placement>> {
+        let api = self.pods(job);
+        let mut created = Vec::new();
+        let mut bound_already = Vec::new();
+        let mut outcome = Ok(());
+        for (task, node) in assignments {
+            let pod = match pods::build(job, task, generation) {
+                Ok(pod) => pod,
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            };
+            let name = pod.name_any();
+            match create_pod(&api, &job.name_any(), &pod).await {
+                Ok(None) => created.push(name),
+                // Left bound by a controller that stopped before recording it.
+                Ok(Some(on)) if on == *node => {
+                    bound_already.push(name.clone());
+                    created.push(name);
+                }
+                Ok(Some(on)) => {
+                    outcome = Err(Error::NotFound(format!(
+                        "pod {name} exists and is already bound to {on}, not {node}"
+                    )));
+                    break;
+                }
+                Err(error) => {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        if outcome.is_ok() {
+            for ((_, node), pod) in assignments.iter().zip(&created) {
+                if bound_already.contains(pod) {
+                    continue;
+                }
+                if let Err(error) = bind(&api, pod, node).await {
+                    outcome = Err(error);
+                    break;
+                }
+            }
+        }
+        match outcome {
+            Ok(()) => Ok(assignments
+                .iter()
+                .zip(created)
+                .map(|((task, node), pod)| Placement {
+                    task: task.clone(),
+                    pod,
+                    node: node.clone(),
+                })
+                .collect()),
+            Err(error) => {
+                for pod in &created {
+                    // Rolling back is best effort: a pod left behind is unbound (or bound
+                    // alone) and owned by the job, and the next placement reuses its name.
+                    if let Err(e) = delete_pod(&api, pod, Some(0)).await {
+                        tracing::warn!(error = %e, pod, "rolling back a failed placement");
+                    }
+                }
+                Err(error)
+            }
+        }
+    }
+
+    /// Starts moving `task` (or every task) of `job` to `node` at `now`: records the
+    /// move and the restart in the status, then asks the pods to checkpoint. Returns at
+    /// once; [`Actor::advance_restart`] carries the move on. `job_pods` are the job's
+    /// current pods.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn migrate(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        task: Option<&str>,
+        node: &str,
+        kind: MigrationKind,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let moving: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| task.is_none_or(|t| task_of(p) == Some(t)))
+            .filter(|p| node_of(p) != Some(node))
+            .collect();
+        let mark = |status: &mut TrainingJobStatus| match kind {
+            MigrationKind::Reallocate => status.migrated = true,
+            MigrationKind::Rebalance => status.rebalanced = true,
+        };
+        if moving.is_empty() {
+            self.update_status(job, mark).await?;
+            let note = format!("already on {node}, marked only: {reason}");
+            self.event(job, EventType::Normal, "Marked", "Migrate", &note)
+                .await;
+            return Ok(());
+        }
+        let checkpoint = checkpoint_of(job)?;
+        let targets = moving
+            .iter()
+            .filter_map(|p| task_of(p))
+            .map(|t| TaskTarget {
+                task: t.to_string(),
+                node: node.to_string(),
+            })
+            .collect();
+        let restart = pending(
+            RestartAction::Migrate,
+            &moving,
+            targets,
+            checkpoint,
+            reason,
+            now,
+        );
+        // The move is recorded before anything happens, so a controller restarted
+        // half-way sees the job as migrated and never moves it a second time.
+        self.update_status(job, |status| {
+            mark(status);
+            status.migrations += 1;
+            status.generation += 1;
+            status.phase = Some(Phase::Restarting);
+            status.restart = Some(restart.clone());
+        })
+        .await?;
+        self.request_checkpoint(job, &moving, checkpoint, &restart)
+            .await
+    }
+
+    /// Asks each pod's process to checkpoint: sets the annotation, or deletes the pod
+    /// with the grace period (the kubelet sends the stop signal).
+    async fn request_checkpoint(
+        &self,
+        job: &TrainingJob,
+        victims: &[&Pod],
+        checkpoint: &Checkpoint,
+        restart: &PendingRestart,
+    ) -> Result<()> {
+        let api = self.pods(job);
+        match checkpoint.method {
+            CheckpointMethod::Annotation => {
+                let params = PatchParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PatchParams::default()
+                };
+                let patch = Patch::Merge(
+                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: restart.requested_at}}}),
+                );
+                for pod in victims {
+                    let name = pod.name_any();
+                    retry::with_backoff("checkpoint annotation", || {
+                        api.patch(&name, &params, &patch)
+                    })
+                    .await
+                    .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
+                }
+            }
+            CheckpointMethod::Signal => {
+                let grace = i64::from(checkpoint.grace_period_seconds);
+                for pod in victims {
+                    self.delete_once(job, &pod.name_any(), Some(grace)).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes a pod of a restart unless this process already did.
+    async fn delete_once(&self, job: &TrainingJob, pod: &str, grace: Option<i64>) -> Result<()> {
+        let key = format!("{}/{pod}", namespace(job));
+        if self
+            .deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .contains(&key)
+        {
+            return Ok(());
+        }
+        delete_pod(&self.pods(job), pod, grace).await?;
+        self.deletes_sent.lock().expect("deletes lock").insert(key);
+        Ok(())
+    }
+
+    /// Carries `job`'s restart on, if it has one, at `now`: deletes the annotated pods
+    /// once the grace period has passed, and once none of the old pods is left in
+    /// `job_pods` (the reflector's view, terminating pods included), creates and binds
+    /// the replacements and records them. Never waits: a call that finds nothing to do
+    /// returns [`RestartProgress::Waiting`], and the caller calls again when the caches
+    /// change.
+    pub async fn advance_restart(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        now: Timestamp,
+    ) -> Result<RestartProgress> {
+        let status = status_of(job);
+        let Some(restart) = status.restart.clone() else {
+            return Ok(RestartProgress::Idle);
+        };
+        let alive: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| restart.stopping.contains(&p.name_any()) && !terminated(p))
+            .collect();
+        if !alive.is_empty() {
+            let due = restart
+                .delete_after
+                .as_deref()
+                .and_then(|t| t.parse::<Timestamp>().ok())
+                .is_none_or(|t| now >= t);
+            if due {
+                let grace = match (&restart.delete_after, &job.spec.checkpoint) {
+                    (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
+                    _ => None,
+                };
+                for pod in alive
+                    .iter()
+                    .filter(|p| p.metadata.deletion_timestamp.is_none())
+                {
+                    self.delete_once(job, &pod.name_any(), grace).await?;
+                }
+            }
+            return Ok(RestartProgress::Waiting);
+        }
+        let assignments: Vec<(String, String)> = restart
+            .targets
+            .iter()
+            .map(|t| (t.task.clone(), t.node.clone()))
+            .collect();
+        let (action, done) = match restart.action {
+            RestartAction::Migrate => ("Migrate", "Migrated"),
+            RestartAction::Scale => ("Scale", "Rescaled"),
+        };
+        let placed = match self
+            .create_and_bind(job, &assignments, status.generation)
+            .await
+        {
+            Ok(placed) => placed,
+            Err(error) => return Err(self.placement_failed(job, action, error).await),
+        };
+        let created = created_message(&placed);
+        self.update_status(job, |s| {
+            match restart.action {
+                RestartAction::Migrate => {
+                    for p in &placed {
+                        s.placements.retain(|q| q.task != p.task);
+                        s.placements.push(p.clone());
+                    }
+                }
+                RestartAction::Scale => s.placements = placed.clone(),
+            }
+            s.phase = Some(Phase::Running);
+            s.restart = None;
+            set_condition(s, PODS_CREATED_CONDITION, "True", "Created", &created);
+        })
+        .await?;
+        {
+            let ns = namespace(job);
+            let mut sent = self.deletes_sent.lock().expect("deletes lock");
+            for pod in &restart.stopping {
+                sent.remove(&format!("{ns}/{pod}"));
+            }
+        }
+        let note = match restart.action {
+            RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
+            RestartAction::Scale => format!(
+                "{} replicas ({}): {}",
+                status.replicas.unwrap_or_default(),
+                describe(&placed),
+                restart.reason
+            ),
+        };
+        self.event(job, EventType::Normal, done, action, &note)
+            .await;
+        Ok(RestartProgress::Done)
+    }
+
+    /// Sets the CPU weight of `pod` by resizing its training container's CPU request to
+    /// `weight` times the template's. A refusal is reported on the job, not returned.
+    pub async fn set_cpu_weight(
+        &self,
+        job: &TrainingJob,
+        pod: &Pod,
+        weight: f64,
+        reason: &str,
+    ) -> Result<()> {
+        let role = pod
+            .labels()
+            .get(crate::ROLE_LABEL)
+            .and_then(|r| job.spec.roles.iter().find(|role| &role.name == r))
+            .ok_or_else(|| {
+                Error::NotFound(format!("pod {} has no role of its job", pod.name_any()))
+            })?;
+        let (container, base) =
+            pods::training_container(role).ok_or_else(|| Error::InvalidSpec {
+                job: job.name_any(),
+                message: format!("role `{}` has no container", role.name),
+            })?;
+        if base == 0 {
+            return Err(Error::InvalidSpec {
+                job: job.name_any(),
+                message: format!(
+                    "container `{container}` of role `{}` requests no CPU, so it has no weight to lower",
+                    role.name
+                ),
+            });
+        }
+        let millis = ((base as f64 * weight).round() as u64).max(1);
+        let patch = Patch::Strategic(
+            json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}),
+        );
+        let name = pod.name_any();
+        let api = self.pods(job);
+        let params = PatchParams::default();
+        let outcome =
+            retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch)).await;
+        let (status, message) = match outcome {
+            Ok(_) => (
+                "True",
+                format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}"),
+            ),
+            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
+                "False",
+                format!(
+                    "the cluster refused to resize pod {name} in place ({}): {}",
+                    s.code, s.message
+                ),
+            ),
+            Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
+        };
+        let condition_reason = if status == "True" {
+            "Resized"
+        } else {
+            "ResizeRefused"
+        };
+        self.update_status(job, |s| {
+            set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
+        })
+        .await?;
+        let event_type = if status == "True" {
+            EventType::Normal
+        } else {
+            EventType::Warning
+        };
+        self.event(job, event_type, condition_reason, "SetCpuWeight", &message)
+            .await;
+        Ok(())
+    }
+
+    /// Starts restarting `job` from a checkpoint with `replicas` replicas of its
+    /// scalable role at `now`: records the rescale and the restart in the status and
+    /// asks every pod to checkpoint; [`Actor::advance_restart`] carries it on. Added
+    /// replicas go to `nodes` in order, the others stay where they ran.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn scale(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        replicas: u32,
+        nodes: &[String],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let checkpoint = checkpoint_of(job)?;
+        let before = status_of(job).placements;
+        let mut scaled = job.clone();
+        scaled.status.get_or_insert_with(Default::default).replicas = Some(replicas);
+        let mut added = nodes.iter();
+        let targets: Vec<TaskTarget> = pods::tasks(&scaled)
+            .into_iter()
+            .filter_map(|t| {
+                let node = job_pods
+                    .iter()
+                    .find(|p| task_of(p) == Some(t.name.as_str()))
+                    .and_then(node_of)
+                    .map(str::to_string)
+                    .or_else(|| {
+                        before
+                            .iter()
+                            .find(|p| p.task == t.name)
+                            .map(|p| p.node.clone())
+                    })
+                    .or_else(|| added.next().cloned())?;
+                Some(TaskTarget { task: t.name, node })
+            })
+            .collect();
+        let victims: Vec<&Pod> = job_pods.iter().collect();
+        let restart = pending(
+            RestartAction::Scale,
+            &victims,
+            targets,
+            checkpoint,
+            reason,
+            now,
+        );
+        self.update_status(job, |status| {
+            status.rescales += 1;
+            status.replicas = Some(replicas);
+            status.generation += 1;
+            status.phase = Some(Phase::Restarting);
+            status.restart = Some(restart.clone());
+        })
+        .await?;
+        self.request_checkpoint(job, &victims, checkpoint, &restart)
+            .await
+    }
+
+    /// Replaces the policy's labels on `job` (no write when they are unchanged).
+    pub async fn set_policy_labels(
+        &self,
+        job: &TrainingJob,
+        labels: std::collections::BTreeMap<String, String>,
+    ) -> Result<()> {
+        if status_of(job).policy_labels == labels {
+            return Ok(());
+        }
+        self.update_status(job, |status| status.policy_labels = labels.clone())
+            .await?;
+        Ok(())
+    }
+
+    /// Reads the job afresh, applies `change` to its status and writes it with the
+    /// resourceVersion it read; on a 409 conflict, reads and applies again.
+    pub async fn update_status(
+        &self,
+        job: &TrainingJob,
+        change: impl Fn(&mut TrainingJobStatus),
+    ) -> Result<TrainingJob> {
+        let api = self.jobs(job);
+        let name = job.name_any();
+        retry::with_backoff("status update", || async {
+            let mut fresh = api.get_status(&name).await?;
+            let mut status = fresh.status.clone().unwrap_or_default();
+            change(&mut status);
+            fresh.status = Some(status);
+            api.replace_status(
+                &name,
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                },
+                &fresh,
+            )
+            .await
+        })
+        .await
+        .map_err(Error::api(format!(
+            "updating the status of TrainingJob {name}"
+        )))
+    }
+
+    /// Publishes an Event on the job. A failure is logged, never fatal: the action it
+    /// reports has already happened.
+    pub async fn event(
+        &self,
+        job: &TrainingJob,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
+        let event = Event {
+            type_,
+            reason: reason.into(),
+            note: Some(truncate(note, 1024)),
+            action: action.into(),
+            secondary: None,
+        };
+        let reference: ObjectReference = job.object_ref(&());
+        if let Err(source) = self.recorder.publish(&event, &reference).await {
+            let error = Error::Event {
+                job: job.name_any(),
+                source,
+            };
+            tracing::warn!(%error, "could not publish event");
+        }
+    }
+}
+
+/// Creates `pod` of job `job`; one that already exists (left by a controller that
+/// stopped half-way) counts as created, and the node it is bound to, if any, is
+/// returned. A pod the API server refuses as invalid is the template's fault.
+async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<String>> {
+    let name = pod.name_any();
+    let pp = PostParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PostParams::default()
+    };
+    match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+            let existing = api
+                .get(&name)
+                .await
+                .map_err(Error::api(format!("reading pod {name}")))?;
+            Ok(node_of(&existing).map(str::to_string))
+        }
+        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
+            job: job.to_string(),
+            message: format!(
+                "the API server refused pod {name}, made from the role's template ({}): {}",
+                s.code, s.message
+            ),
+        }),
+        Err(error) => Err(Error::api(format!("creating pod {name}"))(error)),
+    }
+}
+
+/// Binds `pod` to `node` through the `binding` subresource.
+async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
+    let binding = Binding {
+        metadata: ObjectMeta {
+            name: Some(pod.to_string()),
+            ..ObjectMeta::default()
+        },
+        target: ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(node.to_string()),
+            ..ObjectReference::default()
+        },
+    };
+    let params = PostParams::default();
+    retry::with_backoff("bind", || {
+        api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
+    })
+    .await
+    .map(|_| ())
+    .map_err(Error::api(format!("binding pod {pod} to node {node}")))
+}
+
+/// Deletes `pod` (a pod already gone counts as deleted).
+async fn delete_pod(api: &Api<Pod>, pod: &str, grace_seconds: Option<i64>) -> Result<()> {
+    let dp = DeleteParams {
+        grace_period_seconds: grace_seconds.map(|g| g as u32),
+        ..DeleteParams::default()
+    };
+    match retry::with_backoff("delete pod", || api.delete(pod, &dp)).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        Err(error) => Err(Error::api(format!("deleting pod {pod}"))(error)),
+    }
+}
+
+/// Sets (or replaces) the condition of type `type_`, keeping its transition time when
+/// the status does not change.
+pub fn set_condition(
+    status: &mut TrainingJobStatus,
+    type_: &str,
+    value: &str,
+    reason: &str,
+    message: &str,
+) {
+    let now = chrono_now();
+    match status.conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(c) => {
+            if c.status != value {
+                c.last_transition_time = now;
+            }
+            c.status = value.into();
+            c.reason = reason.into();
+            c.message = message.into();
+        }
+        None => status.conditions.push(Condition {
+            type_: type_.into(),
+            status: value.into(),
+            reason: reason.into(),
+            message: message.into(),
+            last_transition_time: now,
+        }),
+    }
+}
+
+fn chrono_now() -> String {
+    rfc3339(Timestamp::now())
+}
+
+/// `time` to whole seconds, as RFC 3339 (what the status and annotations hold).
+pub fn rfc3339(time: Timestamp) -> String {
+    Timestamp::from_second(time.as_second())
+        .unwrap_or(time)
+        .to_string()
+}
+
+fn namespace(job: &TrainingJob) -> String {
+    job.namespace().unwrap_or_else(|| "default".into())
+}
+
+fn status_of(job: &TrainingJob) -> TrainingJobStatus {
+    job.status.clone().unwrap_or_default()
+}
+
+fn checkpoint_of(job: &TrainingJob) -> Result<&Checkpoint> {
+    job.spec
+        .checkpoint
+        .as_ref()
+        .ok_or_else(|| Error::InvalidSpec {
+            job: job.name_any(),
+            message: "the job has no `checkpoint` and cannot be moved or rescaled".into(),
+        })
+}
+
+/// The restart record for stopping `victims` at `now`.
+fn pending(
+    action: RestartAction,
+    victims: &[&Pod],
+    targets: Vec<TaskTarget>,
+    checkpoint: &Checkpoint,
+    reason: &str,
+    now: Timestamp,
+) -> PendingRestart {
+    let delete_after = match checkpoint.method {
+        CheckpointMethod::Annotation => Some(rfc3339(
+            now + SignedDuration::from_secs(checkpoint.grace_period_seconds.into()),
+        )),
+        CheckpointMethod::Signal => None,
+    };
+    PendingRestart {
+        action,
+        stopping: victims.iter().map(|p| p.name_any()).collect(),
+        targets,
+        requested_at: rfc3339(now),
+        delete_after,
+        reason: reason.to_string(),
+    }
+}
+
+/// Whether a pod's containers have stopped for good (it holds no resources any more).
+pub fn terminated(pod: &Pod) -> bool {
+    matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    )
+}
+
+fn created_message(placed: &[Placement]) -> String {
+    format!(
+        "{} pod(s) created and bound: {}",
+        placed.len(),
+        describe(placed)
+    )
+}
+
+/// The task a pod runs (its `switchyard.dev/task` label).
+pub fn task_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(TASK_LABEL)
+        .map(String::as_str)
+}
+
+/// The node a pod is bound to.
+pub fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+fn describe(placed: &[Placement]) -> String {
+    placed
+        .iter()
+        .map(|p| format!("{} on {}", p.task, p.node))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_string()
+}

@@ -1,0 +1,508 @@
+//! [`Cluster`] (and [`LiveCluster`]) for a real Kubernetes cluster: the control loop's
+//! clock is the wall clock, `advance` waits for watch events (job arrivals and
+//! completions, node changes) or the policy's next tick, the snapshot comes from the
+//! reflectors' caches, and accepted actions go to [`Actor`]. While it waits, the leader
+//! also carries staged restarts on ([`Actor::advance_restart`], woken by the reflectors
+//! when old pods terminate), writes each job's new loss samples to its status, and
+//! follows training logs. Only the leader ([`Leader`]) does any of that, or acts; a
+//! follower's `advance` just waits. The control loop is synchronous, so it runs on a
+//! blocking thread and this type enters the tokio runtime through a [`Handle`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use kube::{Client, ResourceExt};
+use tokio::runtime::Handle;
+
+use crate::act::{Actor, RestartProgress, node_of};
+use crate::crd::Phase;
+use crate::observe::{self, Caches, job_id};
+use crate::progress::LogPattern;
+use switchyard_control::{Advance, Cluster};
+use switchyard_control::{Leader, LiveCluster, LossAck};
+use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
+
+/// The longest a wait lasts before the driver's commands are served again.
+const WAIT: Duration = Duration::from_millis(50);
+/// Without a watch event, the leader still looks at the caches this often (restart
+/// deadlines, loss to write, logs to follow).
+const POLL: Duration = Duration::from_secs(1);
+/// A job's status gets its new loss samples at most this often, seconds.
+pub const LOSS_WRITE_EVERY: f64 = 10.0;
+
+/// The cluster's clock: Unix seconds.
+pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// A real cluster behind the control loop.
+pub struct KubeCluster {
+    handle: Handle,
+    client: Client,
+    caches: Caches,
+    actor: Actor,
+    leader: Arc<Leader>,
+    stop: Arc<AtomicBool>,
+    synced: Arc<AtomicBool>,
+    clock: Clock,
+    known_jobs: BTreeSet<String>,
+    known_nodes: BTreeMap<String, bool>,
+    followed: HashMap<String, tokio::task::JoinHandle<()>>,
+    /// Restarts finished here (job id to `requestedAt`) that the job cache may still
+    /// show under way.
+    restarts_done: HashMap<String, String>,
+    last_pass: Option<Instant>,
+    /// Whether this replica led at the last look.
+    was_leading: bool,
+    finished: usize,
+}
+
+impl KubeCluster {
+    /// A cluster over started `caches`, acting through `actor` while `leader` grants it.
+    pub fn new(
+        handle: Handle,
+        client: Client,
+        caches: Caches,
+        actor: Actor,
+        leader: Arc<Leader>,
+    ) -> Self {
+        Self {
+            handle,
+            client,
+            caches,
+            actor,
+            leader,
+            stop: Arc::default(),
+            synced: Arc::new(AtomicBool::new(true)),
+            clock: Arc::new(unix_now),
+            known_jobs: BTreeSet::new(),
+            known_nodes: BTreeMap::new(),
+            followed: HashMap::new(),
+            restarts_done: HashMap::new(),
+            last_pass: None,
+            was_leading: false,
+            finished: 0,
+        }
+    }
+
+    /// Readiness follows `synced` (set once the reflectors have listed everything).
+    pub fn with_synced(mut self, synced: Arc<AtomicBool>) -> Self {
+        self.synced = synced;
+        self
+    }
+
+    /// Reads time from `clock` instead of the system clock (tests).
+    pub fn with_clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// This replica's grant to act.
+    pub fn leader(&self) -> Arc<Leader> {
+        self.leader.clone()
+    }
+
+    /// Setting this flag makes [`Cluster::advance`] return [`Advance::Stopped`].
+    pub fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.stop.clone()
+    }
+
+    fn now_timestamp(&self) -> Timestamp {
+        let millis = ((self.clock)() * 1000.0) as i64;
+        Timestamp::from_millisecond(millis).unwrap_or_else(|_| Timestamp::now())
+    }
+
+    /// What changed since the last look: jobs that arrived or finished, nodes that
+    /// appeared, left or changed schedulability. Finished jobs get their final phase
+    /// and loss samples.
+    fn changes(&mut self) -> Vec<Trigger> {
+        let pods = self.caches.pods.state();
+        let mut triggers = Vec::new();
+        let mut active = BTreeSet::new();
+        for job in self.caches.jobs.state() {
+            let id = job_id(&job);
+            let phase = job.status.as_ref().and_then(|s| s.phase);
+            if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+                continue;
+            }
+            if let Some(succeeded) = observe::finished(&job, &pods) {
+                let phase = if succeeded {
+                    Phase::Succeeded
+                } else {
+                    Phase::Failed
+                };
+                let loss = self
+                    .caches
+                    .loss
+                    .lock()
+                    .expect("loss lock")
+                    .samples(&id)
+                    .map(|s| observe::status_loss(&s));
+                let outcome = self.handle.block_on(self.actor.update_status(&job, |s| {
+                    s.phase = Some(phase);
+                    if let Some(loss) = &loss {
+                        s.loss = loss.clone();
+                    }
+                }));
+                match outcome {
+                    Ok(_) => {
+                        self.finished += 1;
+                        self.caches.loss.lock().expect("loss lock").forget(&id);
+                    }
+                    Err(error) => tracing::warn!(%error, job = id, "recording the end of a job"),
+                }
+                continue;
+            }
+            active.insert(id);
+        }
+        for id in active.difference(&self.known_jobs) {
+            triggers.push(Trigger::JobArrived(id.clone()));
+        }
+        for id in self.known_jobs.difference(&active) {
+            triggers.push(Trigger::JobFinished(id.clone()));
+        }
+        self.known_jobs = active;
+        let nodes: BTreeMap<String, bool> = self
+            .caches
+            .snapshot(0.0, Vec::new())
+            .nodes
+            .into_iter()
+            .map(|n| (n.name.clone(), n.schedulable))
+            .collect();
+        for (name, schedulable) in &nodes {
+            if self.known_nodes.get(name) != Some(schedulable) {
+                triggers.push(Trigger::NodeChanged(name.clone()));
+            }
+        }
+        for name in self.known_nodes.keys().filter(|n| !nodes.contains_key(*n)) {
+            triggers.push(Trigger::NodeChanged(name.clone()));
+        }
+        self.known_nodes = nodes;
+        triggers
+    }
+
+    /// Carries every job's restart on as far as the caches allow; never waits.
+    fn drive_restarts(&mut self) {
+        let pods = self.caches.pods.state();
+        let now = self.now_timestamp();
+        let jobs = self.caches.jobs.state();
+        self.restarts_done.retain(|id, requested| {
+            jobs.iter().any(|j| {
+                job_id(j) == *id
+                    && j.status
+                        .as_ref()
+                        .and_then(|s| s.restart.as_ref())
+                        .is_some_and(|r| r.requested_at == *requested)
+            })
+        });
+        for job in jobs {
+            let Some(restart) = job.status.as_ref().and_then(|s| s.restart.clone()) else {
+                continue;
+            };
+            let id = job_id(&job);
+            if self.restarts_done.get(&id) == Some(&restart.requested_at) {
+                continue;
+            }
+            // Terminating pods are included: the replacement waits until they are gone.
+            let job_pods = observe::job_pods(&job, &pods);
+            match self
+                .handle
+                .block_on(self.actor.advance_restart(&job, &job_pods, now))
+            {
+                Ok(RestartProgress::Done) => {
+                    tracing::info!(job = id, "restart finished");
+                    self.restarts_done.insert(id, restart.requested_at);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::warn!(%error, label = error.metric_label(), job = id, "restart step failed; retrying when the caches change")
+                }
+            }
+        }
+    }
+
+    /// Writes each job's new loss samples to its status (at most every
+    /// [`LOSS_WRITE_EVERY`] seconds per job).
+    fn write_loss(&mut self) {
+        let now = (self.clock)();
+        let due = self
+            .caches
+            .loss
+            .lock()
+            .expect("loss lock")
+            .due(now, LOSS_WRITE_EVERY);
+        for (id, version, samples) in due {
+            let Some((job, _)) = self.caches.job_and_pods(&id) else {
+                continue;
+            };
+            let loss = observe::status_loss(&samples);
+            match self
+                .handle
+                .block_on(self.actor.update_status(&job, |s| s.loss = loss.clone()))
+            {
+                Ok(_) => self
+                    .caches
+                    .loss
+                    .lock()
+                    .expect("loss lock")
+                    .written(&id, version, now),
+                Err(error) => tracing::warn!(%error, job = id, "writing loss samples"),
+            }
+        }
+    }
+
+    /// Starts a log follower for every bound pod of a job that reads progress from logs.
+    fn follow_logs(&mut self) {
+        self.followed.retain(|_, task| !task.is_finished());
+        let pods = self.caches.pods.state();
+        for job in self.caches.jobs.state() {
+            let Some(log) = job.spec.progress.log.clone() else {
+                continue;
+            };
+            let id = job_id(&job);
+            let pattern = match LogPattern::compile(&job.name_any(), &log.pattern) {
+                Ok(p) => p,
+                Err(error) => {
+                    tracing::warn!(%error, "not following the job's logs");
+                    continue;
+                }
+            };
+            for pod in observe::job_pods(&job, &pods) {
+                let running =
+                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
+                let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+                if !running || node_of(&pod).is_none() || self.followed.contains_key(&key) {
+                    continue;
+                }
+                let api: Api<k8s_openapi::api::core::v1::Pod> =
+                    Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
+                let (caches, name, id, pattern, clock) = (
+                    self.caches.clone(),
+                    pod.name_any(),
+                    id.clone(),
+                    pattern.clone(),
+                    self.clock.clone(),
+                );
+                let container = log.container.clone();
+                let task = self.handle.spawn(async move {
+                    if let Err(error) =
+                        observe::follow_log(api, &name, container, pattern, &caches, &id, || {
+                            clock()
+                        })
+                        .await
+                    {
+                        tracing::warn!(%error, "log follower stopped");
+                    }
+                });
+                // One follower per pod at a time; when its stream ends, the next look
+                // starts another from where this one stopped.
+                self.followed.insert(key, task);
+            }
+        }
+    }
+
+    /// The leader's work between rounds; returns the triggers of a round, if one is due.
+    fn leader_pass(&mut self) -> Vec<Trigger> {
+        if !self.was_leading {
+            // What this replica saw while it followed (or led before) may be stale: the
+            // first round as leader hears of every job and node again.
+            self.was_leading = true;
+            self.known_jobs.clear();
+            self.known_nodes.clear();
+            self.restarts_done.clear();
+        }
+        self.last_pass = Some(Instant::now());
+        self.drive_restarts();
+        self.write_loss();
+        self.follow_logs();
+        self.changes()
+    }
+
+    fn wait(
+        &mut self,
+        until: Option<f64>,
+        stop: &AtomicBool,
+        between: &mut dyn FnMut(&mut Self),
+    ) -> Advance {
+        let mut dirty = true;
+        loop {
+            between(self);
+            if stop.load(Ordering::Relaxed) || self.stop.load(Ordering::Relaxed) {
+                return Advance::Stopped;
+            }
+            let tick_due = until.is_some_and(|t| (self.clock)() >= t);
+            let poll_due = self.last_pass.is_none_or(|t| t.elapsed() >= POLL);
+            let leading = self.leader.is_leading();
+            if !leading {
+                self.was_leading = false;
+            }
+            if leading && (dirty || tick_due || poll_due || !self.was_leading) {
+                let triggers = self.leader_pass();
+                if !triggers.is_empty() {
+                    return Advance::Events(triggers);
+                }
+                if tick_due {
+                    return Advance::Reached { quiescent: false };
+                }
+            }
+            let wait = until
+                .map(|t| Duration::from_secs_f64((t - (self.clock)()).max(0.0)))
+                .unwrap_or(WAIT)
+                .min(WAIT);
+            let changed = self.caches.changed.clone();
+            dirty = self.handle.block_on(async move {
+                tokio::select! {
+                    _ = changed.notified() => true,
+                    _ = tokio::time::sleep(wait) => false,
+                }
+            });
+        }
+    }
+}
+
+/// Seconds since the Unix epoch.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Cluster for KubeCluster {
+    fn now(&self) -> f64 {
+        (self.clock)()
+    }
+
+    fn advance(&mut self, until: Option<f64>) -> Advance {
+        self.wait(until, &AtomicBool::new(false), &mut |_| {})
+    }
+
+    fn snapshot(&mut self, triggers: Vec<Trigger>) -> Snapshot {
+        self.caches.snapshot((self.clock)(), triggers)
+    }
+
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) {
+        let now = self.now_timestamp();
+        for action in accepted {
+            // Leadership can be lost between rounds; a follower must not act.
+            if !self.leader.is_leading() {
+                tracing::warn!("lost leadership; dropping the rest of the decision");
+                return;
+            }
+            let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
+                tracing::warn!(job = action.op.job(), "job vanished before its action ran");
+                continue;
+            };
+            let actor = &self.actor;
+            let reason = action.reason.as_str();
+            // Each action returns as soon as its API calls are made: a migration or a
+            // rescale only starts here, so no grace period holds up the other actions.
+            let outcome = self.handle.block_on(async {
+                match &action.op {
+                    Operation::Place { assignments, .. } => {
+                        let pairs: Vec<(String, String)> = assignments
+                            .iter()
+                            .map(|a| (a.task.clone(), a.node.clone()))
+                            .collect();
+                        actor.place(&job, &pairs, reason).await
+                    }
+                    Operation::Migrate {
+                        task, node, kind, ..
+                    } => {
+                        actor
+                            .migrate(&job, &pods, task.as_deref(), node, *kind, reason, now)
+                            .await
+                    }
+                    Operation::SetCpuWeight { task, weight, .. } => {
+                        match pods
+                            .iter()
+                            .find(|p| crate::act::task_of(p) == Some(task.as_str()))
+                        {
+                            Some(pod) => actor.set_cpu_weight(&job, pod, *weight, reason).await,
+                            None => Err(crate::Error::NotFound(format!("task {task} has no pod"))),
+                        }
+                    }
+                    Operation::Scale {
+                        replicas, nodes, ..
+                    } => {
+                        actor
+                            .scale(&job, &pods, *replicas, nodes, reason, now)
+                            .await
+                    }
+                    Operation::Wait { .. } => Ok(()),
+                }
+            });
+            if let Err(error) = outcome {
+                tracing::warn!(%error, label = error.metric_label(), job = action.op.job(), "action failed");
+            }
+        }
+        let mut by_job: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
+        for label in labels {
+            by_job
+                .entry(&label.job)
+                .or_default()
+                .insert(label.key.clone(), label.value.clone());
+        }
+        for (id, labels) in by_job {
+            if let Some((job, _)) = self.caches.job_and_pods(id)
+                && let Err(error) = self
+                    .handle
+                    .block_on(self.actor.set_policy_labels(&job, labels))
+            {
+                tracing::warn!(%error, job = id, "writing policy labels");
+            }
+        }
+    }
+
+    fn finished_jobs(&self) -> usize {
+        self.finished
+    }
+}
+
+impl LiveCluster for KubeCluster {
+    fn advance_live(
+        &mut self,
+        until: Option<f64>,
+        stop: &AtomicBool,
+        between: &mut dyn FnMut(&mut Self),
+    ) -> Advance {
+        self.wait(until, stop, between)
+    }
+
+    fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck {
+        let Some((training_job, _)) = self.caches.job_and_pods(job) else {
+            return LossAck::Ignored {
+                note: format!("TrainingJob {job} is no longer in the cluster"),
+            };
+        };
+        if !training_job.spec.progress.push {
+            return LossAck::Ignored {
+                note: format!(
+                    "TrainingJob {job} does not take pushed samples; set `spec.progress.push: true`"
+                ),
+            };
+        }
+        if self
+            .caches
+            .record_sample(job, (self.clock)(), Some(step), value)
+        {
+            // Followers do not write statuses; the leader writes the series on its next
+            // look at the caches.
+            LossAck::Accepted
+        } else {
+            LossAck::Ignored {
+                note: format!("step {step} is already in TrainingJob {job}'s loss series"),
+            }
+        }
+    }
+
+    fn synced(&self) -> bool {
+        self.synced.load(Ordering::Relaxed)
+    }
+
+    fn summary_every(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}

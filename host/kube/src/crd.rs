@@ -1,0 +1,370 @@
+//! The `TrainingJob` custom resource (`switchyard.dev/v1alpha1`): what a user submits
+//! (roles with pod templates, priority, how progress is read, how to checkpoint) and the
+//! status the controller keeps (placements, migrations, rescales, loss samples,
+//! conditions). The CRD YAML in `deploy/crd.yaml` is generated from these types by
+//! `switchyard crd`; this module must not talk to the API server.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::CustomResource;
+use kube::core::CustomResourceExt;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A deep-learning training job scheduled by switchyard's active policy.
+#[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[kube(
+    group = "switchyard.dev",
+    version = "v1alpha1",
+    kind = "TrainingJob",
+    namespaced,
+    status = "TrainingJobStatus",
+    shortname = "tj",
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#,
+    printcolumn = r#"{"name":"Migrations","type":"integer","jsonPath":".status.migrations"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingJobSpec {
+    /// The processes of the job, one entry per role (`ps`, `worker`, or a single `main`).
+    /// At most one role is `scalable`; without one, the first role is the job's replica
+    /// count as the policy sees it, with min = max = replicas.
+    #[schemars(length(min = 1))]
+    pub roles: Vec<Role>,
+    /// Higher runs first where the policy orders by priority.
+    #[serde(default)]
+    pub priority: i32,
+    /// Utility of finishing the job (the utility-priority queue orders by it).
+    #[serde(default = "default_utility")]
+    pub utility: f64,
+    /// How the controller learns the job's training progress.
+    #[serde(default)]
+    pub progress: Progress,
+    /// How the training process saves a checkpoint; absent: the job never moves or scales.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<Checkpoint>,
+    /// True when the reported metric improves by rising (accuracy) rather than falling.
+    #[serde(default)]
+    pub metric_rises: bool,
+}
+
+fn default_utility() -> f64 {
+    1.0
+}
+
+/// One role of a job: `replicas` identical pods made from `template`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Role {
+    /// Role name, a DNS label (`worker`); tasks are named `<role>-<index>`.
+    #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 40))]
+    pub name: String,
+    /// Replicas at submission.
+    #[schemars(range(min = 1))]
+    pub replicas: u32,
+    /// Fewest replicas a rescale may leave (scalable role only; default `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_replicas: Option<u32>,
+    /// Most replicas a rescale may start (scalable role only; default `replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_replicas: Option<u32>,
+    /// This is the role whose replica count the policy may change.
+    #[serde(default)]
+    pub scalable: bool,
+    /// The pod each replica runs. The controller adds `schedulerName: switchyard`, its
+    /// labels and an owner reference; the first container is the training container
+    /// unless `progress.log.container` names another.
+    // The full PodTemplateSpec schema would make the CRD several thousand lines long and
+    // too large for client-side apply; the API server checks the template when the
+    // controller creates the pod, and a refusal becomes the `PodsCreated=False`
+    // condition (reason `TemplateRejected`) with the API server's message.
+    #[schemars(schema_with = "preserve_unknown_object")]
+    pub template: PodTemplateSpec,
+}
+
+fn preserve_unknown_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    })
+}
+
+/// Where the job's progress comes from.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Progress {
+    /// Read samples from the training container's log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<LogProgress>,
+    /// Accept samples pushed to the controller's HTTP API
+    /// (`POST /v1/jobs/<namespace>%2F<name>/loss`).
+    #[serde(default)]
+    pub push: bool,
+}
+
+/// A regular expression over the training container's log lines.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LogProgress {
+    /// Regular expression (Rust `regex` syntax). The value is the group named `value`,
+    /// or else the first group; the step is the group named `step` when there is one,
+    /// otherwise steps count the matching lines. Example: `loss=(?P<value>[0-9.eE+-]+)`.
+    #[schemars(length(min = 1))]
+    pub pattern: String,
+    /// The container whose log is read (default: the first container of the first role).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+}
+
+/// How to make the training process save a checkpoint before it is stopped.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Checkpoint {
+    /// How the request reaches the process.
+    pub method: CheckpointMethod,
+    /// Seconds the process has to save before its pod is deleted (annotation) or
+    /// killed (signal).
+    #[schemars(range(min = 1, max = 3600))]
+    pub grace_period_seconds: u32,
+}
+
+/// How a checkpoint is requested.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum CheckpointMethod {
+    /// The pod is deleted with the grace period: the kubelet sends the container's stop
+    /// signal (SIGTERM unless the image says otherwise) and the process saves on it.
+    Signal,
+    /// The controller sets the pod annotation `switchyard.dev/checkpoint-requested`
+    /// (visible in the pod through a downward-API volume) and deletes the pod once the
+    /// grace period has passed; other jobs are scheduled meanwhile.
+    Annotation,
+}
+
+/// Lifecycle of a training job, as the controller reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Phase {
+    /// Submitted, no pod placed yet.
+    Waiting,
+    /// Pods placed and running.
+    Running,
+    /// Checkpointing and restoring after a migration or a rescale.
+    Restarting,
+    /// Every pod of the job finished successfully.
+    Succeeded,
+    /// A pod of the job failed.
+    Failed,
+}
+
+/// What the controller knows and has done about a job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TrainingJobStatus {
+    /// Where the job is in its lifecycle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// Where each task runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub placements: Vec<Placement>,
+    /// Labels the policy put on the job (e.g. SpeCon's `category=CC`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub policy_labels: BTreeMap<String, String>,
+    /// Moved once by a `reallocate` migration; never moved for that reason again.
+    #[serde(default)]
+    pub migrated: bool,
+    /// Moved once by a `rebalance` migration; never moved for that reason again.
+    #[serde(default)]
+    pub rebalanced: bool,
+    /// Migrations carried out.
+    #[serde(default)]
+    pub migrations: u32,
+    /// Rescales carried out.
+    #[serde(default)]
+    pub rescales: u32,
+    /// Current replicas of the scalable role (absent: as submitted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replicas: Option<u32>,
+    /// Pods created so far start at generation 0; every restart raises it so
+    /// replacement pods get fresh names.
+    #[serde(default)]
+    pub generation: u32,
+    /// The most recent loss samples, oldest first, each step once (from the log and
+    /// from pushes); a restarted controller reads them back.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loss: Vec<LossSample>,
+    /// A migration or rescale under way: the pods being stopped and where their
+    /// replacements go. Written before the first pod is touched, so a restarted
+    /// controller finishes the restart instead of starting another.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<PendingRestart>,
+    /// Conditions: `PodsCreated` (the job's pods were created and bound; `False` with
+    /// reason `TemplateRejected` when the API server refused a role's template, or
+    /// `PlacementFailed`) and `CpuWeightApplied` (an in-place CPU resize was applied,
+    /// or refused by the cluster).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+}
+
+/// A restart of some of a job's pods (a migration) or all of them (a rescale), carried
+/// out in stages while the controller keeps scheduling other jobs: ask for a
+/// checkpoint, delete the pods once the grace period allows, and create the replacements
+/// once the old pods have terminated.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingRestart {
+    /// What started it.
+    pub action: RestartAction,
+    /// The pods being stopped.
+    pub stopping: Vec<String>,
+    /// Where each replacement task goes.
+    pub targets: Vec<TaskTarget>,
+    /// RFC 3339 time the checkpoint was requested.
+    pub requested_at: String,
+    /// RFC 3339 time after which the pods are deleted (`Annotation` checkpoints); absent
+    /// when they were deleted at once with the grace period (`Signal`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delete_after: Option<String>,
+    /// The policy's reason, repeated in the Event when the restart completes.
+    pub reason: String,
+}
+
+/// What a restart carries out.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum RestartAction {
+    /// Some tasks move to another node; the others keep running.
+    Migrate,
+    /// The whole job restarts with another replica count.
+    Scale,
+}
+
+/// A task and the node its replacement pod is bound to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskTarget {
+    /// Task name (`worker-1`).
+    pub task: String,
+    /// Node.
+    pub node: String,
+}
+
+/// One task bound to one node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Placement {
+    /// Task name (`worker-1`).
+    pub task: String,
+    /// Pod running it.
+    pub pod: String,
+    /// Node it is bound to.
+    pub node: String,
+}
+
+/// One evaluation of the training objective.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct LossSample {
+    /// Unix seconds when the controller read it.
+    pub time: f64,
+    /// Training step.
+    pub step: u64,
+    /// Value.
+    pub value: f64,
+}
+
+/// A condition in the usual Kubernetes shape.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// Condition type, e.g. `CpuWeightApplied`.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// One CamelCase word.
+    pub reason: String,
+    /// A sentence for the operator.
+    pub message: String,
+    /// RFC 3339 time of the last change.
+    pub last_transition_time: String,
+}
+
+impl TrainingJobSpec {
+    /// The role whose replica count the policy may change: the one marked `scalable`,
+    /// else the first.
+    pub fn scalable_role(&self) -> Option<&Role> {
+        self.roles
+            .iter()
+            .find(|r| r.scalable)
+            .or_else(|| self.roles.first())
+    }
+}
+
+/// The CRD as YAML, exactly as committed in `deploy/crd.yaml`.
+pub fn crd_yaml() -> String {
+    let body = serde_norway::to_string(&TrainingJob::crd())
+        .expect("a CustomResourceDefinition always serialises to YAML");
+    format!("# Generated by `switchyard crd`; do not edit. CI fails when this drifts.\n{body}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const COMMITTED: &str = include_str!("../../../deploy/crd.yaml");
+    const EXAMPLE: &str = include_str!("../../../examples/trainingjob.yaml");
+
+    #[test]
+    fn the_committed_crd_is_the_one_generated_from_the_types() {
+        assert!(
+            COMMITTED == crd_yaml(),
+            "deploy/crd.yaml has drifted from the Rust types; regenerate it with\n    cargo run -- crd > deploy/crd.yaml"
+        );
+    }
+
+    #[test]
+    fn the_crd_serves_a_status_subresource_and_a_namespaced_kind() {
+        let crd = TrainingJob::crd();
+        assert_eq!(crd.spec.group, "switchyard.dev");
+        assert_eq!(crd.spec.scope, "Namespaced");
+        let version = &crd.spec.versions[0];
+        assert_eq!(version.name, "v1alpha1");
+        assert!(
+            version
+                .subresources
+                .as_ref()
+                .and_then(|s| s.status.as_ref())
+                .is_some()
+        );
+    }
+
+    #[test]
+    fn the_example_training_job_parses_and_its_pattern_compiles() {
+        let job: TrainingJob =
+            serde_norway::from_str(EXAMPLE).expect("examples/trainingjob.yaml is a TrainingJob");
+        let role = job.spec.scalable_role().expect("a scalable role");
+        assert!(
+            role.scalable
+                && role.min_replicas <= Some(role.replicas)
+                && role.max_replicas >= Some(role.replicas)
+        );
+        let log = job
+            .spec
+            .progress
+            .log
+            .as_ref()
+            .expect("the example reads its log");
+        crate::progress::LogPattern::compile("example", &log.pattern)
+            .expect("the example's pattern compiles");
+        assert!(job.spec.checkpoint.is_some());
+    }
+
+    #[test]
+    fn a_role_without_a_scalable_mark_makes_the_first_role_the_replica_count() {
+        let job: TrainingJob = serde_norway::from_str(
+            "apiVersion: switchyard.dev/v1alpha1\nkind: TrainingJob\nmetadata: {name: a}\nspec:\n  roles:\n  - {name: ps, replicas: 1, template: {}}\n  - {name: worker, replicas: 3, template: {}}\n",
+        )
+        .unwrap();
+        assert_eq!(job.spec.scalable_role().unwrap().name, "ps");
+        assert_eq!(job.spec.utility, 1.0, "utility defaults to 1");
+    }
+}

@@ -1,0 +1,190 @@
+//! Leader election over a `coordination.k8s.io/v1` Lease, so that of the controller's
+//! replicas exactly one acts. Every write carries the resourceVersion that was read, so
+//! two replicas racing for the same Lease cannot both win: the loser gets a 409 and
+//! stays (or becomes) a follower. [`keep_leading`] runs the election for a [`Leader`]
+//! grant: each renewal grants the lead until a little before the Lease could expire
+//! for the other replicas, counted from before the call, so a renewal that hangs never
+//! keeps a replica acting past that point. It owns the Lease; it must not act on the
+//! cluster.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, ObjectMeta, PostParams};
+
+use crate::{Error, FIELD_MANAGER, Result};
+use switchyard_control::Leader;
+
+/// What one election round found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Leadership {
+    /// This replica holds the Lease (newly acquired or renewed).
+    Leading,
+    /// Another replica holds a Lease that has not expired.
+    Following {
+        /// The holder's identity.
+        holder: String,
+    },
+    /// The write lost a race (409): someone else changed the Lease first.
+    LostRace,
+}
+
+/// One replica's handle on the election.
+#[derive(Clone)]
+pub struct LeaseLock {
+    api: Api<Lease>,
+    name: String,
+    identity: String,
+    duration: Duration,
+}
+
+impl LeaseLock {
+    /// An election over Lease `name` in `api`'s namespace, as `identity` (the pod name),
+    /// holding it for `duration` after each renewal.
+    pub fn new(api: Api<Lease>, name: &str, identity: &str, duration: Duration) -> Self {
+        Self {
+            api,
+            name: name.into(),
+            identity: identity.into(),
+            duration,
+        }
+    }
+
+    /// How often to call [`LeaseLock::try_acquire_or_renew`]: a third of the duration,
+    /// so two missed renewals still keep the Lease.
+    pub fn renew_every(&self) -> Duration {
+        self.duration / 3
+    }
+
+    /// How long a renewal lets this replica act, counted from before the call: four
+    /// fifths of the Lease duration, leaving the rest for clock skew between nodes.
+    pub fn valid_for(&self) -> Duration {
+        self.duration * 4 / 5
+    }
+
+    /// Acquires the Lease if it is free or expired, renews it if held, and otherwise
+    /// reports who holds it. `now` is the current time.
+    pub async fn try_acquire_or_renew(&self, now: Timestamp) -> Result<Leadership> {
+        let name = self.name.clone();
+        let current = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(Error::api(format!("reading Lease {name}")))?;
+        let seconds = i32::try_from(self.duration.as_secs()).unwrap_or(i32::MAX);
+        let Some(mut lease) = current else {
+            let lease = Lease {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some(self.identity.clone()),
+                    lease_duration_seconds: Some(seconds),
+                    acquire_time: Some(MicroTime(now)),
+                    renew_time: Some(MicroTime(now)),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            };
+            return self.write(
+                self.api.create(&self.post_params(), &lease).await,
+                "creating",
+            );
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        if holder.as_deref() != Some(self.identity.as_str()) {
+            let held_for =
+                SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
+            let expires = spec.renew_time.as_ref().map(|t| t.0 + held_for);
+            if let (Some(holder), Some(expires)) = (holder, expires)
+                && expires > now
+            {
+                return Ok(Leadership::Following { holder });
+            }
+            spec.holder_identity = Some(self.identity.clone());
+            spec.acquire_time = Some(MicroTime(now));
+            spec.lease_transitions = Some(spec.lease_transitions.unwrap_or(0) + 1);
+        }
+        spec.lease_duration_seconds = Some(seconds);
+        spec.renew_time = Some(MicroTime(now));
+        let written = self.api.replace(&name, &self.post_params(), &lease).await;
+        self.write(written, "updating")
+    }
+
+    /// Gives the Lease up (on shutdown) so another replica takes over at once instead
+    /// of after the Lease expires. Does nothing when this replica does not hold it.
+    pub async fn release(&self) -> Result<()> {
+        let name = self.name.clone();
+        let Some(mut lease) = self
+            .api
+            .get_opt(&name)
+            .await
+            .map_err(Error::api(format!("reading Lease {name}")))?
+        else {
+            return Ok(());
+        };
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if spec.holder_identity.as_deref() != Some(self.identity.as_str()) {
+            return Ok(());
+        }
+        // As client-go does: an empty holder and a one-second duration free it at once.
+        spec.holder_identity = Some(String::new());
+        spec.lease_duration_seconds = Some(1);
+        self.write(
+            self.api.replace(&name, &self.post_params(), &lease).await,
+            "releasing",
+        )
+        .map(|_| ())
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        }
+    }
+
+    fn write(&self, outcome: Result<Lease, kube::Error>, what: &str) -> Result<Leadership> {
+        match outcome {
+            Ok(_) => Ok(Leadership::Leading),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(Leadership::LostRace),
+            Err(error) => Err(Error::api(format!("{what} Lease {}", self.name))(error)),
+        }
+    }
+}
+
+/// Runs the election for `leader` until the task is dropped: every
+/// [`LeaseLock::renew_every`], acquires or renews the Lease. A renewal grants the lead
+/// for [`LeaseLock::valid_for`] from when it started; a call that fails or hangs (it is
+/// abandoned after `renew_every`) grants nothing, so the grant runs out on its own.
+pub async fn keep_leading(lock: LeaseLock, leader: Arc<Leader>) {
+    loop {
+        let started = tokio::time::Instant::now();
+        let was_leading = leader.is_leading();
+        let attempt = tokio::time::timeout(
+            lock.renew_every(),
+            lock.try_acquire_or_renew(Timestamp::now()),
+        )
+        .await;
+        match attempt {
+            Ok(Ok(Leadership::Leading)) => leader.lead_until(started + lock.valid_for()),
+            Ok(Ok(Leadership::Following { holder })) => leader.follow(Some(holder)),
+            Ok(Ok(Leadership::LostRace)) => leader.follow(None),
+            Ok(Err(error)) => tracing::warn!(%error, "leader election"),
+            Err(_) => tracing::warn!(
+                timeout = ?lock.renew_every(),
+                "the Lease call did not answer; the lead runs out unless a renewal succeeds"
+            ),
+        }
+        let leading = leader.is_leading();
+        if leading != was_leading {
+            tracing::info!(leading, leader = ?leader.holder(), "leadership changed");
+        }
+        tokio::time::sleep_until(started + lock.renew_every()).await;
+    }
+}

@@ -1,0 +1,149 @@
+//! The Kubernetes backend: the `TrainingJob` resource, observing the cluster through
+//! reflectors, acting on the policy's decisions through the API, and running safely
+//! (leader election, retries, graceful shutdown). Submodules:
+//!
+//! - [`crd`]: the `TrainingJob` custom resource and the generated CRD YAML.
+//! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
+//! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
+//! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
+//! - [`retry`]: back-off on conflicts (409) and throttling (429).
+//! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
+//! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
+//!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
+//! - [`cluster`]: [`switchyard_control::Cluster`] and [`crate::live::LiveCluster`] over all
+//!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
+//!   on a real cluster exactly as it runs on the simulator.
+//! - [`state`]: the policies' state blobs and the active policy, kept in a ConfigMap.
+//! - [`events`]: Events about the controller itself (a refused policy).
+//!
+//! The `switchyard` command wires these pieces to the live controller and the HTTP API
+//! (`switchyard run --cluster kube`); this crate knows neither.
+//!
+//! It must not decide anything: decisions come from the policy through the control loop.
+
+pub mod act;
+pub mod cluster;
+pub mod crd;
+pub mod events;
+pub mod lease;
+pub mod observe;
+pub mod pods;
+pub mod progress;
+pub mod quantity;
+pub mod retry;
+pub mod state;
+
+pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
+
+/// Label on every pod the controller creates: the job's name.
+pub const JOB_LABEL: &str = "switchyard.dev/job";
+/// Label on every pod the controller creates: the task's name (`worker-1`).
+pub const TASK_LABEL: &str = "switchyard.dev/task";
+/// Label on every pod the controller creates: the task's role.
+pub const ROLE_LABEL: &str = "switchyard.dev/role";
+/// Annotation set on a pod to ask its training process to save a checkpoint.
+pub const CHECKPOINT_ANNOTATION: &str = "switchyard.dev/checkpoint-requested";
+/// The `schedulerName` of the controller's pods: the default scheduler leaves them alone.
+pub const SCHEDULER_NAME: &str = "switchyard";
+/// The field manager named on the controller's writes.
+pub const FIELD_MANAGER: &str = "switchyard";
+
+/// Everything that can go wrong in the Kubernetes backend.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A call to the API server failed (after retries, where retrying made sense).
+    #[error("{action}: {source}")]
+    Api {
+        /// What the controller was doing, e.g. `binding pod tj-a-worker-0-0 to node n1`.
+        action: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+    /// A job's `progress.log.pattern` is not a valid regular expression.
+    #[error(
+        "TrainingJob `{job}`: progress.log.pattern `{pattern}` is not a valid regular expression: {source}"
+    )]
+    BadPattern {
+        /// Job name.
+        job: String,
+        /// The pattern as written.
+        pattern: String,
+        /// The regex compiler's message.
+        #[source]
+        source: regex::Error,
+    },
+    /// A job's pattern has no capture group to take the value from.
+    #[error(
+        "TrainingJob `{job}`: progress.log.pattern `{pattern}` has no capture group; put the value in `(?P<value>...)` or in the first group"
+    )]
+    PatternWithoutValue {
+        /// Job name.
+        job: String,
+        /// The pattern as written.
+        pattern: String,
+    },
+    /// An action names a job, task or pod the controller does not know.
+    #[error("{0}")]
+    NotFound(String),
+    /// A job's spec cannot be turned into pods (e.g. a role template without containers).
+    #[error("TrainingJob `{job}`: {message}")]
+    InvalidSpec {
+        /// Job name.
+        job: String,
+        /// What is wrong and what would be accepted.
+        message: String,
+    },
+    /// Reading a followed log failed mid-stream.
+    #[error("reading the log of pod {pod}: {source}")]
+    Log {
+        /// Pod name.
+        pod: String,
+        /// The stream's error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Loading the kubeconfig or the in-cluster configuration failed.
+    #[error("no Kubernetes configuration: {0}")]
+    Config(#[source] kube::Error),
+    /// Publishing an Event failed.
+    #[error("publishing event on TrainingJob `{job}`: {source}")]
+    Event {
+        /// Job name.
+        job: String,
+        /// The client's error.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// A short label for metrics, one per variant.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Api { .. } => "api",
+            Error::BadPattern { .. } => "bad_pattern",
+            Error::PatternWithoutValue { .. } => "pattern_without_value",
+            Error::NotFound(_) => "not_found",
+            Error::InvalidSpec { .. } => "invalid_spec",
+            Error::Log { .. } => "log",
+            Error::Config(_) => "config",
+            Error::Event { .. } => "event",
+        }
+    }
+
+    /// Wraps a client error with what the controller was doing.
+    pub(crate) fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
+        let action = action.into();
+        move |source| Error::Api { action, source }
+    }
+}
+
+/// Results of the Kubernetes backend.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Connects with the kubeconfig, or the in-cluster service account.
+pub async fn connect() -> Result<kube::Client> {
+    kube::Client::try_default().await.map_err(Error::Config)
+}

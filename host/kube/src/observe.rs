@@ -1,0 +1,610 @@
+//! Observing the cluster: reflectors (kube-runtime watchers feeding in-memory stores) on
+//! Nodes, Pods and TrainingJobs; measured usage from `metrics.k8s.io` when the cluster
+//! serves it; loss samples from following training containers' logs (and, kept in the
+//! same [`LossBook`], from pushes); and the [`Snapshot`] the policy sees, built from
+//! those caches. Watches restart on their own with back-off when the API server drops
+//! them. This module reads; it must not write to the cluster.
+//!
+//! A followed log is read with timestamps, and each pod's follower remembers the
+//! timestamp of the last line it read: when the stream ends and the pod is followed
+//! again, the log is asked for from that second on (`sinceTime`) and the lines up to the
+//! remembered timestamp are skipped, so no sample is taken twice. A job's series also
+//! takes each step once, and starts from the samples in its status, so a restarted
+//! controller continues the series rather than starting it over.
+//!
+//! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
+//! must count every pod bound to it, whoever scheduled it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, LogParams};
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::act::{node_of, task_of};
+use crate::crd::{self, Phase, TrainingJob};
+use crate::progress::LogPattern;
+use crate::{Error, JOB_LABEL, Result, pods, quantity};
+pub use switchyard_control::loss::LOSS_WINDOW;
+use switchyard_control::loss::LossSeries;
+use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
+
+/// Every job's loss series, what of it is already in the job's status, and how far each
+/// followed log has been read.
+#[derive(Debug, Default)]
+pub struct LossBook {
+    id_to_series: HashMap<String, JobLoss>,
+    /// Per followed pod (`<job id>:<pod>`), the timestamp of the last line read.
+    pod_to_read_until: HashMap<String, Timestamp>,
+}
+
+#[derive(Debug, Default)]
+struct JobLoss {
+    series: LossSeries,
+    /// Raised by every sample taken.
+    version: u64,
+    /// The version last written to the job's status.
+    written: u64,
+    /// When it was last written (Unix seconds).
+    written_at: Option<f64>,
+}
+
+impl LossBook {
+    /// Whether job `id` has a series (else its status is what there is).
+    pub fn has(&self, id: &str) -> bool {
+        self.id_to_series.contains_key(id)
+    }
+
+    /// Starts job `id`'s series from the samples its status holds.
+    pub fn seed(&mut self, id: &str, from_status: &[crd::LossSample]) {
+        self.id_to_series
+            .entry(id.to_string())
+            .or_insert_with(|| JobLoss {
+                series: LossSeries::from_samples(from_status.iter().map(|s| model::LossSample {
+                    time: s.time,
+                    step: s.step,
+                    value: s.value,
+                })),
+                ..JobLoss::default()
+            });
+    }
+
+    /// Adds a sample to job `id`'s series; false when its step is already there.
+    pub fn record(&mut self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
+        let job = self.id_to_series.entry(id.to_string()).or_default();
+        let taken = job.series.record(time, step, value);
+        if taken {
+            job.version += 1;
+        }
+        taken
+    }
+
+    /// Job `id`'s samples, oldest first.
+    pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
+        self.id_to_series.get(id).map(|j| j.series.to_vec())
+    }
+
+    /// The series with samples not yet in their job's status, last written at least
+    /// `every` seconds before `now`: (job id, version, samples).
+    pub fn due(&self, now: f64, every: f64) -> Vec<(String, u64, Vec<model::LossSample>)> {
+        self.id_to_series
+            .iter()
+            .filter(|(_, j)| j.version > j.written && j.written_at.is_none_or(|t| now - t >= every))
+            .map(|(id, j)| (id.clone(), j.version, j.series.to_vec()))
+            .collect()
+    }
+
+    /// Notes that `version` of job `id`'s series is in its status since `now`.
+    pub fn written(&mut self, id: &str, version: u64, now: f64) {
+        if let Some(job) = self.id_to_series.get_mut(id) {
+            job.written = job.written.max(version);
+            job.written_at = Some(now);
+        }
+    }
+
+    /// Drops a finished job's series and cursors.
+    pub fn forget(&mut self, id: &str) {
+        self.id_to_series.remove(id);
+        let prefix = format!("{id}:");
+        self.pod_to_read_until
+            .retain(|k, _| !k.starts_with(&prefix));
+    }
+}
+
+/// The samples of a series as the status holds them.
+pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
+    samples
+        .iter()
+        .map(|s| crd::LossSample {
+            time: s.time,
+            step: s.step,
+            value: s.value,
+        })
+        .collect()
+}
+
+/// The caches the snapshot is built from.
+#[derive(Clone)]
+pub struct Caches {
+    /// Every node.
+    pub nodes: Store<KubeNode>,
+    /// Every pod (see the module docs for why not only the controller's).
+    pub pods: Store<Pod>,
+    /// Every TrainingJob.
+    pub jobs: Store<TrainingJob>,
+    /// Measured usage, when `metrics.k8s.io` answers.
+    pub usage: Arc<Mutex<Option<Usage>>>,
+    /// Loss series per job id, and how far each followed log was read.
+    pub loss: Arc<Mutex<LossBook>>,
+    /// Signalled on every watch event.
+    pub changed: Arc<Notify>,
+}
+
+/// Starts a reflector on `api`: returns its store and the future that keeps it filled
+/// (to be spawned). Each event also signals `changed`.
+pub fn reflect<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    changed: Arc<Notify>,
+) -> (
+    Store<K>,
+    impl std::future::Future<Output = ()> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, config)
+        .default_backoff()
+        .reflect(writer)
+        .touched_objects();
+    let driver = async move {
+        let mut stream = std::pin::pin!(stream);
+        loop {
+            match stream.next().await {
+                Some(Ok(_)) => changed.notify_one(),
+                // The watcher retries on its own with back-off; the error is only news.
+                Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying with back-off"),
+                None => break,
+            }
+        }
+    };
+    (store, driver)
+}
+
+impl Caches {
+    /// Starts the three reflectors on `client`; the returned futures must be spawned.
+    pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
+        let changed = Arc::new(Notify::new());
+        let (nodes, n) = reflect(
+            Api::<KubeNode>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
+        let (pods, p) = reflect(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
+        let (jobs, j) = reflect(
+            Api::<TrainingJob>::all(client.clone()),
+            watcher::Config::default(),
+            changed.clone(),
+        );
+        let caches = Caches {
+            nodes,
+            pods,
+            jobs,
+            usage: Arc::default(),
+            loss: Arc::default(),
+            changed,
+        };
+        (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
+    }
+
+    /// Records a sample for job `id` (from a log line or an HTTP push), read at `time`;
+    /// `step: None` means the step after the last. A series seen for the first time
+    /// starts from the samples in the job's status. Returns false when the step is
+    /// already in the series.
+    pub fn record_sample(&self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
+        let mut book = self.loss.lock().expect("loss lock");
+        if !book.has(id)
+            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+        {
+            let status = job.status.clone().unwrap_or_default();
+            book.seed(id, &status.loss);
+        }
+        book.record(id, time, step, value)
+    }
+
+    /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only.
+    pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
+        let pods = self.pods.state();
+        let usage = self.usage.lock().expect("usage lock").clone();
+        let mut requested: HashMap<&str, Resources> = HashMap::new();
+        for pod in &pods {
+            if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
+                let sum = requested.entry(node).or_default();
+                *sum = sum.plus(&pod_requests(pod));
+            }
+        }
+        let mut nodes: Vec<Arc<model::Node>> = self
+            .nodes
+            .state()
+            .iter()
+            .map(|node| {
+                let name = node.name_any();
+                let allocatable = node
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.allocatable.as_ref())
+                    .map(quantity::resources)
+                    .unwrap_or_default();
+                Arc::new(model::Node {
+                    usage: usage.as_ref().and_then(|u| u.nodes.get(&name).copied()),
+                    requested: requested.get(name.as_str()).copied().unwrap_or_default(),
+                    labels: node.labels().clone(),
+                    schedulable: schedulable(node),
+                    allocatable,
+                    name,
+                })
+            })
+            .collect();
+        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        let mut jobs: Vec<(f64, model::Job)> = self
+            .jobs
+            .state()
+            .iter()
+            .filter_map(|job| self.job(job, &pods, usage.as_ref()))
+            .collect();
+        jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
+        Snapshot {
+            time: now,
+            triggers,
+            nodes,
+            jobs: jobs.into_iter().map(|(_, j)| Arc::new(j)).collect(),
+        }
+    }
+
+    fn job(
+        &self,
+        job: &TrainingJob,
+        all_pods: &[Arc<Pod>],
+        usage: Option<&Usage>,
+    ) -> Option<(f64, model::Job)> {
+        let status = job.status.clone().unwrap_or_default();
+        if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
+            return None;
+        }
+        let id = job_id(job);
+        let own = job_pods(job, all_pods);
+        let tasks: Vec<model::Task> = pods::tasks(job)
+            .into_iter()
+            .map(|spec| {
+                let pod = own.iter().find(|p| {
+                    task_of(p) == Some(spec.name.as_str())
+                        && p.metadata.deletion_timestamp.is_none()
+                });
+                let phase = match pod {
+                    Some(p) if node_of(p).is_some() => TaskPhase::Running,
+                    Some(_) | None
+                        if own.iter().any(|p| {
+                            task_of(p) == Some(spec.name.as_str())
+                                && p.metadata.deletion_timestamp.is_some()
+                        }) =>
+                    {
+                        TaskPhase::Restarting
+                    }
+                    _ => TaskPhase::Pending,
+                };
+                model::Task {
+                    node: pod.and_then(|p| node_of(p)).map(str::to_string),
+                    phase,
+                    cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
+                    usage: pod
+                        .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
+                    name: spec.name,
+                    role: spec.role,
+                    requests: spec.requests,
+                }
+            })
+            .collect();
+        let mut tasks = tasks;
+        // A restart under way holds its tasks until the replacements are recorded, even
+        // when the old pods are gone and the new ones not yet in the cache: the policy
+        // must not place them a second time.
+        if let Some(restart) = &status.restart {
+            for task in &mut tasks {
+                if restart.targets.iter().any(|t| t.task == task.name) {
+                    task.phase = TaskPhase::Restarting;
+                    task.node = None;
+                }
+            }
+        }
+        let phase = if tasks.iter().any(|t| t.phase == TaskPhase::Restarting) {
+            JobPhase::Restarting
+        } else if tasks.iter().all(|t| t.phase == TaskPhase::Pending) {
+            JobPhase::Waiting
+        } else {
+            JobPhase::Running
+        };
+        let role = job.spec.scalable_role()?;
+        let current = status.replicas.unwrap_or(role.replicas);
+        let submit = job
+            .creation_timestamp()
+            .map(|t| t.0.as_millisecond() as f64 / 1000.0)
+            .unwrap_or(0.0);
+        let start = own
+            .iter()
+            .filter_map(|p| p.status.as_ref()?.start_time.as_ref())
+            .map(|t| t.0.as_millisecond() as f64 / 1000.0)
+            .reduce(f64::min);
+        let loss: Vec<model::LossSample> = match self.loss.lock().expect("loss lock").samples(&id) {
+            Some(samples) => samples,
+            None => status
+                .loss
+                .iter()
+                .map(|s| model::LossSample {
+                    time: s.time,
+                    step: s.step,
+                    value: s.value,
+                })
+                .collect(),
+        };
+        Some((
+            submit,
+            model::Job {
+                phase,
+                submit_time: submit,
+                start_time: start,
+                priority: job.spec.priority,
+                utility: job.spec.utility,
+                tasks,
+                replicas: model::Replicas {
+                    role: role.name.clone(),
+                    current,
+                    min: role.min_replicas.unwrap_or(role.replicas).min(current),
+                    max: role.max_replicas.unwrap_or(role.replicas).max(current),
+                },
+                loss,
+                metric_rises: job.spec.metric_rises,
+                migrated: status.migrated,
+                rebalanced: status.rebalanced,
+                checkpointable: job.spec.checkpoint.is_some(),
+                labels: Arc::new(job.labels().clone()),
+                id,
+            },
+        ))
+    }
+
+    /// The job with id `id` (`namespace/name`) and its current pods.
+    pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
+        let job = self.jobs.state().into_iter().find(|j| job_id(j) == id)?;
+        let pods = job_pods(&job, &self.pods.state())
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        Some((job, pods))
+    }
+}
+
+/// A job's id in the snapshot: `namespace/name`.
+pub fn job_id(job: &TrainingJob) -> String {
+    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
+}
+
+/// The pods of `job` (its namespace, its job label).
+pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
+    let name = job.name_any();
+    all.iter()
+        .filter(|p| p.namespace() == job.namespace() && p.labels().get(JOB_LABEL) == Some(&name))
+        .map(|p| (**p).clone())
+        .collect()
+}
+
+/// Whether every task of `job` has a pod that finished successfully (`Some(true)`), one
+/// that failed (`Some(false)`), or neither (`None`). Pods being stopped (deleted, or
+/// part of a restart) do not count: a process killed for a migration is not a failure.
+pub fn finished(job: &TrainingJob, all: &[Arc<Pod>]) -> Option<bool> {
+    let stopping: Vec<String> = job
+        .status
+        .as_ref()
+        .and_then(|s| s.restart.as_ref())
+        .map(|r| r.stopping.clone())
+        .unwrap_or_default();
+    let own: Vec<Pod> = job_pods(job, all)
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !stopping.contains(&p.name_any()))
+        .collect();
+    let phase = |p: &Pod| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_default()
+    };
+    if own.iter().any(|p| phase(p) == "Failed") {
+        return Some(false);
+    }
+    let tasks = pods::tasks(job);
+    let done = !tasks.is_empty()
+        && tasks.iter().all(|t| {
+            own.iter()
+                .any(|p| task_of(p) == Some(t.name.as_str()) && phase(p) == "Succeeded")
+        });
+    done.then_some(true)
+}
+
+fn holds_resources(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    !matches!(phase, Some("Succeeded" | "Failed"))
+}
+
+/// Sum of a pod's container requests (init containers run before, not alongside).
+pub fn pod_requests(pod: &Pod) -> Resources {
+    pod.spec
+        .iter()
+        .flat_map(|s| &s.containers)
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
+        .fold(Resources::default(), |acc, r| {
+            acc.plus(&quantity::resources(r))
+        })
+}
+
+fn schedulable(node: &KubeNode) -> bool {
+    let cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True");
+    ready && !cordoned
+}
+
+/// Usage measured by the metrics server.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Usage {
+    /// Per node name.
+    pub nodes: HashMap<String, Resources>,
+    /// Per (namespace, pod name), containers summed.
+    pub pods: HashMap<(String, String), Resources>,
+}
+
+/// Reads node and pod usage from `metrics.k8s.io/v1beta1`. `Ok(None)` when the cluster
+/// does not serve it (404 or 503): the snapshot then carries no usage.
+pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
+    let get = |path: &'static str| async move {
+        let request = http::Request::get(path)
+            .body(Vec::new())
+            .expect("a valid request");
+        match client.request::<Value>(request).await {
+            Ok(v) => Ok(Some(v)),
+            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 503) => Ok(None),
+            Err(error) => Err(Error::api(format!("reading {path}"))(error)),
+        }
+    };
+    let Some(nodes) = get("/apis/metrics.k8s.io/v1beta1/nodes").await? else {
+        return Ok(None);
+    };
+    let Some(pods) = get("/apis/metrics.k8s.io/v1beta1/pods").await? else {
+        return Ok(None);
+    };
+    let resources = |usage: &Value| -> Resources {
+        let map: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> =
+            serde_json::from_value(usage.clone()).unwrap_or_default();
+        quantity::resources(&map)
+    };
+    let items = |list: &Value| list["items"].as_array().cloned().unwrap_or_default();
+    let mut usage = Usage::default();
+    for item in items(&nodes) {
+        if let Some(name) = item["metadata"]["name"].as_str() {
+            usage
+                .nodes
+                .insert(name.to_string(), resources(&item["usage"]));
+        }
+    }
+    for item in items(&pods) {
+        let (Some(ns), Some(name)) = (
+            item["metadata"]["namespace"].as_str(),
+            item["metadata"]["name"].as_str(),
+        ) else {
+            continue;
+        };
+        let sum = item["containers"]
+            .as_array()
+            .iter()
+            .flat_map(|c| c.iter())
+            .fold(Resources::default(), |acc, c| {
+                acc.plus(&resources(&c["usage"]))
+            });
+        usage.pods.insert((ns.to_string(), name.to_string()), sum);
+    }
+    Ok(Some(usage))
+}
+
+/// Follows the log of `pod`'s `container` and records every sample the pattern finds
+/// for job `id`, timestamped with `clock`. A pod followed before is read from where its
+/// last follower stopped (see the module docs). Returns the number of samples taken when
+/// the log ends (the container stopped, or the API server closed the stream).
+pub async fn follow_log(
+    pods: Api<Pod>,
+    pod: &str,
+    container: Option<String>,
+    mut pattern: LogPattern,
+    caches: &Caches,
+    id: &str,
+    clock: impl Fn() -> f64,
+) -> Result<usize> {
+    let cursor = format!("{id}:{pod}");
+    let read_until = caches
+        .loss
+        .lock()
+        .expect("loss lock")
+        .pod_to_read_until
+        .get(&cursor)
+        .copied();
+    let params = LogParams {
+        container,
+        follow: true,
+        timestamps: true,
+        // `sinceTime` has whole seconds; the lines of that second already read are
+        // skipped below by their full timestamps.
+        since_time: read_until.map(|t| Timestamp::from_second(t.as_second()).unwrap_or(t)),
+        ..LogParams::default()
+    };
+    let stream = pods
+        .log_stream(pod, &params)
+        .await
+        .map_err(Error::api(format!("following the log of pod {pod}")))?;
+    let mut lines = stream.lines();
+    let mut count = 0;
+    while let Some(line) = lines.try_next().await.map_err(|source| Error::Log {
+        pod: pod.to_string(),
+        source,
+    })? {
+        let (stamp, text) = match line.split_once(' ') {
+            Some((head, rest)) => match head.parse::<Timestamp>() {
+                Ok(stamp) => (Some(stamp), rest),
+                Err(_) => (None, line.as_str()),
+            },
+            None => (None, line.as_str()),
+        };
+        if let (Some(stamp), Some(until)) = (stamp, read_until)
+            && stamp <= until
+        {
+            continue;
+        }
+        if let Some(sample) = pattern.parse_line(text) {
+            let step = pattern.has_step_group().then_some(sample.step);
+            if caches.record_sample(id, clock(), step, sample.value) {
+                count += 1;
+            }
+        }
+        if let Some(stamp) = stamp {
+            caches
+                .loss
+                .lock()
+                .expect("loss lock")
+                .pod_to_read_until
+                .insert(cursor.clone(), stamp);
+        }
+    }
+    Ok(count)
+}

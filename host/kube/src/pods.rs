@@ -1,0 +1,165 @@
+//! Turning a job's spec into tasks and pods: task names (`<role>-<index>`), the pod made
+//! from the role's template (scheduler name, labels, owner reference, a generation in
+//! the name so a replacement never collides with the pod it replaces), and the requests
+//! and CPU weight the policy sees. It builds objects; it must not send them.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use kube::Resource;
+use kube::api::ObjectMeta;
+
+use crate::crd::{Role, TrainingJob};
+use crate::{Error, JOB_LABEL, ROLE_LABEL, Result, SCHEDULER_NAME, TASK_LABEL, quantity};
+use switchyard_core::model::Resources;
+
+/// One task the job's spec asks for now.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaskSpec {
+    /// `<role>-<index>`.
+    pub name: String,
+    /// Role name.
+    pub role: String,
+    /// Sum of the requests of the template's containers.
+    pub requests: Resources,
+}
+
+/// The tasks `job` runs with `scalable` replicas of its scalable role (the current count
+/// from the status, or as submitted).
+pub fn tasks(job: &TrainingJob) -> Vec<TaskSpec> {
+    let scalable = job.spec.scalable_role().map(|r| r.name.clone());
+    let current = job.status.as_ref().and_then(|s| s.replicas);
+    job.spec
+        .roles
+        .iter()
+        .flat_map(|role| {
+            let count = match (&scalable, current) {
+                (Some(name), Some(n)) if *name == role.name => n,
+                _ => role.replicas,
+            };
+            let requests = template_requests(role);
+            (0..count).map(move |i| TaskSpec {
+                name: format!("{}-{i}", role.name),
+                role: role.name.clone(),
+                requests,
+            })
+        })
+        .collect()
+}
+
+/// Sum of the CPU, memory and GPU requests of the role's containers.
+pub fn template_requests(role: &Role) -> Resources {
+    containers(role)
+        .iter()
+        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
+        .fold(Resources::default(), |acc, r| {
+            acc.plus(&quantity::resources(r))
+        })
+}
+
+fn containers(role: &Role) -> &[Container] {
+    role.template
+        .spec
+        .as_ref()
+        .map(|s| s.containers.as_slice())
+        .unwrap_or(&[])
+}
+
+/// The name of a task's pod in a given generation: `<job>-<task>-<generation>`.
+pub fn pod_name(job: &str, task: &str, generation: u32) -> String {
+    format!("{job}-{task}-{generation}")
+}
+
+/// The pod for `task` of `job` in `generation`: the role's template with the
+/// controller's scheduler name, labels and owner reference, not bound to any node.
+pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let (role_name, _) = task.rsplit_once('-').ok_or_else(|| {
+        Error::NotFound(format!(
+            "task `{task}` of TrainingJob `{job_name}` is not of the form <role>-<index>"
+        ))
+    })?;
+    let role = job
+        .spec
+        .roles
+        .iter()
+        .find(|r| r.name == role_name)
+        .ok_or_else(|| {
+            Error::NotFound(format!(
+                "TrainingJob `{job_name}` has no role `{role_name}`"
+            ))
+        })?;
+    let mut spec: PodSpec = role.template.spec.clone().unwrap_or_default();
+    if spec.containers.is_empty() {
+        return Err(Error::InvalidSpec {
+            job: job_name,
+            message: format!("role `{role_name}` has a template without containers"),
+        });
+    }
+    spec.scheduler_name = Some(SCHEDULER_NAME.to_string());
+    spec.node_name = None;
+    if spec.restart_policy.is_none() {
+        spec.restart_policy = Some("OnFailure".to_string());
+    }
+    let template_meta = role.template.metadata.clone().unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
+    labels.insert(JOB_LABEL.to_string(), job_name.clone());
+    labels.insert(TASK_LABEL.to_string(), task.to_string());
+    labels.insert(ROLE_LABEL.to_string(), role_name.to_string());
+    Ok(Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(&job_name, task, generation)),
+            namespace: job.metadata.namespace.clone(),
+            labels: Some(labels),
+            annotations: template_meta.annotations,
+            owner_references: job.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+/// The CPU weight of a running pod: its training container's CPU request now over the
+/// request in the template (a resize lowers the request, and the kernel's CPU shares
+/// follow the request). 1 when either is unknown.
+pub fn cpu_weight(job: &TrainingJob, pod: &Pod) -> f64 {
+    let labels = pod.metadata.labels.as_ref();
+    let Some(role) = labels
+        .and_then(|l| l.get(ROLE_LABEL))
+        .and_then(|r| job.spec.roles.iter().find(|role| &role.name == r))
+    else {
+        return 1.0;
+    };
+    let Some(container) = containers(role).first() else {
+        return 1.0;
+    };
+    let base = cpu_request(container);
+    let now = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.containers.iter().find(|c| c.name == container.name))
+        .map(cpu_request)
+        .unwrap_or(base);
+    if base == 0 {
+        1.0
+    } else {
+        (now as f64 / base as f64).clamp(f64::MIN_POSITIVE, 1.0)
+    }
+}
+
+/// The training container of a role (the first) and its template CPU request, millis.
+pub fn training_container(role: &Role) -> Option<(&str, u64)> {
+    containers(role)
+        .first()
+        .map(|c| (c.name.as_str(), cpu_request(c)))
+}
+
+fn cpu_request(container: &Container) -> u64 {
+    container
+        .resources
+        .as_ref()
+        .and_then(|r| r.requests.as_ref())
+        .map(|r| quantity::resources(r).cpu_millis)
+        .unwrap_or(0)
+}

@@ -1,0 +1,861 @@
+//! Scenarios against the scripted API server: each drives the real backend code and
+//! returns what it accessed, so the RBAC test can check `deploy/rbac.yaml` against the
+//! union of them. Tests run with paused time, so grace periods and back-off pass at
+//! once while their order is still checked.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::Api;
+use kube::runtime::watcher;
+use serde_json::{Value, json};
+use switchyard_core::model::{JobPhase, MigrationKind, TaskPhase};
+use switchyard_kube::act::RestartProgress;
+use switchyard_kube::crd::{
+    CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJob,
+    TrainingJobStatus,
+};
+use switchyard_kube::observe::{self, Caches};
+use switchyard_kube::progress::LogPattern;
+use tokio::sync::Notify;
+
+use crate::support::fixtures::*;
+use crate::support::mock::{Access, Expect, MockServer};
+
+fn gang() -> JobBuilder {
+    JobBuilder::new("a")
+        .ps_worker(2, 1, 4)
+        .checkpoint(CheckpointMethod::Signal, 10)
+}
+
+fn three(task_nodes: [(&str, &str); 3]) -> Vec<(String, String)> {
+    task_nodes
+        .iter()
+        .map(|(t, n)| (t.to_string(), n.to_string()))
+        .collect()
+}
+
+pub(crate) async fn binding_a_gang() -> Vec<Access> {
+    let job = gang();
+    let placed = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![
+            placement("ps-0", "a-ps-0-0", "n1"),
+            placement("worker-0", "a-worker-0-0", "n1"),
+            placement("worker-1", "a-worker-1-0", "n2"),
+        ],
+        ..TrainingJobStatus::default()
+    });
+    let mut script = vec![
+        create("a-ps-0-0", "a", "ps-0", "ps"),
+        create("a-worker-0-0", "a", "worker-0", "worker"),
+        create("a-worker-1-0", "a", "worker-1", "worker"),
+        bind("a-ps-0-0", "n1"),
+        bind("a-worker-0-0", "n1"),
+        bind("a-worker-1-0", "n2"),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"metadata": {"resourceVersion": "5"}, "status": {"phase": "Running", "placements": [
+            {"task": "ps-0", "pod": "a-ps-0-0", "node": "n1"},
+            {"task": "worker-0", "pod": "a-worker-0-0", "node": "n1"},
+            {"task": "worker-1", "pod": "a-worker-1-0", "node": "n2"}]}}),
+        &placed,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "the gang fits on n1 and n2",
+        )
+        .await
+        .expect("the gang is placed");
+    server.finish().await
+}
+
+pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
+    let job = gang();
+    let (client, server) = MockServer::start(vec![
+        create("a-ps-0-0", "a", "ps-0", "ps"),
+        create("a-worker-0-0", "a", "worker-0", "worker"),
+        create("a-worker-1-0", "a", "worker-1", "worker"),
+        bind("a-ps-0-0", "n1"),
+        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
+            500,
+            "InternalError",
+            "etcdserver: request timed out",
+        ),
+        delete("a-ps-0-0", Some(0)),
+        delete("a-worker-0-0", Some(0)),
+        delete("a-worker-1-0", Some(0)),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "PlacementFailed", "message": "*", "lastTransitionTime": "*"}]}}),
+            )
+            .ok(job.json()),
+        event("PlacementFailed", "Place", "Warning"),
+    ]);
+    let error = actor(client)
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "fits",
+        )
+        .await
+        .expect_err("a failed bind fails the placement");
+    assert!(
+        error
+            .to_string()
+            .contains("binding pod a-worker-0-0 to node n1"),
+        "{error}"
+    );
+    server.finish().await
+}
+
+pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let placed = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("main-0", "a-main-0-0", "n1")],
+        ..TrainingJobStatus::default()
+    });
+    let mut script = vec![
+        Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
+        Expect::get(&format!("{PODS}/a-main-0-0"))
+            .ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
+        bind("a-main-0-0", "n1"),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
+        &placed,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect("the leftover pod is bound, not duplicated");
+    server.finish().await
+}
+
+pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let (client, server) = MockServer::start(vec![
+        Expect::post(PODS).fail(
+            422,
+            "Invalid",
+            "Pod \"a-main-0-0\" is invalid: spec.containers[0].image: Required value",
+        ),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "TemplateRejected", "message": "*", "lastTransitionTime": "*"}]}}),
+            )
+            .ok(job.json()),
+        event("TemplateRejected", "Place", "Warning"),
+    ]);
+    let error = actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect_err("a refused template fails the placement");
+    assert!(
+        error.to_string().contains("spec.containers[0].image"),
+        "{error}"
+    );
+    server.finish().await
+}
+
+pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Annotation, 30);
+    let marked = restarting(
+        &job,
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            migrated: true,
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    );
+    let mut script = Vec::new();
+    script.extend(status_write(
+        &job,
+        json!({"status": {"migrated": true, "rebalanced": false, "migrations": 1, "generation": 1, "phase": "Restarting",
+            "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n2"}],
+                "requestedAt": "2026-01-01T00:00:00Z", "deleteAfter": "2026-01-01T00:00:30Z", "reason": "loss flattened"}}}),
+        &marked,
+    ));
+    script.push(
+        Expect::patch(&format!("{PODS}/a-main-0-0"))
+            .body(json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": "2026-01-01T00:00:00Z"}}}))
+            .ok(pod_json("a-main-0-0")),
+    );
+    script.push(delete("a-main-0-0", None));
+    script.push(create("a-main-0-1", "a", "main-0", "main"));
+    script.push(bind("a-main-0-1", "n2"));
+    script.extend(status_write(
+        &marked,
+        json!({"status": {"phase": "Running", "migrated": true, "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Created", "message": "*", "lastTransitionTime": "*"}]}}),
+        &marked,
+    ));
+    script.push(event("Migrated", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    let actor = actor(client);
+    let old = pod("a", "main-0", 0, Some("n1"));
+    let started = tokio::time::Instant::now();
+    actor
+        .migrate(
+            &job.build(),
+            std::slice::from_ref(&old),
+            None,
+            "n2",
+            MigrationKind::Reallocate,
+            "loss flattened",
+            at(0),
+        )
+        .await
+        .expect("the migration starts");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "starting a migration does not wait out the grace period"
+    );
+    let marked = marked.build();
+    let asked = server.served();
+    let progress = actor
+        .advance_restart(&marked, std::slice::from_ref(&old), at(10))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    assert_eq!(
+        server.served(),
+        asked,
+        "nothing happens within the grace period"
+    );
+    let progress = actor
+        .advance_restart(&marked, std::slice::from_ref(&old), at(30))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    let deleted = server.served();
+    assert_eq!(
+        deleted,
+        asked + 1,
+        "the pod is deleted once the grace period is over"
+    );
+    let progress = actor
+        .advance_restart(&marked, &[terminating(old)], at(31))
+        .await;
+    assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+    assert_eq!(
+        server.served(),
+        deleted,
+        "no replacement while the old pod terminates, and no second delete"
+    );
+    let progress = actor.advance_restart(&marked, &[], at(40)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
+    server.finish().await
+}
+
+pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 45);
+    let marked = restarting(
+        &job,
+        TrainingJobStatus {
+            rebalanced: true,
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n3", None),
+    );
+    let mut script = Vec::new();
+    script.extend(status_write(
+        &job,
+        json!({"status": {"rebalanced": true, "migrated": false,
+            "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n3"}]}}}),
+        &marked,
+    ));
+    script.push(delete("a-main-0-0", Some(45)));
+    script.push(create("a-main-0-1", "a", "main-0", "main"));
+    script.push(bind("a-main-0-1", "n3"));
+    script.extend(status_write(
+        &marked,
+        json!({"status": {"phase": "Running"}}),
+        &marked,
+    ));
+    script.push(event("Migrated", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    let actor = actor(client);
+    let old = pod("a", "main-0", 0, Some("n1"));
+    actor
+        .migrate(
+            &job.build(),
+            std::slice::from_ref(&old),
+            Some("main-0"),
+            "n3",
+            MigrationKind::Rebalance,
+            "even out",
+            at(0),
+        )
+        .await
+        .expect("the migration starts");
+    let deleted = server.served();
+    let marked = marked.build();
+    for (pods, t) in [(vec![old.clone()], 1), (vec![terminating(old)], 20)] {
+        let progress = actor.advance_restart(&marked, &pods, at(t)).await;
+        assert_eq!(progress.unwrap(), RestartProgress::Waiting);
+        assert_eq!(
+            server.served(),
+            deleted,
+            "the replacement waits until the old pod has terminated"
+        );
+    }
+    let progress = actor.advance_restart(&marked, &[], at(50)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
+    server.finish().await
+}
+
+pub(crate) async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 45);
+    let marked = job.clone_with(TrainingJobStatus {
+        migrated: true,
+        ..TrainingJobStatus::default()
+    });
+    let mut script = Vec::new();
+    script.extend(status_write(
+        &job,
+        json!({"status": {"migrated": true, "migrations": 0, "generation": 0, "phase": "Running"}}),
+        &marked,
+    ));
+    script.push(event("Marked", "Migrate", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .migrate(
+            &job.build(),
+            &[pod("a", "main-0", 0, Some("n1"))],
+            None,
+            "n1",
+            MigrationKind::Reallocate,
+            "stay",
+            at(0),
+        )
+        .await
+        .expect("the job is marked");
+    server.finish().await
+}
+
+pub(crate) async fn resizing_a_pods_cpu() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let mut script = vec![
+        Expect::patch(&format!("{PODS}/a-main-0-0/resize"))
+            .body(json!({"spec": {"containers": [{"name": "trainer", "resources": {"requests": {"cpu": "500m"}}}]}}))
+            .ok(pod_json("a-main-0-0")),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "True", "reason": "Resized", "message": "*", "lastTransitionTime": "*"}]}}),
+        &job,
+    ));
+    script.push(event("Resized", "SetCpuWeight", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .set_cpu_weight(
+            &job.build(),
+            &pod("a", "main-0", 0, Some("n1")),
+            0.25,
+            "converged",
+        )
+        .await
+        .expect("the resize is applied");
+    server.finish().await
+}
+
+pub(crate) async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let refused = || {
+        Expect::patch(&format!("{PODS}/a-main-0-0/resize")).fail(
+            404,
+            "NotFound",
+            "the server could not find the requested resource",
+        )
+    };
+    let condition = json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "False", "reason": "ResizeRefused"}]}});
+    let mut script = vec![refused()];
+    script.extend(status_write(&job, condition.clone(), &job));
+    script.push(event("ResizeRefused", "SetCpuWeight", "Warning"));
+    script.push(refused());
+    script.extend(status_write(&job, condition, &job));
+    // The recorder folds the repeat into the first Event's series.
+    script.push(
+        Expect::patch(&format!("{EVENTS}/a.*"))
+            .body(json!({"series": {"count": 2}}))
+            .ok(event_json()),
+    );
+    let (client, server) = MockServer::start(script);
+    let actor = actor(client);
+    let (job, p) = (job.build(), pod("a", "main-0", 0, Some("n1")));
+    for _ in 0..2 {
+        actor
+            .set_cpu_weight(&job, &p, 0.5, "converged")
+            .await
+            .expect("a refusal is not an error");
+    }
+    server.finish().await
+}
+
+pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> {
+    let job = gang().with_status(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![
+            placement("ps-0", "a-ps-0-0", "n1"),
+            placement("worker-0", "a-worker-0-0", "n1"),
+            placement("worker-1", "a-worker-1-0", "n2"),
+        ],
+        ..TrainingJobStatus::default()
+    });
+    let target = |task: &str, node: &str| TaskTarget {
+        task: task.into(),
+        node: node.into(),
+    };
+    let scaled = restarting(
+        &job,
+        TrainingJobStatus {
+            rescales: 1,
+            replicas: Some(3),
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        PendingRestart {
+            action: RestartAction::Scale,
+            stopping: vec![
+                "a-ps-0-0".into(),
+                "a-worker-0-0".into(),
+                "a-worker-1-0".into(),
+            ],
+            targets: vec![
+                target("ps-0", "n1"),
+                target("worker-0", "n1"),
+                target("worker-1", "n2"),
+                target("worker-2", "n3"),
+            ],
+            requested_at: at(0).to_string(),
+            delete_after: None,
+            reason: "throughput grows with workers".into(),
+        },
+    );
+    let mut script = Vec::new();
+    script.extend(status_write(
+        &job,
+        json!({"status": {"rescales": 1, "replicas": 3, "generation": 1, "phase": "Restarting",
+            "restart": {"action": "Scale", "stopping": ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"],
+                "targets": [{"task": "ps-0", "node": "n1"}, {"task": "worker-0", "node": "n1"},
+                    {"task": "worker-1", "node": "n2"}, {"task": "worker-2", "node": "n3"}]}}}),
+        &scaled,
+    ));
+    for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
+        script.push(delete(p, Some(10)));
+    }
+    script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
+    for i in 0..3 {
+        script.push(create(
+            &format!("a-worker-{i}-1"),
+            "a",
+            &format!("worker-{i}"),
+            "worker",
+        ));
+    }
+    for (p, n) in [
+        ("a-ps-0-1", "n1"),
+        ("a-worker-0-1", "n1"),
+        ("a-worker-1-1", "n2"),
+        ("a-worker-2-1", "n3"),
+    ] {
+        script.push(bind(p, n));
+    }
+    script.extend(status_write(
+        &scaled,
+        json!({"status": {"phase": "Running", "replicas": 3, "placements": [
+            {"task": "ps-0", "pod": "a-ps-0-1", "node": "n1"}, {"task": "worker-0", "pod": "a-worker-0-1", "node": "n1"},
+            {"task": "worker-1", "pod": "a-worker-1-1", "node": "n2"}, {"task": "worker-2", "pod": "a-worker-2-1", "node": "n3"}]}}),
+        &scaled,
+    ));
+    script.push(event("Rescaled", "Scale", "Normal"));
+    let (client, server) = MockServer::start(script);
+    let pods = [
+        pod("a", "ps-0", 0, Some("n1")),
+        pod("a", "worker-0", 0, Some("n1")),
+        pod("a", "worker-1", 0, Some("n2")),
+    ];
+    let actor = actor(client);
+    actor
+        .scale(
+            &job.build(),
+            &pods,
+            3,
+            &["n3".to_string()],
+            "throughput grows with workers",
+            at(0),
+        )
+        .await
+        .expect("the rescale starts");
+    let progress = actor.advance_restart(&scaled.build(), &[], at(15)).await;
+    assert_eq!(progress.unwrap(), RestartProgress::Done);
+    server.finish().await
+}
+
+pub(crate) async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10);
+    let mut newer = job.json();
+    newer["metadata"]["resourceVersion"] = json!("6");
+    let labelled = json!({"status": {"policyLabels": {"category": "CC"}}});
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(json!({"metadata": {"resourceVersion": "5"}}))
+            .fail(409, "Conflict", "Operation cannot be fulfilled on trainingjobs.switchyard.dev \"a\": the object has been modified"),
+        Expect::get(STATUS).ok(newer.clone()),
+        Expect::put(STATUS).body(json!({"metadata": {"resourceVersion": "6"}, "status": labelled["status"].clone()})).ok(newer),
+    ]);
+    let labels = BTreeMap::from([("category".to_string(), "CC".to_string())]);
+    actor(client)
+        .set_policy_labels(&job.build(), labels)
+        .await
+        .expect("the retry succeeds");
+    server.finish().await
+}
+
+/// Serves one LIST and one WATCH of `path`, then waits for the store to hold `expect` objects.
+async fn reflect<K>(
+    api: impl FnOnce(kube::Client) -> Api<K>,
+    path: &str,
+    items: Vec<Value>,
+) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let count = items.len();
+    let (client, server) = MockServer::start(vec![
+        Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
+        Expect::get(path).query_has(&["watch=true", "resourceVersion=10"]).text(""),
+    ]);
+    let (store, driver) = observe::reflect(
+        api(client),
+        watcher::Config::default(),
+        Arc::new(Notify::new()),
+    );
+    let task = tokio::spawn(driver);
+    let seen = server.finish().await;
+    wait_for(|| store.state().len() == count).await;
+    task.abort();
+    (store, seen)
+}
+
+async fn wait_for(mut condition: impl FnMut() -> bool) {
+    tokio::time::timeout(crate::support::mock::TIMEOUT, async {
+        while !condition() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the caches caught up");
+}
+
+pub(crate) async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Access> {
+    let n1 = serde_json::to_value(node("n1", 8)).unwrap();
+    let mut n2 = serde_json::to_value(node("n2", 16)).unwrap();
+    n2["metadata"]["resourceVersion"] = json!("11");
+    let mut cordoned = n1.clone();
+    cordoned["metadata"]["resourceVersion"] = json!("12");
+    cordoned["spec"] = json!({"unschedulable": true});
+    let (client, server) = MockServer::start(vec![
+        Expect::get("/api/v1/nodes?*").ok(json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "10"}, "items": [n1]})),
+        // The first watch delivers one event, then the server drops the connection.
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=10"])
+            .text(&format!("{}\n", json!({"type": "ADDED", "object": n2}))),
+        // The watcher comes back from the last version it saw, without listing again.
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=11"])
+            .text(&format!("{}\n", json!({"type": "MODIFIED", "object": cordoned}))),
+    ]);
+    let changed = Arc::new(Notify::new());
+    let (store, driver) = observe::reflect(
+        Api::<Node>::all(client),
+        watcher::Config::default(),
+        changed,
+    );
+    let task = tokio::spawn(driver);
+    let seen = server.finish().await;
+    wait_for(|| {
+        store.state().len() == 2
+            && store
+                .state()
+                .iter()
+                .any(|n| n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true))
+    })
+    .await;
+    task.abort();
+    seen
+}
+
+pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
+    let mut seen = Vec::new();
+    let (nodes, s) = reflect(
+        Api::<Node>::all,
+        "/api/v1/nodes?*",
+        vec![
+            serde_json::to_value(node("n1", 8)).unwrap(),
+            serde_json::to_value(node("n2", 8)).unwrap(),
+        ],
+    )
+    .await;
+    seen.extend(s);
+    let other: Value = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web", "namespace": "default", "resourceVersion": "3"},
+        "spec": {"nodeName": "n2", "containers": [{"name": "web", "resources": {"requests": {"cpu": "500m"}}}]}, "status": {"phase": "Running"}});
+    let pods_json = vec![
+        serde_json::to_value(pod("a", "ps-0", 0, Some("n1"))).unwrap(),
+        serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(),
+        other,
+    ];
+    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
+    seen.extend(s);
+    let job = gang().with_status(TrainingJobStatus {
+        migrated: true,
+        ..TrainingJobStatus::default()
+    });
+    let (jobs, s) = reflect(
+        Api::<TrainingJob>::all,
+        "/apis/switchyard.dev/v1alpha1/trainingjobs?*",
+        vec![job.json()],
+    )
+    .await;
+    seen.extend(s);
+    let caches = Caches {
+        nodes,
+        pods,
+        jobs,
+        usage: Arc::default(),
+        loss: Arc::default(),
+        changed: Arc::new(Notify::new()),
+    };
+    let snapshot = caches.snapshot(100.0, vec![]);
+    assert_eq!(snapshot.nodes.len(), 2);
+    assert_eq!(
+        snapshot.node("n1").unwrap().requested.cpu_millis,
+        2000,
+        "the job's bound ps counts on n1"
+    );
+    assert_eq!(
+        snapshot.node("n2").unwrap().requested.cpu_millis,
+        500,
+        "another scheduler's pod counts on n2"
+    );
+    assert_eq!(
+        snapshot.node("n1").unwrap().usage,
+        None,
+        "no metrics server: no usage"
+    );
+    let job = snapshot.job("ml/a").expect("the job is in the snapshot");
+    let phases: Vec<(&str, TaskPhase)> = job
+        .tasks
+        .iter()
+        .map(|t| (t.name.as_str(), t.phase))
+        .collect();
+    assert_eq!(
+        phases,
+        vec![
+            ("ps-0", TaskPhase::Running),
+            ("worker-0", TaskPhase::Pending),
+            ("worker-1", TaskPhase::Pending)
+        ]
+    );
+    assert_eq!(job.phase, JobPhase::Running);
+    assert!(job.migrated && job.checkpointable);
+    assert_eq!(
+        (
+            job.replicas.role.as_str(),
+            job.replicas.current,
+            job.replicas.min,
+            job.replicas.max
+        ),
+        ("worker", 2, 1, 4)
+    );
+    seen
+}
+
+pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
+    let (client, server) = MockServer::start(vec![
+        Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").ok(json!({"items": [{"metadata": {"name": "n1"}, "usage": {"cpu": "3500m", "memory": "10Gi"}}]})),
+        Expect::get("/apis/metrics.k8s.io/v1beta1/pods").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
+            "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
+        Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
+    ]);
+    let usage = observe::fetch_usage(&client)
+        .await
+        .unwrap()
+        .expect("metrics are served");
+    assert_eq!(usage.nodes["n1"].cpu_millis, 3500);
+    assert_eq!(
+        usage.pods[&(NS.to_string(), "a-ps-0-0".to_string())].cpu_millis,
+        1300
+    );
+    assert_eq!(
+        observe::fetch_usage(&client).await.unwrap(),
+        None,
+        "without metrics-server the usage is None"
+    );
+    server.finish().await
+}
+
+fn empty_caches() -> Caches {
+    Caches {
+        nodes: kube::runtime::reflector::store().0,
+        pods: kube::runtime::reflector::store().0,
+        jobs: kube::runtime::reflector::store().0,
+        usage: Arc::default(),
+        loss: Arc::default(),
+        changed: Arc::new(Notify::new()),
+    }
+}
+
+pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
+    let first = "2026-01-01T00:00:01.250000000Z Epoch [1/90] Step [100/5005] loss=2.9812\n\
+                 2026-01-01T00:00:01.500000000Z noise\n\
+                 2026-01-01T00:00:01.750000000Z Epoch [1/90] Step [200/5005] loss=2.7710\n";
+    // The stream ended and the pod is followed again: the API server answers from the
+    // start of the second asked for, so the line at .750 comes again.
+    let second = "2026-01-01T00:00:01.750000000Z Epoch [1/90] Step [200/5005] loss=2.7710\n\
+                  2026-01-01T00:00:02.100000000Z Epoch [1/90] Step [300/5005] loss=2.6001\n";
+    let (client, server) = MockServer::start(vec![
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&["container=trainer", "follow=true", "timestamps=true"])
+            .text(first),
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&[
+                "follow=true",
+                "timestamps=true",
+                "sinceTime=2026-01-01T00%3A00%3A01Z",
+            ])
+            .text(second),
+    ]);
+    let caches = empty_caches();
+    let pattern =
+        LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let n = observe::follow_log(
+            Api::namespaced(client.clone(), NS),
+            "a-main-0-0",
+            Some("trainer".into()),
+            pattern.clone(),
+            &caches,
+            "ml/a",
+            || 42.0,
+        )
+        .await
+        .unwrap();
+        taken.push(n);
+    }
+    assert_eq!(taken, vec![2, 1], "the re-read line is not taken again");
+    let loss = caches.loss.lock().unwrap().samples("ml/a").unwrap();
+    let got: Vec<(u64, f64)> = loss.iter().map(|s| (s.step, s.value)).collect();
+    assert_eq!(got, vec![(100, 2.9812), (200, 2.771), (300, 2.6001)]);
+    server.finish().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn binding_a_gang_creates_every_pod_then_binds_each_and_records_the_placements() {
+    binding_a_gang().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_pod_left_unbound_by_a_restarted_controller_is_bound_not_created_twice() {
+    placing_again_after_a_restart_reuses_an_unbound_pod().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_template_the_api_server_refuses_is_reported_as_pods_created_false() {
+    a_template_the_api_server_refuses_becomes_a_condition().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_bind_deletes_every_pod_of_the_gang() {
+    rolling_back_a_failed_gang_bind().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_annotation_migration_marks_the_job_asks_for_a_checkpoint_and_deletes_only_after_the_grace_period()
+ {
+    migrating_with_a_checkpoint_annotation().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_signal_migration_creates_the_replacement_only_once_the_old_pod_is_gone() {
+    migrating_with_the_stop_signal().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn migrating_to_the_node_the_job_is_on_only_marks_it() {
+    migrating_to_the_current_node_only_marks().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_cpu_weight_resizes_the_training_containers_request_in_place() {
+    resizing_a_pods_cpu().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_resize_sets_a_condition_and_the_controller_keeps_going() {
+    a_refused_resize_becomes_a_condition_twice().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn scaling_checkpoints_deletes_and_recreates_the_job_with_the_new_replica_count() {
+    scaling_restarts_the_job_with_more_workers().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflicting_status_write_is_read_again_and_retried() {
+    a_status_update_recovers_from_a_409_conflict().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_watch_resumes_from_the_last_resource_version() {
+    a_dropped_node_watch_restarts_where_it_left_off().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_snapshot_counts_every_pod_on_a_node_and_the_jobs_tasks_from_its_spec() {
+    the_snapshot_comes_from_the_caches().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn usage_is_read_from_metrics_and_absent_without_a_metrics_server() {
+    usage_comes_from_metrics_when_served().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_log_followed_again_resumes_where_it_stopped_and_takes_no_sample_twice() {
+    loss_samples_come_from_the_followed_log().await;
+}

@@ -1,0 +1,189 @@
+//! Leader election over a Lease: acquire, renew, take over, lose a race, release, and
+//! stop acting when a renewal hangs.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use serde_json::json;
+use switchyard_control::Leader;
+
+use crate::support::mock::{Expect, MockServer};
+use switchyard_kube::lease::*;
+
+const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
+
+fn lock(client: kube::Client) -> LeaseLock {
+    LeaseLock::new(
+        Api::namespaced(client, "switchyard"),
+        "switchyard-leader",
+        "controller-a",
+        Duration::from_secs(15),
+    )
+}
+
+fn lease(holder: &str, renewed: &str, version: &str, transitions: i32) -> serde_json::Value {
+    json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+        "metadata": {"name": "switchyard-leader", "namespace": "switchyard", "resourceVersion": version},
+        "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15, "renewTime": renewed,
+            "acquireTime": renewed, "leaseTransitions": transitions}})
+}
+
+fn at(time: &str) -> Timestamp {
+    time.parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_missing_lease_is_created_with_this_replica_as_holder() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).fail(404, "NotFound", "leases \"switchyard-leader\" not found"),
+        Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+            .body(json!({"metadata": {"name": "switchyard-leader"},
+                "spec": {"holderIdentity": "controller-a", "leaseDurationSeconds": 15, "leaseTransitions": 0}}))
+            .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+    ]);
+    let outcome = lock(client)
+        .try_acquire_or_renew(at("2026-01-01T00:00:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Leadership::Leading);
+    server.finish().await;
+}
+
+#[tokio::test]
+async fn the_holder_renews_with_the_resource_version_it_read() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "7", 0)),
+        Expect::put(PATH)
+            .body(json!({"metadata": {"resourceVersion": "7"},
+                "spec": {"holderIdentity": "controller-a", "renewTime": "2026-01-01T00:00:05.000000Z", "leaseTransitions": 0}}))
+            .ok(lease("controller-a", "2026-01-01T00:00:05Z", "8", 0)),
+    ]);
+    let outcome = lock(client)
+        .try_acquire_or_renew(at("2026-01-01T00:00:05Z"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Leadership::Leading);
+    server.finish().await;
+}
+
+#[tokio::test]
+async fn a_lease_held_by_another_live_replica_is_left_alone() {
+    let (client, server) = MockServer::start(vec![Expect::get(PATH).ok(lease(
+        "controller-b",
+        "2026-01-01T00:00:00Z",
+        "7",
+        3,
+    ))]);
+    let outcome = lock(client)
+        .try_acquire_or_renew(at("2026-01-01T00:00:10Z"))
+        .await
+        .unwrap();
+    assert_eq!(
+        outcome,
+        Leadership::Following {
+            holder: "controller-b".into()
+        }
+    );
+    server.finish().await;
+}
+
+#[tokio::test]
+async fn an_expired_lease_is_taken_over_and_the_transition_counted() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+        Expect::put(PATH)
+            .body(json!({"metadata": {"resourceVersion": "7"},
+                "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16.000000Z", "leaseTransitions": 4}}))
+            .ok(lease("controller-a", "2026-01-01T00:00:16Z", "8", 4)),
+    ]);
+    let outcome = lock(client)
+        .try_acquire_or_renew(at("2026-01-01T00:00:16Z"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Leadership::Leading);
+    server.finish().await;
+}
+
+#[tokio::test]
+async fn losing_the_write_race_with_a_409_means_not_leading() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+        Expect::put(PATH).fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again"),
+    ]);
+    let outcome = lock(client)
+        .try_acquire_or_renew(at("2026-01-01T00:01:00Z"))
+        .await
+        .unwrap();
+    assert_eq!(outcome, Leadership::LostRace);
+    server.finish().await;
+}
+
+#[tokio::test]
+async fn releasing_on_shutdown_clears_the_holder() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "9", 0)),
+        Expect::put(PATH)
+            .body(json!({"metadata": {"resourceVersion": "9"},
+                "spec": {"holderIdentity": "", "leaseDurationSeconds": 1}}))
+            .ok(lease("", "2026-01-01T00:00:00Z", "10", 0)),
+    ]);
+    lock(client).release().await.unwrap();
+    let seen = server.finish().await;
+    assert_eq!(seen.len(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_whose_renewal_hangs_stops_leading_when_its_lease_could_expire() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).fail(404, "NotFound", "not found"),
+        Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+            .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+        // The renewal's read never answers in time.
+        Expect::get(PATH).after(Duration::from_secs(3600)).ok(lease(
+            "controller-a",
+            "2026-01-01T00:00:00Z",
+            "1",
+            0,
+        )),
+    ]);
+    let leader = Arc::new(Leader::elected("controller-a"));
+    let election = tokio::spawn(keep_leading(lock(client), leader.clone()));
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(leader.is_leading(), "the Lease was acquired");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(
+        leader.is_leading(),
+        "11 s after the last renewal, within the 12 s grant"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !leader.is_leading(),
+        "13 s after the last renewal the replica no longer acts, though no call has failed"
+    );
+    election.abort();
+    drop(server);
+}
+
+/// Acquire, renew and release in one script: every access the election makes.
+pub(crate) async fn every_lease_access() -> Vec<crate::support::mock::Access> {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).fail(404, "NotFound", "not found"),
+        Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+            .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+        Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+        Expect::put(PATH).ok(lease("controller-a", "2026-01-01T00:00:05Z", "2", 0)),
+        Expect::get(PATH).ok(lease("controller-a", "2026-01-01T00:00:05Z", "2", 0)),
+        Expect::put(PATH).ok(lease("", "2026-01-01T00:00:05Z", "3", 0)),
+    ]);
+    let lock = lock(client);
+    for now in ["2026-01-01T00:00:00Z", "2026-01-01T00:00:05Z"] {
+        assert_eq!(
+            lock.try_acquire_or_renew(at(now)).await.unwrap(),
+            Leadership::Leading
+        );
+    }
+    lock.release().await.unwrap();
+    server.finish().await
+}

@@ -1,0 +1,14 @@
+//! The Kubernetes backend against a scripted API server (the kube-rs `tower_test`
+//! pattern): each scenario drives the real backend code, checks every request it makes,
+//! and returns what it accessed, so [`rbac`] can check `deploy/rbac.yaml` against the
+//! union of them.
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod act;
+mod cluster;
+mod events;
+mod lease;
+mod rbac;
+mod state;

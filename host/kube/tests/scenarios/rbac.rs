@@ -1,0 +1,99 @@
+//! `deploy/rbac.yaml` grants exactly what the scenarios saw the controller use: nothing
+//! missing, nothing unused.
+
+use std::collections::BTreeSet;
+
+use serde_json::Value;
+
+use crate::support::mock::Access;
+use crate::{act, cluster, events, lease, state};
+
+/// One rule of a (Cluster)Role, flattened.
+fn granted(path: &str) -> BTreeSet<Access> {
+    let text = std::fs::read_to_string(path).expect("deploy/rbac.yaml");
+    let mut out = BTreeSet::new();
+    for doc in serde_norway::Deserializer::from_str(&text) {
+        let value: Value = serde::Deserialize::deserialize(doc).expect("YAML");
+        if !matches!(value["kind"].as_str(), Some("ClusterRole" | "Role")) {
+            continue;
+        }
+        for rule in value["rules"].as_array().expect("rules") {
+            let list = |k: &str| -> Vec<String> {
+                rule[k]
+                    .as_array()
+                    .map(|a| a.iter().map(|v| v.as_str().unwrap().to_string()).collect())
+                    .unwrap_or_default()
+            };
+            for group in list("apiGroups") {
+                for resource in list("resources") {
+                    for verb in list("verbs") {
+                        assert!(
+                            group != "*" && !resource.contains('*') && verb != "*",
+                            "wildcard in {path}: {rule}"
+                        );
+                        let (resource, sub) = resource
+                            .split_once('/')
+                            .map(|(r, s)| (r.to_string(), s.to_string()))
+                            .unwrap_or((resource.clone(), String::new()));
+                        out.insert(Access {
+                            verb: verb.clone(),
+                            group: group.clone(),
+                            resource,
+                            subresource: sub,
+                        });
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+// Wall time: some scenarios run the cluster on a blocking thread (see
+// `cluster`), which a paused clock would race.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
+    let mut used: BTreeSet<Access> = BTreeSet::new();
+    used.extend(act::binding_a_gang().await);
+    used.extend(act::rolling_back_a_failed_gang_bind().await);
+    used.extend(act::a_template_the_api_server_refuses_becomes_a_condition().await);
+    used.extend(act::placing_again_after_a_restart_reuses_an_unbound_pod().await);
+    used.extend(act::migrating_with_a_checkpoint_annotation().await);
+    used.extend(act::migrating_with_the_stop_signal().await);
+    used.extend(act::migrating_to_the_current_node_only_marks().await);
+    used.extend(act::resizing_a_pods_cpu().await);
+    used.extend(act::a_refused_resize_becomes_a_condition_twice().await);
+    used.extend(act::scaling_restarts_the_job_with_more_workers().await);
+    used.extend(act::a_status_update_recovers_from_a_409_conflict().await);
+    used.extend(act::a_dropped_node_watch_restarts_where_it_left_off().await);
+    used.extend(act::the_snapshot_comes_from_the_caches().await);
+    used.extend(act::usage_comes_from_metrics_when_served().await);
+    used.extend(act::loss_samples_come_from_the_followed_log().await);
+    used.extend(lease::every_lease_access().await);
+    used.extend(state::state_survives_in_a_configmap().await);
+    used.extend(state::components_survive_in_configmaps().await);
+    used.extend(events::a_refusal_becomes_an_event_on_the_pod().await);
+    used.extend(cluster::the_control_loop_places_a_waiting_job_through_the_cluster().await);
+    used.extend(
+        cluster::a_migration_waiting_out_its_grace_period_does_not_hold_up_another_jobs_placement()
+            .await,
+    );
+    used.extend(
+        cluster::a_pushed_loss_sample_joins_the_series_read_back_from_the_status_and_is_written_to_it()
+            .await,
+    );
+    let granted = granted(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../deploy/rbac.yaml"
+    ));
+    let missing: Vec<_> = used.difference(&granted).collect();
+    let unused: Vec<_> = granted.difference(&used).collect();
+    assert!(
+        missing.is_empty(),
+        "the controller uses what deploy/rbac.yaml does not grant: {missing:#?}"
+    );
+    assert!(
+        unused.is_empty(),
+        "deploy/rbac.yaml grants what no test saw the controller use: {unused:#?}"
+    );
+}

@@ -1,0 +1,271 @@
+//! Test fixtures: builders for TrainingJobs, pods and nodes, and the JSON the scripted
+//! API server answers with.
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde_json::{Value, json};
+
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::Reporter;
+use switchyard_kube::act::Actor;
+use switchyard_kube::crd::{
+    Checkpoint, CheckpointMethod, PendingRestart, Phase, Placement, RestartAction, TaskTarget,
+    TrainingJob, TrainingJobStatus,
+};
+
+use super::mock::Expect;
+
+/// Namespace of every fixture.
+pub const NS: &str = "ml";
+
+/// A TrainingJob builder: `JobBuilder::new("a").worker(2, 1, 4).checkpoint(..)`.
+pub struct JobBuilder {
+    value: Value,
+}
+
+impl JobBuilder {
+    /// A job with one `main` role of one replica requesting 2 CPUs and 4 GiB.
+    pub fn new(name: &str) -> Self {
+        let value = json!({
+            "apiVersion": "switchyard.dev/v1alpha1",
+            "kind": "TrainingJob",
+            "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+                "resourceVersion": "5", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {
+                "roles": [role("main", 1, None)],
+                "progress": {"log": {"pattern": r"loss=(?P<value>[0-9.eE+-]+)", "container": "trainer"}},
+            }
+        });
+        Self { value }
+    }
+
+    /// A builder starting from a job's JSON.
+    pub fn from_json(value: Value) -> Self {
+        Self { value }
+    }
+
+    /// Replaces the roles with a `ps` (one replica) and a scalable `worker` role.
+    pub fn ps_worker(mut self, workers: u32, min: u32, max: u32) -> Self {
+        self.value["spec"]["roles"] = json!([
+            role("ps", 1, None),
+            role("worker", workers, Some((min, max)))
+        ]);
+        self
+    }
+
+    /// Adds checkpoint support.
+    pub fn checkpoint(mut self, method: CheckpointMethod, grace: u32) -> Self {
+        self.value["spec"]["checkpoint"] = serde_json::to_value(Checkpoint {
+            method,
+            grace_period_seconds: grace,
+        })
+        .unwrap();
+        self
+    }
+
+    /// Progress by pushes to the API only (no log to follow).
+    pub fn push_progress(mut self) -> Self {
+        self.value["spec"]["progress"] = json!({"push": true});
+        self
+    }
+
+    /// Sets the status.
+    pub fn status(mut self, status: TrainingJobStatus) -> Self {
+        self.value["status"] = serde_json::to_value(status).unwrap();
+        self
+    }
+
+    /// The job as the API server would return it.
+    pub fn json(&self) -> Value {
+        self.value.clone()
+    }
+
+    /// The typed job.
+    pub fn build(&self) -> TrainingJob {
+        serde_json::from_value(self.value.clone()).expect("a valid TrainingJob fixture")
+    }
+}
+
+fn role(name: &str, replicas: u32, scale: Option<(u32, u32)>) -> Value {
+    let mut r = json!({
+        "name": name,
+        "replicas": replicas,
+        "template": {"spec": {"containers": [{
+            "name": "trainer", "image": "ghcr.io/example/resnet:1",
+            "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}
+        }]}}
+    });
+    if let Some((min, max)) = scale {
+        r["scalable"] = json!(true);
+        r["minReplicas"] = json!(min);
+        r["maxReplicas"] = json!(max);
+    }
+    r
+}
+
+/// A controller pod of `job` running `task` on `node` (`None`: not bound).
+pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
+    let role = task.rsplit_once('-').unwrap().0;
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": format!("{job}-{task}-{generation}"), "namespace": NS,
+            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role}},
+        "spec": {"schedulerName": "switchyard", "nodeName": node,
+            "containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1",
+                "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},
+        "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
+    }))
+    .unwrap()
+}
+
+/// `pod` being deleted: the API server has set its deletion timestamp and the kubelet
+/// is stopping it.
+pub fn terminating(mut pod: Pod) -> Pod {
+    pod.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        "2026-01-01T00:00:00Z".parse().unwrap(),
+    ));
+    pod
+}
+
+/// A ready node with `cpus` CPUs and 64 GiB.
+pub fn node(name: &str, cpus: u32) -> Node {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "resourceVersion": "1", "labels": {"kubernetes.io/hostname": name}},
+        "status": {"allocatable": {"cpu": cpus.to_string(), "memory": "64Gi"},
+            "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap()
+}
+
+/// What the API server answers to a created or deleted pod.
+pub fn pod_json(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}})
+}
+
+/// What the API server answers to a binding.
+pub fn bound() -> Value {
+    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+}
+
+/// What the API server answers to a created Event.
+pub fn event_json() -> Value {
+    json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+        "metadata": {"name": "e", "namespace": NS}, "eventTime": "2026-01-01T00:00:00.000000Z"})
+}
+
+pub const PODS: &str = "/api/v1/namespaces/ml/pods";
+pub const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
+pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+
+pub fn actor(client: kube::Client) -> Actor {
+    Actor::new(
+        client,
+        Reporter {
+            controller: "switchyard".into(),
+            instance: Some("switchyard-0".into()),
+        },
+    )
+}
+
+pub fn placement(task: &str, pod: &str, node: &str) -> Placement {
+    Placement {
+        task: task.into(),
+        pod: pod.into(),
+        node: node.into(),
+    }
+}
+
+pub fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
+    Expect::post(PODS)
+        .body(json!({"metadata": {"name": name, "namespace": NS,
+            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role},
+            "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                "name": job, "uid": format!("uid-{job}"), "controller": true}]},
+            "spec": {"schedulerName": "switchyard"}}))
+        .respond(201, pod_json(name))
+}
+
+pub fn bind(pod: &str, node: &str) -> Expect {
+    Expect::post(&format!("{PODS}/{pod}/binding"))
+        .body(json!({"metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+        .respond(201, bound())
+}
+
+pub fn delete(pod: &str, grace: Option<u32>) -> Expect {
+    let e = Expect::delete(&format!("{PODS}/{pod}"));
+    match grace {
+        Some(g) => e.body(json!({"gracePeriodSeconds": g})),
+        None => e,
+    }
+    .ok(pod_json(pod))
+}
+
+pub fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
+    [
+        Expect::get(STATUS).ok(read.json()),
+        Expect::put(STATUS).body(wanted).ok(written.json()),
+    ]
+}
+
+pub fn event(reason: &str, action: &str, type_: &str) -> Expect {
+    Expect::post(EVENTS)
+        .body(
+            json!({"reason": reason, "action": action, "type": type_, "note": "*",
+            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}),
+        )
+        .respond(201, event_json())
+}
+
+pub fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
+    JobBuilder::new("a")
+        .checkpoint(method, grace)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            ..TrainingJobStatus::default()
+        })
+}
+
+/// The time the scenarios' actions happen at.
+pub fn at(seconds_after: i64) -> Timestamp {
+    Timestamp::from_second(1_767_225_600 + seconds_after).unwrap()
+}
+
+/// `job` with `restart` under way after its first restart was recorded.
+pub fn restarting(
+    job: &JobBuilder,
+    mut status: TrainingJobStatus,
+    restart: PendingRestart,
+) -> JobBuilder {
+    status.phase = Some(Phase::Restarting);
+    status.restart = Some(restart);
+    job.clone_with(status)
+}
+
+pub fn migration(
+    stopping: &str,
+    task: &str,
+    node: &str,
+    delete_after: Option<Timestamp>,
+) -> PendingRestart {
+    PendingRestart {
+        action: RestartAction::Migrate,
+        stopping: vec![stopping.into()],
+        targets: vec![TaskTarget {
+            task: task.into(),
+            node: node.into(),
+        }],
+        requested_at: at(0).to_string(),
+        delete_after: delete_after.map(|t| t.to_string()),
+        reason: "loss flattened".into(),
+    }
+}
+
+impl JobBuilder {
+    pub fn clone_with(&self, status: TrainingJobStatus) -> JobBuilder {
+        JobBuilder::from_json(self.json()).status(status)
+    }
+    pub fn with_status(self, status: TrainingJobStatus) -> JobBuilder {
+        self.status(status)
+    }
+}

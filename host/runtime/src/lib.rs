@@ -1,0 +1,696 @@
+//! Loading, checking and calling policy components: the sandbox every policy runs in.
+//!
+//! - [`contract`]: the one `bindgen!` of `wit/policy.wit` and the conversions between its
+//!   generated types and [`switchyard_core::model`]; no other module names a generated
+//!   type.
+//! - [`registry`]: the policies shipped inside the binary, addressable by name, and
+//!   `.wasm` files on disk.
+//! - this module: [`Runtime`] (the engine, compiling and caching components by digest)
+//!   and [`PolicyModule`] (one loaded policy, called with a snapshot); [`Session`] (a
+//!   kept instance of an incremental policy); [`PolicyError`] and [`LoadError`].
+//!
+
+//! A component is compiled once per content digest and kept pre-linked
+//! ([`wasmtime::component::InstancePre`]). A `policy` component gets a fresh instance in
+//! a fresh store for every call, so no guest memory survives between calls and a policy
+//! is a function of (settings, snapshot, state) alone. An `incremental-policy`
+//! component called through a [`Session`] keeps its instance and receives only what
+//! changed since its last call ([`switchyard_core::delta`]); it reaches the same snapshot, and any
+//! failure throws the instance away. Calls run under an epoch deadline and a memory cap
+//! set once here; a failing call is a [`PolicyError`] naming the policy, never a crash.
+//! Compiled code is also cached on disk by wasmtime, keyed by the component's content.
+//! With `quick_first` (the controller) a new component is compiled by Winch first and by
+//! Cranelift in the background (`tier.rs`), so an upload answers within tens of
+//! milliseconds and runs optimised code from its next rounds on.
+
+pub mod contract;
+mod epoch;
+mod error;
+pub mod registry;
+mod sandbox;
+mod session;
+mod tier;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::component::Component;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+
+pub use error::{LoadError, PolicyError};
+pub use session::Session;
+pub use tier::Compiler;
+
+use crate::contract::{
+    ACCEPTED_EXPORTS, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
+    incremental_bindings,
+};
+use sandbox::GuestState;
+use switchyard_core::delta::Change;
+use switchyard_core::model::{Decision, Description, Settings, Snapshot};
+
+/// Sandbox limits applied to every policy call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SandboxLimits {
+    /// Wall time a single call may take before it is stopped.
+    pub deadline: Duration,
+    /// Linear memory a policy instance may grow to.
+    pub memory_bytes: usize,
+    /// Largest state blob a policy may hand back.
+    pub state_bytes: usize,
+}
+
+impl Default for SandboxLimits {
+    fn default() -> Self {
+        Self {
+            deadline: Duration::from_millis(100),
+            memory_bytes: 64 << 20,
+            state_bytes: 16 << 20,
+        }
+    }
+}
+
+/// How the runtime is set up.
+#[derive(Clone, Debug, Default)]
+pub struct RuntimeOptions {
+    /// Limits for every call.
+    pub limits: SandboxLimits,
+    /// Directory for wasmtime's on-disk cache of compiled code; `None` keeps compiled
+    /// code in memory only.
+    pub cache_dir: Option<PathBuf>,
+    /// Calls run with no epoch deadline and no memory cap. Only for measuring what the
+    /// sandbox costs (`benches/decision.rs`): a policy that loops would hang its caller.
+    pub unsandboxed: bool,
+    /// A component compiled for the first time answers from Winch's quickly compiled
+    /// code while Cranelift compiles it in the background (`runtime/tier.rs`): the controller's
+    /// hot swap. Offline runs leave it off, since they make many calls per load.
+    pub quick_first: bool,
+}
+
+/// The content digest that identifies a component (SHA-256 of its bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ComponentDigest([u8; 32]);
+
+impl ComponentDigest {
+    /// Digest of `bytes`.
+    pub fn of(bytes: &[u8]) -> Self {
+        Self(Sha256::digest(bytes).into())
+    }
+
+    /// `sha256:` and the full hex digest.
+    pub fn to_hex(&self) -> String {
+        format!("sha256:{}", hex::encode(self.0))
+    }
+
+    /// The first 12 hex digits, for logs and error messages.
+    pub fn short(&self) -> String {
+        hex::encode(&self.0[..6])
+    }
+}
+
+impl std::fmt::Display for ComponentDigest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_hex())
+    }
+}
+
+/// Compiles, checks and caches policy components; cheap to clone and share.
+#[derive(Clone)]
+pub struct Runtime {
+    inner: Arc<RuntimeInner>,
+}
+
+struct RuntimeInner {
+    optimised: tier::Tier,
+    quick: Option<tier::Tier>,
+    limits: SandboxLimits,
+    unsandboxed: bool,
+    digest_to_module: Mutex<HashMap<ComponentDigest, Arc<PolicyModule>>>,
+    _ticker: epoch::Ticker,
+}
+
+impl Runtime {
+    /// An engine with epoch interruption and the policy world's imports linked.
+    pub fn new(options: RuntimeOptions) -> Result<Self, LoadError> {
+        let mut config = Config::new();
+        config.epoch_interruption(!options.unsandboxed);
+        config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool()));
+        if let Some(dir) = &options.cache_dir {
+            let cache = wasmtime::CacheConfig::new().with_directory(dir).clone();
+            let cache =
+                wasmtime::Cache::new(cache).map_err(|e| LoadError::Engine(e.to_string()))?;
+            config.cache(Some(cache));
+        }
+        let optimised = tier::Tier::cranelift(&config)?;
+        let quick = match options.quick_first {
+            true => Some(tier::Tier::winch(!options.unsandboxed)?),
+            false => None,
+        };
+        let ticker = epoch::Ticker::start(
+            std::iter::once(&optimised)
+                .chain(&quick)
+                .map(|t| t.engine.clone())
+                .collect(),
+        );
+        Ok(Self {
+            inner: Arc::new(RuntimeInner {
+                optimised,
+                quick,
+                limits: options.limits,
+                unsandboxed: options.unsandboxed,
+                digest_to_module: Mutex::new(HashMap::new()),
+                _ticker: ticker,
+            }),
+        })
+    }
+
+    /// The limits every call runs under.
+    pub fn limits(&self) -> SandboxLimits {
+        self.inner.limits
+    }
+
+    /// Compiles (or finds in the cache) and checks a component; `source_name` names it
+    /// in errors (a file path, `builtin:specon`, an upload). With `quick_first`, a new
+    /// component comes back compiled by Winch and moves to Cranelift's code when the
+    /// background compile is done.
+    pub fn load(&self, bytes: &[u8], source_name: &str) -> Result<Arc<PolicyModule>, LoadError> {
+        let digest = ComponentDigest::of(bytes);
+        if let Some(module) = self.inner.digest_to_module.lock().unwrap().get(&digest) {
+            return Ok(module.clone());
+        }
+        let first_tier = self.inner.quick.as_ref().unwrap_or(&self.inner.optimised);
+        let module = Arc::new(self.compile(first_tier, bytes, digest, source_name)?);
+        self.inner
+            .digest_to_module
+            .lock()
+            .unwrap()
+            .insert(digest, module.clone());
+        if first_tier.compiler != Compiler::Cranelift {
+            self.optimise_in_background(&module, bytes.to_vec(), source_name);
+        }
+        Ok(module)
+    }
+
+    /// Compiles and checks a component with `compiler` alone, outside the digest cache
+    /// and with no background compile: for measuring one compiler's code
+    /// (`benches/hot_swap.rs`). Winch needs a runtime made with `quick_first`.
+    pub fn load_with(
+        &self,
+        compiler: Compiler,
+        bytes: &[u8],
+        source_name: &str,
+    ) -> Result<PolicyModule, LoadError> {
+        let tier = match compiler {
+            Compiler::Cranelift => &self.inner.optimised,
+            Compiler::Winch => self.inner.quick.as_ref().ok_or_else(|| {
+                LoadError::Engine("this runtime has no Winch tier (quick_first is off)".into())
+            })?,
+        };
+        self.compile(tier, bytes, ComponentDigest::of(bytes), source_name)
+    }
+
+    /// Compiles `bytes` with Cranelift on a thread of its own and moves `module` onto
+    /// that code. A failure leaves the module on its quick code and is logged.
+    fn optimise_in_background(&self, module: &Arc<PolicyModule>, bytes: Vec<u8>, name: &str) {
+        let (runtime, module, owned_name) = (self.clone(), module.clone(), name.to_string());
+        let spawned = std::thread::Builder::new()
+            .name("switchyard-compile".into())
+            .spawn(move || {
+                let name = owned_name;
+                let started = std::time::Instant::now();
+                match runtime.compile_pre(&runtime.inner.optimised, &bytes, &name) {
+                    Ok(compiled) => {
+                        module.move_to(compiled);
+                        tracing::info!(
+                            policy = %name,
+                            digest = %module.digest.short(),
+                            compile_ms = started.elapsed().as_millis() as u64,
+                            "Cranelift's code replaces Winch's"
+                        );
+                    }
+                    Err(e) => tracing::warn!(policy = %name, "Cranelift did not compile it: {e}"),
+                }
+            });
+        if let Err(e) = spawned {
+            tracing::warn!(policy = %name, "no thread to compile it with Cranelift: {e}");
+        }
+    }
+
+    fn compile(
+        &self,
+        tier: &tier::Tier,
+        bytes: &[u8],
+        digest: ComponentDigest,
+        source_name: &str,
+    ) -> Result<PolicyModule, LoadError> {
+        let pre = self.compile_pre(tier, bytes, source_name)?;
+        let mut module = PolicyModule {
+            compiled: RwLock::new(Arc::new(pre)),
+            digest,
+            limits: self.inner.limits,
+            unsandboxed: self.inner.unsandboxed,
+            description: Description {
+                name: source_name.to_string(),
+                version: String::new(),
+                summary: String::new(),
+                parameters: vec![],
+            },
+        };
+        module.description = module.describe().map_err(|source| LoadError::Describe {
+            source_name: source_name.into(),
+            source,
+        })?;
+        Ok(module)
+    }
+
+    /// Compiles, checks the world and pre-links `bytes` on `tier`.
+    fn compile_pre(
+        &self,
+        tier: &tier::Tier,
+        bytes: &[u8],
+        source_name: &str,
+    ) -> Result<Compiled, LoadError> {
+        check_is_component(bytes, source_name)?;
+        let component =
+            Component::new(&tier.engine, bytes).map_err(|e| LoadError::NotAComponent {
+                source_name: source_name.into(),
+                reason: format!("{e:#}"),
+            })?;
+        let flavor = check_world(&tier.engine, &component, source_name)?;
+        let wrong_world = |e: wasmtime::Error| LoadError::WrongWorld {
+            source_name: source_name.into(),
+            reason: format!("{e:#}"),
+            expected: ACCEPTED_EXPORTS,
+        };
+        let instance_pre = tier
+            .linker
+            .instantiate_pre(&component)
+            .map_err(wrong_world)?;
+        let pre = match flavor {
+            Flavor::Whole => {
+                Pre::Whole(bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?)
+            }
+            Flavor::Incremental => Pre::Incremental(
+                incremental_bindings::IncrementalPolicyPre::new(instance_pre)
+                    .map_err(wrong_world)?,
+            ),
+        };
+        Ok(Compiled {
+            pre,
+            compiler: tier.compiler,
+        })
+    }
+}
+
+/// Instances that may exist at the same time on one runtime: the calls running (the
+/// decision thread, a shadow policy, uploads being described and configured) and the
+/// instances kept between rounds, one per policy slot. An instance beyond it fails like
+/// a trap, so it is far above what a controller holds at once.
+const CONCURRENT_CALLS: u32 = 64;
+
+/// Guest memory kept mapped between calls, per pool slot: wasmtime zeroes the pages a
+/// call dirtied instead of decommitting them, so the next call does not fault them in
+/// again. On the Philly replay 4 MiB saved as much as 16 MiB (a round on ~750 jobs
+/// dirties a few MiB) while bounding what an idle slot keeps resident.
+const KEEP_RESIDENT: usize = 4 << 20;
+
+/// A `policy` component gets a fresh instance per call (no memory survives a call), so
+/// instances come from a pool of pre-reserved slots rather than from `mmap` and
+/// `munmap` per call: with the on-demand allocator, mapping, faulting in and unmapping
+/// guest memory was a fifth of a Philly replay's wall time. The caps stay the
+/// [`sandbox::MemoryCap`] limiter's: the pool's per-memory limit stays wasmtime's (4 GiB,
+/// all a 32-bit memory can address) and its table limit is the limiter's, so the
+/// limiter always refuses first and a refusal is still reported as out-of-memory.
+fn pool() -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::new();
+    pool.total_component_instances(CONCURRENT_CALLS)
+        .total_core_instances(CONCURRENT_CALLS * 8)
+        .total_memories(CONCURRENT_CALLS)
+        .total_tables(CONCURRENT_CALLS * 8)
+        .table_elements(sandbox::TABLE_ELEMENT_LIMIT)
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(1 << 20);
+    pool
+}
+
+/// Refuses core modules and non-Wasm bytes with a message that says which it is.
+fn check_is_component(bytes: &[u8], source_name: &str) -> Result<(), LoadError> {
+    let refuse = |reason: &str| LoadError::NotAComponent {
+        source_name: source_name.into(),
+        reason: reason.into(),
+    };
+    if !bytes.starts_with(b"\0asm") {
+        return Err(refuse(
+            "the file does not start with the WebAssembly magic bytes",
+        ));
+    }
+    if wasmparser::Parser::is_core_wasm(bytes) {
+        return Err(refuse(
+            "it is a core WebAssembly module; build the policy for wasm32-wasip2 (or wrap it \
+             with `wasm-tools component new`) so it becomes a component",
+        ));
+    }
+    Ok(())
+}
+
+/// Checks the exports before linking, so a wrong version or another world gets a
+/// message naming what was found instead of a type mismatch deep in the linker.
+fn check_world(
+    engine: &Engine,
+    component: &Component,
+    source_name: &str,
+) -> Result<Flavor, LoadError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    if exports.iter().any(|e| e == SCHEDULER_EXPORT) {
+        return Ok(Flavor::Whole);
+    }
+    if exports.iter().any(|e| e == INCREMENTAL_SCHEDULER_EXPORT) {
+        return Ok(Flavor::Incremental);
+    }
+    let reason = match exports.iter().find(|e| {
+        e.starts_with("switchyard:policy/scheduler")
+            || e.starts_with("switchyard:policy/incremental-scheduler")
+    }) {
+        Some(other) => format!(
+            "it exports `{other}`, built against another version of the contract; this host \
+             speaks {PACKAGE}"
+        ),
+        None if exports.is_empty() => "it exports nothing".to_string(),
+        None => format!("it exports {}", exports.join(", ")),
+    };
+    Err(LoadError::WrongWorld {
+        source_name: source_name.into(),
+        reason,
+        expected: ACCEPTED_EXPORTS,
+    })
+}
+
+/// Which of the contract's worlds a component implements.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flavor {
+    /// `policy`: the whole snapshot on every call.
+    Whole,
+    /// `incremental-policy`: what changed since the instance's last call.
+    Incremental,
+}
+
+/// A pre-linked component of either world.
+enum Pre {
+    Whole(bindings::PolicyPre<GuestState>),
+    Incremental(incremental_bindings::IncrementalPolicyPre<GuestState>),
+}
+
+impl Pre {
+    fn engine(&self) -> &Engine {
+        match self {
+            Pre::Whole(pre) => pre.engine(),
+            Pre::Incremental(pre) => pre.engine(),
+        }
+    }
+
+    /// Instantiates the component into `store` (under its deadline).
+    fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Exports> {
+        match self {
+            Pre::Whole(pre) => pre.instantiate(store).map(Exports::Whole),
+            Pre::Incremental(pre) => pre.instantiate(store).map(Exports::Incremental),
+        }
+    }
+}
+
+/// An instance of either world.
+enum Exports {
+    Whole(bindings::Policy),
+    Incremental(incremental_bindings::IncrementalPolicy),
+}
+
+impl Exports {
+    fn describe(
+        &self,
+        store: &mut Store<GuestState>,
+    ) -> wasmtime::Result<bindings::switchyard::policy::types::Description> {
+        match self {
+            Exports::Whole(p) => p.switchyard_policy_scheduler().call_describe(store),
+            Exports::Incremental(p) => p
+                .switchyard_policy_incremental_scheduler()
+                .call_describe(store),
+        }
+    }
+
+    fn configure(
+        &self,
+        store: &mut Store<GuestState>,
+        settings: &[bindings::switchyard::policy::types::Setting],
+    ) -> wasmtime::Result<Result<Vec<bindings::switchyard::policy::types::Setting>, String>> {
+        match self {
+            Exports::Whole(p) => p
+                .switchyard_policy_scheduler()
+                .call_configure(store, settings),
+            Exports::Incremental(p) => p
+                .switchyard_policy_incremental_scheduler()
+                .call_configure(store, settings),
+        }
+    }
+
+    /// `decide` on the whole snapshot; an incremental policy gets it as a reset.
+    fn decide_whole(
+        &self,
+        store: &mut Store<GuestState>,
+        settings: &[bindings::switchyard::policy::types::Setting],
+        snapshot: &Snapshot,
+        state: &[u8],
+    ) -> wasmtime::Result<Result<bindings::switchyard::policy::types::Decision, String>> {
+        match self {
+            Exports::Whole(p) => p.switchyard_policy_scheduler().call_decide(
+                store,
+                settings,
+                &contract::snapshot_to_wit(snapshot),
+                state,
+            ),
+            Exports::Incremental(p) => p.switchyard_policy_incremental_scheduler().call_decide(
+                store,
+                settings,
+                &contract::delta_to_wit(snapshot, &Change::Reset),
+                state,
+            ),
+        }
+    }
+}
+
+/// A component's code from one compiler, pre-linked.
+struct Compiled {
+    pre: Pre,
+    compiler: Compiler,
+}
+
+/// A checked, pre-linked policy component, ready to be called.
+pub struct PolicyModule {
+    /// The code calls run: Winch's until Cranelift's replaces it (`quick_first`).
+    /// Each call takes the current one for its whole length.
+    compiled: RwLock<Arc<Compiled>>,
+    digest: ComponentDigest,
+    limits: SandboxLimits,
+    unsandboxed: bool,
+    description: Description,
+}
+
+impl std::fmt::Debug for PolicyModule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PolicyModule")
+            .field("name", &self.description.name)
+            .field("digest", &self.digest.short())
+            .finish()
+    }
+}
+
+impl PolicyModule {
+    /// Its content digest.
+    pub fn digest(&self) -> ComponentDigest {
+        self.digest
+    }
+
+    /// What it said about itself when it was loaded.
+    pub fn description(&self) -> &Description {
+        &self.description
+    }
+
+    /// The scheduler interface the component exports: the whole snapshot on every call,
+    /// or deltas on a kept instance.
+    pub fn world(&self) -> &'static str {
+        match self.compiled().pre {
+            Pre::Whole(_) => SCHEDULER_EXPORT,
+            Pre::Incremental(_) => INCREMENTAL_SCHEDULER_EXPORT,
+        }
+    }
+
+    /// Which compiler's code the next call runs.
+    pub fn compiler(&self) -> Compiler {
+        self.compiled().compiler
+    }
+
+    /// The code the next call runs.
+    fn compiled(&self) -> Arc<Compiled> {
+        self.compiled
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Moves later calls onto `compiled` (Cranelift's code, once it is ready).
+    fn move_to(&self, compiled: Compiled) {
+        *self
+            .compiled
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(compiled);
+    }
+
+    /// The policy's name.
+    pub fn name(&self) -> &str {
+        &self.description.name
+    }
+
+    /// Checks operator settings and returns the effective ones, defaults filled in.
+    pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
+        let wit_settings = contract::settings_to_wit(settings);
+        let answer = self.call(0.0, 0, |policy, store| {
+            policy.configure(store, &wit_settings)
+        })?;
+        answer
+            .map(contract::settings_from_wit)
+            .map_err(|message| self.refused(message))
+    }
+
+    /// One decision round on a fresh instance with the whole snapshot. `seed` seeds the
+    /// guest's randomness; the same inputs and seed always give the same decision.
+    /// [`PolicyModule::decide_in`] is the same round on a kept instance.
+    pub fn decide(
+        &self,
+        settings: &Settings,
+        snapshot: &Snapshot,
+        state: &[u8],
+        seed: u64,
+    ) -> Result<Decision, PolicyError> {
+        let wit_settings = contract::settings_to_wit(settings);
+        let answer = self.call(snapshot.time, seed, |policy, store| {
+            policy.decide_whole(store, &wit_settings, snapshot, state)
+        })?;
+        self.checked(answer)
+    }
+
+    /// Checks what `decide` answered: a refusal, an oversized state blob or a nonsense
+    /// next-call time is an error naming the policy.
+    fn checked(
+        &self,
+        answer: Result<bindings::switchyard::policy::types::Decision, String>,
+    ) -> Result<Decision, PolicyError> {
+        let decision = answer.map_err(|message| self.refused(message))?;
+        if decision.state.len() > self.limits.state_bytes {
+            return Err(PolicyError::InvalidResult {
+                policy: self.name().to_string(),
+                digest: self.digest.short(),
+                message: format!(
+                    "state blob of {} bytes exceeds the {}-byte limit",
+                    decision.state.len(),
+                    self.limits.state_bytes
+                ),
+            });
+        }
+        if let Some(after) = decision.next_call_after
+            && !(after.is_finite() && after >= 0.0)
+        {
+            return Err(PolicyError::InvalidResult {
+                policy: self.name().to_string(),
+                digest: self.digest.short(),
+                message: format!(
+                    "next-call-after must be a non-negative number of seconds, got {after}"
+                ),
+            });
+        }
+        Ok(contract::decision_from_wit(decision))
+    }
+
+    fn describe(&self) -> Result<Description, PolicyError> {
+        let description = self.call(0.0, 0, |policy, store| policy.describe(store))?;
+        Ok(contract::description_from_wit(description))
+    }
+
+    /// A new store on `compiled`'s engine under the sandbox limits, for a call at `time`
+    /// seeded by `seed`.
+    fn new_store(&self, compiled: &Compiled, time: f64, seed: u64) -> Store<GuestState> {
+        let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
+        let mut store = Store::new(compiled.pre.engine(), state);
+        if !self.unsandboxed {
+            store.limiter(|s| s.limiter());
+        }
+        store
+    }
+
+    /// Starts the deadline of one call on `store`.
+    fn arm_deadline(&self, store: &mut Store<GuestState>) {
+        if !self.unsandboxed {
+            store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
+            store.epoch_deadline_trap();
+        }
+    }
+
+    /// Instantiates into a fresh store under the sandbox limits and runs `f`.
+    fn call<R>(
+        &self,
+        time: f64,
+        seed: u64,
+        f: impl FnOnce(&Exports, &mut Store<GuestState>) -> wasmtime::Result<R>,
+    ) -> Result<R, PolicyError> {
+        let compiled = self.compiled();
+        let mut store = self.new_store(&compiled, time, seed);
+        self.arm_deadline(&mut store);
+        let outcome = compiled
+            .pre
+            .instantiate(&mut store)
+            .and_then(|policy| f(&policy, &mut store));
+        outcome.map_err(|error| self.classify(error, store.data()))
+    }
+
+    fn classify(&self, error: wasmtime::Error, state: &GuestState) -> PolicyError {
+        let policy = self.name().to_string();
+        let digest = self.digest.short();
+        if state.memory_refused() {
+            return PolicyError::OutOfMemory {
+                policy,
+                digest,
+                limit_bytes: self.limits.memory_bytes,
+            };
+        }
+        if let Some(Trap::Interrupt) = error.downcast_ref::<Trap>() {
+            return PolicyError::DeadlineExceeded {
+                policy,
+                digest,
+                deadline: self.limits.deadline,
+            };
+        }
+        let printed = state.guest_output();
+        let message = if printed.is_empty() {
+            format!("{error:#}")
+        } else {
+            format!("{error:#}; the policy printed: {printed}")
+        };
+        PolicyError::Trap {
+            policy,
+            digest,
+            message,
+        }
+    }
+
+    fn refused(&self, message: String) -> PolicyError {
+        PolicyError::Refused {
+            policy: self.name().to_string(),
+            digest: self.digest.short(),
+            message,
+        }
+    }
+}

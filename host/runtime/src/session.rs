@@ -1,0 +1,110 @@
+//! An incremental policy's instance kept between calls.
+//!
+//! Moving a 10,000-task snapshot into a guest costs more than most policies' own work,
+//! while a round changes a few jobs. A [`Session`] keeps one instance of an
+//! `incremental-policy` component and the host's copy of the snapshot it holds, and
+//! hands each call only the difference. The host stays the owner of the truth: the
+//! first call, any failure, a session moved to another component, or a guest that
+//! printed too much starts a fresh instance with the whole snapshot.
+
+use std::sync::{Arc, Mutex};
+
+use wasmtime::Store;
+
+use super::sandbox::GuestState;
+use super::{Compiled, PolicyError, PolicyModule, Pre};
+use crate::contract::{self, incremental_bindings};
+use switchyard_core::delta::{Change, HeldSnapshot};
+use switchyard_core::model::{Decision, Settings, Snapshot};
+
+/// Where one caller (the active policy, the fallback, an experiment's arm) keeps its
+/// policy's instance between calls. Clones share it; the instance goes when the last
+/// clone does. Calls through one session run one at a time.
+#[derive(Clone, Default)]
+pub struct Session {
+    kept: Arc<Mutex<Option<KeptInstance>>>,
+}
+
+impl std::fmt::Debug for Session {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kept = self.kept.lock().map(|k| k.is_some()).unwrap_or(false);
+        f.debug_struct("Session").field("kept", &kept).finish()
+    }
+}
+
+/// A live instance and the snapshot it holds.
+struct KeptInstance {
+    /// The code it was instantiated from: another module's, or the same module's before
+    /// Cranelift's code replaced Winch's, means a fresh instance.
+    compiled: Arc<Compiled>,
+    store: Store<GuestState>,
+    policy: incremental_bindings::IncrementalPolicy,
+    /// What the instance holds; `None` until a call succeeded.
+    held: Option<HeldSnapshot>,
+}
+
+impl PolicyModule {
+    /// One decision round, on the instance kept in `session` when the component takes
+    /// deltas (a `policy` component gets a fresh instance, as with
+    /// [`PolicyModule::decide`]). The decision is the one `decide` would give.
+    pub fn decide_in(
+        &self,
+        session: &Session,
+        settings: &Settings,
+        snapshot: &Snapshot,
+        state: &[u8],
+        seed: u64,
+    ) -> Result<Decision, PolicyError> {
+        let compiled = self.compiled();
+        let Pre::Incremental(pre) = &compiled.pre else {
+            return self.decide(settings, snapshot, state, seed);
+        };
+        let mut slot = session
+            .kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut kept = match slot.take() {
+            Some(kept) if Arc::ptr_eq(&kept.compiled, &compiled) => kept,
+            _ => {
+                let mut store = self.new_store(&compiled, snapshot.time, seed);
+                self.arm_deadline(&mut store);
+                let policy = pre
+                    .instantiate(&mut store)
+                    .map_err(|error| self.classify(error, store.data()))?;
+                KeptInstance {
+                    compiled: compiled.clone(),
+                    store,
+                    policy,
+                    held: None,
+                }
+            }
+        };
+        kept.store.data_mut().begin_call(snapshot.time, seed);
+        self.arm_deadline(&mut kept.store);
+        let change = kept
+            .held
+            .as_ref()
+            .map_or(Change::Reset, |held| held.change_to(snapshot));
+        let answer = kept
+            .policy
+            .switchyard_policy_incremental_scheduler()
+            .call_decide(
+                &mut kept.store,
+                &contract::settings_to_wit(settings),
+                &contract::delta_to_wit(snapshot, &change),
+                state,
+            )
+            .map_err(|error| self.classify(error, kept.store.data()))?;
+        if answer.is_ok() {
+            // A refusal may come before or after the guest applied the change; only a
+            // decision says for sure what the instance holds.
+            kept.held
+                .get_or_insert_with(HeldSnapshot::default)
+                .commit(snapshot, &change);
+            if !kept.store.data().output_nearly_full() {
+                *slot = Some(kept);
+            }
+        }
+        self.checked(answer)
+    }
+}

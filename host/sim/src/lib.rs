@@ -1,0 +1,26 @@
+//! The embedded cluster simulator and what it runs: a policy author can test a policy on
+//! it with this crate alone (no Kubernetes client, no HTTP server).
+//!
+//! - [`simulator`]: the discrete-event cluster simulator, a
+//!   [`switchyard_control::Cluster`].
+//! - [`workload`]: workload files (YAML) and importers of real traces, turned into a
+//!   [`Scenario`].
+//! - [`paced`]: the simulator in scaled real time, a [`switchyard_control::LiveCluster`]
+//!   the live controller runs on.
+//! - [`offline`]: one scenario under one policy, start to finish (`switchyard simulate`
+//!   and the reproduction tests).
+//! - [`report`]: what a run measured: per-job outcomes, summaries, `results.json`.
+//! - [`yaml`]: reading YAML written by people, with errors that locate the fault.
+//!
+//! It must not decide anything: every placement comes from a policy through the control
+//! loop.
+
+pub mod offline;
+pub mod paced;
+pub mod report;
+pub mod simulator;
+pub mod workload;
+pub mod yaml;
+
+pub use simulator::{Scenario, Simulator};
+pub use workload::Workload;

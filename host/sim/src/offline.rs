@@ -1,0 +1,84 @@
+//! An offline run: one scenario under one policy on the simulator, start to finish: load
+//! the policy, configure it, drive the control loop until nothing more happens, collect
+//! the [`RunResult`]. `switchyard simulate` and the reproduction tests share it, so a
+//! test measures exactly what the command prints. It decides nothing and prints nothing.
+//! (An A/B *experiment* is something else: two policies in one run, in
+//! [`switchyard_control::experiment`].)
+
+use std::sync::Arc;
+
+use crate::report::RunResult;
+use crate::simulator::{Scenario, Simulator};
+use switchyard_control::{ControlLoop, PolicySlot};
+use switchyard_core::model::Settings;
+use switchyard_runtime::registry::{PolicyRef, RegistryError};
+use switchyard_runtime::{PolicyError, Runtime};
+
+/// Why a run could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum OfflineError {
+    /// The policy (or the fallback) could not be found or loaded.
+    #[error(transparent)]
+    Load(#[from] RegistryError),
+    /// The policy refused its settings.
+    #[error("configuring {policy}: {source}")]
+    Configure {
+        /// The policy as named.
+        policy: String,
+        /// Its refusal.
+        #[source]
+        source: PolicyError,
+    },
+}
+
+impl OfflineError {
+    /// Short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            OfflineError::Load(_) => "load",
+            OfflineError::Configure { .. } => "configure",
+        }
+    }
+}
+
+/// A finished run: the measured result and the loop (its decision records).
+pub struct OfflineRun {
+    /// What was measured.
+    pub result: RunResult,
+    /// The control loop after the run, with every decision it recorded.
+    pub control: ControlLoop,
+}
+
+/// Loads `policy` (a built-in name or a `.wasm` path) and configures it with `settings`.
+pub fn slot(
+    runtime: &Runtime,
+    policy: &str,
+    settings: &Settings,
+) -> Result<PolicySlot, OfflineError> {
+    let module = PolicyRef::parse(policy)?.load(runtime)?;
+    PolicySlot::configure(Arc::clone(&module), settings).map_err(|source| OfflineError::Configure {
+        policy: policy.to_string(),
+        source,
+    })
+}
+
+/// Runs `scenario` under `policy` with `settings` (the fallback decides rounds it fails)
+/// until the cluster is idle or out of time. `on_round` sees the simulator after every
+/// round (progress bars).
+pub fn run(
+    runtime: &Runtime,
+    policy: &str,
+    settings: &Settings,
+    fallback: &PolicySlot,
+    scenario: Scenario,
+    seed: u64,
+    on_round: impl FnMut(&Simulator),
+) -> Result<OfflineRun, OfflineError> {
+    let slot = slot(runtime, policy, settings)?;
+    let effective = slot.settings.clone();
+    let mut sim = Simulator::new(scenario);
+    let mut control = ControlLoop::new(slot, fallback.clone(), seed);
+    let ended = control.run(&mut sim, on_round);
+    let result = RunResult::collect(policy.to_string(), &control, &sim, ended, effective);
+    Ok(OfflineRun { result, control })
+}

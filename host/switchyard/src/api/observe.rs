@@ -1,0 +1,200 @@
+//! Read-mostly endpoints: health, readiness, metrics, status, decisions, the snapshot
+//! summary, job labels; and the loss-sample push, which feeds the job's loss series.
+
+use std::collections::BTreeMap;
+
+use axum::Json;
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use utoipa::{IntoParams, ToSchema};
+
+use super::ApiState;
+use super::error::{ApiError, ErrorBody};
+use crate::live::LoadFailure;
+use switchyard_control::DecisionRecord;
+use switchyard_control::{LossAck, SnapshotSummary};
+
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "The process serves requests")))]
+pub(super) async fn healthz() -> &'static str {
+    "ok\n"
+}
+
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses(
+        (status = 200, description = "The decision thread runs"),
+        (status = 503, description = "Starting or stopping", body = ErrorBody)))]
+pub(super) async fn readyz(State(state): State<ApiState>) -> Result<&'static str, ApiError> {
+    if state.controller.is_ready() {
+        Ok("ready\n")
+    } else {
+        Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the decision thread is starting or stopping",
+        ))
+    }
+}
+
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
+pub(super) async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.controller.metrics().render(),
+    )
+}
+
+/// The controller at a glance.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Status {
+    /// The active policy.
+    pub active: String,
+    /// Rounds run.
+    pub rounds: u64,
+    /// Rounds decided by the fallback because the active policy failed.
+    pub failures: u64,
+    /// `idle` or `time-limit` once nothing more happens on its own.
+    pub ended: Option<String>,
+    /// The cluster now.
+    pub snapshot: SnapshotSummary,
+    /// Whether an experiment runs.
+    pub experiment_running: bool,
+    /// Components that were refused (uploads, files in the policies directory).
+    pub load_errors: Vec<LoadFailure>,
+    /// This replica's identity.
+    pub identity: String,
+    /// Whether this replica leads (decides, acts and takes changes); a follower answers
+    /// reads only.
+    pub leading: bool,
+    /// The leading replica, when known.
+    pub leader: Option<String>,
+}
+
+#[utoipa::path(get, path = "/v1/status", tag = "observe",
+    responses((status = 200, description = "Active policy, rounds, cluster summary, load errors", body = Status)))]
+pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
+    let controller = &state.controller;
+    let load_errors = controller.catalog().failures();
+    let leader = controller.leader();
+    let (identity, leading, holder) = (
+        leader.identity().to_string(),
+        leader.is_leading(),
+        leader.holder(),
+    );
+    Json(controller.with_status(|s| Status {
+        active: s.active.clone(),
+        rounds: s.rounds,
+        failures: s.failures,
+        ended: s.ended.and_then(|e| {
+            serde_json::to_value(e)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+        }),
+        snapshot: s.snapshot.clone(),
+        experiment_running: s.experiment.is_some(),
+        load_errors,
+        identity,
+        leading,
+        leader: holder,
+    }))
+}
+
+/// Which decisions to return.
+#[derive(Debug, Deserialize, IntoParams)]
+pub(super) struct DecisionsQuery {
+    /// Only rounds numbered above this one.
+    pub since: Option<u64>,
+    /// At most this many, the most recent (default 100).
+    pub limit: Option<usize>,
+}
+
+/// Recent decisions.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct Decisions {
+    /// Rounds run so far.
+    pub rounds: u64,
+    /// Decision records, oldest first: round, time, triggers, deciding policy, failure,
+    /// accepted actions with reasons, rejected actions with the validator's reasons,
+    /// labels, and the experiment's side when one runs.
+    #[schema(value_type = Vec<Object>)]
+    pub decisions: Vec<DecisionRecord>,
+}
+
+#[utoipa::path(get, path = "/v1/decisions", tag = "observe",
+    params(DecisionsQuery),
+    responses(
+        (status = 200, description = "Recent decisions with reasons", body = Decisions),
+        (status = 400, description = "Bad query", body = ErrorBody)))]
+pub(super) async fn decisions(
+    State(state): State<ApiState>,
+    query: Result<Query<DecisionsQuery>, QueryRejection>,
+) -> Result<Json<Decisions>, ApiError> {
+    let Query(query) = query.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
+    let limit = query.limit.unwrap_or(100);
+    Ok(Json(state.controller.with_status(|s| {
+        let newer: Vec<&DecisionRecord> = s
+            .decisions
+            .iter()
+            .filter(|d| query.since.is_none_or(|since| d.round > since))
+            .collect();
+        let skip = newer.len().saturating_sub(limit);
+        Decisions {
+            rounds: s.rounds,
+            decisions: newer.into_iter().skip(skip).cloned().collect(),
+        }
+    })))
+}
+
+#[utoipa::path(get, path = "/v1/snapshot", tag = "observe",
+    responses((status = 200, description = "Nodes, jobs by phase, capacity and requests", body = SnapshotSummary)))]
+pub(super) async fn snapshot(State(state): State<ApiState>) -> Json<SnapshotSummary> {
+    Json(state.controller.with_status(|s| s.snapshot.clone()))
+}
+
+#[utoipa::path(get, path = "/v1/jobs/labels", tag = "observe",
+    responses((status = 200, description = "Per active job, the labels policies put on it", body = BTreeMap<String, BTreeMap<String, String>>)))]
+pub(super) async fn labels(
+    State(state): State<ApiState>,
+) -> Json<BTreeMap<String, BTreeMap<String, String>>> {
+    Json(state.controller.with_status(|s| s.labels.clone()))
+}
+
+/// One evaluation of a job's training objective.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct LossBody {
+    /// Training step the value belongs to.
+    pub step: u64,
+    /// The evaluation value.
+    pub value: f64,
+}
+
+#[utoipa::path(post, path = "/v1/jobs/{id}/loss", tag = "observe",
+    params(("id" = String, Path, description = "An active job's id (in a cluster `namespace/name`, the slash written `%2F`)")),
+    request_body = LossBody,
+    responses(
+        (status = 202, description = "Kept in the job's loss series (`accepted`), or checked and ignored with a note saying why: a simulated job with a loss curve, a TrainingJob without `progress.push: true`, a step already in the series", body = LossAck),
+        (status = 400, description = "Malformed JSON", body = ErrorBody),
+        (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
+        (status = 404, description = "No such active job", body = ErrorBody),
+        (status = 422, description = "Not a finite value", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader", body = ErrorBody)),
+    security(("bearer" = [])))]
+pub(super) async fn push_loss(
+    State(state): State<ApiState>,
+    Path(id): Path<String>,
+    body: Result<Json<LossBody>, JsonRejection>,
+) -> Result<(StatusCode, Json<LossAck>), ApiError> {
+    let Json(body) = body?;
+    let ack = state
+        .controller
+        .push_loss(&id, body.step, body.value)
+        .await?;
+    Ok((StatusCode::ACCEPTED, Json(ack)))
+}

@@ -1,0 +1,342 @@
+//! `switchyard policy new`: a ready-to-build policy crate from the templates in
+//! `template/`. Inside the switchyard repository's `policies/` folder the crate joins the
+//! workspace (its SDK and profiles come from there); anywhere else it is a workspace of
+//! its own that depends on the SDK by path and pins the toolchain with the
+//! `wasm32-wasip2` target, so `cargo build` in it produces a component.
+
+use std::path::{Path, PathBuf};
+
+/// Why a crate could not be created.
+#[derive(Debug, thiserror::Error)]
+pub enum ScaffoldError {
+    /// The name cannot be a crate or policy name.
+    #[error(
+        "`{name}` cannot name a policy: use lowercase letters, digits and `-`, starting with a letter"
+    )]
+    BadName {
+        /// The name given.
+        name: String,
+    },
+    /// The directory exists and is not empty.
+    #[error("{path} already exists and is not empty; choose another --dir")]
+    NotEmpty {
+        /// The directory.
+        path: PathBuf,
+    },
+    /// The SDK could not be found.
+    #[error(
+        "cannot find the switchyard policy SDK at {path}; pass --sdk with the path of the \
+         repository's policies/sdk"
+    )]
+    NoSdk {
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// Writing a file failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The language of the new policy. Rust is the one the SDK serves; a Python example
+/// lives in the repository's `examples/python-policy`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Lang {
+    /// A Rust crate on the guest SDK.
+    Rust,
+}
+
+/// The repository this binary was built from: where the SDK is by default.
+pub fn source_repository() -> PathBuf {
+    // host/switchyard -> the repository.
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .expect("the switchyard crate sits in host/ of the repository")
+        .to_path_buf()
+}
+
+/// What [`create`] made.
+#[derive(Debug)]
+pub struct Created {
+    /// The crate's directory.
+    pub dir: PathBuf,
+    /// Whether it joined the switchyard workspace.
+    pub in_workspace: bool,
+    /// Where `cargo build --release` writes the component, relative to `dir`.
+    pub wasm_path: String,
+    /// Every file written.
+    pub files: Vec<PathBuf>,
+}
+
+/// Creates the crate of policy `name` in `dir`, depending on the SDK at `sdk` when it
+/// is outside the repository's `policies/` folder.
+pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldError> {
+    check_name(name)?;
+    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err(ScaffoldError::NotEmpty {
+            path: dir.to_path_buf(),
+        });
+    }
+    let repo = sdk.parent().and_then(Path::parent).map(Path::to_path_buf);
+    let in_workspace = match (absolute(dir).parent(), &repo) {
+        (Some(parent), Some(repo)) => same_dir(parent, &repo.join("policies")),
+        _ => false,
+    };
+    if !in_workspace && !sdk.join("Cargo.toml").is_file() {
+        return Err(ScaffoldError::NoSdk {
+            path: sdk.to_path_buf(),
+        });
+    }
+    let crate_name = if in_workspace {
+        format!("switchyard-policy-{name}")
+    } else {
+        name.to_string()
+    };
+    let target = if in_workspace {
+        "../../target"
+    } else {
+        "target"
+    };
+    let wasm_path = format!(
+        "{target}/wasm32-wasip2/release/{}.wasm",
+        crate_name.replace('-', "_")
+    );
+    let sdk_path = absolute(sdk).display().to_string();
+    let fill = |template: &str| {
+        let (workspace_fields, sdk_dependency, sdk_test_dependency, profile) = if in_workspace {
+            (
+                "rust-version.workspace = true\nlicense.workspace = true\n".to_string(),
+                "switchyard-policy-sdk.workspace = true".to_string(),
+                "switchyard-policy-sdk = { workspace = true, features = [\"test-support\"] }"
+                    .to_string(),
+                String::new(),
+            )
+        } else {
+            (
+                String::new(),
+                format!("switchyard-policy-sdk = {{ path = {sdk_path:?} }}"),
+                format!(
+                    "switchyard-policy-sdk = {{ path = {sdk_path:?}, features = [\"test-support\"] }}"
+                ),
+                STANDALONE_PROFILE.to_string(),
+            )
+        };
+        let toolchain_note = if in_workspace {
+            ""
+        } else {
+            " (`rust-toolchain.toml` installs that target with the toolchain)"
+        };
+        template
+            .replace("{{name}}", name)
+            .replace("{{crate}}", &crate_name)
+            .replace("{{type_name}}", &type_name(name))
+            .replace("{{wasm_path}}", &wasm_path)
+            .replace("{{toolchain_note}}", toolchain_note)
+            .replace("{{workspace_fields}}", &workspace_fields)
+            .replace("{{sdk_dependency}}", &sdk_dependency)
+            .replace("{{sdk_test_dependency}}", &sdk_test_dependency)
+            .replace("{{profile}}", &profile)
+    };
+    let mut files: Vec<(&str, &str)> = vec![
+        ("Cargo.toml", include_str!("template/Cargo.toml.in")),
+        ("README.md", include_str!("template/README.md.in")),
+        ("src/lib.rs", include_str!("template/lib.rs.in")),
+        ("src/policy.rs", include_str!("template/policy.rs.in")),
+        (
+            ".cargo/config.toml",
+            include_str!("template/cargo-config.toml.in"),
+        ),
+        (
+            "policy-tests/workload.yaml",
+            include_str!("template/workload.yaml.in"),
+        ),
+        (
+            "policy-tests/expect.yaml",
+            include_str!("template/expect.yaml.in"),
+        ),
+    ];
+    if !in_workspace {
+        files.push((
+            "rust-toolchain.toml",
+            // The repository's own pin: the same toolchain and the wasm32-wasip2 target.
+            include_str!("../../../../rust-toolchain.toml"),
+        ));
+        files.push((".gitignore", "/target\n"));
+    }
+    let mut written = Vec::new();
+    for (relative, template) in files {
+        let path = dir.join(relative);
+        write(&path, &fill(template))?;
+        written.push(path);
+    }
+    Ok(Created {
+        dir: dir.to_path_buf(),
+        in_workspace,
+        wasm_path,
+        files: written,
+    })
+}
+
+/// A standalone crate is its own workspace (so it builds even inside another checkout)
+/// and ships a small component.
+const STANDALONE_PROFILE: &str = "
+# Its own workspace, even when created inside another project's folder.
+[workspace]
+
+# A small component: optimised for size, one codegen unit, no symbols.
+[profile.release]
+opt-level = \"s\"
+lto = true
+codegen-units = 1
+strip = true
+";
+
+fn check_name(name: &str) -> Result<(), ScaffoldError> {
+    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ScaffoldError::BadName {
+            name: name.to_string(),
+        })
+    }
+}
+
+/// `least-loaded` -> `LeastLoadedPolicy`.
+fn type_name(name: &str) -> String {
+    let mut out: String = name
+        .split('-')
+        .map(|part| {
+            let mut chars = part.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect();
+    out.push_str("Policy");
+    out
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}
+
+fn write(path: &Path, text: &str) -> Result<(), ScaffoldError> {
+    let error = |source| ScaffoldError::Write {
+        path: path.to_path_buf(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(error)?;
+    }
+    std::fs::write(path, text).map_err(error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_rust_type_names() {
+        assert_eq!(type_name("least-loaded"), "LeastLoadedPolicy");
+        assert_eq!(type_name("x2"), "X2Policy");
+    }
+
+    #[test]
+    fn a_name_with_capitals_or_spaces_is_refused() {
+        for bad in ["Fancy", "two words", "-x", "x-", "", "9lives"] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+        assert!(check_name("my-policy-2").is_ok());
+    }
+
+    #[test]
+    fn a_standalone_crate_depends_on_the_sdk_by_path_and_pins_the_target() {
+        let dir = tempfile::tempdir().unwrap();
+        let sdk = source_repository().join("policies/sdk");
+        let created = create("first-fit", &dir.path().join("first-fit"), &sdk).unwrap();
+        assert!(!created.in_workspace);
+        let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
+        assert!(manifest.contains("name = \"first-fit\""), "{manifest}");
+        assert!(manifest.contains("path = "), "{manifest}");
+        assert!(manifest.contains("[workspace]"), "{manifest}");
+        let toolchain = std::fs::read_to_string(created.dir.join("rust-toolchain.toml")).unwrap();
+        assert!(toolchain.contains("wasm32-wasip2"));
+        let lib = std::fs::read_to_string(created.dir.join("src/lib.rs")).unwrap();
+        assert!(
+            lib.contains("policy_binding!(FirstFitPolicy, policy)"),
+            "{lib}"
+        );
+        assert_eq!(
+            created.wasm_path,
+            "target/wasm32-wasip2/release/first_fit.wasm"
+        );
+        let leftover: Vec<_> = created
+            .files
+            .iter()
+            .filter(|f| std::fs::read_to_string(f).unwrap().contains("{{"))
+            .collect();
+        assert!(leftover.is_empty(), "unfilled placeholders in {leftover:?}");
+    }
+
+    #[test]
+    fn a_crate_in_the_repositorys_policies_folder_joins_the_workspace() {
+        let repo = tempfile::tempdir().unwrap();
+        let sdk = repo.path().join("policies/sdk");
+        std::fs::create_dir_all(&sdk).unwrap();
+        std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
+        let created = create("mine", &repo.path().join("policies/mine"), &sdk).unwrap();
+        assert!(created.in_workspace);
+        let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
+        assert!(
+            manifest.contains("name = \"switchyard-policy-mine\""),
+            "{manifest}"
+        );
+        assert!(
+            manifest.contains("switchyard-policy-sdk.workspace = true"),
+            "{manifest}"
+        );
+        assert!(!manifest.contains("[workspace]"), "{manifest}");
+        assert!(!created.dir.join("rust-toolchain.toml").exists());
+    }
+
+    #[test]
+    fn a_missing_sdk_is_an_error_that_names_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let error = create("x", &dir.path().join("x"), &dir.path().join("nowhere"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("--sdk"), "{error}");
+    }
+
+    #[test]
+    fn a_non_empty_directory_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
+        let sdk = source_repository().join("policies/sdk");
+        let error = create("x", dir.path(), &sdk).unwrap_err();
+        assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
+            "mine"
+        );
+    }
+}

@@ -1,0 +1,179 @@
+//! Command-line interface: argument parsing and the commands' output. The work itself is
+//! done by the library; this module formats what it returns for a person.
+
+mod experiment;
+mod kube;
+mod openapi;
+mod policy;
+mod run;
+mod simulate;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+
+/// Host for WebAssembly scheduling policies of deep-learning training jobs.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about)]
+pub(crate) struct Cli {
+    /// Log as JSON lines instead of text.
+    #[arg(long, global = true)]
+    pub log_json: bool,
+
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Sandbox settings shared by every command that runs policies.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SandboxArgs {
+    /// Deadline of one policy call, in milliseconds [default: 100 for the controller
+    /// (`run`), 2000 for offline runs (`simulate`, `policy test`)].
+    #[arg(long, global = true, value_name = "MS")]
+    pub policy_deadline_ms: Option<u64>,
+
+    /// Memory cap of one policy instance, in MiB.
+    #[arg(long, global = true, default_value_t = 64, value_name = "MIB")]
+    pub policy_memory_mib: usize,
+
+    /// Directory for the on-disk cache of compiled policies (none: memory only).
+    #[arg(long, global = true, env = "SWITCHYARD_CACHE_DIR", value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// The controller's deadline: a round must not hold up a real cluster.
+const LIVE_DEADLINE_MS: u64 = 100;
+
+/// The deadline of offline runs. The deadline is wall-clock time, so a round close to it
+/// could pass on an idle machine and fail on a busy one; offline, where nothing waits,
+/// a generous deadline keeps a replay bit for bit the same whatever the load, and still
+/// stops a policy that loops.
+const OFFLINE_DEADLINE_MS: u64 = 2_000;
+
+impl SandboxArgs {
+    /// The sandbox of the controller: an upload answers from Winch's code until
+    /// Cranelift's is ready, so a hot swap waits for the quick compile only.
+    fn runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(LIVE_DEADLINE_MS, true)
+    }
+
+    /// The controller's sandbox with Cranelift only, for checking a component
+    /// (`policy inspect`, `policy validate`) with the compiler its calls will run on.
+    fn checking_runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(LIVE_DEADLINE_MS, false)
+    }
+
+    /// The sandbox of an offline run (`simulate`, `policy test`): thousands of calls per
+    /// load, so every call runs Cranelift's code.
+    fn offline_runtime(&self) -> anyhow::Result<Runtime> {
+        self.runtime_with_deadline(OFFLINE_DEADLINE_MS, false)
+    }
+
+    fn runtime_with_deadline(&self, default_ms: u64, quick_first: bool) -> anyhow::Result<Runtime> {
+        let options = RuntimeOptions {
+            limits: SandboxLimits {
+                deadline: Duration::from_millis(self.policy_deadline_ms.unwrap_or(default_ms)),
+                memory_bytes: self.policy_memory_mib << 20,
+                ..SandboxLimits::default()
+            },
+            cache_dir: self.cache_dir.clone(),
+            quick_first,
+            ..Default::default()
+        };
+        Ok(Runtime::new(options)?)
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum Command {
+    /// Inspect, validate and list policy components.
+    #[command(subcommand)]
+    Policy(policy::PolicyCommand),
+    /// Run a workload in the cluster simulator under one or more policies and compare.
+    Simulate(simulate::SimulateArgs),
+    /// Print the TrainingJob CustomResourceDefinition (what deploy/crd.yaml holds).
+    Crd,
+    /// Run the controller: `--cluster sim:WORKLOAD.yaml` (HTTP API, hot swap, A/B on the
+    /// simulator; see `run --cluster sim:x --help`) or `--cluster kube` (a real cluster;
+    /// see `run --cluster kube --help`).
+    #[command(disable_help_flag = true)]
+    Run(RunCommand),
+    /// Write the HTTP API's OpenAPI document (docs/openapi.json).
+    Openapi(openapi::OpenapiArgs),
+}
+
+/// Runs the parsed command.
+pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
+        Command::Simulate(args) => simulate::run(args, &cli.sandbox),
+        Command::Crd => kube::crd(),
+        Command::Run(cmd) => cmd.run(&cli.sandbox),
+        Command::Openapi(args) => openapi::run(args),
+    }
+}
+
+/// Logs go to standard error so command output stays clean on standard output.
+pub(crate) fn init_tracing(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+/// `switchyard run`: the two backends take different flags, so the cluster is read first
+/// and the rest is parsed by the backend's own argument set.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RunCommand {
+    /// `kube`, or `sim:WORKLOAD.yaml`.
+    #[arg(long, value_name = "kube|sim:WORKLOAD")]
+    pub cluster: String,
+    /// The backend's own flags.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard run")]
+struct KubeRun {
+    #[command(flatten)]
+    args: kube::RunArgs,
+}
+
+#[derive(Debug, Parser)]
+#[command(name = "switchyard run")]
+struct SimRun {
+    #[command(flatten)]
+    args: run::RunArgs,
+}
+
+impl RunCommand {
+    fn run(self, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+        let argv = [
+            "switchyard run".to_string(),
+            "--cluster".into(),
+            self.cluster.clone(),
+        ]
+        .into_iter()
+        .chain(self.rest);
+        if self.cluster == "kube" {
+            let parsed = KubeRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
+            kube::run(parsed.args, sandbox)
+        } else {
+            let parsed = SimRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
+            run::run(parsed.args, sandbox)
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! `switchyard simulate --shadow B` / `--split A:B:RATIO`: one offline run of the
+//! workload with an A/B experiment in the control loop, and its report (the same figures
+//! `GET /v1/experiment` gives on a live controller).
+
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use switchyard_control::experiment::{ExperimentMode, JobAssignment};
+use switchyard_control::{ControlLoop, Experiment, PolicySlot};
+use switchyard_runtime::Runtime;
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_sim::simulator::Simulator;
+use switchyard_sim::workload::Workload;
+
+use super::SandboxArgs;
+use super::simulate::SimulateArgs;
+
+fn slot(runtime: &Runtime, name: &str) -> anyhow::Result<PolicySlot> {
+    let module = PolicyRef::parse(name)?.load(runtime)?;
+    PolicySlot::configure(module, &Default::default())
+        .with_context(|| format!("configuring {name}"))
+}
+
+pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let (a, b, mode) = match (&args.shadow, &args.split) {
+        (Some(b), _) => {
+            let a = args
+                .policies
+                .first()
+                .cloned()
+                .unwrap_or_else(|| "default".into());
+            (a, b.clone(), ExperimentMode::Shadow)
+        }
+        (None, Some(split)) => {
+            let parts: Vec<&str> = split.rsplitn(3, ':').collect();
+            let [ratio, b, a] = parts[..] else {
+                bail!("--split {split}: expected A:B:RATIO, e.g. default:even:0.5");
+            };
+            let ratio: f64 = ratio
+                .parse()
+                .with_context(|| format!("--split {split}: RATIO `{ratio}` is not a number"))?;
+            let jobs = JobAssignment::hash(ratio).with_context(|| format!("--split {split}"))?;
+            (
+                a.to_string(),
+                b.to_string(),
+                ExperimentMode::Split {
+                    jobs,
+                    nodes_b: None,
+                },
+            )
+        }
+        (None, None) => unreachable!("called only for an experiment"),
+    };
+    let workload = Workload::load(&args.workload)?;
+    let seed = args.seed.unwrap_or(workload.seed());
+    let runtime = sandbox.offline_runtime()?;
+    let fallback = slot(&runtime, &args.fallback)?;
+    let mut sim = Simulator::new(workload.scenario(seed)?);
+    let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed).keep_records(false);
+    control.start_experiment(Experiment::new(slot(&runtime, &b)?, mode));
+    let ended = control.run(&mut sim, |_| {});
+    let report = control
+        .experiment_report()
+        .context("the experiment report is missing")?;
+    let text = serde_json::to_string_pretty(&serde_json::json!({
+        "workload": args.workload.display().to_string(),
+        "seed": seed,
+        "ended": ended,
+        "rounds": control.rounds(),
+        "experiment": report,
+    }))?;
+    println!("{text}");
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        let file = dir.join("experiment.json");
+        std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,82 @@
+//! `switchyard crd` (print the TrainingJob CRD) and `switchyard run --cluster kube`
+//! (the live controller in a cluster). Parsing and wiring only; the work is in
+//! `switchyard_kube`.
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use switchyard::in_cluster::{self, Options};
+use switchyard_kube::state::STATE_CONFIGMAP;
+
+use super::SandboxArgs;
+use super::run::{LiveArgs, shutdown_signal};
+
+/// Which cluster `run` drives.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub(super) enum ClusterKind {
+    /// The Kubernetes cluster of the kubeconfig, or the one the pod runs in.
+    Kube,
+}
+
+/// Arguments of `run --cluster kube`.
+#[derive(Debug, clap::Args)]
+pub(super) struct RunArgs {
+    /// The cluster to schedule.
+    #[arg(long, value_enum)]
+    pub cluster: ClusterKind,
+    /// Address of the HTTP API, which also answers /healthz and /readyz.
+    #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// This replica's identity in leader election (the pod name).
+    #[arg(long, env = "POD_NAME", default_value = "switchyard-local")]
+    pub identity: String,
+    /// The controller's namespace: its Lease, its state ConfigMap, its pod's Events.
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "switchyard",
+        alias = "lease-namespace"
+    )]
+    pub namespace: String,
+    /// Name of the leader-election Lease.
+    #[arg(long, default_value = "switchyard-leader")]
+    pub lease_name: String,
+    /// Name of the ConfigMap that keeps each policy's state blob and the active policy.
+    #[arg(long, default_value = STATE_CONFIGMAP)]
+    pub state_configmap: String,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+/// Prints the CRD.
+pub(super) fn crd() -> anyhow::Result<ExitCode> {
+    print!("{}", switchyard_kube::crd::crd_yaml());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Runs the controller until SIGTERM or SIGINT.
+pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let ClusterKind::Kube = args.cluster;
+    let options = Options {
+        identity: args.identity.clone(),
+        namespace: args.namespace.clone(),
+        lease_name: args.lease_name.clone(),
+        lease_duration: Duration::from_secs(15),
+        state_configmap: args.state_configmap.clone(),
+        metrics_every: Duration::from_secs(30),
+        listen: args.listen,
+        policies_dir: args.live.policies_dir.clone(),
+        live: args.live.config(0),
+        // An optional Secret that was not created leaves the API read-only.
+        api: args.live.api(true)?,
+    };
+    let runtime = sandbox.runtime()?;
+    let tokio = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    tokio.block_on(async {
+        let client = switchyard_kube::connect().await?;
+        in_cluster::run(client, runtime, options, shutdown_signal()?).await?;
+        Ok(ExitCode::SUCCESS)
+    })
+}

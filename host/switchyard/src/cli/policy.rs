@@ -1,0 +1,105 @@
+//! `switchyard policy ...`: look at a component before trusting it.
+
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use switchyard_runtime::contract::PACKAGE;
+use switchyard_runtime::registry::{BUILTIN_POLICIES, PolicyRef};
+
+use super::SandboxArgs;
+
+mod author;
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum PolicyCommand {
+    /// Print a policy's world, version, name and parameters.
+    Inspect {
+        /// A built-in policy name or a `.wasm` file.
+        policy: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check that a component is a valid policy; the exit status says whether it is.
+    Validate {
+        /// A built-in policy name or a `.wasm` file.
+        policy: String,
+    },
+    /// List the built-in policies.
+    List,
+    /// Create a ready-to-build policy crate (README, first tests, build instructions).
+    New(author::NewArgs),
+    /// Run a policy on a workload or a fixture snapshot, and check what it did:
+    /// expectations, a golden decision trace, or a diff against another policy.
+    Test(author::TestArgs),
+}
+
+pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    match cmd {
+        PolicyCommand::Inspect { policy, json } => {
+            let reference = PolicyRef::parse(&policy)?;
+            let module = reference.load(&sandbox.checking_runtime()?)?;
+            let d = module.description();
+            if json {
+                let out = serde_json::json!({
+                    "world": module.world(),
+                    "package": PACKAGE,
+                    "source": reference.source_name(),
+                    "digest": module.digest().to_hex(),
+                    "description": d,
+                });
+                println!("{}", serde_json::to_string_pretty(&out)?);
+                return Ok(ExitCode::SUCCESS);
+            }
+            println!("policy:   {} {}", d.name, d.version);
+            println!("summary:  {}", d.summary);
+            println!("world:    {}", module.world());
+            println!("source:   {}", reference.source_name());
+            println!("digest:   {}", module.digest());
+            if d.parameters.is_empty() {
+                println!("parameters: none");
+            } else {
+                println!("parameters:");
+                let width = d.parameters.iter().map(|p| p.name.len()).max().unwrap_or(0);
+                let dwidth = d
+                    .parameters
+                    .iter()
+                    .map(|p| p.default.len())
+                    .max()
+                    .unwrap_or(0);
+                for p in &d.parameters {
+                    println!("  {:width$}  {:dwidth$}  {}", p.name, p.default, p.doc);
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        PolicyCommand::Validate { policy } => {
+            let reference = PolicyRef::parse(&policy)?;
+            match reference.load(&sandbox.checking_runtime()?) {
+                Ok(module) => {
+                    let d = module.description();
+                    println!(
+                        "ok: {} is a valid {PACKAGE} policy ({} {}, {})",
+                        reference.source_name(),
+                        d.name,
+                        d.version,
+                        module.digest()
+                    );
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(error) => {
+                    eprintln!("invalid: {error}");
+                    Ok(ExitCode::FAILURE)
+                }
+            }
+        }
+        PolicyCommand::New(args) => author::new(args),
+        PolicyCommand::Test(args) => author::test(args, sandbox),
+        PolicyCommand::List => {
+            for builtin in BUILTIN_POLICIES {
+                println!("{}", builtin.name);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}

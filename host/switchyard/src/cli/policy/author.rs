@@ -1,0 +1,215 @@
+//! `switchyard policy new` and `switchyard policy test`: the policy author's commands.
+//! The work is in [`switchyard::authoring`]; this module parses flags and prints.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use switchyard::authoring::harness::{self, Comparison, TestSpec};
+use switchyard::authoring::scaffold::{self, Lang};
+use switchyard::authoring::{expect, trace};
+use switchyard_control::PolicySlot;
+use switchyard_core::model::Settings;
+use switchyard_runtime::registry::PolicyRef;
+
+use crate::cli::SandboxArgs;
+
+/// Arguments of `policy new`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct NewArgs {
+    /// The policy's name (lowercase letters, digits and `-`).
+    pub name: String,
+    /// Where to create the crate (default: ./NAME). Inside this repository's `policies/`
+    /// folder the crate joins the workspace.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
+    /// The policy's language.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
+    /// The guest SDK crate (default: policies/sdk of the repository this binary was
+    /// built from).
+    #[arg(long, value_name = "DIR")]
+    pub sdk: Option<PathBuf>,
+}
+
+/// Arguments of `policy test`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct TestArgs {
+    /// The policy under test: a built-in name or a `.wasm` file.
+    pub policy: String,
+    /// A workload (YAML, see docs/workloads.md) or a fixture snapshot (a YAML file with
+    /// a top-level `snapshot`, e.g. from --save-snapshots).
+    pub input: PathBuf,
+    /// A parameter of the policy under test, `key=value`.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub sets: Vec<String>,
+    /// Seed (overrides the workload's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Expectations to check (YAML: `expect` and `forbid` lists, see
+    /// docs/policy-authoring.md).
+    #[arg(long, value_name = "FILE")]
+    pub expect: Option<PathBuf>,
+    /// Compare the decision trace with this golden file; fails with a diff when they
+    /// differ.
+    #[arg(long, value_name = "FILE")]
+    pub golden: Option<PathBuf>,
+    /// Write the trace into the --golden file instead of comparing.
+    #[arg(long, requires = "golden")]
+    pub bless: bool,
+    /// Show this policy the same snapshots (never applied) and list the rounds in which
+    /// it decides differently.
+    #[arg(long, value_name = "NAME|FILE.wasm")]
+    pub against: Option<String>,
+    /// Write every round's snapshot as a fixture (`round-N.yaml`) into DIR.
+    #[arg(long, value_name = "DIR")]
+    pub save_snapshots: Option<PathBuf>,
+    /// Policy that decides a round when the tested one fails.
+    #[arg(long, default_value = "default", value_name = "NAME|FILE.wasm")]
+    pub fallback: String,
+}
+
+pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
+    let Lang::Rust = args.lang;
+    let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
+    let sdk = args
+        .sdk
+        .unwrap_or_else(|| scaffold::source_repository().join("policies/sdk"));
+    let created = scaffold::create(&args.name, &dir, &sdk)?;
+    println!(
+        "created policy `{}` in {}{}",
+        args.name,
+        created.dir.display(),
+        if created.in_workspace {
+            " (a member of the switchyard workspace)"
+        } else {
+            ""
+        }
+    );
+    for file in &created.files {
+        println!("  {}", file.display());
+    }
+    println!(
+        "\nnext:\n  cd {}\n  cargo build --release\n  switchyard policy validate {}\n  \
+         switchyard policy test {} policy-tests/workload.yaml --expect policy-tests/expect.yaml",
+        created.dir.display(),
+        created.wasm_path,
+        created.wasm_path
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let mut settings = Settings::new();
+    for set in &args.sets {
+        let (key, value) = set
+            .split_once('=')
+            .with_context(|| format!("--set {set}: expected key=value"))?;
+        settings.insert(key.to_string(), value.to_string());
+    }
+    // Expectations are read before anything runs, so a typo costs no simulation.
+    let expectations = args.expect.as_deref().map(expect::load).transpose()?;
+    let runtime = sandbox.offline_runtime()?;
+    let fallback = PolicySlot::configure(
+        PolicyRef::parse(&args.fallback)?.load(&runtime)?,
+        &Settings::new(),
+    )?;
+    let spec = TestSpec {
+        policy: &args.policy,
+        settings: &settings,
+        against: args.against.as_deref(),
+        input: &args.input,
+        seed: args.seed,
+        save_snapshots: args.save_snapshots.as_deref(),
+    };
+    let run = harness::run(&runtime, &spec, &fallback)?;
+    let rendered = trace::render(&run.header, &run.records);
+    let mut passed = true;
+    if expectations.is_none() && args.golden.is_none() {
+        print!("{rendered}");
+    }
+    if let Some(dir) = &args.save_snapshots {
+        println!("saved {} snapshots in {}", run.records.len(), dir.display());
+    }
+    if let Some(expectations) = &expectations {
+        let verdicts = expect::check(
+            expectations,
+            expect::Evidence {
+                records: &run.records,
+                finished: run.finished.as_ref(),
+            },
+        );
+        for verdict in &verdicts {
+            println!("{verdict}");
+        }
+        let failed = verdicts.iter().filter(|v| !v.passed).count();
+        println!(
+            "{} of {} expectations held",
+            verdicts.len() - failed,
+            verdicts.len()
+        );
+        passed &= failed == 0;
+    }
+    if let Some(golden) = &args.golden {
+        if args.bless {
+            std::fs::write(golden, &rendered)
+                .with_context(|| format!("writing {}", golden.display()))?;
+            println!("wrote the decision trace to {}", golden.display());
+        } else {
+            let expected = std::fs::read_to_string(golden).with_context(|| {
+                format!(
+                    "reading the golden trace {} (create it with --bless)",
+                    golden.display()
+                )
+            })?;
+            match trace::diff(&expected, &rendered) {
+                None => println!("the decision trace matches {}", golden.display()),
+                Some(diff) => {
+                    println!(
+                        "the decision trace differs from {} (accept the change with --bless):\n{diff}",
+                        golden.display()
+                    );
+                    passed = false;
+                }
+            }
+        }
+    }
+    if let Some(comparison) = &run.comparison {
+        print_comparison(&args.policy, comparison);
+    }
+    Ok(if passed {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+/// How many differing rounds are printed in full.
+const DIFFERENCES_SHOWN: usize = 20;
+
+fn print_comparison(tested: &str, c: &Comparison) {
+    let rate = if c.compared == 0 {
+        0.0
+    } else {
+        100.0 * c.agreed as f64 / c.compared as f64
+    };
+    println!(
+        "{tested} and {} agreed in {} of {} rounds ({rate:.0}%)",
+        c.against, c.agreed, c.compared
+    );
+    for d in c.differing.iter().take(DIFFERENCES_SHOWN) {
+        println!("round {} t={:.3}", d.round, d.time);
+        for op in &d.only_tested {
+            println!("  - {op}   (only {tested})");
+        }
+        for op in &d.only_other {
+            println!("  + {op}   (only {})", c.against);
+        }
+    }
+    if c.differing.len() > DIFFERENCES_SHOWN {
+        println!(
+            "... and {} more differing rounds",
+            c.differing.len() - DIFFERENCES_SHOWN
+        );
+    }
+}

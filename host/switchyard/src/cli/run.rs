@@ -1,0 +1,185 @@
+//! `switchyard run`: the live controller (HTTP API, policy loading, hot swap, A/B)
+//! against a cluster. This file holds the flags both backends share and the simulator's
+//! wiring (`--cluster sim:WORKLOAD.yaml`); `--cluster kube` is wired in `kube.rs`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::{Context as _, bail};
+use switchyard::api::{self, ApiConfig, Token};
+use switchyard::live::{Controller, LiveConfig};
+use switchyard::policy_dir::{self, PolicyDir};
+use switchyard_sim::workload::Workload;
+
+use super::SandboxArgs;
+
+/// The live controller's flags, the same for every cluster.
+#[derive(Debug, clap::Args)]
+pub(super) struct LiveArgs {
+    /// A watched directory of `.wasm` policies and a `settings.yaml` (a mounted ConfigMap).
+    #[arg(long, value_name = "DIR")]
+    pub policies_dir: Option<PathBuf>,
+    /// File holding the bearer token of mutating API calls (a mounted Secret). Without
+    /// it, mutating calls are refused.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+    /// The policy active at start (unless the persisted state remembers another).
+    #[arg(
+        long,
+        default_value = "default",
+        env = "SWITCHYARD_POLICY",
+        value_name = "NAME"
+    )]
+    pub policy: String,
+    /// Policy that decides a round when another fails.
+    #[arg(long, default_value = "default", value_name = "NAME")]
+    pub fallback: String,
+    /// Largest policy upload, MiB.
+    #[arg(long, default_value_t = switchyard::api::DEFAULT_MAX_UPLOAD_BYTES >> 20, value_name = "MIB")]
+    pub max_upload_mib: usize,
+    /// Decision records kept for GET /v1/decisions.
+    #[arg(long, default_value_t = 1000, value_name = "N")]
+    pub keep_decisions: usize,
+    /// Seed of the policies' randomness (the simulator: overrides the workload's).
+    #[arg(long)]
+    pub seed: Option<u64>,
+}
+
+impl LiveArgs {
+    /// The controller's configuration; `seed` when --seed is not given.
+    pub(super) fn config(&self, seed: u64) -> LiveConfig {
+        LiveConfig {
+            policy: self.policy.clone(),
+            fallback: self.fallback.clone(),
+            keep_decisions: self.keep_decisions,
+            seed: self.seed.unwrap_or(seed),
+            ..LiveConfig::default()
+        }
+    }
+
+    /// The API's configuration. With `missing_is_read_only`, a token file that does not
+    /// exist (an optional Secret not created) leaves the API read-only instead of failing.
+    pub(super) fn api(&self, missing_is_read_only: bool) -> anyhow::Result<ApiConfig> {
+        let token = match &self.token_file {
+            Some(path) if missing_is_read_only && !path.exists() => {
+                tracing::warn!(path = %path.display(), "the token file does not exist: the API is read-only");
+                None
+            }
+            Some(path) => Some(Token::from_file(path)?),
+            None => {
+                tracing::warn!("no --token-file: the API is read-only");
+                None
+            }
+        };
+        Ok(ApiConfig {
+            token,
+            max_upload_bytes: self.max_upload_mib << 20,
+        })
+    }
+}
+
+/// Arguments of `run --cluster sim:WORKLOAD`.
+#[derive(Debug, clap::Args)]
+pub(super) struct RunArgs {
+    /// The cluster: `sim:WORKLOAD.yaml` runs the embedded simulator on that workload.
+    #[arg(long, value_name = "sim:WORKLOAD")]
+    pub cluster: String,
+    /// Virtual seconds per wall second.
+    #[arg(long, default_value_t = 1.0, value_name = "X")]
+    pub speed: f64,
+    /// Address of the HTTP API.
+    #[arg(long, default_value = "127.0.0.1:8080", value_name = "ADDR")]
+    pub listen: SocketAddr,
+    /// Directory where each policy's state blob and the active policy are kept, so a
+    /// restart resumes them.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub live: LiveArgs,
+}
+
+pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let Some(workload) = args.cluster.strip_prefix("sim:") else {
+        bail!(
+            "--cluster {}: expected `sim:WORKLOAD.yaml` (the embedded simulator) or `kube`",
+            args.cluster
+        );
+    };
+    if !(args.speed.is_finite() && args.speed > 0.0) {
+        bail!("--speed {} must be a positive number", args.speed);
+    }
+    let workload = Workload::load(workload.as_ref())?;
+    let config = LiveConfig {
+        speed: args.speed,
+        state_dir: args.state_dir.clone(),
+        ..args.live.config(workload.seed())
+    };
+    let scenario = workload.scenario(config.seed)?;
+    let api_config = args.live.api(false)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let (controller, driver) = Controller::start_scenario(sandbox.runtime()?, scenario, config)?;
+    let _watch = watch_policies(args.live.policies_dir.as_deref(), &controller, &runtime)?;
+    let router = api::router(controller, api_config);
+    runtime.block_on(async {
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .with_context(|| format!("listening on {}", args.listen))?;
+        let shutdown = shutdown_signal()?;
+        eprintln!(
+            "switchyard: controller on {} (speed {}x), API on http://{}",
+            args.cluster,
+            args.speed,
+            listener.local_addr()?
+        );
+        api::serve(listener, router, shutdown)
+            .await
+            .context("serving the API")
+    })?;
+    driver.shutdown();
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Starts following `dir` (when given); the first scan's refusals are printed.
+pub(super) fn watch_policies(
+    dir: Option<&Path>,
+    controller: &Controller,
+    runtime: &tokio::runtime::Runtime,
+) -> anyhow::Result<Option<policy_dir::DirWatcher>> {
+    let Some(dir) = dir else { return Ok(None) };
+    let dir = PolicyDir::new(dir, controller.clone(), runtime.handle().clone())?;
+    let (watcher, first) = policy_dir::watch(dir)?;
+    for (source, error) in &first.refused {
+        eprintln!("refused {source}: {error}");
+    }
+    Ok(Some(watcher))
+}
+
+/// Installs the SIGINT and SIGTERM (what the kubelet and most process managers send)
+/// handlers now, and resolves on the first of them: both shut the controller down
+/// gracefully. Installing before the controller announces itself means a signal sent
+/// as soon as the address is printed is never missed. Call it inside the runtime.
+pub(super) fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut interrupt =
+            signal(SignalKind::interrupt()).context("installing the SIGINT handler")?;
+        let mut term = signal(SignalKind::terminate()).context("installing the SIGTERM handler")?;
+        Ok(async move {
+            tokio::select! {
+                _ = interrupt.recv() => {}
+                _ = term.recv() => {}
+            }
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}

@@ -1,0 +1,255 @@
+//! Running the controller in a cluster: connect (kubeconfig, or in-cluster), start the
+//! reflectors, the metrics poller and the leader election, start the live controller
+//! ([`Controller`], the same one the simulator runs under) over [`KubeCluster`] with its
+//! state and uploads kept in ConfigMaps, follow the policies directory, serve the HTTP
+//! API (which also answers the probes), and stop everything when the shutdown future
+//! resolves (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the
+//! work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::Client;
+use kube::api::Api;
+use kube::runtime::events::Reporter;
+
+use switchyard_kube::act::Actor;
+use switchyard_kube::cluster::KubeCluster;
+use switchyard_kube::events;
+use switchyard_kube::lease::{self, LeaseLock};
+use switchyard_kube::observe::{self, Caches};
+use switchyard_kube::state::ConfigMapStateStore;
+
+use crate::api::{self, ApiConfig};
+use crate::live::{Controller, LiveConfig};
+use crate::policy_dir::{self, PolicyDir};
+use switchyard_control::Leader;
+use switchyard_runtime::Runtime;
+
+/// Why the controller in a cluster stopped or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API's port could not be opened.
+    #[error("cannot listen on {addr} for the API and the probes: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The control loop's thread panicked.
+    #[error("the control loop stopped abnormally: {0}")]
+    LoopPanicked(#[source] tokio::task::JoinError),
+    /// The live controller could not start (a policy named on the command line is not
+    /// loaded, say).
+    #[error("starting the controller: {0}")]
+    Live(#[source] crate::live::LiveError),
+    /// The policies directory cannot be followed.
+    #[error(transparent)]
+    PolicyDir(crate::policy_dir::PolicyDirError),
+    /// Serving the API failed.
+    #[error("serving the API: {0}")]
+    Serve(#[source] std::io::Error),
+}
+
+impl Error {
+    /// A short label for metrics, one per variant.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            Error::Listen { .. } => "listen",
+            Error::LoopPanicked(_) => "loop_panicked",
+            Error::Live(_) => "live",
+            Error::PolicyDir(_) => "policy_dir",
+            Error::Serve(_) => "serve",
+        }
+    }
+}
+
+/// How the controller runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// This replica's identity (the pod name).
+    pub identity: String,
+    /// The controller's namespace: the Lease, the state ConfigMap and the pod the
+    /// controller's own Events are about.
+    pub namespace: String,
+    /// Name of the leader-election Lease.
+    pub lease_name: String,
+    /// How long a Lease holds without renewal.
+    pub lease_duration: Duration,
+    /// Name of the ConfigMap holding policy state.
+    pub state_configmap: String,
+    /// How often usage is read from `metrics.k8s.io`.
+    pub metrics_every: Duration,
+    /// Where the HTTP API (and the probes) listen.
+    pub listen: SocketAddr,
+    /// The mounted policy ConfigMap, if any.
+    pub policies_dir: Option<PathBuf>,
+    /// The live controller's settings.
+    pub live: LiveConfig,
+    /// The API's settings.
+    pub api: ApiConfig,
+}
+
+/// Runs the live controller against the cluster behind `client`, policies compiled by
+/// `runtime`, until `shutdown` resolves.
+pub async fn run(
+    client: Client,
+    runtime: Runtime,
+    options: Options,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let listener = tokio::net::TcpListener::bind(options.listen)
+        .await
+        .map_err(|source| Error::Listen {
+            addr: options.listen,
+            source,
+        })?;
+    let (caches, drivers) = Caches::start(&client);
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> =
+        drivers.into_iter().map(tokio::spawn).collect();
+
+    let synced = Arc::new(AtomicBool::new(false));
+    {
+        let (caches, synced) = (caches.clone(), synced.clone());
+        tasks.push(tokio::spawn(async move {
+            let done = tokio::join!(
+                caches.nodes.wait_until_ready(),
+                caches.pods.wait_until_ready(),
+                caches.jobs.wait_until_ready()
+            );
+            if done.0.is_ok() && done.1.is_ok() && done.2.is_ok() {
+                synced.store(true, Ordering::SeqCst);
+            }
+        }));
+    }
+
+    {
+        let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);
+        tasks.push(tokio::spawn(async move {
+            loop {
+                let usage = observe::fetch_usage(&client).await.unwrap_or_else(|error| {
+                    tracing::warn!(%error, "reading metrics.k8s.io");
+                    None
+                });
+                *caches.usage.lock().expect("usage lock") = usage;
+                tokio::time::sleep(every).await;
+            }
+        }));
+    }
+
+    let leader = Arc::new(Leader::elected(&options.identity));
+    let lock = LeaseLock::new(
+        Api::<Lease>::namespaced(client.clone(), &options.namespace),
+        &options.lease_name,
+        &options.identity,
+        options.lease_duration,
+    );
+    tasks.push(tokio::spawn(lease::keep_leading(
+        lock.clone(),
+        leader.clone(),
+    )));
+
+    let handle = tokio::runtime::Handle::current();
+    let reporter = Reporter {
+        controller: "switchyard".into(),
+        instance: Some(options.identity.clone()),
+    };
+    let cluster = KubeCluster::new(
+        handle.clone(),
+        client.clone(),
+        caches,
+        Actor::new(client.clone(), reporter.clone()),
+        leader.clone(),
+    )
+    .with_synced(synced);
+    let store = ConfigMapStateStore::new(
+        handle.clone(),
+        client.clone(),
+        &options.namespace,
+        &options.state_configmap,
+    );
+    let (live, started_leader) = (options.live.clone(), leader.clone());
+    let (controller, driver) = tokio::task::spawn_blocking(move || {
+        let components = Arc::new(store.clone());
+        Controller::start(
+            runtime,
+            cluster,
+            live,
+            Box::new(store),
+            components,
+            started_leader,
+        )
+    })
+    .await
+    .map_err(Error::LoopPanicked)?
+    .map_err(Error::Live)?;
+    controller.on_refusal(events::refusal_events(
+        handle.clone(),
+        client.clone(),
+        reporter,
+        &options.namespace,
+        &options.identity,
+    ));
+
+    let watcher = match options.policies_dir.clone() {
+        Some(dir) => {
+            let (controller, handle) = (controller.clone(), handle.clone());
+            let (watcher, first) = tokio::task::spawn_blocking(move || {
+                policy_dir::watch(PolicyDir::new(&dir, controller, handle)?)
+            })
+            .await
+            .map_err(Error::LoopPanicked)?
+            .map_err(Error::PolicyDir)?;
+            for (source, error) in &first.refused {
+                tracing::warn!(source, error, "refused from the policies directory");
+            }
+            Some(watcher)
+        }
+        None => None,
+    };
+
+    tracing::info!(addr = %options.listen, identity = options.identity, "serving the API; electing a leader");
+    let router = api::router(controller.clone(), options.api.clone());
+    let served = api::serve(listener, router, shutdown).await;
+    tracing::info!("shutting down");
+    // Stop deciding first, then stop acting, then hand the Lease over.
+    tokio::task::spawn_blocking(move || {
+        driver.shutdown();
+        drop(watcher);
+    })
+    .await
+    .map_err(Error::LoopPanicked)?;
+    for task in &tasks {
+        task.abort();
+    }
+    if leader.is_leading() {
+        leader.follow(None);
+        if let Err(error) = lock.release().await {
+            tracing::warn!(%error, "releasing the Lease");
+        }
+    }
+    served.map_err(Error::Serve)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::policy_dir::DirSettings;
+
+    const CONFIGMAP: &str = include_str!("../../../deploy/configmap.yaml");
+
+    #[test]
+    fn the_deployed_policy_configmap_holds_settings_the_policies_directory_accepts() {
+        let configmap: serde_json::Value = serde_norway::from_str(CONFIGMAP).unwrap();
+        let text = configmap["data"]["settings.yaml"]
+            .as_str()
+            .expect("deploy/configmap.yaml has data.settings.yaml");
+        let settings = DirSettings::parse(text).expect("the settings parse");
+        assert_eq!(settings.active.as_deref(), Some("specon"));
+    }
+}

@@ -1,0 +1,293 @@
+//! The decision thread: advances the cluster (any [`LiveCluster`]), applies operator
+//! commands between rounds, runs rounds through the [`ControlLoop`], and publishes status
+//! and metrics after each. Policy calls are synchronous Wasm calls, so they get a thread
+//! of their own rather than blocking the async runtime that serves the API. When this
+//! replica becomes leader it resumes the active policy and state blobs the previous
+//! leader persisted; while it follows, the cluster produces no rounds and acts on
+//! nothing, and the driver only serves commands and publishes the summary.
+
+use std::sync::atomic::Ordering;
+use std::sync::mpsc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use super::{Applied, CatalogEntry, Command, Controller, LiveCluster, LiveConfig, LiveError};
+use switchyard_control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
+use switchyard_core::model::Trigger;
+use switchyard_sim::paced::SLICE;
+
+struct Driver {
+    controller: Controller,
+    control: ControlLoop,
+    keep_decisions: usize,
+    commands: mpsc::Receiver<Command>,
+    summary_at: Option<Instant>,
+    summary_every: Duration,
+    /// A command changed what decides; worth a round even when the cluster is idle.
+    changed_policy: bool,
+    /// Whether this replica led when the driver last looked.
+    was_leading: bool,
+}
+
+pub(super) fn spawn<C: LiveCluster>(
+    controller: Controller,
+    mut cluster: C,
+    config: LiveConfig,
+    active: CatalogEntry,
+    fallback: CatalogEntry,
+    store: Box<dyn switchyard_control::StateStore>,
+    commands: mpsc::Receiver<Command>,
+) -> JoinHandle<()> {
+    std::thread::Builder::new()
+        .name("switchyard-decide".into())
+        .spawn(move || {
+            let control = ControlLoop::new(active.slot, fallback.slot, config.seed)
+                .with_state_store(store)
+                .keep_records(false);
+            let was_leading = controller.leader().is_leading();
+            let mut driver = Driver {
+                controller,
+                control,
+                keep_decisions: config.keep_decisions.max(1),
+                commands,
+                summary_at: None,
+                summary_every: cluster.summary_every(),
+                changed_policy: false,
+                was_leading,
+            };
+            driver.run(&mut cluster);
+        })
+        .expect("cannot start the decision thread")
+}
+
+impl Driver {
+    fn run<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.publish_summary(cluster, true);
+        let stop = self.controller.shared.stop.clone();
+        loop {
+            let until = self.control.next_tick();
+            let advance = cluster.advance_live(until, &stop, &mut |c| self.between(c));
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+            let now = cluster.now();
+            match self.control.step_from(advance, now) {
+                Step::Round {
+                    triggers,
+                    quiescent,
+                } => {
+                    let changed = self.round(cluster, triggers);
+                    if quiescent && !changed {
+                        self.idle(cluster, RunEnd::Idle);
+                    }
+                }
+                Step::End(end) => self.idle(cluster, end),
+            }
+            if stop.load(Ordering::Relaxed) {
+                return;
+            }
+        }
+    }
+
+    /// What happens while the cluster waits: commands, readiness, a change of leader,
+    /// and the summary's clock kept moving with the cluster's.
+    fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.apply_commands(cluster);
+        if !self.controller.shared.ready.load(Ordering::Relaxed) && cluster.synced() {
+            self.publish_summary(cluster, true);
+            self.controller.shared.ready.store(true, Ordering::Relaxed);
+        }
+        let leading = self.controller.leader().is_leading();
+        if leading != self.was_leading {
+            self.was_leading = leading;
+            if leading {
+                self.take_over();
+            }
+        }
+        if self
+            .summary_at
+            .is_none_or(|t| t.elapsed() >= self.summary_every)
+        {
+            self.publish_summary(cluster, false);
+        }
+    }
+
+    /// This replica has just become leader: it continues from what the previous leader
+    /// persisted (its uploads, the active policy and every state blob), not from what it
+    /// last knew.
+    fn take_over(&mut self) {
+        tracing::info!("leading: resuming the persisted policies and state");
+        // Uploads first: the previous leader's active policy may be one of them.
+        self.controller.restore_kept();
+        self.control.reload_states();
+        let saved = match self.control.state_store().load_active() {
+            Ok(saved) => saved,
+            Err(error) => {
+                tracing::warn!(%error, "cannot read which policy the previous leader ran");
+                None
+            }
+        };
+        let Some(saved) = saved else { return };
+        match self
+            .controller
+            .catalog()
+            .configure(&saved.policy, &saved.settings)
+        {
+            Ok(entry) => {
+                // The same name may now be another version (an upload restored above).
+                let active = self.control.active();
+                if entry.slot.module.digest() != active.module.digest()
+                    || entry.slot.settings != active.settings
+                {
+                    self.swap(entry);
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "the previous leader's policy is not loaded here; keeping {}", self.control.active().name());
+            }
+        }
+    }
+
+    /// Nothing happens on its own any more: serve commands, and try a round when the
+    /// policy changes (the new one may place what the old one left waiting).
+    fn idle<C: LiveCluster>(&mut self, cluster: &mut C, end: RunEnd) {
+        self.controller.shared.status.write().unwrap().ended = Some(end);
+        self.publish_summary(cluster, true);
+        let stop = self.controller.shared.stop.clone();
+        self.changed_policy = false;
+        while !stop.load(Ordering::Relaxed) {
+            self.between(cluster);
+            if self.changed_policy && end == RunEnd::Idle {
+                self.changed_policy = false;
+                if self.round(cluster, vec![Trigger::Tick]) {
+                    self.controller.shared.status.write().unwrap().ended = None;
+                    return;
+                }
+            }
+            // Wait for a command rather than sleeping, so an activation is decided on
+            // at once instead of up to a slice later.
+            match self.commands.recv_timeout(SLICE) {
+                Ok(command) => self.handle(cluster, command),
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(SLICE),
+            }
+        }
+    }
+
+    fn round<C: LiveCluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
+        let outcome = self.control.decide_round(cluster, triggers);
+        self.publish_round(&outcome);
+        self.publish_summary(cluster, false);
+        outcome.changed
+    }
+
+    fn apply_commands<C: LiveCluster>(&mut self, cluster: &mut C) {
+        while let Ok(command) = self.commands.try_recv() {
+            self.handle(cluster, command);
+        }
+    }
+
+    fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
+        match command {
+            Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
+                let _ = reply.send(Ok(self.swap(entry)));
+            }
+            Command::StartExperiment(experiment, reply) => {
+                self.control.start_experiment(*experiment);
+                self.changed_policy = true;
+                let report = self.control.experiment_report();
+                self.controller.shared.status.write().unwrap().experiment = report.clone();
+                let _ = reply.send(report.ok_or(LiveError::NoExperiment));
+            }
+            Command::StopExperiment(reply) => {
+                let report = self.control.stop_experiment();
+                let mut status = self.controller.shared.status.write().unwrap();
+                status.experiment = None;
+                if report.is_some() {
+                    status.last_experiment = report.clone();
+                }
+                let _ = reply.send(report.ok_or(LiveError::NoExperiment));
+            }
+            Command::PushLoss(job, step, value, reply) => {
+                let ack = if cluster.has_job(&job) {
+                    Ok(cluster.push_loss(&job, step, value))
+                } else {
+                    Err(LiveError::UnknownJob(job))
+                };
+                let _ = reply.send(ack);
+            }
+        }
+    }
+
+    fn swap(&mut self, entry: CatalogEntry) -> Applied {
+        let previous = self.control.active().name().to_string();
+        let name = entry.slot.name().to_string();
+        tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
+        // Only the leader's choice is the one a successor must resume; a follower
+        // follows the policies directory like the leader does, and keeps it to itself.
+        if self.controller.leader().is_leading() {
+            let active = ActivePolicy {
+                policy: name.clone(),
+                settings: entry.slot.settings.clone(),
+            };
+            if let Err(error) = self.control.state_store().save_active(&active) {
+                tracing::warn!(%error, "cannot persist the active policy");
+            }
+        }
+        self.control.swap_policy(entry.slot);
+        self.controller.shared.metrics.observe_swap();
+        self.changed_policy = true;
+        self.controller.shared.status.write().unwrap().active = name.clone();
+        Applied {
+            active: name,
+            from_round: self.control.rounds(),
+        }
+    }
+
+    fn publish_round(&mut self, outcome: &RoundOutcome) {
+        let metrics = &self.controller.shared.metrics;
+        metrics.observe_round(outcome);
+        let report = self.control.experiment_report();
+        if let Some(report) = &report {
+            metrics.observe_experiment(report);
+        }
+        let record = &outcome.record;
+        let mut status = self.controller.shared.status.write().unwrap();
+        status.rounds = self.control.rounds();
+        status.failures = self.control.failures();
+        status.experiment = report;
+        let labels = record
+            .labels
+            .iter()
+            .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
+        for label in labels {
+            status
+                .labels
+                .entry(label.job.clone())
+                .or_default()
+                .insert(label.key.clone(), label.value.clone());
+        }
+        for trigger in &record.triggers {
+            if let Trigger::JobFinished(id) = trigger {
+                status.labels.remove(id);
+            }
+        }
+        if status.decisions.len() >= self.keep_decisions {
+            status.decisions.pop_front();
+        }
+        status.decisions.push_back(outcome.record.clone());
+    }
+
+    fn publish_summary<C: LiveCluster>(&mut self, cluster: &mut C, force: bool) {
+        if !force
+            && self
+                .summary_at
+                .is_some_and(|t| t.elapsed() < self.summary_every)
+        {
+            return;
+        }
+        self.summary_at = Some(Instant::now());
+        let summary = cluster.summary();
+        self.controller.shared.status.write().unwrap().snapshot = summary;
+    }
+}

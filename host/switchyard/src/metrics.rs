@@ -1,0 +1,351 @@
+//! The controller's Prometheus metrics: one registry, the families in it, and how a
+//! round's outcome, a policy swap or a load error is counted. Rendering is
+//! [`Metrics::render`] (the text format `/metrics` serves). Nothing here decides or
+//! changes anything.
+
+use std::sync::atomic::AtomicU64;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use switchyard_control::{CallRole, ExperimentReport, RoundOutcome};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyLabel {
+    policy: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabels {
+    policy: String,
+    role: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    policy: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ArmLabels {
+    arm: String,
+    policy: String,
+}
+
+type FloatGauge = Gauge<f64, AtomicU64>;
+
+fn latency_histogram() -> Histogram {
+    // 0.25 ms .. ~4 s: a policy call under the default 100 ms deadline lands mid-range.
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 15))
+}
+
+/// Every metric the controller exports.
+pub struct Metrics {
+    registry: Registry,
+    rounds: Counter,
+    decision_latency: Family<PolicyLabel, Histogram, fn() -> Histogram>,
+    decisions: Family<DecisionLabels, Counter>,
+    rejected: Family<ReasonLabels, Counter>,
+    policy_failures: Family<ReasonLabels, Counter>,
+    fallbacks: Family<PolicyLabel, Counter>,
+    swaps: Counter,
+    load_errors: Family<KindLabel, Counter>,
+    uploads_not_kept: Family<ReasonLabel, Counter>,
+    loss_samples: Family<KindLabel, Counter>,
+    shadow_compared: Counter,
+    shadow_agreed: Counter,
+    shadow_agreement: FloatGauge,
+    experiment_b_failures: Counter,
+    arm_jobs: Family<ArmLabels, Gauge>,
+    arm_finished: Family<ArmLabels, Gauge>,
+    arm_avg_completion: Family<ArmLabels, FloatGauge>,
+    arm_avg_wait: Family<ArmLabels, FloatGauge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every family registered and nothing counted yet.
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let rounds = Counter::default();
+        registry.register("switchyard_rounds", "Decision rounds run", rounds.clone());
+        let decision_latency =
+            Family::<PolicyLabel, Histogram, fn() -> Histogram>::new_with_constructor(
+                latency_histogram,
+            );
+        registry.register(
+            "switchyard_decision_latency_seconds",
+            "Wall time of one policy decide call, per policy",
+            decision_latency.clone(),
+        );
+        let decisions = Family::<DecisionLabels, Counter>::default();
+        registry.register(
+            "switchyard_decisions",
+            "Policy decide calls, per policy, role (active, fallback, shadow, split-b) and outcome (ok or the failure kind)",
+            decisions.clone(),
+        );
+        let rejected = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "switchyard_rejected_actions",
+            "Actions the validator turned down, per policy and reason",
+            rejected.clone(),
+        );
+        let policy_failures = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "switchyard_policy_failures",
+            "Failed policy calls, per policy and kind (deadline = deadline overrun, oom, trap, refused, invalid)",
+            policy_failures.clone(),
+        );
+        let fallbacks = Family::<PolicyLabel, Counter>::default();
+        registry.register(
+            "switchyard_fallback_rounds",
+            "Rounds decided by the fallback because the named policy failed",
+            fallbacks.clone(),
+        );
+        let swaps = Counter::default();
+        registry.register(
+            "switchyard_policy_swaps",
+            "Changes of the active policy or its parameters",
+            swaps.clone(),
+        );
+        let load_errors = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "switchyard_policy_load_errors",
+            "Policies refused at load time (upload, policies directory, or a kept upload at start), per kind",
+            load_errors.clone(),
+        );
+        let uploads_not_kept = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "switchyard_policy_uploads_not_kept",
+            "Uploads accepted and used but not kept for a restart, per reason (nothing-kept, too-large, store-error)",
+            uploads_not_kept.clone(),
+        );
+        let loss_samples = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "switchyard_loss_samples",
+            "Loss samples pushed over the API, per outcome (accepted or ignored)",
+            loss_samples.clone(),
+        );
+        let shadow_compared = Counter::default();
+        registry.register(
+            "switchyard_shadow_compared_rounds",
+            "Shadow-experiment rounds in which both policies decided",
+            shadow_compared.clone(),
+        );
+        let shadow_agreed = Counter::default();
+        registry.register(
+            "switchyard_shadow_agreed_rounds",
+            "Shadow-experiment rounds in which both asked for the same operations",
+            shadow_agreed.clone(),
+        );
+        let shadow_agreement = FloatGauge::default();
+        registry.register(
+            "switchyard_shadow_agreement_ratio",
+            "Agreement rate of the running shadow experiment",
+            shadow_agreement.clone(),
+        );
+        let experiment_b_failures = Counter::default();
+        registry.register(
+            "switchyard_experiment_b_failures",
+            "Rounds in which an experiment's arm B failed (arm A unaffected)",
+            experiment_b_failures.clone(),
+        );
+        let arm_jobs = Family::<ArmLabels, Gauge>::default();
+        registry.register(
+            "switchyard_split_jobs",
+            "Jobs assigned to each arm of the running split experiment",
+            arm_jobs.clone(),
+        );
+        let arm_finished = Family::<ArmLabels, Gauge>::default();
+        registry.register(
+            "switchyard_split_finished_jobs",
+            "Finished jobs of each arm of the running split experiment",
+            arm_finished.clone(),
+        );
+        let arm_avg_completion = Family::<ArmLabels, FloatGauge>::default();
+        registry.register(
+            "switchyard_split_avg_completion_seconds",
+            "Mean completion time of each arm's finished jobs",
+            arm_avg_completion.clone(),
+        );
+        let arm_avg_wait = Family::<ArmLabels, FloatGauge>::default();
+        registry.register(
+            "switchyard_split_avg_wait_seconds",
+            "Mean wait of each arm's started jobs",
+            arm_avg_wait.clone(),
+        );
+        Self {
+            registry,
+            rounds,
+            decision_latency,
+            decisions,
+            rejected,
+            policy_failures,
+            fallbacks,
+            swaps,
+            load_errors,
+            uploads_not_kept,
+            loss_samples,
+            shadow_compared,
+            shadow_agreed,
+            shadow_agreement,
+            experiment_b_failures,
+            arm_jobs,
+            arm_finished,
+            arm_avg_completion,
+            arm_avg_wait,
+        }
+    }
+
+    /// Counts one round: its calls, latencies, failures, fallbacks and rejections.
+    pub fn observe_round(&self, outcome: &RoundOutcome) {
+        self.rounds.inc();
+        let mut failed: Option<&str> = None;
+        for call in &outcome.calls {
+            let policy = PolicyLabel {
+                policy: call.policy.clone(),
+            };
+            self.decision_latency
+                .get_or_create(&policy)
+                .observe(call.latency.as_secs_f64());
+            let role = serde_json::to_value(call.role)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            self.decisions
+                .get_or_create(&DecisionLabels {
+                    policy: call.policy.clone(),
+                    role,
+                    outcome: call.failure.unwrap_or("ok").to_string(),
+                })
+                .inc();
+            if let Some(kind) = call.failure {
+                self.policy_failures
+                    .get_or_create(&ReasonLabels {
+                        policy: call.policy.clone(),
+                        reason: kind.to_string(),
+                    })
+                    .inc();
+                if matches!(call.role, CallRole::Shadow | CallRole::SplitB) {
+                    self.experiment_b_failures.inc();
+                }
+                failed = Some(&call.policy);
+            }
+            if call.role == CallRole::Fallback
+                && let Some(policy) = failed
+            {
+                self.fallbacks
+                    .get_or_create(&PolicyLabel {
+                        policy: policy.to_string(),
+                    })
+                    .inc();
+            }
+        }
+        for (policy, reason) in &outcome.rejections {
+            self.rejected
+                .get_or_create(&ReasonLabels {
+                    policy: policy.clone(),
+                    reason: reason.to_string(),
+                })
+                .inc();
+        }
+        if let Some(agrees) = outcome.record.shadow.as_ref().and_then(|s| s.agrees) {
+            self.shadow_compared.inc();
+            if agrees {
+                self.shadow_agreed.inc();
+            }
+        }
+    }
+
+    /// Publishes the running experiment's figures as gauges.
+    pub fn observe_experiment(&self, report: &ExperimentReport) {
+        if let Some(shadow) = &report.shadow {
+            self.shadow_agreement
+                .set(shadow.agreement_rate.unwrap_or(f64::NAN));
+        }
+        if let Some(split) = &report.split {
+            for arm in &split.arms {
+                let labels = ArmLabels {
+                    arm: serde_json::to_value(arm.arm)
+                        .ok()
+                        .and_then(|v| v.as_str().map(str::to_string))
+                        .unwrap_or_default(),
+                    policy: arm.policy.clone(),
+                };
+                self.arm_jobs.get_or_create(&labels).set(arm.jobs as i64);
+                self.arm_finished
+                    .get_or_create(&labels)
+                    .set(arm.finished as i64);
+                self.arm_avg_completion
+                    .get_or_create(&labels)
+                    .set(arm.avg_completion.unwrap_or(f64::NAN));
+                self.arm_avg_wait
+                    .get_or_create(&labels)
+                    .set(arm.avg_wait.unwrap_or(f64::NAN));
+            }
+        }
+    }
+
+    /// Counts a change of the active policy or its parameters.
+    pub fn observe_swap(&self) {
+        self.swaps.inc();
+    }
+
+    /// Counts a refused policy, by [`crate::live::CatalogError::metric_label`] or
+    /// another short kind (`read`, `settings`).
+    pub fn observe_load_error(&self, kind: &str) {
+        self.load_errors
+            .get_or_create(&KindLabel {
+                kind: kind.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts an accepted upload that will not survive a restart, by
+    /// [`switchyard_control::KeepError::metric_label`].
+    pub fn observe_upload_not_kept(&self, reason: &str) {
+        self.uploads_not_kept
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// Counts a pushed loss sample by outcome (`accepted`, `ignored`).
+    pub fn observe_loss_sample(&self, outcome: &str) {
+        self.loss_samples
+            .get_or_create(&KindLabel {
+                kind: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// The Prometheus text exposition of every metric.
+    pub fn render(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+}

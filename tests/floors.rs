@@ -1,0 +1,176 @@
+//! The host crates stand on the floors `docs/architecture.md` gives them: a crate uses
+//! exactly the host crates its row names, all of them on lower floors, so an upward
+//! import cannot compile and the table cannot drift from `Cargo.toml`. A policy author's
+//! test crate that uses the simulator does not pull in the Kubernetes client or the HTTP
+//! server.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+
+use serde_json::Value;
+
+/// One row of the floors table: the crate's floor and the host crates it may use.
+#[derive(Debug)]
+struct Floor {
+    level: u32,
+    uses: BTreeSet<String>,
+}
+
+const HOST_PREFIX: &str = "switchyard";
+
+/// Reads the table in `docs/architecture.md` whose rows look like
+/// `| 2 | `switchyard-runtime` | owns ... | `switchyard-core` |`.
+fn documented_floors() -> BTreeMap<String, Floor> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/architecture.md");
+    let text = std::fs::read_to_string(path).expect("docs/architecture.md");
+    let mut floors = BTreeMap::new();
+    for line in text.lines() {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        if cells.len() < 5 {
+            continue;
+        }
+        let Ok(level) = cells[1].parse::<u32>() else {
+            continue;
+        };
+        let name = cells[2].trim_matches('`').to_string();
+        let uses = cells[cells.len() - 2]
+            .split(',')
+            .map(|c| c.trim().trim_matches('`').to_string())
+            .filter(|c| c.starts_with(HOST_PREFIX))
+            .collect();
+        floors.insert(name, Floor { level, uses });
+    }
+    assert!(
+        !floors.is_empty(),
+        "docs/architecture.md has no floors table (rows `| level | `crate` | ... | uses |`)"
+    );
+    floors
+}
+
+fn metadata() -> Value {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let output = Command::new(cargo)
+        .args(["metadata", "--format-version", "1", "--locked"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("cargo metadata runs");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
+}
+
+/// The workspace's host crates (those under `host/`) and, per crate, the host crates it
+/// depends on, by kind (`normal`, `dev`, `build`).
+fn host_crates(meta: &Value) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
+    let members: BTreeSet<&str> = meta["workspace_members"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let mut out = BTreeMap::new();
+    for package in meta["packages"].as_array().unwrap() {
+        let id = package["id"].as_str().unwrap();
+        let manifest = package["manifest_path"].as_str().unwrap();
+        if !members.contains(id) || !manifest.contains("/host/") {
+            continue;
+        }
+        let mut by_kind: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+        for dep in package["dependencies"].as_array().unwrap() {
+            let name = dep["name"].as_str().unwrap();
+            if !name.starts_with(HOST_PREFIX) || name.starts_with("switchyard-policy") {
+                continue;
+            }
+            let kind = dep["kind"].as_str().unwrap_or("normal").to_string();
+            by_kind.entry(kind).or_default().insert(name.to_string());
+        }
+        out.insert(package["name"].as_str().unwrap().to_string(), by_kind);
+    }
+    out
+}
+
+#[test]
+fn every_host_crate_uses_exactly_the_crates_its_floor_names_and_only_lower_ones() {
+    let floors = documented_floors();
+    let crates = host_crates(&metadata());
+    let documented: BTreeSet<&String> = floors.keys().collect();
+    let built: BTreeSet<&String> = crates.keys().collect();
+    assert_eq!(
+        documented, built,
+        "the floors table in docs/architecture.md and the crates under host/ differ"
+    );
+    for (name, by_kind) in &crates {
+        let floor = &floors[name];
+        let normal = by_kind.get("normal").cloned().unwrap_or_default();
+        assert_eq!(
+            normal, floor.uses,
+            "{name} depends on {normal:?}; docs/architecture.md says it uses {:?}",
+            floor.uses
+        );
+        for (kind, deps) in by_kind {
+            for dep in deps {
+                assert!(
+                    floors[dep].level < floor.level,
+                    "{name} (floor {}) has a {kind} dependency on {dep} (floor {}): a crate \
+                     may only use crates on lower floors",
+                    floor.level,
+                    floors[dep].level
+                );
+            }
+        }
+    }
+}
+
+/// Every package `root` pulls in through normal dependencies, transitively.
+fn normal_closure(meta: &Value, root: &str) -> BTreeSet<String> {
+    let nodes = meta["resolve"]["nodes"].as_array().unwrap();
+    let by_id: BTreeMap<&str, &Value> = nodes
+        .iter()
+        .map(|n| (n["id"].as_str().unwrap(), n))
+        .collect();
+    let name_of: BTreeMap<&str, &str> = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["id"].as_str().unwrap(), p["name"].as_str().unwrap()))
+        .collect();
+    let start = name_of
+        .iter()
+        .find(|(_, name)| **name == root)
+        .map(|(id, _)| *id)
+        .expect("the root package is in the workspace");
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![start];
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            continue;
+        }
+        for dep in by_id[id]["deps"].as_array().unwrap() {
+            let normal = dep["dep_kinds"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k["kind"].is_null());
+            if normal {
+                stack.push(dep["pkg"].as_str().unwrap());
+            }
+        }
+    }
+    seen.iter().map(|id| name_of[id].to_string()).collect()
+}
+
+#[test]
+fn a_crate_on_the_simulator_pulls_in_no_kubernetes_client_and_no_http_server() {
+    let meta = metadata();
+    let closure = normal_closure(&meta, "switchyard-sim");
+    for heavy in ["kube", "kube-client", "k8s-openapi", "axum", "hyper"] {
+        assert!(
+            !closure.contains(heavy),
+            "switchyard-sim pulls in {heavy}: a policy author's test crate would build it"
+        );
+    }
+    assert!(closure.contains("wasmtime"), "the closure was read");
+}

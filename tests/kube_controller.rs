@@ -1,0 +1,499 @@
+//! The live controller in kube mode (the same [`Controller`] and HTTP API as on the
+//! simulator) against the scripted API server: loss samples posted to the API, a
+//! follower refusing changes, uploads kept in ConfigMaps and loaded again by the next
+//! leader. The caches are filled by hand, standing for the reflectors.
+
+#[path = "support/guests.rs"]
+mod guests;
+#[path = "../host/kube/tests/support/mod.rs"]
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use serde_json::{Value, json};
+use tower::ServiceExt as _;
+
+use support::fixtures::{JobBuilder, node, placement, pod, status_write};
+use support::mock::{Expect, MockServer};
+use support::world::World;
+use switchyard::api::{self, ApiConfig, Token};
+use switchyard::live::{Controller, DriverHandle, LiveConfig};
+use switchyard_control::{
+    ActivePolicy, ComponentStore, KeepError, KeptComponent, Leader, MemoryStateStore, StateError,
+    StateStore,
+};
+use switchyard_kube::crd::{Phase, TrainingJobStatus};
+use switchyard_runtime::{Runtime, RuntimeOptions};
+
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeOptions::default()).expect("a runtime")
+}
+async fn live(
+    world: &World,
+    client: kube::Client,
+    leader: Leader,
+    store: Box<dyn StateStore>,
+    components: Arc<dyn ComponentStore>,
+) -> (Controller, axum::Router, DriverHandle) {
+    let cluster = world.cluster(client, leader);
+    let leader = cluster.leader();
+    let (controller, driver) = tokio::task::spawn_blocking(move || {
+        Controller::start(
+            runtime(),
+            cluster,
+            LiveConfig::default(),
+            store,
+            components,
+            leader,
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    let router = api::router(
+        controller.clone(),
+        ApiConfig {
+            token: Token::new("t0ken"),
+            max_upload_bytes: 4 << 20,
+        },
+    );
+    (controller, router, driver)
+}
+
+async fn stop(driver: DriverHandle) {
+    tokio::task::spawn_blocking(move || driver.shutdown())
+        .await
+        .unwrap();
+}
+
+async fn call(router: &axum::Router, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", "Bearer t0ken")
+        .header("content-type", "application/json")
+        .body(Body::from(body.to_string()))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
+}
+
+async fn until_ready(controller: &Controller) {
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while !controller.is_ready() {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the controller became ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_loss_sample_posted_to_the_api_in_kube_mode_lands_in_the_trainingjobs_status() {
+    let mut world = World::new().node(node("n1", 8));
+    let a = JobBuilder::new("a")
+        .push_progress()
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            ..TrainingJobStatus::default()
+        });
+    world.job(&a);
+    world.pod(pod("a", "main-0", 0, Some("n1")));
+    let (client, server) = MockServer::start(
+        status_write(
+            &a,
+            json!({"status": {"loss": [{"step": 7, "value": 0.25}]}}),
+            &a,
+        )
+        .into(),
+    );
+    let (controller, router, driver) = live(
+        &world,
+        client,
+        Leader::always("switchyard-0"),
+        Box::new(MemoryStateStore),
+        Arc::new(MemoryStateStore),
+    )
+    .await;
+    until_ready(&controller).await;
+    let (status, body) = call(
+        &router,
+        "POST",
+        "/v1/jobs/ml%2Fa/loss",
+        json!({"step": 7, "value": 0.25}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "{body}");
+    assert_eq!(body["outcome"], "accepted");
+    server.finish().await;
+    stop(driver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_answers_reads_and_refuses_changes_naming_the_leader() {
+    let world = World::new().node(node("n1", 8));
+    let follower = Leader::elected("switchyard-1");
+    follower.follow(Some("switchyard-0".into()));
+    // A follower makes no request at all.
+    let (client, server) = MockServer::start(vec![]);
+    let (controller, router, driver) = live(
+        &world,
+        client,
+        follower,
+        Box::new(MemoryStateStore),
+        Arc::new(MemoryStateStore),
+    )
+    .await;
+    until_ready(&controller).await;
+    let (status, body) = call(&router, "GET", "/v1/status", Value::Null).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(
+        (body["leading"].clone(), body["leader"].clone()),
+        (json!(false), json!("switchyard-0"))
+    );
+    let (status, body) = call(&router, "POST", "/v1/policies/even/activate", json!({})).await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let message = body["error"].as_str().unwrap();
+    assert!(
+        message.contains("not the leader") && message.contains("switchyard-0"),
+        "{message}"
+    );
+    assert_eq!(controller.status().active, "default", "nothing changed");
+    stop(driver).await;
+    server.finish().await;
+}
+
+/// A store that keeps only which policy is active and the kept uploads, shared with the
+/// test (standing for the ConfigMaps another replica writes).
+#[derive(Clone, Default)]
+struct Remembered {
+    active: Arc<Mutex<Option<ActivePolicy>>>,
+    components: Arc<Mutex<Vec<KeptComponent>>>,
+}
+
+impl ComponentStore for Remembered {
+    fn keep(&self, policy: &str, bytes: &[u8]) -> Result<String, KeepError> {
+        let location = format!("memory:{policy}");
+        self.components.lock().unwrap().push(KeptComponent {
+            location: location.clone(),
+            bytes: bytes.to_vec(),
+        });
+        Ok(location)
+    }
+    fn kept(&self) -> Vec<Result<KeptComponent, StateError>> {
+        self.components
+            .lock()
+            .unwrap()
+            .iter()
+            .cloned()
+            .map(Ok)
+            .collect()
+    }
+}
+
+impl StateStore for Remembered {
+    fn load(&self, _: &str) -> Result<Option<Vec<u8>>, StateError> {
+        Ok(None)
+    }
+    fn save(&self, _: &str, _: &[u8]) -> Result<(), StateError> {
+        Ok(())
+    }
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        Ok(self.active.lock().unwrap().clone())
+    }
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        *self.active.lock().unwrap() = Some(active.clone());
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_becomes_leader_resumes_the_policy_the_previous_leader_persisted() {
+    let world = World::new().node(node("n1", 8));
+    let store = Remembered::default();
+    let (client, server) = MockServer::start(vec![]);
+    let (controller, _, driver) = live(
+        &world,
+        client,
+        Leader::elected("switchyard-1"),
+        Box::new(store.clone()),
+        Arc::new(MemoryStateStore),
+    )
+    .await;
+    until_ready(&controller).await;
+    assert_eq!(controller.status().active, "default");
+    // Meanwhile the leader activated `even` and persisted it; then its Lease passes here.
+    *store.active.lock().unwrap() = Some(ActivePolicy {
+        policy: "even".into(),
+        settings: Default::default(),
+    });
+    controller
+        .leader()
+        .lead_until(tokio::time::Instant::now() + std::time::Duration::from_secs(60));
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while controller.status().active != "even" {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the new leader resumed the persisted policy");
+    stop(driver).await;
+    server.finish().await;
+}
+
+/// The null test guest with a custom section of `pad` bytes appended: still a valid
+/// component, as large as a test needs.
+fn null_guest_padded(pad: usize) -> Vec<u8> {
+    let mut bytes = std::fs::read(guests::path("null")).expect("the null guest");
+    if pad == 0 {
+        return bytes;
+    }
+    let mut section = vec![7];
+    section.extend(b"padding");
+    section.resize(section.len() + pad, 0);
+    bytes.push(0);
+    let mut size = section.len();
+    loop {
+        let low = (size & 0x7f) as u8;
+        size >>= 7;
+        bytes.push(if size == 0 { low } else { low | 0x80 });
+        if size == 0 {
+            break;
+        }
+    }
+    bytes.extend(section);
+    bytes
+}
+
+async fn upload(router: &axum::Router, bytes: Vec<u8>) -> (StatusCode, Value) {
+    let request = Request::builder()
+        .method("POST")
+        .uri("/v1/policies")
+        .header("authorization", "Bearer t0ken")
+        .header("content-type", "application/wasm")
+        .body(Body::from(bytes))
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+        .await
+        .unwrap();
+    (status, serde_json::from_slice(&bytes).unwrap())
+}
+
+const STATE_CM: &str = "/api/v1/namespaces/switchyard/configmaps/switchyard-state";
+const NULL_CM: &str = "/api/v1/namespaces/switchyard/configmaps/switchyard-state-component-null";
+
+fn configmap_json(name: &str, data: Value) -> Value {
+    let mut cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": name, "namespace": "switchyard", "resourceVersion": "1"}});
+    cm.as_object_mut()
+        .unwrap()
+        .extend(data.as_object().unwrap().clone());
+    cm
+}
+
+/// The live controller in kube mode whose uploads are kept through `client` (the state
+/// blobs stay in memory, so only the components' requests reach the script).
+async fn live_keeping_uploads(
+    world: &World,
+    client: kube::Client,
+) -> (Controller, axum::Router, DriverHandle) {
+    let components = switchyard_kube::state::ConfigMapStateStore::new(
+        tokio::runtime::Handle::current(),
+        client,
+        "switchyard",
+        switchyard_kube::state::STATE_CONFIGMAP,
+    );
+    let (quiet, _) = MockServer::start(vec![]);
+    live(
+        world,
+        quiet,
+        Leader::always("switchyard-0"),
+        Box::new(MemoryStateStore),
+        Arc::new(components),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_in_kube_mode_is_kept_in_its_own_configmap_and_the_next_controller_loads_it() {
+    let world = World::new().node(node("n1", 8));
+    let bytes = null_guest_padded(0);
+    let encoded = serde_json::to_value(k8s_openapi::ByteString(bytes.clone())).unwrap();
+    let digest = switchyard_runtime::ComponentDigest::of(&bytes).to_hex();
+    let entry = format!(
+        r#"{{"policy":"null","configmap":"switchyard-state-component-null","key":"null.wasm","digest":"{digest}"}}"#
+    );
+    let not_found = |name: &str| format!("configmaps \"{name}\" not found");
+    let (client, server) = MockServer::start(vec![
+        // Start: nothing kept yet.
+        Expect::get(STATE_CM).fail(404, "NotFound", &not_found("switchyard-state")),
+        // The upload: the component's own ConfigMap, then its index entry.
+        Expect::patch(NULL_CM)
+            .body(json!({"binaryData": {"null.wasm": encoded}}))
+            .fail(
+                404,
+                "NotFound",
+                &not_found("switchyard-state-component-null"),
+            ),
+        Expect::post("/api/v1/namespaces/switchyard/configmaps")
+            .body(
+                json!({"metadata": {"name": "switchyard-state-component-null"},
+                "binaryData": {"null.wasm": encoded}}),
+            )
+            .respond(
+                201,
+                configmap_json("switchyard-state-component-null", json!({})),
+            ),
+        Expect::patch(STATE_CM)
+            .body(json!({"data": {"null.component.json": entry}}))
+            .ok(configmap_json("switchyard-state", json!({}))),
+    ]);
+    let (controller, router, driver) = live_keeping_uploads(&world, client).await;
+    let (status, body) = upload(&router, bytes.clone()).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(
+        body["persistence"],
+        json!({"survives_restart": true,
+            "location": "ConfigMap switchyard/switchyard-state-component-null", "warning": null})
+    );
+    assert_eq!(body["policy"]["digest"], digest);
+    stop(driver).await;
+    drop(controller);
+    server.finish().await;
+
+    // The next controller (a restart, or another replica) reads the index and the
+    // ConfigMap it names.
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATE_CM).ok(configmap_json(
+            "switchyard-state",
+            json!({"data": {"null.component.json": entry}}),
+        )),
+        Expect::get(NULL_CM).ok(configmap_json(
+            "switchyard-state-component-null",
+            json!({"binaryData": {"null.wasm": encoded}}),
+        )),
+    ]);
+    let (controller, router, driver) = live_keeping_uploads(&world, client).await;
+    server.finish().await;
+    let (_, list) = call(&router, "GET", "/v1/policies", Value::Null).await;
+    let null = list["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "null")
+        .unwrap_or_else(|| panic!("the kept upload is loaded again: {list}"));
+    assert_eq!(null["digest"], digest);
+    assert_eq!(
+        null["source"],
+        "kept:ConfigMap switchyard/switchyard-state-component-null"
+    );
+    assert!(controller.catalog().failures().is_empty());
+    stop(driver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upload_too_large_for_a_configmap_is_used_and_the_answer_says_a_restart_loses_it() {
+    let world = World::new().node(node("n1", 8));
+    let bytes = null_guest_padded(1 << 20);
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATE_CM).fail(404, "NotFound", "configmaps \"switchyard-state\" not found"),
+        // Nothing older of that name may come back after a restart.
+        Expect::patch(STATE_CM)
+            .body(json!({"data": {"null.component.json": null}}))
+            .ok(configmap_json("switchyard-state", json!({}))),
+        Expect::patch(NULL_CM)
+            .body(json!({"binaryData": {"null.wasm": null}}))
+            .fail(
+                404,
+                "NotFound",
+                "configmaps \"switchyard-state-component-null\" not found",
+            ),
+    ]);
+    let (controller, router, driver) = live_keeping_uploads(&world, client).await;
+    let (status, body) = upload(&router, bytes).await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    assert_eq!(body["persistence"]["survives_restart"], false, "{body}");
+    let warning = body["persistence"]["warning"].as_str().unwrap();
+    assert!(
+        warning.contains("more than a ConfigMap can hold")
+            && warning.contains("restart")
+            && warning.contains("--policies-dir"),
+        "{warning}"
+    );
+    server.finish().await;
+    let (status, applied) = call(&router, "POST", "/v1/policies/null/activate", json!({})).await;
+    assert_eq!(
+        status,
+        StatusCode::OK,
+        "the upload is used all the same: {applied}"
+    );
+    let (status, metrics) = {
+        let request = Request::get("/metrics").body(Body::empty()).unwrap();
+        let response = router.clone().oneshot(request).await.unwrap();
+        let status = response.status();
+        let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8(bytes.to_vec()).unwrap())
+    };
+    assert_eq!(status, StatusCode::OK);
+    assert!(
+        metrics.contains("switchyard_policy_uploads_not_kept_total{reason=\"too-large\"} 1"),
+        "{metrics}"
+    );
+    assert_eq!(controller.status().active, "null");
+    stop(driver).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kept_and_resumes_it() {
+    let world = World::new().node(node("n1", 8));
+    let store = Remembered::default();
+    let (client, server) = MockServer::start(vec![]);
+    let (controller, _, driver) = live(
+        &world,
+        client,
+        Leader::elected("switchyard-1"),
+        Box::new(store.clone()),
+        Arc::new(store.clone()),
+    )
+    .await;
+    until_ready(&controller).await;
+    assert!(controller.catalog().get("null").is_err());
+    // Meanwhile the leader accepted an upload, kept it and made it active.
+    let bytes = null_guest_padded(0);
+    store.keep("null", &bytes).unwrap();
+    *store.active.lock().unwrap() = Some(ActivePolicy {
+        policy: "null".into(),
+        settings: Default::default(),
+    });
+    controller
+        .leader()
+        .lead_until(tokio::time::Instant::now() + std::time::Duration::from_secs(60));
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        while controller.status().active != "null" {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the new leader loaded the kept upload and resumed it");
+    let entry = controller.catalog().get("null").unwrap();
+    assert_eq!(
+        entry.slot.module.digest(),
+        switchyard_runtime::ComponentDigest::of(&bytes)
+    );
+    stop(driver).await;
+    server.finish().await;
+}
