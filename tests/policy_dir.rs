@@ -91,7 +91,7 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
         controller.with_status(|s| {
             s.decisions
                 .iter()
-                .any(|d| d.round > rounds && d.policy == "even")
+                .any(|d| d.round > rounds && d.arm_a.policy == "even")
         })
     });
 
@@ -124,7 +124,7 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
         controller.with_status(|s| {
             s.decisions
                 .iter()
-                .any(|d| d.round > rounds && d.policy == "even" && d.failure.is_none())
+                .any(|d| d.round > rounds && d.arm_a.policy == "even" && d.arm_a.failure.is_none())
         })
     });
 

@@ -243,7 +243,7 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
         control
             .records()
             .iter()
-            .all(|r| r.policy == "default" && r.failure.is_some())
+            .all(|r| r.arm_a.policy == "default" && r.arm_a.failure.is_some())
     );
     assert_eq!(s.finish_time("a"), Some(50.0));
 }
@@ -269,15 +269,15 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
     control.run(&mut s, |_| {});
     assert_eq!(s.finished_jobs(), 2, "no job is lost");
     let records = control.records();
-    assert_eq!(records[0].policy, "even");
-    assert!(records[0].failure.is_none());
+    assert_eq!(records[0].arm_a.policy, "even");
+    assert!(records[0].arm_a.failure.is_none());
     assert!(records.len() > 1);
     for r in &records[1..] {
-        assert!(r.failure.is_some(), "round {} did not fail", r.round);
+        assert!(r.arm_a.failure.is_some(), "round {} did not fail", r.round);
         assert_eq!(
-            r.policy, "even",
+            r.arm_a.policy, "even",
             "round {} decided by {}",
-            r.round, r.policy
+            r.round, r.arm_a.policy
         );
     }
 }
@@ -308,9 +308,9 @@ fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides(
                 (
                     r.round,
                     r.time,
-                    r.policy.clone(),
-                    r.failure.clone(),
-                    r.accepted.clone(),
+                    r.arm_a.policy.clone(),
+                    r.arm_a.failure.clone(),
+                    r.arm_a.accepted.clone(),
                 )
             })
             .collect();

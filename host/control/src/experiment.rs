@@ -8,7 +8,7 @@
 //!   jobs (and nodes) and decides only for them.
 //!
 //! This module owns the assignment, the filtered views and the per-arm figures; calling
-//! the policies, validating and applying stays in [`crate::control`].
+//! the policies, validating and applying stays in the loop ([`crate::ControlLoop`]).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 

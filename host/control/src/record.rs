@@ -24,27 +24,17 @@ pub struct DecisionRecord {
     pub time: f64,
     /// Why the policy was called.
     pub triggers: Vec<Trigger>,
-    /// The policy that decided (the fallback's name when the active one failed).
-    pub policy: String,
-    /// The active policy's failure, when the fallback decided.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
-    /// Actions applied, with the policy's reasons.
-    pub accepted: Vec<Action>,
-    /// Actions turned down, with the validator's reasons.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rejected: Vec<RejectedRecord>,
-    /// Labels the policy set.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub labels: Vec<JobLabel>,
-    /// When the policy asked to be called again.
+    /// What the active policy (arm A of an experiment), or the fallback standing in for
+    /// it, decided and what of it was applied.
+    #[serde(flatten)]
+    pub arm_a: ArmRecord,
+    /// When the deciding policy asked to be called again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_call_after: Option<f64>,
     /// What the shadow policy of a shadow experiment asked for (never applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowRecord>,
-    /// What arm B of a split experiment decided for its jobs (the fields above are
-    /// arm A's).
+    /// What arm B of a split experiment decided for its jobs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arm_b: Option<ArmRecord>,
 }
@@ -64,26 +54,28 @@ pub struct ShadowRecord {
     pub actions: Vec<Action>,
 }
 
-/// Arm B's side of a split round.
+/// One arm's side of a round: the policy that decided, and what of its decision was
+/// applied.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArmRecord {
-    /// The policy that decided for arm B (the fallback's name when B failed).
+    /// The policy that decided (the fallback's name when the arm's own policy failed).
     pub policy: String,
-    /// B's failure, when the fallback decided for its jobs.
+    /// The arm's own policy's failure, when the fallback decided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
-    /// Actions applied.
+    /// Actions applied, with the policy's reasons.
     pub accepted: Vec<Action>,
-    /// Actions turned down.
+    /// Actions turned down, with the validator's reasons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<RejectedRecord>,
-    /// Labels set.
+    /// Labels the policy set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<JobLabel>,
 }
 
 impl ArmRecord {
-    /// Arm B's part of a round.
+    /// An arm's part of a round: `policy` decided `decision`, of which the validator
+    /// accepted and rejected what `checked` says.
     pub fn new(
         policy: String,
         failure: Option<String>,
@@ -94,41 +86,33 @@ impl ArmRecord {
             policy,
             failure,
             accepted: checked.accepted,
-            rejected: rejected_records(checked.rejected),
+            rejected: checked
+                .rejected
+                .into_iter()
+                .map(|r| RejectedRecord {
+                    rejected_because: r.reason.to_string(),
+                    action: r.action,
+                })
+                .collect(),
             labels: decision.labels.clone(),
         }
     }
 }
 
-fn rejected_records(rejected: Vec<switchyard_core::validate::Rejected>) -> Vec<RejectedRecord> {
-    rejected
-        .into_iter()
-        .map(|r| RejectedRecord {
-            rejected_because: r.reason.to_string(),
-            action: r.action,
-        })
-        .collect()
-}
-
 impl DecisionRecord {
-    /// The record of a round decided by `policy` on `snapshot`.
+    /// The record of round `round`, decided on `snapshot` by arm A as `arm_a` says.
     pub fn new(
+        round: u64,
         snapshot: &Snapshot,
-        policy: String,
-        failure: Option<String>,
-        decision: &Decision,
-        checked: Checked,
+        arm_a: ArmRecord,
+        next_call_after: Option<f64>,
     ) -> Self {
         Self {
-            round: 0,
+            round,
             time: snapshot.time,
             triggers: snapshot.triggers.clone(),
-            policy,
-            failure,
-            accepted: checked.accepted,
-            rejected: rejected_records(checked.rejected),
-            labels: decision.labels.clone(),
-            next_call_after: decision.next_call_after,
+            arm_a,
+            next_call_after,
             shadow: None,
             arm_b: None,
         }

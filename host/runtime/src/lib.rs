@@ -313,14 +313,14 @@ const CONCURRENT_CALLS: u32 = 64;
 
 /// Guest memory kept mapped between calls, per pool slot: wasmtime zeroes the pages a
 /// call dirtied instead of decommitting them, so the next call does not fault them in
-/// again. On the Philly replay 4 MiB saved as much as 16 MiB (a round on ~750 jobs
-/// dirties a few MiB) while bounding what an idle slot keeps resident.
+/// again, while bounding what an idle slot keeps resident (a round dirties a few MiB;
+/// `docs/performance.md` has the measurement behind the size).
 const KEEP_RESIDENT: usize = 4 << 20;
 
 /// A `policy` component gets a fresh instance per call (no memory survives a call), so
 /// instances come from a pool of pre-reserved slots rather than from `mmap` and
-/// `munmap` per call: with the on-demand allocator, mapping, faulting in and unmapping
-/// guest memory was a fifth of a Philly replay's wall time. The caps stay the
+/// `munmap` per call, which would otherwise dominate short calls (`docs/performance.md`).
+/// The caps stay the
 /// [`sandbox::MemoryCap`] limiter's: the pool's per-memory limit stays wasmtime's (4 GiB,
 /// all a 32-bit memory can address) and its table limit is the limiter's, so the
 /// limiter always refuses first and a refusal is still reported as out-of-memory.

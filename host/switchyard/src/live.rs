@@ -6,7 +6,7 @@
 //! [`Controller`] is the handle the HTTP API and the policies-directory watcher share: it
 //! owns the [`catalog`] of loaded policies, the status the driver publishes after every
 //! round, the metrics, this replica's [`Leader`] grant, and the command channel to the
-//! [`driver`] thread. Commands are applied by the driver between rounds only, so a swap
+//! decision thread (`driver`). Commands are applied by the driver between rounds only, so a swap
 //! is atomic: the round in progress finishes with the old policy and every round is
 //! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
@@ -377,6 +377,26 @@ impl Controller {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// Updates what the controller publishes (the decision thread's job).
+    fn publish(&self, update: impl FnOnce(&mut LiveStatus)) {
+        update(&mut self.shared.status.write().unwrap());
+    }
+
+    /// The flag that stops the decision thread.
+    fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.shared.stop.clone()
+    }
+
+    /// Whether the decision thread has found the cluster's caches complete.
+    fn marked_ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Relaxed)
+    }
+
+    /// The cluster's caches are complete: the controller may answer `/readyz`.
+    fn mark_ready(&self) {
+        self.shared.ready.store(true, Ordering::Relaxed);
     }
 
     /// A copy of what the driver published last.

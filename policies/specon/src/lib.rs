@@ -1,5 +1,7 @@
-//! `specon`: SpeCon (`specon-paper.txt`, Algorithms 1-3; also chapter 5.2 of
-//! `flowcon-specon-thesis.txt`), read as `guide/seeds-notes.md` says.
+//! `specon`: SpeCon (Mao et al., "Speculative Container Scheduling for Deep Learning
+//! Applications in a Kubernetes Cluster", IEEE, Algorithms 1-3; also chapter 5.2 of
+//! W. Zheng, "Efficient Resource Management for Deep Learning Applications with Virtual
+//! Containers", master's thesis), with the readings of its ambiguous parts given below.
 //!
 //! - [`monitor`]: Algorithm 1, one job's PC/WC/CC step from its gain;
 //! - [`manager`]: Algorithm 2 (weighted worker scores, speculative host) and Algorithm 3

@@ -70,8 +70,8 @@ impl EventQueue {
 
     /// Drops the events of jobs that moved on, once they could be most of the queue.
     /// A long job's completion lies far ahead, so without this every re-share of its
-    /// node would leave a stale pair of events in the heap until then (42 MB of them
-    /// holding 25,000 jobs). Called after pushes; amortised, a push costs a few more
+    /// node would leave a stale pair of events in the heap until then, and the heap
+    /// would grow with history. Called after pushes; amortised, a push costs a few more
     /// comparisons. Pop order is unchanged: `(time, seq)` orders events totally.
     pub(crate) fn drop_stale(&mut self, live_jobs: usize, valid: impl Fn(usize, u64) -> bool) {
         // At most three valid events per job (completion, evaluation, restart end).

@@ -83,7 +83,7 @@ pub(crate) struct SimJob {
     pub(crate) finish_time: Option<f64>,
     pub(crate) policy_labels: BTreeMap<String, String>,
     /// Its submission labels (taken from the spec), shared with every job that has the
-    /// same ones: 25,000 jobs of one template hold one map.
+    /// same ones, so the jobs of one template hold one map between them.
     pub(crate) labels: Arc<BTreeMap<String, String>>,
     /// What the last snapshot showed of it; `None` once it changed since.
     pub(crate) view: Option<Arc<Job>>,

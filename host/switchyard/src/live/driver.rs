@@ -63,7 +63,7 @@ pub(super) fn spawn<C: LiveCluster>(
 impl Driver {
     fn run<C: LiveCluster>(&mut self, cluster: &mut C) {
         self.publish_summary(cluster, true);
-        let stop = self.controller.shared.stop.clone();
+        let stop = self.controller.stop_flag();
         loop {
             let until = self.control.next_tick();
             let advance = cluster.advance_live(until, &stop, &mut |c| self.between(c));
@@ -93,9 +93,9 @@ impl Driver {
     /// and the summary's clock kept moving with the cluster's.
     fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
         self.apply_commands(cluster);
-        if !self.controller.shared.ready.load(Ordering::Relaxed) && cluster.synced() {
+        if !self.controller.marked_ready() && cluster.synced() {
             self.publish_summary(cluster, true);
-            self.controller.shared.ready.store(true, Ordering::Relaxed);
+            self.controller.mark_ready();
         }
         let leading = self.controller.leader().is_leading();
         if leading != self.was_leading {
@@ -151,16 +151,16 @@ impl Driver {
     /// Nothing happens on its own any more: serve commands, and try a round when the
     /// policy changes (the new one may place what the old one left waiting).
     fn idle<C: LiveCluster>(&mut self, cluster: &mut C, end: RunEnd) {
-        self.controller.shared.status.write().unwrap().ended = Some(end);
+        self.controller.publish(|status| status.ended = Some(end));
         self.publish_summary(cluster, true);
-        let stop = self.controller.shared.stop.clone();
+        let stop = self.controller.stop_flag();
         self.changed_policy = false;
         while !stop.load(Ordering::Relaxed) {
             self.between(cluster);
             if self.changed_policy && end == RunEnd::Idle {
                 self.changed_policy = false;
                 if self.round(cluster, vec![Trigger::Tick]) {
-                    self.controller.shared.status.write().unwrap().ended = None;
+                    self.controller.publish(|status| status.ended = None);
                     return;
                 }
             }
@@ -196,16 +196,18 @@ impl Driver {
                 self.control.start_experiment(*experiment);
                 self.changed_policy = true;
                 let report = self.control.experiment_report();
-                self.controller.shared.status.write().unwrap().experiment = report.clone();
+                self.controller
+                    .publish(|status| status.experiment = report.clone());
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::StopExperiment(reply) => {
                 let report = self.control.stop_experiment();
-                let mut status = self.controller.shared.status.write().unwrap();
-                status.experiment = None;
-                if report.is_some() {
-                    status.last_experiment = report.clone();
-                }
+                self.controller.publish(|status| {
+                    status.experiment = None;
+                    if report.is_some() {
+                        status.last_experiment = report.clone();
+                    }
+                });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::PushLoss(job, step, value, reply) => {
@@ -235,9 +237,10 @@ impl Driver {
             }
         }
         self.control.swap_policy(entry.slot);
-        self.controller.shared.metrics.observe_swap();
+        self.controller.metrics().observe_swap();
         self.changed_policy = true;
-        self.controller.shared.status.write().unwrap().active = name.clone();
+        self.controller
+            .publish(|status| status.active = name.clone());
         Applied {
             active: name,
             from_round: self.control.rounds(),
@@ -245,37 +248,41 @@ impl Driver {
     }
 
     fn publish_round(&mut self, outcome: &RoundOutcome) {
-        let metrics = &self.controller.shared.metrics;
+        let metrics = self.controller.metrics();
         metrics.observe_round(outcome);
         let report = self.control.experiment_report();
         if let Some(report) = &report {
             metrics.observe_experiment(report);
         }
         let record = &outcome.record;
-        let mut status = self.controller.shared.status.write().unwrap();
-        status.rounds = self.control.rounds();
-        status.failures = self.control.failures();
-        status.experiment = report;
-        let labels = record
-            .labels
-            .iter()
-            .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
-        for label in labels {
-            status
+        let (rounds, failures) = (self.control.rounds(), self.control.failures());
+        let keep = self.keep_decisions;
+        self.controller.publish(|status| {
+            status.rounds = rounds;
+            status.failures = failures;
+            status.experiment = report;
+            let labels = record
+                .arm_a
                 .labels
-                .entry(label.job.clone())
-                .or_default()
-                .insert(label.key.clone(), label.value.clone());
-        }
-        for trigger in &record.triggers {
-            if let Trigger::JobFinished(id) = trigger {
-                status.labels.remove(id);
+                .iter()
+                .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
+            for label in labels {
+                status
+                    .labels
+                    .entry(label.job.clone())
+                    .or_default()
+                    .insert(label.key.clone(), label.value.clone());
             }
-        }
-        if status.decisions.len() >= self.keep_decisions {
-            status.decisions.pop_front();
-        }
-        status.decisions.push_back(outcome.record.clone());
+            for trigger in &record.triggers {
+                if let Trigger::JobFinished(id) = trigger {
+                    status.labels.remove(id);
+                }
+            }
+            if status.decisions.len() >= keep {
+                status.decisions.pop_front();
+            }
+            status.decisions.push_back(outcome.record.clone());
+        });
     }
 
     fn publish_summary<C: LiveCluster>(&mut self, cluster: &mut C, force: bool) {
@@ -288,6 +295,6 @@ impl Driver {
         }
         self.summary_at = Some(Instant::now());
         let summary = cluster.summary();
-        self.controller.shared.status.write().unwrap().snapshot = summary;
+        self.controller.publish(|status| status.snapshot = summary);
     }
 }
