@@ -173,3 +173,25 @@ fn the_same_workload_and_seed_give_byte_identical_results() {
     assert_eq!(outputs[0], outputs[1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_same_split_experiment_and_seed_give_byte_identical_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
+    let mut outputs = Vec::new();
+    for run in 0..3 {
+        let out = dir.path().join(run.to_string());
+        assert_cmd::Command::cargo_bin("switchyard")
+            .unwrap()
+            .args(["simulate", example, "--split", "default:even:0.5", "--out"])
+            .arg(&out)
+            .assert()
+            .success();
+        outputs.push(std::fs::read(out.join("experiment.json")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[0], outputs[2]);
+}

@@ -10,7 +10,7 @@
 //! This module owns the assignment, the filtered views and the per-arm figures; calling
 //! the policies, validating and applying stays in the loop ([`crate::ControlLoop`]).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
@@ -163,7 +163,7 @@ pub struct Experiment {
     compared: u64,
     agreed: u64,
     differing: VecDeque<Difference>,
-    jobs: HashMap<String, JobTrack>,
+    jobs: BTreeMap<String, JobTrack>,
     last_time: Option<f64>,
     /// Per arm: (cpu millis, gpus) requested by its placed tasks at `last_time`.
     allocated: [(f64, f64); 2],
@@ -185,7 +185,7 @@ impl Experiment {
             compared: 0,
             agreed: 0,
             differing: VecDeque::new(),
-            jobs: HashMap::new(),
+            jobs: BTreeMap::new(),
             last_time: None,
             allocated: [(0.0, 0.0); 2],
             area: [(0.0, 0.0); 2],
