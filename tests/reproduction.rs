@@ -71,7 +71,8 @@ fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
         &fallback,
         scenario,
         seed,
-        |_| {},
+        offline::Records::Stream,
+        |_, _| {},
     )
     .unwrap_or_else(|e| panic!("{policy}: {e}"));
     let s = &run.result.summary;

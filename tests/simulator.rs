@@ -236,7 +236,7 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
     let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
     let mut s = two_jobs_ten_seconds_apart();
     let mut control = ControlLoop::new(active, fallback, 1);
-    control.run(&mut s, |_| {});
+    control.run(&mut s, |_, _| {});
     assert_eq!(s.finished_jobs(), 2, "no job is lost");
     assert!(control.failures() >= 2);
     assert!(
@@ -266,7 +266,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
     };
     control.round(&mut s, triggers);
     control.swap_policy(PolicySlot::new(looping, Default::default()));
-    control.run(&mut s, |_| {});
+    control.run(&mut s, |_, _| {});
     assert_eq!(s.finished_jobs(), 2, "no job is lost");
     let records = control.records();
     assert_eq!(records[0].arm_a.policy, "even");
@@ -300,7 +300,7 @@ fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides(
         if let Some(b) = shadow {
             control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
         }
-        control.run(&mut s, |_| {});
+        control.run(&mut s, |_, _| {});
         let decided: Vec<_> = control
             .records()
             .iter()

@@ -29,7 +29,7 @@ pub use experiment::{Experiment, ExperimentReport};
 pub use leader::Leader;
 pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
 pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
-pub use record::{ArmRecord, DecisionRecord, RejectedRecord, ShadowRecord};
+pub use record::{ArmRecord, DecisionRecord, RejectedLabelRecord, RejectedRecord, ShadowRecord};
 pub use state::{
     ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
     StateError, StateStore,
@@ -300,8 +300,13 @@ impl ControlLoop {
     }
 
     /// Runs rounds until nothing more will happen or the cluster's time runs out;
-    /// `on_round` is called after every round (progress reporting).
-    pub fn run<C: Cluster>(&mut self, cluster: &mut C, mut on_round: impl FnMut(&C)) -> RunEnd {
+    /// `on_round` sees the cluster and the record after every round (progress
+    /// reporting, records streamed to a file).
+    pub fn run<C: Cluster>(
+        &mut self,
+        cluster: &mut C,
+        mut on_round: impl FnMut(&C, &DecisionRecord),
+    ) -> RunEnd {
         loop {
             match self.wait_for_round(cluster) {
                 Step::End(end) => return end,
@@ -309,8 +314,9 @@ impl ControlLoop {
                     triggers,
                     quiescent,
                 } => {
-                    let changed = self.round(cluster, triggers);
-                    on_round(cluster);
+                    let outcome = self.decide_round(cluster, triggers);
+                    let changed = outcome.changed;
+                    on_round(cluster, &outcome.record);
                     if quiescent && !changed {
                         return RunEnd::Idle;
                     }
@@ -501,9 +507,16 @@ impl ControlLoop {
             checked
                 .rejected
                 .iter()
-                .map(|r| (decided.policy.clone(), r.reason.metric_label())),
+                .map(|r| r.reason.metric_label())
+                .chain(
+                    checked
+                        .rejected_labels
+                        .iter()
+                        .map(|r| r.reason.metric_label()),
+                )
+                .map(|label| (decided.policy.clone(), label)),
         );
-        cluster.apply(&checked.accepted, &decision.labels);
+        cluster.apply(&checked.accepted, &checked.labels);
         ArmDecided {
             policy: decided.policy,
             failure: decided.failure,
@@ -562,12 +575,7 @@ struct ArmDecided {
 impl ArmDecided {
     /// The arm's part of the round's record.
     fn record(self) -> ArmRecord {
-        ArmRecord::new(
-            self.policy,
-            self.failure,
-            &self.decision,
-            self.checked.unwrap_or_default(),
-        )
+        ArmRecord::new(self.policy, self.failure, self.checked.unwrap_or_default())
     }
 }
 

@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use switchyard_core::model::{Action, Decision, JobLabel, Snapshot, Trigger};
+use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
 use switchyard_core::validate::Checked;
 
 /// A rejected action and the validator's reason, as text.
@@ -71,17 +71,25 @@ pub struct ArmRecord {
     /// Labels the policy set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<JobLabel>,
+    /// Labels turned down, with the validator's reasons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected_labels: Vec<RejectedLabelRecord>,
+}
+
+/// A rejected label and the validator's reason, as text.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RejectedLabelRecord {
+    /// The label as the policy sent it.
+    #[serde(flatten)]
+    pub label: JobLabel,
+    /// Why it was turned down.
+    pub rejected_because: String,
 }
 
 impl ArmRecord {
-    /// An arm's part of a round: `policy` decided `decision`, of which the validator
-    /// accepted and rejected what `checked` says.
-    pub fn new(
-        policy: String,
-        failure: Option<String>,
-        decision: &Decision,
-        checked: Checked,
-    ) -> Self {
+    /// An arm's part of a round: `policy` decided, and the validator accepted and
+    /// rejected what `checked` says.
+    pub fn new(policy: String, failure: Option<String>, checked: Checked) -> Self {
         Self {
             policy,
             failure,
@@ -94,7 +102,15 @@ impl ArmRecord {
                     action: r.action,
                 })
                 .collect(),
-            labels: decision.labels.clone(),
+            labels: checked.labels,
+            rejected_labels: checked
+                .rejected_labels
+                .into_iter()
+                .map(|r| RejectedLabelRecord {
+                    rejected_because: r.reason.to_string(),
+                    label: r.label,
+                })
+                .collect(),
         }
     }
 }
@@ -116,5 +132,86 @@ impl DecisionRecord {
             shadow: None,
             arm_b: None,
         }
+    }
+}
+
+/// Bytes a value takes in memory and in JSON, roughly: its strings plus a fixed cost per
+/// item. Used to bound what the live controller keeps and what one API page carries.
+trait Footprint {
+    fn footprint(&self) -> usize;
+}
+
+/// The fixed cost counted per action, label or record besides its strings.
+const ITEM_BYTES: usize = 64;
+
+impl Footprint for Action {
+    fn footprint(&self) -> usize {
+        use switchyard_core::model::Operation;
+        let strings = match &self.op {
+            Operation::Place { job, assignments } => {
+                job.len()
+                    + assignments
+                        .iter()
+                        .map(|a| a.task.len() + a.node.len() + ITEM_BYTES)
+                        .sum::<usize>()
+            }
+            Operation::Migrate {
+                job, task, node, ..
+            } => job.len() + task.as_ref().map_or(0, String::len) + node.len(),
+            Operation::SetCpuWeight { job, task, .. } => job.len() + task.len(),
+            Operation::Scale { job, nodes, .. } => {
+                job.len() + nodes.iter().map(|n| n.len() + 4).sum::<usize>()
+            }
+            Operation::Wait { job } => job.len(),
+        };
+        ITEM_BYTES + strings + self.reason.len()
+    }
+}
+
+impl Footprint for JobLabel {
+    fn footprint(&self) -> usize {
+        ITEM_BYTES + self.job.len() + self.key.len() + self.value.len()
+    }
+}
+
+impl Footprint for ArmRecord {
+    fn footprint(&self) -> usize {
+        ITEM_BYTES
+            + self.policy.len()
+            + self.failure.as_ref().map_or(0, String::len)
+            + self
+                .accepted
+                .iter()
+                .map(Footprint::footprint)
+                .sum::<usize>()
+            + self
+                .rejected
+                .iter()
+                .map(|r| r.action.footprint() + r.rejected_because.len())
+                .sum::<usize>()
+            + self.labels.iter().map(Footprint::footprint).sum::<usize>()
+            + self
+                .rejected_labels
+                .iter()
+                .map(|r| r.label.footprint() + r.rejected_because.len())
+                .sum::<usize>()
+    }
+}
+
+impl DecisionRecord {
+    /// Roughly the bytes this record holds (and its JSON takes): what bounds the
+    /// records a live controller keeps and an API page returns.
+    pub fn footprint(&self) -> usize {
+        let shadow = self.shadow.as_ref().map_or(0, |s| {
+            ITEM_BYTES
+                + s.policy.len()
+                + s.failure.as_ref().map_or(0, String::len)
+                + s.actions.iter().map(Footprint::footprint).sum::<usize>()
+        });
+        ITEM_BYTES
+            + self.triggers.len() * ITEM_BYTES
+            + self.arm_a.footprint()
+            + self.arm_b.as_ref().map_or(0, Footprint::footprint)
+            + shadow
     }
 }

@@ -54,7 +54,7 @@ use switchyard_core::delta::Change;
 use switchyard_core::model::{Decision, Description, Settings, Snapshot};
 
 /// Sandbox limits applied to every policy call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SandboxLimits {
     /// Wall time a single call may take before it is stopped.
     pub deadline: Duration,
@@ -64,6 +64,9 @@ pub struct SandboxLimits {
     pub state_bytes: usize,
     /// What else one answer may hold, and what one call may log.
     pub budget: ResultBudget,
+    /// The soonest a policy may ask to be called again, seconds of cluster time: a
+    /// shorter `next-call-after` is raised to it, so no policy can make the loop spin.
+    pub min_call_interval: f64,
 }
 
 impl Default for SandboxLimits {
@@ -73,6 +76,7 @@ impl Default for SandboxLimits {
             memory_bytes: 64 << 20,
             state_bytes: 16 << 20,
             budget: ResultBudget::default(),
+            min_call_interval: 1.0,
         }
     }
 }
@@ -300,6 +304,12 @@ impl Runtime {
         module.description = module.describe().map_err(|source| LoadError::Describe {
             source_name: source_name.into(),
             source,
+        })?;
+        switchyard_core::names::check_policy_name(module.name()).map_err(|message| {
+            LoadError::BadName {
+                source_name: source_name.into(),
+                message,
+            }
         })?;
         Ok(module)
     }
@@ -716,15 +726,17 @@ impl PolicyModule {
     }
 
     /// Checks what `decide` answered: a refusal or a nonsense next-call time is an
-    /// error naming the policy (the budgets were checked while reading it).
+    /// error naming the policy (the budgets were checked while reading it); a next call
+    /// sooner than [`SandboxLimits::min_call_interval`] is raised to it.
     fn checked(&self, answer: Result<Decision, Refusal>) -> Result<Decision, PolicyError> {
-        let decision = answer.map_err(|message| self.refused(message))?;
-        if let Some(after) = decision.next_call_after
-            && !(after.is_finite() && after >= 0.0)
-        {
-            return Err(self.invalid(format!(
-                "next-call-after must be a non-negative number of seconds, got {after}"
-            )));
+        let mut decision = answer.map_err(|message| self.refused(message))?;
+        if let Some(after) = decision.next_call_after {
+            if !(after.is_finite() && after >= 0.0) {
+                return Err(self.invalid(format!(
+                    "next-call-after must be a non-negative number of seconds, got {after}"
+                )));
+            }
+            decision.next_call_after = Some(after.max(self.limits.min_call_interval));
         }
         Ok(decision)
     }

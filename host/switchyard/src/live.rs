@@ -57,6 +57,9 @@ pub struct LiveConfig {
     pub state_dir: Option<PathBuf>,
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
+    /// The most the kept decision records may hold together, in bytes
+    /// ([`DecisionRecord::footprint`]); the oldest go first.
+    pub keep_decisions_bytes: usize,
     /// Seeds the policies' randomness.
     pub seed: u64,
 }
@@ -69,6 +72,7 @@ impl Default for LiveConfig {
             fallback: "default".into(),
             state_dir: None,
             keep_decisions: 1000,
+            keep_decisions_bytes: 64 << 20,
             seed: 0,
         }
     }
@@ -126,6 +130,8 @@ pub struct LiveStatus {
     pub ended: Option<RunEnd>,
     /// The most recent decisions, oldest first.
     pub decisions: VecDeque<DecisionRecord>,
+    /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
+    pub decision_bytes: usize,
     /// The cluster now.
     pub snapshot: SnapshotSummary,
     /// Per job, the labels policies put on it.

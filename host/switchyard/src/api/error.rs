@@ -66,6 +66,7 @@ impl From<LiveError> for ApiError {
     fn from(error: LiveError) -> Self {
         let status = match &error {
             LiveError::Catalog(CatalogError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            LiveError::Catalog(CatalogError::Reserved { .. }) => StatusCode::CONFLICT,
             LiveError::Catalog(CatalogError::Load(_) | CatalogError::Configure(_)) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }

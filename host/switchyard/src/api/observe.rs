@@ -108,11 +108,18 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
 /// Which decisions to return.
 #[derive(Debug, Deserialize, IntoParams)]
 pub(super) struct DecisionsQuery {
-    /// Only rounds numbered above this one.
+    /// Only rounds numbered above this one, oldest first (page forward by passing the
+    /// last round of the previous page); without it, the most recent ones.
     pub since: Option<u64>,
-    /// At most this many, the most recent (default 100).
+    /// At most this many (1 to 1000, default 100).
     pub limit: Option<usize>,
 }
+
+/// The most records one page returns.
+const DECISIONS_PAGE_MAX: usize = 1000;
+/// The most bytes one page carries (by [`DecisionRecord::footprint`]); a page holds at
+/// least one record.
+const DECISIONS_PAGE_BYTES: usize = 4 << 20;
 
 /// Recent decisions.
 #[derive(Debug, Serialize, ToSchema)]
@@ -124,12 +131,15 @@ pub(super) struct Decisions {
     /// labels, and the experiment's side when one runs.
     #[schema(value_type = Vec<Object>)]
     pub decisions: Vec<DecisionRecord>,
+    /// More records after these match the query (ask again with `since` set to the last
+    /// round here).
+    pub more: bool,
 }
 
 #[utoipa::path(get, path = "/v1/decisions", tag = "observe",
     params(DecisionsQuery),
     responses(
-        (status = 200, description = "Recent decisions with reasons", body = Decisions),
+        (status = 200, description = "Recent decisions with reasons, a page at a time", body = Decisions),
         (status = 400, description = "Bad query", body = ErrorBody)))]
 pub(super) async fn decisions(
     State(state): State<ApiState>,
@@ -137,18 +147,46 @@ pub(super) async fn decisions(
 ) -> Result<Json<Decisions>, ApiError> {
     let Query(query) = query.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
     let limit = query.limit.unwrap_or(100);
+    if !(1..=DECISIONS_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be between 1 and {DECISIONS_PAGE_MAX}, got {limit}"),
+        ));
+    }
     Ok(Json(state.controller.with_status(|s| {
-        let newer: Vec<&DecisionRecord> = s
-            .decisions
-            .iter()
-            .filter(|d| query.since.is_none_or(|since| d.round > since))
-            .collect();
-        let skip = newer.len().saturating_sub(limit);
+        let (decisions, more) = match query.since {
+            Some(since) => page(s.decisions.iter().filter(|d| d.round > since), limit),
+            None => {
+                let (mut newest, more) = page(s.decisions.iter().rev(), limit);
+                newest.reverse();
+                (newest, more)
+            }
+        };
         Decisions {
             rounds: s.rounds,
-            decisions: newer.into_iter().skip(skip).cloned().collect(),
+            decisions,
+            more,
         }
     })))
+}
+
+/// Takes records from `records` until `limit` of them or the page's bytes are reached
+/// (at least one); says whether any were left.
+fn page<'a>(
+    mut records: impl Iterator<Item = &'a DecisionRecord>,
+    limit: usize,
+) -> (Vec<DecisionRecord>, bool) {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for record in records.by_ref() {
+        let size = record.footprint();
+        if !out.is_empty() && (out.len() == limit || bytes + size > DECISIONS_PAGE_BYTES) {
+            return (out, true);
+        }
+        bytes += size;
+        out.push(record.clone());
+    }
+    (out, false)
 }
 
 #[utoipa::path(get, path = "/v1/snapshot", tag = "observe",

@@ -614,10 +614,9 @@ mod tests {
         let arm = ArmRecord::new(
             "p".into(),
             None,
-            &Default::default(),
             Checked {
                 accepted,
-                rejected: vec![],
+                ..Checked::default()
             },
         );
         DecisionRecord::new(round, &snapshot, arm, None)

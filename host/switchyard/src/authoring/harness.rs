@@ -155,7 +155,7 @@ fn run_workload(
         against_name = Some(b.name().to_string());
         control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
     }
-    control.run(&mut cluster, |_| {});
+    control.run(&mut cluster, |_, _| {});
     if let (Some(dir), Some(snapshots)) = (spec.save_snapshots, &cluster.snapshots) {
         save_snapshots(dir, snapshots)?;
     }
@@ -213,7 +213,6 @@ fn run_fixture(
         let arm = ArmRecord::new(
             slot.name().to_string(),
             outcome.as_ref().err().cloned(),
-            &decision,
             checked,
         );
         DecisionRecord::new(0, &fixture.snapshot, arm, decision.next_call_after)

@@ -191,10 +191,10 @@ mod tests {
         let arm = ArmRecord::new(
             "p".into(),
             None,
-            &decision,
             Checked {
                 accepted,
-                rejected: vec![],
+                labels: decision.labels.clone(),
+                ..Checked::default()
             },
         );
         DecisionRecord::new(round, &snapshot, arm, decision.next_call_after)

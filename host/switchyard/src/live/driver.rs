@@ -20,6 +20,7 @@ struct Driver {
     controller: Controller,
     control: ControlLoop,
     keep_decisions: usize,
+    keep_decisions_bytes: usize,
     commands: mpsc::Receiver<Command>,
     summary_at: Option<Instant>,
     summary_every: Duration,
@@ -49,6 +50,7 @@ pub(super) fn spawn<C: LiveCluster>(
                 controller,
                 control,
                 keep_decisions: config.keep_decisions.max(1),
+                keep_decisions_bytes: config.keep_decisions_bytes,
                 commands,
                 summary_at: None,
                 summary_every: cluster.summary_every(),
@@ -256,7 +258,7 @@ impl Driver {
         }
         let record = &outcome.record;
         let (rounds, failures) = (self.control.rounds(), self.control.failures());
-        let keep = self.keep_decisions;
+        let (keep, keep_bytes) = (self.keep_decisions, self.keep_decisions_bytes);
         self.controller.publish(|status| {
             status.rounds = rounds;
             status.failures = failures;
@@ -278,10 +280,15 @@ impl Driver {
                     status.labels.remove(id);
                 }
             }
-            if status.decisions.len() >= keep {
-                status.decisions.pop_front();
-            }
+            status.decision_bytes += outcome.record.footprint();
             status.decisions.push_back(outcome.record.clone());
+            while status.decisions.len() > 1
+                && (status.decisions.len() > keep || status.decision_bytes > keep_bytes)
+            {
+                if let Some(old) = status.decisions.pop_front() {
+                    status.decision_bytes -= old.footprint();
+                }
+            }
         });
     }
 
