@@ -288,6 +288,11 @@ impl ControlLoop {
         self.states.save_failures()
     }
 
+    /// Why state blobs cannot be persisted, while that lasts.
+    pub fn state_save_error(&self) -> Option<&str> {
+        self.states.save_error()
+    }
+
     /// The store state blobs are persisted in.
     pub fn state_store(&self) -> &dyn StateStore {
         self.states.store()

@@ -98,8 +98,11 @@ pub enum LiveError {
         "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"
     )]
     UnknownJob(String),
-    /// A loss sample that is not a number.
-    #[error("loss value {0} is not a finite number")]
+    /// A loss sample that is not a number, or absurdly large.
+    #[error(
+        "loss value {0} is not a finite number of magnitude at most {max:e}",
+        max = switchyard_control::loss::LOSS_MAGNITUDE_MAX
+    )]
     BadLossValue(f64),
     /// A change sent to a replica that does not lead.
     #[error(
@@ -115,6 +118,55 @@ pub enum LiveError {
     /// The decision thread has stopped.
     #[error("the controller is shutting down")]
     Stopped,
+    /// The change could not be persisted, so it was not made.
+    #[error(
+        "the change cannot be persisted ({source}), so it was not made; `{active}` stays \
+         active. Fix the state store (a full or read-only state directory?) and try again"
+    )]
+    NotDurable {
+        /// The policy that stays active.
+        active: String,
+        /// The store's error.
+        #[source]
+        source: StateError,
+    },
+    /// The policies directory's settings file decides this; the API does not override it.
+    #[error(
+        "{what} is set by {file}; change it there (the controller follows that file, and an \
+         API change would be undone at its next change)"
+    )]
+    OwnedBySettings {
+        /// The settings file.
+        file: String,
+        /// What it decides (`the active policy`, `the parameters of specon`, ...).
+        what: String,
+    },
+}
+
+/// What a policies directory's settings file decides. The file is the one source of
+/// truth for what it names: the API refuses to change those (409, naming the file) and
+/// keeps its say over everything else, so no answer of 200 is ever undone by the file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OwnedBySettings {
+    /// The settings file.
+    pub file: String,
+    /// It names the active policy.
+    pub active: bool,
+    /// It gives parameters for these policies.
+    pub parameters: std::collections::BTreeSet<String>,
+    /// It has an `experiment` section.
+    pub experiment: bool,
+}
+
+/// A change the API asks for, as the settings file may own it.
+#[derive(Clone, Copy, Debug)]
+pub enum ApiChange<'a> {
+    /// Activating a policy.
+    Activate,
+    /// Setting a policy's parameters.
+    Parameters(&'a str),
+    /// Starting or stopping an experiment.
+    Experiment,
 }
 
 /// What the driver publishes after every round.
@@ -132,6 +184,10 @@ pub struct LiveStatus {
     pub decisions: VecDeque<DecisionRecord>,
     /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
     pub decision_bytes: usize,
+    /// State blobs that could not be persisted so far.
+    pub state_save_failures: u64,
+    /// Why state cannot be persisted, while that lasts (a restart would lose state).
+    pub state_error: Option<String>,
     /// The cluster now.
     pub snapshot: SnapshotSummary,
     /// Per job, the labels policies put on it.
@@ -192,6 +248,8 @@ struct Shared {
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
     components: Arc<dyn ComponentStore>,
+    /// What the policies directory's settings file decides, if one is followed.
+    owned_by_settings: RwLock<Option<OwnedBySettings>>,
     /// Held from loading an upload to keeping it, so the copy kept for a name is the
     /// one loaded last.
     uploading: tokio::sync::Mutex<()>,
@@ -323,6 +381,7 @@ impl Controller {
             leader,
             on_refusal: OnceLock::new(),
             components,
+            owned_by_settings: RwLock::new(None),
             uploading: tokio::sync::Mutex::new(()),
         });
         let controller = Controller { shared };
@@ -403,6 +462,31 @@ impl Controller {
     /// The cluster's caches are complete: the controller may answer `/readyz`.
     fn mark_ready(&self) {
         self.shared.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Records what the followed settings file decides (`None`: no settings file).
+    pub fn set_owned_by_settings(&self, owned: Option<OwnedBySettings>) {
+        *self.shared.owned_by_settings.write().unwrap() = owned;
+    }
+
+    /// Refuses an API change that the followed settings file decides.
+    pub fn check_api_change(&self, change: ApiChange<'_>) -> Result<(), LiveError> {
+        let owned = self.shared.owned_by_settings.read().unwrap();
+        let Some(owned) = owned.as_ref() else {
+            return Ok(());
+        };
+        let what = match change {
+            ApiChange::Activate if owned.active => "the active policy".to_string(),
+            ApiChange::Parameters(name) if owned.parameters.contains(name) => {
+                format!("the parameters of `{name}`")
+            }
+            ApiChange::Experiment if owned.experiment => "the experiment".to_string(),
+            _ => return Ok(()),
+        };
+        Err(LiveError::OwnedBySettings {
+            file: owned.file.clone(),
+            what,
+        })
     }
 
     /// A copy of what the driver published last.
@@ -547,7 +631,7 @@ impl Controller {
     /// Hands a loss sample for an active job to the cluster, which keeps it in the
     /// job's series (stamped with the cluster's clock) or says why not.
     pub async fn push_loss(&self, job: &str, step: u64, value: f64) -> Result<LossAck, LiveError> {
-        if !value.is_finite() {
+        if !switchyard_control::loss::is_loss_value(value) {
             return Err(LiveError::BadLossValue(value));
         }
         let ack = self

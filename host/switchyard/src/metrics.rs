@@ -97,6 +97,7 @@ pub struct Metrics {
     policy_failures: Family<ReasonLabels, Counter>,
     fallbacks: Family<PolicyLabel, Counter>,
     swaps: Counter,
+    state_save_failures: Counter,
     load_errors: Family<KindLabel, Counter>,
     uploads_not_kept: Family<ReasonLabel, Counter>,
     loss_samples: Family<KindLabel, Counter>,
@@ -160,6 +161,12 @@ impl Metrics {
             "switchyard_policy_swaps",
             "Changes of the active policy or its parameters",
             swaps.clone(),
+        );
+        let state_save_failures = Counter::default();
+        registry.register(
+            "switchyard_state_save_failures",
+            "Writes of policy state or of the active policy that failed (a restart would lose them)",
+            state_save_failures.clone(),
         );
         let load_errors = Family::<KindLabel, Counter>::default();
         registry.register(
@@ -236,6 +243,7 @@ impl Metrics {
             policy_failures,
             fallbacks,
             swaps,
+            state_save_failures,
             load_errors,
             uploads_not_kept,
             loss_samples,
@@ -338,6 +346,11 @@ impl Metrics {
                     .set(arm.avg_wait.unwrap_or(f64::NAN));
             }
         }
+    }
+
+    /// Counts `n` more state writes (blobs or the active policy) that failed.
+    pub fn observe_state_save_failures(&self, n: u64) {
+        self.state_save_failures.inc_by(n);
     }
 
     /// Counts a change of the active policy or its parameters.

@@ -74,6 +74,10 @@ pub(super) struct Status {
     pub leading: bool,
     /// The leading replica, when known.
     pub leader: Option<String>,
+    /// Policy state writes that failed so far.
+    pub state_save_failures: u64,
+    /// Why policy state cannot be persisted, while that lasts: a restart would lose it.
+    pub state_error: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/status", tag = "observe",
@@ -102,15 +106,18 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
         identity,
         leading,
         leader: holder,
+        state_save_failures: s.state_save_failures,
+        state_error: s.state_error.clone(),
     }))
 }
 
 /// Which decisions to return.
 #[derive(Debug, Deserialize, IntoParams)]
 pub(super) struct DecisionsQuery {
-    /// Only rounds numbered above this one, oldest first (page forward by passing the
-    /// last round of the previous page); without it, the most recent ones.
-    pub since: Option<u64>,
+    /// Only rounds numbered above this one, oldest first (`-1` for the oldest kept; page
+    /// forward by passing the last round of the previous page); without it, the most
+    /// recent ones.
+    pub since: Option<i64>,
     /// At most this many (1 to 1000, default 100).
     pub limit: Option<usize>,
 }
@@ -155,7 +162,12 @@ pub(super) async fn decisions(
     }
     Ok(Json(state.controller.with_status(|s| {
         let (decisions, more) = match query.since {
-            Some(since) => page(s.decisions.iter().filter(|d| d.round > since), limit),
+            Some(since) => page(
+                s.decisions
+                    .iter()
+                    .filter(|d| i128::from(d.round) > i128::from(since)),
+                limit,
+            ),
             None => {
                 let (mut newest, more) = page(s.decisions.iter().rev(), limit);
                 newest.reverse();

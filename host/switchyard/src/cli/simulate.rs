@@ -49,17 +49,45 @@ pub(crate) struct SimulateArgs {
     pub split: Option<String>,
 }
 
-fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
+/// Reads `--set POLICY.key=value` options. POLICY is a `--policy` argument as given
+/// (a built-in name or a `.wasm` path, whose own dots are no trouble: the longest
+/// argument that prefixes the option wins) or the name the policy gives itself.
+fn parse_sets(
+    sets: &[String],
+    policies: &[(String, String)],
+) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
     let mut by_policy: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for set in sets {
-        let (key, value) = set
+        let (target, value) = set
             .split_once('=')
             .with_context(|| format!("--set {set}: expected policy.key=value"))?;
-        let (policy, key) = key
-            .split_once('.')
-            .with_context(|| format!("--set {set}: expected policy.key=value"))?;
+        let matched = policies
+            .iter()
+            .flat_map(|(argument, name)| [(argument, argument), (argument, name)])
+            .filter_map(|(argument, prefix)| {
+                let key = target.strip_prefix(prefix.as_str())?.strip_prefix('.')?;
+                Some((prefix.len(), argument, key))
+            })
+            .max_by_key(|(len, _, _)| *len);
+        let Some((_, argument, key)) = matched else {
+            bail!(
+                "--set {set} names no policy that is run (policies: {}); write POLICY.key=value",
+                policies
+                    .iter()
+                    .map(|(argument, name)| if argument == name {
+                        argument.clone()
+                    } else {
+                        format!("{argument} ({name})")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        if key.is_empty() {
+            bail!("--set {set}: the parameter name after `{argument}.` is empty");
+        }
         by_policy
-            .entry(policy.to_string())
+            .entry(argument.clone())
             .or_default()
             .insert(key.to_string(), value.to_string());
     }
@@ -81,14 +109,17 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             .map(|p| p.to_string())
             .collect();
     }
-    let sets = parse_sets(&args.sets)?;
-    if let Some(unknown) = sets.keys().find(|k| !policies.contains(k)) {
-        bail!(
-            "--set names policy `{unknown}`, which is not run (policies: {})",
-            policies.join(", ")
-        );
-    }
     let runtime = sandbox.offline_runtime()?;
+    // Each policy's own name, so `--set` can address it by that too (compiling here is
+    // no extra cost: the runtime keeps the module for the run).
+    let named: Vec<(String, String)> = policies
+        .iter()
+        .map(|p| {
+            let module = PolicyRef::parse(p)?.load(&runtime)?;
+            Ok((p.clone(), module.name().to_string()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let sets = parse_sets(&args.sets, &named)?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,
         &Default::default(),

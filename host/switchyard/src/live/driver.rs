@@ -28,6 +28,8 @@ struct Driver {
     changed_policy: bool,
     /// Whether this replica led when the driver last looked.
     was_leading: bool,
+    /// State save failures already counted in the metrics.
+    save_failures_seen: u64,
 }
 
 pub(super) fn spawn<C: LiveCluster>(
@@ -56,6 +58,7 @@ pub(super) fn spawn<C: LiveCluster>(
                 summary_every: cluster.summary_every(),
                 changed_policy: false,
                 was_leading,
+                save_failures_seen: 0,
             };
             driver.run(&mut cluster);
         })
@@ -141,7 +144,9 @@ impl Driver {
                 if entry.slot.module.digest() != active.module.digest()
                     || entry.slot.settings != active.settings
                 {
-                    self.swap(entry);
+                    if let Err(error) = self.swap(entry) {
+                        tracing::warn!(%error, "resuming the previous leader's policy");
+                    }
                 }
             }
             Err(error) => {
@@ -192,9 +197,13 @@ impl Driver {
     fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
         match command {
             Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
-                let _ = reply.send(Ok(self.swap(entry)));
+                let _ = reply.send(self.swap(entry));
             }
             Command::StartExperiment(experiment, reply) => {
+                if let Err(error) = experiment.check_against(&cluster.snapshot(Vec::new())) {
+                    let _ = reply.send(Err(LiveError::Experiment(error)));
+                    return;
+                }
                 self.control.start_experiment(*experiment);
                 self.changed_policy = true;
                 let report = self.control.experiment_report();
@@ -223,10 +232,12 @@ impl Driver {
         }
     }
 
-    fn swap(&mut self, entry: CatalogEntry) -> Applied {
+    /// Makes `entry` the active policy from the next round. The leader persists the
+    /// choice first (a successor resumes it): when that fails nothing changes and the
+    /// answer says why, so an activation never looks durable when it is not.
+    fn swap(&mut self, entry: CatalogEntry) -> Result<Applied, LiveError> {
         let previous = self.control.active().name().to_string();
         let name = entry.slot.name().to_string();
-        tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
         // Only the leader's choice is the one a successor must resume; a follower
         // follows the policies directory like the leader does, and keeps it to itself.
         if self.controller.leader().is_leading() {
@@ -235,18 +246,24 @@ impl Driver {
                 settings: entry.slot.settings.clone(),
             };
             if let Err(error) = self.control.state_store().save_active(&active) {
-                tracing::warn!(%error, "cannot persist the active policy");
+                tracing::error!(%error, from = previous, to = name, "cannot persist the active policy; it stays");
+                self.controller.metrics().observe_state_save_failures(1);
+                return Err(LiveError::NotDurable {
+                    active: previous,
+                    source: error,
+                });
             }
         }
+        tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
         self.control.swap_policy(entry.slot);
         self.controller.metrics().observe_swap();
         self.changed_policy = true;
         self.controller
             .publish(|status| status.active = name.clone());
-        Applied {
+        Ok(Applied {
             active: name,
             from_round: self.control.rounds(),
-        }
+        })
     }
 
     fn publish_round(&mut self, outcome: &RoundOutcome) {
@@ -258,10 +275,16 @@ impl Driver {
         }
         let record = &outcome.record;
         let (rounds, failures) = (self.control.rounds(), self.control.failures());
+        let save_failures = self.control.state_save_failures();
+        metrics.observe_state_save_failures(save_failures.saturating_sub(self.save_failures_seen));
+        self.save_failures_seen = save_failures;
+        let state_error = self.control.state_save_error().map(str::to_string);
         let (keep, keep_bytes) = (self.keep_decisions, self.keep_decisions_bytes);
         self.controller.publish(|status| {
             status.rounds = rounds;
             status.failures = failures;
+            status.state_save_failures = save_failures;
+            status.state_error = state_error;
             status.experiment = report;
             let labels = record
                 .arm_a
