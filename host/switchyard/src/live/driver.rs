@@ -141,12 +141,11 @@ impl Driver {
             Ok(entry) => {
                 // The same name may now be another version (an upload restored above).
                 let active = self.control.active();
-                if entry.slot.module.digest() != active.module.digest()
-                    || entry.slot.settings != active.settings
+                if (entry.slot.module.digest() != active.module.digest()
+                    || entry.slot.settings != active.settings)
+                    && let Err(error) = self.swap(entry)
                 {
-                    if let Err(error) = self.swap(entry) {
-                        tracing::warn!(%error, "resuming the previous leader's policy");
-                    }
+                    tracing::warn!(%error, "resuming the previous leader's policy");
                 }
             }
             Err(error) => {
