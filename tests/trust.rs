@@ -273,9 +273,16 @@ async fn an_activation_that_cannot_be_persisted_says_so_and_changes_nothing() {
     assert_eq!(status, 200, "{body}");
     // Writes now fail (a file cannot be renamed over a non-empty directory, whoever
     // runs the test): the active policy and even's state blob.
+    // The decision thread may write a file back between the two steps: try again.
     for blocked in ["active.json", "even.state"] {
-        let _ = std::fs::remove_file(state.path().join(blocked));
-        std::fs::create_dir_all(state.path().join(blocked).join("in-the-way")).unwrap();
+        let path = state.path().join(blocked);
+        let mut tries = 0;
+        while !path.is_dir() {
+            let _ = std::fs::remove_file(&path);
+            let _ = std::fs::create_dir_all(path.join("in-the-way"));
+            tries += 1;
+            assert!(tries < 1000, "cannot put a directory at {}", path.display());
+        }
     }
     let (status, body) = live.post("/v1/policies/default/activate", json!({})).await;
     assert_eq!(status, 503, "{body}");
