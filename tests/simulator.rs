@@ -555,14 +555,35 @@ fn negative_intervals_and_costs_are_refused_with_the_field_named() {
 }
 
 #[test]
-fn a_replayed_pollux_curve_passes_through_the_measured_points() {
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/pollux/cifar10/validation-128.csv");
-    if !csv.exists() {
-        // The measurements live beside the repository, not in it.
-        eprintln!("SKIPPED: {} is not there", csv.display());
-        return;
+fn a_missing_data_file_is_an_error_naming_it_and_where_the_data_comes_from() {
+    let nodes = "cluster:\n  nodes: [{name: n, cpus: 4, memory_gib: 8, gpus: 4}]\n";
+    for (import, file) in [
+        (
+            "pollux: {path: data/pollux/workloads/workload-9.csv}",
+            "workload-9.csv",
+        ),
+        ("philly: {path: nowhere/philly.csv}", "philly.csv"),
+    ] {
+        let error = workload(&format!("{nodes}import:\n  {import}\n")).unwrap_err();
+        assert!(error.contains(file), "{error}");
+        assert!(error.contains("data/pollux/"), "{error}");
+        assert!(error.contains("README.md"), "{error}");
     }
+    let replay = workload(&format!(
+        "{nodes}templates:\n  t: {{work: 10, throughput: [1.0], replay: {{path: gone.csv}}}}\n\
+         jobs:\n  - {{template: t, at: 0}}\n"
+    ))
+    .unwrap_err();
+    assert!(
+        replay.contains("gone.csv") && replay.contains("data/pollux/"),
+        "{replay}"
+    );
+}
+
+#[test]
+fn a_replayed_pollux_curve_passes_through_the_measured_points() {
+    let csv =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/pollux/cifar10/validation-128.csv");
     let (curve, total) = switchyard_sim::workload::import::replay_curve(&csv).unwrap();
     assert_eq!(total, 39062.0);
     // The first and last rows of the file: (390, 0.4455) and (39062, 0.9448).
@@ -577,13 +598,6 @@ fn a_replayed_pollux_curve_passes_through_the_measured_points() {
 fn a_pollux_workload_imports_with_measured_throughput_for_every_replica_count() {
     let example =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/pollux-workload-1.yaml");
-    let csv = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/pollux/workloads/workload-1.csv");
-    if !csv.exists() {
-        // The measurements live beside the repository, not in it.
-        eprintln!("SKIPPED: {} is not there", csv.display());
-        return;
-    }
     let scenario = Workload::load(&example).unwrap().scenario(1).unwrap();
     // 160 jobs, less the 7 bert and 4 imagenet ones the artifact has no data for.
     assert_eq!(scenario.jobs.len(), 149);

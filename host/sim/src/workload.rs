@@ -57,6 +57,15 @@ pub enum WorkloadError {
         /// What is wrong and what would be accepted.
         message: String,
     },
+    /// A data file the workload names (a trace, measurements, a replayed curve) is not
+    /// there.
+    #[error("{path}: no such file or folder; {origin}")]
+    MissingData {
+        /// The file or folder looked for.
+        path: PathBuf,
+        /// Where such data comes from and where the repository keeps it.
+        origin: &'static str,
+    },
     /// An imported trace could not be read.
     #[error("{path}: {message}")]
     Import {
@@ -74,6 +83,7 @@ impl WorkloadError {
             WorkloadError::Read { .. } => "read",
             WorkloadError::Parse { .. } => "parse",
             WorkloadError::Invalid { .. } => "invalid",
+            WorkloadError::MissingData { .. } => "missing_data",
             WorkloadError::Import { .. } => "import",
         }
     }

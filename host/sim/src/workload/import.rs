@@ -27,7 +27,31 @@ fn import_error(path: &Path, message: impl std::fmt::Display) -> WorkloadError {
     }
 }
 
-fn read_rows<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, WorkloadError> {
+/// Where the Pollux artifact's files come from, for the error about a missing one.
+const POLLUX_ORIGIN: &str = "the Pollux measurements and workloads (petuum/adaptdl, branch \
+    `osdi21-artifact`, folder `simulator/`, Apache-2.0) are kept in the repository under \
+    `data/pollux/` (see its README.md); paths in a workload file are relative to that file";
+
+/// Where `philly.csv` comes from, for the error about a missing one.
+const PHILLY_ORIGIN: &str = "`philly.csv` (the Pollux artifact's cut of Microsoft's Philly \
+    traces, msr-fiddle/philly-traces, CC BY 4.0) is kept in the repository under \
+    `data/pollux/` (see its README.md); paths in a workload file are relative to that file";
+
+/// The error for a data file or folder that is not there.
+fn missing(path: &Path, origin: &'static str) -> WorkloadError {
+    WorkloadError::MissingData {
+        path: path.to_path_buf(),
+        origin,
+    }
+}
+
+fn read_rows<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    origin: &'static str,
+) -> Result<Vec<T>, WorkloadError> {
+    if !path.exists() {
+        return Err(missing(path, origin));
+    }
     let mut reader = csv::Reader::from_path(path).map_err(|e| import_error(path, e))?;
     reader
         .deserialize()
@@ -58,7 +82,7 @@ pub fn philly(
     jobs: Option<usize>,
     node_gpus: u32,
 ) -> Result<Vec<JobSpec>, WorkloadError> {
-    let rows: Vec<PhillyRow> = read_rows(path)?;
+    let rows: Vec<PhillyRow> = read_rows(path, PHILLY_ORIGIN)?;
     let mut picked: Vec<(i64, PhillyRow)> = Vec::new();
     for row in rows
         .into_iter()
@@ -129,7 +153,7 @@ struct ValidationRow {
 /// A Pollux `validation-<batch>.csv` as a curve over the fraction of its iterations,
 /// with the run's total iterations.
 pub fn replay_curve(path: &Path) -> Result<(Curve, f64), WorkloadError> {
-    let rows: Vec<ValidationRow> = read_rows(path)?;
+    let rows: Vec<ValidationRow> = read_rows(path, POLLUX_ORIGIN)?;
     let total = rows
         .last()
         .map(|r| r.iteration)
@@ -188,7 +212,8 @@ struct Application {
 
 impl Application {
     fn load(dir: &Path) -> Result<Self, WorkloadError> {
-        let scalability: Vec<ScalabilityRow> = read_rows(&dir.join("scalability.csv"))?;
+        let scalability: Vec<ScalabilityRow> =
+            read_rows(&dir.join("scalability.csv"), POLLUX_ORIGIN)?;
         let mut steps: Vec<StepTime> = scalability
             .into_iter()
             .map(|r| StepTime {
@@ -199,7 +224,7 @@ impl Application {
             })
             .collect();
         let placements_path = dir.join("placements.csv");
-        let placements: Vec<PlacementRow> = read_rows(&placements_path)?;
+        let placements: Vec<PlacementRow> = read_rows(&placements_path, POLLUX_ORIGIN)?;
         for row in placements {
             let per_node: Option<Vec<u32>> =
                 row.placement.chars().map(|c| c.to_digit(10)).collect();
@@ -320,7 +345,10 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             .unwrap_or(Path::new("."))
             .to_path_buf()
     });
-    let rows: Vec<PolluxJobRow> = read_rows(path)?;
+    let rows: Vec<PolluxJobRow> = read_rows(path, POLLUX_ORIGIN)?;
+    if !data.is_dir() {
+        return Err(missing(&data, POLLUX_ORIGIN));
+    }
     let mut apps: HashMap<String, Option<Application>> = HashMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut jobs = Vec::new();
