@@ -4,8 +4,10 @@
 //! and seed always give the same scenario. Importers of real traces live in
 //! [`import`]. This module decides nothing about scheduling.
 
+pub mod application;
 pub mod import;
 mod schema;
+mod table;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -175,6 +177,7 @@ impl Workload {
             ("migration_cost", sim.migration_cost),
             ("rescale_cost", sim.rescale_cost),
             ("max_time", sim.max_time),
+            ("start_delay", sim.start_delay),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(
@@ -189,6 +192,7 @@ impl Workload {
             max_time: sim.max_time,
             seed,
             interference: sim.interference,
+            start_delay: sim.start_delay,
         };
         let mut rng = Pcg64::seed_from_u64(seed);
         let mut jobs = Vec::new();
