@@ -92,8 +92,17 @@ fn compare(runtime: &Runtime, workload: u32, setting: Setting) -> Agreement {
     scenario.config.start_delay = f64::from(setting.delay);
     let settings = BTreeMap::from([("starve-after".to_string(), "0".to_string())]);
     let fallback = offline::slot(runtime, "default", &BTreeMap::new()).expect("default policy");
-    let run = offline::run(runtime, "gang", &settings, &fallback, scenario, 1, |_| {})
-        .unwrap_or_else(|e| panic!("{e}"));
+    let run = offline::run(
+        runtime,
+        "gang",
+        &settings,
+        &fallback,
+        scenario,
+        1,
+        offline::Records::Stream,
+        |_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(run.result.summary.policy_failures, 0);
     let ours: HashMap<&str, f64> = run
         .result
