@@ -13,7 +13,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashSet;
 
-use crate::model::{Job, LossSample, Node, Snapshot};
+use crate::model::{Job, LossSample, Node, NodeSet, Snapshot};
 
 /// How to bring an instance from what it holds to the current snapshot.
 #[derive(Debug)]
@@ -33,6 +33,9 @@ pub struct Delta {
     pub jobs: ListDelta,
     /// Jobs whose only change is a loss series that moved on.
     pub loss_updates: Vec<LossUpdate>,
+    /// The eligibility sets must go whole: they changed, or nodes came or went (the
+    /// sets name nodes by position).
+    pub node_sets_changed: bool,
 }
 
 /// The difference between two lists of keyed items (nodes by name, jobs by id).
@@ -47,6 +50,12 @@ pub struct ListDelta {
 }
 
 impl ListDelta {
+    /// Whether items left, so the positions of the held ones after them moved (new
+    /// items only ever follow the held ones).
+    pub fn moves_positions(&self) -> bool {
+        !self.removed.is_empty()
+    }
+
     /// The current items the instance must receive whole: the changed ones in order,
     /// then the new ones.
     pub fn upserted<'a, T>(&self, now: &'a [T]) -> impl Iterator<Item = &'a T> {
@@ -76,6 +85,7 @@ pub struct LossUpdate {
 pub struct HeldSnapshot {
     nodes: Vec<Arc<Node>>,
     jobs: Vec<Arc<Job>>,
+    node_sets: Arc<Vec<NodeSet>>,
     /// No two held nodes or jobs share a key; otherwise every change goes as a reset.
     keys_unique: bool,
 }
@@ -102,10 +112,14 @@ impl HeldSnapshot {
         let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
             return Change::Reset;
         };
+        let sets_differ = !Arc::ptr_eq(&self.node_sets, &now.node_sets)
+            && self.node_sets != now.node_sets;
+        let positions_moved = !now.node_sets.is_empty() && nodes.moves_positions();
         Change::Delta(Delta {
             nodes,
             jobs,
             loss_updates,
+            node_sets_changed: sets_differ || positions_moved,
         })
     }
 
@@ -118,6 +132,7 @@ impl HeldSnapshot {
     pub fn commit(&mut self, now: &Snapshot, change: &Change) {
         self.nodes.clone_from(&now.nodes);
         self.jobs.clone_from(&now.jobs);
+        self.node_sets = Arc::clone(&now.node_sets);
         if let Change::Reset = change {
             self.keys_unique = unique(&self.nodes, |n| &n.name) && unique(&self.jobs, |j| &j.id);
         }
@@ -158,8 +173,7 @@ fn same_but_loss(a: &Job, b: &Job) -> bool {
         replicas,
         loss: _,
         metric_rises,
-        migrated,
-        rebalanced,
+        moves,
         checkpointable,
         labels,
     } = a;
@@ -172,8 +186,7 @@ fn same_but_loss(a: &Job, b: &Job) -> bool {
         && *tasks == b.tasks
         && *replicas == b.replicas
         && *metric_rises == b.metric_rises
-        && *migrated == b.migrated
-        && *rebalanced == b.rebalanced
+        && *moves == b.moves
         && *checkpointable == b.checkpointable
         && *labels == b.labels
 }

@@ -60,7 +60,33 @@ macro_rules! snapshot_lowering {
                 requests: resources(&t.requests),
                 cpu_weight: t.cpu_weight,
                 usage: t.usage.as_ref().map(resources),
+                eligible: t.eligible,
             }
+        }
+
+        fn job_move(m: &model::JobMove) -> wit::JobMove {
+            wit::JobMove {
+                time: m.time,
+                kind: match m.kind {
+                    model::MoveKind::Placed => wit::MoveKind::Placed,
+                    model::MoveKind::Migrated => wit::MoveKind::Migrated,
+                    model::MoveKind::Rescaled => wit::MoveKind::Rescaled,
+                    model::MoveKind::Preempted => wit::MoveKind::Preempted,
+                },
+                purpose: m.purpose.clone(),
+                from: m.from.clone(),
+                to: m.to.clone(),
+            }
+        }
+
+        #[allow(dead_code)]
+        pub fn node_sets(sets: &[model::NodeSet]) -> Vec<wit::NodeSet> {
+            sets.iter()
+                .map(|s| wit::NodeSet {
+                    id: s.id,
+                    nodes: s.nodes.clone(),
+                })
+                .collect()
         }
 
         #[allow(dead_code)]
@@ -94,8 +120,7 @@ macro_rules! snapshot_lowering {
                 },
                 loss: j.loss.iter().map(loss_sample).collect(),
                 metric_rises: j.metric_rises,
-                migrated: j.migrated,
-                rebalanced: j.rebalanced,
+                moves: j.moves.iter().map(job_move).collect(),
                 checkpointable: j.checkpointable,
                 labels: labels(&j.labels),
             }
@@ -118,6 +143,7 @@ macro_rules! snapshot_lowering {
                 triggers: s.triggers.iter().map(trigger).collect(),
                 nodes: s.nodes.iter().map(|n| node(n)).collect(),
                 jobs: s.jobs.iter().map(|j| job(j)).collect(),
+                node_sets: node_sets(&s.node_sets),
             }
         }
     };

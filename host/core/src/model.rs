@@ -95,7 +95,51 @@ pub struct Task {
     pub cpu_weight: f64,
     /// Measured usage, when known.
     pub usage: Option<Resources>,
+    /// The [`NodeSet`] it may run on, by id; none: any node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub eligible: Option<u32>,
 }
+
+/// A set of nodes tasks may run on, shared by every task with the same constraints.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeSet {
+    /// What tasks name it by ([`Task::eligible`]).
+    pub id: u32,
+    /// The nodes, as positions in [`Snapshot::nodes`], ascending.
+    pub nodes: Vec<u32>,
+}
+
+/// What kind of move a job made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MoveKind {
+    /// Bound to nodes from waiting.
+    Placed,
+    /// Tasks moved (or, with equal from and to, the job was only marked).
+    Migrated,
+    /// Restarted with another replica count.
+    Rescaled,
+    /// Stopped at a checkpoint; waits again.
+    Preempted,
+}
+
+/// One move of a job, for its history.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct JobMove {
+    /// Host clock seconds when it was applied.
+    pub time: f64,
+    /// What happened.
+    pub kind: MoveKind,
+    /// A migration's purpose as the policy gave it; empty otherwise.
+    pub purpose: String,
+    /// Nodes before (one per task that moved).
+    pub from: Vec<String>,
+    /// Nodes after.
+    pub to: Vec<String>,
+}
+
+/// The most recent moves a job's history keeps.
+pub const MOVE_HISTORY: usize = 32;
 
 /// One evaluation of a job's training objective.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -156,10 +200,8 @@ pub struct Job {
     pub loss: Vec<LossSample>,
     /// The metric improves by rising.
     pub metric_rises: bool,
-    /// Already moved by a `reallocate` migration.
-    pub migrated: bool,
-    /// Already moved by a `rebalance` migration.
-    pub rebalanced: bool,
+    /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]).
+    pub moves: Vec<JobMove>,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
     /// Submission labels, shared: jobs of one template carry the same ones.
@@ -170,6 +212,14 @@ impl Job {
     /// The task named `name`.
     pub fn task(&self, name: &str) -> Option<&Task> {
         self.tasks.iter().find(|t| t.name == name)
+    }
+
+    /// Adds `moved` to the history, dropping the oldest beyond [`MOVE_HISTORY`].
+    pub fn record_move(&mut self, moved: JobMove) {
+        if self.moves.len() == MOVE_HISTORY {
+            self.moves.remove(0);
+        }
+        self.moves.push(moved);
     }
 }
 
@@ -202,6 +252,10 @@ pub struct Snapshot {
     pub nodes: Vec<Arc<Node>>,
     /// Active jobs in submission order.
     pub jobs: Vec<Arc<Job>>,
+    /// The eligibility sets tasks refer to (empty: every task may run anywhere).
+    /// Shared, like nodes and jobs, so an unchanged list is recognised by its pointer.
+    #[serde(default)]
+    pub node_sets: Arc<Vec<NodeSet>>,
 }
 
 impl Snapshot {
@@ -214,6 +268,11 @@ impl Snapshot {
     pub fn node(&self, name: &str) -> Option<&Node> {
         self.nodes.iter().find(|n| n.name == name).map(|n| &**n)
     }
+
+    /// The node set with id `id`.
+    pub fn node_set(&self, id: u32) -> Option<&NodeSet> {
+        self.node_sets.iter().find(|s| s.id == id)
+    }
 }
 
 /// One task bound to one node.
@@ -223,16 +282,6 @@ pub struct Assignment {
     pub task: String,
     /// Target node.
     pub node: String,
-}
-
-/// Why a job moves.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum MigrationKind {
-    /// Because of its own progress.
-    Reallocate,
-    /// To even out the cluster.
-    Rebalance,
 }
 
 /// What a policy asks the host to do.
@@ -254,8 +303,9 @@ pub enum Operation {
         task: Option<String>,
         /// Target node.
         node: String,
-        /// Reallocation or rebalancing.
-        kind: MigrationKind,
+        /// Why, as a short tag kept in the job's move history (may be empty).
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        purpose: String,
     },
     /// Set a task's CPU weight.
     SetCpuWeight {
@@ -280,6 +330,11 @@ pub enum Operation {
         /// Job id.
         job: String,
     },
+    /// Checkpoint a running job and release its tasks; it waits again.
+    Preempt {
+        /// Job id.
+        job: String,
+    },
 }
 
 impl Operation {
@@ -290,7 +345,8 @@ impl Operation {
             | Operation::Migrate { job, .. }
             | Operation::SetCpuWeight { job, .. }
             | Operation::Scale { job, .. }
-            | Operation::Wait { job } => job,
+            | Operation::Wait { job }
+            | Operation::Preempt { job } => job,
         }
     }
 }

@@ -10,8 +10,8 @@ use std::collections::{HashMap, HashSet};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::{
-    Action, Assignment, Decision, Job, JobLabel, JobPhase, MigrationKind, Node, Operation,
-    Resources, Snapshot, TaskPhase,
+    Action, Assignment, Decision, Job, JobLabel, JobPhase, Node, Operation, Resources, Snapshot,
+    Task, TaskPhase,
 };
 use crate::names;
 
@@ -75,13 +75,24 @@ pub enum Rejection {
         /// Job id.
         job: String,
     },
-    /// The job has been moved once already for this reason.
-    #[error("job `{job}` was already migrated ({kind}); a job moves at most once per kind")]
-    AlreadyMigrated {
+    /// The task may not run on the node (its tolerations, node selector or required
+    /// affinity exclude it).
+    #[error("task `{task}` of job `{job}` may not run on node `{node}`: the node is outside its eligible set")]
+    NotEligible {
         /// Job id.
         job: String,
-        /// `reallocate` or `rebalance`.
-        kind: &'static str,
+        /// Task name.
+        task: String,
+        /// Node name.
+        node: String,
+    },
+    /// A migration's purpose is not a short tag.
+    #[error("migration of job `{job}`: purpose {message}")]
+    BadPurpose {
+        /// Job id.
+        job: String,
+        /// What is wrong.
+        message: String,
     },
     /// The job cannot checkpoint, so it cannot be moved or rescaled.
     #[error("job `{job}` cannot checkpoint, so it cannot be migrated or rescaled")]
@@ -119,8 +130,9 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
-    /// The job already had a migration or rescale accepted in this decision.
-    #[error("job `{job}` already has a migration or rescale in this decision")]
+    /// The job already had a move (migration, rescale, preemption) accepted in this
+    /// decision: a job moves at most once per round.
+    #[error("job `{job}` already moves in this decision (a migration, rescale or preemption); one move per job per round")]
     ConflictingAction {
         /// Job id.
         job: String,
@@ -138,7 +150,8 @@ impl Rejection {
             Rejection::NodeFull { .. } => "node-full",
             Rejection::TaskNotPending { .. } => "task-not-pending",
             Rejection::EmptyPlacement { .. } => "empty-placement",
-            Rejection::AlreadyMigrated { .. } => "already-migrated",
+            Rejection::NotEligible { .. } => "not-eligible",
+            Rejection::BadPurpose { .. } => "bad-purpose",
             Rejection::NotCheckpointable { .. } => "not-checkpointable",
             Rejection::WrongPhase { .. } => "wrong-phase",
             Rejection::WeightOutOfRange { .. } => "weight-out-of-range",
@@ -263,6 +276,9 @@ struct Account<'a> {
     free: FxHashMap<&'a str, Resources>,
     placed: HashSet<(&'a str, &'a str)>,
     moved_jobs: HashSet<&'a str>,
+    snapshot: &'a Snapshot,
+    /// The nodes of each eligibility set a checked task named, by set id.
+    eligible: FxHashMap<u32, FxHashSet<&'a str>>,
 }
 
 fn show(r: &Resources) -> String {
@@ -292,6 +308,37 @@ impl<'a> Account<'a> {
             free: FxHashMap::default(),
             placed: HashSet::new(),
             moved_jobs: HashSet::new(),
+            snapshot,
+            eligible: FxHashMap::default(),
+        }
+    }
+
+    /// Refuses `node` for `task` when the task's eligibility set leaves it out.
+    fn check_eligible(&mut self, job: &str, task: &'a Task, node: &str) -> Result<(), Rejection> {
+        let Some(set) = task.eligible else {
+            return Ok(());
+        };
+        let snapshot = self.snapshot;
+        let nodes = self.eligible.entry(set).or_insert_with(|| {
+            snapshot
+                .node_set(set)
+                .map(|s| {
+                    s.nodes
+                        .iter()
+                        .filter_map(|&i| snapshot.nodes.get(i as usize))
+                        .map(|n| n.name.as_str())
+                        .collect()
+                })
+                .unwrap_or_default()
+        });
+        if nodes.contains(node) {
+            Ok(())
+        } else {
+            Err(Rejection::NotEligible {
+                job: job.into(),
+                task: task.name.clone(),
+                node: node.into(),
+            })
         }
     }
 
@@ -303,8 +350,11 @@ impl<'a> Account<'a> {
         match op {
             Operation::Place { assignments, .. } => self.place(job_id, assignments),
             Operation::Migrate {
-                task, node, kind, ..
-            } => self.migrate(job_id, task.as_deref(), node, *kind),
+                task,
+                node,
+                purpose,
+                ..
+            } => self.migrate(job_id, task.as_deref(), node, purpose),
             Operation::SetCpuWeight { task, weight, .. } => {
                 job.task(task).ok_or_else(|| Rejection::UnknownTask {
                     job: job_id.into(),
@@ -323,6 +373,13 @@ impl<'a> Account<'a> {
                 replicas, nodes, ..
             } => self.scale(job_id, *replicas, nodes),
             Operation::Wait { .. } => Ok(()),
+            Operation::Preempt { .. } => {
+                // Its nodes are released only once the checkpoint is saved, so nothing
+                // placed in this round can use them yet.
+                self.claim_move(job_id)?;
+                self.moved_jobs.insert(job_id);
+                Ok(())
+            }
         }
     }
 
@@ -403,6 +460,7 @@ impl<'a> Account<'a> {
                     task: a.task.clone(),
                 });
             }
+            self.check_eligible(job_id, task, &a.node)?;
             charges.push((a.task.as_str(), a.node.as_str(), task.requests));
         }
         self.charge_all(job_id, &charges)?;
@@ -419,7 +477,7 @@ impl<'a> Account<'a> {
             return Err(Rejection::WrongPhase {
                 job: job_id.into(),
                 phase: format!("{:?}", job.phase).to_lowercase(),
-                what: "only a running job can be migrated or rescaled".into(),
+                what: "only a running job can be migrated, rescaled or preempted".into(),
             });
         }
         if self.moved_jobs.contains(job_id) {
@@ -433,19 +491,13 @@ impl<'a> Account<'a> {
         job_id: &'a str,
         task: Option<&'a str>,
         node: &'a str,
-        kind: MigrationKind,
+        purpose: &str,
     ) -> Result<(), Rejection> {
         let job = self.job(job_id).expect("checked by caller");
-        let (done, kind_name) = match kind {
-            MigrationKind::Reallocate => (job.migrated, "reallocate"),
-            MigrationKind::Rebalance => (job.rebalanced, "rebalance"),
-        };
-        if done {
-            return Err(Rejection::AlreadyMigrated {
-                job: job_id.into(),
-                kind: kind_name,
-            });
-        }
+        names::check_label_value(purpose).map_err(|message| Rejection::BadPurpose {
+            job: job_id.into(),
+            message,
+        })?;
         self.claim_move(job_id)?;
         let moving: Vec<_> = match task {
             Some(name) => vec![job.task(name).ok_or_else(|| Rejection::UnknownTask {
@@ -460,6 +512,9 @@ impl<'a> Account<'a> {
                 phase: "running".into(),
                 what: format!("task `{}` is not on a node, so it cannot move", t.name),
             });
+        }
+        for t in moving.iter().filter(|t| t.node.as_deref() != Some(node)) {
+            self.check_eligible(job_id, t, node)?;
         }
         let charges: Vec<_> = moving
             .iter()
@@ -510,6 +565,9 @@ impl<'a> Account<'a> {
                     "growing by {added} needs {added} target nodes, got {}",
                     nodes.len()
                 )));
+            }
+            for n in nodes {
+                self.check_eligible(job_id, template, n)?;
             }
             let charges: Vec<_> = nodes
                 .iter()

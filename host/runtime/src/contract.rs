@@ -12,7 +12,7 @@ use switchyard_core::model;
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "switchyard:policy/policy@0.1.0",
+        world: "switchyard:policy/policy@0.2.0",
     });
 }
 
@@ -22,7 +22,7 @@ pub(crate) mod bindings {
 pub(crate) mod incremental_bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "switchyard:policy/incremental-policy@0.1.0",
+        world: "switchyard:policy/incremental-policy@0.2.0",
         with: {
             "switchyard:policy/types": super::bindings::switchyard::policy::types,
             "switchyard:policy/host": super::bindings::switchyard::policy::host,
@@ -36,7 +36,7 @@ use bindings::switchyard::policy::types as wit;
 /// the names and the message listing them are spelled in one place).
 macro_rules! export_name {
     ($interface:literal) => {
-        concat!("switchyard:policy/", $interface, "@0.1.0")
+        concat!("switchyard:policy/", $interface, "@0.2.0")
     };
 }
 
@@ -56,7 +56,7 @@ pub const ACCEPTED_EXPORTS: &str = concat!(
 );
 
 /// The WIT package and version this host speaks.
-pub const PACKAGE: &str = "switchyard:policy@0.1.0";
+pub const PACKAGE: &str = "switchyard:policy@0.2.0";
 
 mod lowering {
     switchyard_core::snapshot_lowering!(super::bindings::switchyard::policy::types);
@@ -79,6 +79,7 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             removed_jobs: vec![],
             loss_updates: vec![],
             appended_loss: vec![],
+            node_sets: Some(lowering::node_sets(&now.node_sets)),
         },
         Change::Delta(delta) => wit::SnapshotDelta {
             reset: false,
@@ -111,6 +112,9 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
                 .flat_map(|update| &now.jobs[update.job].loss[update.kept..])
                 .map(lowering::loss_sample)
                 .collect(),
+            node_sets: delta
+                .node_sets_changed
+                .then(|| lowering::node_sets(&now.node_sets)),
         },
     }
 }
@@ -329,6 +333,8 @@ pub(crate) mod metered {
         Scale(Scaling),
         #[component(name = "wait")]
         Wait(Text),
+        #[component(name = "preempt")]
+        Preempt(Text),
     }
 
     #[derive(ComponentType, Lift)]
@@ -351,19 +357,7 @@ pub(crate) mod metered {
         job: Text,
         task: Option<Text>,
         node: Text,
-        kind: MigrationKind,
-    }
-
-    // Built by lifting only, never by name.
-    #[allow(dead_code)]
-    #[derive(ComponentType, Lift, Clone, Copy)]
-    #[component(enum)]
-    #[repr(u8)]
-    pub(crate) enum MigrationKind {
-        #[component(name = "reallocate")]
-        Reallocate,
-        #[component(name = "rebalance")]
-        Rebalance,
+        purpose: Text,
     }
 
     #[derive(ComponentType, Lift)]
@@ -454,10 +448,7 @@ pub(crate) mod metered {
                     job: m.job.0,
                     task: m.task.map(|t| t.0),
                     node: m.node.0,
-                    kind: match m.kind {
-                        MigrationKind::Reallocate => model::MigrationKind::Reallocate,
-                        MigrationKind::Rebalance => model::MigrationKind::Rebalance,
-                    },
+                    purpose: m.purpose.0,
                 },
                 Operation::SetCpuWeight(w) => model::Operation::SetCpuWeight {
                     job: w.job.0,
@@ -470,6 +461,7 @@ pub(crate) mod metered {
                     nodes: s.nodes.0.into_iter().map(|n| n.0).collect(),
                 },
                 Operation::Wait(job) => model::Operation::Wait { job: job.0 },
+                Operation::Preempt(job) => model::Operation::Preempt { job: job.0 },
             };
             model::Action {
                 op,

@@ -15,10 +15,10 @@ use crate::{Snapshot, SnapshotDelta};
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "switchyard:policy/incremental-policy@0.1.0",
+        world: "switchyard:policy/incremental-policy@0.2.0",
         with: {
-            "switchyard:policy/types@0.1.0": crate::bindings::switchyard::policy::types,
-            "switchyard:policy/host@0.1.0": crate::bindings::switchyard::policy::host,
+            "switchyard:policy/types@0.2.0": crate::bindings::switchyard::policy::types,
+            "switchyard:policy/host@0.2.0": crate::bindings::switchyard::policy::host,
         },
         default_bindings_module: "switchyard_policy_sdk::incremental::bindings",
         pub_export_macro: true,
