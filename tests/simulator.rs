@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use support::res;
 use switchyard_control::{Advance, Cluster, ControlLoop, PolicySlot};
-use switchyard_core::model::{Action, Assignment, MigrationKind, Operation};
+use switchyard_core::model::{Action, Assignment, JobPhase, MoveKind, Operation, TaskPhase, Trigger};
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::simulator::{
@@ -24,6 +24,7 @@ fn node(name: &str, cpus: f64) -> NodeSpec {
         name: name.into(),
         allocatable: res(cpus, 64, 4),
         labels: BTreeMap::new(),
+        taints: vec![],
     }
 }
 
@@ -55,6 +56,7 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
         metric_rises: false,
         checkpointable: true,
         labels: BTreeMap::new(),
+        placement: Default::default(),
     }
 }
 
@@ -150,13 +152,100 @@ fn a_migration_delays_the_job_by_its_cost_exactly_once() {
             job: "a".into(),
             task: None,
             node: "n2".into(),
-            kind: MigrationKind::Reallocate,
+            purpose: "reallocate".into(),
         },
         reason: "t".into(),
     };
     s.apply(&[migrate], &[]);
     run_to_end(&mut s);
     assert_eq!(s.finish_time("a"), Some(105.0));
+}
+
+fn preempt(job: &str) -> Action {
+    Action {
+        op: Operation::Preempt { job: job.into() },
+        reason: "t".into(),
+    }
+}
+
+#[test]
+fn a_preempted_job_keeps_its_progress_frees_its_node_after_the_checkpoint_and_restores_once() {
+    let mut s = sim(
+        vec![node("n1", 1.0), node("n2", 1.0)],
+        vec![cpu_job("a", 100.0, 1.0, 1.0)],
+    );
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    assert_eq!(s.advance(Some(30.0)), Advance::Reached { quiescent: false });
+    s.apply(&[preempt("a")], &[]);
+    // Saving the checkpoint (5 s by default): still on n1, restarting, no progress.
+    let job = |s: &mut Simulator| s.snapshot(vec![]).jobs[0].clone();
+    let saving = job(&mut s);
+    assert_eq!(saving.phase, JobPhase::Restarting);
+    assert_eq!(saving.tasks[0].node.as_deref(), Some("n1"));
+    // Then the node is free, the job waits, and the policy hears of it.
+    let Advance::Events(triggers) = s.advance(None) else {
+        panic!("the checkpoint's end is an event");
+    };
+    assert_eq!(triggers, [Trigger::JobPreempted("a".into())]);
+    assert_eq!(s.now(), 35.0);
+    let waiting = job(&mut s);
+    assert_eq!(waiting.phase, JobPhase::Waiting);
+    assert_eq!(waiting.tasks[0].phase, TaskPhase::Pending);
+    assert_eq!(waiting.tasks[0].node, None);
+    assert_eq!(s.snapshot(vec![]).nodes[0].requested.cpu_millis, 0);
+    // Nothing runs while it waits: at t=100 it is still 70 work units short.
+    assert_eq!(s.advance(Some(100.0)), Advance::Reached { quiescent: true });
+    s.apply(&[place("a", "main", "n2")], &[]);
+    run_to_end(&mut s);
+    // 100 + 5 s restore + the 70 units left; the checkpoint cost was charged once
+    // (t=30..35), the restore once.
+    assert_eq!(s.finish_time("a"), Some(175.0));
+    let outcome = &s.outcomes()[0];
+    assert_eq!((outcome.preemptions, outcome.migrations), (1, 0));
+}
+
+#[test]
+fn a_job_s_moves_are_recorded_in_order_with_their_nodes() {
+    let mut s = sim(
+        vec![node("n1", 2.0), node("n2", 2.0)],
+        vec![cpu_job("a", 1000.0, 1.0, 1.0)],
+    );
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    s.advance(Some(10.0));
+    let migrate = |purpose: &str| Action {
+        op: Operation::Migrate {
+            job: "a".into(),
+            task: None,
+            node: "n2".into(),
+            purpose: purpose.into(),
+        },
+        reason: "t".into(),
+    };
+    s.apply(&[migrate("defrag")], &[]);
+    s.advance(Some(20.0));
+    s.apply(&[migrate("")], &[]); // already there: only marked
+    s.advance(Some(30.0));
+    s.apply(&[preempt("a")], &[]);
+    s.advance(None);
+    s.apply(&[place("a", "main", "n1")], &[]);
+    let moves: Vec<(f64, MoveKind, String, Vec<String>, Vec<String>)> = s.snapshot(vec![]).jobs[0]
+        .moves
+        .iter()
+        .map(|m| (m.time, m.kind, m.purpose.clone(), m.from_nodes.clone(), m.to_nodes.clone()))
+        .collect();
+    let n = |names: &[&str]| -> Vec<String> { names.iter().map(|s| s.to_string()).collect() };
+    assert_eq!(
+        moves,
+        [
+            (0.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
+            (10.0, MoveKind::Migrated, "defrag".into(), n(&["n1"]), n(&["n2"])),
+            (20.0, MoveKind::Migrated, String::new(), n(&["n2"]), n(&["n2"])),
+            (30.0, MoveKind::Preempted, String::new(), n(&["n2"]), n(&[])),
+            (35.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
+        ]
+    );
 }
 
 #[test]

@@ -11,7 +11,8 @@
 use std::collections::BTreeMap;
 
 use switchyard_core::model::{
-    Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase, Trigger,
+    Job, JobPhase, LossSample, Node, NodeSet, Replicas, Resources, Snapshot, Task, TaskPhase,
+    Trigger,
 };
 
 /// Running jobs per node (two tasks each).
@@ -41,6 +42,7 @@ pub(crate) fn cluster(nodes: usize, pending_tasks: usize, time: f64) -> Snapshot
             .map(|i| node(i, &task_request).into())
             .collect::<Vec<_>>(),
         jobs: Vec::new(),
+        node_sets: Default::default(),
     };
     for i in 0..nodes * JOBS_PER_NODE {
         let host = format!("node-{:05}", i / JOBS_PER_NODE);
@@ -97,6 +99,7 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
         requests: *request,
         cpu_weight: 1.0,
         usage: None,
+        eligible: None,
     };
     // Loss falls fast and then flattens, at a pace that differs per job, so SpeCon
     // finds jobs in every category.
@@ -132,9 +135,45 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
         },
         loss,
         metric_rises: false,
-        migrated: false,
-        rebalanced: false,
+        moves: vec![],
         checkpointable: true,
         labels: Default::default(),
     }
+}
+
+/// `snapshot` as a cluster with placement rules would be: three eligibility sets (a GPU
+/// type on the nodes of zone 0, another on zones 1 and 2, and every node but a tainted
+/// tenth), and the jobs in turn unconstrained or limited to one of them. Tasks of one
+/// job share their set, as tasks with the same constraints do.
+pub(crate) fn with_eligibility(mut snapshot: Snapshot) -> Snapshot {
+    let nodes = snapshot.nodes.len() as u32;
+    let sets = [
+        (0..nodes).filter(|i| i % 3 == 0).collect::<Vec<_>>(),
+        (0..nodes).filter(|i| i % 3 != 0).collect(),
+        (0..nodes).filter(|i| i % 10 != 9).collect(),
+    ];
+    snapshot.node_sets = std::sync::Arc::new(
+        sets.into_iter()
+            .enumerate()
+            .map(|(id, nodes)| NodeSet {
+                id: id as u32,
+                nodes,
+            })
+            .collect(),
+    );
+    for (i, job) in snapshot.jobs.iter_mut().enumerate() {
+        let job = std::sync::Arc::make_mut(job);
+        // Running jobs sit on node i / JOBS_PER_NODE; keep them inside their set.
+        let host = (i / JOBS_PER_NODE) as u32;
+        let set = match i % 4 {
+            1 if host % 3 == 0 => Some(0),
+            2 if host % 3 != 0 => Some(1),
+            3 if host % 10 != 9 => Some(2),
+            _ => None,
+        };
+        for task in &mut job.tasks {
+            task.eligible = set;
+        }
+    }
+    snapshot
 }

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use switchyard_core::model::{
-    Job, JobPhase, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
+    Job, JobMove, JobPhase, LossSample, MoveKind, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
 };
 
 /// `cpus` cores, `gib` GiB of memory, `gpus` GPUs.
@@ -67,8 +67,7 @@ pub(crate) fn job(id: &str) -> JobBuilder {
         },
         loss: vec![],
         metric_rises: false,
-        migrated: false,
-        rebalanced: false,
+        moves: vec![],
         checkpointable: true,
         labels: Default::default(),
     })
@@ -87,6 +86,7 @@ impl JobBuilder {
             requests,
             cpu_weight: 1.0,
             usage: None,
+            eligible: None,
         });
         self
     }
@@ -112,8 +112,16 @@ impl JobBuilder {
         };
         self
     }
-    pub(crate) fn migrated(mut self) -> Self {
-        self.0.migrated = true;
+    /// Has a migration with `purpose` in its history, in place on its nodes.
+    pub(crate) fn migrated_for(mut self, purpose: &str) -> Self {
+        let at: Vec<String> = self.0.tasks.iter().filter_map(|t| t.node.clone()).collect();
+        self.0.record_move(JobMove {
+            time: 0.0,
+            kind: MoveKind::Migrated,
+            purpose: purpose.into(),
+            from_nodes: at.clone(),
+            to_nodes: at,
+        });
         self
     }
     pub(crate) fn not_checkpointable(mut self) -> Self {

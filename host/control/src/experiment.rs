@@ -11,11 +11,12 @@
 //! the policies, validating and applying stays in the loop ([`crate::ControlLoop`]).
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 
 use serde::Serialize;
 
 use crate::PolicySlot;
-use switchyard_core::model::{Action, Operation, Snapshot, Trigger};
+use switchyard_core::model::{Action, NodeSet, Operation, Snapshot, Trigger};
 use switchyard_core::names;
 
 /// Differing shadow decisions kept for the report (the most recent ones).
@@ -375,29 +376,37 @@ impl Experiment {
             ExperimentMode::Shadow => None,
         };
         let mine = |id: &str| self.arm_of(id) == Some(arm);
+        let kept: Vec<usize> = (0..snapshot.nodes.len())
+            .filter(|&i| {
+                nodes_b.is_none_or(|sel| sel.matches(&snapshot.nodes[i].labels) == (arm == Arm::B))
+            })
+            .collect();
+        let node_sets = if kept.len() == snapshot.nodes.len() {
+            Arc::clone(&snapshot.node_sets)
+        } else {
+            Arc::new(renumbered(&snapshot.node_sets, &kept, snapshot.nodes.len()))
+        };
         Snapshot {
             time: snapshot.time,
             triggers: snapshot
                 .triggers
                 .iter()
                 .filter(|t| match t {
-                    Trigger::JobArrived(id) | Trigger::JobFinished(id) => mine(id),
+                    Trigger::JobArrived(id)
+                    | Trigger::JobFinished(id)
+                    | Trigger::JobPreempted(id) => mine(id),
                     Trigger::Tick | Trigger::NodeChanged(_) => true,
                 })
                 .cloned()
                 .collect(),
-            nodes: snapshot
-                .nodes
-                .iter()
-                .filter(|n| nodes_b.is_none_or(|sel| sel.matches(&n.labels) == (arm == Arm::B)))
-                .cloned()
-                .collect(),
+            nodes: kept.iter().map(|&i| Arc::clone(&snapshot.nodes[i])).collect(),
             jobs: snapshot
                 .jobs
                 .iter()
                 .filter(|j| mine(&j.id))
                 .cloned()
                 .collect(),
+            node_sets,
         }
     }
 
@@ -559,6 +568,26 @@ pub struct ArmReport {
     pub cpu_allocated: Option<f64>,
     /// Share of its nodes' GPUs requested by its running tasks, averaged likewise.
     pub gpu_allocated: Option<f64>,
+}
+
+/// `sets` for an arm that sees only the nodes at positions `kept` (ascending) of the
+/// `nodes` the cluster has: each set keeps its nodes that the arm sees, numbered by
+/// their positions in the arm's list.
+fn renumbered(sets: &[NodeSet], kept: &[usize], nodes: usize) -> Vec<NodeSet> {
+    let mut position = vec![None; nodes];
+    for (new, &old) in kept.iter().enumerate() {
+        position[old] = Some(new as u32);
+    }
+    sets.iter()
+        .map(|set| NodeSet {
+            id: set.id,
+            nodes: set
+                .nodes
+                .iter()
+                .filter_map(|&old| position.get(old as usize).copied().flatten())
+                .collect(),
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -156,13 +156,16 @@ impl Footprint for Action {
                         .sum::<usize>()
             }
             Operation::Migrate {
-                job, task, node, ..
-            } => job.len() + task.as_ref().map_or(0, String::len) + node.len(),
+                job,
+                task,
+                node,
+                purpose,
+            } => job.len() + task.as_ref().map_or(0, String::len) + node.len() + purpose.len(),
             Operation::SetCpuWeight { job, task, .. } => job.len() + task.len(),
             Operation::Scale { job, nodes, .. } => {
                 job.len() + nodes.iter().map(|n| n.len() + 4).sum::<usize>()
             }
-            Operation::Wait { job } => job.len(),
+            Operation::Wait { job } | Operation::Preempt { job } => job.len(),
         };
         ITEM_BYTES + strings + self.reason.len()
     }

@@ -6,6 +6,8 @@
 //! - [`delta`]: what a kept policy instance holds and the change that brings it to the
 //!   current snapshot.
 //! - [`validate`]: checking a decision against the snapshot it was made for.
+//! - [`eligibility`]: the cluster's placement rules (taints, selectors, affinity) and
+//!   the eligibility sets they give tasks.
 //! - [`names`]: the syntax of policy names and job labels (Kubernetes').
 //! - [`snapshot_lowering!`]: the one lowering of a snapshot to the WIT types, shared by
 //!   the host's bindings and the guest SDK's.
@@ -14,6 +16,7 @@
 //! binding type and depends on no engine.
 
 pub mod delta;
+pub mod eligibility;
 mod lowering;
 pub mod model;
 pub mod names;

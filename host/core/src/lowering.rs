@@ -74,8 +74,8 @@ macro_rules! snapshot_lowering {
                     model::MoveKind::Preempted => wit::MoveKind::Preempted,
                 },
                 purpose: m.purpose.clone(),
-                from: m.from.clone(),
-                to: m.to.clone(),
+                from_nodes: m.from_nodes.clone(),
+                to_nodes: m.to_nodes.clone(),
             }
         }
 
@@ -133,6 +133,7 @@ macro_rules! snapshot_lowering {
                 model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
                 model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
                 model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
+                model::Trigger::JobPreempted(id) => wit::Trigger::JobPreempted(id.clone()),
             }
         }
 

@@ -133,13 +133,22 @@ pub struct JobMove {
     /// A migration's purpose as the policy gave it; empty otherwise.
     pub purpose: String,
     /// Nodes before (one per task that moved).
-    pub from: Vec<String>,
+    pub from_nodes: Vec<String>,
     /// Nodes after.
-    pub to: Vec<String>,
+    pub to_nodes: Vec<String>,
 }
 
 /// The most recent moves a job's history keeps.
 pub const MOVE_HISTORY: usize = 32;
+
+/// Adds `moved` to `history`, dropping the oldest beyond [`MOVE_HISTORY`]: what every
+/// backend keeps of a job's moves.
+pub fn record_move(history: &mut Vec<JobMove>, moved: JobMove) {
+    if history.len() >= MOVE_HISTORY {
+        history.drain(..=history.len() - MOVE_HISTORY);
+    }
+    history.push(moved);
+}
 
 /// One evaluation of a job's training objective.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -216,10 +225,7 @@ impl Job {
 
     /// Adds `moved` to the history, dropping the oldest beyond [`MOVE_HISTORY`].
     pub fn record_move(&mut self, moved: JobMove) {
-        if self.moves.len() == MOVE_HISTORY {
-            self.moves.remove(0);
-        }
-        self.moves.push(moved);
+        record_move(&mut self.moves, moved);
     }
 }
 
@@ -235,6 +241,8 @@ pub enum Trigger {
     JobFinished(String),
     /// A node changed.
     NodeChanged(String),
+    /// A preempted job released its nodes.
+    JobPreempted(String),
 }
 
 /// Everything a policy sees in one call.

@@ -32,11 +32,18 @@ pub(crate) mod incremental_bindings {
 
 use bindings::switchyard::policy::types as wit;
 
+/// The contract version this host speaks (the WIT package's), as a literal.
+macro_rules! contract_version {
+    () => {
+        "0.2.0"
+    };
+}
+
 /// The name `interface` of this contract's package is exported under, as a literal (so
 /// the names and the message listing them are spelled in one place).
 macro_rules! export_name {
     ($interface:literal) => {
-        concat!("switchyard:policy/", $interface, "@0.2.0")
+        concat!("switchyard:policy/", $interface, "@", contract_version!())
     };
 }
 
@@ -56,7 +63,10 @@ pub const ACCEPTED_EXPORTS: &str = concat!(
 );
 
 /// The WIT package and version this host speaks.
-pub const PACKAGE: &str = "switchyard:policy@0.2.0";
+pub const PACKAGE: &str = concat!("switchyard:policy@", contract_version!());
+
+/// The contract's version alone.
+pub const CONTRACT_VERSION: &str = contract_version!();
 
 mod lowering {
     switchyard_core::snapshot_lowering!(super::bindings::switchyard::policy::types);

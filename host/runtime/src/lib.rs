@@ -46,7 +46,7 @@ pub use tier::Compiler;
 
 use crate::contract::metered::{self, Items, Text};
 use crate::contract::{
-    ACCEPTED_EXPORTS, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
+    ACCEPTED_EXPORTS, CONTRACT_VERSION, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
     incremental_bindings,
 };
 use sandbox::GuestState;
@@ -440,10 +440,19 @@ fn check_world(
         e.starts_with("switchyard:policy/scheduler")
             || e.starts_with("switchyard:policy/incremental-scheduler")
     }) {
-        Some(other) => format!(
-            "it exports `{other}`, built against another version of the contract; this host \
-             speaks {PACKAGE}"
-        ),
+        Some(other) => {
+            let built = other
+                .rsplit_once('@')
+                .map_or("an unversioned draft", |(_, version)| version);
+            format!(
+                "it was built against switchyard:policy@{built} (it exports `{other}`), and \
+                 this host speaks {PACKAGE}, whose types differ: rebuild it against the \
+                 {PACKAGE} WIT (a Rust policy: the current switchyard-policy-sdk, then \
+                 `cargo build --release --target wasm32-wasip2`; a Python one: \
+                 `componentize-py -w switchyard:policy/policy@{CONTRACT_VERSION} ...`; see \
+                 docs/policy-authoring.md)"
+            )
+        }
         None if exports.is_empty() => "it exports nothing".to_string(),
         None => format!("it exports {}", exports.join(", ")),
     };

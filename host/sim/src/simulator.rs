@@ -35,9 +35,10 @@ use events::{EventKind, EventQueue};
 pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 use state::{JobState, SimJob, SimNode};
 use switchyard_control::{Advance, Cluster};
+use switchyard_core::eligibility::EligibilitySets;
 use switchyard_core::model::{
-    Action, Job, JobLabel, JobPhase, LossSample, Node, Operation, Replicas, Resources, Snapshot,
-    Task, TaskPhase, Trigger,
+    self, Action, Job, JobLabel, JobMove, JobPhase, LossSample, MoveKind, Node, Operation,
+    Replicas, Resources, Snapshot, Task, TaskPhase, Trigger,
 };
 
 /// Evaluation samples a job keeps (the most recent ones).
@@ -71,6 +72,8 @@ pub struct JobOutcome {
     pub migrations: u32,
     /// Re-scales applied to it.
     pub rescales: u32,
+    /// Preemptions applied to it.
+    pub preemptions: u32,
     /// The labels the policy put on it last.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub policy_labels: BTreeMap<String, String>,
@@ -101,6 +104,8 @@ pub struct Simulator {
     series: Vec<UtilPoint>,
     dirty_nodes: Vec<usize>,
     dirty_jobs: Vec<usize>,
+    /// Where each distinct set of placement rules may run (the nodes never change).
+    eligibility: EligibilitySets,
 }
 
 impl Simulator {
@@ -160,6 +165,7 @@ impl Simulator {
             }],
             dirty_nodes: Vec::new(),
             dirty_jobs: Vec::new(),
+            eligibility: EligibilitySets::default(),
         }
     }
 
@@ -185,6 +191,7 @@ impl Simulator {
                 deadlocked: j.state == JobState::Active && j.tasks.iter().any(|t| t.node.is_some()),
                 migrations: j.migrations,
                 rescales: j.rescales,
+                preemptions: j.preemptions,
                 policy_labels: j.policy_labels.clone(),
             })
             .collect()
@@ -326,6 +333,10 @@ impl Simulator {
                     }
                     self.dirty_jobs.push(job);
                 }
+                EventKind::RestartDone if self.jobs[job].checkpointing => {
+                    self.release_preempted(job);
+                    triggers.push(Trigger::JobPreempted(self.jobs[job].spec.id.clone()));
+                }
                 EventKind::RestartDone => {
                     let j = &mut self.jobs[job];
                     j.restart_until = None;
@@ -345,6 +356,8 @@ impl Simulator {
         let j = &mut self.jobs[job];
         j.work_done = j.spec.work;
         j.finish_time = Some(self.now);
+        // Nobody asks a finished job's history; a long trace would keep it all.
+        j.moves = Vec::new();
         j.state = JobState::Finished;
         j.view = None;
         j.rate = 0.0;
@@ -569,6 +582,8 @@ impl Simulator {
         match &action.op {
             Operation::Place { assignments, .. } => {
                 let was_whole = self.jobs[job].tasks.iter().all(|t| t.node.is_some());
+                let was_waiting = self.jobs[job].tasks.iter().all(|t| t.node.is_none());
+                let mut to = Vec::with_capacity(assignments.len());
                 for a in assignments {
                     let (Some(t), Some(&n)) = (
                         self.jobs[job].task_index(&a.task),
@@ -577,6 +592,7 @@ impl Simulator {
                         continue;
                     };
                     self.bind(n, job, t);
+                    to.push(a.node.clone());
                     let restarting = self.jobs[job].restart_until.is_some();
                     let j = &mut self.jobs[job];
                     j.tasks[t].phase = if restarting {
@@ -590,14 +606,27 @@ impl Simulator {
                     j.start_time.get_or_insert(self.now);
                 }
                 self.touch_job(job);
+                self.note_placed(job, was_waiting, to);
                 let whole = self.jobs[job].tasks.iter().all(|t| t.node.is_some());
-                if self.config.start_delay > 0.0 && whole && !was_whole {
-                    // Its containers start: shown as a restart, charged like one.
-                    self.restart(job, self.config.start_delay);
+                if whole && !was_whole {
+                    // Its containers start (and a preempted job restores its
+                    // checkpoint): shown as a restart, charged like one.
+                    let restore = if std::mem::take(&mut self.jobs[job].resuming) {
+                        self.config.restore_cost
+                    } else {
+                        0.0
+                    };
+                    let cost = self.config.start_delay + restore;
+                    if cost > 0.0 {
+                        self.restart(job, cost);
+                    }
                 }
             }
             Operation::Migrate {
-                task, node, kind, ..
+                task,
+                node,
+                purpose,
+                ..
             } => {
                 let Some(&target) = self.node_index.get(node) else {
                     return;
@@ -608,10 +637,11 @@ impl Simulator {
                 };
                 let j = &mut self.jobs[job];
                 j.view = None;
-                match kind {
-                    switchyard_core::model::MigrationKind::Reallocate => j.migrated = true,
-                    switchyard_core::model::MigrationKind::Rebalance => j.rebalanced = true,
-                }
+                let on = |t: usize| j.tasks[t].node.map(|n| self.nodes[n].spec.name.clone());
+                let from: Vec<String> = moving.iter().filter_map(|&t| on(t)).collect();
+                let to = vec![node.clone(); from.len()];
+                self.note_move(job, MoveKind::Migrated, purpose, from, to);
+                let j = &mut self.jobs[job];
                 let moves: Vec<usize> = moving
                     .into_iter()
                     .filter(|&t| j.tasks[t].node.is_some_and(|n| n != target))
@@ -640,7 +670,87 @@ impl Simulator {
                 self.scale(job, *replicas, nodes);
             }
             Operation::Wait { .. } => {}
+            Operation::Preempt { .. } => self.preempt(job),
         }
+    }
+
+    /// The names of the nodes `job`'s tasks are on, in task order.
+    fn bound_nodes(&self, job: usize) -> Vec<String> {
+        self.jobs[job]
+            .tasks
+            .iter()
+            .filter_map(|t| t.node.map(|n| self.nodes[n].spec.name.clone()))
+            .collect()
+    }
+
+    fn note_move(
+        &mut self,
+        job: usize,
+        kind: MoveKind,
+        purpose: &str,
+        from_nodes: Vec<String>,
+        to_nodes: Vec<String>,
+    ) {
+        let moved = JobMove {
+            time: self.now,
+            kind,
+            purpose: purpose.to_string(),
+            from_nodes,
+            to_nodes,
+        };
+        model::record_move(&mut self.jobs[job].moves, moved);
+    }
+
+    /// Records a placement from waiting; tasks placed one by one in the same round join
+    /// that one move.
+    fn note_placed(&mut self, job: usize, was_waiting: bool, to: Vec<String>) {
+        let now = self.now;
+        match self.jobs[job].moves.last_mut() {
+            Some(last) if !was_waiting && last.kind == MoveKind::Placed && last.time == now => {
+                last.to_nodes.extend(to);
+            }
+            _ if was_waiting && !to.is_empty() => {
+                self.note_move(job, MoveKind::Placed, "", Vec::new(), to);
+            }
+            _ => {}
+        }
+    }
+
+    /// Starts saving `job`'s checkpoint: it holds its nodes and makes no progress for
+    /// the checkpoint cost, then releases them ([`Simulator::release_preempted`]). Its
+    /// work so far is kept.
+    fn preempt(&mut self, job: usize) {
+        let from = self.bound_nodes(job);
+        self.note_move(job, MoveKind::Preempted, "", from, Vec::new());
+        let j = &mut self.jobs[job];
+        j.preemptions += 1;
+        j.checkpointing = true;
+        self.restart(job, self.config.checkpoint_cost);
+    }
+
+    /// The checkpoint of a preempted job is saved: every task leaves its node and the
+    /// job waits again, to restore when it is placed whole.
+    fn release_preempted(&mut self, job: usize) {
+        self.settle(job);
+        let bound: Vec<(usize, usize, Resources)> = self.jobs[job]
+            .tasks
+            .iter()
+            .enumerate()
+            .filter_map(|(i, t)| t.node.map(|n| (n, i, t.requests)))
+            .collect();
+        for (node, task, requests) in bound {
+            self.release(node, job, task, requests);
+            let t = &mut self.jobs[job].tasks[task];
+            t.node = None;
+            t.phase = TaskPhase::Pending;
+            t.cores = 0.0;
+        }
+        let j = &mut self.jobs[job];
+        j.checkpointing = false;
+        j.resuming = true;
+        j.restart_until = None;
+        j.phase = JobPhase::Waiting;
+        self.touch_job(job);
     }
 
     fn scale(&mut self, job: usize, replicas: u32, nodes: &[String]) {
@@ -648,6 +758,7 @@ impl Simulator {
         if replicas == current {
             return;
         }
+        let from = self.bound_nodes(job);
         if replicas > current {
             for (k, node) in nodes.iter().enumerate() {
                 let Some(&n) = self.node_index.get(node) else {
@@ -674,6 +785,8 @@ impl Simulator {
             }
         }
         self.jobs[job].rescales += 1;
+        let to = self.bound_nodes(job);
+        self.note_move(job, MoveKind::Rescaled, "", from, to);
         self.restart(job, self.config.rescale_cost);
     }
 
@@ -731,6 +844,7 @@ impl Simulator {
                         memory_bytes: t.requests.memory_bytes,
                         gpus: t.requests.gpus,
                     }),
+                    eligible: j.eligible.flatten(),
                 }),
         );
         Job {
@@ -749,8 +863,7 @@ impl Simulator {
             },
             loss: j.loss.iter().copied().collect(),
             metric_rises: j.spec.metric_rises,
-            migrated: j.migrated,
-            rebalanced: j.rebalanced,
+            moves: j.moves.clone(),
             checkpointable: j.spec.checkpointable,
             labels: Arc::clone(&j.labels),
         }
@@ -802,6 +915,11 @@ impl Cluster for Simulator {
         }
         for a in 0..self.active.len() {
             let j = self.active[a];
+            if self.jobs[j].eligible.is_none() {
+                let rules = &self.jobs[j].spec.placement;
+                let set = self.eligibility.id_for(rules, &self.nodes);
+                self.jobs[j].eligible = Some(set);
+            }
             if self.jobs[j].view.is_none() {
                 self.jobs[j].view = Some(Arc::new(self.job_view(&self.jobs[j])));
             }
@@ -817,6 +935,7 @@ impl Cluster for Simulator {
                 .iter()
                 .map(|&j| shown(&self.jobs[j].view))
                 .collect(),
+            node_sets: Arc::clone(self.eligibility.sets()),
         }
     }
 

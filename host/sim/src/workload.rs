@@ -21,6 +21,7 @@ use crate::simulator::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub use schema::{
     Arrival, ClusterFile, ImportFile, JobEntry, NodeGroup, RoleFile, Template, WorkloadFile,
 };
+use switchyard_core::eligibility::PlacementRules;
 use switchyard_core::model::Resources;
 
 /// A workload file that cannot be used.
@@ -157,6 +158,7 @@ impl Workload {
                     name,
                     allocatable: resources(group.cpus, group.memory_gib, group.gpus),
                     labels: group.labels.clone(),
+                    taints: group.taints.clone(),
                 });
             }
         }
@@ -176,6 +178,8 @@ impl Workload {
         for (field, value) in [
             ("migration_cost", sim.migration_cost),
             ("rescale_cost", sim.rescale_cost),
+            ("checkpoint_cost", sim.checkpoint_cost),
+            ("restore_cost", sim.restore_cost),
             ("max_time", sim.max_time),
             ("start_delay", sim.start_delay),
         ] {
@@ -189,6 +193,8 @@ impl Workload {
         let config = SimConfig {
             migration_cost: sim.migration_cost,
             rescale_cost: sim.rescale_cost,
+            checkpoint_cost: sim.checkpoint_cost,
+            restore_cost: sim.restore_cost,
             max_time: sim.max_time,
             seed,
             interference: sim.interference,
@@ -395,6 +401,11 @@ impl Workload {
             metric_rises,
             checkpointable: t.checkpointable,
             labels: gang_labels(&t.roles, &t.labels),
+            placement: Arc::new(PlacementRules {
+                node_selector: t.node_selector.clone(),
+                tolerations: t.tolerations.clone(),
+                required_node_affinity: t.required_node_affinity.clone(),
+            }),
         })
     }
 }

@@ -171,7 +171,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
             here.iter().copied().find(|j| {
                 let added = grow.get(&j.id).map_or(0, Vec::len) as u32;
                 j.replicas.current + added < j.replicas.max
-                    && replica_request(j).is_some_and(|r| ledger.fits(&node.name, &r))
+                    && replica_template(j).is_some_and(|t| ledger.fits_task(&node.name, t))
             })
         };
         if users(&ledger, &grow).is_none() {
@@ -185,8 +185,8 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
             continue;
         }
         while let Some(job) = users(&ledger, &grow) {
-            let request = replica_request(job).expect("checked by users");
-            ledger.charge(&node.name, &request);
+            let template = replica_template(job).expect("checked by users");
+            ledger.charge_task(&node.name, template);
             grow.entry(job.id.clone())
                 .or_default()
                 .push(node.name.clone());
@@ -244,12 +244,9 @@ fn size_key(r: &Resources) -> (u32, u64, u64) {
     (r.gpus, r.cpu_millis, r.memory_bytes)
 }
 
-/// The request of one more replica of `job`'s scalable role.
-pub fn replica_request(job: &Job) -> Option<Resources> {
-    job.tasks
-        .iter()
-        .find(|t| t.role == job.replicas.role)
-        .map(|t| t.requests)
+/// A task of `job`'s scalable role: what one more replica asks and where it may run.
+pub fn replica_template(job: &Job) -> Option<&Task> {
+    job.tasks.iter().find(|t| t.role == job.replicas.role)
 }
 
 /// Replicas of the scalable role, highest-numbered first (the ones a shrink stops).

@@ -40,6 +40,7 @@ pub fn declared_tasks(job: &Job) -> Option<usize> {
 /// behind it until it fits.
 pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(String, Outcome)>) {
     let mut ledger = Ledger::new(snapshot);
+    let empty = ledger.emptied();
     let mut queue: Vec<&Job> = snapshot
         .jobs
         .iter()
@@ -91,9 +92,7 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
             outcomes.push((job.id.clone(), Outcome::Placed));
             continue;
         }
-        if Ledger::from_nodes(&empty_cluster(snapshot))
-            .pack_gang(&tasks)
-            .is_none()
+        if empty.clone().pack_gang(&tasks).is_none()
         {
             outcomes.push((job.id.clone(), Outcome::NeverFits));
             actions.push(wait(
@@ -142,19 +141,6 @@ fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
         }
     }
     out
-}
-
-fn empty_cluster(snapshot: &Snapshot) -> Vec<switchyard_policy_sdk::Node> {
-    use switchyard_policy_sdk::cluster::ResourcesExt;
-    snapshot
-        .nodes
-        .iter()
-        .cloned()
-        .map(|mut n| {
-            n.requested = switchyard_policy_sdk::Resources::zero();
-            n
-        })
-        .collect()
 }
 
 #[cfg(test)]

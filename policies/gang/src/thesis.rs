@@ -83,7 +83,7 @@ pub fn decide(snapshot: &Snapshot) -> Vec<Action> {
         // Highest score; ties to snapshot order (kube-scheduler picks at random among
         // ties; a policy must be deterministic).
         let best = ledger
-            .rooms_fitting(&task.requests)
+            .rooms_for(task)
             .map(|room| (room.name, score(room.name, &job.id, &occupants)))
             .fold(None::<(&str, u32)>, |best, c| match best {
                 Some(b) if b.1 >= c.1 => Some(b),

@@ -3,7 +3,11 @@
 //!
 //! A [`Ledger`] starts from the snapshot and is charged as the policy decides, so two
 //! placements in one round never count the same free capacity twice (the host would
-//! reject the second).
+//! reject the second). It also knows where each task may run (`task.eligible`, the
+//! host's eligibility sets): the helpers that take a task ([`Ledger::fits_task`],
+//! [`Ledger::rooms_for`], [`Ledger::charge_task`], [`Ledger::pack_gang`]) never offer a
+//! node outside the task's set, so a policy built on them honours taints, node
+//! selectors and affinity without knowing they exist.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -61,6 +65,49 @@ impl ResourcesExt for Resources {
 pub struct Ledger {
     names: Arc<NodeNames>,
     capacity: Vec<Capacity>,
+    eligibility: Arc<Eligibility>,
+}
+
+/// The host's eligibility sets as one flag per node position, by set id.
+#[derive(Debug, Default)]
+struct Eligibility {
+    sets: HashMap<u32, Vec<bool>>,
+}
+
+impl Eligibility {
+    fn from_snapshot(snapshot: &Snapshot) -> Self {
+        let nodes = snapshot.nodes.len();
+        let sets = snapshot
+            .node_sets
+            .iter()
+            .map(|set| {
+                let mut allowed = vec![false; nodes];
+                for &at in &set.nodes {
+                    if let Some(flag) = allowed.get_mut(at as usize) {
+                        *flag = true;
+                    }
+                }
+                (set.id, allowed)
+            })
+            .collect();
+        Self { sets }
+    }
+
+    /// True when `task` may run on the node at position `at`. A set the host did not
+    /// send allows nothing, as the host's validator would refuse it too.
+    fn allows(&self, task: &Task, at: usize) -> bool {
+        self.allows_set(task.eligible, at)
+    }
+
+    fn allows_set(&self, eligible: Option<u32>, at: usize) -> bool {
+        match eligible {
+            None => true,
+            Some(id) => self
+                .sets
+                .get(&id)
+                .is_some_and(|allowed| allowed.get(at).copied().unwrap_or(false)),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -81,8 +128,9 @@ impl Capacity {
         self.schedulable && self.free.covers(request)
     }
 
-    /// How many of `tasks`, in order, fit here together (greedy).
-    fn how_many_fit(&self, tasks: &[&Task]) -> usize {
+    /// How many of `tasks`, in order, fit here together (greedy), counting only those
+    /// `allowed` here.
+    fn how_many_fit(&self, tasks: &[&Task], allowed: impl Fn(&Task) -> bool) -> usize {
         if !self.schedulable {
             return 0;
         }
@@ -90,7 +138,7 @@ impl Capacity {
         tasks
             .iter()
             .filter(|t| {
-                let fits = free.covers(&t.requests);
+                let fits = allowed(t) && free.covers(&t.requests);
                 if fits {
                     free = free.saturating_minus(&t.requests);
                 }
@@ -132,12 +180,17 @@ impl Room<'_> {
 }
 
 impl Ledger {
-    /// Free capacity as the snapshot reports it (allocatable minus requested).
+    /// Free capacity as the snapshot reports it (allocatable minus requested), and the
+    /// snapshot's eligibility sets.
     pub fn new(snapshot: &Snapshot) -> Self {
-        Self::from_nodes(&snapshot.nodes)
+        let mut ledger = Self::from_nodes(&snapshot.nodes);
+        if !snapshot.node_sets.is_empty() {
+            ledger.eligibility = Arc::new(Eligibility::from_snapshot(snapshot));
+        }
+        ledger
     }
 
-    /// Same as [`Ledger::new`] from a node list.
+    /// Same as [`Ledger::new`] from a node list, where every task may run anywhere.
     pub fn from_nodes(nodes: &[Node]) -> Self {
         let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
         let mut position = HashMap::with_capacity(in_order.len());
@@ -155,7 +208,18 @@ impl Ledger {
         Self {
             names: Arc::new(NodeNames { in_order, position }),
             capacity,
+            eligibility: Arc::default(),
         }
+    }
+
+    /// The same nodes with nothing charged to them (and the same eligibility): whether a
+    /// job could ever fit, were the cluster empty.
+    pub fn emptied(&self) -> Ledger {
+        let mut empty = self.clone();
+        for c in &mut empty.capacity {
+            c.free = c.allocatable;
+        }
+        empty
     }
 
     /// Node names in snapshot order.
@@ -168,38 +232,54 @@ impl Ledger {
         self.capacity_of(node).map(|c| c.free)
     }
 
-    /// True when `node` is schedulable and has room for `request`.
+    /// True when `node` is schedulable and has room for `request`. Knows nothing of
+    /// where a task may run: for a task, [`Ledger::fits_task`].
     pub fn fits(&self, node: &str, request: &Resources) -> bool {
         self.capacity_of(node).is_some_and(|c| c.fits(request))
     }
 
-    /// Schedulable nodes with room for `request`, in snapshot order.
-    pub fn nodes_fitting(&self, request: &Resources) -> Vec<&str> {
-        self.rooms_fitting(request).map(|r| r.name).collect()
+    /// True when `task` may run on `node` and the node is schedulable with room for
+    /// its requests.
+    pub fn fits_task(&self, node: &str, task: &Task) -> bool {
+        self.position(node).is_some_and(|at| {
+            self.eligibility.allows(task, at) && self.capacity[at].fits(&task.requests)
+        })
     }
 
-    /// Schedulable nodes with room for `request`, in snapshot order, with their
+    /// True when `task` may run on `node` (its eligibility set has it), whatever is
+    /// free there.
+    pub fn may_run(&self, node: &str, task: &Task) -> bool {
+        self.position(node)
+            .is_some_and(|at| self.eligibility.allows(task, at))
+    }
+
+    /// Nodes `task` may run on with room for it, in snapshot order.
+    pub fn nodes_for(&self, task: &Task) -> Vec<&str> {
+        self.rooms_for(task).map(|r| r.name).collect()
+    }
+
+    /// Nodes `task` may run on with room for it, in snapshot order, with their
     /// capacity, so scoring them needs no lookup.
-    pub fn rooms_fitting<'a>(
-        &'a self,
-        request: &Resources,
-    ) -> impl Iterator<Item = Room<'a>> + use<'a> {
-        self.rooms_fitting_from(request, 0).map(|(_, room)| room)
+    pub fn rooms_for<'a>(&'a self, task: &Task) -> impl Iterator<Item = Room<'a>> + use<'a> {
+        self.rooms_for_from(task, 0).map(|(_, room)| room)
     }
 
-    /// Like [`Ledger::rooms_fitting`], but walking the nodes as a ring from position
+    /// Like [`Ledger::rooms_for`], but walking the nodes as a ring from position
     /// `start`; each room comes with its step in that walk (0 for `start`), so a caller
     /// that stops early knows how many nodes it looked at.
-    pub fn rooms_fitting_from<'a>(
+    pub fn rooms_for_from<'a>(
         &'a self,
-        request: &Resources,
+        task: &Task,
         start: usize,
     ) -> impl Iterator<Item = (usize, Room<'a>)> + use<'a> {
-        let request = *request;
+        let request = task.requests;
+        let eligible = task.eligible;
         let nodes = self.capacity.len();
         (0..nodes)
             .map(move |step| (step, (start + step) % nodes))
-            .filter(move |&(_, at)| self.capacity[at].fits(&request))
+            .filter(move |&(_, at)| {
+                self.capacity[at].fits(&request) && self.eligibility.allows_set(eligible, at)
+            })
             .map(move |(step, at)| {
                 let capacity = &self.capacity[at];
                 let room = Room {
@@ -230,7 +310,14 @@ impl Ledger {
         })
     }
 
-    /// Charges `request` to `node`. Returns false (and charges nothing) when it does not fit.
+    /// Charges `task`'s requests to `node`. Returns false (and charges nothing) when the
+    /// task may not run there or does not fit.
+    pub fn charge_task(&mut self, node: &str, task: &Task) -> bool {
+        self.may_run(node, task) && self.charge(node, &task.requests)
+    }
+
+    /// Charges `request` to `node`. Returns false (and charges nothing) when it does not
+    /// fit. Knows nothing of where a task may run: for a task, [`Ledger::charge_task`].
     pub fn charge(&mut self, node: &str, request: &Resources) -> bool {
         match self.position(node) {
             Some(i) if self.capacity[i].fits(request) => {
@@ -251,9 +338,9 @@ impl Ledger {
     }
 
     /// Packs `tasks` onto as few nodes as possible: repeatedly fill the node that can
-    /// take the most of the remaining tasks (ties: snapshot order). All or nothing: on
-    /// success the ledger is charged and the assignments returned; on failure nothing
-    /// changes.
+    /// take the most of the remaining tasks (ties: snapshot order), each task only on a
+    /// node it may run on. All or nothing: on success the ledger is charged and the
+    /// assignments returned; on failure nothing changes.
     pub fn pack_gang(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
         let mut trial = self.capacity.clone();
         let mut remaining: Vec<&Task> = tasks.to_vec();
@@ -262,7 +349,7 @@ impl Ledger {
             // The first node taking the most; the first taking all of them ends the search.
             let mut best: Option<(usize, usize)> = None;
             for (i, capacity) in trial.iter().enumerate() {
-                let count = capacity.how_many_fit(&remaining);
+                let count = capacity.how_many_fit(&remaining, |t| self.eligibility.allows(t, i));
                 if count > best.map_or(0, |b| b.1) {
                     best = Some((i, count));
                     if count == remaining.len() {
@@ -272,8 +359,9 @@ impl Ledger {
             }
             let (node, _) = best?;
             let capacity = &mut trial[node];
+            let eligibility = &self.eligibility;
             remaining.retain(|task| {
-                if !capacity.fits(&task.requests) {
+                if !eligibility.allows(task, node) || !capacity.fits(&task.requests) {
                     return true;
                 }
                 capacity.free = capacity.free.saturating_minus(&task.requests);
@@ -377,7 +465,65 @@ mod tests {
             requests: res(1000, gpus),
             cpu_weight: 1.0,
             usage: None,
+            eligible: None,
         }
+    }
+
+    /// A snapshot of `nodes` where tasks naming set 0 may only run on `allowed`.
+    fn restricted(nodes: Vec<Node>, allowed: &[&str]) -> Snapshot {
+        let positions = nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| allowed.contains(&n.name.as_str()))
+            .map(|(i, _)| i as u32)
+            .collect();
+        Snapshot {
+            time: 0.0,
+            triggers: vec![],
+            nodes,
+            jobs: vec![],
+            node_sets: vec![crate::NodeSet {
+                id: 0,
+                nodes: positions,
+            }],
+        }
+    }
+
+    fn only_in_set_0(mut t: Task) -> Task {
+        t.eligible = Some(0);
+        t
+    }
+
+    #[test]
+    fn no_helper_offers_a_node_outside_the_task_s_eligible_set() {
+        // `big` would take the whole gang; the tasks may only run on the two small ones.
+        let s = restricted(
+            vec![node("big", 64000, 8), node("s1", 8000, 1), node("s2", 8000, 1)],
+            &["s1", "s2"],
+        );
+        let tasks = [only_in_set_0(task("w0", 1)), only_in_set_0(task("w1", 1))];
+        let mut ledger = Ledger::new(&s);
+        assert_eq!(ledger.nodes_for(&tasks[0]), ["s1", "s2"]);
+        assert!(!ledger.fits_task("big", &tasks[0]));
+        assert!(ledger.fits("big", &tasks[0].requests), "resources alone would fit");
+        assert!(!ledger.clone().charge_task("big", &tasks[0]));
+        let refs: Vec<&Task> = tasks.iter().collect();
+        let placed = ledger.pack_gang(&refs).unwrap();
+        let mut nodes: Vec<&str> = placed.iter().map(|a| a.node.as_str()).collect();
+        nodes.sort();
+        assert_eq!(nodes, ["s1", "s2"]);
+        // A third task has nowhere left to go, though `big` is empty.
+        let third = only_in_set_0(task("w2", 1));
+        assert!(ledger.pack_gang(&[&third]).is_none());
+        assert_eq!(ledger.free("big").unwrap().gpus, 8);
+    }
+
+    #[test]
+    fn a_set_the_host_did_not_send_allows_nothing() {
+        let s = restricted(vec![node("a", 8000, 1)], &["a"]);
+        let mut stray = task("w0", 1);
+        stray.eligible = Some(7);
+        assert!(Ledger::new(&s).nodes_for(&stray).is_empty());
     }
 
     #[test]

@@ -62,6 +62,7 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
         removed_jobs,
         loss_updates,
         appended_loss,
+        node_sets,
     } = change;
     if reset {
         *held = Some(Snapshot {
@@ -69,6 +70,7 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
             triggers,
             nodes,
             jobs,
+            node_sets: node_sets.unwrap_or_default(),
         });
         return Ok(());
     }
@@ -77,6 +79,9 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
         .ok_or("the host sent a change, but this instance holds no snapshot to apply it to")?;
     snapshot.time = time;
     snapshot.triggers = triggers;
+    if let Some(sets) = node_sets {
+        snapshot.node_sets = sets;
+    }
     merge(&mut snapshot.nodes, nodes, &removed_nodes, |n| &n.name)
         .map_err(|e| format!("node {e}"))?;
     merge(&mut snapshot.jobs, jobs, &removed_jobs, |j| &j.id).map_err(|e| format!("job {e}"))?;
@@ -171,6 +176,7 @@ mod tests {
             removed_jobs: vec![],
             loss_updates: vec![],
             appended_loss: vec![],
+            node_sets: None,
         }
     }
 
@@ -209,6 +215,34 @@ mod tests {
         assert_eq!(ids(&held), ["a", "c", "e"]);
         assert_eq!(held.as_ref().unwrap().jobs[1].priority, 7);
         assert_eq!(held.as_ref().unwrap().time, 1.0);
+    }
+
+    #[test]
+    fn node_sets_are_kept_until_the_host_sends_new_ones() {
+        let set = |id, nodes: &[u32]| crate::NodeSet {
+            id,
+            nodes: nodes.to_vec(),
+        };
+        let held_sets = |held: &Option<Snapshot>| -> Vec<(u32, Vec<u32>)> {
+            let sets = &held.as_ref().unwrap().node_sets;
+            sets.iter().map(|s| (s.id, s.nodes.clone())).collect()
+        };
+        let mut held = None;
+        let reset = SnapshotDelta {
+            reset: true,
+            nodes: vec![node("n1", 1000), node("n2", 1000)],
+            node_sets: Some(vec![set(0, &[1])]),
+            ..change()
+        };
+        apply(&mut held, reset).unwrap();
+        apply(&mut held, change()).unwrap();
+        assert_eq!(held_sets(&held), [(0, vec![1])]);
+        let replaced = SnapshotDelta {
+            node_sets: Some(vec![set(3, &[0, 1])]),
+            ..change()
+        };
+        apply(&mut held, replaced).unwrap();
+        assert_eq!(held_sets(&held), [(3, vec![0, 1])]);
     }
 
     #[test]

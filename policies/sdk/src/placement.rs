@@ -103,7 +103,7 @@ fn charge_all_on(ledger: &mut Ledger, tasks: &[&Task], node: &str) -> Option<Vec
     let mut trial = ledger.clone();
     let mut assignments = Vec::with_capacity(tasks.len());
     for task in tasks {
-        if !trial.charge(node, &task.requests) {
+        if !trial.charge_task(node, task) {
             return None;
         }
         assignments.push(Assignment {
@@ -162,19 +162,21 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
     let to_find = feasible_nodes_to_find(nodes);
     let mut start = 0;
     let mut actions = Vec::new();
-    let mut fit_nowhere: Vec<Resources> = Vec::new();
+    // Requests (and the eligibility set they were limited to) that found no node: a
+    // task asking at least as much of the same set finds none either.
+    let mut fit_nowhere: Vec<(Resources, Option<u32>)> = Vec::new();
     for job in &snapshot.jobs {
         for task in pending_tasks(job) {
             if fit_nowhere
                 .iter()
-                .any(|failed| task.requests.covers(failed))
+                .any(|(failed, set)| *set == task.eligible && task.requests.covers(failed))
             {
                 continue;
             }
             let mut looked_at = nodes;
             let mut best: Option<(&str, f64)> = None;
             for (found, (step, room)) in
-                ledger.rooms_fitting_from(&task.requests, start).enumerate()
+                ledger.rooms_for_from(task, start).enumerate()
             {
                 let spread = room.least_allocated_score(&task.requests);
                 let score = match scoring {
@@ -194,7 +196,7 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
             }
             let Some((node, score)) = best.map(|(node, score)| (node.to_string(), score)) else {
                 // A failed search looked at every node, so `start` has not moved.
-                fit_nowhere.push(task.requests);
+                fit_nowhere.push((task.requests, task.eligible));
                 continue;
             };
             ledger.charge(&node, &task.requests);
@@ -296,5 +298,22 @@ mod tests {
         // nowhere, `bigger` is skipped, `medium` (smaller in CPU) is searched and fits
         // nowhere either, and `small` still finds n0.
         assert_eq!(placed, ["big", "two-a", "two-b", "small"]);
+    }
+
+    #[test]
+    fn pod_by_pod_and_the_even_spread_keep_each_task_inside_its_eligible_set() {
+        use crate::testing::SnapshotBuilder;
+        let nodes = vec![node("cpu-0", 4000), node("gpu-0", 4000), node("gpu-1", 4000)];
+        let s = snapshot(0.0, nodes, vec![job("free"), job("gpu-a"), job("gpu-b")])
+            .only_on("gpu-a", &["gpu-1"])
+            .only_on("gpu-b", &["gpu-0", "gpu-1"]);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::LeastAllocated);
+        assert_eq!(placed_on(&actions), ["cpu-0", "gpu-1", "gpu-0"]);
+        // The even spread would send arrival #0 to worker 0 and #1 to worker 1.
+        let s = snapshot(0.0, s.nodes.clone(), vec![job("gpu-a"), job("gpu-b")])
+            .only_on("gpu-a", &["gpu-1"])
+            .only_on("gpu-b", &["cpu-0"]);
+        let actions = EvenSpread::default().place(&s, &mut Ledger::new(&s));
+        assert_eq!(placed_on(&actions), ["gpu-1", "cpu-0"]);
     }
 }

@@ -5,8 +5,8 @@
 //! policy at run time.
 
 use crate::{
-    Job, JobPhase, Label, LossSample, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
-    Trigger, cluster::ResourcesExt,
+    Job, JobMove, JobPhase, Label, LossSample, MoveKind, Node, NodeSet, Replicas, Resources,
+    Snapshot, Task, TaskPhase, Trigger, cluster::ResourcesExt,
 };
 
 /// One GiB in bytes.
@@ -81,6 +81,7 @@ fn task(name: &str, role: &str) -> Task {
         requests: res(1000, 0),
         cpu_weight: 1.0,
         usage: None,
+        eligible: None,
     }
 }
 
@@ -102,8 +103,7 @@ pub fn job(id: &str) -> Job {
         },
         loss: vec![],
         metric_rises: false,
-        migrated: false,
-        rebalanced: false,
+        moves: vec![],
         checkpointable: true,
         labels: vec![],
     }
@@ -128,10 +128,11 @@ pub trait JobBuilder {
     fn cpu_usage(self, cpu_millis: u64) -> Job;
     /// Every task runs at CPU weight `weight`.
     fn cpu_weight(self, weight: f64) -> Job;
-    /// Already moved by a `reallocate` migration.
-    fn migrated(self) -> Job;
-    /// Already moved by a `rebalance` migration.
-    fn rebalanced(self) -> Job;
+    /// Has a `kind` move in its history at `time`, with `purpose` (a migration's tag),
+    /// from and to the node its first task is on.
+    fn moved(self, time: f64, kind: MoveKind, purpose: &str) -> Job;
+    /// Cannot save a checkpoint (so cannot be migrated, rescaled or preempted).
+    fn not_checkpointable(self) -> Job;
     /// Utility of finishing it.
     fn utility(self, utility: f64) -> Job;
     /// Carries the label `key=value`.
@@ -214,12 +215,19 @@ impl JobBuilder for Job {
         }
         self
     }
-    fn migrated(mut self) -> Job {
-        self.migrated = true;
+    fn moved(mut self, time: f64, kind: MoveKind, purpose: &str) -> Job {
+        let at: Vec<String> = self.tasks.iter().filter_map(|t| t.node.clone()).collect();
+        self.moves.push(JobMove {
+            time,
+            kind,
+            purpose: purpose.into(),
+            from_nodes: at.clone(),
+            to_nodes: at,
+        });
         self
     }
-    fn rebalanced(mut self) -> Job {
-        self.rebalanced = true;
+    fn not_checkpointable(mut self) -> Job {
+        self.checkpointable = false;
         self
     }
     fn utility(mut self, utility: f64) -> Job {
@@ -254,6 +262,7 @@ pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {
         triggers: vec![Trigger::Tick],
         nodes,
         jobs,
+        node_sets: vec![],
     }
 }
 
@@ -261,11 +270,37 @@ pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {
 pub trait SnapshotBuilder {
     /// Called for `triggers` instead of a tick.
     fn triggered_by(self, triggers: Vec<Trigger>) -> Snapshot;
+    /// Every task of job `job` may only run on `nodes` (a new eligibility set, as the
+    /// host would send for a node selector or an untolerated taint).
+    fn only_on(self, job: &str, nodes: &[&str]) -> Snapshot;
 }
 
 impl SnapshotBuilder for Snapshot {
     fn triggered_by(mut self, triggers: Vec<Trigger>) -> Snapshot {
         self.triggers = triggers;
+        self
+    }
+    fn only_on(mut self, job: &str, nodes: &[&str]) -> Snapshot {
+        let id = self.node_sets.len() as u32;
+        let positions = self
+            .nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| nodes.contains(&n.name.as_str()))
+            .map(|(i, _)| i as u32)
+            .collect();
+        self.node_sets.push(NodeSet {
+            id,
+            nodes: positions,
+        });
+        let job = self
+            .jobs
+            .iter_mut()
+            .find(|j| j.id == job)
+            .expect("fixture job exists");
+        for t in &mut job.tasks {
+            t.eligible = Some(id);
+        }
         self
     }
 }

@@ -13,10 +13,10 @@
 //! Every `interval` seconds each running job not yet reallocated gets
 //! G(t_m) = |E(t_m) - E(t_{m-1})| on its *normalised* evaluation value E and takes one
 //! monitor step; a CC job whose gain fell again asks for reallocation while the cluster
-//! still hosts |PC| + |WC| > 1 jobs, and Algorithm 2 moves it (`migrate`, kind
+//! still hosts |PC| + |WC| > 1 jobs, and Algorithm 2 moves it (`migrate`, purpose
 //! `reallocate`) or, when its current host is among the minimum-score workers, marks it
 //! migrated in place (a `reallocate` migrate to the node it already runs on). Algorithm 3
-//! moves converged jobs (kind `rebalance`) on departures and every interval.
+//! moves converged jobs (purpose `rebalance`) on departures and every interval.
 //!
 //! Interpretations and deviations (each a choice the paper leaves open or contradicts):
 //! 1. Normalisation: E is divided by the job's first evaluation value (`normalisation =
@@ -46,9 +46,12 @@
 //!    R(w, t) is the node's CPU share in use: measured usage when the node reports it,
 //!    else requested (including this round's decisions); ties go to snapshot order. A job
 //!    that cannot checkpoint is never moved (it can still be marked in place).
-//! 6. At most one reallocation per job: the host's `migrated` flag, and the state's own
-//!    record. Jobs with tasks on several nodes live on their first task's node and move
-//!    whole (`task` none). Waiting and restarting jobs are not categorised.
+//! 6. At most one reallocation and one rebalancing per job: counted from the job's move
+//!    history (migrations with purpose `reallocate` / `rebalance`, which the host keeps
+//!    across restarts), and the state's own record. The host itself only allows one
+//!    move per job per round; the paper's rules are SpeCon's. Jobs with tasks on
+//!    several nodes live on their first task's node and move whole (`task` none).
+//!    Waiting and restarting jobs are not categorised.
 //! 7. Algorithm 3: D holds the converged (marked-migrated), never-rebalanced,
 //!    checkpointable running jobs with d = now - t_cj; one job per receiving worker per
 //!    run (the pseudo-code migrates "the previously found c_j" to each T worker); a job

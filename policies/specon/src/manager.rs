@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use switchyard_policy_sdk::{Resources, Snapshot, cluster::Ledger};
+use switchyard_policy_sdk::{Resources, Snapshot, Task, cluster::Ledger};
 
 use crate::monitor::Category;
 
@@ -99,6 +99,8 @@ pub struct Hosted<'a> {
     pub category: Category,
     /// Sum of its tasks' requests (what a move needs on the target).
     pub request: Resources,
+    /// Its tasks, whose eligibility sets limit where it may move.
+    pub tasks: &'a [Task],
 }
 
 /// Workers, the jobs they host and what is free, as decided so far this round.
@@ -275,7 +277,7 @@ impl<'a> View<'a> {
         if self.hosted[i].node == to {
             return true;
         }
-        if !self.ledger.charge(to, &request) {
+        if !self.may_run(to, &self.hosted[i]) || !self.ledger.charge(to, &request) {
             return false;
         }
         let category = self.hosted[i].category;
@@ -288,8 +290,13 @@ impl<'a> View<'a> {
         true
     }
 
-    fn fits(&self, node: &str, request: &Resources) -> bool {
-        self.ledger.fits(node, request)
+    /// True when every task of `job` may run on `node` and the job fits there whole.
+    fn fits(&self, node: &str, job: &Hosted) -> bool {
+        self.may_run(node, job) && self.ledger.fits(node, &job.request)
+    }
+
+    fn may_run(&self, node: &str, job: &Hosted) -> bool {
+        job.tasks.iter().all(|t| self.ledger.may_run(node, t))
     }
 }
 
@@ -313,7 +320,7 @@ pub fn speculative_host<'a>(
     let score = |w: &str| view.score(w, weights) - if w == me.node { own } else { 0.0 };
     let eligible: Vec<&'a str> = view
         .workers()
-        .filter(|w| *w == me.node || view.fits(w, &me.request))
+        .filter(|w| *w == me.node || view.fits(w, me))
         .collect();
     let scores: Vec<(&'a str, f64)> = eligible.iter().map(|w| (*w, score(w))).collect();
     let min = scores.iter().map(|s| s.1).fold(f64::INFINITY, f64::min);
@@ -388,7 +395,7 @@ pub fn rebalance<'a>(view: &mut View<'a>, durations: &[(usize, f64)]) -> Vec<Mov
     for &to in &receivers {
         let pick = pool.iter().position(|&(job, _)| {
             view.get(job).is_some_and(|h| {
-                !receiving.contains(h.node) && view.count(h.node) > 1 && view.fits(to, &h.request)
+                !receiving.contains(h.node) && view.count(h.node) > 1 && view.fits(to, h)
             })
         });
         let Some(i) = pick else { continue };
@@ -437,6 +444,7 @@ mod tests {
             node,
             category,
             request: res(1000, 0),
+            tasks: &[],
         }
     }
 

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 
 use switchyard_policy_sdk::{
-    Action, Decision, Description, JobLabel, JobPhase, Migration, MigrationKind, Operation,
+    Action, Decision, Description, Job, JobLabel, JobPhase, Migration, MoveKind, Operation,
     Setting, Snapshot, Trigger,
     cluster::{Ledger, total_requests},
     log,
@@ -23,6 +23,20 @@ use crate::manager::{
 };
 use crate::monitor::{Category, step};
 use crate::state::{self, JobState, State, align};
+
+/// The purpose SpeCon gives Algorithm 2's migrations (and its in-place marks).
+pub const REALLOCATE: &str = "reallocate";
+/// The purpose SpeCon gives Algorithm 3's migrations.
+pub const REBALANCE: &str = "rebalance";
+
+/// True when `job`'s move history has a migration SpeCon made for `purpose`: the
+/// paper's "at most once" rules, kept by the host across restarts. The state's own
+/// flags back this up for a job whose history was cut short.
+fn moved_for(job: &Job, purpose: &str) -> bool {
+    job.moves
+        .iter()
+        .any(|m| m.kind == MoveKind::Migrated && m.purpose == purpose)
+}
 
 /// SpeCon's parameters with the paper's values as defaults.
 pub const SPEC: &[ParamSpec] = &[
@@ -269,6 +283,7 @@ fn hosted_jobs<'a>(
                 // Initial settings (line 2): a job joining a worker starts in PC.
                 category: js.category,
                 request: total_requests(&job.tasks),
+                tasks: &job.tasks,
             })
         })
         .collect()
@@ -307,7 +322,7 @@ fn monitor_round(snapshot: &Snapshot, jobs: &mut [JobState], params: &Params) ->
     let mut requests = Vec::new();
     let mut changes = ChangeLog::default();
     for (i, (job, js)) in snapshot.jobs.iter().zip(jobs.iter_mut()).enumerate() {
-        if job.phase != JobPhase::Running || job.migrated || js.reallocated {
+        if job.phase != JobPhase::Running || moved_for(job, REALLOCATE) || js.reallocated {
             continue;
         }
         js.scale.observe(params.normalisation, &job.loss);
@@ -404,7 +419,7 @@ fn reallocate(
             job: id.clone(),
             task: None,
             node: choice.target.to_string(),
-            kind: MigrationKind::Reallocate,
+            purpose: REALLOCATE.into(),
         }),
         reason: reallocation_reason(&choice, from, js.cc_since, params.host_score),
     })
@@ -451,11 +466,11 @@ fn rebalance_round(view: &mut View, snapshot: &Snapshot, jobs: &mut [JobState]) 
         .zip(jobs.iter())
         .enumerate()
         .filter(|(_, (j, _))| j.phase == JobPhase::Running && j.checkpointable)
-        .filter(|(_, (j, s))| !j.rebalanced && !s.rebalanced)
+        .filter(|(_, (j, s))| !moved_for(j, REBALANCE) && !s.rebalanced)
         .filter_map(|(i, (j, s))| match s.converged_at {
             Some(t) => Some((i, now - t)),
             // Marked migrated by the host but the time was lost: the oldest possible.
-            None if j.migrated => Some((i, f64::INFINITY)),
+            None if moved_for(j, REALLOCATE) => Some((i, f64::INFINITY)),
             None => None,
         })
         .collect();
@@ -477,7 +492,7 @@ fn rebalance_round(view: &mut View, snapshot: &Snapshot, jobs: &mut [JobState]) 
                     job: snapshot.jobs[m.job].id.clone(),
                     task: None,
                     node: m.to.to_string(),
-                    kind: MigrationKind::Rebalance,
+                    purpose: REBALANCE.into(),
                 }),
                 reason: format!(
                     "rebalance: {why}; most recently converged movable job (d = {:.0}s) {} -> {}",
@@ -541,12 +556,12 @@ mod tests {
         out
     }
 
-    fn migrations(d: &Decision) -> Vec<(String, String, MigrationKind, String)> {
+    fn migrations(d: &Decision) -> Vec<(String, String, String, String)> {
         d.actions
             .iter()
             .filter_map(|a| match &a.op {
                 Operation::Migrate(m) => {
-                    Some((m.job.clone(), m.node.clone(), m.kind, a.reason.clone()))
+                    Some((m.job.clone(), m.node.clone(), m.purpose.clone(), a.reason.clone()))
                 }
                 _ => None,
             })
@@ -604,8 +619,8 @@ mod tests {
         assert_eq!(m.len(), 1, "{m:?}");
         let (job, node, kind, reason) = &m[0];
         assert_eq!(
-            (job.as_str(), node.as_str(), *kind),
-            ("c", "w3", MigrationKind::Reallocate)
+            (job.as_str(), node.as_str(), kind.as_str()),
+            ("c", "w3", REALLOCATE)
         );
         assert_eq!(
             reason,
@@ -622,10 +637,10 @@ mod tests {
         ]
     }
 
-    fn reallocations_in(ds: &[Decision]) -> Vec<(String, String, MigrationKind, String)> {
+    fn reallocations_in(ds: &[Decision]) -> Vec<(String, String, String, String)> {
         ds.iter()
             .flat_map(migrations)
-            .filter(|m| m.2 == MigrationKind::Reallocate)
+            .filter(|m| m.2 == REALLOCATE)
             .collect()
     }
 
@@ -664,7 +679,7 @@ mod tests {
         let ds = rounds(&[], &nodes, &jobs, &[0.0, 30.0, 60.0, 90.0]);
         let m = migrations(&ds[3]);
         assert_eq!(m.len(), 1, "{m:?}");
-        assert_eq!((m[0].1.as_str(), m[0].2), ("w1", MigrationKind::Reallocate));
+        assert_eq!((m[0].1.as_str(), m[0].2.as_str()), ("w1", REALLOCATE));
         assert!(m[0].3.contains("stays, marked migrated"), "{}", m[0].3);
     }
 
@@ -681,19 +696,19 @@ mod tests {
             .map(|d| {
                 migrations(d)
                     .iter()
-                    .filter(|m| m.2 == MigrationKind::Reallocate)
+                    .filter(|m| m.2 == REALLOCATE)
                     .count()
             })
             .sum();
         assert_eq!(count, 1);
         // The host's flag alone is enough too.
         let mut jobs = busy_w1();
-        jobs[0] = jobs[0].clone().migrated();
+        jobs[0] = jobs[0].clone().moved(0.0, MoveKind::Migrated, REALLOCATE);
         let ds = rounds(&[], &three_workers(), &jobs, &[0.0, 30.0, 60.0, 90.0]);
         assert!(ds.iter().all(|d| {
             migrations(d)
                 .iter()
-                .all(|m| m.2 != MigrationKind::Reallocate)
+                .all(|m| m.2 != REALLOCATE)
         }));
     }
 
@@ -747,7 +762,7 @@ mod tests {
         let jobs = vec![
             job("a").running_on("w1").loss(PROGRESSING),
             job("b").running_on("w1").loss(PROGRESSING),
-            job("m").running_on("w1").migrated(),
+            job("m").running_on("w1").moved(0.0, MoveKind::Migrated, REALLOCATE),
         ];
         // `m` converged at t=0, the monitor ran at t=0, and the last job on w2 finished.
         let st = State {
@@ -767,8 +782,8 @@ mod tests {
         let m = migrations(&d);
         assert_eq!(m.len(), 1, "{m:?}");
         assert_eq!(
-            (m[0].0.as_str(), m[0].1.as_str(), m[0].2),
-            ("m", "w2", MigrationKind::Rebalance)
+            (m[0].0.as_str(), m[0].1.as_str(), m[0].2.as_str()),
+            ("m", "w2", REBALANCE)
         );
         // With rebalancing off, nothing moves.
         let d = decide(&[set("rebalance", "off")], &snap, &st.encode()).unwrap();

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::curve::Curve;
 use super::goodput::Goodput;
+use switchyard_core::eligibility::{PlacementRules, RuledNode, Taint};
 use switchyard_core::model::Resources;
 
 /// One machine.
@@ -19,6 +20,17 @@ pub struct NodeSpec {
     pub allocatable: Resources,
     /// Node labels.
     pub labels: BTreeMap<String, String>,
+    /// Node taints: only tasks tolerating them are placed there.
+    pub taints: Vec<Taint>,
+}
+
+impl RuledNode for NodeSpec {
+    fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn taints(&self) -> &[Taint] {
+        &self.taints
+    }
 }
 
 /// One role of a job (`main`, `ps`, `worker`, ...), with `count` identical tasks.
@@ -96,6 +108,9 @@ pub struct JobSpec {
     pub checkpointable: bool,
     /// Submission labels.
     pub labels: BTreeMap<String, String>,
+    /// Where its tasks may run (node selector, tolerations, required affinity), shared
+    /// by the jobs of one template.
+    pub placement: Arc<PlacementRules>,
 }
 
 /// Simulator knobs.
@@ -105,6 +120,12 @@ pub struct SimConfig {
     pub migration_cost: f64,
     /// Seconds a re-scale's checkpoint and restart cost, charged once per re-scale.
     pub rescale_cost: f64,
+    /// Seconds a preempted job spends saving its checkpoint, holding its nodes and
+    /// making no progress, before it releases them.
+    pub checkpoint_cost: f64,
+    /// Seconds a preempted job spends restoring its checkpoint once placed again,
+    /// before it makes progress (on top of `start_delay`).
+    pub restore_cost: f64,
     /// Virtual time at which a run stops; jobs still holding resources then are
     /// reported as deadlocked.
     pub max_time: f64,
@@ -126,6 +147,8 @@ impl Default for SimConfig {
         Self {
             migration_cost: 5.0,
             rescale_cost: 50.0,
+            checkpoint_cost: 5.0,
+            restore_cost: 5.0,
             max_time: 365.0 * 86400.0,
             seed: 0,
             interference: 0.0,

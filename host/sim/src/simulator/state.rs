@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use super::share::speedup;
 use super::spec::{JobSpec, NodeSpec, Speed};
-use switchyard_core::model::{Job, JobPhase, LossSample, Node, Resources, TaskPhase};
+use switchyard_core::eligibility::{RuledNode, Taint};
+use switchyard_core::model::{Job, JobMove, JobPhase, LossSample, Node, Resources, TaskPhase};
 
 /// A node and the tasks bound to it.
 #[derive(Debug)]
@@ -18,6 +19,15 @@ pub(crate) struct SimNode {
     pub(crate) dirty: bool,
     /// What the last snapshot showed of it; `None` once it changed since.
     pub(crate) view: Option<Arc<Node>>,
+}
+
+impl RuledNode for SimNode {
+    fn labels(&self) -> &BTreeMap<String, String> {
+        &self.spec.labels
+    }
+    fn taints(&self) -> &[Taint] {
+        &self.spec.taints
+    }
 }
 
 impl SimNode {
@@ -77,9 +87,16 @@ pub(crate) struct SimJob {
     pub(crate) restart_until: Option<f64>,
     pub(crate) next_eval: f64,
     pub(crate) loss: VecDeque<LossSample>,
-    pub(crate) migrated: bool,
-    pub(crate) rebalanced: bool,
+    /// Its moves, oldest first (the contract's bounded history).
+    pub(crate) moves: Vec<JobMove>,
+    /// Saving a checkpoint after a preemption: its nodes go when the restart is done.
+    pub(crate) checkpointing: bool,
+    /// Preempted and waiting: its next whole placement restores the checkpoint.
+    pub(crate) resuming: bool,
+    /// Its eligibility set, once looked up (`Some(None)`: any node).
+    pub(crate) eligible: Option<Option<u32>>,
     pub(crate) migrations: u32,
+    pub(crate) preemptions: u32,
     pub(crate) rescales: u32,
     pub(crate) start_time: Option<f64>,
     pub(crate) finish_time: Option<f64>,
@@ -139,9 +156,12 @@ impl SimJob {
             version: 0,
             restart_until: None,
             loss: VecDeque::new(),
-            migrated: false,
-            rebalanced: false,
+            moves: Vec::new(),
+            checkpointing: false,
+            resuming: false,
+            eligible: None,
             migrations: 0,
+            preemptions: 0,
             rescales: 0,
             start_time: None,
             finish_time: None,

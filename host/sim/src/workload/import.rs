@@ -14,6 +14,7 @@ use super::{WorkloadError, resources};
 use crate::simulator::curve::Curve;
 use crate::simulator::goodput::{Goodput, Measurements, Run};
 use crate::simulator::{JobSpec, RoleSpec, Speed};
+use switchyard_core::eligibility::PlacementRules;
 
 /// Images per second with 1-4 workers, DRAGON Fig. 2.
 pub fn dragon_throughput(model: &str) -> Option<&'static [f64]> {
@@ -100,6 +101,8 @@ pub fn philly(
     picked.truncate(jobs.unwrap_or(usize::MAX));
     let first = picked[0].0;
     let per_node = node_gpus.max(1);
+    // The trace says nothing of where a job may run: one shared "anywhere".
+    let anywhere: Arc<PlacementRules> = Arc::default();
     Ok(picked
         .into_iter()
         .enumerate()
@@ -133,6 +136,7 @@ pub fn philly(
                 eval_every: f64::INFINITY,
                 metric_rises: false,
                 checkpointable: true,
+                placement: Arc::clone(&anywhere),
                 labels: BTreeMap::from([
                     ("trace".into(), "philly".into()),
                     ("gpus".into(), gpus.to_string()),
@@ -266,6 +270,7 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
                 ("model".into(), model_name.to_string()),
                 ("trace".into(), "pollux".into()),
             ]),
+            placement: Arc::default(),
         });
     }
     if !skipped.is_empty() {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Deserialize;
+use switchyard_core::eligibility::{SelectorTerm, Taint, Toleration};
 
 /// A whole workload file.
 #[derive(Clone, Debug, Deserialize)]
@@ -56,6 +57,10 @@ pub struct NodeGroup {
     /// Node labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node taints (`{key, value, effect: NoSchedule|PreferNoSchedule|NoExecute}`):
+    /// only jobs whose template tolerates them are placed there.
+    #[serde(default)]
+    pub taints: Vec<Taint>,
 }
 
 /// Simulator knobs.
@@ -68,6 +73,12 @@ pub struct SimulatorFile {
     /// Seconds of checkpoint/restart per re-scale (DRAGON measured 40-60 s).
     #[serde(default = "rescale_cost")]
     pub rescale_cost: f64,
+    /// Seconds a preempted job saves its checkpoint, still holding its nodes.
+    #[serde(default = "checkpoint_cost")]
+    pub checkpoint_cost: f64,
+    /// Seconds a preempted job restores its checkpoint once placed again.
+    #[serde(default = "restore_cost")]
+    pub restore_cost: f64,
     /// Virtual seconds after which a run stops; unfinished jobs holding resources are
     /// reported as deadlocked.
     #[serde(default = "max_time")]
@@ -87,6 +98,8 @@ impl Default for SimulatorFile {
         Self {
             migration_cost: migration_cost(),
             rescale_cost: rescale_cost(),
+            checkpoint_cost: checkpoint_cost(),
+            restore_cost: restore_cost(),
             max_time: max_time(),
             interference: 0.0,
             start_delay: 0.0,
@@ -207,6 +220,16 @@ pub struct Template {
     /// Submission labels.
     #[serde(default)]
     pub labels: BTreeMap<String, String>,
+    /// Node labels its tasks require (Kubernetes' `nodeSelector`).
+    #[serde(default)]
+    pub node_selector: BTreeMap<String, String>,
+    /// Taints its tasks tolerate (Kubernetes' `tolerations`).
+    #[serde(default)]
+    pub tolerations: Vec<Toleration>,
+    /// Node selector terms, one of which a node must match (Kubernetes'
+    /// `requiredDuringSchedulingIgnoredDuringExecution` node affinity).
+    #[serde(default)]
+    pub required_node_affinity: Vec<SelectorTerm>,
 }
 
 /// Jobs of one template and how they arrive: exactly one of `at`, `every`, `uniform`,
@@ -339,6 +362,12 @@ fn yes() -> bool {
     true
 }
 fn migration_cost() -> f64 {
+    5.0
+}
+fn checkpoint_cost() -> f64 {
+    5.0
+}
+fn restore_cost() -> f64 {
     5.0
 }
 fn rescale_cost() -> f64 {

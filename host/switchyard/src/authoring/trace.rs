@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use similar::TextDiff;
 
 use switchyard_control::DecisionRecord;
-use switchyard_core::model::{Action, MigrationKind, Operation, Trigger};
+use switchyard_core::model::{Action, Operation, Trigger};
 
 /// Renders `records` as a trace whose first lines are the comment `header`.
 pub fn render(header: &[String], records: &[DecisionRecord]) -> String {
@@ -94,10 +94,14 @@ pub fn operation_text(op: &Operation) -> String {
             job,
             task,
             node,
-            kind,
+            purpose,
         } => {
             let which = task.as_deref().unwrap_or("(all tasks)");
-            format!("migrate {job} {which} -> {node} {}", kind_name(*kind))
+            if purpose.is_empty() {
+                format!("migrate {job} {which} -> {node}")
+            } else {
+                format!("migrate {job} {which} -> {node} {purpose}")
+            }
         }
         Operation::SetCpuWeight { job, task, weight } => {
             format!("weight {job} {task} = {weight:.4}")
@@ -114,14 +118,7 @@ pub fn operation_text(op: &Operation) -> String {
             }
         }
         Operation::Wait { job } => format!("wait {job}"),
-    }
-}
-
-/// The kind as the WIT spells it.
-pub fn kind_name(kind: MigrationKind) -> &'static str {
-    match kind {
-        MigrationKind::Reallocate => "reallocate",
-        MigrationKind::Rebalance => "rebalance",
+        Operation::Preempt { job } => format!("preempt {job}"),
     }
 }
 
@@ -133,6 +130,7 @@ fn triggers(triggers: &[Trigger]) -> String {
             Trigger::JobArrived(job) => format!("arrived {job}"),
             Trigger::JobFinished(job) => format!("finished {job}"),
             Trigger::NodeChanged(node) => format!("node {node}"),
+            Trigger::JobPreempted(job) => format!("preempted {job}"),
         })
         .collect();
     words.join(", ")
