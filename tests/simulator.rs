@@ -11,7 +11,9 @@ use std::time::Duration;
 
 use support::res;
 use switchyard_control::{Advance, Cluster, ControlLoop, PolicySlot};
-use switchyard_core::model::{Action, Assignment, JobPhase, MoveKind, Operation, TaskPhase, Trigger};
+use switchyard_core::model::{
+    Action, Assignment, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
+};
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::simulator::{
@@ -233,15 +235,35 @@ fn a_job_s_moves_are_recorded_in_order_with_their_nodes() {
     let moves: Vec<(f64, MoveKind, String, Vec<String>, Vec<String>)> = s.snapshot(vec![]).jobs[0]
         .moves
         .iter()
-        .map(|m| (m.time, m.kind, m.purpose.clone(), m.from_nodes.clone(), m.to_nodes.clone()))
+        .map(|m| {
+            (
+                m.time,
+                m.kind,
+                m.purpose.clone(),
+                m.from_nodes.clone(),
+                m.to_nodes.clone(),
+            )
+        })
         .collect();
     let n = |names: &[&str]| -> Vec<String> { names.iter().map(|s| s.to_string()).collect() };
     assert_eq!(
         moves,
         [
             (0.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
-            (10.0, MoveKind::Migrated, "defrag".into(), n(&["n1"]), n(&["n2"])),
-            (20.0, MoveKind::Migrated, String::new(), n(&["n2"]), n(&["n2"])),
+            (
+                10.0,
+                MoveKind::Migrated,
+                "defrag".into(),
+                n(&["n1"]),
+                n(&["n2"])
+            ),
+            (
+                20.0,
+                MoveKind::Migrated,
+                String::new(),
+                n(&["n2"]),
+                n(&["n2"])
+            ),
             (30.0, MoveKind::Preempted, String::new(), n(&["n2"]), n(&[])),
             (35.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
         ]

@@ -8,8 +8,8 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
 use switchyard_core::model::{
-    Action, Assignment, Decision, Job, JobPhase, MigrationKind, Node, Operation, Replicas,
-    Resources, Snapshot, Task, TaskPhase,
+    Action, Assignment, Decision, Job, JobPhase, Node, NodeSet, Operation, Replicas, Resources,
+    Snapshot, Task, TaskPhase,
 };
 use switchyard_core::validate::{Rejection, check_decision};
 
@@ -33,13 +33,17 @@ fn place(job: &str, pairs: &[(&str, &str)]) -> Action {
     })
 }
 
-fn migrate(job: &str, node: &str, kind: MigrationKind) -> Action {
+fn migrate(job: &str, node: &str, purpose: &str) -> Action {
     action(Operation::Migrate {
         job: job.into(),
         task: None,
         node: node.into(),
-        kind,
+        purpose: purpose.into(),
     })
+}
+
+fn preempt(job: &str) -> Action {
+    action(Operation::Preempt { job: job.into() })
 }
 
 fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard_core::validate::Checked {
@@ -99,28 +103,149 @@ fn a_gang_with_one_member_that_does_not_fit_binds_none_of_its_members() {
 }
 
 #[test]
-fn a_job_is_reallocated_at_most_once_but_may_still_be_rebalanced() {
+fn a_job_that_moved_twice_already_may_move_a_third_time() {
+    // The host has no "once per kind" rule: a defragmenting policy moves a job as often
+    // as it likes, one move per round; SpeCon keeps its own rule from the history.
     let snapshot = cluster()
         .node(node("n1"))
         .node(node("n2"))
-        .job(job("j").running_on("n1").migrated())
+        .job(
+            job("j")
+                .running_on("n1")
+                .migrated_for("reallocate")
+                .migrated_for("defrag"),
+        )
+        .build();
+    assert_eq!(snapshot.jobs[0].moves.len(), 2);
+    let checked = decide(&snapshot, vec![migrate("j", "n2", "defrag")]);
+    assert_eq!(checked.accepted.len(), 1, "{:?}", checked.rejected);
+}
+
+#[test]
+fn a_migration_purpose_must_be_a_short_tag() {
+    let snapshot = cluster()
+        .node(node("n1"))
+        .node(node("n2"))
+        .job(job("j").running_on("n1"))
+        .build();
+    for bad in ["two words", "x".repeat(64).as_str(), "new\nline"] {
+        let checked = decide(&snapshot, vec![migrate("j", "n2", bad)]);
+        assert!(
+            matches!(checked.rejected[0].reason, Rejection::BadPurpose { .. }),
+            "{bad:?}: {:?}",
+            checked.rejected
+        );
+    }
+}
+
+#[test]
+fn a_running_checkpointable_job_may_be_preempted_and_nothing_else() {
+    let snapshot = cluster()
+        .node(node("n1").cpus(2.0))
+        .node(node("n2"))
+        .job(job("run").running_on("n1"))
+        .job(job("pinned").running_on("n1").not_checkpointable())
+        .job(job("queued"))
         .build();
     let checked = decide(
         &snapshot,
-        vec![migrate("j", "n2", MigrationKind::Reallocate)],
+        vec![
+            preempt("run"),
+            preempt("pinned"),
+            preempt("queued"),
+            preempt("ghost"),
+        ],
     );
-    assert!(matches!(
-        checked.rejected[0].reason,
-        Rejection::AlreadyMigrated {
-            kind: "reallocate",
-            ..
-        }
-    ));
+    assert_eq!(checked.accepted, [preempt("run")]);
+    let reasons: Vec<&str> = checked
+        .rejected
+        .iter()
+        .map(|r| r.reason.metric_label())
+        .collect();
+    assert_eq!(
+        reasons,
+        ["not-checkpointable", "wrong-phase", "unknown-job"],
+        "{:?}",
+        checked.rejected
+    );
+}
+
+#[test]
+fn a_preempted_job_s_nodes_are_not_free_in_the_same_round() {
+    // The checkpoint is saved first; a placement counting on the freed room waits.
+    let snapshot = cluster()
+        .node(node("n1").cpus(1.0))
+        .job(job("old").running_on("n1"))
+        .job(job("new"))
+        .build();
     let checked = decide(
         &snapshot,
-        vec![migrate("j", "n2", MigrationKind::Rebalance)],
+        vec![preempt("old"), place("new", &[("main", "n1")])],
     );
+    assert_eq!(checked.accepted, [preempt("old")]);
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NodeFull { .. }
+    ));
+}
+
+#[test]
+fn placements_migrations_and_scale_targets_outside_the_eligible_set_are_refused() {
+    let snapshot = cluster()
+        .node(node("gpu-a"))
+        .node(node("gpu-b"))
+        .node(node("tainted"))
+        .job(job("waiting"))
+        .job(job("running").running_on("gpu-a").replicas("main", 1, 1, 3))
+        .only_on("waiting", &["gpu-b"])
+        .only_on("running", &["gpu-a", "gpu-b"])
+        .build();
+    let checked = decide(&snapshot, vec![place("waiting", &[("main", "tainted")])]);
+    assert!(
+        matches!(&checked.rejected[0].reason, Rejection::NotEligible { node, .. } if node == "tainted"),
+        "{:?}",
+        checked.rejected
+    );
+    assert!(
+        checked.rejected[0]
+            .reason
+            .to_string()
+            .contains("outside its eligible set")
+    );
+    let checked = decide(&snapshot, vec![place("waiting", &[("main", "gpu-b")])]);
     assert_eq!(checked.accepted.len(), 1);
+    let checked = decide(&snapshot, vec![migrate("running", "tainted", "")]);
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NotEligible { .. }
+    ));
+    let checked = decide(&snapshot, vec![migrate("running", "gpu-b", "")]);
+    assert_eq!(checked.accepted.len(), 1);
+    let scale = |nodes: &[&str]| {
+        action(Operation::Scale {
+            job: "running".into(),
+            replicas: 1 + nodes.len() as u32,
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        })
+    };
+    let checked = decide(&snapshot, vec![scale(&["gpu-b", "tainted"])]);
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NotEligible { .. }
+    ));
+    let checked = decide(&snapshot, vec![scale(&["gpu-b", "gpu-a"])]);
+    assert_eq!(checked.accepted.len(), 1, "{:?}", checked.rejected);
+}
+
+#[test]
+fn a_task_naming_a_set_the_snapshot_lacks_may_run_nowhere() {
+    let mut snapshot = cluster().node(node("n1")).job(job("j")).build();
+    std::sync::Arc::make_mut(&mut snapshot.jobs[0]).tasks[0].eligible = Some(9);
+    let checked = decide(&snapshot, vec![place("j", &[("main", "n1")])]);
+    assert!(matches!(
+        checked.rejected[0].reason,
+        Rejection::NotEligible { .. }
+    ));
 }
 
 #[test]
@@ -133,15 +258,19 @@ fn two_moves_of_one_job_in_one_decision_keep_only_the_first() {
     let checked = decide(
         &snapshot,
         vec![
-            migrate("j", "n2", MigrationKind::Reallocate),
-            migrate("j", "n1", MigrationKind::Rebalance),
+            migrate("j", "n2", "reallocate"),
+            migrate("j", "n1", "rebalance"),
+            preempt("j"),
         ],
     );
     assert_eq!(checked.accepted.len(), 1);
-    assert!(matches!(
-        checked.rejected[0].reason,
-        Rejection::ConflictingAction { .. }
-    ));
+    for rejected in &checked.rejected {
+        assert!(matches!(
+            rejected.reason,
+            Rejection::ConflictingAction { .. }
+        ));
+    }
+    assert_eq!(checked.rejected.len(), 2);
 }
 
 #[test]
@@ -151,10 +280,7 @@ fn a_job_that_cannot_checkpoint_is_never_migrated() {
         .node(node("n2"))
         .job(job("j").running_on("n1").not_checkpointable())
         .build();
-    let checked = decide(
-        &snapshot,
-        vec![migrate("j", "n2", MigrationKind::Reallocate)],
-    );
+    let checked = decide(&snapshot, vec![migrate("j", "n2", "reallocate")]);
     assert!(matches!(
         checked.rejected[0].reason,
         Rejection::NotCheckpointable { .. }
@@ -214,7 +340,7 @@ fn a_restarting_job_is_neither_placed_nor_moved() {
         &snapshot,
         vec![
             place("r", &[("worker-1", "n2")]),
-            migrate("r", "n2", MigrationKind::Reallocate),
+            migrate("r", "n2", "reallocate"),
         ],
     );
     assert!(checked.accepted.is_empty(), "{:?}", checked.accepted);
@@ -329,12 +455,15 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
     let jobs = prop::collection::vec(
         (
             prop::collection::vec((arb_resources(8, 2), 0usize..6), 1..=3),
-            (any::<bool>(), any::<bool>(), any::<bool>()),
+            (prop::option::of(0u32..3), any::<bool>()),
             (1u32..=2, 2u32..=4),
         ),
         1..=4,
     );
-    (nodes, jobs).prop_map(|(nodes, jobs)| {
+    // Three eligibility sets over the first four node positions (a position past the
+    // cluster's end is left out, as the host would never send one).
+    let sets = prop::collection::vec(prop::collection::btree_set(0u32..4, 0..=4), 3);
+    (nodes, jobs, sets).prop_map(|(nodes, jobs, sets)| {
         let mut nodes: Vec<Node> = nodes
             .into_iter()
             .enumerate()
@@ -350,72 +479,80 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
         let jobs = jobs
             .into_iter()
             .enumerate()
-            .map(
-                |(j, (tasks, (migrated, rebalanced, checkpointable), (min, max)))| {
-                    let tasks: Vec<Task> = tasks
-                        .into_iter()
-                        .enumerate()
-                        .map(|(t, (requests, where_))| {
-                            let target = nodes.get_mut(where_).filter(|n| {
-                                n.allocatable
-                                    .saturating_minus(&n.requested)
-                                    .covers(&requests)
-                            });
-                            let node = target.map(|n| {
-                                n.requested = n.requested.plus(&requests);
-                                n.name.clone()
-                            });
-                            Task {
-                                name: format!("worker-{t}"),
-                                role: "worker".into(),
-                                phase: if node.is_some() {
-                                    TaskPhase::Running
-                                } else {
-                                    TaskPhase::Pending
-                                },
-                                node,
-                                requests,
-                                cpu_weight: 1.0,
-                                usage: None,
-                            }
-                        })
-                        .collect();
-                    let current = tasks.len() as u32;
-                    let placed = tasks.iter().filter(|t| t.node.is_some()).count();
-                    Job {
-                        id: JOB_IDS[j].into(),
-                        phase: if placed == 0 {
-                            JobPhase::Waiting
-                        } else {
-                            JobPhase::Running
-                        },
-                        submit_time: j as f64,
-                        start_time: None,
-                        priority: 0,
-                        utility: 1.0,
-                        tasks,
-                        replicas: Replicas {
+            .map(|(j, (tasks, (eligible, checkpointable), (min, max)))| {
+                let tasks: Vec<Task> = tasks
+                    .into_iter()
+                    .enumerate()
+                    .map(|(t, (requests, where_))| {
+                        let target = nodes.get_mut(where_).filter(|n| {
+                            n.allocatable
+                                .saturating_minus(&n.requested)
+                                .covers(&requests)
+                        });
+                        let node = target.map(|n| {
+                            n.requested = n.requested.plus(&requests);
+                            n.name.clone()
+                        });
+                        Task {
+                            name: format!("worker-{t}"),
                             role: "worker".into(),
-                            current,
-                            min: min.min(current),
-                            max: max.max(current),
-                        },
-                        loss: vec![],
-                        metric_rises: false,
-                        migrated,
-                        rebalanced,
-                        checkpointable,
-                        labels: Default::default(),
-                    }
-                },
-            )
+                            phase: if node.is_some() {
+                                TaskPhase::Running
+                            } else {
+                                TaskPhase::Pending
+                            },
+                            node,
+                            requests,
+                            cpu_weight: 1.0,
+                            usage: None,
+                            eligible,
+                        }
+                    })
+                    .collect();
+                let current = tasks.len() as u32;
+                let placed = tasks.iter().filter(|t| t.node.is_some()).count();
+                Job {
+                    id: JOB_IDS[j].into(),
+                    phase: if placed == 0 {
+                        JobPhase::Waiting
+                    } else {
+                        JobPhase::Running
+                    },
+                    submit_time: j as f64,
+                    start_time: None,
+                    priority: 0,
+                    utility: 1.0,
+                    tasks,
+                    replicas: Replicas {
+                        role: "worker".into(),
+                        current,
+                        min: min.min(current),
+                        max: max.max(current),
+                    },
+                    loss: vec![],
+                    metric_rises: false,
+                    moves: vec![],
+                    checkpointable,
+                    labels: Default::default(),
+                }
+            })
             .map(Into::into)
             .collect();
+        let count = nodes.len() as u32;
         Snapshot {
             time: 0.0,
             triggers: vec![],
             nodes: nodes.into_iter().map(Into::into).collect(),
             jobs,
+            node_sets: std::sync::Arc::new(
+                sets.into_iter()
+                    .enumerate()
+                    .map(|(id, nodes)| NodeSet {
+                        id: id as u32,
+                        nodes: nodes.into_iter().filter(|&n| n < count).collect(),
+                    })
+                    .collect(),
+            ),
         }
     })
 }
@@ -433,17 +570,13 @@ fn arb_operation() -> impl Strategy<Value = Operation> {
             job.clone(),
             prop::option::of(task.clone()),
             node.clone(),
-            any::<bool>()
+            prop::sample::select(&["", "rebalance", "two words"][..])
         )
-            .prop_map(|(job, task, node, rebalance)| Operation::Migrate {
+            .prop_map(|(job, task, node, purpose)| Operation::Migrate {
                 job,
                 task,
                 node,
-                kind: if rebalance {
-                    MigrationKind::Rebalance
-                } else {
-                    MigrationKind::Reallocate
-                },
+                purpose: purpose.into(),
             }),
         (job.clone(), task, -0.5f64..1.5).prop_map(|(job, task, weight)| Operation::SetCpuWeight {
             job,
@@ -457,7 +590,8 @@ fn arb_operation() -> impl Strategy<Value = Operation> {
                 nodes
             }
         ),
-        job.prop_map(|job| Operation::Wait { job }),
+        job.clone().prop_map(|job| Operation::Wait { job }),
+        job.prop_map(|job| Operation::Preempt { job }),
     ]
 }
 
@@ -471,6 +605,15 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         .collect();
     let mut bound: HashMap<(&str, &str), &str> = HashMap::new();
     let mut moves: HashMap<&str, usize> = HashMap::new();
+    let eligible = |task: &Task, node: &str| -> bool {
+        task.eligible.is_none_or(|id| {
+            snapshot.node_set(id).is_some_and(|set| {
+                set.nodes
+                    .iter()
+                    .any(|&i| snapshot.nodes[i as usize].name == node)
+            })
+        })
+    };
     for a in accepted {
         let job = snapshot
             .job(a.op.job())
@@ -487,18 +630,19 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
                     );
                     let node = snapshot.node(&asg.node).expect("known node");
                     assert!(node.schedulable);
+                    assert!(eligible(task, &asg.node), "placed outside the eligible set");
                     let r = requested.get_mut(asg.node.as_str()).unwrap();
                     *r = r.plus(&task.requests);
                 }
             }
             Operation::Migrate {
-                task, node, kind, ..
+                task,
+                node,
+                purpose,
+                ..
             } => {
                 assert!(job.checkpointable);
-                match kind {
-                    MigrationKind::Reallocate => assert!(!job.migrated),
-                    MigrationKind::Rebalance => assert!(!job.rebalanced),
-                }
+                assert!(!purpose.contains(' '), "a purpose with a space");
                 *moves.entry(&job.id).or_default() += 1;
                 let moving: Vec<&Task> = match task {
                     Some(t) => vec![job.task(t).expect("known task")],
@@ -507,6 +651,7 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
                 for t in moving {
                     let from = t.node.as_deref().expect("only bound tasks move");
                     if from != node {
+                        assert!(eligible(t, node), "migrated outside the eligible set");
                         let r = requested.get_mut(node.as_str()).expect("known node");
                         *r = r.plus(&t.requests);
                         let r = requested.get_mut(from).unwrap();
@@ -530,11 +675,16 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
                     .find(|t| t.role == job.replicas.role)
                     .unwrap();
                 for n in nodes {
+                    assert!(eligible(template, n), "scaled outside the eligible set");
                     let r = requested.get_mut(n.as_str()).expect("known node");
                     *r = r.plus(&template.requests);
                 }
             }
             Operation::Wait { .. } => {}
+            Operation::Preempt { .. } => {
+                assert!(job.checkpointable && job.phase == JobPhase::Running);
+                *moves.entry(&job.id).or_default() += 1;
+            }
         }
     }
     for n in &snapshot.nodes {

@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use switchyard_core::model::{
-    Job, JobMove, JobPhase, LossSample, MoveKind, Node, Replicas, Resources, Snapshot, Task, TaskPhase,
+    Job, JobMove, JobPhase, LossSample, MoveKind, Node, Replicas, Resources, Snapshot, Task,
+    TaskPhase,
 };
 
 /// `cpus` cores, `gib` GiB of memory, `gpus` GPUs.
@@ -180,6 +181,27 @@ impl ClusterBuilder {
     }
     pub(crate) fn at(mut self, time: f64) -> Self {
         self.0.time = time;
+        self
+    }
+    /// Every task of job `job` may only run on `nodes`: a new eligibility set.
+    pub(crate) fn only_on(mut self, job: &str, nodes: &[&str]) -> Self {
+        let id = self.0.node_sets.len() as u32;
+        let positions = (0..self.0.nodes.len() as u32)
+            .filter(|&i| nodes.contains(&self.0.nodes[i as usize].name.as_str()))
+            .collect();
+        std::sync::Arc::make_mut(&mut self.0.node_sets).push(switchyard_core::model::NodeSet {
+            id,
+            nodes: positions,
+        });
+        let job = self
+            .0
+            .jobs
+            .iter_mut()
+            .find(|j| j.id == job)
+            .expect("known job");
+        for t in &mut std::sync::Arc::make_mut(job).tasks {
+            t.eligible = Some(id);
+        }
         self
     }
     pub(crate) fn build(self) -> Snapshot {

@@ -399,7 +399,10 @@ impl Experiment {
                 })
                 .cloned()
                 .collect(),
-            nodes: kept.iter().map(|&i| Arc::clone(&snapshot.nodes[i])).collect(),
+            nodes: kept
+                .iter()
+                .map(|&i| Arc::clone(&snapshot.nodes[i]))
+                .collect(),
             jobs: snapshot
                 .jobs
                 .iter()

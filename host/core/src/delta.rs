@@ -112,8 +112,8 @@ impl HeldSnapshot {
         let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
             return Change::Reset;
         };
-        let sets_differ = !Arc::ptr_eq(&self.node_sets, &now.node_sets)
-            && self.node_sets != now.node_sets;
+        let sets_differ =
+            !Arc::ptr_eq(&self.node_sets, &now.node_sets) && self.node_sets != now.node_sets;
         let positions_moved = !now.node_sets.is_empty() && nodes.moves_positions();
         Change::Delta(Delta {
             nodes,

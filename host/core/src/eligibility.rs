@@ -209,7 +209,11 @@ pub struct EligibilitySets {
 impl EligibilitySets {
     /// The set id for `rules` over `nodes`, computing it the first time these rules are
     /// seen; none when the rules allow every node.
-    pub fn id_for<N: RuledNode>(&mut self, rules: &Arc<PlacementRules>, nodes: &[N]) -> Option<u32> {
+    pub fn id_for<N: RuledNode>(
+        &mut self,
+        rules: &Arc<PlacementRules>,
+        nodes: &[N],
+    ) -> Option<u32> {
         if rules.is_empty() {
             return None;
         }
@@ -287,8 +291,14 @@ mod tests {
         let nodes = [
             node(&[("gpu", "a100"), ("zone", "1")], &[]),
             node(&[("gpu", "v100"), ("zone", "2")], &[]),
-            node(&[("gpu", "a100"), ("zone", "3")], &[("dedicated", "team-x", NoSchedule)]),
-            node(&[], &[("node-role.kubernetes.io/control-plane", "", NoSchedule)]),
+            node(
+                &[("gpu", "a100"), ("zone", "3")],
+                &[("dedicated", "team-x", NoSchedule)],
+            ),
+            node(
+                &[],
+                &[("node-role.kubernetes.io/control-plane", "", NoSchedule)],
+            ),
             node(&[("gpu", "v100")], &[("spot", "", PreferNoSchedule)]),
         ];
         let mut sets = EligibilitySets::default();

@@ -77,7 +77,9 @@ pub enum Rejection {
     },
     /// The task may not run on the node (its tolerations, node selector or required
     /// affinity exclude it).
-    #[error("task `{task}` of job `{job}` may not run on node `{node}`: the node is outside its eligible set")]
+    #[error(
+        "task `{task}` of job `{job}` may not run on node `{node}`: the node is outside its eligible set"
+    )]
     NotEligible {
         /// Job id.
         job: String,
@@ -95,7 +97,7 @@ pub enum Rejection {
         message: String,
     },
     /// The job cannot checkpoint, so it cannot be moved or rescaled.
-    #[error("job `{job}` cannot checkpoint, so it cannot be migrated or rescaled")]
+    #[error("job `{job}` cannot checkpoint, so it cannot be migrated, rescaled or preempted")]
     NotCheckpointable {
         /// Job id.
         job: String,
@@ -132,7 +134,9 @@ pub enum Rejection {
     },
     /// The job already had a move (migration, rescale, preemption) accepted in this
     /// decision: a job moves at most once per round.
-    #[error("job `{job}` already moves in this decision (a migration, rescale or preemption); one move per job per round")]
+    #[error(
+        "job `{job}` already moves in this decision (a migration, rescale or preemption); one move per job per round"
+    )]
     ConflictingAction {
         /// Job id.
         job: String,

@@ -31,13 +31,12 @@ use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 
 use crate::crd::{
-    Checkpoint, CheckpointMethod, Condition, PendingRestart, Phase, Placement, RestartAction,
-    TaskTarget, TrainingJob, TrainingJobStatus,
+    Checkpoint, CheckpointMethod, Condition, MoveKindRecord, PendingRestart, Phase, Placement,
+    RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
 };
 use crate::{
     CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
 };
-use switchyard_core::model::MigrationKind;
 
 /// Carries out actions on one cluster.
 #[derive(Clone)]
@@ -99,6 +98,11 @@ impl Actor {
         };
         let created = created_message(&placed);
         self.update_status(job, |status| {
+            if status.placements.is_empty() {
+                let to = placed.iter().map(|p| p.node.clone()).collect();
+                let now = seconds(Timestamp::now());
+                status.record_move(MoveKindRecord::Placed, "", Vec::new(), to, now);
+            }
             for p in &placed {
                 status.placements.retain(|q| q.task != p.task);
                 status.placements.push(p.clone());
@@ -219,18 +223,32 @@ impl Actor {
         job_pods: &[Pod],
         task: Option<&str>,
         node: &str,
-        kind: MigrationKind,
+        purpose: &str,
         reason: &str,
         now: Timestamp,
     ) -> Result<()> {
-        let moving: Vec<&Pod> = job_pods
+        let named: Vec<&Pod> = job_pods
             .iter()
             .filter(|p| task.is_none_or(|t| task_of(p) == Some(t)))
+            .collect();
+        let moving: Vec<&Pod> = named
+            .iter()
+            .copied()
             .filter(|p| node_of(p) != Some(node))
             .collect();
-        let mark = |status: &mut TrainingJobStatus| match kind {
-            MigrationKind::Reallocate => status.migrated = true,
-            MigrationKind::Rebalance => status.rebalanced = true,
+        let from: Vec<String> = named
+            .iter()
+            .filter_map(|p| node_of(p).map(str::to_string))
+            .collect();
+        let to = vec![node.to_string(); from.len()];
+        let mark = |status: &mut TrainingJobStatus| {
+            status.record_move(
+                MoveKindRecord::Migrated,
+                purpose,
+                from.clone(),
+                to.clone(),
+                seconds(now),
+            );
         };
         if moving.is_empty() {
             self.update_status(job, mark).await?;
@@ -535,7 +553,19 @@ impl Actor {
             reason,
             now,
         );
+        let from: Vec<String> = job_pods
+            .iter()
+            .filter_map(|p| node_of(p).map(str::to_string))
+            .collect();
+        let to: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
         self.update_status(job, |status| {
+            status.record_move(
+                MoveKindRecord::Rescaled,
+                "",
+                from.clone(),
+                to.clone(),
+                seconds(now),
+            );
             status.rescales += 1;
             status.replicas = Some(replicas);
             status.generation += 1;
@@ -711,6 +741,11 @@ pub fn set_condition(
             last_transition_time: now,
         }),
     }
+}
+
+/// `time` as seconds since the Unix epoch, the host clock of a snapshot.
+fn seconds(time: Timestamp) -> f64 {
+    time.as_millisecond() as f64 / 1000.0
 }
 
 fn chrono_now() -> String {

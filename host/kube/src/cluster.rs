@@ -409,10 +409,13 @@ impl Cluster for KubeCluster {
                         actor.place(&job, &pairs, reason).await
                     }
                     Operation::Migrate {
-                        task, node, kind, ..
+                        task,
+                        node,
+                        purpose,
+                        ..
                     } => {
                         actor
-                            .migrate(&job, &pods, task.as_deref(), node, *kind, reason, now)
+                            .migrate(&job, &pods, task.as_deref(), node, purpose, reason, now)
                             .await
                     }
                     Operation::SetCpuWeight { task, weight, .. } => {
@@ -432,6 +435,11 @@ impl Cluster for KubeCluster {
                             .await
                     }
                     Operation::Wait { .. } => Ok(()),
+                    Operation::Preempt { .. } => Err(crate::Error::Unsupported(
+                        "preempt is not carried out on Kubernetes yet (the job keeps running); \
+                         it runs on the simulator"
+                            .into(),
+                    )),
                 }
             });
             if let Err(error) = outcome {

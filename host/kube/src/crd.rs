@@ -11,6 +11,7 @@ use kube::CustomResource;
 use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use switchyard_core::model::{JobMove, MOVE_HISTORY, MoveKind};
 
 /// A deep-learning training job scheduled by switchyard's active policy.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -157,6 +158,78 @@ pub enum Phase {
     Failed,
 }
 
+/// One move of a job, as the status keeps it (the contract's `job-move`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MoveRecord {
+    /// Seconds since the Unix epoch when it was applied.
+    pub time: f64,
+    /// What happened.
+    pub kind: MoveKindRecord,
+    /// A migration's purpose as the policy gave it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub purpose: String,
+    /// Nodes the moved tasks were on.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub from_nodes: Vec<String>,
+    /// Nodes they are on after.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub to_nodes: Vec<String>,
+}
+
+/// What kind of move a job made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum MoveKindRecord {
+    /// Bound to nodes from waiting.
+    Placed,
+    /// Tasks moved, or marked in place.
+    Migrated,
+    /// Restarted with another replica count.
+    Rescaled,
+    /// Stopped at a checkpoint; waits again.
+    Preempted,
+}
+
+impl From<&MoveRecord> for JobMove {
+    fn from(m: &MoveRecord) -> Self {
+        JobMove {
+            time: m.time,
+            kind: match m.kind {
+                MoveKindRecord::Placed => MoveKind::Placed,
+                MoveKindRecord::Migrated => MoveKind::Migrated,
+                MoveKindRecord::Rescaled => MoveKind::Rescaled,
+                MoveKindRecord::Preempted => MoveKind::Preempted,
+            },
+            purpose: m.purpose.clone(),
+            from_nodes: m.from_nodes.clone(),
+            to_nodes: m.to_nodes.clone(),
+        }
+    }
+}
+
+impl TrainingJobStatus {
+    /// Adds a move to the history, keeping the most recent [`MOVE_HISTORY`].
+    pub fn record_move(
+        &mut self,
+        kind: MoveKindRecord,
+        purpose: &str,
+        from: Vec<String>,
+        to: Vec<String>,
+        time: f64,
+    ) {
+        if self.moves.len() >= MOVE_HISTORY {
+            self.moves.drain(..=self.moves.len() - MOVE_HISTORY);
+        }
+        self.moves.push(MoveRecord {
+            time,
+            kind,
+            purpose: purpose.to_string(),
+            from_nodes: from,
+            to_nodes: to,
+        });
+    }
+}
+
 /// What the controller knows and has done about a job.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -170,12 +243,11 @@ pub struct TrainingJobStatus {
     /// Labels the policy put on the job (e.g. SpeCon's `category=CC`).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub policy_labels: BTreeMap<String, String>,
-    /// Moved once by a `reallocate` migration; never moved for that reason again.
-    #[serde(default)]
-    pub migrated: bool,
-    /// Moved once by a `rebalance` migration; never moved for that reason again.
-    #[serde(default)]
-    pub rebalanced: bool,
+    /// What happened to the job so far, oldest first (the most recent 32): the
+    /// contract's move history, kept here so that policies see the same history after
+    /// the controller restarts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moves: Vec<MoveRecord>,
     /// Migrations carried out.
     #[serde(default)]
     pub migrations: u32,

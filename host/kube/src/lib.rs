@@ -87,6 +87,9 @@ pub enum Error {
     /// An action names a job, task or pod the controller does not know.
     #[error("{0}")]
     NotFound(String),
+    /// An action the contract has and this backend does not carry out yet.
+    #[error("{0}")]
+    Unsupported(String),
     /// A job's spec cannot be turned into pods (e.g. a role template without containers).
     #[error("TrainingJob `{job}`: {message}")]
     InvalidSpec {
@@ -126,6 +129,7 @@ impl Error {
             Error::BadPattern { .. } => "bad_pattern",
             Error::PatternWithoutValue { .. } => "pattern_without_value",
             Error::NotFound(_) => "not_found",
+            Error::Unsupported(_) => "unsupported",
             Error::InvalidSpec { .. } => "invalid_spec",
             Error::Log { .. } => "log",
             Error::Config(_) => "config",

@@ -46,8 +46,8 @@ pub use tier::Compiler;
 
 use crate::contract::metered::{self, Items, Text};
 use crate::contract::{
-    ACCEPTED_EXPORTS, CONTRACT_VERSION, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
-    incremental_bindings,
+    ACCEPTED_EXPORTS, CONTRACT_VERSION, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT,
+    bindings, incremental_bindings,
 };
 use sandbox::GuestState;
 use switchyard_core::delta::Change;

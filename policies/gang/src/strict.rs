@@ -92,8 +92,7 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
             outcomes.push((job.id.clone(), Outcome::Placed));
             continue;
         }
-        if empty.clone().pack_gang(&tasks).is_none()
-        {
+        if empty.clone().pack_gang(&tasks).is_none() {
             outcomes.push((job.id.clone(), Outcome::NeverFits));
             actions.push(wait(
                 job,

@@ -498,14 +498,21 @@ mod tests {
     fn no_helper_offers_a_node_outside_the_task_s_eligible_set() {
         // `big` would take the whole gang; the tasks may only run on the two small ones.
         let s = restricted(
-            vec![node("big", 64000, 8), node("s1", 8000, 1), node("s2", 8000, 1)],
+            vec![
+                node("big", 64000, 8),
+                node("s1", 8000, 1),
+                node("s2", 8000, 1),
+            ],
             &["s1", "s2"],
         );
         let tasks = [only_in_set_0(task("w0", 1)), only_in_set_0(task("w1", 1))];
         let mut ledger = Ledger::new(&s);
         assert_eq!(ledger.nodes_for(&tasks[0]), ["s1", "s2"]);
         assert!(!ledger.fits_task("big", &tasks[0]));
-        assert!(ledger.fits("big", &tasks[0].requests), "resources alone would fit");
+        assert!(
+            ledger.fits("big", &tasks[0].requests),
+            "resources alone would fit"
+        );
         assert!(!ledger.clone().charge_task("big", &tasks[0]));
         let refs: Vec<&Task> = tasks.iter().collect();
         let placed = ledger.pack_gang(&refs).unwrap();

@@ -175,9 +175,7 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
             }
             let mut looked_at = nodes;
             let mut best: Option<(&str, f64)> = None;
-            for (found, (step, room)) in
-                ledger.rooms_for_from(task, start).enumerate()
-            {
+            for (found, (step, room)) in ledger.rooms_for_from(task, start).enumerate() {
                 let spread = room.least_allocated_score(&task.requests);
                 let score = match scoring {
                     Scoring::LeastAllocated => spread,
@@ -303,7 +301,11 @@ mod tests {
     #[test]
     fn pod_by_pod_and_the_even_spread_keep_each_task_inside_its_eligible_set() {
         use crate::testing::SnapshotBuilder;
-        let nodes = vec![node("cpu-0", 4000), node("gpu-0", 4000), node("gpu-1", 4000)];
+        let nodes = vec![
+            node("cpu-0", 4000),
+            node("gpu-0", 4000),
+            node("gpu-1", 4000),
+        ];
         let s = snapshot(0.0, nodes, vec![job("free"), job("gpu-a"), job("gpu-b")])
             .only_on("gpu-a", &["gpu-1"])
             .only_on("gpu-b", &["gpu-0", "gpu-1"]);

@@ -560,9 +560,12 @@ mod tests {
         d.actions
             .iter()
             .filter_map(|a| match &a.op {
-                Operation::Migrate(m) => {
-                    Some((m.job.clone(), m.node.clone(), m.purpose.clone(), a.reason.clone()))
-                }
+                Operation::Migrate(m) => Some((
+                    m.job.clone(),
+                    m.node.clone(),
+                    m.purpose.clone(),
+                    a.reason.clone(),
+                )),
                 _ => None,
             })
             .collect()
@@ -693,23 +696,17 @@ mod tests {
         );
         let count: usize = ds
             .iter()
-            .map(|d| {
-                migrations(d)
-                    .iter()
-                    .filter(|m| m.2 == REALLOCATE)
-                    .count()
-            })
+            .map(|d| migrations(d).iter().filter(|m| m.2 == REALLOCATE).count())
             .sum();
         assert_eq!(count, 1);
         // The host's flag alone is enough too.
         let mut jobs = busy_w1();
         jobs[0] = jobs[0].clone().moved(0.0, MoveKind::Migrated, REALLOCATE);
         let ds = rounds(&[], &three_workers(), &jobs, &[0.0, 30.0, 60.0, 90.0]);
-        assert!(ds.iter().all(|d| {
-            migrations(d)
-                .iter()
-                .all(|m| m.2 != REALLOCATE)
-        }));
+        assert!(
+            ds.iter()
+                .all(|d| { migrations(d).iter().all(|m| m.2 != REALLOCATE) })
+        );
     }
 
     #[test]
@@ -762,7 +759,9 @@ mod tests {
         let jobs = vec![
             job("a").running_on("w1").loss(PROGRESSING),
             job("b").running_on("w1").loss(PROGRESSING),
-            job("m").running_on("w1").moved(0.0, MoveKind::Migrated, REALLOCATE),
+            job("m")
+                .running_on("w1")
+                .moved(0.0, MoveKind::Migrated, REALLOCATE),
         ];
         // `m` converged at t=0, the monitor ran at t=0, and the last job on w2 finished.
         let st = State {
