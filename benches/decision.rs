@@ -280,6 +280,34 @@ fn placement(c: &mut Criterion) {
     }
 }
 
+/// The contract's cost of eligibility sets: a kept-instance round of SpeCon and DRAGON
+/// on the same cluster without sets and with three sets shared by three quarters of the
+/// jobs (`synthetic::with_eligibility`), and the lowering of the whole snapshot both
+/// ways. The sets travel once to a kept instance, so the round should barely move.
+fn eligibility(c: &mut Criterion) {
+    let runtime = runtime(false);
+    for nodes in [1_000, 5_000] {
+        let plain = synthetic::cluster(nodes, 0, synthetic::NOW);
+        let constrained = synthetic::with_eligibility(plain.clone());
+        for name in ["specon", "dragon"] {
+            let subject = Subject::new(&runtime, name);
+            let mut g = c.benchmark_group(format!("eligibility/{name}"));
+            for (label, snapshot) in [("none", &plain), ("sets", &constrained)] {
+                let state = subject.warmed_state(snapshot);
+                subject.bench_kept(&mut g, &format!("{label}-{nodes}"), snapshot, &state);
+            }
+            g.finish();
+        }
+        let mut g = c.benchmark_group("eligibility/lower");
+        for (label, snapshot) in [("none", &plain), ("sets", &constrained)] {
+            g.bench_function(BenchmarkId::new(label, nodes), |b| {
+                b.iter(|| black_box(contract::snapshot_to_wit(snapshot)))
+            });
+        }
+        g.finish();
+    }
+}
+
 fn sandbox(c: &mut Criterion) {
     let snapshot = synthetic::cluster(1_000, 0, synthetic::NOW);
     let mut g = c.benchmark_group("sandbox/specon-1000");
@@ -300,6 +328,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(3));
-    targets = rounds, breakdown, steady, placement, sandbox
+    targets = rounds, breakdown, steady, placement, sandbox, eligibility
 }
 criterion_main!(benches);

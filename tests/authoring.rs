@@ -322,7 +322,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
             "-d",
             "../../wit",
             "-w",
-            "switchyard:policy/policy@0.1.0",
+            "switchyard:policy/policy@0.2.0",
             "componentize",
             "app",
             "-o",

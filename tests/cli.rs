@@ -23,7 +23,7 @@ fn stdout_of(args: &[&str]) -> String {
 fn inspect_prints_the_world_and_the_default_policys_parameters() {
     let out = stdout_of(&["policy", "inspect", "default"]);
     assert!(
-        out.contains("world:    switchyard:policy/incremental-scheduler@0.1.0"),
+        out.contains("world:    switchyard:policy/incremental-scheduler@0.2.0"),
         "{out}"
     );
     assert!(
@@ -40,6 +40,9 @@ fn inspect_prints_every_shipped_paper_policys_parameters_and_defaults() {
         ("flowcon", "beta", "2"),
         ("dragon", "tau", "120"),
         ("gang", "mode", "strict"),
+        ("tiresias", "queue_thresholds", "57600"),
+        ("tiresias", "promote_knob", "0"),
+        ("tiresias", "interval", "60"),
     ] {
         let out = stdout_of(&["policy", "inspect", policy]);
         let line = out
@@ -53,7 +56,9 @@ fn inspect_prints_every_shipped_paper_policys_parameters_and_defaults() {
 #[test]
 fn list_names_every_built_in_policy() {
     let out = stdout_of(&["policy", "list"]);
-    for name in ["default", "even", "specon", "flowcon", "dragon", "gang"] {
+    for name in [
+        "default", "even", "specon", "flowcon", "dragon", "gang", "tiresias",
+    ] {
         assert!(
             out.lines().any(|l| l == name),
             "{name} missing from:\n{out}"

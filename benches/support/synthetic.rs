@@ -145,6 +145,7 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
 /// type on the nodes of zone 0, another on zones 1 and 2, and every node but a tainted
 /// tenth), and the jobs in turn unconstrained or limited to one of them. Tasks of one
 /// job share their set, as tasks with the same constraints do.
+#[allow(dead_code, reason = "only the decision bench measures eligibility")]
 pub(crate) fn with_eligibility(mut snapshot: Snapshot) -> Snapshot {
     let nodes = snapshot.nodes.len() as u32;
     let sets = [

@@ -11,7 +11,7 @@ the Rust policies (see README.md in this folder) and runs unchanged in
 `switchyard simulate` and in the controller.
 """
 
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from componentize_py_types import Err
 from wit_world import exports
@@ -32,7 +32,7 @@ from wit_world.imports.types import (
 )
 
 NAME = "least-loaded"
-VERSION = "0.1.0"
+VERSION = "0.2.0"
 DEFAULT_RESOURCE = "any"
 RESOURCES = ("any", "cpu", "memory", "gpu")
 
@@ -64,6 +64,10 @@ class Scheduler(exports.Scheduler):
             if node.schedulable:
                 offered[node.name] = node.allocatable
                 free[node.name] = minus(node.allocatable, node.requested)
+        # Where each eligibility set lets a task run (`task.eligible`; none: anywhere).
+        allowed: Dict[int, Set[str]] = {
+            s.id: {snapshot.nodes[i].name for i in s.nodes} for s in snapshot.node_sets
+        }
         actions: List[Action] = []
         for job in snapshot.jobs:
             pending = [t for t in job.tasks if t.phase == TaskPhase.PENDING and t.node is None]
@@ -72,7 +76,8 @@ class Scheduler(exports.Scheduler):
             trial = dict(free)
             assignments: List[Assignment] = []
             for task in pending:
-                best = least_loaded(trial, offered, task.requests, resource)
+                where = None if task.eligible is None else allowed.get(task.eligible, set())
+                best = least_loaded(trial, offered, task.requests, resource, where)
                 if best is None:
                     break
                 trial[best] = minus(trial[best], task.requests)
@@ -138,12 +143,17 @@ def share(offered: int, left: int) -> float:
 
 
 def least_loaded(
-    free: Dict[str, Resources], offered: Dict[str, Resources], want: Resources, resource: str
+    free: Dict[str, Resources],
+    offered: Dict[str, Resources],
+    want: Resources,
+    resource: str,
+    where: Optional[Set[str]],
 ) -> Optional[str]:
-    """The fitting node with the lowest load after placing `want`; ties to the first."""
+    """The fitting node (among `where`, when given) with the lowest load after placing
+    `want`; ties to the first."""
     best: Optional[Tuple[float, str]] = None
     for name, room in free.items():
-        if fits(room, want):
+        if (where is None or name in where) and fits(room, want):
             load = load_after(room, offered[name], want, resource)
             if best is None or load < best[0]:
                 best = (load, name)

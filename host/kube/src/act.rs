@@ -544,6 +544,7 @@ impl Actor {
                 Some(TaskTarget { task: t.name, node })
             })
             .collect();
+        let to: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
         let victims: Vec<&Pod> = job_pods.iter().collect();
         let restart = pending(
             RestartAction::Scale,
@@ -557,7 +558,6 @@ impl Actor {
             .iter()
             .filter_map(|p| node_of(p).map(str::to_string))
             .collect();
-        let to: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
         self.update_status(job, |status| {
             status.record_move(
                 MoveKindRecord::Rescaled,

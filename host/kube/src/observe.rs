@@ -276,6 +276,9 @@ impl Caches {
             triggers,
             nodes,
             jobs: jobs.into_iter().map(|(_, j)| Arc::new(j)).collect(),
+            // Taints, node selectors and affinity are not read from the cluster yet:
+            // every task may run anywhere.
+            node_sets: Arc::default(),
         }
     }
 
@@ -319,6 +322,7 @@ impl Caches {
                     name: spec.name,
                     role: spec.role,
                     requests: spec.requests,
+                    eligible: None,
                 }
             })
             .collect();

@@ -88,6 +88,11 @@ impl Settings {
             .unwrap_or_else(|| panic!("parameter `{name}` is not in the policy's spec"))
     }
 
+    /// A parameter as written (trimmed), for values the policy parses itself.
+    pub fn text(&self, name: &str) -> &str {
+        self.raw(name)
+    }
+
     /// A floating-point parameter, finite.
     pub fn f64(&self, name: &str) -> Result<f64, String> {
         let raw = self.raw(name);

@@ -10,12 +10,13 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use switchyard_core::model::{JobPhase, MigrationKind, TaskPhase};
+use switchyard_core::model::{JobPhase, TaskPhase};
 use switchyard_kube::act::RestartProgress;
 use switchyard_kube::crd::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJob,
     TrainingJobStatus,
 };
+use switchyard_kube::crd::{MoveKindRecord, MoveRecord};
 use switchyard_kube::observe::{self, Caches};
 use switchyard_kube::progress::LogPattern;
 use tokio::sync::Notify;
@@ -186,7 +187,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
         &job,
         TrainingJobStatus {
             placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            migrated: true,
+            moves: vec![migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()
@@ -196,7 +197,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"migrated": true, "rebalanced": false, "migrations": 1, "generation": 1, "phase": "Restarting",
+        json!({"status": {"moves": [{"kind": "Migrated", "purpose": "reallocate", "fromNodes": ["n1"], "toNodes": ["n2"], "time": "*"}], "migrations": 1, "generation": 1, "phase": "Restarting",
             "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n2"}],
                 "requestedAt": "2026-01-01T00:00:00Z", "deleteAfter": "2026-01-01T00:00:30Z", "reason": "loss flattened"}}}),
         &marked,
@@ -211,7 +212,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
         &marked,
-        json!({"status": {"phase": "Running", "migrated": true, "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
+        json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
             "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Created", "message": "*", "lastTransitionTime": "*"}]}}),
         &marked,
     ));
@@ -226,7 +227,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
             std::slice::from_ref(&old),
             None,
             "n2",
-            MigrationKind::Reallocate,
+            "reallocate",
             "loss flattened",
             at(0),
         )
@@ -276,7 +277,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
     let marked = restarting(
         &job,
         TrainingJobStatus {
-            rebalanced: true,
+            moves: vec![migrated_for("rebalance", "n1", "n3")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()
@@ -286,7 +287,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"rebalanced": true, "migrated": false,
+        json!({"status": {"moves": [{"kind": "Migrated", "purpose": "rebalance", "fromNodes": ["n1"], "toNodes": ["n3"], "time": "*"}],
             "restart": {"action": "Migrate", "stopping": ["a-main-0-0"], "targets": [{"task": "main-0", "node": "n3"}]}}}),
         &marked,
     ));
@@ -308,7 +309,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
             std::slice::from_ref(&old),
             Some("main-0"),
             "n3",
-            MigrationKind::Rebalance,
+            "rebalance",
             "even out",
             at(0),
         )
@@ -333,13 +334,13 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
 pub(crate) async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Signal, 45);
     let marked = job.clone_with(TrainingJobStatus {
-        migrated: true,
+        moves: vec![migrated_for("reallocate", "n1", "n1")],
         ..TrainingJobStatus::default()
     });
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
-        json!({"status": {"migrated": true, "migrations": 0, "generation": 0, "phase": "Running"}}),
+        json!({"status": {"moves": [{"kind": "Migrated", "purpose": "reallocate", "fromNodes": ["n1"], "toNodes": ["n1"], "time": "*"}], "migrations": 0, "generation": 0, "phase": "Running"}}),
         &marked,
     ));
     script.push(event("Marked", "Migrate", "Normal"));
@@ -350,7 +351,7 @@ pub(crate) async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
             &[pod("a", "main-0", 0, Some("n1"))],
             None,
             "n1",
-            MigrationKind::Reallocate,
+            "reallocate",
             "stay",
             at(0),
         )
@@ -641,7 +642,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
     seen.extend(s);
     let job = gang().with_status(TrainingJobStatus {
-        migrated: true,
+        moves: vec![migrated_for("reallocate", "n1", "n2")],
         ..TrainingJobStatus::default()
     });
     let (jobs, s) = reflect(
@@ -691,7 +692,17 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
         ]
     );
     assert_eq!(job.phase, JobPhase::Running);
-    assert!(job.migrated && job.checkpointable);
+    assert!(job.checkpointable);
+    let moves: Vec<(&str, &[String])> = job
+        .moves
+        .iter()
+        .map(|m| (m.purpose.as_str(), m.to_nodes.as_slice()))
+        .collect();
+    assert_eq!(
+        moves,
+        [("reallocate", &["n2".to_string()][..])],
+        "the history comes from the status"
+    );
     assert_eq!(
         (
             job.replicas.role.as_str(),
@@ -858,4 +869,15 @@ async fn usage_is_read_from_metrics_and_absent_without_a_metrics_server() {
 #[tokio::test(start_paused = true)]
 async fn a_log_followed_again_resumes_where_it_stopped_and_takes_no_sample_twice() {
     loss_samples_come_from_the_followed_log().await;
+}
+
+/// A migration with `purpose` from `from` to `to`, as the status records it.
+pub(crate) fn migrated_for(purpose: &str, from: &str, to: &str) -> MoveRecord {
+    MoveRecord {
+        time: 1_767_225_600.0,
+        kind: MoveKindRecord::Migrated,
+        purpose: purpose.into(),
+        from_nodes: vec![from.into()],
+        to_nodes: vec![to.into()],
+    }
 }

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use serde_json::json;
 use switchyard_control::{Cluster, ControlLoop, Leader, LiveCluster, LossAck, PolicySlot, Step};
-use switchyard_core::model::{Action, Assignment, MigrationKind, Operation, Trigger};
+use switchyard_core::model::{Action, Assignment, Operation, Trigger};
 use switchyard_kube::crd::{CheckpointMethod, Phase, TrainingJobStatus};
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{Runtime, RuntimeOptions};
@@ -88,7 +88,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         &a,
         TrainingJobStatus {
             placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            migrated: true,
+            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()
@@ -127,7 +127,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
                 job: "ml/a".into(),
                 task: None,
                 node: "n2".into(),
-                kind: MigrationKind::Reallocate,
+                purpose: "reallocate".into(),
             },
             reason: "loss flattened".into(),
         },

@@ -26,9 +26,9 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use switchyard_control::DecisionRecord;
-use switchyard_core::model::{Action, MigrationKind, Operation};
+use switchyard_core::model::{Action, Operation};
 
-use super::trace::{kind_name, operation_text};
+use super::trace::operation_text;
 
 /// Why an expectations file could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -66,6 +66,7 @@ struct Item {
     scaled: Option<Scaled>,
     labelled: Option<Labelled>,
     waited: Option<JobOnly>,
+    preempted: Option<JobOnly>,
     rejected: Option<AnyJob>,
     failed: Option<Nothing>,
     finished: Option<JobOnly>,
@@ -84,15 +85,16 @@ pub struct Placed {
     on: Option<String>,
 }
 
-/// A job (or one task of it) is migrated (`to`: that node; `kind`: reallocate or
-/// rebalance).
+/// A job (or one task of it) is migrated (`to`: that node; `purpose`: the policy's tag,
+/// e.g. SpeCon's `reallocate` or `rebalance`; `kind` is its name before contract 0.2).
 #[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Migrated {
     job: String,
     task: Option<String>,
     to: Option<String>,
-    kind: Option<MigrationKind>,
+    #[serde(alias = "kind")]
+    purpose: Option<String>,
 }
 
 /// A task's CPU weight is set (`below`/`above`: strictly).
@@ -156,6 +158,8 @@ pub enum Event {
     Labelled(Labelled),
     /// An accepted `wait`.
     Waited(JobOnly),
+    /// An accepted preemption.
+    Preempted(JobOnly),
     /// An action the validator turned down.
     Rejected(AnyJob),
     /// A round in which the policy failed and the fallback decided.
@@ -291,6 +295,7 @@ fn event(item: Item) -> Result<Event, String> {
         scaled,
         labelled,
         waited,
+        preempted,
         rejected,
         failed,
         finished,
@@ -303,6 +308,7 @@ fn event(item: Item) -> Result<Event, String> {
         scaled.map(Event::Scaled),
         labelled.map(Event::Labelled),
         waited.map(Event::Waited),
+        preempted.map(Event::Preempted),
         rejected.map(Event::Rejected),
         failed.map(|_| Event::Failed),
         finished.map(Event::Finished),
@@ -314,7 +320,7 @@ fn event(item: Item) -> Result<Event, String> {
         Ok([event]) => Ok(event),
         Err(found) => Err(format!(
             "give exactly one of placed, migrated, weighted, scaled, labelled, waited, \
-             rejected, failed, finished (found {})",
+             preempted, rejected, failed, finished (found {})",
             found.len()
         )),
     }
@@ -446,13 +452,13 @@ fn matches_action(event: &Event, action: &Action) -> bool {
                 job,
                 task,
                 node,
-                kind,
+                purpose,
             },
         ) => {
             job == &m.job
                 && m.task.as_ref().is_none_or(|t| task.as_ref() == Some(t))
                 && m.to.as_ref().is_none_or(|n| node == n)
-                && m.kind.is_none_or(|k| *kind == k)
+                && m.purpose.as_ref().is_none_or(|p| purpose == p)
         }
         (Event::Weighted(w), Operation::SetCpuWeight { job, task, weight }) => {
             job == &w.job
@@ -464,6 +470,7 @@ fn matches_action(event: &Event, action: &Action) -> bool {
             job == &s.job && s.to.is_none_or(|n| *replicas == n)
         }
         (Event::Waited(w), Operation::Wait { job }) => job == &w.job,
+        (Event::Preempted(p), Operation::Preempt { job }) => job == &p.job,
         _ => false,
     }
 }
@@ -477,6 +484,7 @@ fn nearby(event: &Event, evidence: Evidence) -> String {
         | Event::Scaled(Scaled { job, .. })
         | Event::Labelled(Labelled { job, .. })
         | Event::Waited(JobOnly { job })
+        | Event::Preempted(JobOnly { job })
         | Event::Finished(JobOnly { job }) => job.as_str(),
         Event::Rejected(_) | Event::Failed => return "it never happened".into(),
     };
@@ -527,8 +535,9 @@ fn describe(event: &Event) -> String {
             m.job,
             opt("task ", &m.task),
             opt("to ", &m.to),
-            m.kind
-                .map(|k| format!(" ({})", kind_name(k)))
+            m.purpose
+                .as_ref()
+                .map(|p| format!(" ({p})"))
                 .unwrap_or_default()
         ),
         Event::Weighted(w) => format!(
@@ -553,6 +562,7 @@ fn describe(event: &Event) -> String {
                 .unwrap_or_default()
         ),
         Event::Waited(w) => format!("{} left waiting", w.job),
+        Event::Preempted(p) => format!("{} preempted", p.job),
         Event::Rejected(r) => match &r.job {
             Some(job) => format!("an action on {job} rejected"),
             None => "an action rejected".into(),
@@ -627,7 +637,7 @@ mod tests {
             job: job.into(),
             task: None,
             node: node.into(),
-            kind: MigrationKind::Reallocate,
+            purpose: "reallocate".into(),
         }
     }
 
