@@ -5,26 +5,15 @@
 //! the nodes its rules allow, without a line about rules of its own, and the host
 //! refuses nothing.
 
+#[path = "support/offline_runtime.rs"]
+mod offline_runtime;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::Duration;
 
 use switchyard_core::model::Operation;
-use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::offline;
 use switchyard_sim::workload::Workload;
-
-fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        limits: SandboxLimits {
-            deadline: Duration::from_secs(5),
-            ..SandboxLimits::default()
-        },
-        cache_dir: None,
-        ..Default::default()
-    })
-    .expect("runtime")
-}
 
 /// The node-name prefixes each template's rules allow in the example.
 fn allowed_prefixes(job: &str) -> &'static [&'static str] {
@@ -42,9 +31,10 @@ fn allowed_prefixes(job: &str) -> &'static [&'static str] {
 
 #[test]
 fn every_placement_of_every_sdk_policy_stays_inside_the_nodes_its_rules_allow() {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/constrained-gpus.yaml");
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/constrained-gpus.yaml");
     let workload = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let runtime = runtime();
+    let runtime = offline_runtime::generous();
     let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
     for policy in ["default", "gang", "tiresias", "dragon"] {
         let scenario = workload.scenario(workload.seed()).unwrap();
@@ -83,7 +73,10 @@ fn every_placement_of_every_sdk_policy_stays_inside_the_nodes_its_rules_allow() 
         )
         .unwrap_or_else(|e| panic!("{policy}: {e}"));
         let s = &run.result.summary;
-        assert!(rejected.is_empty(), "{policy}: the host refused {rejected:?}");
+        assert!(
+            rejected.is_empty(),
+            "{policy}: the host refused {rejected:?}"
+        );
         assert_eq!(s.policy_failures, 0, "{policy}");
         assert_eq!(s.finished, s.jobs, "{policy}: every job finishes: {s:?}");
         assert!(placed >= s.jobs, "{policy}: {placed} tasks placed");

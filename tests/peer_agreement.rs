@@ -11,15 +11,22 @@
 //!   allocation; here a 30 s start delay, and decisions when events happen): the average
 //!   within 10 %.
 //!
-//! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the table
+//! - Tiresias (contract 0.2's preemptive scheduler): the peer's `tiresias` against
+//!   switchyard's `tiresias` with the artifact's settings (two queues split at 16
+//!   GPU-hours, a round every 60 s, 30 s of restart on every allocation including a
+//!   resumed one, a free checkpoint): the average within 15 %.
+//!
+//! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the tables
 //! that `docs/reproduction.md` shows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::time::Duration;
+
+#[path = "support/offline_runtime.rs"]
+mod offline_runtime;
 
 use serde::Deserialize;
-use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_runtime::Runtime;
 use switchyard_sim::offline;
 use switchyard_sim::workload::Workload;
 
@@ -55,6 +62,31 @@ const UPSTREAM: Setting = Setting {
     delay: 30,
 };
 
+/// A policy as both simulators name it, with switchyard's settings for it.
+#[derive(Clone, Copy)]
+struct Pair {
+    /// The peer's `--policy`, as its output files are named.
+    peer: &'static str,
+    /// switchyard's policy.
+    ours: &'static str,
+    /// switchyard's settings, `name=value`.
+    settings: &'static [(&'static str, &'static str)],
+}
+
+/// Strict first-come-first-served, all-or-nothing.
+const FIFO: Pair = Pair {
+    peer: "fifo",
+    ours: "gang",
+    settings: &[("starve-after", "0")],
+};
+
+/// Tiresias with the artifact's queue threshold and round.
+const TIRESIAS: Pair = Pair {
+    peer: "tiresias",
+    ours: "tiresias",
+    settings: &[("queue_thresholds", "57600"), ("interval", "60")],
+};
+
 /// How the two simulators compare on one workload.
 struct Agreement {
     jobs: usize,
@@ -76,25 +108,32 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn peer(workload: u32, setting: Setting) -> PeerRun {
+fn peer(pair: Pair, workload: u32, setting: Setting) -> PeerRun {
     let path = repo().join(format!(
-        "tests/peer/pollux/fifo-interval{}-delay{}-workload{workload}.json",
-        setting.interval, setting.delay
+        "tests/peer/pollux/{}-interval{}-delay{}-workload{workload}.json",
+        pair.peer, setting.interval, setting.delay
     ));
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-fn compare(runtime: &Runtime, workload: u32, setting: Setting) -> Agreement {
+fn compare(runtime: &Runtime, pair: Pair, workload: u32, setting: Setting) -> Agreement {
     let path = repo().join(format!("examples/pollux-workload-{workload}.yaml"));
     let file = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
     let mut scenario = file.scenario(file.seed()).unwrap_or_else(|e| panic!("{e}"));
     scenario.config.start_delay = f64::from(setting.delay);
-    let settings = BTreeMap::from([("starve-after".to_string(), "0".to_string())]);
+    // The peer restarts a resumed job like any other allocation and saves no checkpoint.
+    scenario.config.checkpoint_cost = 0.0;
+    scenario.config.restore_cost = 0.0;
+    let settings: BTreeMap<String, String> = pair
+        .settings
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
     let fallback = offline::slot(runtime, "default", &BTreeMap::new()).expect("default policy");
     let run = offline::run(
         runtime,
-        "gang",
+        pair.ours,
         &settings,
         &fallback,
         scenario,
@@ -115,7 +154,7 @@ fn compare(runtime: &Runtime, workload: u32, setting: Setting) -> Agreement {
             (j.id.as_str(), finish - j.submit_time)
         })
         .collect();
-    let peer = peer(workload, setting);
+    let peer = peer(pair, workload, setting);
     assert_eq!(
         ours.len(),
         peer.jobs.len(),
@@ -144,23 +183,13 @@ fn compare(runtime: &Runtime, workload: u32, setting: Setting) -> Agreement {
 }
 
 fn runtime() -> Runtime {
-    // A generous deadline: a slow call on a loaded machine must not become a fallback
-    // round and change what is compared.
-    Runtime::new(RuntimeOptions {
-        limits: SandboxLimits {
-            deadline: Duration::from_secs(5),
-            ..SandboxLimits::default()
-        },
-        cache_dir: None,
-        ..Default::default()
-    })
-    .expect("runtime")
+    offline_runtime::generous()
 }
 
-fn table(setting: Setting, runs: &[(u32, Agreement)]) {
+fn table(pair: Pair, setting: Setting, runs: &[(u32, Agreement)]) {
     println!(
-        "\npeer --interval {} --restart-delay {}; switchyard start_delay {}",
-        setting.interval, setting.delay, setting.delay
+        "\npeer {} --interval {} --restart-delay {}; switchyard {} start_delay {}",
+        pair.peer, setting.interval, setting.delay, pair.ours, setting.delay
     );
     println!(
         "| workload | jobs | switchyard avg JCT | peer avg JCT | difference | jobs within 10 % | per-job ratio |"
@@ -184,9 +213,9 @@ fn table(setting: Setting, runs: &[(u32, Agreement)]) {
 fn without_time_steps_every_workload_agrees_with_the_peer_job_by_job() {
     let runtime = runtime();
     let runs: Vec<(u32, Agreement)> = (1..=8)
-        .map(|w| (w, compare(&runtime, w, STEP_FREE)))
+        .map(|w| (w, compare(&runtime, FIFO, w, STEP_FREE)))
         .collect();
-    table(STEP_FREE, &runs);
+    table(FIFO, STEP_FREE, &runs);
     for (w, a) in &runs {
         assert!(
             a.avg_diff().abs() <= 0.05,
@@ -208,13 +237,30 @@ fn without_time_steps_every_workload_agrees_with_the_peer_job_by_job() {
 fn with_the_artifacts_settings_every_workload_agrees_with_the_peer_on_average() {
     let runtime = runtime();
     let runs: Vec<(u32, Agreement)> = (1..=8)
-        .map(|w| (w, compare(&runtime, w, UPSTREAM)))
+        .map(|w| (w, compare(&runtime, FIFO, w, UPSTREAM)))
         .collect();
-    table(UPSTREAM, &runs);
+    table(FIFO, UPSTREAM, &runs);
     for (w, a) in &runs {
         assert!(
             a.avg_diff().abs() <= 0.10,
             "workload {w}: average JCT {:.0} s against the peer's {:.0} s",
+            a.ours_avg,
+            a.peer_avg
+        );
+    }
+}
+
+#[test]
+fn tiresias_agrees_with_the_peers_tiresias_on_average() {
+    let runtime = runtime();
+    let runs: Vec<(u32, Agreement)> = (1..=8)
+        .map(|w| (w, compare(&runtime, TIRESIAS, w, UPSTREAM)))
+        .collect();
+    table(TIRESIAS, UPSTREAM, &runs);
+    for (w, a) in &runs {
+        assert!(
+            a.avg_diff().abs() <= 0.15,
+            "workload {w}: tiresias average JCT {:.0} s against the peer's {:.0} s",
             a.ours_avg,
             a.peer_avg
         );

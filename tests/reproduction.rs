@@ -12,13 +12,15 @@
 //! schedule) and the thesis's makespan gains (none: ties), DRAGON's utilisation on some
 //! arrival orders.
 
+#[path = "support/offline_runtime.rs"]
+mod offline_runtime;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::OnceLock;
-use std::time::Duration;
 
 use switchyard_control::PolicySlot;
-use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_runtime::Runtime;
 use switchyard_sim::offline;
 use switchyard_sim::report::RunResult;
 use switchyard_sim::workload::Workload;
@@ -28,19 +30,7 @@ const FRESH_SEEDS: [u64; 3] = [101, 202, 303];
 
 fn runtime() -> &'static Runtime {
     static RUNTIME: OnceLock<Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        // A generous deadline: a debug test run on a loaded machine must not turn a
-        // slow call into a fallback round, which would change what is measured.
-        Runtime::new(RuntimeOptions {
-            limits: SandboxLimits {
-                deadline: Duration::from_secs(5),
-                ..SandboxLimits::default()
-            },
-            cache_dir: None,
-            ..Default::default()
-        })
-        .expect("runtime")
-    })
+    RUNTIME.get_or_init(offline_runtime::generous)
 }
 
 fn example(name: &str) -> Workload {

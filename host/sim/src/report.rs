@@ -36,6 +36,8 @@ pub struct Summary {
     pub migrations: u64,
     /// Re-scales applied.
     pub rescales: u64,
+    /// Preemptions applied.
+    pub preemptions: u64,
     /// Unfinished jobs holding resources at the end (stranded gangs).
     pub deadlocked: usize,
     /// Unfinished jobs that never got resources.
@@ -107,6 +109,7 @@ impl RunResult {
             gpu_utilisation: gpu,
             migrations: jobs.iter().map(|j| j.migrations as u64).sum(),
             rescales: jobs.iter().map(|j| j.rescales as u64).sum(),
+            preemptions: jobs.iter().map(|j| j.preemptions as u64).sum(),
             deadlocked,
             never_started: unfinished.filter(|j| !j.deadlocked).count(),
             rounds: control.rounds(),

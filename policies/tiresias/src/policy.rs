@@ -332,7 +332,12 @@ mod tests {
         let settings = [set("queue_thresholds", "1000")];
         let nodes = gpu_nodes(1, 4);
         let old = job("old").requests(1000, 4).running_on("n0");
-        let d0 = decide(&settings, &snapshot(0.0, nodes.clone(), vec![old.clone()]), &[]).unwrap();
+        let d0 = decide(
+            &settings,
+            &snapshot(0.0, nodes.clone(), vec![old.clone()]),
+            &[],
+        )
+        .unwrap();
         assert_eq!(label_of(&d0, "old").as_deref(), Some("Q0"));
         // 4 GPUs x 300 s = 1200 GPU-s: demoted to Q1. A new job arrives needing all 4.
         let s = snapshot(
@@ -342,9 +347,17 @@ mod tests {
         )
         .triggered_by(vec![Trigger::JobArrived("new".into())]);
         let d1 = decide(&settings, &s, &d0.state).unwrap();
-        assert_eq!(moves(&d1), (vec!["old".into()], vec![]), "no room until it is saved");
+        assert_eq!(
+            moves(&d1),
+            (vec!["old".into()], vec![]),
+            "no room until it is saved"
+        );
         assert_eq!(label_of(&d1, "old").as_deref(), Some("Q1"));
-        assert!(d1.actions[0].reason.contains("Q1"), "{}", d1.actions[0].reason);
+        assert!(
+            d1.actions[0].reason.contains("Q1"),
+            "{}",
+            d1.actions[0].reason
+        );
         // The checkpoint is saved: `old` waits, `new` is placed, and `old` stays out.
         let s = snapshot(
             305.0,
@@ -366,7 +379,12 @@ mod tests {
             .requests(1000, 4)
             .running_on("n0")
             .not_checkpointable();
-        let d0 = decide(&settings, &snapshot(0.0, gpu_nodes(1, 4), vec![pinned.clone()]), &[]).unwrap();
+        let d0 = decide(
+            &settings,
+            &snapshot(0.0, gpu_nodes(1, 4), vec![pinned.clone()]),
+            &[],
+        )
+        .unwrap();
         let s = snapshot(
             100.0,
             gpu_nodes(1, 4),
@@ -384,7 +402,12 @@ mod tests {
             &[],
         )
         .unwrap();
-        let d1 = decide(&[], &snapshot(10.0, gpu_nodes(1, 4), vec![job("b")]), &d0.state).unwrap();
+        let d1 = decide(
+            &[],
+            &snapshot(10.0, gpu_nodes(1, 4), vec![job("b")]),
+            &d0.state,
+        )
+        .unwrap();
         let st: State = state::decode(&d1.state).unwrap();
         let ids: Vec<&str> = st.jobs.iter().map(|(id, _)| id.as_str()).collect();
         assert_eq!(ids, ["b"]);
@@ -393,8 +416,8 @@ mod tests {
 
     #[test]
     fn placement_stays_inside_the_eligible_nodes() {
-        let s = snapshot(0.0, gpu_nodes(2, 4), vec![job("a").requests(1000, 2)])
-            .only_on("a", &["n1"]);
+        let s =
+            snapshot(0.0, gpu_nodes(2, 4), vec![job("a").requests(1000, 2)]).only_on("a", &["n1"]);
         let d = decide(&[], &s, &[]).unwrap();
         let Operation::Place(p) = &d.actions[0].op else {
             panic!("{:?}", d.actions)

@@ -173,7 +173,11 @@ mod tests {
                 service: 100.0
             })
         );
-        assert_eq!((s.queue, s.ticket), (1, 10), "a new ticket in the new queue");
+        assert_eq!(
+            (s.queue, s.ticket),
+            (1, 10),
+            "a new ticket in the new queue"
+        );
         // A long round passes both thresholds at once: the last queue, no further.
         let mut long = Standing::new(0.0, 1);
         long.advance(1000.0, true, 8.0, &q, &mut tickets);
