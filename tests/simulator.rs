@@ -792,3 +792,63 @@ fn jobs_with_the_same_labels_share_one_map() {
         &snapshot.jobs[1].labels
     ));
 }
+
+/// The controller restarts mid-run (a fresh loop: a new policy instance and no state
+/// blob at all) while the cluster keeps running, as a Kubernetes cluster does: the jobs'
+/// move histories come from the cluster, and SpeCon, which counts its at-most-once
+/// reallocations from them, reallocates no job a second time although the state that
+/// also remembered them is gone.
+#[test]
+fn move_histories_outlive_a_controller_restart_and_specon_counts_on_them() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specon-random-20.yaml");
+    let workload = Workload::load(&path).unwrap();
+    let mut sim = Simulator::new(workload.scenario(workload.seed()).unwrap());
+    let runtime = runtime(Duration::from_secs(5));
+    let slot = |name: &str| {
+        switchyard_sim::offline::slot(&runtime, name, &BTreeMap::new()).expect("a built-in")
+    };
+    let fresh_loop = || ControlLoop::new(slot("specon"), slot("default"), 1);
+    let mut control = fresh_loop();
+    let mut reallocations: BTreeMap<String, usize> = BTreeMap::new();
+    let mut restarted_at = None;
+    loop {
+        let (triggers, quiescent) = match control.wait_for_round(&mut sim) {
+            switchyard_control::Step::End(_) => break,
+            switchyard_control::Step::Round {
+                triggers,
+                quiescent,
+            } => (triggers, quiescent),
+        };
+        let outcome = control.decide_round(&mut sim, triggers);
+        for action in &outcome.record.arm_a.accepted {
+            if let Operation::Migrate { job, purpose, .. } = &action.op
+                && purpose == "reallocate"
+            {
+                *reallocations.entry(job.clone()).or_default() += 1;
+            }
+        }
+        if quiescent && !outcome.changed {
+            break;
+        }
+        if restarted_at.is_none() && reallocations.len() >= 3 {
+            let remembered = sim
+                .snapshot(vec![])
+                .jobs
+                .iter()
+                .filter(|j| {
+                    j.moves
+                        .iter()
+                        .any(|m| m.kind == MoveKind::Migrated && m.purpose == "reallocate")
+                })
+                .count();
+            assert!(remembered >= 1, "the cluster shows the reallocations");
+            control = fresh_loop();
+            restarted_at = Some(sim.now());
+        }
+    }
+    assert!(restarted_at.is_some(), "SpeCon reallocated: {reallocations:?}");
+    assert!(
+        reallocations.values().all(|&n| n == 1),
+        "a job reallocated twice across the restart at {restarted_at:?}: {reallocations:?}"
+    );
+}

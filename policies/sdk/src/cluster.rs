@@ -249,8 +249,10 @@ impl Ledger {
     /// True when `task` may run on `node` (its eligibility set has it), whatever is
     /// free there.
     pub fn may_run(&self, node: &str, task: &Task) -> bool {
-        self.position(node)
-            .is_some_and(|at| self.eligibility.allows(task, at))
+        task.eligible.is_none()
+            || self
+                .position(node)
+                .is_some_and(|at| self.eligibility.allows(task, at))
     }
 
     /// Nodes `task` may run on with room for it, in snapshot order.
