@@ -11,24 +11,28 @@
 //! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
 //! The driver is generic over the cluster, so the simulator and a real cluster get the
-//! same controller. This module does not speak HTTP, watch files or talk to the API
+//! same controller. What it shows beyond counts (the jobs one by one, allocation over
+//! time) is in [`views`]. This module does not speak HTTP, watch files or talk to the API
 //! server.
 
 pub mod catalog;
 mod driver;
 pub mod kept;
+pub mod views;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, mpsc};
 use std::thread::JoinHandle;
+use std::time::Duration;
 
 use serde::Serialize;
 
 use crate::metrics::Metrics;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use kept::Persistence;
+pub use views::{JobList, UtilisationRing, UtilisationSample};
 use switchyard_control::experiment::{ExperimentError, ExperimentMode};
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore,
@@ -62,7 +66,14 @@ pub struct LiveConfig {
     pub keep_decisions_bytes: usize,
     /// Seeds the policies' randomness.
     pub seed: u64,
+    /// Utilisation samples kept for the API and the console, most recent.
+    pub keep_utilisation: usize,
+    /// Wall time between two utilisation samples.
+    pub utilisation_every: Duration,
 }
+
+/// Utilisation samples kept by default: an hour at one sample a second.
+pub const DEFAULT_KEEP_UTILISATION: usize = 3600;
 
 impl Default for LiveConfig {
     fn default() -> Self {
@@ -74,6 +85,8 @@ impl Default for LiveConfig {
             keep_decisions: 1000,
             keep_decisions_bytes: 64 << 20,
             seed: 0,
+            keep_utilisation: DEFAULT_KEEP_UTILISATION,
+            utilisation_every: Duration::from_secs(1),
         }
     }
 }
@@ -196,6 +209,8 @@ pub struct LiveStatus {
     pub experiment: Option<ExperimentReport>,
     /// The last stopped experiment's final figures.
     pub last_experiment: Option<ExperimentReport>,
+    /// Allocation over time, a bounded ring ([`LiveConfig::keep_utilisation`]).
+    pub utilisation: UtilisationRing,
 }
 
 /// An experiment as an operator asks for it.
@@ -236,6 +251,7 @@ enum Command {
     StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
     PushLoss(String, u64, f64, Reply<LossAck>),
+    ListJobs(Reply<Arc<JobList>>),
 }
 
 struct Shared {
@@ -372,6 +388,7 @@ impl Controller {
             catalog,
             status: RwLock::new(LiveStatus {
                 active: active.slot.name().to_string(),
+                utilisation: UtilisationRing::new(config.keep_utilisation),
                 ..LiveStatus::default()
             }),
             metrics,
@@ -639,6 +656,13 @@ impl Controller {
             .await?;
         self.shared.metrics.observe_loss_sample(ack.metric_label());
         Ok(ack)
+    }
+
+    /// The active jobs now. The decision thread lists them between rounds from a
+    /// snapshot, at most once per summary interval however often this is asked (later
+    /// askers share the listing), so readers cannot slow the rounds down.
+    pub async fn jobs(&self) -> Result<Arc<JobList>, LiveError> {
+        self.send(Command::ListJobs).await
     }
 
     async fn send<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, LiveError> {
