@@ -38,7 +38,7 @@ const WORKLOAD: &str = "
 seed: 7
 cluster:
   nodes:
-    - {name: cpu, count: 3, cpus: 8, memory_gib: 32}
+    - {name: cpu, count: 2, cpus: 8, memory_gib: 32}
     - {name: gpu, cpus: 16, memory_gib: 64, gpus: 4}
 templates:
   vae: {work: 900, speed: 1.0, cpus: 1, max_cores: 4, memory_gib: 2, curve: vae}
@@ -52,8 +52,8 @@ templates:
       - {name: worker, count: 2, cpus: 2, memory_gib: 8, gpus: 1}
     scale: {role: worker, min: 1, max: 4}
 jobs:
-  - {template: vae, count: 5000, every: 12}
-  - {template: birnn, count: 5000, every: 15}
+  - {template: vae, count: 5000, every: 8}
+  - {template: birnn, count: 5000, every: 10}
   - {template: resnet, count: 500, every: 80}
 ";
 
@@ -417,6 +417,16 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     .await;
     let (_, experiment) = live.get("/v1/experiment").await;
     assert_eq!(experiment["mode"]["mode"], "shadow");
+
+    // The queue heads the jobs table, and the jobs carry SpeCon's category.
+    wait_js(
+        c,
+        "a queue above the running jobs, labelled by specon",
+        "const rows = [...document.querySelectorAll('#jobs tbody tr')];
+         return rows.length > 1 && rows[0].cells[1].textContent === 'waiting'
+             && rows.some((r) => r.cells[6].textContent.includes('category='));",
+    )
+    .await;
     assert_eq!(experiment["policy_b"], "even");
     screenshot(c, "shadow.png").await;
 
@@ -496,14 +506,22 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
         .unwrap();
     wait_js(
         c,
-        "both arms of the split with started jobs",
-        "const row = [...document.querySelectorAll('#arms tbody tr')]
-           .find((r) => r.cells[0].textContent === 'Started');
-         return row && Number(row.cells[1].textContent) > 0 && Number(row.cells[2].textContent) > 0;",
+        "both arms of the split with started jobs and their allocation",
+        "const row = (name) => [...document.querySelectorAll('#arms tbody tr')]
+           .find((r) => r.cells[0].textContent === name);
+         const started = row('Started'), cpu = row('CPU allocated');
+         return started && Number(started.cells[1].textContent) > 0 && Number(started.cells[2].textContent) > 0
+             && /%$/.test(cpu.cells[1].textContent) && /%$/.test(cpu.cells[2].textContent);",
     )
     .await;
     let (_, experiment) = live.get("/v1/experiment").await;
     assert_eq!(experiment["mode"]["mode"], "split", "{experiment}");
+    assert!(
+        text_of(c, "#experiment-state")
+            .await
+            .starts_with("A split experiment runs: specon"),
+        "the page says which experiment replaced the shadow one"
+    );
     screenshot(c, "split.png").await;
     let stop = c.find(Locator::Id("experiment-stop")).await.unwrap();
     stop.click().await.unwrap();

@@ -7,6 +7,7 @@
 const POLL_MS = 2000;
 const TOKEN_KEY = 'switchyard-token';
 const DECISIONS = 200; // recent decisions fetched and filtered here
+const JOBS = 200; // active jobs fetched, the oldest first
 const ACTIONS_SHOWN = 6; // per decision row; the rest are counted
 const CHART_POINTS = 3600;
 
@@ -100,7 +101,7 @@ function renderPolicies(list) {
   state.policies = list;
   $('policies').tBodies[0].replaceChildren(...list.policies.map((p) => {
     const active = p.name === list.active;
-    const params = Object.entries(p.settings).map(([k, v]) => h('li', {}, h('code', { textContent: `${k}=${v}` })));
+    const params = Object.entries(p.settings).map(([k, v]) => h('li', {}, h('code', {}, `${k}=${v}`)));
     const activate = h('button', { type: 'button', className: 'act', textContent: 'Activate' });
     activate.setAttribute('aria-label', `Activate ${p.name}`);
     activate.addEventListener('click', () => act('POST', `/v1/policies/${encodeURIComponent(p.name)}/activate`, undefined,
@@ -110,7 +111,7 @@ function renderPolicies(list) {
       h('td', {}, p.version),
       h('td', { className: 'mono', title: p.digest }, p.digest.replace('sha256:', '').slice(0, 12)),
       h('td', {}, p.source),
-      h('td', {}, params.length ? h('ul', {}, params) : 'none'),
+      h('td', {}, params.length ? h('ul', { className: 'inline' }, params) : 'none'),
       h('td', {}, active ? h('strong', {}, 'active') : activate));
   }));
   const errors = list.load_errors.map((e) => h('li', {}, h('strong', {}, e.source), `: ${e.error}`));
@@ -155,11 +156,13 @@ $('params-form').addEventListener('submit', (event) => {
 
 function renderExperiment(report) {
   const running = Boolean(report);
-  if (state.experiment === undefined || Boolean(state.experiment) !== running || (report && state.experiment.policy_b !== report.policy_b)) {
-    $('experiment-state').textContent = running
-      ? `A ${report.mode.mode} experiment runs: ${report.policy_a} (arm A, active) against ${report.policy_b} (arm B).`
-      : 'No experiment is running.';
-  }
+  // The status region is announced when its text changes, so it is set only when what
+  // runs changes (a split replacing a shadow run of the same policies counts).
+  const described = running
+    ? `A ${report.mode.mode} experiment runs: ${report.policy_a} (arm A, active) against ${report.policy_b} (arm B).`
+    : 'No experiment is running.';
+  if ($('experiment-state').textContent !== described) $('experiment-state').textContent = described;
+  $('experiment-submit').textContent = running ? 'Replace the experiment' : 'Start experiment';
   state.experiment = report;
   $('arms').parentElement.hidden = !running;
   showMode();
@@ -221,7 +224,7 @@ function renderUtilisation(answer) {
   if (!window.uPlot || time.length < 2) return;
   if (!state.chart) {
     state.chart = new window.uPlot({
-      width: $('chart').clientWidth, height: 260,
+      width: $('chart').clientWidth, height: 260, legend: { live: false },
       scales: { x: { time: false }, y: { range: [0, 100] } },
       axes: [{ label: 'cluster time (s)' }, { label: '% allocated' }],
       series: [{ label: 'time (s)' },
@@ -236,10 +239,15 @@ function renderUtilisation(answer) {
 
 // ---- jobs ----------------------------------------------------------------------------
 
+const PHASE_ORDER = { waiting: 0, restarting: 1, running: 2 };
+
 function renderJobs(page) {
-  $('jobs-count').textContent = `${page.jobs.length} of ${page.total} matching jobs shown (cluster time ${secs(page.time)} s).`;
-  $('jobs').tBodies[0].replaceChildren(...page.jobs.map((j) => h('tr', {},
-    h('th', { scope: 'row' }, j.id),
+  const more = page.more ? ' Choose a phase to see the rest of it.' : '';
+  $('jobs-count').textContent = `${page.jobs.length} of ${page.total} matching jobs shown (cluster time ${secs(page.time)} s).${more}`;
+  // The queue first, then the rest; each in submission order (the sort is stable).
+  const jobs = [...page.jobs].sort((a, b) => PHASE_ORDER[a.phase] - PHASE_ORDER[b.phase]);
+  $('jobs').tBodies[0].replaceChildren(...jobs.map((j) => h('tr', {},
+    h('th', { scope: 'row', className: 'id' }, j.id),
     h('td', {}, h('span', { className: `chip phase-${j.phase}` }, j.phase)),
     h('td', { className: 'num' }, secs(j.submit_time)),
     h('td', { className: 'num' }, secs((j.start_time ?? page.time) - j.submit_time) + (j.start_time == null ? ' so far' : '')),
@@ -319,7 +327,7 @@ async function refresh() {
     const [status, policies, experiment, utilisation, jobs, decisions] = await Promise.all([
       api('GET', '/v1/status'), api('GET', '/v1/policies'), api('GET', '/v1/experiment'),
       api('GET', `/v1/utilisation${since == null ? '' : `?since=${since}`}`),
-      api('GET', `/v1/jobs?limit=100${phase ? `&phase=${phase}` : ''}`),
+      api('GET', `/v1/jobs?limit=${JOBS}${phase ? `&phase=${phase}` : ''}`),
       api('GET', `/v1/decisions?limit=${DECISIONS}`)]);
     renderStatus(status);
     renderPolicies(policies);
