@@ -1,10 +1,12 @@
 //! The operator's console in a real browser: Debian's Chromium, driven over WebDriver
 //! (chromedriver, through fantoccini), on a controller that runs the simulator behind a
-//! loopback port. The page loads and lists the policies; without the token its actions
-//! are disabled and the server refuses them; a wrong token is refused and said so; with
-//! the right one (typed by keyboard) it activates another policy and the decisions that
-//! follow carry it; it starts a shadow and a split experiment and shows both arms; the
-//! decisions filter by job and by policy; and axe-core finds no WCAG 2.1 A/AA violation.
+//! loopback port. The page loads and lists the policies and a refused upload; without
+//! the token its actions are disabled and the server refuses them; a wrong token is
+//! refused and said so; with the right one (typed by keyboard) it activates another
+//! policy and the decisions that follow carry it; it starts a shadow experiment and
+//! shows both arms, then the queue heading the jobs with SpeCon's labels; the decisions
+//! filter by job and by policy; axe-core finds no WCAG 2.1 A/AA violation; a split
+//! experiment replaces the shadow one and shows both arms' figures.
 //!
 //! Needs `chromium` and `chromedriver` (Debian's packages of those names; `CHROMIUM` and
 //! `CHROMEDRIVER` name other binaries) and, for the accessibility rules, axe-core's
@@ -271,6 +273,9 @@ async fn the_console_shows_the_controller_reads_without_the_token_and_steers_it_
 
 async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     let c = &client;
+    // A refused upload, for the page to list among the load errors.
+    let (status, _) = live.upload(b"#!/bin/sh\necho hi\n".to_vec()).await;
+    assert_eq!(status, 422);
     c.goto(&live.url("/")).await.unwrap();
     assert!(
         c.current_url().await.unwrap().path().ends_with("/console/"),
@@ -291,6 +296,16 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
             "{builtin} is not listed: {names}"
         );
     }
+    let refused = wait_js(
+        c,
+        "the refused upload",
+        "const t = document.getElementById('load-errors').textContent; return t.includes('Refused components') ? t : null;",
+    )
+    .await;
+    assert!(
+        refused.as_str().unwrap().contains("not a WebAssembly component"),
+        "{refused}"
+    );
     let all_disabled = c
         .execute(
             "return [...document.querySelectorAll('button.act')].every((b) => b.disabled)",

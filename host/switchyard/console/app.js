@@ -188,8 +188,11 @@ function renderExperiment(report) {
   $('arms').tBodies[0].replaceChildren(...rows.map(([label, a, b]) => h('tr', {}, h('th', { scope: 'row' }, label),
     a?.span != null ? h('td', { colSpan: 2 }, a.span) : [h('td', { className: 'num' }, String(a)), h('td', { className: 'num' }, String(b))])));
   const differing = (report.shadow?.differing ?? []).slice(-3).reverse();
-  $('differences').replaceChildren(...differing.map((d) => h('li', {},
-    `Round ${d.round} (t=${secs(d.time)} s): A ${describeOps(d.a)}; B ${describeOps(d.b)}`)));
+  const items = differing.map((d) => h('li', {},
+    `Round ${d.round} (t=${secs(d.time)} s): A ${describeOps(d.a)}; B ${describeOps(d.b)}`));
+  $('differences').replaceChildren(...(items.length
+    ? [h('h3', {}, 'The latest rounds in which B asked for something else'), h('ul', { className: 'compact' }, items)]
+    : []));
 }
 
 $('experiment-mode').addEventListener('change', () => {
