@@ -299,7 +299,7 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     let refused = wait_js(
         c,
         "the refused upload",
-        "const t = document.getElementById('load-errors').textContent; return t.includes('Refused components') ? t : null;",
+        "const t = document.getElementById('load-errors').textContent; return t.includes('Load errors') ? t : null;",
     )
     .await;
     assert!(
@@ -424,10 +424,11 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
         .unwrap();
     wait_js(
         c,
-        "both arms of the shadow experiment",
+        "both arms of the shadow experiment, compared over five rounds",
         "const head = [...document.querySelectorAll('#arms thead th')].map((e) => e.textContent);
          const body = document.querySelector('#arms tbody').textContent;
-         return head.includes('Arm A: specon') && head.includes('Arm B: even') && /\\d+%/.test(body);",
+         const compared = body.match(/in \\d+ of (\\d+) rounds/);
+         return head.includes('Arm A: specon') && head.includes('Arm B: even') && compared && Number(compared[1]) >= 5;",
     )
     .await;
     let (_, experiment) = live.get("/v1/experiment").await;

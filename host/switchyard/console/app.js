@@ -115,7 +115,7 @@ function renderPolicies(list) {
       h('td', {}, active ? h('strong', {}, 'active') : activate));
   }));
   const errors = list.load_errors.map((e) => h('li', {}, h('strong', {}, e.source), `: ${e.error}`));
-  $('load-errors').replaceChildren(...(errors.length ? [h('h3', {}, 'Refused components'), h('ul', {}, errors)] : []));
+  $('load-errors').replaceChildren(...(errors.length ? [h('h3', {}, 'Load errors: components refused'), h('ul', {}, errors)] : []));
   fillSelect($('params-policy'), list.policies.map((p) => p.name));
   fillSelect($('experiment-b'), list.policies.map((p) => p.name).filter((n) => n !== list.active));
   fillSelect($('filter-policy'), list.policies.map((p) => p.name), ['', 'any policy']);
