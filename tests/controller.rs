@@ -546,13 +546,19 @@ async fn active_jobs_come_a_page_at_a_time_and_utilisation_is_a_bounded_series_o
     assert!(!jobs.is_empty(), "{running}");
     for job in jobs {
         assert_eq!(job["phase"], "running", "{job}");
-        assert_eq!((job["tasks"].as_u64(), job["placed"].as_u64()), (Some(1), Some(1)));
+        assert_eq!(
+            (job["tasks"].as_u64(), job["placed"].as_u64()),
+            (Some(1), Some(1))
+        );
         assert_eq!(job["nodes"].as_array().unwrap().len(), 1, "{job}");
         assert_eq!(job["requests"]["cpu_millis"], 1000);
         assert!(job["start_time"].as_f64().unwrap() >= job["submit_time"].as_f64().unwrap());
         assert!(job["policy_labels"].is_object());
     }
-    let submitted: Vec<f64> = jobs.iter().map(|j| j["submit_time"].as_f64().unwrap()).collect();
+    let submitted: Vec<f64> = jobs
+        .iter()
+        .map(|j| j["submit_time"].as_f64().unwrap())
+        .collect();
     assert!(submitted.is_sorted(), "in submission order: {submitted:?}");
     for (query, names) in [
         ("phase=done", "waiting, running or restarting"),
@@ -566,17 +572,27 @@ async fn active_jobs_come_a_page_at_a_time_and_utilisation_is_a_bounded_series_o
 
     // The ring fills to its cap and no further; the clock only moves forward in it.
     let full = live
-        .wait_for("/v1/utilisation", |u| u["samples"].as_array().unwrap().len() == 40)
+        .wait_for("/v1/utilisation", |u| {
+            u["samples"].as_array().unwrap().len() == 40
+        })
         .await;
     let later = live
-        .wait_for("/v1/utilisation", |u| u["samples"][0]["time"] != full["samples"][0]["time"])
+        .wait_for("/v1/utilisation", |u| {
+            u["samples"][0]["time"] != full["samples"][0]["time"]
+        })
         .await;
     let samples = later["samples"].as_array().unwrap();
     assert_eq!(samples.len(), 40, "the oldest went first");
-    let times: Vec<f64> = samples.iter().map(|s| s["time"].as_f64().unwrap()).collect();
+    let times: Vec<f64> = samples
+        .iter()
+        .map(|s| s["time"].as_f64().unwrap())
+        .collect();
     assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
     for sample in samples {
-        assert!((0.0..=1.0).contains(&sample["cpu"].as_f64().unwrap()), "{sample}");
+        assert!(
+            (0.0..=1.0).contains(&sample["cpu"].as_f64().unwrap()),
+            "{sample}"
+        );
         assert!(sample["gpu"].is_null(), "the cluster has no GPUs: {sample}");
     }
     assert_eq!(later["allocatable"]["cpu_millis"], 64_000);
@@ -601,11 +617,18 @@ async fn active_jobs_come_a_page_at_a_time_and_utilisation_is_a_bounded_series_o
     assert_eq!(root.headers()["location"], "/console/");
     let page = live.client.get(live.url("/console/")).send().await.unwrap();
     assert_eq!(page.status(), 200);
-    assert!(page.headers()["content-security-policy"]
-        .to_str()
-        .unwrap()
-        .starts_with("default-src 'self'"));
-    assert!(page.text().await.unwrap().contains("<title>switchyard console</title>"));
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("default-src 'self'")
+    );
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("<title>switchyard console</title>")
+    );
     live.stop().await;
 }
 

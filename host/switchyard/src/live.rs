@@ -32,7 +32,6 @@ use serde::Serialize;
 use crate::metrics::Metrics;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use kept::Persistence;
-pub use views::{JobList, UtilisationRing, UtilisationSample};
 use switchyard_control::experiment::{ExperimentError, ExperimentMode};
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore,
@@ -43,6 +42,7 @@ use switchyard_core::model::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::paced::Paced;
 use switchyard_sim::{Scenario, Simulator};
+pub use views::{JobList, UtilisationRing, UtilisationSample};
 
 /// How the live controller runs.
 #[derive(Clone, Debug)]

@@ -132,7 +132,11 @@ mod tests {
         assert_eq!(repeat.status(), StatusCode::NOT_MODIFIED);
         assert_eq!(repeat.headers()[CONTENT_SECURITY_POLICY], CSP);
         let other = serve("style.css", &again);
-        assert_eq!(other.status(), StatusCode::OK, "another file's tag does not match");
+        assert_eq!(
+            other.status(),
+            StatusCode::OK,
+            "another file's tag does not match"
+        );
         assert_eq!(
             serve("../Cargo.toml", &HeaderMap::new()).status(),
             StatusCode::NOT_FOUND
@@ -142,9 +146,10 @@ mod tests {
     #[test]
     fn every_file_the_page_names_is_embedded() {
         let page = std::str::from_utf8(ASSETS[0].bytes).unwrap();
-        for reference in page.split(['"', '\'']).filter(|s| {
-            s.ends_with(".js") || s.ends_with(".css")
-        }) {
+        for reference in page
+            .split(['"', '\''])
+            .filter(|s| s.ends_with(".js") || s.ends_with(".css"))
+        {
             assert!(
                 ASSETS.iter().any(|a| a.name == reference),
                 "index.html names `{reference}`, which is not embedded"

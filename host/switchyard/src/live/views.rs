@@ -76,7 +76,11 @@ impl UtilisationRing {
     /// idle simulator stands still, and a flat line of repeats would push history out);
     /// the oldest sample goes when the ring is full.
     pub fn record(&mut self, sample: UtilisationSample) {
-        if self.samples.back().is_some_and(|last| sample.time <= last.time) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|last| sample.time <= last.time)
+        {
             return;
         }
         if self.samples.len() == self.capacity {
