@@ -203,10 +203,10 @@ fn a_standing_refusal_is_reported_once_and_cleared_when_the_settings_are_fixed()
     assert!(watcher.scans() > 1, "the directory was rescanned");
     assert_eq!(refusals.load(std::sync::atomic::Ordering::Relaxed), 1);
     std::fs::write(dir.path().join("settings.yaml"), "active: even\n").unwrap();
-    wait_until("the refusal to clear", || {
-        live.controller.catalog().failures().is_empty()
+    wait_until("the fixed settings to apply", || {
+        live.controller.with_status(|s| s.active.clone()) == "even"
     });
-    assert_eq!(live.controller.with_status(|s| s.active.clone()), "even");
+    assert!(live.controller.catalog().failures().is_empty());
     drop(watcher);
     tokio.block_on(live.stop());
 }
