@@ -596,16 +596,20 @@ async fn active_jobs_come_a_page_at_a_time_and_utilisation_is_a_bounded_series_o
         assert!(sample["gpu"].is_null(), "the cluster has no GPUs: {sample}");
     }
     assert_eq!(later["allocatable"]["cpu_millis"], 64_000);
-    let last = times.last().unwrap();
-    let (_, newer) = live.get(&format!("/v1/utilisation?since={last}")).await;
-    assert!(
-        newer["samples"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|s| s["time"].as_f64().unwrap() > *last),
-        "{newer}"
-    );
+    // `since` between the last two samples: nothing older than the last one. (Between,
+    // not at the last one: serde_json reads a float to within a unit in the last place,
+    // so the time this test read may sit just below the one the ring holds.)
+    let (before, last) = (times[times.len() - 2], times[times.len() - 1]);
+    let since = (before + last) / 2.0;
+    let (_, newer) = live.get(&format!("/v1/utilisation?since={since}")).await;
+    let newer_times: Vec<f64> = newer["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["time"].as_f64().unwrap())
+        .collect();
+    assert!(newer_times[0] > last - 1e-9, "{newer}");
+    assert!(newer_times.iter().all(|t| *t > since), "{newer}");
 
     // The console is served from the same port.
     let no_redirects = reqwest::Client::builder()
