@@ -3,10 +3,11 @@
 //! loopback port. The page loads and lists the policies and a refused upload; without
 //! the token its actions are disabled and the server refuses them; a wrong token is
 //! refused and said so; with the right one (typed by keyboard) it activates another
-//! policy and the decisions that follow carry it; it starts a shadow experiment and
-//! shows both arms, then the queue heading the jobs with SpeCon's labels; the decisions
-//! filter by job and by policy; axe-core finds no WCAG 2.1 A/AA violation; a split
-//! experiment replaces the shadow one and shows both arms' figures.
+//! policy and the decisions that follow carry it; it sets another policy's parameters;
+//! it starts a shadow experiment and shows both arms, then the queue heading the jobs
+//! with SpeCon's labels; the decisions filter by job and by policy; axe-core finds no
+//! WCAG 2.1 A/AA violation; a split experiment replaces the shadow one and shows both
+//! arms' figures.
 //!
 //! Needs `chromium` and `chromedriver` (Debian's packages of those names; `CHROMIUM` and
 //! `CHROMEDRIVER` name other binaries) and, for the accessibility rules, axe-core's
@@ -441,6 +442,40 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
         "return document.getElementById('summary').textContent.includes('Active policy specon')",
     )
     .await;
+
+    // Parameters: default's node score, typed into its field, is what the API lists.
+    c.find(Locator::Id("params-policy"))
+        .await
+        .unwrap()
+        .select_by_value("default")
+        .await
+        .unwrap();
+    let scoring = c.find(Locator::Id("param-scoring")).await.unwrap();
+    scoring.clear().await.unwrap();
+    scoring.send_keys("most-allocated").await.unwrap();
+    c.find(Locator::Css("#params-form button[type='submit']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    wait_js(
+        c,
+        "the parameters to be set",
+        "return document.getElementById('feedback').textContent.includes(\"default's parameters are set\")",
+    )
+    .await;
+    let (_, policies) = live.get("/v1/policies").await;
+    let default = policies["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "default")
+        .unwrap();
+    assert_eq!(
+        default["settings"]["scoring"], "most-allocated",
+        "{default}"
+    );
 
     // A shadow experiment shows both arms and their agreement.
     c.find(Locator::Id("experiment-b"))
