@@ -45,7 +45,6 @@ pub struct KubeCluster {
     actor: Actor,
     leader: Arc<Leader>,
     stop: Arc<AtomicBool>,
-    synced: Arc<AtomicBool>,
     clock: Clock,
     known_jobs: BTreeSet<String>,
     known_nodes: BTreeMap<String, bool>,
@@ -75,7 +74,6 @@ impl KubeCluster {
             actor,
             leader,
             stop: Arc::default(),
-            synced: Arc::new(AtomicBool::new(true)),
             clock: Arc::new(unix_now),
             known_jobs: BTreeSet::new(),
             known_nodes: BTreeMap::new(),
@@ -85,12 +83,6 @@ impl KubeCluster {
             was_leading: false,
             finished: 0,
         }
-    }
-
-    /// Readiness follows `synced` (set once the reflectors have listed everything).
-    pub fn with_synced(mut self, synced: Arc<AtomicBool>) -> Self {
-        self.synced = synced;
-        self
     }
 
     /// Reads time from `clock` instead of the system clock (tests).
@@ -107,6 +99,13 @@ impl KubeCluster {
     /// Setting this flag makes [`Cluster::advance`] return [`Advance::Stopped`].
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
+    }
+
+    /// Whether this replica may act now: it leads, and its caches are complete (a
+    /// leader acting on a cache that has not listed yet would place running jobs again
+    /// and finish restarts whose old pods still run).
+    fn may_act(&self) -> bool {
+        self.leader.is_leading() && self.caches.synced()
     }
 
     fn now_timestamp(&self) -> Timestamp {
@@ -334,7 +333,7 @@ impl KubeCluster {
             }
             let tick_due = until.is_some_and(|t| (self.clock)() >= t);
             let poll_due = self.last_pass.is_none_or(|t| t.elapsed() >= POLL);
-            let leading = self.leader.is_leading();
+            let leading = self.may_act();
             if !leading {
                 self.was_leading = false;
             }
@@ -387,7 +386,7 @@ impl Cluster for KubeCluster {
         let now = self.now_timestamp();
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
-            if !self.leader.is_leading() {
+            if !self.may_act() {
                 tracing::warn!("lost leadership; dropping the rest of the decision");
                 return;
             }
@@ -499,7 +498,7 @@ impl LiveCluster for KubeCluster {
     }
 
     fn synced(&self) -> bool {
-        self.synced.load(Ordering::Relaxed)
+        self.caches.synced()
     }
 
     fn summary_every(&self) -> Duration {

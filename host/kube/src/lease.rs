@@ -6,6 +6,12 @@
 //! for the other replicas, counted from before the call, so a renewal that hangs never
 //! keeps a replica acting past that point. It owns the Lease; it must not act on the
 //! cluster.
+//!
+//! A replica whose container restarted comes back under the same identity (its pod
+//! name) and renews the Lease it finds in its own name at once, as client-go does: the
+//! process that held it is gone with the old container. What makes that safe is that
+//! the election only starts once the replica's caches have listed (see the in-cluster
+//! wiring), so the new process never acts on an empty cache.
 
 use std::sync::Arc;
 use std::time::Duration;

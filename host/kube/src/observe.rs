@@ -215,6 +215,30 @@ impl Caches {
         (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
     }
 
+    /// Whether every reflector has finished its first list. Until then a cache is empty
+    /// or partial: a pod not listed yet would make its job look waiting and its restart
+    /// look finished, so nothing may act on the caches before this is true.
+    pub fn synced(&self) -> bool {
+        use futures::FutureExt;
+        let listed = |ready: Option<Result<(), reflector::store::WriterDropped>>| {
+            matches!(ready, Some(Ok(())))
+        };
+        listed(self.nodes.wait_until_ready().now_or_never())
+            && listed(self.pods.wait_until_ready().now_or_never())
+            && listed(self.jobs.wait_until_ready().now_or_never())
+    }
+
+    /// Resolves once every reflector has finished its first list (see
+    /// [`Caches::synced`]); false when a reflector stopped before that.
+    pub async fn wait_synced(&self) -> bool {
+        let (nodes, pods, jobs) = futures::join!(
+            self.nodes.wait_until_ready(),
+            self.pods.wait_until_ready(),
+            self.jobs.wait_until_ready()
+        );
+        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+    }
+
     /// Records a sample for job `id` (from a log line or an HTTP push), read at `time`;
     /// `step: None` means the step after the last. A series seen for the first time
     /// starts from the samples in the job's status. Returns false when the step is

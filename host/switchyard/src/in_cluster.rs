@@ -9,7 +9,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -114,21 +113,6 @@ pub async fn run(
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
         drivers.into_iter().map(tokio::spawn).collect();
 
-    let synced = Arc::new(AtomicBool::new(false));
-    {
-        let (caches, synced) = (caches.clone(), synced.clone());
-        tasks.push(tokio::spawn(async move {
-            let done = tokio::join!(
-                caches.nodes.wait_until_ready(),
-                caches.pods.wait_until_ready(),
-                caches.jobs.wait_until_ready()
-            );
-            if done.0.is_ok() && done.1.is_ok() && done.2.is_ok() {
-                synced.store(true, Ordering::SeqCst);
-            }
-        }));
-    }
-
     {
         let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);
         tasks.push(tokio::spawn(async move {
@@ -150,10 +134,18 @@ pub async fn run(
         &options.identity,
         options.lease_duration,
     );
-    tasks.push(tokio::spawn(lease::keep_leading(
-        lock.clone(),
-        leader.clone(),
-    )));
+    {
+        // The election starts only once every reflector has listed: a leader acting on
+        // an empty pod cache would place running jobs again and finish restarts whose
+        // old pods still run. Until then this replica is a follower and not ready.
+        let (caches, lock, leader) = (caches.clone(), lock.clone(), leader.clone());
+        tasks.push(tokio::spawn(async move {
+            if caches.wait_synced().await {
+                tracing::info!("caches synced; joining the election");
+                lease::keep_leading(lock, leader).await;
+            }
+        }));
+    }
 
     let handle = tokio::runtime::Handle::current();
     let reporter = Reporter {
@@ -166,8 +158,7 @@ pub async fn run(
         caches,
         Actor::new(client.clone(), reporter.clone()),
         leader.clone(),
-    )
-    .with_synced(synced);
+    );
     let store = ConfigMapStateStore::new(
         handle.clone(),
         client.clone(),

@@ -18,11 +18,11 @@ use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
 use crate::support::world::{World, blocking, event_on, status_write_of};
 
-fn runtime() -> Runtime {
+pub(crate) fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")
 }
 
-fn default_policy(runtime: &Runtime) -> PolicySlot {
+pub(crate) fn default_policy(runtime: &Runtime) -> PolicySlot {
     let module = PolicyRef::parse("default")
         .unwrap()
         .load(runtime)

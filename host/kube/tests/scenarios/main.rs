@@ -11,4 +11,5 @@ mod cluster;
 mod events;
 mod lease;
 mod rbac;
+mod startup;
 mod state;

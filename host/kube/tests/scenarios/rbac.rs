@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::support::mock::Access;
-use crate::{act, cluster, events, lease, state};
+use crate::{act, cluster, events, lease, startup, state};
 
 /// One rule of a (Cluster)Role, flattened.
 fn granted(path: &str) -> BTreeSet<Access> {
@@ -82,6 +82,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
         cluster::a_pushed_loss_sample_joins_the_series_read_back_from_the_status_and_is_written_to_it()
             .await,
     );
+    used.extend(startup::a_leader_with_an_unlisted_pod_cache_waits_for_it().await);
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"

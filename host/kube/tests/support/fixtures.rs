@@ -108,7 +108,11 @@ pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("{job}-{task}-{generation}"), "namespace": NS,
-            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role}},
+            "uid": format!("uid-{job}-{task}-{generation}"),
+            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role,
+                "switchyard.dev/job-uid": format!("uid-{job}"), "switchyard.dev/generation": generation.to_string()},
+            "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                "name": job, "uid": format!("uid-{job}"), "controller": true}]},
         "spec": {"schedulerName": "switchyard", "nodeName": node,
             "containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1",
                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},

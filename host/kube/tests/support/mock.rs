@@ -96,7 +96,7 @@ impl Expect {
         self.response = response;
         self
     }
-    /// Answers only after `delay` (a call that hangs); requests behind it wait too.
+    /// Answers only after `delay` (a call that hangs); later requests are served meanwhile.
     pub fn after(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
         self
@@ -117,8 +117,16 @@ impl Expect {
 
 /// A client talking to a scripted server, and the server's task.
 pub struct MockServer {
-    handle: tokio::task::JoinHandle<Vec<Access>>,
+    handle: tokio::task::JoinHandle<Served>,
     served: Arc<AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// What the server saw: the scripted accesses, and requests that came after the script
+/// ended (each a failure of the scenario).
+struct Served {
+    seen: Vec<Access>,
+    unexpected: Vec<String>,
 }
 
 /// How long a scenario may wait for a request: virtual time in the tests that pause the
@@ -126,11 +134,13 @@ pub struct MockServer {
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MockServer {
-    /// Starts serving `script`; returns the client to use and the server.
+    /// Starts serving `script`; returns the client to use and the server. A request
+    /// after the last scripted one is answered with a 500 and fails [`MockServer::finish`].
     pub fn start(script: Vec<Expect>) -> (Client, MockServer) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let served = Arc::new(AtomicUsize::new(0));
         let counter = served.clone();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
             for (index, expect) in script.into_iter().enumerate() {
@@ -189,23 +199,52 @@ impl MockServer {
                     None => serde_json::to_vec(&expect.response).expect("JSON"),
                 };
                 counter.fetch_add(1, Ordering::SeqCst);
-                if let Some(delay) = expect.delay {
-                    tokio::time::sleep(delay).await;
+                let response = Response::builder()
+                    .status(expect.status)
+                    .body(Body::from(body))
+                    .expect("a response");
+                match expect.delay {
+                    // A call that hangs holds up only its caller: the next scripted
+                    // request is served meanwhile.
+                    Some(delay) => {
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            send.send_response(response);
+                        });
+                    }
+                    None => send.send_response(response),
                 }
-                send.send_response(
-                    Response::builder()
-                        .status(expect.status)
-                        .body(Body::from(body))
-                        .expect("a response"),
-                );
             }
-            seen
+            let mut unexpected = Vec::new();
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    next = handle.next_request() => match next {
+                        Some((request, send)) => {
+                            unexpected.push(format!("{} {}", request.method(), request.uri()));
+                            send.send_response(
+                                Response::builder()
+                                    .status(StatusCode::INTERNAL_SERVER_ERROR)
+                                    .body(Body::from(
+                                        br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"InternalError","message":"not in the script"}"#
+                                            .to_vec(),
+                                    ))
+                                    .expect("a response"),
+                            );
+                        }
+                        None => break,
+                    },
+                }
+            }
+            Served { seen, unexpected }
         });
         (
             Client::new(service, "default"),
             MockServer {
                 handle: server,
                 served,
+                stop: Some(stop),
             },
         )
     }
@@ -215,12 +254,22 @@ impl MockServer {
         self.served.load(Ordering::SeqCst)
     }
 
-    /// Waits for the whole script to be served and returns what was accessed.
-    pub async fn finish(self) -> Vec<Access> {
-        tokio::time::timeout(TIMEOUT, self.handle)
+    /// Waits for the whole script to be served and returns what was accessed; fails when
+    /// a request came after the script.
+    pub async fn finish(mut self) -> Vec<Access> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = tokio::time::timeout(TIMEOUT, &mut self.handle)
             .await
             .expect("the scenario finished in time")
-            .expect("the scripted server did not panic")
+            .expect("the scripted server did not panic");
+        assert!(
+            served.unexpected.is_empty(),
+            "requests after the script: {:#?}",
+            served.unexpected
+        );
+        served.seen
     }
 }
 

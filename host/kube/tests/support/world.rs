@@ -28,7 +28,35 @@ pub struct World {
 }
 
 impl World {
+    /// A cluster whose reflectors have all listed (their caches are synced).
     pub fn new() -> Self {
+        let mut world = Self::unsynced();
+        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
+        world.pods.apply_watcher_event(&watcher::Event::InitDone);
+        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world
+    }
+
+    /// A cluster whose node and job reflectors have listed while the pod reflector's
+    /// first list has not come back yet: its cache is empty, whatever runs.
+    pub fn pods_unlisted() -> Self {
+        let mut world = Self::unsynced();
+        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
+        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world
+    }
+
+    /// The pod reflector's first list comes back with `pods`.
+    pub fn pods_listed(&mut self, pods: Vec<Pod>) {
+        self.pods.apply_watcher_event(&watcher::Event::Init);
+        for p in pods {
+            self.pods.apply_watcher_event(&watcher::Event::InitApply(p));
+        }
+        self.pods.apply_watcher_event(&watcher::Event::InitDone);
+        self.caches.changed.notify_one();
+    }
+
+    fn unsynced() -> Self {
         let (nodes_store, nodes) = reflector::store();
         let (pods_store, pods) = reflector::store();
         let (jobs_store, jobs) = reflector::store();
