@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -35,7 +35,7 @@ use crate::crd::{
     TaskTarget, TrainingJob, TrainingJobStatus,
 };
 use crate::{
-    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, observe, pods, quantity, retry,
 };
 use switchyard_core::model::MigrationKind;
 
@@ -53,6 +53,8 @@ pub struct Actor {
 pub const CPU_WEIGHT_CONDITION: &str = "CpuWeightApplied";
 /// Condition type set when the job's pods are created and bound, or refused.
 pub const PODS_CREATED_CONDITION: &str = "PodsCreated";
+/// Condition type set when the job failed for good (reason `BackoffLimitExceeded`).
+pub const FAILED_CONDITION: &str = "Failed";
 
 /// Where a staged restart stands after [`Actor::advance_restart`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -135,7 +137,12 @@ impl Actor {
         error
     }
 
-    /// Creates every pod, then binds every pod; on any failure deletes all of them.
+    /// Creates every pod, then binds every pod, as kube-scheduler binds: the Binding
+    /// names the pod's UID. On any failure it undoes what this call did and only that:
+    /// the pods it created, and those it bound, are deleted (with their UID as a
+    /// precondition and their own grace period); a pod that was already bound before
+    /// the call (left by a controller that stopped half-way, or running because the
+    /// cache was behind) is left alone.
     async fn create_and_bind(
         &self,
         job: &TrainingJob,
@@ -143,8 +150,7 @@ impl Actor {
         generation: u32,
     ) -> Result<Vec<Placement>> {
         let api = self.pods(job);
-        let mut created = Vec::new();
-        let mut bound_already = Vec::new();
+        let mut made: Vec<Made> = Vec::new();
         let mut outcome = Ok(());
         for (task, node) in assignments {
             let pod = match pods::build(job, task, generation) {
@@ -155,19 +161,23 @@ impl Actor {
                 }
             };
             let name = pod.name_any();
-            match create_pod(&api, &job.name_any(), &pod).await {
-                Ok(None) => created.push(name),
-                // Left bound by a controller that stopped before recording it.
-                Ok(Some(on)) if on == *node => {
-                    bound_already.push(name.clone());
-                    created.push(name);
-                }
-                Ok(Some(on)) => {
-                    outcome = Err(Error::NotFound(format!(
-                        "pod {name} exists and is already bound to {on}, not {node}"
-                    )));
-                    break;
-                }
+            match create_pod(&api, job, &pod).await {
+                Ok(created) => match &created.bound_to {
+                    Some(on) if on != node => {
+                        outcome = Err(Error::NotFound(format!(
+                            "pod {name} exists and is already bound to {on}, not {node}"
+                        )));
+                        break;
+                    }
+                    _ => made.push(Made {
+                        name,
+                        node: node.clone(),
+                        uid: created.uid,
+                        created: created.new,
+                        bound_before: created.bound_to.is_some(),
+                        bound_here: false,
+                    }),
+                },
                 Err(error) => {
                     outcome = Err(error);
                     break;
@@ -175,32 +185,32 @@ impl Actor {
             }
         }
         if outcome.is_ok() {
-            for ((_, node), pod) in assignments.iter().zip(&created) {
-                if bound_already.contains(pod) {
-                    continue;
-                }
-                if let Err(error) = bind(&api, pod, node).await {
-                    outcome = Err(error);
-                    break;
+            for pod in made.iter_mut().filter(|p| !p.bound_before) {
+                match bind(&api, &pod.name, pod.uid.as_deref(), &pod.node).await {
+                    Ok(()) => pod.bound_here = true,
+                    Err(error) => {
+                        outcome = Err(error);
+                        break;
+                    }
                 }
             }
         }
         match outcome {
             Ok(()) => Ok(assignments
                 .iter()
-                .zip(created)
+                .zip(made)
                 .map(|((task, node), pod)| Placement {
                     task: task.clone(),
-                    pod,
+                    pod: pod.name,
                     node: node.clone(),
                 })
                 .collect()),
             Err(error) => {
-                for pod in &created {
-                    // Rolling back is best effort: a pod left behind is unbound (or bound
-                    // alone) and owned by the job, and the next placement reuses its name.
-                    if let Err(e) = delete_pod(&api, pod, Some(0)).await {
-                        tracing::warn!(error = %e, pod, "rolling back a failed placement");
+                for pod in made.iter().filter(|p| p.created || p.bound_here) {
+                    // Best effort: a pod left behind is owned by the job, and the next
+                    // placement reuses its name.
+                    if let Err(e) = delete_pod(&api, &pod.name, pod.uid.as_deref(), None).await {
+                        tracing::warn!(error = %e, pod = pod.name, "rolling back a failed placement");
                     }
                 }
                 Err(error)
@@ -301,16 +311,17 @@ impl Actor {
             CheckpointMethod::Signal => {
                 let grace = i64::from(checkpoint.grace_period_seconds);
                 for pod in victims {
-                    self.delete_once(job, &pod.name_any(), Some(grace)).await?;
+                    self.delete_once(job, pod, Some(grace)).await?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Deletes a pod of a restart unless this process already did.
-    async fn delete_once(&self, job: &TrainingJob, pod: &str, grace: Option<i64>) -> Result<()> {
-        let key = format!("{}/{pod}", namespace(job));
+    /// Deletes a pod unless this process already did (a cache that has not caught up
+    /// still shows it without its deletion timestamp).
+    async fn delete_once(&self, job: &TrainingJob, pod: &Pod, grace: Option<i64>) -> Result<()> {
+        let key = delete_key(pod);
         if self
             .deletes_sent
             .lock()
@@ -319,8 +330,126 @@ impl Actor {
         {
             return Ok(());
         }
-        delete_pod(&self.pods(job), pod, grace).await?;
+        let uid = pod.metadata.uid.as_deref();
+        delete_pod(&self.pods(job), &pod.name_any(), uid, grace).await?;
         self.deletes_sent.lock().expect("deletes lock").insert(key);
+        Ok(())
+    }
+
+    /// Forgets the deletes sent for pods no longer in the cache (`present` holds the
+    /// keys of those that are, see [`delete_key`]).
+    pub fn forget_deletes(&self, present: &HashSet<String>) {
+        self.deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .retain(|key| present.contains(key));
+    }
+
+    /// Deletes those of `job_pods` that still hold resources: the pods of a job that
+    /// has finished (the parameter server of a job whose workers succeeded, the rest of
+    /// a gang that failed for good).
+    pub async fn stop_pods(&self, job: &TrainingJob, job_pods: &[Pod]) -> Result<()> {
+        for pod in job_pods
+            .iter()
+            .filter(|p| !terminated(p) && p.metadata.deletion_timestamp.is_none())
+        {
+            self.delete_once(job, pod, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `job`'s gang back to the queue because `failed` (some of `job_pods`)
+    /// failed at `now`: records the failure (disruptions are not counted against
+    /// `backoffLimit`) and a `Recover` restart stopping every pod of the job, then deletes
+    /// them; [`Actor::advance_restart`] queues the job again once they are gone and the
+    /// back-off has passed. Past `backoffLimit` the job fails instead and its pods are
+    /// deleted. Nothing is written when the job's status moved on since it was read.
+    pub async fn recover(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        failed: &[&Pod],
+        now: Timestamp,
+    ) -> Result<()> {
+        let status = status_of(job);
+        let disrupted = failed.iter().filter(|p| observe::is_disruption(p)).count() as u32;
+        let counted = failed.len() as u32 - disrupted;
+        let failures = status.failures + counted;
+        let give_up = failures > job.spec.backoff_limit;
+        let what = failed
+            .iter()
+            .map(|p| describe_failure(p))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let stopping: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let restart = PendingRestart {
+            action: RestartAction::Recover,
+            stopping: stopping.iter().map(|p| p.name_any()).collect(),
+            targets: Vec::new(),
+            requested_at: rfc3339(now),
+            delete_after: None,
+            retry_after: (counted > 0).then(|| rfc3339(now + failure_backoff(failures))),
+            reason: what.clone(),
+        };
+        let generation = status.generation;
+        let message = if give_up {
+            format!(
+                "{what}: {failures} failure(s), more than the backoffLimit of {}",
+                job.spec.backoff_limit
+            )
+        } else if counted == 0 {
+            format!("{what}: a disruption, not counted; the job is queued again")
+        } else {
+            format!(
+                "{what}: failure {failures} of at most {}; the job is queued again after a back-off",
+                job.spec.backoff_limit
+            )
+        };
+        self.update_status_if(
+            job,
+            |fresh| unchanged_since(fresh, generation),
+            |s| {
+                s.failures += counted;
+                s.disruptions += disrupted;
+                if give_up {
+                    s.phase = Some(Phase::Failed);
+                    set_condition(
+                        s,
+                        FAILED_CONDITION,
+                        "True",
+                        "BackoffLimitExceeded",
+                        &message,
+                    );
+                } else {
+                    s.generation += 1;
+                    s.phase = Some(Phase::Restarting);
+                    s.placements.clear();
+                    s.restart = Some(restart.clone());
+                }
+            },
+        )
+        .await?;
+        // The rest of the gang would hold its resources for nothing. A process asked to
+        // stop by signal saves a checkpoint on it.
+        let grace = match &job.spec.checkpoint {
+            Some(c) if c.method == CheckpointMethod::Signal => {
+                Some(i64::from(c.grace_period_seconds))
+            }
+            _ => None,
+        };
+        for pod in stopping {
+            self.delete_once(job, pod, grace).await?;
+        }
+        let reason = match (give_up, counted) {
+            (true, _) => "BackoffLimitExceeded",
+            (false, 0) => "Disrupted",
+            (false, _) => "PodFailed",
+        };
+        self.event(job, EventType::Warning, reason, "Recover", &message)
+            .await;
         Ok(())
     }
 
@@ -340,29 +469,34 @@ impl Actor {
         let Some(restart) = status.restart.clone() else {
             return Ok(RestartProgress::Idle);
         };
-        let alive: Vec<&Pod> = job_pods
+        // The old pods, whatever their phase: one whose process exited on its own is
+        // deleted too (it holds nothing, and a pod of an old generation left behind
+        // would be taken for a task's).
+        let old: Vec<&Pod> = job_pods
             .iter()
-            .filter(|p| restart.stopping.contains(&p.name_any()) && !terminated(p))
+            .filter(|p| restart.stopping.contains(&p.name_any()))
             .collect();
-        if !alive.is_empty() {
+        if !old.is_empty() {
             let due = restart
                 .delete_after
                 .as_deref()
                 .and_then(|t| t.parse::<Timestamp>().ok())
                 .is_none_or(|t| now >= t);
-            if due {
-                let grace = match (&restart.delete_after, &job.spec.checkpoint) {
-                    (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
-                    _ => None,
-                };
-                for pod in alive
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                {
-                    self.delete_once(job, &pod.name_any(), grace).await?;
-                }
+            let grace = match (&restart.delete_after, &job.spec.checkpoint) {
+                (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
+                _ => None,
+            };
+            for pod in old
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+                .filter(|p| due || terminated(p))
+            {
+                self.delete_once(job, pod, grace).await?;
             }
             return Ok(RestartProgress::Waiting);
+        }
+        if restart.action == RestartAction::Recover {
+            return self.requeue(job, &restart, now).await;
         }
         let assignments: Vec<(String, String)> = restart
             .targets
@@ -371,7 +505,7 @@ impl Actor {
             .collect();
         let (action, done) = match restart.action {
             RestartAction::Migrate => ("Migrate", "Migrated"),
-            RestartAction::Scale => ("Scale", "Rescaled"),
+            RestartAction::Scale | RestartAction::Recover => ("Scale", "Rescaled"),
         };
         let placed = match self
             .create_and_bind(job, &assignments, status.generation)
@@ -389,23 +523,16 @@ impl Actor {
                         s.placements.push(p.clone());
                     }
                 }
-                RestartAction::Scale => s.placements = placed.clone(),
+                RestartAction::Scale | RestartAction::Recover => s.placements = placed.clone(),
             }
             s.phase = Some(Phase::Running);
             s.restart = None;
             set_condition(s, PODS_CREATED_CONDITION, "True", "Created", &created);
         })
         .await?;
-        {
-            let ns = namespace(job);
-            let mut sent = self.deletes_sent.lock().expect("deletes lock");
-            for pod in &restart.stopping {
-                sent.remove(&format!("{ns}/{pod}"));
-            }
-        }
         let note = match restart.action {
             RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
-            RestartAction::Scale => format!(
+            RestartAction::Scale | RestartAction::Recover => format!(
                 "{} replicas ({}): {}",
                 status.replicas.unwrap_or_default(),
                 describe(&placed),
@@ -413,6 +540,41 @@ impl Actor {
             ),
         };
         self.event(job, EventType::Normal, done, action, &note)
+            .await;
+        Ok(RestartProgress::Done)
+    }
+
+    /// Ends a `Recover` restart whose old pods are gone: once the back-off has passed,
+    /// the job is waiting again, with nothing placed.
+    async fn requeue(
+        &self,
+        job: &TrainingJob,
+        restart: &PendingRestart,
+        now: Timestamp,
+    ) -> Result<RestartProgress> {
+        let retry_after = restart
+            .retry_after
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        if retry_after.is_some_and(|t| now < t) {
+            return Ok(RestartProgress::Waiting);
+        }
+        let requested_at = restart.requested_at.clone();
+        self.update_status_if(
+            job,
+            |fresh| match &fresh.restart {
+                Some(r) if r.requested_at == requested_at => Ok(()),
+                _ => Err("its recovery was finished or replaced since it was read".to_string()),
+            },
+            |s| {
+                s.phase = Some(Phase::Waiting);
+                s.placements.clear();
+                s.restart = None;
+            },
+        )
+        .await?;
+        let note = format!("queued again after: {}", restart.reason);
+        self.event(job, EventType::Normal, "Requeued", "Recover", &note)
             .await;
         Ok(RestartProgress::Done)
     }
@@ -591,6 +753,48 @@ impl Actor {
         )))
     }
 
+    /// Like [`Actor::update_status`], but writes only when `check` accepts the status
+    /// read afresh; otherwise returns [`Error::Stale`] with its message and writes
+    /// nothing. This is what keeps a step that must happen once from happening twice
+    /// when the cache it was decided on is behind.
+    pub async fn update_status_if(
+        &self,
+        job: &TrainingJob,
+        check: impl Fn(&TrainingJobStatus) -> Result<(), String>,
+        change: impl Fn(&mut TrainingJobStatus),
+    ) -> Result<TrainingJob> {
+        let api = self.jobs(job);
+        let name = job.name_any();
+        let refused: Mutex<Option<String>> = Mutex::new(None);
+        let outcome = retry::with_backoff("status update", || async {
+            let mut fresh = api.get_status(&name).await?;
+            let mut status = fresh.status.clone().unwrap_or_default();
+            if let Err(message) = check(&status) {
+                *refused.lock().expect("refusal lock") = Some(message);
+                return Ok(fresh);
+            }
+            change(&mut status);
+            fresh.status = Some(status);
+            api.replace_status(
+                &name,
+                &PostParams {
+                    field_manager: Some(FIELD_MANAGER.into()),
+                    ..PostParams::default()
+                },
+                &fresh,
+            )
+            .await
+        })
+        .await
+        .map_err(Error::api(format!(
+            "updating the status of TrainingJob {name}"
+        )))?;
+        match refused.into_inner().expect("refusal lock") {
+            Some(message) => Err(Error::Stale { job: name, message }),
+            None => Ok(outcome),
+        }
+    }
+
     /// Publishes an Event on the job. A failure is logged, never fatal: the action it
     /// reports has already happened.
     pub async fn event(
@@ -619,26 +823,64 @@ impl Actor {
     }
 }
 
-/// Creates `pod` of job `job`; one that already exists (left by a controller that
-/// stopped half-way) counts as created, and the node it is bound to, if any, is
-/// returned. A pod the API server refuses as invalid is the template's fault.
-async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<String>> {
+/// One pod of a placement, and what this call did to it.
+struct Made {
+    name: String,
+    node: String,
+    uid: Option<String>,
+    /// This call created it.
+    created: bool,
+    /// It was bound before this call.
+    bound_before: bool,
+    /// This call bound it.
+    bound_here: bool,
+}
+
+/// What creating a task's pod found.
+struct Created {
+    /// Its UID, for the Binding and for deletes.
+    uid: Option<String>,
+    /// This call created it (else it existed, left by a controller that stopped
+    /// half-way).
+    new: bool,
+    /// The node it is bound to.
+    bound_to: Option<String>,
+}
+
+/// Creates `pod` of `job`; one that already exists and belongs to this job counts as
+/// created. A pod of the same name owned by another object (a deleted job of the same
+/// name whose pods the garbage collector has not removed yet) is an error. A pod the API
+/// server refuses as invalid is the template's fault.
+async fn create_pod(api: &Api<Pod>, job: &TrainingJob, pod: &Pod) -> Result<Created> {
     let name = pod.name_any();
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
     match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
-        Ok(_) => Ok(None),
+        Ok(created) => Ok(Created {
+            uid: created.metadata.uid.clone(),
+            new: true,
+            bound_to: None,
+        }),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = api
                 .get(&name)
                 .await
                 .map_err(Error::api(format!("reading pod {name}")))?;
-            Ok(node_of(&existing).map(str::to_string))
+            if !observe::owned_by(&existing, job) {
+                return Err(Error::NotFound(format!(
+                    "pod {name} exists and belongs to another object (a deleted TrainingJob of the same name?); waiting for it to go"
+                )));
+            }
+            Ok(Created {
+                uid: existing.metadata.uid.clone(),
+                new: false,
+                bound_to: node_of(&existing).map(str::to_string),
+            })
         }
         Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
-            job: job.to_string(),
+            job: job.name_any(),
             message: format!(
                 "the API server refused pod {name}, made from the role's template ({}): {}",
                 s.code, s.message
@@ -648,11 +890,17 @@ async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<Strin
     }
 }
 
-/// Binds `pod` to `node` through the `binding` subresource.
-async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
+/// Binds `pod` (the object with `uid`) to `node` through the `binding` subresource.
+///
+/// A 409 is an answer, not a reason to repeat: the pod is bound already. Where it is
+/// bound tells whether that is this binding (an earlier attempt whose reply was lost)
+/// or someone else's. A reply that never came, or a 5xx, leaves the outcome unknown,
+/// so the binding is sent once more, and that attempt's 409 settles it.
+async fn bind(api: &Api<Pod>, pod: &str, uid: Option<&str>, node: &str) -> Result<()> {
     let binding = Binding {
         metadata: ObjectMeta {
             name: Some(pod.to_string()),
+            uid: uid.map(str::to_string),
             ..ObjectMeta::default()
         },
         target: ObjectReference {
@@ -663,23 +911,65 @@ async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
         },
     };
     let params = PostParams::default();
-    retry::with_backoff("bind", || {
-        api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
-    })
-    .await
-    .map(|_| ())
-    .map_err(Error::api(format!("binding pod {pod} to node {node}")))
+    let action = || format!("binding pod {pod} to node {node}");
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let sent = retry::on_throttle("bind", || {
+            api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
+        })
+        .await;
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let found = api.get(pod).await.map_err(Error::api(format!(
+                    "reading pod {pod} after a conflicting binding"
+                )))?;
+                let same_pod = uid.is_none_or(|u| found.metadata.uid.as_deref() == Some(u));
+                return match node_of(&found) {
+                    Some(on) if on == node && same_pod => Ok(()),
+                    _ => Err(Error::api(action())(kube::Error::Api(s))),
+                };
+            }
+            Err(error) if attempts < 2 && outcome_unknown(&error) => {
+                tracing::debug!(%error, pod, node, "binding's outcome unknown; sending it again");
+            }
+            Err(error) => return Err(Error::api(action())(error)),
+        }
+    }
 }
 
-/// Deletes `pod` (a pod already gone counts as deleted).
-async fn delete_pod(api: &Api<Pod>, pod: &str, grace_seconds: Option<i64>) -> Result<()> {
+/// Whether a failed call may nevertheless have happened: a 5xx, or no reply at all.
+fn outcome_unknown(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(s) => s.code >= 500,
+        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        _ => false,
+    }
+}
+
+/// Deletes `pod` if it is still the object with `uid` (when given): a pod already gone,
+/// or whose name now belongs to another pod, counts as deleted. `grace_seconds: None`
+/// leaves the pod's own grace period.
+async fn delete_pod(
+    api: &Api<Pod>,
+    pod: &str,
+    uid: Option<&str>,
+    grace_seconds: Option<i64>,
+) -> Result<()> {
     let dp = DeleteParams {
         grace_period_seconds: grace_seconds.map(|g| g as u32),
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
         ..DeleteParams::default()
     };
-    match retry::with_backoff("delete pod", || api.delete(pod, &dp)).await {
+    match retry::on_throttle("delete pod", || api.delete(pod, &dp)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        // The UID precondition failed: the pod we meant is gone already.
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Ok(()),
         Err(error) => Err(Error::api(format!("deleting pod {pod}"))(error)),
     }
 }
@@ -763,6 +1053,7 @@ fn pending(
         targets,
         requested_at: rfc3339(now),
         delete_after,
+        retry_after: None,
         reason: reason.to_string(),
     }
 }
@@ -814,4 +1105,47 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+/// The key under which a delete of `pod` is remembered: its UID, else its name.
+pub fn delete_key(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
+}
+
+/// Refuses a status that moved on since a decision read `generation`: another restart
+/// under way, a new generation, or a finished job.
+fn unchanged_since(fresh: &TrainingJobStatus, generation: u32) -> Result<(), String> {
+    if fresh.restart.is_some() {
+        return Err("a restart is already under way".into());
+    }
+    if fresh.generation != generation {
+        return Err(format!(
+            "its pods are of generation {} now, not {generation}",
+            fresh.generation
+        ));
+    }
+    if matches!(fresh.phase, Some(Phase::Succeeded | Phase::Failed)) {
+        return Err("it has finished".into());
+    }
+    Ok(())
+}
+
+/// The back-off before a job whose pods failed `failures` times is queued again: 10 s,
+/// doubling with each failure, at most 6 min (the Job controller's).
+pub fn failure_backoff(failures: u32) -> SignedDuration {
+    let seconds = 10u64.saturating_mul(1 << failures.saturating_sub(1).min(10));
+    SignedDuration::from_secs(seconds.min(360) as i64)
+}
+
+fn describe_failure(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let reason = status.and_then(|s| s.reason.as_deref()).unwrap_or("Failed");
+    let node = node_of(pod).unwrap_or("no node");
+    match status.and_then(|s| s.message.as_deref()) {
+        Some(message) => format!("pod {} on {node}: {reason} ({message})", pod.name_any()),
+        None => format!("pod {} on {node}: {reason}", pod.name_any()),
+    }
 }

@@ -8,7 +8,7 @@
 //! follower's `advance` just waits. The control loop is synchronous, so it runs on a
 //! blocking thread and this type enters the tokio runtime through a [`Handle`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -18,7 +18,8 @@ use kube::api::Api;
 use kube::{Client, ResourceExt};
 use tokio::runtime::Handle;
 
-use crate::act::{Actor, RestartProgress, node_of};
+use crate::Error;
+use crate::act::{Actor, RestartProgress, delete_key, node_of};
 use crate::crd::Phase;
 use crate::observe::{self, Caches, job_id};
 use crate::progress::LogPattern;
@@ -126,12 +127,7 @@ impl KubeCluster {
             if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
                 continue;
             }
-            if let Some(succeeded) = observe::finished(&job, &pods) {
-                let phase = if succeeded {
-                    Phase::Succeeded
-                } else {
-                    Phase::Failed
-                };
+            if observe::succeeded(&job, &observe::job_pods(&job, &pods)) {
                 let loss = self
                     .caches
                     .loss
@@ -140,7 +136,7 @@ impl KubeCluster {
                     .samples(&id)
                     .map(|s| observe::status_loss(&s));
                 let outcome = self.handle.block_on(self.actor.update_status(&job, |s| {
-                    s.phase = Some(phase);
+                    s.phase = Some(Phase::Succeeded);
                     if let Some(loss) = &loss {
                         s.loss = loss.clone();
                     }
@@ -180,6 +176,43 @@ impl KubeCluster {
         }
         self.known_nodes = nodes;
         triggers
+    }
+
+    /// Sends every job with a failed pod back to the queue (or fails it past its
+    /// `backoffLimit`), and deletes the pods of finished jobs that still hold resources.
+    fn drive_failures(&mut self) {
+        let pods = self.caches.pods.state();
+        let now = self.now_timestamp();
+        for job in self.caches.jobs.state() {
+            if !self.may_act() {
+                return;
+            }
+            let status = job.status.clone().unwrap_or_default();
+            let own = observe::job_pods(&job, &pods);
+            let id = job_id(&job);
+            let outcome = if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
+                self.handle.block_on(self.actor.stop_pods(&job, &own))
+            } else if status.restart.is_none() {
+                let failed = observe::failed_pods(&own);
+                if failed.is_empty() {
+                    continue;
+                }
+                self.handle
+                    .block_on(self.actor.recover(&job, &own, &failed, now))
+            } else {
+                continue;
+            };
+            match outcome {
+                Ok(()) => {}
+                // The cache is behind a status this replica just wrote.
+                Err(Error::Stale { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(%error, label = error.metric_label(), job = id, "handling failed or finished pods")
+                }
+            }
+        }
+        let present: HashSet<String> = pods.iter().map(|p| delete_key(p)).collect();
+        self.actor.forget_deletes(&present);
     }
 
     /// Carries every job's restart on as far as the caches allow; never waits.
@@ -313,6 +346,7 @@ impl KubeCluster {
             self.restarts_done.clear();
         }
         self.last_pass = Some(Instant::now());
+        self.drive_failures();
         self.drive_restarts();
         self.write_loss();
         self.follow_logs();

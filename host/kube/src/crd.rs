@@ -48,10 +48,35 @@ pub struct TrainingJobSpec {
     /// True when the reported metric improves by rising (accuracy) rather than falling.
     #[serde(default)]
     pub metric_rises: bool,
+    /// How many times the job's pods may fail before the job fails, as in a Kubernetes
+    /// Job. A failed pod sends the whole gang back to the queue, after a back-off of
+    /// 10 s doubling with each failure (at most 6 min). Pods the node refused (the
+    /// kubelet's `OutOfcpu`, `OutOfnvidia.com/gpu`, ...), evicted or shut down with it
+    /// are disruptions: the gang goes back to the queue at once and nothing is counted.
+    #[serde(default = "default_backoff_limit")]
+    pub backoff_limit: u32,
+    /// When the job has succeeded. Absent: once every task of every role has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_policy: Option<SuccessPolicy>,
 }
 
 fn default_utility() -> f64 {
     1.0
+}
+
+fn default_backoff_limit() -> u32 {
+    3
+}
+
+/// When a job has succeeded, as JobSet's `successPolicy` says it for replicated jobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessPolicy {
+    /// The job has succeeded once every task of these roles has (`[worker]`: a
+    /// parameter server never exits on its own). The pods of the other roles are then
+    /// deleted.
+    #[schemars(length(min = 1))]
+    pub roles: Vec<String>,
 }
 
 /// One role of a job: `replicas` identical pods made from `template`.
@@ -153,7 +178,7 @@ pub enum Phase {
     Restarting,
     /// Every pod of the job finished successfully.
     Succeeded,
-    /// A pod of the job failed.
+    /// The job's pods failed more often than its `backoffLimit` allows.
     Failed,
 }
 
@@ -185,6 +210,13 @@ pub struct TrainingJobStatus {
     /// Current replicas of the scalable role (absent: as submitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
+    /// Pod failures counted against `backoffLimit`.
+    #[serde(default)]
+    pub failures: u32,
+    /// Pods lost to disruptions (refused by their node, evicted, shut down), not
+    /// counted against `backoffLimit`.
+    #[serde(default)]
+    pub disruptions: u32,
     /// Pods created so far start at generation 0; every restart raises it so
     /// replacement pods get fresh names.
     #[serde(default)]
@@ -225,6 +257,10 @@ pub struct PendingRestart {
     /// when they were deleted at once with the grace period (`Signal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_after: Option<String>,
+    /// RFC 3339 time before which the job is not queued again (`Recover`: the back-off
+    /// after a failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
     /// The policy's reason, repeated in the Event when the restart completes.
     pub reason: String,
 }
@@ -236,6 +272,9 @@ pub enum RestartAction {
     Migrate,
     /// The whole job restarts with another replica count.
     Scale,
+    /// A pod failed: the whole gang is stopped and the job goes back to the queue,
+    /// for the policy to place again.
+    Recover,
 }
 
 /// A task and the node its replacement pod is bound to.
@@ -289,6 +328,13 @@ pub struct Condition {
 }
 
 impl TrainingJobSpec {
+    /// Whether role `role` must finish for the job to succeed.
+    pub fn success_needs(&self, role: &str) -> bool {
+        self.success_policy
+            .as_ref()
+            .is_none_or(|p| p.roles.iter().any(|r| r == role))
+    }
+
     /// The role whose replica count the policy may change: the one marked `scalable`,
     /// else the first.
     pub fn scalable_role(&self) -> Option<&Role> {

@@ -42,6 +42,12 @@ pub const JOB_LABEL: &str = "switchyard.dev/job";
 pub const TASK_LABEL: &str = "switchyard.dev/task";
 /// Label on every pod the controller creates: the task's role.
 pub const ROLE_LABEL: &str = "switchyard.dev/role";
+/// Label on every pod the controller creates: the UID of the job that owns it (as a
+/// Job's `batch.kubernetes.io/controller-uid`), so a job deleted and created again under
+/// the same name never takes the old one's pods for its own.
+pub const JOB_UID_LABEL: &str = "switchyard.dev/job-uid";
+/// Label on every pod the controller creates: the job's generation it was made for.
+pub const GENERATION_LABEL: &str = "switchyard.dev/generation";
 /// Annotation set on a pod to ask its training process to save a checkpoint.
 pub const CHECKPOINT_ANNOTATION: &str = "switchyard.dev/checkpoint-requested";
 /// The `schedulerName` of the controller's pods: the default scheduler leaves them alone.
@@ -107,6 +113,15 @@ pub enum Error {
     /// Loading the kubeconfig or the in-cluster configuration failed.
     #[error("no Kubernetes configuration: {0}")]
     Config(#[source] kube::Error),
+    /// The job changed since the decision was taken (another restart began, or its
+    /// status moved on); nothing was done, and the next round sees the new state.
+    #[error("TrainingJob `{job}`: {message}")]
+    Stale {
+        /// Job name.
+        job: String,
+        /// What changed.
+        message: String,
+    },
     /// Publishing an Event failed.
     #[error("publishing event on TrainingJob `{job}`: {source}")]
     Event {
@@ -129,6 +144,7 @@ impl Error {
             Error::InvalidSpec { .. } => "invalid_spec",
             Error::Log { .. } => "log",
             Error::Config(_) => "config",
+            Error::Stale { .. } => "stale",
             Error::Event { .. } => "event",
         }
     }

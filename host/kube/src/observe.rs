@@ -29,7 +29,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::act::{node_of, task_of};
-use crate::crd::{self, Phase, TrainingJob};
+use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::progress::LogPattern;
 use crate::{Error, JOB_LABEL, Result, pods, quantity};
 pub use switchyard_control::loss::LOSS_WINDOW;
@@ -318,11 +318,18 @@ impl Caches {
         let tasks: Vec<model::Task> = pods::tasks(job)
             .into_iter()
             .map(|spec| {
-                let pod = own.iter().find(|p| {
-                    task_of(p) == Some(spec.name.as_str())
-                        && p.metadata.deletion_timestamp.is_none()
-                });
+                // The task's newest pod: an old one a restart has not deleted yet is
+                // not what runs the task.
+                let pod = own
+                    .iter()
+                    .filter(|p| {
+                        task_of(p) == Some(spec.name.as_str())
+                            && p.metadata.deletion_timestamp.is_none()
+                    })
+                    .max_by_key(|p| pods::generation_of(p));
                 let phase = match pod {
+                    // A failed pod is replaced with its gang; it no longer runs.
+                    Some(p) if phase_of(p) == Some("Failed") => TaskPhase::Restarting,
                     Some(p) if node_of(p).is_some() => TaskPhase::Running,
                     Some(_) | None
                         if own.iter().any(|p| {
@@ -351,8 +358,9 @@ impl Caches {
         // when the old pods are gone and the new ones not yet in the cache: the policy
         // must not place them a second time.
         if let Some(restart) = &status.restart {
+            let whole_job = restart.action == RestartAction::Recover;
             for task in &mut tasks {
-                if restart.targets.iter().any(|t| t.task == task.name) {
+                if whole_job || restart.targets.iter().any(|t| t.task == task.name) {
                     task.phase = TaskPhase::Restarting;
                     task.node = None;
                 }
@@ -430,45 +438,96 @@ pub fn job_id(job: &TrainingJob) -> String {
     format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
-/// The pods of `job` (its namespace, its job label).
+/// Whether `job` controls `pod` (its controller owner reference names the job's UID).
+pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return false;
+    };
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// The pods of `job` (its namespace, its job label), by name.
 pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
     let name = job.name_any();
-    all.iter()
+    let mut own: Vec<Pod> = all
+        .iter()
         .filter(|p| p.namespace() == job.namespace() && p.labels().get(JOB_LABEL) == Some(&name))
         .map(|p| (**p).clone())
+        .collect();
+    own.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    own
+}
+
+/// Whether `job` has succeeded: every task of the roles its success policy names has a
+/// pod that exited successfully, the pod its placement names (so an old pod of a restart,
+/// or one of a deleted job of the same name, never counts).
+pub fn succeeded(job: &TrainingJob, own: &[Pod]) -> bool {
+    let status = job.status.clone().unwrap_or_default();
+    if status.restart.is_some() {
+        return false;
+    }
+    let needed: Vec<pods::TaskSpec> = pods::tasks(job)
+        .into_iter()
+        .filter(|t| job.spec.success_needs(&t.role))
+        .collect();
+    !needed.is_empty()
+        && needed.iter().all(|t| {
+            status
+                .placements
+                .iter()
+                .find(|p| p.task == t.name)
+                .and_then(|placed| own.iter().find(|p| p.name_any() == placed.pod))
+                .is_some_and(|p| phase_of(p) == Some("Succeeded"))
+        })
+}
+
+/// The job's pods that failed and are not being deleted yet.
+pub fn failed_pods(own: &[Pod]) -> Vec<&Pod> {
+    own.iter()
+        .filter(|p| phase_of(p) == Some("Failed") && p.metadata.deletion_timestamp.is_none())
         .collect()
 }
 
-/// Whether every task of `job` has a pod that finished successfully (`Some(true)`), one
-/// that failed (`Some(false)`), or neither (`None`). Pods being stopped (deleted, or
-/// part of a restart) do not count: a process killed for a migration is not a failure.
-pub fn finished(job: &TrainingJob, all: &[Arc<Pod>]) -> Option<bool> {
-    let stopping: Vec<String> = job
-        .status
-        .as_ref()
-        .and_then(|s| s.restart.as_ref())
-        .map(|r| r.stopping.clone())
-        .unwrap_or_default();
-    let own: Vec<Pod> = job_pods(job, all)
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !stopping.contains(&p.name_any()))
-        .collect();
-    let phase = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default()
+/// Whether a failed pod was a disruption rather than a failure of the training process:
+/// refused by its node's kubelet at admission (`OutOfcpu`, `OutOfnvidia.com/gpu`,
+/// `UnexpectedAdmissionError`, ...), evicted, preempted, or stopped with its node. Such a
+/// pod is replaced without counting against the job's `backoffLimit`, as a Job's
+/// `podFailurePolicy` ignores the `DisruptionTarget` condition.
+pub fn is_disruption(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
     };
-    if own.iter().any(|p| phase(p) == "Failed") {
-        return Some(false);
-    }
-    let tasks = pods::tasks(job);
-    let done = !tasks.is_empty()
-        && tasks.iter().all(|t| {
-            own.iter()
-                .any(|p| task_of(p) == Some(t.name.as_str()) && phase(p) == "Succeeded")
-        });
-    done.then_some(true)
+    let reason = status.reason.as_deref().unwrap_or_default();
+    let admission_or_node = reason.starts_with("OutOf")
+        || matches!(
+            reason,
+            "Evicted"
+                | "Preempting"
+                | "NodeShutdown"
+                | "Shutdown"
+                | "Terminated"
+                | "NodeLost"
+                | "UnexpectedAdmissionError"
+                | "NodeAffinity"
+                | "NodeAffinityMismatch"
+                | "InvalidNodeInfo"
+                | "PodOSNotSupported"
+        );
+    let disruption_target = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "DisruptionTarget" && c.status == "True");
+    admission_or_node || disruption_target
+}
+
+/// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
+pub fn phase_of(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
 }
 
 fn holds_resources(pod: &Pod) -> bool {

@@ -10,7 +10,10 @@ use kube::Resource;
 use kube::api::ObjectMeta;
 
 use crate::crd::{Role, TrainingJob};
-use crate::{Error, JOB_LABEL, ROLE_LABEL, Result, SCHEDULER_NAME, TASK_LABEL, quantity};
+use crate::{
+    Error, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL, Result, SCHEDULER_NAME,
+    TASK_LABEL, quantity,
+};
 use switchyard_core::model::Resources;
 
 /// One task the job's spec asks for now.
@@ -106,6 +109,10 @@ pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
     labels.insert(JOB_LABEL.to_string(), job_name.clone());
     labels.insert(TASK_LABEL.to_string(), task.to_string());
     labels.insert(ROLE_LABEL.to_string(), role_name.to_string());
+    labels.insert(GENERATION_LABEL.to_string(), generation.to_string());
+    if let Some(uid) = &job.metadata.uid {
+        labels.insert(JOB_UID_LABEL.to_string(), uid.clone());
+    }
     Ok(Pod {
         metadata: ObjectMeta {
             name: Some(pod_name(&job_name, task, generation)),
@@ -118,6 +125,24 @@ pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
         spec: Some(spec),
         status: None,
     })
+}
+
+/// The generation a pod of the controller was made for: its `switchyard.dev/generation`
+/// label, else the last part of its name (`<job>-<task>-<generation>`).
+pub fn generation_of(pod: &Pod) -> u32 {
+    let labels = pod.metadata.labels.as_ref();
+    labels
+        .and_then(|l| l.get(GENERATION_LABEL))
+        .map(String::as_str)
+        .or_else(|| {
+            pod.metadata
+                .name
+                .as_deref()?
+                .rsplit_once('-')
+                .map(|(_, g)| g)
+        })
+        .and_then(|g| g.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The CPU weight of a running pod: its training container's CPU request now over the

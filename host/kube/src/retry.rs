@@ -22,9 +22,37 @@ pub fn is_transient(error: &kube::Error) -> bool {
     }
 }
 
+/// Whether `error` is throttling (429), the one failure worth repeating for a call whose
+/// 409 is an answer (a binding to a pod already bound, a delete whose precondition
+/// failed).
+pub fn is_throttled(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 429)
+}
+
 /// Runs `call` until it succeeds, fails for good, or [`ATTEMPTS`] are spent, sleeping
 /// [`FIRST_BACKOFF`], then twice that, and so on between attempts.
-pub async fn with_backoff<T, F, Fut>(what: &str, mut call: F) -> Result<T, kube::Error>
+pub async fn with_backoff<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    retry_when(what, is_transient, call).await
+}
+
+/// Like [`with_backoff`], but repeats only throttled calls ([`is_throttled`]).
+pub async fn on_throttle<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<T, kube::Error>>,
+{
+    retry_when(what, is_throttled, call).await
+}
+
+async fn retry_when<T, F, Fut>(
+    what: &str,
+    worth_repeating: fn(&kube::Error) -> bool,
+    mut call: F,
+) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
@@ -33,7 +61,7 @@ where
     let mut attempt = 1;
     loop {
         match call().await {
-            Err(error) if attempt < ATTEMPTS && is_transient(&error) => {
+            Err(error) if attempt < ATTEMPTS && worth_repeating(&error) => {
                 tracing::debug!(%error, attempt, what, "transient API error; retrying");
                 tokio::time::sleep(wait).await;
                 wait *= 2;

@@ -78,19 +78,25 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
 
 pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
     let job = gang();
+    let unavailable = || {
+        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
+            503,
+            "ServiceUnavailable",
+            "etcdserver: leader changed",
+        )
+    };
     let (client, server) = MockServer::start(vec![
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
         bind("a-ps-0-0", "n1"),
-        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
-            500,
-            "InternalError",
-            "etcdserver: request timed out",
-        ),
-        delete("a-ps-0-0", Some(0)),
-        delete("a-worker-0-0", Some(0)),
-        delete("a-worker-1-0", Some(0)),
+        // The outcome of a 5xx is unknown: sent once more, it fails again.
+        unavailable(),
+        unavailable(),
+        // Each pod this call created goes, with its UID and its own grace period.
+        delete("a-ps-0-0", None),
+        delete("a-worker-0-0", None),
+        delete("a-worker-1-0", None),
         Expect::get(STATUS).ok(job.json()),
         Expect::put(STATUS)
             .body(
@@ -114,6 +120,117 @@ pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
             .contains("binding pod a-worker-0-0 to node n1"),
         "{error}"
     );
+    server.finish().await
+}
+
+/// A pod that already existed: bound (`Some(node)`) or not.
+fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {
+    [
+        Expect::post(PODS).fail(
+            409,
+            "AlreadyExists",
+            &format!("pods \"{name}\" already exists"),
+        ),
+        Expect::get(&format!("{PODS}/{name}"))
+            .ok(serde_json::to_value(pod("a", task, 0, node)).unwrap()),
+    ]
+}
+
+pub(crate) async fn rolling_back_leaves_the_pods_that_were_there_before() -> Vec<Access> {
+    let job = gang();
+    let mut script = Vec::new();
+    // A controller stopped half-way: the ps was created and bound, worker-0 created.
+    script.extend(existing("a-ps-0-0", "ps-0", Some("n1")));
+    script.extend(existing("a-worker-0-0", "worker-0", None));
+    script.push(create("a-worker-1-0", "a", "worker-1", "worker"));
+    script.push(bind("a-worker-0-0", "n1"));
+    script.push(Expect::post(&format!("{PODS}/a-worker-1-0/binding")).fail(
+        404,
+        "NotFound",
+        "pods \"a-worker-1-0\" not found",
+    ));
+    // This call bound worker-0 and created worker-1: those two go. The ps was bound
+    // before, and may run: it stays.
+    script.push(delete("a-worker-0-0", None));
+    script.push(delete("a-worker-1-0", None));
+    script.push(Expect::get(STATUS).ok(job.json()));
+    script.push(Expect::put(STATUS).ok(job.json()));
+    script.push(event("PlacementFailed", "Place", "Warning"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "fits",
+        )
+        .await
+        .expect_err("the failed bind fails the placement");
+    server.finish().await
+}
+
+pub(crate) async fn a_binding_whose_reply_was_lost_is_found_done() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let mut bound_pod = serde_json::to_value(pod("a", "main-0", 0, Some("n1"))).unwrap();
+    bound_pod["metadata"]["uid"] = json!("uid-a-main-0-0");
+    let mut script = vec![
+        create("a-main-0-0", "a", "main-0", "main"),
+        // The binding went through, but its reply was lost on the way back.
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted",
+        ),
+        // Sent again, it conflicts with itself.
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on pods/binding \"a-main-0-0\": pod a-main-0-0 is already assigned to node \"n1\"",
+        ),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(bound_pod),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
+        &job,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect("the binding is found done, not rolled back");
+    server.finish().await
+}
+
+pub(crate) async fn a_pod_bound_elsewhere_by_someone_else_fails_the_placement() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let mut elsewhere = serde_json::to_value(pod("a", "main-0", 0, Some("n7"))).unwrap();
+    elsewhere["metadata"]["uid"] = json!("uid-a-main-0-0");
+    let (client, server) = MockServer::start(vec![
+        create("a-main-0-0", "a", "main-0", "main"),
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            409,
+            "Conflict",
+            "pod a-main-0-0 is already assigned to node \"n7\"",
+        ),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(elsewhere),
+        delete("a-main-0-0", None),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS).ok(job.json()),
+        event("PlacementFailed", "Place", "Warning"),
+    ]);
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect_err("a conflict that is not ours fails the placement, without a retry");
     server.finish().await
 }
 
@@ -455,6 +572,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
             ],
             requested_at: at(0).to_string(),
             delete_after: None,
+            retry_after: None,
             reason: "throughput grows with workers".into(),
         },
     );
@@ -558,6 +676,11 @@ where
     let (client, server) = MockServer::start(vec![
         Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
         Expect::get(path).query_has(&["watch=true", "resourceVersion=10"]).text(""),
+        // The watcher comes back at once; that watch stays open until the test ends.
+        Expect::get(path)
+            .query_has(&["watch=true"])
+            .after(std::time::Duration::from_secs(3600))
+            .text(""),
     ]);
     let (store, driver) = observe::reflect(
         api(client),
@@ -598,6 +721,10 @@ pub(crate) async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Acc
         Expect::get("/api/v1/nodes?*")
             .query_has(&["watch=true", "resourceVersion=11"])
             .text(&format!("{}\n", json!({"type": "MODIFIED", "object": cordoned}))),
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=12"])
+            .after(std::time::Duration::from_secs(3600))
+            .text(""),
     ]);
     let changed = Arc::new(Notify::new());
     let (store, driver) = observe::reflect(
@@ -800,8 +927,23 @@ async fn a_template_the_api_server_refuses_is_reported_as_pods_created_false() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_bind_deletes_every_pod_of_the_gang() {
+async fn a_failed_bind_deletes_every_pod_the_placement_created() {
     rolling_back_a_failed_gang_bind().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rolled_back_placement_leaves_the_pods_that_were_bound_before_it_alone() {
+    rolling_back_leaves_the_pods_that_were_there_before().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_binding_whose_reply_was_lost_and_that_comes_back_as_a_409_counts_as_done() {
+    a_binding_whose_reply_was_lost_is_found_done().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_binding_409_for_a_pod_bound_elsewhere_is_not_retried_and_fails_the_placement() {
+    a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await;
 }
 
 #[tokio::test(start_paused = true)]

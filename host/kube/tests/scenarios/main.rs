@@ -9,6 +9,7 @@ mod support;
 mod act;
 mod cluster;
 mod events;
+mod failures;
 mod lease;
 mod rbac;
 mod startup;

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::support::mock::Access;
-use crate::{act, cluster, events, lease, startup, state};
+use crate::{act, cluster, events, failures, lease, startup, state};
 
 /// One rule of a (Cluster)Role, flattened.
 fn granted(path: &str) -> BTreeSet<Access> {
@@ -56,6 +56,12 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
     used.extend(act::binding_a_gang().await);
     used.extend(act::rolling_back_a_failed_gang_bind().await);
+    used.extend(act::rolling_back_leaves_the_pods_that_were_there_before().await);
+    used.extend(act::a_binding_whose_reply_was_lost_is_found_done().await);
+    used.extend(act::a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await);
+    used.extend(failures::a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue().await);
+    used.extend(failures::failing_past_the_backoff_limit_fails_the_job_and_frees_its_gang().await);
+    used.extend(failures::a_failure_within_the_limit_queues_the_gang_after_a_back_off().await);
     used.extend(act::a_template_the_api_server_refuses_becomes_a_condition().await);
     used.extend(act::placing_again_after_a_restart_reuses_an_unbound_pod().await);
     used.extend(act::migrating_with_a_checkpoint_annotation().await);

@@ -143,7 +143,8 @@ pub fn node(name: &str, cpus: u32) -> Node {
 
 /// What the API server answers to a created or deleted pod.
 pub fn pod_json(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}})
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")}})
 }
 
 /// What the API server answers to a binding.
@@ -189,19 +190,42 @@ pub fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
         .respond(201, pod_json(name))
 }
 
+/// The binding of pod `pod` (the fixtures' UID `uid-<pod>`) to `node`.
 pub fn bind(pod: &str, node: &str) -> Expect {
     Expect::post(&format!("{PODS}/{pod}/binding"))
-        .body(json!({"metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+        .body(
+            json!({"metadata": {"name": pod, "uid": format!("uid-{pod}")},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}),
+        )
         .respond(201, bound())
 }
 
+/// The delete of pod `pod` (the fixtures' UID `uid-<pod>` as its precondition), with
+/// `grace` seconds or the pod's own grace period.
 pub fn delete(pod: &str, grace: Option<u32>) -> Expect {
-    let e = Expect::delete(&format!("{PODS}/{pod}"));
-    match grace {
-        Some(g) => e.body(json!({"gracePeriodSeconds": g})),
-        None => e,
+    let mut body = json!({"preconditions": {"uid": format!("uid-{pod}")}});
+    if let Some(g) = grace {
+        body["gracePeriodSeconds"] = json!(g);
     }
-    .ok(pod_json(pod))
+    Expect::delete(&format!("{PODS}/{pod}"))
+        .body(body)
+        .ok(pod_json(pod))
+}
+
+/// `pod` refused by its node's kubelet at admission (`reason`, e.g. `OutOfcpu`), or
+/// failed with `reason` `Error`.
+pub fn failed(mut pod: Pod, reason: &str) -> Pod {
+    let status = pod.status.get_or_insert_with(Default::default);
+    status.phase = Some("Failed".into());
+    status.reason = Some(reason.into());
+    status.message = Some(format!("Pod was rejected: {reason}"));
+    pod
+}
+
+/// `pod` whose process exited successfully.
+pub fn succeeded(mut pod: Pod) -> Pod {
+    pod.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+    pod
 }
 
 pub fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
@@ -261,6 +285,7 @@ pub fn migration(
         }],
         requested_at: at(0).to_string(),
         delete_after: delete_after.map(|t| t.to_string()),
+        retry_after: None,
         reason: "loss flattened".into(),
     }
 }
