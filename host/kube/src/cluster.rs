@@ -20,8 +20,9 @@ use tokio::runtime::Handle;
 
 use crate::Error;
 use crate::act::{Actor, RestartProgress, delete_key, node_of};
-use crate::crd::Phase;
+use crate::crd::{Phase, TrainingJob};
 use crate::observe::{self, Caches, job_id};
+use crate::pods;
 use crate::progress::LogPattern;
 use switchyard_control::{Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
@@ -112,6 +113,21 @@ impl KubeCluster {
     fn now_timestamp(&self) -> Timestamp {
         let millis = ((self.clock)() * 1000.0) as i64;
         Timestamp::from_millisecond(millis).unwrap_or_else(|_| Timestamp::now())
+    }
+
+    /// Charges the pods just bound for `job`'s `(task, node)` pairs to their nodes until
+    /// the pod cache shows them ([`observe::Assumed`]).
+    fn assume(&self, job: &TrainingJob, pairs: &[(String, String)]) {
+        let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
+        let tasks = pods::tasks(job);
+        let namespace = job.namespace().unwrap_or_default();
+        let mut assumed = self.caches.assumed.lock().expect("assumed lock");
+        for (task, node) in pairs {
+            if let Some(spec) = tasks.iter().find(|t| t.name == *task) {
+                let pod = pods::pod_name(&job.name_any(), task, generation);
+                assumed.bound(&namespace, &pod, node, spec.requests);
+            }
+        }
     }
 
     /// What changed since the last look: jobs that arrived or finished, nodes that
@@ -245,6 +261,12 @@ impl KubeCluster {
             {
                 Ok(RestartProgress::Done) => {
                     tracing::info!(job = id, "restart finished");
+                    let targets: Vec<(String, String)> = restart
+                        .targets
+                        .iter()
+                        .map(|t| (t.task.clone(), t.node.clone()))
+                        .collect();
+                    self.assume(&job, &targets);
                     self.restarts_done.insert(id, restart.requested_at);
                 }
                 Ok(_) => {}
@@ -439,7 +461,11 @@ impl Cluster for KubeCluster {
                             .iter()
                             .map(|a| (a.task.clone(), a.node.clone()))
                             .collect();
-                        actor.place(&job, &pairs, reason).await
+                        let placed = actor.place(&job, &pairs, reason).await;
+                        if placed.is_ok() {
+                            self.assume(&job, &pairs);
+                        }
+                        placed
                     }
                     Operation::Migrate {
                         task, node, kind, ..

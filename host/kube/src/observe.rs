@@ -118,6 +118,42 @@ impl LossBook {
     }
 }
 
+/// Pods this replica has bound and the pod reflector has not shown bound yet, charged to
+/// their nodes meanwhile: kube-scheduler's assume cache. Without it, the round after a
+/// placement sees the node's room still free and the next placement lands in it too,
+/// for the kubelet to refuse. An entry goes once the cache shows the pod bound, or after
+/// [`ASSUME_FOR`] (a pod deleted before the cache saw it).
+#[derive(Debug, Default)]
+pub struct Assumed {
+    /// `namespace/name` to (node, requests, when bound).
+    pods: HashMap<String, (String, Resources, std::time::Instant)>,
+}
+
+/// How long a bound pod is charged to its node without the cache showing it.
+pub const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Assumed {
+    /// Charges pod `namespace/name`, just bound to `node`, with `requests`.
+    pub fn bound(&mut self, namespace: &str, name: &str, node: &str, requests: Resources) {
+        self.pods.insert(
+            format!("{namespace}/{name}"),
+            (node.to_string(), requests, std::time::Instant::now()),
+        );
+    }
+
+    /// The charges of pods `cached` (the pod cache, by `namespace/name`) does not show
+    /// bound; forgets those it shows, and those assumed too long ago.
+    fn pending(&mut self, cached: &HashMap<String, &Pod>) -> Vec<(String, Resources)> {
+        self.pods.retain(|key, (_, _, at)| {
+            at.elapsed() < ASSUME_FOR && cached.get(key).is_none_or(|p| node_of(p).is_none())
+        });
+        self.pods
+            .values()
+            .map(|(node, requests, _)| (node.clone(), *requests))
+            .collect()
+    }
+}
+
 /// The samples of a series as the status holds them.
 pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
     samples
@@ -143,6 +179,8 @@ pub struct Caches {
     pub usage: Arc<Mutex<Option<Usage>>>,
     /// Loss series per job id, and how far each followed log was read.
     pub loss: Arc<Mutex<LossBook>>,
+    /// Pods bound by this replica that the pod cache does not show bound yet.
+    pub assumed: Arc<Mutex<Assumed>>,
     /// Signalled on every watch event.
     pub changed: Arc<Notify>,
 }
@@ -186,6 +224,20 @@ where
 }
 
 impl Caches {
+    /// Caches over three stores (filled by reflectors, or by hand in tests), with no
+    /// usage, loss series or assumed pods yet.
+    pub fn new(nodes: Store<KubeNode>, pods: Store<Pod>, jobs: Store<TrainingJob>) -> Self {
+        Caches {
+            nodes,
+            pods,
+            jobs,
+            usage: Arc::default(),
+            loss: Arc::default(),
+            assumed: Arc::default(),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
     /// Starts the three reflectors on `client`; the returned futures must be spawned.
     pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
         let changed = Arc::new(Notify::new());
@@ -210,6 +262,7 @@ impl Caches {
             jobs,
             usage: Arc::default(),
             loss: Arc::default(),
+            assumed: Arc::default(),
             changed,
         };
         (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
@@ -258,11 +311,32 @@ impl Caches {
     pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
         let pods = self.pods.state();
         let usage = self.usage.lock().expect("usage lock").clone();
-        let mut requested: HashMap<&str, Resources> = HashMap::new();
+        let mut requested: HashMap<String, Resources> = HashMap::new();
+        let mut charge = |node: &str, requests: &Resources| {
+            let sum = requested.entry(node.to_string()).or_default();
+            *sum = sum.plus(requests);
+        };
         for pod in &pods {
             if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
-                let sum = requested.entry(node).or_default();
-                *sum = sum.plus(&pod_requests(pod));
+                charge(node, &pod_requests(pod));
+            }
+        }
+        let by_key: HashMap<String, &Pod> = pods
+            .iter()
+            .map(|p| {
+                (
+                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                    &**p,
+                )
+            })
+            .collect();
+        for (node, requests) in self.assumed.lock().expect("assumed lock").pending(&by_key) {
+            charge(&node, &requests);
+        }
+        let jobs_now = self.jobs.state();
+        for job in &jobs_now {
+            for (node, requests) in reserved(job, &pods) {
+                charge(&node, &requests);
             }
         }
         let mut nodes: Vec<Arc<model::Node>> = self
@@ -279,7 +353,7 @@ impl Caches {
                     .unwrap_or_default();
                 Arc::new(model::Node {
                     usage: usage.as_ref().and_then(|u| u.nodes.get(&name).copied()),
-                    requested: requested.get(name.as_str()).copied().unwrap_or_default(),
+                    requested: requested.get(&name).copied().unwrap_or_default(),
                     labels: node.labels().clone(),
                     schedulable: schedulable(node),
                     allocatable,
@@ -288,9 +362,7 @@ impl Caches {
             })
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut jobs: Vec<(f64, model::Job)> = self
-            .jobs
-            .state()
+        let mut jobs: Vec<(f64, model::Job)> = jobs_now
             .iter()
             .filter_map(|job| self.job(job, &pods, usage.as_ref()))
             .collect();
@@ -347,9 +419,11 @@ impl Caches {
                     cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
                     usage: pod
                         .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
+                    // The pod, once made, says what admission added (LimitRange
+                    // defaults, the runtime class's overhead).
+                    requests: pod.map(|p| pod_requests(p)).unwrap_or(spec.requests),
                     name: spec.name,
                     role: spec.role,
-                    requests: spec.requests,
                 }
             })
             .collect();
@@ -530,20 +604,47 @@ pub fn phase_of(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
 }
 
+/// What a restart under way holds on its target nodes: each replacement's requests,
+/// from when the restart is recorded until its pod is in the cache, so that nothing else
+/// is placed in the room it will need (kube-scheduler's nominated node). A target on the
+/// node its old pod still runs on is covered by that pod.
+fn reserved(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<(String, Resources)> {
+    let Some(restart) = job.status.as_ref().and_then(|s| s.restart.as_ref()) else {
+        return Vec::new();
+    };
+    let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
+    let own = job_pods(job, all);
+    let tasks = pods::tasks(job);
+    restart
+        .targets
+        .iter()
+        .filter(|target| {
+            !own.iter().any(|p| {
+                task_of(p) == Some(target.task.as_str())
+                    && holds_resources(p)
+                    && (pods::generation_of(p) == generation
+                        || node_of(p) == Some(target.node.as_str()))
+            })
+        })
+        .filter_map(|target| {
+            let spec = tasks.iter().find(|t| t.name == target.task)?;
+            Some((target.node.clone(), spec.requests))
+        })
+        .collect()
+}
+
 fn holds_resources(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-/// Sum of a pod's container requests (init containers run before, not alongside).
+/// What a pod takes from its node ([`pods::spec_requests`]: containers, sidecars,
+/// initialisation, overhead, with whatever the API server's admission added).
 pub fn pod_requests(pod: &Pod) -> Resources {
     pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .fold(Resources::default(), |acc, r| {
-            acc.plus(&quantity::resources(r))
-        })
+        .as_ref()
+        .map(pods::spec_requests)
+        .unwrap_or_default()
 }
 
 fn schedulable(node: &KubeNode) -> bool {

@@ -23,7 +23,7 @@ pub struct TaskSpec {
     pub name: String,
     /// Role name.
     pub role: String,
-    /// Sum of the requests of the template's containers.
+    /// What its pod requests (see [`spec_requests`]).
     pub requests: Resources,
 }
 
@@ -50,14 +50,56 @@ pub fn tasks(job: &TrainingJob) -> Vec<TaskSpec> {
         .collect()
 }
 
-/// Sum of the CPU, memory and GPU requests of the role's containers.
+/// What a pod made from the role's template requests (see [`spec_requests`]).
 pub fn template_requests(role: &Role) -> Resources {
-    containers(role)
+    role.template
+        .spec
+        .as_ref()
+        .map(spec_requests)
+        .unwrap_or_default()
+}
+
+/// What a pod with `spec` takes from its node, counted as kube-scheduler counts it: its
+/// containers and its sidecars (init containers with `restartPolicy: Always`, which run
+/// alongside), or the largest step of its initialisation if that is more, plus the
+/// runtime class's `overhead`.
+pub fn spec_requests(spec: &PodSpec) -> Resources {
+    let requests = |c: &Container| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.requests.as_ref())
+            .map(quantity::resources)
+            .unwrap_or_default()
+    };
+    let running = spec
+        .containers
         .iter()
-        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .fold(Resources::default(), |acc, r| {
-            acc.plus(&quantity::resources(r))
-        })
+        .fold(Resources::default(), |acc, c| acc.plus(&requests(c)));
+    let mut sidecars = Resources::default();
+    let mut init_peak = Resources::default();
+    for init in spec.init_containers.iter().flatten() {
+        if init.restart_policy.as_deref() == Some("Always") {
+            sidecars = sidecars.plus(&requests(init));
+            init_peak = largest(&init_peak, &sidecars);
+        } else {
+            init_peak = largest(&init_peak, &sidecars.plus(&requests(init)));
+        }
+    }
+    let overhead = spec
+        .overhead
+        .as_ref()
+        .map(quantity::resources)
+        .unwrap_or_default();
+    largest(&running.plus(&sidecars), &init_peak).plus(&overhead)
+}
+
+/// The larger of `a` and `b` in each resource.
+fn largest(a: &Resources, b: &Resources) -> Resources {
+    Resources {
+        cpu_millis: a.cpu_millis.max(b.cpu_millis),
+        memory_bytes: a.memory_bytes.max(b.memory_bytes),
+        gpus: a.gpus.max(b.gpus),
+    }
 }
 
 fn containers(role: &Role) -> &[Container] {

@@ -778,14 +778,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     )
     .await;
     seen.extend(s);
-    let caches = Caches {
-        nodes,
-        pods,
-        jobs,
-        usage: Arc::default(),
-        loss: Arc::default(),
-        changed: Arc::new(Notify::new()),
-    };
+    let caches = Caches::new(nodes, pods, jobs);
     let snapshot = caches.snapshot(100.0, vec![]);
     assert_eq!(snapshot.nodes.len(), 2);
     assert_eq!(
@@ -856,14 +849,11 @@ pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
 }
 
 fn empty_caches() -> Caches {
-    Caches {
-        nodes: kube::runtime::reflector::store().0,
-        pods: kube::runtime::reflector::store().0,
-        jobs: kube::runtime::reflector::store().0,
-        usage: Arc::default(),
-        loss: Arc::default(),
-        changed: Arc::new(Notify::new()),
-    }
+    Caches::new(
+        kube::runtime::reflector::store().0,
+        kube::runtime::reflector::store().0,
+        kube::runtime::reflector::store().0,
+    )
 }
 
 pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {

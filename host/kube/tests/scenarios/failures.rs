@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::{Action, Assignment, JobPhase, Operation, TaskPhase};
+use switchyard_core::model::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
 use switchyard_kube::crd::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TrainingJobStatus,
 };
@@ -233,4 +233,75 @@ async fn a_job_whose_pods_failed_more_often_than_its_backoff_limit_fails_and_fre
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_pod_within_the_backoff_limit_queues_its_gang_again_after_the_back_off() {
     a_failure_within_the_limit_queues_the_gang_after_a_back_off().await;
+}
+
+/// What the snapshot charges to a node, so that the policy does not place into room
+/// that is taken and have the kubelet refuse the pod.
+#[test]
+fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_sidecars_and_overhead()
+ {
+    let mut world = World::new()
+        .node(node("n1", 16))
+        .node(node("n2", 16))
+        .node(node("n3", 16));
+    // b was bound to n1 by this replica a moment ago; the pod cache has not seen it.
+    let b = JobBuilder::new("b").push_progress();
+    world.job(&b);
+    let two_cpus = Resources {
+        cpu_millis: 2000,
+        memory_bytes: 4 << 30,
+        gpus: 0,
+    };
+    world
+        .caches
+        .assumed
+        .lock()
+        .unwrap()
+        .bound(NS, "b-main-0-0", "n1", two_cpus);
+    // a is moving from n1 to n2, waiting out its checkpoint's grace period.
+    let a = restarting(
+        &JobBuilder::new("a")
+            .push_progress()
+            .checkpoint(CheckpointMethod::Annotation, 30),
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    );
+    world.job(&a);
+    world.pod(pod("a", "main-0", 0, Some("n1")));
+    // Another scheduler's pod on n3: a setup step larger than its container, a sidecar
+    // proxy, and its runtime class's overhead.
+    world.pod(
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
+            "spec": {"nodeName": "n3",
+                "initContainers": [
+                    {"name": "setup", "resources": {"requests": {"cpu": "3"}}},
+                    {"name": "proxy", "restartPolicy": "Always", "resources": {"requests": {"cpu": "500m"}}}],
+                "containers": [{"name": "app", "resources": {"requests": {"cpu": "1"}}}],
+                "overhead": {"cpu": "250m"}},
+            "status": {"phase": "Running"}}))
+        .unwrap(),
+    );
+    let cpu = |world: &World, n: &str| {
+        world
+            .caches
+            .snapshot(0.0, vec![])
+            .node(n)
+            .unwrap()
+            .requested
+            .cpu_millis
+    };
+    assert_eq!(cpu(&world, "n1"), 4000, "a's old pod, and b's just bound");
+    assert_eq!(cpu(&world, "n2"), 2000, "a's replacement's room is held");
+    assert_eq!(
+        cpu(&world, "n3"),
+        3250,
+        "the setup step (3) outweighs app and proxy (1.5), plus overhead"
+    );
+    world.pod(pod("b", "main-0", 0, Some("n1")));
+    assert_eq!(cpu(&world, "n1"), 4000, "b counted once the cache shows it");
 }

@@ -12,7 +12,6 @@ use switchyard_control::Leader;
 use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::crd::TrainingJob;
 use switchyard_kube::observe::Caches;
-use tokio::sync::Notify;
 
 use super::fixtures::{JobBuilder, NS, actor, at, event_json};
 use super::mock::Expect;
@@ -61,14 +60,7 @@ impl World {
         let (pods_store, pods) = reflector::store();
         let (jobs_store, jobs) = reflector::store();
         Self {
-            caches: Caches {
-                nodes: nodes_store,
-                pods: pods_store,
-                jobs: jobs_store,
-                usage: Arc::default(),
-                loss: Arc::default(),
-                changed: Arc::new(Notify::new()),
-            },
+            caches: Caches::new(nodes_store, pods_store, jobs_store),
             nodes,
             pods,
             jobs,
