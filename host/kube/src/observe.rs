@@ -421,7 +421,7 @@ impl Caches {
                         .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
                     // The pod, once made, says what admission added (LimitRange
                     // defaults, the runtime class's overhead).
-                    requests: pod.map(|p| pod_requests(p)).unwrap_or(spec.requests),
+                    requests: pod.map(pod_requests).unwrap_or(spec.requests),
                     name: spec.name,
                     role: spec.role,
                 }
