@@ -20,7 +20,7 @@
 //! acts on what it is told; it must not check decisions (the validator did) or read the
 //! caches (the caller hands it the job and its pods).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
@@ -44,9 +44,11 @@ use switchyard_core::model::MigrationKind;
 pub struct Actor {
     client: Client,
     recorder: Recorder,
-    /// Pods (`namespace/name`) this process has deleted while their restart runs, so a
-    /// cache that has not caught up does not make it delete them again.
+    /// Pods (see [`delete_key`]) this process has deleted, so a cache that has not
+    /// caught up does not make it delete them again.
     deletes_sent: Arc<Mutex<HashSet<String>>>,
+    /// Pods this process has asked to checkpoint with the annotation, and when.
+    annotated: Arc<Mutex<HashMap<String, Timestamp>>>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.
@@ -75,6 +77,7 @@ impl Actor {
             client,
             recorder,
             deletes_sent: Arc::default(),
+            annotated: Arc::default(),
         }
     }
 
@@ -267,14 +270,32 @@ impl Actor {
             now,
         );
         // The move is recorded before anything happens, so a controller restarted
-        // half-way sees the job as migrated and never moves it a second time.
-        self.update_status(job, |status| {
-            mark(status);
-            status.migrations += 1;
-            status.generation += 1;
-            status.phase = Some(Phase::Restarting);
-            status.restart = Some(restart.clone());
-        })
+        // half-way sees the job as migrated and never moves it a second time; and only
+        // on the status the decision saw, so a cache that is behind (another restart
+        // recorded, the job already moved for this reason) cannot start a second one.
+        let generation = status_of(job).generation;
+        self.update_status_if(
+            job,
+            |fresh| {
+                unchanged_since(fresh, generation)?;
+                match kind {
+                    MigrationKind::Reallocate if fresh.migrated => {
+                        Err("it was already moved by a reallocate migration".into())
+                    }
+                    MigrationKind::Rebalance if fresh.rebalanced => {
+                        Err("it was already moved by a rebalance migration".into())
+                    }
+                    _ => Ok(()),
+                }
+            },
+            |status| {
+                mark(status);
+                status.migrations += 1;
+                status.generation += 1;
+                status.phase = Some(Phase::Restarting);
+                status.restart = Some(restart.clone());
+            },
+        )
         .await?;
         self.request_checkpoint(job, &moving, checkpoint, &restart)
             .await
@@ -289,23 +310,14 @@ impl Actor {
         checkpoint: &Checkpoint,
         restart: &PendingRestart,
     ) -> Result<()> {
-        let api = self.pods(job);
         match checkpoint.method {
             CheckpointMethod::Annotation => {
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PatchParams::default()
-                };
-                let patch = Patch::Merge(
-                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: restart.requested_at}}}),
-                );
+                let asked: Timestamp = restart
+                    .requested_at
+                    .parse()
+                    .unwrap_or_else(|_| Timestamp::now());
                 for pod in victims {
-                    let name = pod.name_any();
-                    retry::with_backoff("checkpoint annotation", || {
-                        api.patch(&name, &params, &patch)
-                    })
-                    .await
-                    .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
+                    self.annotate_once(job, pod, asked).await?;
                 }
             }
             CheckpointMethod::Signal => {
@@ -316,6 +328,55 @@ impl Actor {
             }
         }
         Ok(())
+    }
+
+    /// Asks `pod` to checkpoint at `now` with the annotation, unless this process
+    /// already did; returns when it was asked.
+    async fn annotate_once(&self, job: &TrainingJob, pod: &Pod, now: Timestamp) -> Result<()> {
+        let key = delete_key(pod);
+        if self
+            .annotated
+            .lock()
+            .expect("annotations lock")
+            .contains_key(&key)
+        {
+            return Ok(());
+        }
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Merge(
+            json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: rfc3339(now)}}}),
+        );
+        let name = pod.name_any();
+        let api = self.pods(job);
+        retry::with_backoff("checkpoint annotation", || {
+            api.patch(&name, &params, &patch)
+        })
+        .await
+        .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
+        self.annotated
+            .lock()
+            .expect("annotations lock")
+            .insert(key, now);
+        Ok(())
+    }
+
+    /// When `pod` was asked to checkpoint: its annotation, or this process's memory of
+    /// the patch when the cache has not shown it yet.
+    fn asked_at(&self, pod: &Pod) -> Option<Timestamp> {
+        let annotated = pod
+            .annotations()
+            .get(CHECKPOINT_ANNOTATION)
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        annotated.or_else(|| {
+            self.annotated
+                .lock()
+                .expect("annotations lock")
+                .get(&delete_key(pod))
+                .copied()
+        })
     }
 
     /// Deletes a pod unless this process already did (a cache that has not caught up
@@ -343,6 +404,10 @@ impl Actor {
             .lock()
             .expect("deletes lock")
             .retain(|key| present.contains(key));
+        self.annotated
+            .lock()
+            .expect("annotations lock")
+            .retain(|key, _| present.contains(key));
     }
 
     /// Deletes those of `job_pods` that still hold resources: the pods of a job that
@@ -477,11 +542,10 @@ impl Actor {
             .filter(|p| restart.stopping.contains(&p.name_any()))
             .collect();
         if !old.is_empty() {
-            let due = restart
+            let delete_after = restart
                 .delete_after
                 .as_deref()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_none_or(|t| now >= t);
+                .and_then(|t| t.parse::<Timestamp>().ok());
             let grace = match (&restart.delete_after, &job.spec.checkpoint) {
                 (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
                 _ => None,
@@ -489,9 +553,30 @@ impl Actor {
             for pod in old
                 .iter()
                 .filter(|p| p.metadata.deletion_timestamp.is_none())
-                .filter(|p| due || terminated(p))
             {
-                self.delete_once(job, pod, grace).await?;
+                let due = match (delete_after, &job.spec.checkpoint) {
+                    _ if terminated(pod) => true,
+                    (None, _) => true,
+                    // Each pod gets its whole grace period from when it was asked. A
+                    // leader that stopped between recording the restart and asking
+                    // left a pod that was never asked: it is asked now, not deleted
+                    // without a checkpoint.
+                    (Some(after), Some(checkpoint)) => match self.asked_at(pod) {
+                        Some(asked) => {
+                            let grace =
+                                SignedDuration::from_secs(checkpoint.grace_period_seconds.into());
+                            now >= after.max(asked + grace)
+                        }
+                        None => {
+                            self.annotate_once(job, pod, now).await?;
+                            false
+                        }
+                    },
+                    (Some(after), None) => now >= after,
+                };
+                if due {
+                    self.delete_once(job, pod, grace).await?;
+                }
             }
             return Ok(RestartProgress::Waiting);
         }
@@ -697,13 +782,18 @@ impl Actor {
             reason,
             now,
         );
-        self.update_status(job, |status| {
-            status.rescales += 1;
-            status.replicas = Some(replicas);
-            status.generation += 1;
-            status.phase = Some(Phase::Restarting);
-            status.restart = Some(restart.clone());
-        })
+        let generation = status_of(job).generation;
+        self.update_status_if(
+            job,
+            |fresh| unchanged_since(fresh, generation),
+            |status| {
+                status.rescales += 1;
+                status.replicas = Some(replicas);
+                status.generation += 1;
+                status.phase = Some(Phase::Restarting);
+                status.restart = Some(restart.clone());
+            },
+        )
         .await?;
         self.request_checkpoint(job, &victims, checkpoint, &restart)
             .await

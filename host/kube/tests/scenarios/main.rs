@@ -12,5 +12,6 @@ mod events;
 mod failures;
 mod lease;
 mod rbac;
+mod restarts;
 mod startup;
 mod state;

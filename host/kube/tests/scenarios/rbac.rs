@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::support::mock::Access;
-use crate::{act, cluster, events, failures, lease, startup, state};
+use crate::{act, cluster, events, failures, lease, restarts, startup, state};
 
 /// One rule of a (Cluster)Role, flattened.
 fn granted(path: &str) -> BTreeSet<Access> {
@@ -89,6 +89,15 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
             .await,
     );
     used.extend(startup::a_leader_with_an_unlisted_pod_cache_waits_for_it().await);
+    used.extend(
+        restarts::a_successor_asks_for_the_checkpoint_its_predecessor_recorded_but_never_asked()
+            .await,
+    );
+    used.extend(restarts::a_migration_decided_on_a_stale_cache_starts_no_second_restart().await);
+    used.extend(restarts::a_rescale_decided_on_a_stale_cache_starts_no_second_restart().await);
+    used.extend(restarts::restart_pods_that_exited_on_their_own_are_deleted().await);
+    used.extend(restarts::old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed().await);
+    used.extend(restarts::a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await);
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"
