@@ -22,6 +22,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
@@ -34,9 +35,11 @@ use crate::crd::{
     Checkpoint, CheckpointMethod, Condition, PendingRestart, Phase, Placement, RestartAction,
     TaskTarget, TrainingJob, TrainingJobStatus,
 };
+use crate::retry::Guard;
 use crate::{
     CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, observe, pods, quantity, retry,
 };
+use switchyard_control::Leader;
 use switchyard_core::model::MigrationKind;
 
 /// Carries out actions on one cluster.
@@ -44,6 +47,8 @@ use switchyard_core::model::MigrationKind;
 pub struct Actor {
     client: Client,
     recorder: Recorder,
+    /// Every call's deadline and leadership check.
+    guard: Guard,
     /// Pods (see [`delete_key`]) this process has deleted, so a cache that has not
     /// caught up does not make it delete them again.
     deletes_sent: Arc<Mutex<HashSet<String>>>,
@@ -76,9 +81,23 @@ impl Actor {
         Self {
             client,
             recorder,
+            guard: Guard::default(),
             deletes_sent: Arc::default(),
             annotated: Arc::default(),
         }
+    }
+
+    /// Makes calls only while `leader` leads: a replica that lost the lead mid-round,
+    /// or mid-restart, writes nothing more.
+    pub fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
+        self.guard = self.guard.fenced_by(leader);
+        self
+    }
+
+    /// Gives each API call `timeout` instead of [`retry::CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.guard = self.guard.with_timeout(timeout);
+        self
     }
 
     fn pods(&self, job: &TrainingJob) -> Api<Pod> {
@@ -164,7 +183,7 @@ impl Actor {
                 }
             };
             let name = pod.name_any();
-            match create_pod(&api, job, &pod).await {
+            match create_pod(&api, &self.guard, job, &pod).await {
                 Ok(created) => match &created.bound_to {
                     Some(on) if on != node => {
                         outcome = Err(Error::NotFound(format!(
@@ -189,7 +208,7 @@ impl Actor {
         }
         if outcome.is_ok() {
             for pod in made.iter_mut().filter(|p| !p.bound_before) {
-                match bind(&api, &pod.name, pod.uid.as_deref(), &pod.node).await {
+                match bind(&api, &self.guard, &pod.name, pod.uid.as_deref(), &pod.node).await {
                     Ok(()) => pod.bound_here = true,
                     Err(error) => {
                         outcome = Err(error);
@@ -212,7 +231,9 @@ impl Actor {
                 for pod in made.iter().filter(|p| p.created || p.bound_here) {
                     // Best effort: a pod left behind is owned by the job, and the next
                     // placement reuses its name.
-                    if let Err(e) = delete_pod(&api, &pod.name, pod.uid.as_deref(), None).await {
+                    if let Err(e) =
+                        delete_pod(&api, &self.guard, &pod.name, pod.uid.as_deref(), None).await
+                    {
                         tracing::warn!(error = %e, pod = pod.name, "rolling back a failed placement");
                     }
                 }
@@ -392,7 +413,7 @@ impl Actor {
             return Ok(());
         }
         let uid = pod.metadata.uid.as_deref();
-        delete_pod(&self.pods(job), &pod.name_any(), uid, grace).await?;
+        delete_pod(&self.pods(job), &self.guard, &pod.name_any(), uid, grace).await?;
         self.deletes_sent.lock().expect("deletes lock").insert(key);
         Ok(())
     }
@@ -701,8 +722,10 @@ impl Actor {
         let name = pod.name_any();
         let api = self.pods(job);
         let params = PatchParams::default();
-        let outcome =
-            retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch)).await;
+        let outcome = retry::with_backoff("resize", || {
+            self.guard.call(api.patch_resize(&name, &params, &patch))
+        })
+        .await;
         let (status, message) = match outcome {
             Ok(_) => (
                 "True",
@@ -823,19 +846,20 @@ impl Actor {
         let api = self.jobs(job);
         let name = job.name_any();
         retry::with_backoff("status update", || async {
-            let mut fresh = api.get_status(&name).await?;
+            let mut fresh = self.guard.call(api.get_status(&name)).await?;
             let mut status = fresh.status.clone().unwrap_or_default();
             change(&mut status);
             fresh.status = Some(status);
-            api.replace_status(
-                &name,
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PostParams::default()
-                },
-                &fresh,
-            )
-            .await
+            self.guard
+                .call(api.replace_status(
+                    &name,
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    },
+                    &fresh,
+                ))
+                .await
         })
         .await
         .map_err(Error::api(format!(
@@ -857,7 +881,7 @@ impl Actor {
         let name = job.name_any();
         let refused: Mutex<Option<String>> = Mutex::new(None);
         let outcome = retry::with_backoff("status update", || async {
-            let mut fresh = api.get_status(&name).await?;
+            let mut fresh = self.guard.call(api.get_status(&name)).await?;
             let mut status = fresh.status.clone().unwrap_or_default();
             if let Err(message) = check(&status) {
                 *refused.lock().expect("refusal lock") = Some(message);
@@ -865,15 +889,16 @@ impl Actor {
             }
             change(&mut status);
             fresh.status = Some(status);
-            api.replace_status(
-                &name,
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PostParams::default()
-                },
-                &fresh,
-            )
-            .await
+            self.guard
+                .call(api.replace_status(
+                    &name,
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    },
+                    &fresh,
+                ))
+                .await
         })
         .await
         .map_err(Error::api(format!(
@@ -903,7 +928,11 @@ impl Actor {
             secondary: None,
         };
         let reference: ObjectReference = job.object_ref(&());
-        if let Err(source) = self.recorder.publish(&event, &reference).await {
+        if let Err(source) = self
+            .guard
+            .call(self.recorder.publish(&event, &reference))
+            .await
+        {
             let error = Error::Event {
                 job: job.name_any(),
                 source,
@@ -941,21 +970,26 @@ struct Created {
 /// created. A pod of the same name owned by another object (a deleted job of the same
 /// name whose pods the garbage collector has not removed yet) is an error. A pod the API
 /// server refuses as invalid is the template's fault.
-async fn create_pod(api: &Api<Pod>, job: &TrainingJob, pod: &Pod) -> Result<Created> {
+async fn create_pod(
+    api: &Api<Pod>,
+    guard: &Guard,
+    job: &TrainingJob,
+    pod: &Pod,
+) -> Result<Created> {
     let name = pod.name_any();
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
-    match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
+    match retry::with_backoff("create pod", || guard.call(api.create(&pp, pod))).await {
         Ok(created) => Ok(Created {
             uid: created.metadata.uid.clone(),
             new: true,
             bound_to: None,
         }),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
-            let existing = api
-                .get(&name)
+            let existing = guard
+                .call(api.get(&name))
                 .await
                 .map_err(Error::api(format!("reading pod {name}")))?;
             if !observe::owned_by(&existing, job) {
@@ -986,7 +1020,13 @@ async fn create_pod(api: &Api<Pod>, job: &TrainingJob, pod: &Pod) -> Result<Crea
 /// bound tells whether that is this binding (an earlier attempt whose reply was lost)
 /// or someone else's. A reply that never came, or a 5xx, leaves the outcome unknown,
 /// so the binding is sent once more, and that attempt's 409 settles it.
-async fn bind(api: &Api<Pod>, pod: &str, uid: Option<&str>, node: &str) -> Result<()> {
+async fn bind(
+    api: &Api<Pod>,
+    guard: &Guard,
+    pod: &str,
+    uid: Option<&str>,
+    node: &str,
+) -> Result<()> {
     let binding = Binding {
         metadata: ObjectMeta {
             name: Some(pod.to_string()),
@@ -1006,13 +1046,15 @@ async fn bind(api: &Api<Pod>, pod: &str, uid: Option<&str>, node: &str) -> Resul
     loop {
         attempts += 1;
         let sent = retry::on_throttle("bind", || {
-            api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
+            guard.call(
+                api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding),
+            )
         })
         .await;
         match sent {
             Ok(_) => return Ok(()),
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                let found = api.get(pod).await.map_err(Error::api(format!(
+                let found = guard.call(api.get(pod)).await.map_err(Error::api(format!(
                     "reading pod {pod} after a conflicting binding"
                 )))?;
                 let same_pod = uid.is_none_or(|u| found.metadata.uid.as_deref() == Some(u));
@@ -1033,7 +1075,8 @@ async fn bind(api: &Api<Pod>, pod: &str, uid: Option<&str>, node: &str) -> Resul
 fn outcome_unknown(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(s) => s.code >= 500,
-        kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+        kube::Error::HyperError(_) => true,
+        kube::Error::Service(_) => !matches!(retry::cut_of(error), Some(retry::Cut::NotLeading)),
         _ => false,
     }
 }
@@ -1043,6 +1086,7 @@ fn outcome_unknown(error: &kube::Error) -> bool {
 /// leaves the pod's own grace period.
 async fn delete_pod(
     api: &Api<Pod>,
+    guard: &Guard,
     pod: &str,
     uid: Option<&str>,
     grace_seconds: Option<i64>,
@@ -1055,7 +1099,7 @@ async fn delete_pod(
         }),
         ..DeleteParams::default()
     };
-    match retry::on_throttle("delete pod", || api.delete(pod, &dp)).await {
+    match retry::on_throttle("delete pod", || guard.call(api.delete(pod, &dp))).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
         // The UID precondition failed: the pod we meant is gone already.

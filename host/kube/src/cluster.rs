@@ -61,7 +61,8 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
-    /// A cluster over started `caches`, acting through `actor` while `leader` grants it.
+    /// A cluster over started `caches`, acting through `actor` while `leader` grants it
+    /// (every call the actor makes checks the grant first).
     pub fn new(
         handle: Handle,
         client: Client,
@@ -73,7 +74,7 @@ impl KubeCluster {
             handle,
             client,
             caches,
-            actor,
+            actor: actor.fenced_by(leader.clone()),
             leader,
             stop: Arc::default(),
             clock: Arc::new(unix_now),
@@ -85,6 +86,12 @@ impl KubeCluster {
             was_leading: false,
             finished: 0,
         }
+    }
+
+    /// Gives each API call `timeout` instead of [`crate::retry::CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.actor = self.actor.with_call_timeout(timeout);
+        self
     }
 
     /// Reads time from `clock` instead of the system clock (tests).

@@ -6,7 +6,8 @@
 //! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
 //! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
 //! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
-//! - [`retry`]: back-off on conflicts (409) and throttling (429).
+//! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
+//!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
@@ -66,6 +67,20 @@ pub enum Error {
         /// The client's error.
         #[source]
         source: kube::Error,
+    },
+    /// A call to the API server did not answer in time (it may still have happened).
+    #[error("{action}: no answer within {after:?}")]
+    Timeout {
+        /// What the controller was doing.
+        action: String,
+        /// The deadline.
+        after: std::time::Duration,
+    },
+    /// This replica stopped leading, so the call was not made.
+    #[error("{action}: this replica no longer leads; nothing was sent")]
+    NotLeading {
+        /// What the controller was about to do.
+        action: String,
     },
     /// A job's `progress.log.pattern` is not a valid regular expression.
     #[error(
@@ -138,6 +153,8 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Api { .. } => "api",
+            Error::Timeout { .. } => "timeout",
+            Error::NotLeading { .. } => "not_leading",
             Error::BadPattern { .. } => "bad_pattern",
             Error::PatternWithoutValue { .. } => "pattern_without_value",
             Error::NotFound(_) => "not_found",
@@ -149,10 +166,18 @@ impl Error {
         }
     }
 
-    /// Wraps a client error with what the controller was doing.
+    /// Wraps a client error with what the controller was doing; a call cut short by
+    /// [`retry::Guard`] becomes [`Error::Timeout`] or [`Error::NotLeading`].
     pub(crate) fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let action = action.into();
-        move |source| Error::Api { action, source }
+        move |source| match retry::cut_of(&source) {
+            Some(retry::Cut::TimedOut(after)) => Error::Timeout {
+                action,
+                after: *after,
+            },
+            Some(retry::Cut::NotLeading) => Error::NotLeading { action },
+            None => Error::Api { action, source },
+        }
     }
 }
 

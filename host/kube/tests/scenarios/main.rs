@@ -10,6 +10,7 @@ mod act;
 mod cluster;
 mod events;
 mod failures;
+mod fencing;
 mod lease;
 mod rbac;
 mod restarts;
