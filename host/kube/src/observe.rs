@@ -5,12 +5,14 @@
 //! those caches. Watches restart on their own with back-off when the API server drops
 //! them. This module reads; it must not write to the cluster.
 //!
-//! A followed log is read with timestamps, and each pod's follower remembers the
-//! timestamp of the last line it read: when the stream ends and the pod is followed
-//! again, the log is asked for from that second on (`sinceTime`) and the lines up to the
-//! remembered timestamp are skipped, so no sample is taken twice. A job's series also
-//! takes each step once, and starts from the samples in its status, so a restarted
-//! controller continues the series rather than starting it over.
+//! A followed log is read with timestamps, each sample keeps its line's time, and each
+//! pod's follower remembers the timestamp of the last line it read: when the stream ends
+//! and the pod is followed again, the log is asked for from that second on
+//! (`sinceTime`) and the lines up to the remembered timestamp are skipped, so no sample
+//! is taken twice. A process that has not followed the pod before (a new leader) starts
+//! from the job's latest recorded sample in the same way. A job's series also takes each
+//! step once, and starts from the samples in its status, so a restarted controller
+//! continues the series rather than starting it over.
 //!
 //! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
 //! must count every pod bound to it, whoever scheduled it.
@@ -84,6 +86,17 @@ impl LossBook {
             job.version += 1;
         }
         taken
+    }
+
+    /// The time of job `id`'s latest sample, if it has any.
+    pub fn latest_time(&self, id: &str) -> Option<f64> {
+        self.id_to_series
+            .get(id)?
+            .series
+            .to_vec()
+            .iter()
+            .map(|s| s.time)
+            .reduce(f64::max)
     }
 
     /// Job `id`'s samples, oldest first.
@@ -290,6 +303,24 @@ impl Caches {
             self.jobs.wait_until_ready()
         );
         nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+    }
+
+    /// Where to start reading a log of job `id` that this process has not read yet: the
+    /// time of the latest sample recorded (a series seen for the first time starts
+    /// from the job's status, where the previous leader wrote it). Log samples carry
+    /// their line's time, so lines up to it were read already.
+    pub fn loss_cursor(&self, id: &str) -> Option<Timestamp> {
+        let mut book = self.loss.lock().expect("loss lock");
+        if !book.has(id)
+            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+        {
+            let status = job.status.clone().unwrap_or_default();
+            if !status.loss.is_empty() {
+                book.seed(id, &status.loss);
+            }
+        }
+        let latest = book.latest_time(id)?;
+        Timestamp::from_millisecond((latest * 1000.0).round() as i64).ok()
     }
 
     /// Records a sample for job `id` (from a log line or an HTTP push), read at `time`;
@@ -724,9 +755,11 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
 }
 
 /// Follows the log of `pod`'s `container` and records every sample the pattern finds
-/// for job `id`, timestamped with `clock`. A pod followed before is read from where its
-/// last follower stopped (see the module docs). Returns the number of samples taken when
-/// the log ends (the container stopped, or the API server closed the stream).
+/// for job `id`, each at its line's time (`clock` for a line without one). A pod
+/// followed before is read from where its last follower stopped; one this process has
+/// not followed, from the job's latest recorded sample (see the module docs). Returns
+/// the number of samples taken when the log ends (the container stopped, or the API
+/// server closed the stream).
 pub async fn follow_log(
     pods: Api<Pod>,
     pod: &str,
@@ -737,13 +770,14 @@ pub async fn follow_log(
     clock: impl Fn() -> f64,
 ) -> Result<usize> {
     let cursor = format!("{id}:{pod}");
-    let read_until = caches
+    let followed_before = caches
         .loss
         .lock()
         .expect("loss lock")
         .pod_to_read_until
         .get(&cursor)
         .copied();
+    let read_until = followed_before.or_else(|| caches.loss_cursor(id));
     let params = LogParams {
         container,
         follow: true,
@@ -770,14 +804,18 @@ pub async fn follow_log(
             },
             None => (None, line.as_str()),
         };
+        // Samples keep their time in milliseconds: lines are compared at that grain.
         if let (Some(stamp), Some(until)) = (stamp, read_until)
-            && stamp <= until
+            && stamp.as_millisecond() <= until.as_millisecond()
         {
             continue;
         }
         if let Some(sample) = pattern.parse_line(text) {
             let step = pattern.has_step_group().then_some(sample.step);
-            if caches.record_sample(id, clock(), step, sample.value) {
+            let time = stamp
+                .map(|s| s.as_millisecond() as f64 / 1000.0)
+                .unwrap_or_else(&clock);
+            if caches.record_sample(id, time, step, sample.value) {
                 count += 1;
             }
         }

@@ -12,6 +12,7 @@ mod events;
 mod failures;
 mod fencing;
 mod lease;
+mod logs;
 mod rbac;
 mod restarts;
 mod startup;
