@@ -462,6 +462,12 @@ impl Caches {
         // A restart under way holds its tasks until the replacements are recorded, even
         // when the old pods are gone and the new ones not yet in the cache: the policy
         // must not place them a second time.
+        if has_foreign_pods(job, all_pods) {
+            for task in &mut tasks {
+                task.phase = TaskPhase::Restarting;
+                task.node = None;
+            }
+        }
         if let Some(restart) = &status.restart {
             let whole_job = restart.action == RestartAction::Recover;
             for task in &mut tasks {
@@ -555,16 +561,29 @@ pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
         .any(|o| o.controller == Some(true) && o.uid == uid)
 }
 
-/// The pods of `job` (its namespace, its job label), by name.
+/// The pods `job` controls (its namespace, its job label, and its UID in their
+/// controller owner reference), by name.
 pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
-    let name = job.name_any();
-    let mut own: Vec<Pod> = all
-        .iter()
-        .filter(|p| p.namespace() == job.namespace() && p.labels().get(JOB_LABEL) == Some(&name))
+    let mut own: Vec<Pod> = labelled(job, all)
+        .filter(|p| owned_by(p, job))
         .map(|p| (**p).clone())
         .collect();
     own.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     own
+}
+
+/// Whether pods carry `job`'s name but belong to another object: those of a job of the
+/// same name that was deleted, which the garbage collector has not removed yet. Their
+/// names would collide with the new job's, so it is not placed until they are gone.
+pub fn has_foreign_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> bool {
+    labelled(job, all).any(|p| !owned_by(p, job))
+}
+
+fn labelled<'a>(job: &'a TrainingJob, all: &'a [Arc<Pod>]) -> impl Iterator<Item = &'a Arc<Pod>> {
+    let name = job.metadata.name.as_deref();
+    all.iter().filter(move |p| {
+        p.namespace() == job.namespace() && p.labels().get(JOB_LABEL).map(String::as_str) == name
+    })
 }
 
 /// Whether `job` has succeeded: every task of the roles its success policy names has a

@@ -6,7 +6,9 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::support::mock::Access;
-use crate::{act, cluster, events, failures, fencing, lease, logs, restarts, startup, state};
+use crate::{
+    act, cluster, events, failures, fencing, lease, logs, ownership, restarts, startup, state,
+};
 
 /// One rule of a (Cluster)Role, flattened.
 fn granted(path: &str) -> BTreeSet<Access> {
@@ -90,6 +92,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     );
     used.extend(startup::a_leader_with_an_unlisted_pod_cache_waits_for_it().await);
     used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
+    used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
     used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
     used.extend(fencing::a_replica_that_stopped_leading_sends_nothing_mid_restart().await);
     used.extend(
