@@ -822,18 +822,52 @@ impl Actor {
             .await
     }
 
-    /// Replaces the policy's labels on `job` (no write when they are unchanged).
+    /// Replaces the policy's labels on `job` (no write when they are unchanged): one
+    /// merge patch, removed keys as nulls.
     pub async fn set_policy_labels(
         &self,
         job: &TrainingJob,
         labels: std::collections::BTreeMap<String, String>,
     ) -> Result<()> {
-        if status_of(job).policy_labels == labels {
+        let before = status_of(job).policy_labels;
+        if before == labels {
             return Ok(());
         }
-        self.update_status(job, |status| status.policy_labels = labels.clone())
-            .await?;
-        Ok(())
+        let mut patch = serde_json::Map::new();
+        for key in before.keys().filter(|k| !labels.contains_key(*k)) {
+            patch.insert(key.clone(), serde_json::Value::Null);
+        }
+        for (key, value) in &labels {
+            patch.insert(key.clone(), json!(value));
+        }
+        self.patch_status(job, json!({"policyLabels": patch})).await
+    }
+
+    /// Merges `patch` into `job`'s status: one request, no read first. For fields this
+    /// controller alone writes and that need no check against what is there (the loss
+    /// series, the policy's labels); a restart's steps read and check first
+    /// ([`Actor::update_status_if`]).
+    pub async fn patch_status(&self, job: &TrainingJob, patch: serde_json::Value) -> Result<()> {
+        let api = self.jobs(job);
+        let name = job.name_any();
+        let mut status = patch;
+        if let (Some(fields), Some(generation)) = (status.as_object_mut(), job.metadata.generation)
+        {
+            fields.insert("observedGeneration".into(), json!(generation));
+        }
+        let body = Patch::Merge(json!({ "status": status }));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        retry::with_backoff("status patch", || {
+            self.guard.call(api.patch_status(&name, &params, &body))
+        })
+        .await
+        .map(|_| ())
+        .map_err(Error::api(format!(
+            "patching the status of TrainingJob {name}"
+        )))
     }
 
     /// Reads the job afresh, applies `change` to its status and writes it with the
@@ -849,6 +883,7 @@ impl Actor {
             let mut fresh = self.guard.call(api.get_status(&name)).await?;
             let mut status = fresh.status.clone().unwrap_or_default();
             change(&mut status);
+            status.observed_generation = fresh.metadata.generation;
             fresh.status = Some(status);
             self.guard
                 .call(api.replace_status(
@@ -888,6 +923,7 @@ impl Actor {
                 return Ok(fresh);
             }
             change(&mut status);
+            status.observed_generation = fresh.metadata.generation;
             fresh.status = Some(status);
             self.guard
                 .call(api.replace_status(

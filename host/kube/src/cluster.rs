@@ -13,9 +13,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
+use serde_json::json;
 use tokio::runtime::Handle;
 
 use crate::Error;
@@ -33,8 +36,17 @@ const WAIT: Duration = Duration::from_millis(50);
 /// Without a watch event, the leader still looks at the caches this often (restart
 /// deadlines, loss to write, logs to follow).
 const POLL: Duration = Duration::from_secs(1);
-/// A job's status gets its new loss samples at most this often, seconds.
-pub const LOSS_WRITE_EVERY: f64 = 10.0;
+/// A job's status gets its new loss samples at most this often, seconds. The policy
+/// reads the series from memory; the status copy is for the next leader.
+pub const LOSS_WRITE_EVERY: f64 = 30.0;
+/// Logs followed at once.
+pub const MAX_FOLLOWERS: usize = 512;
+/// The first wait before following again a pod whose follower failed.
+pub const FOLLOW_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest such wait.
+pub const FOLLOW_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Loss writes under way at once.
+pub const LOSS_WRITES_IN_FLIGHT: usize = 16;
 
 /// The cluster's clock: Unix seconds.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -50,7 +62,11 @@ pub struct KubeCluster {
     clock: Clock,
     known_jobs: BTreeSet<String>,
     known_nodes: BTreeMap<String, bool>,
-    followed: HashMap<String, tokio::task::JoinHandle<()>>,
+    followed: HashMap<String, tokio::task::JoinHandle<crate::Result<usize>>>,
+    /// Per pod whose follower failed: when to try again, and the wait that was.
+    follow_backoff: HashMap<String, (Instant, Duration)>,
+    /// The batch of loss writes under way, if any.
+    loss_writes: Option<tokio::task::JoinHandle<()>>,
     /// Restarts finished here (job id to `requestedAt`) that the job cache may still
     /// show under way.
     restarts_done: HashMap<String, String>,
@@ -81,6 +97,8 @@ impl KubeCluster {
             known_jobs: BTreeSet::new(),
             known_nodes: BTreeMap::new(),
             followed: HashMap::new(),
+            follow_backoff: HashMap::new(),
+            loss_writes: None,
             restarts_done: HashMap::new(),
             last_pass: None,
             was_leading: false,
@@ -284,9 +302,13 @@ impl KubeCluster {
         }
     }
 
-    /// Writes each job's new loss samples to its status (at most every
-    /// [`LOSS_WRITE_EVERY`] seconds per job).
+    /// Writes each job's new loss samples to its status, at most every
+    /// [`LOSS_WRITE_EVERY`] seconds per job, off the decision thread: one merge patch per
+    /// job, [`LOSS_WRITES_IN_FLIGHT`] at a time, and no new batch while one is under way.
     fn write_loss(&mut self) {
+        if self.loss_writes.as_ref().is_some_and(|w| !w.is_finished()) {
+            return;
+        }
         let now = (self.clock)();
         let due = self
             .caches
@@ -294,30 +316,66 @@ impl KubeCluster {
             .lock()
             .expect("loss lock")
             .due(now, LOSS_WRITE_EVERY);
-        for (id, version, samples) in due {
-            let Some((job, _)) = self.caches.job_and_pods(&id) else {
-                continue;
-            };
-            let loss = observe::status_loss(&samples);
-            match self
-                .handle
-                .block_on(self.actor.update_status(&job, |s| s.loss = loss.clone()))
-            {
-                Ok(_) => self
-                    .caches
-                    .loss
-                    .lock()
-                    .expect("loss lock")
-                    .written(&id, version, now),
-                Err(error) => tracing::warn!(%error, job = id, "writing loss samples"),
-            }
+        let writes: Vec<_> = due
+            .into_iter()
+            .filter_map(|(id, version, samples)| {
+                let (job, _) = self.caches.job_and_pods(&id)?;
+                Some((job, id, version, observe::status_loss(&samples)))
+            })
+            .collect();
+        if writes.is_empty() {
+            return;
         }
+        let (actor, caches) = (self.actor.clone(), self.caches.clone());
+        self.loss_writes = Some(self.handle.spawn(async move {
+            futures::stream::iter(writes)
+                .for_each_concurrent(LOSS_WRITES_IN_FLIGHT, |(job, id, version, loss)| {
+                    let (actor, caches) = (&actor, &caches);
+                    async move {
+                        match actor.patch_status(&job, json!({ "loss": loss })).await {
+                            Ok(()) => caches
+                                .loss
+                                .lock()
+                                .expect("loss lock")
+                                .written(&id, version, now),
+                            Err(error) => tracing::warn!(%error, job = id, "writing loss samples"),
+                        }
+                    }
+                })
+                .await;
+        }));
     }
 
-    /// Starts a log follower for every bound pod of a job that reads progress from logs.
+    /// Starts a log follower for every running pod of a job that reads progress from
+    /// logs, naming the container (a pod with a sidecar refuses an unnamed log request),
+    /// at most [`MAX_FOLLOWERS`] at a time. A pod whose follower failed is followed again
+    /// only after a back-off ([`FOLLOW_BACKOFF`], doubling to [`FOLLOW_BACKOFF_MAX`]);
+    /// one whose stream simply ended is followed again at the next look.
     fn follow_logs(&mut self) {
-        self.followed.retain(|_, task| !task.is_finished());
+        let now = Instant::now();
+        let finished: Vec<String> = self
+            .followed
+            .iter()
+            .filter(|(_, f)| f.is_finished())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in finished {
+            let Some(task) = self.followed.remove(&key) else {
+                continue;
+            };
+            let failed = !matches!(futures::FutureExt::now_or_never(task), Some(Ok(Ok(_))));
+            if failed {
+                let wait = self
+                    .follow_backoff
+                    .get(&key)
+                    .map_or(FOLLOW_BACKOFF, |(_, w)| (*w * 2).min(FOLLOW_BACKOFF_MAX));
+                self.follow_backoff.insert(key, (now + wait, wait));
+            } else {
+                self.follow_backoff.remove(&key);
+            }
+        }
         let pods = self.caches.pods.state();
+        let mut present = HashSet::new();
         for job in self.caches.jobs.state() {
             let Some(log) = job.spec.progress.log.clone() else {
                 continue;
@@ -331,13 +389,28 @@ impl KubeCluster {
                 }
             };
             for pod in observe::job_pods(&job, &pods) {
-                let running =
-                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-                if !running || node_of(&pod).is_none() || self.followed.contains_key(&key) {
+                present.insert(key.clone());
+                let running = observe::phase_of(&pod) == Some("Running");
+                let waiting = self.follow_backoff.get(&key).is_some_and(|(t, _)| now < *t);
+                if !running
+                    || node_of(&pod).is_none()
+                    || waiting
+                    || self.followed.contains_key(&key)
+                {
                     continue;
                 }
-                let api: Api<k8s_openapi::api::core::v1::Pod> =
+                if self.followed.len() >= MAX_FOLLOWERS {
+                    tracing::warn!(
+                        limit = MAX_FOLLOWERS,
+                        "following as many logs as allowed; the others wait"
+                    );
+                    return;
+                }
+                let Some(container) = pods::log_container(&job, &pod) else {
+                    continue;
+                };
+                let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
                 let (caches, name, id, pattern, clock) = (
                     self.caches.clone(),
@@ -346,22 +419,29 @@ impl KubeCluster {
                     pattern.clone(),
                     self.clock.clone(),
                 );
-                let container = log.container.clone();
                 let task = self.handle.spawn(async move {
-                    if let Err(error) =
-                        observe::follow_log(api, &name, container, pattern, &caches, &id, || {
-                            clock()
-                        })
-                        .await
-                    {
+                    let followed = observe::follow_log(
+                        api,
+                        &name,
+                        Some(container),
+                        pattern,
+                        &caches,
+                        &id,
+                        || clock(),
+                    )
+                    .await;
+                    if let Err(error) = &followed {
                         tracing::warn!(%error, "log follower stopped");
                     }
+                    followed
                 });
                 // One follower per pod at a time; when its stream ends, the next look
                 // starts another from where this one stopped.
                 self.followed.insert(key, task);
             }
         }
+        // Pods gone: their followers end with their streams; their back-offs go now.
+        self.follow_backoff.retain(|key, _| present.contains(key));
     }
 
     /// The leader's work between rounds; returns the triggers of a round, if one is due.

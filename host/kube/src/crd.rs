@@ -138,7 +138,7 @@ pub struct LogProgress {
     /// otherwise steps count the matching lines. Example: `loss=(?P<value>[0-9.eE+-]+)`.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The container whose log is read (default: the first container of the first role).
+    /// The container whose log is read (default: the first container of the pod's role).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
 }
@@ -186,6 +186,9 @@ pub enum Phase {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainingJobStatus {
+    /// The `metadata.generation` of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// Where the job is in its lifecycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,

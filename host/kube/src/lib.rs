@@ -11,6 +11,7 @@
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//! - [`trim`]: what the caches keep of each object.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`crate::live::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
@@ -34,6 +35,7 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod state;
+pub mod trim;
 
 pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
 

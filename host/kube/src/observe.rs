@@ -15,7 +15,11 @@
 //! continues the series rather than starting it over.
 //!
 //! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
-//! must count every pod bound to it, whoever scheduled it.
+//! must count every pod bound to it, whoever scheduled it. The controller's own pods are
+//! one watch (by label); every other pod is watched only while it is bound and has not
+//! finished (`spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed`, the
+//! selector kube-scheduler uses for assigned pods), and every object is trimmed to what
+//! is read ([`crate::trim`]) before it is stored.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -33,7 +37,7 @@ use tokio::sync::Notify;
 use crate::act::{node_of, task_of};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::progress::LogPattern;
-use crate::{Error, JOB_LABEL, Result, pods, quantity};
+use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
@@ -184,8 +188,10 @@ pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
 pub struct Caches {
     /// Every node.
     pub nodes: Store<KubeNode>,
-    /// Every pod (see the module docs for why not only the controller's).
+    /// The controller's pods (those with its job label).
     pub pods: Store<Pod>,
+    /// Every other pod while it is bound and holds resources (see the module docs).
+    pub others: Store<Pod>,
     /// Every TrainingJob.
     pub jobs: Store<TrainingJob>,
     /// Measured usage, when `metrics.k8s.io` answers.
@@ -199,10 +205,12 @@ pub struct Caches {
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
-/// (to be spawned). Each event also signals `changed`.
+/// (to be spawned). Each object is trimmed by `trim` before the store keeps it (see
+/// [`crate::trim`]), and each event signals `changed`.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
+    trim: fn(&mut K),
     changed: Arc<Notify>,
 ) -> (
     Store<K>,
@@ -219,6 +227,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = watcher(api, config)
+        .modify(trim)
         .default_backoff()
         .reflect(writer)
         .touched_objects();
@@ -238,11 +247,14 @@ where
 
 impl Caches {
     /// Caches over three stores (filled by reflectors, or by hand in tests), with no
-    /// usage, loss series or assumed pods yet.
+    /// other pods, usage, loss series or assumed pods yet.
     pub fn new(nodes: Store<KubeNode>, pods: Store<Pod>, jobs: Store<TrainingJob>) -> Self {
+        let (others, mut listed) = reflector::store();
+        listed.apply_watcher_event(&watcher::Event::InitDone);
         Caches {
             nodes,
             pods,
+            others,
             jobs,
             usage: Arc::default(),
             loss: Arc::default(),
@@ -251,34 +263,52 @@ impl Caches {
         }
     }
 
-    /// Starts the three reflectors on `client`; the returned futures must be spawned.
+    /// Starts the reflectors on `client`; the returned futures must be spawned. The
+    /// controller's own pods are watched by their label; other pods only while they
+    /// are bound and hold resources (kube-scheduler's assigned-pods selector), which is
+    /// all a node's `requested` needs of them.
     pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
         let changed = Arc::new(Notify::new());
         let (nodes, n) = reflect(
             Api::<KubeNode>::all(client.clone()),
             watcher::Config::default(),
+            trim::node,
             changed.clone(),
         );
         let (pods, p) = reflect(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default(),
+            watcher::Config::default().labels(JOB_LABEL),
+            trim::pod,
+            changed.clone(),
+        );
+        let (others, o) = reflect(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default()
+                .labels(&format!("!{JOB_LABEL}"))
+                .fields(OTHERS_HOLDING_RESOURCES),
+            trim::pod,
             changed.clone(),
         );
         let (jobs, j) = reflect(
             Api::<TrainingJob>::all(client.clone()),
             watcher::Config::default(),
+            trim::job,
             changed.clone(),
         );
         let caches = Caches {
             nodes,
             pods,
+            others,
             jobs,
             usage: Arc::default(),
             loss: Arc::default(),
             assumed: Arc::default(),
             changed,
         };
-        (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
+        (
+            caches,
+            vec![Box::pin(n), Box::pin(p), Box::pin(o), Box::pin(j)],
+        )
     }
 
     /// Whether every reflector has finished its first list. Until then a cache is empty
@@ -291,18 +321,20 @@ impl Caches {
         };
         listed(self.nodes.wait_until_ready().now_or_never())
             && listed(self.pods.wait_until_ready().now_or_never())
+            && listed(self.others.wait_until_ready().now_or_never())
             && listed(self.jobs.wait_until_ready().now_or_never())
     }
 
     /// Resolves once every reflector has finished its first list (see
     /// [`Caches::synced`]); false when a reflector stopped before that.
     pub async fn wait_synced(&self) -> bool {
-        let (nodes, pods, jobs) = futures::join!(
+        let (nodes, pods, others, jobs) = futures::join!(
             self.nodes.wait_until_ready(),
             self.pods.wait_until_ready(),
+            self.others.wait_until_ready(),
             self.jobs.wait_until_ready()
         );
-        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+        nodes.is_ok() && pods.is_ok() && others.is_ok() && jobs.is_ok()
     }
 
     /// Where to start reading a log of job `id` that this process has not read yet: the
@@ -347,7 +379,7 @@ impl Caches {
             let sum = requested.entry(node.to_string()).or_default();
             *sum = sum.plus(requests);
         };
-        for pod in &pods {
+        for pod in pods.iter().chain(&self.others.state()) {
             if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
                 charge(node, &pod_requests(pod));
             }
@@ -544,6 +576,10 @@ impl Caches {
     }
 }
 
+/// The field selector of the watch on other schedulers' pods: bound and not finished.
+pub const OTHERS_HOLDING_RESOURCES: &str =
+    "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
 /// A job's id in the snapshot: `namespace/name`.
 pub fn job_id(job: &TrainingJob) -> String {
     format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
@@ -721,8 +757,9 @@ pub struct Usage {
     pub pods: HashMap<(String, String), Resources>,
 }
 
-/// Reads node and pod usage from `metrics.k8s.io/v1beta1`. `Ok(None)` when the cluster
-/// does not serve it (404 or 503): the snapshot then carries no usage.
+/// Reads node usage, and the controller's pods' usage, from `metrics.k8s.io/v1beta1`.
+/// `Ok(None)` when the cluster does not serve it (404 or 503): the snapshot then carries
+/// no usage.
 pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let get = |path: &'static str| async move {
         let request = http::Request::get(path)
@@ -737,7 +774,10 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let Some(nodes) = get("/apis/metrics.k8s.io/v1beta1/nodes").await? else {
         return Ok(None);
     };
-    let Some(pods) = get("/apis/metrics.k8s.io/v1beta1/pods").await? else {
+    // Only the controller's pods: the snapshot carries no other pod's usage.
+    let Some(pods) =
+        get("/apis/metrics.k8s.io/v1beta1/pods?labelSelector=switchyard.dev%2Fjob").await?
+    else {
         return Ok(None);
     };
     let resources = |usage: &Value| -> Resources {

@@ -215,6 +215,18 @@ pub fn cpu_weight(job: &TrainingJob, pod: &Pod) -> f64 {
     }
 }
 
+/// The container whose log `pod` of `job` is read: `progress.log.container`, else the
+/// first container of the pod's role.
+pub fn log_container(job: &TrainingJob, pod: &Pod) -> Option<String> {
+    let log = job.spec.progress.log.as_ref()?;
+    if let Some(container) = &log.container {
+        return Some(container.clone());
+    }
+    let role = pod.metadata.labels.as_ref()?.get(ROLE_LABEL)?;
+    let role = job.spec.roles.iter().find(|r| &r.name == role)?;
+    containers(role).first().map(|c| c.name.clone())
+}
+
 /// The training container of a role (the first) and its template CPU request, millis.
 pub fn training_container(role: &Role) -> Option<(&str, u64)> {
     containers(role)

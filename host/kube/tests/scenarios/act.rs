@@ -18,6 +18,7 @@ use switchyard_kube::crd::{
 };
 use switchyard_kube::observe::{self, Caches};
 use switchyard_kube::progress::LogPattern;
+use switchyard_kube::trim;
 use tokio::sync::Notify;
 
 use crate::support::fixtures::*;
@@ -649,11 +650,33 @@ pub(crate) async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access
         Expect::get(STATUS).ok(newer.clone()),
         Expect::put(STATUS).body(json!({"metadata": {"resourceVersion": "6"}, "status": labelled["status"].clone()})).ok(newer),
     ]);
+    actor(client)
+        .update_status(&job.build(), |s| {
+            s.policy_labels = BTreeMap::from([("category".to_string(), "CC".to_string())])
+        })
+        .await
+        .expect("the retry succeeds");
+    server.finish().await
+}
+
+pub(crate) async fn policy_labels_are_one_merge_patch() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10).with_status(TrainingJobStatus {
+        policy_labels: BTreeMap::from([
+            ("category".to_string(), "PC".to_string()),
+            ("old".to_string(), "x".to_string()),
+        ]),
+        ..TrainingJobStatus::default()
+    });
+    let (client, server) = MockServer::start(vec![
+        Expect::patch(STATUS)
+            .body(json!({"status": {"policyLabels": {"category": "CC", "old": null}}}))
+            .ok(job.json()),
+    ]);
     let labels = BTreeMap::from([("category".to_string(), "CC".to_string())]);
     actor(client)
         .set_policy_labels(&job.build(), labels)
         .await
-        .expect("the retry succeeds");
+        .expect("the labels are patched");
     server.finish().await
 }
 
@@ -661,6 +684,7 @@ pub(crate) async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access
 async fn reflect<K>(
     api: impl FnOnce(kube::Client) -> Api<K>,
     path: &str,
+    trim: fn(&mut K),
     items: Vec<Value>,
 ) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
 where
@@ -685,6 +709,7 @@ where
     let (store, driver) = observe::reflect(
         api(client),
         watcher::Config::default(),
+        trim,
         Arc::new(Notify::new()),
     );
     let task = tokio::spawn(driver);
@@ -730,6 +755,7 @@ pub(crate) async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Acc
     let (store, driver) = observe::reflect(
         Api::<Node>::all(client),
         watcher::Config::default(),
+        trim::node,
         changed,
     );
     let task = tokio::spawn(driver);
@@ -751,6 +777,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (nodes, s) = reflect(
         Api::<Node>::all,
         "/api/v1/nodes?*",
+        trim::node,
         vec![
             serde_json::to_value(node("n1", 8)).unwrap(),
             serde_json::to_value(node("n2", 8)).unwrap(),
@@ -765,7 +792,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
         serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(),
         other,
     ];
-    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
+    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", trim::pod, pods_json).await;
     seen.extend(s);
     let job = gang().with_status(TrainingJobStatus {
         migrated: true,
@@ -774,6 +801,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (jobs, s) = reflect(
         Api::<TrainingJob>::all,
         "/apis/switchyard.dev/v1alpha1/trainingjobs?*",
+        trim::job,
         vec![job.json()],
     )
     .await;
@@ -827,7 +855,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
 pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
     let (client, server) = MockServer::start(vec![
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").ok(json!({"items": [{"metadata": {"name": "n1"}, "usage": {"cpu": "3500m", "memory": "10Gi"}}]})),
-        Expect::get("/apis/metrics.k8s.io/v1beta1/pods").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
+        Expect::get("/apis/metrics.k8s.io/v1beta1/pods?labelSelector=switchyard.dev%2Fjob").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
             "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
     ]);
@@ -965,6 +993,11 @@ async fn a_refused_resize_sets_a_condition_and_the_controller_keeps_going() {
 #[tokio::test(start_paused = true)]
 async fn scaling_checkpoints_deletes_and_recreates_the_job_with_the_new_replica_count() {
     scaling_restarts_the_job_with_more_workers().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_policys_labels_are_written_as_one_merge_patch_that_removes_dropped_keys() {
+    policy_labels_are_one_merge_patch().await;
 }
 
 #[tokio::test(start_paused = true)]

@@ -16,7 +16,7 @@ use switchyard_runtime::{Runtime, RuntimeOptions};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, event_on, status_write_of};
+use crate::support::world::{World, blocking, event_on, status_patch_of, status_write_of};
 
 pub(crate) fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")
@@ -205,13 +205,13 @@ pub(crate) async fn a_pushed_loss_sample_joins_the_series_read_back_from_the_sta
     world.pod(pod("a", "main-0", 0, Some("n1")));
     let log_only = JobBuilder::new("c");
     world.job(&log_only);
-    let mut script = Vec::new();
-    script.extend(status_write(
+    // One merge patch of the series, no read first.
+    let script = vec![status_patch_of(
+        "a",
         &a,
         json!({"status": {"loss": [{"step": 100, "value": 2.9}, {"step": 150, "value": 2.8},
             {"step": 200, "value": 2.5, "time": at(0).as_second() as f64}]}}),
-        &a,
-    ));
+    )];
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, acks) = blocking(cluster, |c| {

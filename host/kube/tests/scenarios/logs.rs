@@ -8,7 +8,7 @@ use switchyard_kube::crd::{LossSample, Phase, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, status_write_of};
+use crate::support::world::{World, blocking, status_patch_of};
 
 /// Unix seconds of `2026-01-01T00:00:<seconds>Z`.
 fn second(seconds: f64) -> f64 {
@@ -45,7 +45,7 @@ pub(crate) async fn a_new_leader_reads_a_log_from_the_samples_already_recorded()
             ])
             .text(log),
     ];
-    script.extend(status_write_of(
+    script.push(status_patch_of(
         "a",
         &job,
         json!({"status": {"loss": [
@@ -84,4 +84,52 @@ pub(crate) async fn a_new_leader_reads_a_log_from_the_samples_already_recorded()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_read_again_by_a_new_leader_adds_no_sample_twice_and_keeps_each_lines_time() {
     a_new_leader_reads_a_log_from_the_samples_already_recorded().await;
+}
+
+pub(crate) async fn a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once()
+-> Vec<Access> {
+    let mut world = World::new().node(node("n1", 8));
+    // No container named in progress.log; the pod runs a sidecar beside the trainer.
+    let mut value = JobBuilder::new("a")
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            ..TrainingJobStatus::default()
+        })
+        .json();
+    value["spec"]["progress"]["log"] = json!({"pattern": "loss=(?P<value>[0-9.]+)"});
+    let job = JobBuilder::from_json(value);
+    world.job(&job);
+    let mut with_sidecar = pod("a", "main-0", 0, Some("n1"));
+    with_sidecar
+        .spec
+        .as_mut()
+        .unwrap()
+        .containers
+        .push(serde_json::from_value(json!({"name": "proxy", "image": "envoy"})).unwrap());
+    world.pod(with_sidecar);
+    let (client, server) = MockServer::start(vec![
+        Expect::get(&format!("{PODS}/a-main-0-0/log?*"))
+            .query_has(&["container=trainer"])
+            .fail(
+                400,
+                "BadRequest",
+                "container trainer is not valid for pod a-main-0-0",
+            ),
+    ]);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (mut cluster, _) = blocking(cluster, |c| c.advance(Some(at(0).as_second() as f64))).await;
+    // Looks right after the refusal follow nothing: the pod waits out a back-off.
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        cluster = blocking(cluster, |c| c.advance(Some(at(0).as_second() as f64)))
+            .await
+            .0;
+    }
+    server.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_is_asked_for_naming_its_container_and_a_refused_one_waits_out_a_back_off() {
+    a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once().await;
 }

@@ -73,6 +73,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(act::a_refused_resize_becomes_a_condition_twice().await);
     used.extend(act::scaling_restarts_the_job_with_more_workers().await);
     used.extend(act::a_status_update_recovers_from_a_409_conflict().await);
+    used.extend(act::policy_labels_are_one_merge_patch().await);
     used.extend(act::a_dropped_node_watch_restarts_where_it_left_off().await);
     used.extend(act::the_snapshot_comes_from_the_caches().await);
     used.extend(act::usage_comes_from_metrics_when_served().await);
@@ -94,6 +95,9 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
     used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
     used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
+    used.extend(
+        logs::a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once().await,
+    );
     used.extend(fencing::a_replica_that_stopped_leading_sends_nothing_mid_restart().await);
     used.extend(
         restarts::a_successor_asks_for_the_checkpoint_its_predecessor_recorded_but_never_asked()

@@ -131,6 +131,11 @@ pub fn status_write_of(job: &str, read: &JobBuilder, wanted: Value) -> [Expect; 
     ]
 }
 
+/// A merge patch of `job`'s status that must contain `wanted`; answered with `read`.
+pub fn status_patch_of(job: &str, read: &JobBuilder, wanted: Value) -> Expect {
+    Expect::patch(&status_of(job)).body(wanted).ok(read.json())
+}
+
 pub fn event_on(job: &str, reason: &str, action: &str) -> Expect {
     Expect::post("/apis/events.k8s.io/v1/namespaces/ml/events")
         .body(json!({"reason": reason, "action": action, "type": "Normal",
