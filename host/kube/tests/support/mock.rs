@@ -1,8 +1,10 @@
 //! A scripted mock API server for tests (the kube-rs `tower_test` pattern): a list of
 //! expected requests, each with its method, path (and query), a JSON body the request
-//! must contain, and the response to give. Requests are checked in order; a request
-//! that differs fails the test, and one that never comes fails it after a timeout. Every
-//! request is also recorded as (verb, group, resource, subresource) for the RBAC test.
+//! must contain, and the response to give. Requests are checked in order (except where
+//! two concurrent tasks of the controller may send theirs either way round, marked
+//! [`Expect::either_order_with_previous`]); a request that differs fails the test, and
+//! one that never comes fails it after a timeout. Every request is also recorded as
+//! (verb, group, resource, subresource) for the RBAC test.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +39,7 @@ pub struct Expect {
     response: Value,
     text: Option<String>,
     delay: Option<Duration>,
+    either_order: bool,
 }
 
 impl Expect {
@@ -52,6 +55,7 @@ impl Expect {
             response: Value::Null,
             text: None,
             delay: None,
+            either_order: false,
         }
     }
     /// `GET path`.
@@ -101,6 +105,13 @@ impl Expect {
         self.delay = Some(delay);
         self
     }
+    /// This request and the one scripted before it may come in either order: the
+    /// controller sends them from two tasks that run concurrently (a loss write and a
+    /// log follower), so neither order is wrong.
+    pub fn either_order_with_previous(mut self) -> Self {
+        self.either_order = true;
+        self
+    }
     /// Answers 200 with `response`.
     pub fn ok(self, response: Value) -> Self {
         self.respond(200, response)
@@ -112,6 +123,26 @@ impl Expect {
             serde_json::json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                 "code": code, "reason": reason, "message": message}),
         )
+    }
+}
+
+impl Expect {
+    /// The request's path, with its query when the script gives one.
+    fn actual(&self, uri: &http::Uri) -> String {
+        match uri.query() {
+            Some(q) if self.path.contains('?') => format!("{}?{q}", uri.path()),
+            _ => uri.path().to_string(),
+        }
+    }
+
+    /// Whether a request's method and path are this one's.
+    fn matches(&self, method: &Method, uri: &http::Uri) -> bool {
+        let actual = self.actual(uri);
+        let path_matches = match self.path.strip_suffix('*') {
+            Some(prefix) => actual.starts_with(prefix),
+            None => actual == self.path,
+        };
+        *method == self.method && path_matches
     }
 }
 
@@ -143,33 +174,39 @@ impl MockServer {
         let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
-            for (index, expect) in script.into_iter().enumerate() {
+            let mut script = std::collections::VecDeque::from(script);
+            let mut index = 0;
+            while let Some(first) = script.front() {
                 let (request, send) = tokio::time::timeout(TIMEOUT, handle.next_request())
                     .await
                     .unwrap_or_else(|_| {
                         panic!(
                             "request {index} ({} {}) never came",
-                            expect.method, expect.path
+                            first.method, first.path
                         )
                     })
                     .unwrap_or_else(|| {
                         panic!(
                             "client dropped before request {index} ({} {})",
-                            expect.method, expect.path
+                            first.method, first.path
                         )
                     });
                 let method = request.method().clone();
                 let uri = request.uri().clone();
-                let actual = match uri.query() {
-                    Some(q) if expect.path.contains('?') => format!("{}?{q}", uri.path()),
-                    _ => uri.path().to_string(),
-                };
-                let path_matches = match expect.path.strip_suffix('*') {
-                    Some(prefix) => actual.starts_with(prefix),
-                    None => actual == expect.path,
-                };
+                // The first scripted request, or one marked as coming in either order
+                // with those before it, whichever this request is.
+                let candidates = 1 + script
+                    .iter()
+                    .skip(1)
+                    .take_while(|e| e.either_order)
+                    .count();
+                let position = (0..candidates)
+                    .find(|&i| script[i].matches(&method, &uri))
+                    .unwrap_or(0);
+                let expect = script.remove(position).expect("a scripted request");
+                let actual = expect.actual(&uri);
                 assert!(
-                    method == expect.method && path_matches,
+                    expect.matches(&method, &uri),
                     "request {index}: got {method} {actual}, expected {} {}",
                     expect.method,
                     expect.path
@@ -214,6 +251,7 @@ impl MockServer {
                     }
                     None => send.send_response(response),
                 }
+                index += 1;
             }
             let mut unexpected = Vec::new();
             loop {
