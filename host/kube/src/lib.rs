@@ -12,6 +12,7 @@
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
 //! - [`trim`]: what the caches keep of each object.
+//! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`crate::live::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
@@ -25,6 +26,7 @@
 //! It must not decide anything: decisions come from the policy through the control loop.
 
 pub mod act;
+pub mod charges;
 pub mod cluster;
 pub mod crd;
 pub mod events;

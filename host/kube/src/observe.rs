@@ -35,6 +35,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::act::{node_of, task_of};
+use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::progress::LogPattern;
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
@@ -190,8 +191,9 @@ pub struct Caches {
     pub nodes: Store<KubeNode>,
     /// The controller's pods (those with its job label).
     pub pods: Store<Pod>,
-    /// Every other pod while it is bound and holds resources (see the module docs).
-    pub others: Store<Pod>,
+    /// Every other pod while it is bound and holds resources, as what it takes from its
+    /// node ([`Charges`]).
+    pub others: Charges,
     /// Every TrainingJob.
     pub jobs: Store<TrainingJob>,
     /// Measured usage, when `metrics.k8s.io` answers.
@@ -249,12 +251,10 @@ impl Caches {
     /// Caches over three stores (filled by reflectors, or by hand in tests), with no
     /// other pods, usage, loss series or assumed pods yet.
     pub fn new(nodes: Store<KubeNode>, pods: Store<Pod>, jobs: Store<TrainingJob>) -> Self {
-        let (others, mut listed) = reflector::store();
-        listed.apply_watcher_event(&watcher::Event::InitDone);
         Caches {
             nodes,
             pods,
-            others,
+            others: Charges::listed_empty(),
             jobs,
             usage: Arc::default(),
             loss: Arc::default(),
@@ -281,12 +281,13 @@ impl Caches {
             trim::pod,
             changed.clone(),
         );
-        let (others, o) = reflect(
+        let others = Charges::default();
+        let o = charges::watch(
             Api::<Pod>::all(client.clone()),
             watcher::Config::default()
                 .labels(&format!("!{JOB_LABEL}"))
                 .fields(OTHERS_HOLDING_RESOURCES),
-            trim::pod,
+            others.clone(),
             changed.clone(),
         );
         let (jobs, j) = reflect(
@@ -321,20 +322,22 @@ impl Caches {
         };
         listed(self.nodes.wait_until_ready().now_or_never())
             && listed(self.pods.wait_until_ready().now_or_never())
-            && listed(self.others.wait_until_ready().now_or_never())
+            && self.others.listed()
             && listed(self.jobs.wait_until_ready().now_or_never())
     }
 
     /// Resolves once every reflector has finished its first list (see
     /// [`Caches::synced`]); false when a reflector stopped before that.
     pub async fn wait_synced(&self) -> bool {
-        let (nodes, pods, others, jobs) = futures::join!(
+        let (nodes, pods, jobs) = futures::join!(
             self.nodes.wait_until_ready(),
             self.pods.wait_until_ready(),
-            self.others.wait_until_ready(),
             self.jobs.wait_until_ready()
         );
-        nodes.is_ok() && pods.is_ok() && others.is_ok() && jobs.is_ok()
+        while !self.others.listed() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
     }
 
     /// Where to start reading a log of job `id` that this process has not read yet: the
@@ -379,10 +382,13 @@ impl Caches {
             let sum = requested.entry(node.to_string()).or_default();
             *sum = sum.plus(requests);
         };
-        for pod in pods.iter().chain(&self.others.state()) {
+        for pod in pods.iter() {
             if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
                 charge(node, &pod_requests(pod));
             }
+        }
+        for (node, requests) in self.others.per_node() {
+            charge(&node, &requests);
         }
         let by_key: HashMap<String, &Pod> = pods
             .iter()
@@ -719,7 +725,8 @@ fn reserved(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<(String, Resources)> {
         .collect()
 }
 
-fn holds_resources(pod: &Pod) -> bool {
+/// Whether a pod still holds its node's resources (it has not finished).
+pub fn holds_resources(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
