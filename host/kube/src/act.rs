@@ -140,10 +140,10 @@ impl Actor {
     /// Reports a failed create-and-bind as the `PodsCreated=False` condition and a
     /// Warning Event; returns the error.
     async fn placement_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
-        let reason = if matches!(error, Error::InvalidSpec { .. }) {
-            "TemplateRejected"
-        } else {
-            "PlacementFailed"
+        let reason = match error {
+            Error::InvalidSpec { .. } => "TemplateRejected",
+            Error::Gated { .. } => "SchedulingGated",
+            _ => "PlacementFailed",
         };
         let message = error.to_string();
         if let Err(e) = self
@@ -198,6 +198,7 @@ impl Actor {
                         created: created.new,
                         bound_before: created.bound_to.is_some(),
                         bound_here: false,
+                        gated: created.gated,
                     }),
                 },
                 Err(error) => {
@@ -205,6 +206,19 @@ impl Actor {
                     break;
                 }
             }
+        }
+        // A pod with scheduling gates may not be bound until whoever put them there
+        // lifts them: the pods stay, unbound, and the job waits for that.
+        let gated: Vec<String> = made
+            .iter()
+            .filter(|p| p.gated && !p.bound_before)
+            .map(|p| p.name.clone())
+            .collect();
+        if outcome.is_ok() && !gated.is_empty() {
+            return Err(Error::Gated {
+                job: job.name_any(),
+                pods: gated,
+            });
         }
         if outcome.is_ok() {
             for pod in made.iter_mut().filter(|p| !p.bound_before) {
@@ -726,13 +740,20 @@ impl Actor {
             self.guard.call(api.patch_resize(&name, &params, &patch))
         })
         .await;
-        let (status, message) = match outcome {
+        // The API server accepting a resize is not the kubelet applying it: the
+        // condition is Unknown until the pod's status shows the new request (or says
+        // the resize is deferred or infeasible; see [`Actor::report_resize`]).
+        let (status, condition_reason, message) = match outcome {
             Ok(_) => (
-                "True",
-                format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}"),
+                "Unknown",
+                "ResizeRequested",
+                format!(
+                    "pod {name} asked to run with {millis}m CPU (weight {weight:.3}): {reason}"
+                ),
             ),
             Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
                 "False",
+                "ResizeRefused",
                 format!(
                     "the cluster refused to resize pod {name} in place ({}): {}",
                     s.code, s.message
@@ -740,21 +761,75 @@ impl Actor {
             ),
             Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
         };
-        let condition_reason = if status == "True" {
-            "Resized"
-        } else {
-            "ResizeRefused"
-        };
         self.update_status(job, |s| {
             set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
         })
         .await?;
-        let event_type = if status == "True" {
-            EventType::Normal
-        } else {
+        let event_type = if status == "False" {
             EventType::Warning
+        } else {
+            EventType::Normal
         };
         self.event(job, event_type, condition_reason, "SetCpuWeight", &message)
+            .await;
+        Ok(())
+    }
+
+    /// Brings the `CpuWeightApplied` condition of a job whose resize was requested up
+    /// to date with its pods: `True` once each pod's status shows the request its spec
+    /// asks for, `False` (`ResizeInfeasible`) when a node cannot fit it, `Unknown`
+    /// (`ResizeDeferred`) while it waits for room. Writes nothing when nothing changed.
+    pub async fn report_resize(&self, job: &TrainingJob, job_pods: &[Pod]) -> Result<()> {
+        let status = status_of(job);
+        let Some(current) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CPU_WEIGHT_CONDITION && c.status == "Unknown")
+        else {
+            return Ok(());
+        };
+        let mut outcome = (
+            "True",
+            "Resized",
+            "every pod runs with the CPU asked for".to_string(),
+        );
+        for pod in job_pods.iter().filter(|p| !terminated(p)) {
+            match pods::resize_state(pod) {
+                pods::ResizeState::Applied => {}
+                pods::ResizeState::Infeasible(message) => {
+                    outcome = (
+                        "False",
+                        "ResizeInfeasible",
+                        format!(
+                            "pod {} cannot be resized on its node: {message}",
+                            pod.name_any()
+                        ),
+                    );
+                    break;
+                }
+                pods::ResizeState::Pending(message) => {
+                    outcome = (
+                        "Unknown",
+                        "ResizeDeferred",
+                        format!("pod {} waits for room to resize: {message}", pod.name_any()),
+                    );
+                }
+            }
+        }
+        let (value, reason, message) = outcome;
+        if current.reason == reason {
+            return Ok(());
+        }
+        self.update_status(job, |s| {
+            set_condition(s, CPU_WEIGHT_CONDITION, value, reason, &message)
+        })
+        .await?;
+        let event_type = if value == "False" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.event(job, event_type, reason, "SetCpuWeight", &message)
             .await;
         Ok(())
     }
@@ -989,6 +1064,8 @@ struct Made {
     bound_before: bool,
     /// This call bound it.
     bound_here: bool,
+    /// It has scheduling gates.
+    gated: bool,
 }
 
 /// What creating a task's pod found.
@@ -1000,6 +1077,8 @@ struct Created {
     new: bool,
     /// The node it is bound to.
     bound_to: Option<String>,
+    /// It has scheduling gates (from its template, or injected by a webhook).
+    gated: bool,
 }
 
 /// Creates `pod` of `job`; one that already exists and belongs to this job counts as
@@ -1022,6 +1101,7 @@ async fn create_pod(
             uid: created.metadata.uid.clone(),
             new: true,
             bound_to: None,
+            gated: gated(&created),
         }),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = guard
@@ -1037,6 +1117,7 @@ async fn create_pod(
                 uid: existing.metadata.uid.clone(),
                 new: false,
                 bound_to: node_of(&existing).map(str::to_string),
+                gated: gated(&existing),
             })
         }
         Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
@@ -1105,6 +1186,14 @@ async fn bind(
             Err(error) => return Err(Error::api(action())(error)),
         }
     }
+}
+
+/// Whether `pod` has scheduling gates.
+pub fn gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
 }
 
 /// Whether a failed call may nevertheless have happened: a 5xx, or no reply at all.

@@ -220,7 +220,8 @@ impl KubeCluster {
     }
 
     /// Sends every job with a failed pod back to the queue (or fails it past its
-    /// `backoffLimit`), and deletes the pods of finished jobs that still hold resources.
+    /// `backoffLimit`), deletes the pods of finished jobs that still hold resources, and
+    /// reports how requested resizes went.
     fn drive_failures(&mut self) {
         let pods = self.caches.pods.state();
         let now = self.now_timestamp();
@@ -236,10 +237,11 @@ impl KubeCluster {
             } else if status.restart.is_none() {
                 let failed = observe::failed_pods(&own);
                 if failed.is_empty() {
-                    continue;
+                    self.handle.block_on(self.actor.report_resize(&job, &own))
+                } else {
+                    self.handle
+                        .block_on(self.actor.recover(&job, &own, &failed, now))
                 }
-                self.handle
-                    .block_on(self.actor.recover(&job, &own, &failed, now))
             } else {
                 continue;
             };
@@ -278,8 +280,21 @@ impl KubeCluster {
             if self.restarts_done.get(&id) == Some(&restart.requested_at) {
                 continue;
             }
-            // Terminating pods are included: the replacement waits until they are gone.
-            let job_pods = observe::job_pods(&job, &pods);
+            // Terminating pods are included: the replacement waits until they are gone;
+            // except those a lost node will never confirm stopped, past their grace
+            // period (the pod garbage collector removes them in time).
+            let mut job_pods = observe::job_pods(&job, &pods);
+            job_pods.retain(|p| {
+                let lost = observe::stuck_on_lost_node(p, &self.caches.nodes, now);
+                if lost {
+                    tracing::warn!(
+                        job = id,
+                        pod = p.name_any(),
+                        "not waiting for a pod whose node is lost"
+                    );
+                }
+                !lost
+            });
             match self
                 .handle
                 .block_on(self.actor.advance_restart(&job, &job_pods, now))

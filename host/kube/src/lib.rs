@@ -120,6 +120,17 @@ pub enum Error {
         /// What is wrong and what would be accepted.
         message: String,
     },
+    /// Pods of a placement came back with scheduling gates; they stay unbound until
+    /// whoever put the gates there lifts them.
+    #[error(
+        "TrainingJob `{job}`: pods {pods:?} have scheduling gates; they are bound once the gates are lifted"
+    )]
+    Gated {
+        /// Job name.
+        job: String,
+        /// The gated pods.
+        pods: Vec<String>,
+    },
     /// Reading a followed log failed mid-stream.
     #[error("reading the log of pod {pod}: {source}")]
     Log {
@@ -166,6 +177,7 @@ impl Error {
             Error::Log { .. } => "log",
             Error::Config(_) => "config",
             Error::Stale { .. } => "stale",
+            Error::Gated { .. } => "gated",
             Error::Event { .. } => "event",
         }
     }

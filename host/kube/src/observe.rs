@@ -500,7 +500,13 @@ impl Caches {
         // A restart under way holds its tasks until the replacements are recorded, even
         // when the old pods are gone and the new ones not yet in the cache: the policy
         // must not place them a second time.
-        if has_foreign_pods(job, all_pods) {
+        // Held back: pods of a deleted job of the same name still there (their names
+        // would collide), or pods of this one waiting for their scheduling gates to be
+        // lifted (they cannot be bound until then).
+        let gated = own
+            .iter()
+            .any(|p| node_of(p).is_none() && crate::act::gated(p));
+        if gated || has_foreign_pods(job, all_pods) {
             for task in &mut tasks {
                 task.phase = TaskPhase::Restarting;
                 task.node = None;
@@ -691,6 +697,20 @@ pub fn is_disruption(pod: &Pod) -> bool {
     admission_or_node || disruption_target
 }
 
+/// Whether `pod` is being deleted on a node that cannot confirm it stopped (gone, or
+/// not Ready) and its grace period is over at `now`: the kubelet will never report it
+/// gone, so a restart does not wait for it.
+pub fn stuck_on_lost_node(pod: &Pod, nodes: &Store<KubeNode>, now: Timestamp) -> bool {
+    let Some(deleting_by) = pod.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    let Some(node) = node_of(pod) else {
+        return false;
+    };
+    let node = nodes.state().into_iter().find(|n| n.name_any() == node);
+    deleting_by.0 < now && node.is_none_or(|n| !ready(&n))
+}
+
 /// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
 pub fn phase_of(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
@@ -746,13 +766,15 @@ fn schedulable(node: &KubeNode) -> bool {
         .as_ref()
         .and_then(|s| s.unschedulable)
         .unwrap_or(false);
-    let ready = node
-        .status
+    ready(node) && !cordoned
+}
+
+fn ready(node: &KubeNode) -> bool {
+    node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    ready && !cordoned
+        .is_some_and(|c| c.status == "True")
 }
 
 /// Usage measured by the metrics server.

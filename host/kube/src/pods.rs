@@ -187,8 +187,9 @@ pub fn generation_of(pod: &Pod) -> u32 {
         .unwrap_or(0)
 }
 
-/// The CPU weight of a running pod: its training container's CPU request now over the
-/// request in the template (a resize lowers the request, and the kernel's CPU shares
+/// The CPU weight of a running pod: its training container's CPU request as the kubelet
+/// applied it (its status; the spec when the status does not say) over the request in
+/// the template (a resize lowers the request, and the kernel's CPU shares
 /// follow the request). 1 when either is unknown.
 pub fn cpu_weight(job: &TrainingJob, pod: &Pod) -> f64 {
     let labels = pod.metadata.labels.as_ref();
@@ -202,17 +203,71 @@ pub fn cpu_weight(job: &TrainingJob, pod: &Pod) -> f64 {
         return 1.0;
     };
     let base = cpu_request(container);
-    let now = pod
-        .spec
+    // What the kubelet applied (the container's status), not what the spec asks for: a
+    // resize the node has not carried out does not count.
+    let applied = pod
+        .status
         .as_ref()
-        .and_then(|s| s.containers.iter().find(|c| c.name == container.name))
-        .map(cpu_request)
+        .and_then(|s| s.container_statuses.as_ref())
+        .and_then(|c| c.iter().find(|c| c.name == container.name))
+        .and_then(|c| c.resources.as_ref()?.requests.as_ref())
+        .map(|r| quantity::resources(r).cpu_millis);
+    let now = applied
+        .or_else(|| {
+            pod.spec
+                .as_ref()
+                .and_then(|s| s.containers.iter().find(|c| c.name == container.name))
+                .map(cpu_request)
+        })
         .unwrap_or(base);
     if base == 0 {
         1.0
     } else {
         (now as f64 / base as f64).clamp(f64::MIN_POSITIVE, 1.0)
     }
+}
+
+/// Where an in-place resize of a pod stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ResizeState {
+    /// Each container's status shows the requests its spec asks for.
+    Applied,
+    /// The kubelet has not carried it out yet (deferred, in progress), with why.
+    Pending(String),
+    /// The node cannot fit it (`PodResizePending`, reason `Infeasible`).
+    Infeasible(String),
+}
+
+/// Where `pod`'s last in-place resize stands, from its conditions and container
+/// statuses.
+pub fn resize_state(pod: &Pod) -> ResizeState {
+    let status = pod.status.as_ref();
+    let conditions = status.and_then(|s| s.conditions.as_ref());
+    for condition in conditions.into_iter().flatten() {
+        let message = condition.message.clone().unwrap_or_default();
+        match (condition.type_.as_str(), condition.reason.as_deref()) {
+            ("PodResizePending", Some("Infeasible")) => return ResizeState::Infeasible(message),
+            ("PodResizePending", _) | ("PodResizeInProgress", _) => {
+                return ResizeState::Pending(message);
+            }
+            _ => {}
+        }
+    }
+    let statuses = status.and_then(|s| s.container_statuses.as_ref());
+    let spec_containers = pod.spec.iter().flat_map(|s| &s.containers);
+    for container in spec_containers {
+        let applied = statuses
+            .and_then(|c| c.iter().find(|c| c.name == container.name))
+            .and_then(|c| c.resources.as_ref()?.requests.as_ref())
+            .map(|r| quantity::resources(r).cpu_millis);
+        if applied.is_some_and(|cpu| cpu != cpu_request(container)) {
+            return ResizeState::Pending(format!(
+                "container {} does not run with its new request yet",
+                container.name
+            ));
+        }
+    }
+    ResizeState::Applied
 }
 
 /// The container whose log `pod` of `job` is read: `progress.log.container`, else the

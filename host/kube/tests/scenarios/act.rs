@@ -486,10 +486,10 @@ pub(crate) async fn resizing_a_pods_cpu() -> Vec<Access> {
     ];
     script.extend(status_write(
         &job,
-        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "True", "reason": "Resized", "message": "*", "lastTransitionTime": "*"}]}}),
+        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "Unknown", "reason": "ResizeRequested", "message": "*", "lastTransitionTime": "*"}]}}),
         &job,
     ));
-    script.push(event("Resized", "SetCpuWeight", "Normal"));
+    script.push(event("ResizeRequested", "SetCpuWeight", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
         .set_cpu_weight(
