@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, Service};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -54,6 +54,8 @@ pub struct Actor {
     deletes_sent: Arc<Mutex<HashSet<String>>>,
     /// Pods this process has asked to checkpoint with the annotation, and when.
     annotated: Arc<Mutex<HashMap<String, Timestamp>>>,
+    /// Jobs (by UID) whose headless Service exists.
+    services: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.
@@ -84,6 +86,7 @@ impl Actor {
             guard: Guard::default(),
             deletes_sent: Arc::default(),
             annotated: Arc::default(),
+            services: Arc::default(),
         }
     }
 
@@ -172,6 +175,7 @@ impl Actor {
         generation: u32,
     ) -> Result<Vec<Placement>> {
         let api = self.pods(job);
+        self.ensure_service(job).await;
         let mut made: Vec<Made> = Vec::new();
         let mut outcome = Ok(());
         for (task, node) in assignments {
@@ -412,6 +416,55 @@ impl Actor {
                 .get(&delete_key(pod))
                 .copied()
         })
+    }
+
+    /// Creates `job`'s headless Service unless this process already has (see
+    /// [`pods::service`]). Best effort: without it the pods still run, and only their
+    /// names do not resolve, so a failure is logged and tried again next time.
+    async fn ensure_service(&self, job: &TrainingJob) {
+        let Some(uid) = job.metadata.uid.clone() else {
+            return;
+        };
+        if self.services.lock().expect("services lock").contains(&uid) {
+            return;
+        }
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &namespace(job));
+        let service = pods::service(job);
+        let name = job.name_any();
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let ours = match retry::with_backoff("create service", || {
+            self.guard.call(api.create(&pp, &service))
+        })
+        .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                match self.guard.call(api.get(&name)).await {
+                    Ok(existing) => existing
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == uid),
+                    Err(error) => {
+                        tracing::warn!(%error, job = name, "reading the job's Service");
+                        false
+                    }
+                }
+            }
+            Err(error) => {
+                let error =
+                    Error::api(format!("creating the Service of TrainingJob {name}"))(error);
+                tracing::warn!(%error, "the job's pods run, but their names do not resolve yet");
+                false
+            }
+        };
+        if ours {
+            self.services.lock().expect("services lock").insert(uid);
+        }
     }
 
     /// Deletes a pod unless this process already did (a cache that has not caught up

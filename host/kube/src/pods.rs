@@ -1,11 +1,12 @@
 //! Turning a job's spec into tasks and pods: task names (`<role>-<index>`), the pod made
 //! from the role's template (scheduler name, labels, owner reference, a generation in
-//! the name so a replacement never collides with the pod it replaces), and the requests
-//! and CPU weight the policy sees. It builds objects; it must not send them.
+//! the name so a replacement never collides with the pod it replaces, the task as its
+//! hostname under the job's headless Service), the Service, and the requests and CPU
+//! weight the policy sees. It builds objects; it must not send them.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, Service, ServiceSpec};
 use kube::Resource;
 use kube::api::ObjectMeta;
 
@@ -146,6 +147,19 @@ pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
     if spec.restart_policy.is_none() {
         spec.restart_policy = Some("OnFailure".to_string());
     }
+    // Rendezvous: `<task>.<job>` resolves through the job's headless Service to whatever
+    // pod runs the task now, across generations.
+    spec.hostname = Some(task.to_string());
+    spec.subdomain = Some(job_name.clone());
+    let env = rendezvous_env(job, role_name, task);
+    for container in &mut spec.containers {
+        let vars = container.env.get_or_insert_with(Vec::new);
+        for var in &env {
+            if !vars.iter().any(|v| v.name == var.name) {
+                vars.push(var.clone());
+            }
+        }
+    }
     let template_meta = role.template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
     labels.insert(JOB_LABEL.to_string(), job_name.clone());
@@ -167,6 +181,64 @@ pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
         spec: Some(spec),
         status: None,
     })
+}
+
+/// What each container learns of its place in the job: `SWITCHYARD_JOB`,
+/// `SWITCHYARD_ROLE`, `SWITCHYARD_TASK`, `SWITCHYARD_INDEX`, and per role
+/// `SWITCHYARD_<ROLE>_HOSTS`, the task hostnames of that role now
+/// (`worker-0.resnet50,worker-1.resnet50`). A variable the template sets stays.
+fn rendezvous_env(job: &TrainingJob, role: &str, task: &str) -> Vec<EnvVar> {
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let var = |name: String, value: String| EnvVar {
+        name,
+        value: Some(value),
+        ..EnvVar::default()
+    };
+    let index = task.rsplit_once('-').map(|(_, i)| i).unwrap_or("0");
+    let mut env = vec![
+        var("SWITCHYARD_JOB".into(), job_name.clone()),
+        var("SWITCHYARD_ROLE".into(), role.to_string()),
+        var("SWITCHYARD_TASK".into(), task.to_string()),
+        var("SWITCHYARD_INDEX".into(), index.to_string()),
+    ];
+    let tasks = tasks(job);
+    for r in &job.spec.roles {
+        let hosts: Vec<String> = tasks
+            .iter()
+            .filter(|t| t.role == r.name)
+            .map(|t| format!("{}.{job_name}", t.name))
+            .collect();
+        let name = format!(
+            "SWITCHYARD_{}_HOSTS",
+            r.name.to_ascii_uppercase().replace('-', "_")
+        );
+        env.push(var(name, hosts.join(",")));
+    }
+    env
+}
+
+/// The headless Service of `job`: named after it, selecting its pods, publishing them
+/// before they are ready (the processes rendezvous before any of them is), owned by the
+/// job so that it goes with it.
+pub fn service(job: &TrainingJob) -> Service {
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let selector = BTreeMap::from([(JOB_LABEL.to_string(), name.clone())]);
+    Service {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: job.metadata.namespace.clone(),
+            labels: Some(selector.clone()),
+            owner_references: job.controller_owner_ref(&()).map(|o| vec![o]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            cluster_ip: Some("None".into()),
+            selector: Some(selector),
+            publish_not_ready_addresses: Some(true),
+            ..ServiceSpec::default()
+        }),
+        status: None,
+    }
 }
 
 /// The generation a pod of the controller was made for: its `switchyard.dev/generation`

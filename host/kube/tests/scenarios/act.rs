@@ -49,6 +49,7 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
         ..TrainingJobStatus::default()
     });
     let mut script = vec![
+        service("a"),
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
@@ -87,6 +88,7 @@ pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
         )
     };
     let (client, server) = MockServer::start(vec![
+        service("a"),
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
@@ -139,7 +141,7 @@ fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {
 
 pub(crate) async fn rolling_back_leaves_the_pods_that_were_there_before() -> Vec<Access> {
     let job = gang();
-    let mut script = Vec::new();
+    let mut script = vec![service("a")];
     // A controller stopped half-way: the ps was created and bound, worker-0 created.
     script.extend(existing("a-ps-0-0", "ps-0", Some("n1")));
     script.extend(existing("a-worker-0-0", "worker-0", None));
@@ -174,6 +176,7 @@ pub(crate) async fn a_binding_whose_reply_was_lost_is_found_done() -> Vec<Access
     let mut bound_pod = serde_json::to_value(pod("a", "main-0", 0, Some("n1"))).unwrap();
     bound_pod["metadata"]["uid"] = json!("uid-a-main-0-0");
     let mut script = vec![
+        service("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         // The binding went through, but its reply was lost on the way back.
         Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
@@ -212,6 +215,7 @@ pub(crate) async fn a_pod_bound_elsewhere_by_someone_else_fails_the_placement() 
     let mut elsewhere = serde_json::to_value(pod("a", "main-0", 0, Some("n7"))).unwrap();
     elsewhere["metadata"]["uid"] = json!("uid-a-main-0-0");
     let (client, server) = MockServer::start(vec![
+        service("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
             409,
@@ -243,6 +247,7 @@ pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec
         ..TrainingJobStatus::default()
     });
     let mut script = vec![
+        service("a"),
         Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
         Expect::get(&format!("{PODS}/a-main-0-0"))
             .ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
@@ -269,6 +274,7 @@ pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec
 pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> Vec<Access> {
     let job = JobBuilder::new("a");
     let (client, server) = MockServer::start(vec![
+        service("a"),
         Expect::post(PODS).fail(
             422,
             "Invalid",
@@ -325,6 +331,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
             .ok(pod_json("a-main-0-0")),
     );
     script.push(delete("a-main-0-0", None));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
@@ -409,6 +416,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
         &marked,
     ));
     script.push(delete("a-main-0-0", Some(45)));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n3"));
     script.extend(status_write(
@@ -589,6 +597,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
     for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
         script.push(delete(p, Some(10)));
     }
+    script.push(service("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     for i in 0..3 {
         script.push(create(

@@ -35,6 +35,7 @@ pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() 
     let job = JobBuilder::new("a").push_progress();
     world.job(&job);
     let mut script = vec![
+        service("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         bind("a-main-0-0", "n1"),
     ];
@@ -102,6 +103,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         &marked,
     ));
     script.push(Expect::patch(&format!("{PODS}/a-main-0-0")).ok(json!({})));
+    script.push(service("b"));
     script.push(create("b-main-0-0", "b", "main-0", "main"));
     script.push(bind("b-main-0-0", "n2"));
     script.extend(status_write_of(
@@ -111,6 +113,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     ));
     script.push(event_on("b", "Placed", "Place"));
     script.push(delete("a-main-0-0", None));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
@@ -150,7 +153,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     );
     assert_eq!(
         server.served(),
-        8,
+        9,
         "b was created, bound, recorded and announced in the same round as a's checkpoint request"
     );
 
@@ -160,14 +163,14 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        8,
+        9,
         "a is not deleted before its grace period is over"
     );
     world.set_clock(31);
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "the grace period is over: a's pod is deleted"
     );
     world.pod(terminating(old.clone()));
@@ -175,7 +178,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(35).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "while the reflector shows the old pod terminating, no replacement is created"
     );
     world.pod_gone(old);

@@ -85,6 +85,7 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
     ));
     script.push(event("Requeued", "Recover", "Normal"));
     // And the policy's next placement makes generation 1's pods.
+    script.push(service("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     script.push(create("a-worker-0-1", "a", "worker-0", "worker"));
     script.push(bind("a-ps-0-1", "n1"));

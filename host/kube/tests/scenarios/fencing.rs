@@ -36,6 +36,7 @@ pub(crate) async fn a_hung_call_is_abandoned_and_the_round_goes_on() -> Vec<Acce
     world.job(&a);
     world.job(&b);
     let mut script = vec![
+        service("a"),
         // The API server takes a's create and never answers.
         create("a-main-0-0", "a", "main-0", "main").after(Duration::from_secs(3600)),
     ];
@@ -45,6 +46,7 @@ pub(crate) async fn a_hung_call_is_abandoned_and_the_round_goes_on() -> Vec<Acce
         json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False", "reason": "PlacementFailed"}]}}),
     ));
     script.push(event("PlacementFailed", "Place", "Warning"));
+    script.push(service("b"));
     script.push(create("b-main-0-0", "b", "main-0", "main"));
     script.push(bind("b-main-0-0", "n2"));
     script.extend(status_write_of(

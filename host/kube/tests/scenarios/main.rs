@@ -15,6 +15,8 @@ mod lease;
 mod logs;
 mod ownership;
 mod rbac;
+mod rendezvous;
 mod restarts;
 mod startup;
 mod state;
+mod wedges;

@@ -159,6 +159,7 @@ pub fn event_json() -> Value {
 }
 
 pub const PODS: &str = "/api/v1/namespaces/ml/pods";
+pub const SERVICES: &str = "/api/v1/namespaces/ml/services";
 pub const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
@@ -188,6 +189,17 @@ pub fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
                 "name": job, "uid": format!("uid-{job}"), "controller": true}]},
             "spec": {"schedulerName": "switchyard"}}))
         .respond(201, pod_json(name))
+}
+
+/// The creation of job `job`'s headless Service, the first time the controller places
+/// or replaces its pods.
+pub fn service(job: &str) -> Expect {
+    Expect::post(SERVICES)
+        .body(json!({"metadata": {"name": job, "namespace": NS,
+            "ownerReferences": [{"kind": "TrainingJob", "name": job, "uid": format!("uid-{job}"), "controller": true}]},
+            "spec": {"clusterIP": "None", "selector": {"switchyard.dev/job": job}, "publishNotReadyAddresses": true}}))
+        .respond(201, json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": job, "namespace": NS, "uid": format!("uid-svc-{job}")}}))
 }
 
 /// The binding of pod `pod` (the fixtures' UID `uid-<pod>`) to `node`.
