@@ -204,7 +204,7 @@ async fn swap_in(
         let decided = controller.with_status(|s| {
             s.decisions
                 .iter()
-                .any(|r| r.round >= applied.from_round && r.policy == name)
+                .any(|r| r.round >= applied.from_round && r.arm_a.policy == name)
         });
         if decided {
             return (start.elapsed(), entry.slot.module);

@@ -24,7 +24,7 @@ fn quickstart(c: &mut Criterion) {
         b.iter(|| {
             let mut sim = Simulator::new(scenario.clone());
             let mut control = ControlLoop::new(slot.clone(), slot.clone(), 1).keep_records(false);
-            control.run(&mut sim, |_| {})
+            control.run(&mut sim, |_, _| {})
         })
     });
 }

@@ -128,7 +128,7 @@ fn policy_test_reports_each_expectation_and_fails_when_one_does_not_hold() {
     let expect = dir.path().join("expect.yaml");
     std::fs::write(
         &expect,
-        "expect:\n  - placed: {job: birnn-4, on: cpu-0}\n    at: 0\n  - migrated: {job: vae-0}\n\
+        "expect:\n  - placed: {job: birnn-4, on: cpu-0}\n    at: 0\n  - migrated: {job: vae-3}\n\
          forbid:\n  - rejected: {}\n",
     )
     .unwrap();
@@ -142,9 +142,9 @@ fn policy_test_reports_each_expectation_and_fails_when_one_does_not_hold() {
     ]);
     assert!(!ok, "{out}");
     assert!(out.contains("ok   birnn-4 placed on cpu-0 at t=0"), "{out}");
-    assert!(out.contains("FAIL vae-0 migrated"), "{out}");
+    assert!(out.contains("FAIL vae-3 migrated"), "{out}");
     assert!(
-        out.contains("what happened to vae-0: t=135.908 place vae-0"),
+        out.contains("what happened to vae-3: t=456.500 place vae-3"),
         "{out}"
     );
     assert!(out.contains("2 of 3 expectations held"), "{out}");

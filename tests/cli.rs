@@ -173,3 +173,77 @@ fn the_same_workload_and_seed_give_byte_identical_results() {
     assert_eq!(outputs[0], outputs[1]);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn the_same_split_experiment_and_seed_give_byte_identical_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
+    let mut outputs = Vec::new();
+    for run in 0..3 {
+        let out = dir.path().join(run.to_string());
+        assert_cmd::Command::cargo_bin("switchyard")
+            .unwrap()
+            .args(["simulate", example, "--split", "default:even:0.5", "--out"])
+            .arg(&out)
+            .assert()
+            .success();
+        outputs.push(std::fs::read(out.join("experiment.json")).unwrap());
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[0], outputs[2]);
+}
+
+/// Runs `simulate` of the quickstart under the hostile guest named `eager` with `sets`,
+/// and returns its run's summary.
+fn hostile_run(sets: &[&str]) -> serde_json::Value {
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("eager.wasm");
+    std::fs::write(&wasm, guests::hostile_named("eager")).unwrap();
+    let out = dir.path().join("out");
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
+    let mut args = vec![
+        "simulate".to_string(),
+        example.to_string(),
+        "--policy".to_string(),
+        wasm.display().to_string(),
+        "--out".to_string(),
+        out.display().to_string(),
+    ];
+    for set in sets {
+        args.push("--set".into());
+        args.push(set.to_string());
+    }
+    Command::cargo_bin("switchyard")
+        .unwrap()
+        .args(&args)
+        .assert()
+        .success();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    results["runs"][0]["summary"].clone()
+}
+
+#[test]
+fn simulate_bounds_a_policy_that_asks_to_be_called_at_once() {
+    let summary = hostile_run(&["eager.attack=tick-zero"]);
+    let makespan = summary["makespan"].as_f64().unwrap();
+    let rounds = summary["rounds"].as_f64().unwrap();
+    // At most one tick per second of cluster time, plus one round per event.
+    assert!(
+        rounds <= makespan + 100.0,
+        "{rounds} rounds in {makespan} s: {summary}"
+    );
+}
+
+#[test]
+fn simulate_refuses_a_flood_and_the_fallback_runs_the_workload() {
+    let summary = hostile_run(&["eager.attack=actions", "eager.count=300000"]);
+    assert_eq!(summary["policy_failures"], summary["rounds"], "{summary}");
+    assert_eq!(summary["finished"], summary["jobs"], "{summary}");
+}

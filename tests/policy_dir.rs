@@ -10,7 +10,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use switchyard::policy_dir::{self, PolicyDir};
-use switchyard_runtime::registry::builtin;
 
 /// Publishes `files` as kubelet does and removes the previous timestamped directory.
 fn kubelet_publish(dir: &Path, stamp: &str, files: &[(&str, &[u8])]) {
@@ -43,7 +42,8 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
     let live = tokio.block_on(live::start(live::STREAM, 50.0, Duration::from_millis(500)));
     let controller = live.controller.clone();
     let dir = tempfile::tempdir().unwrap();
-    let even = builtin("even").unwrap().bytes;
+    // A policy of its own name: a file may not take a built-in's (see below).
+    let published = guests::hostile_named("published");
     let looping = std::fs::read(guests::path("looping")).unwrap();
 
     kubelet_publish(
@@ -66,43 +66,39 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
         "2026_11_22_10_05_00.000000002",
         &[
             ("looping.wasm", &looping),
-            ("even.wasm", even),
+            ("published.wasm", &published),
             (
                 "settings.yaml",
-                b"active: even\nparameters:\n  default: {scoring: most-allocated}\n",
+                b"active: published\nparameters:\n  default: {scoring: most-allocated}\n",
             ),
         ],
     );
-    wait_until("even to become active", || {
-        controller.with_status(|s| s.active.clone()) == "even"
+    wait_until("published to become active", || {
+        controller.with_status(|s| s.active.clone()) == "published"
     });
-    let even_entry = controller.catalog().get("even").unwrap();
-    assert!(
-        even_entry.source.ends_with("even.wasm"),
-        "{}",
-        even_entry.source
-    );
+    let entry = controller.catalog().get("published").unwrap();
+    assert!(entry.source.ends_with("published.wasm"), "{}", entry.source);
     assert_eq!(
         controller.catalog().get("default").unwrap().slot.settings["scoring"],
         "most-allocated"
     );
     let rounds = controller.with_status(|s| s.rounds);
-    wait_until("rounds decided by even", || {
+    wait_until("rounds decided by published", || {
         controller.with_status(|s| {
             s.decisions
                 .iter()
-                .any(|d| d.round > rounds && d.policy == "even")
+                .any(|d| d.round > rounds && d.arm_a.policy == "published")
         })
     });
 
-    // A broken update of the active policy's file is refused and even stays.
+    // A broken update of the active policy's file is refused and the running version stays.
     kubelet_publish(
         dir.path(),
         "2026_11_22_10_10_00.000000003",
         &[
             ("looping.wasm", &looping),
-            ("even.wasm", b"\0asm\x0d\0\x01\0 truncated"),
-            ("settings.yaml", b"active: even\n"),
+            ("published.wasm", b"\0asm\x0d\0\x01\0 truncated"),
+            ("settings.yaml", b"active: published\n"),
         ],
     );
     wait_until("the broken file to be reported", || {
@@ -110,9 +106,9 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
             .catalog()
             .failures()
             .iter()
-            .any(|f| f.source.ends_with("even.wasm"))
+            .any(|f| f.source.ends_with("published.wasm"))
     });
-    assert_eq!(controller.with_status(|s| s.active.clone()), "even");
+    assert_eq!(controller.with_status(|s| s.active.clone()), "published");
     assert!(
         controller
             .metrics()
@@ -120,11 +116,11 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
             .contains("switchyard_policy_load_errors_total")
     );
     let rounds = controller.with_status(|s| s.rounds);
-    wait_until("even to keep deciding", || {
+    wait_until("published to keep deciding", || {
         controller.with_status(|s| {
-            s.decisions
-                .iter()
-                .any(|d| d.round > rounds && d.policy == "even" && d.failure.is_none())
+            s.decisions.iter().any(|d| {
+                d.round > rounds && d.arm_a.policy == "published" && d.arm_a.failure.is_none()
+            })
         })
     });
 
@@ -144,7 +140,160 @@ fn a_policy_published_through_a_kubelet_symlink_swap_becomes_active_and_a_broken
             .iter()
             .any(|f| f.source.ends_with("settings.yaml") && f.error.contains("activ"))
     });
-    assert_eq!(controller.with_status(|s| s.active.clone()), "even");
+    assert_eq!(controller.with_status(|s| s.active.clone()), "published");
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+/// A controller following a plain directory; returns it with the watcher and the tokio
+/// runtime the watcher blocks on.
+fn follow(
+    dir: &Path,
+) -> (
+    tokio::runtime::Runtime,
+    live::Live,
+    policy_dir::DirWatcher,
+    policy_dir::ScanReport,
+) {
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let live = tokio.block_on(live::start(live::STREAM, 50.0, Duration::from_millis(500)));
+    let watched = PolicyDir::new(dir, live.controller.clone(), tokio.handle().clone()).unwrap();
+    let (watcher, first) = policy_dir::watch(watched).unwrap();
+    (tokio, live, watcher, first)
+}
+
+#[test]
+fn a_file_that_takes_a_built_in_policys_name_is_refused_and_the_built_in_stays() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("default.wasm"),
+        guests::hostile_named("default"),
+    )
+    .unwrap();
+    let (tokio, live, watcher, first) = follow(dir.path());
+    let (source, error) = &first.refused[0];
+    assert!(source.ends_with("default.wasm"), "{source}");
+    assert!(error.contains("reserved"), "{error}");
+    let default = live.controller.catalog().get("default").unwrap();
+    assert_eq!(default.source, "builtin:default");
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn a_standing_refusal_is_reported_once_and_cleared_when_the_settings_are_fixed() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("settings.yaml"), "active: no-such-policy\n").unwrap();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let live = tokio.block_on(live::start(live::STREAM, 50.0, Duration::from_millis(500)));
+    let refusals = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = refusals.clone();
+    live.controller.on_refusal(std::sync::Arc::new(move |_, _| {
+        counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }));
+    let watched =
+        PolicyDir::new(dir.path(), live.controller.clone(), tokio.handle().clone()).unwrap();
+    let (watcher, first) = policy_dir::watch(watched).unwrap();
+    assert_eq!(first.refused.len(), 1, "{:?}", first.refused);
+    // Touch the directory repeatedly: rescans find the same refusal standing.
+    for i in 0..5 {
+        std::fs::write(dir.path().join(format!("unrelated-{i}.txt")), "x").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    assert!(watcher.scans() > 1, "the directory was rescanned");
+    assert_eq!(refusals.load(std::sync::atomic::Ordering::Relaxed), 1);
+    std::fs::write(dir.path().join("settings.yaml"), "active: even\n").unwrap();
+    wait_until("the fixed settings to apply", || {
+        live.controller.with_status(|s| s.active.clone()) == "even"
+    });
+    assert!(live.controller.catalog().failures().is_empty());
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn reading_the_directory_does_not_trigger_another_read() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("a.wasm"), guests::hostile_named("a")).unwrap();
+    std::fs::write(dir.path().join("settings.yaml"), "active: a\n").unwrap();
+    let (tokio, live, watcher, first) = follow(dir.path());
+    assert_eq!(first.loaded, vec!["a.wasm".to_string()]);
+    std::thread::sleep(Duration::from_secs(2));
+    // Nothing changed: the first scan's own reads must not have caused more.
+    assert_eq!(watcher.scans(), 1);
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn a_fifo_or_a_device_in_the_directory_is_refused_without_blocking() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("settings.yaml");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.wasm")).unwrap();
+    let (tokio, live, watcher, first) = follow(dir.path());
+    let refused: Vec<&String> = first.refused.iter().map(|(source, _)| source).collect();
+    assert_eq!(refused.len(), 2, "{:?}", first.refused);
+    assert!(
+        first
+            .refused
+            .iter()
+            .all(|(_, error)| error.contains("not a regular file")),
+        "{:?}",
+        first.refused
+    );
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn a_directory_removed_and_created_again_is_watched_again() {
+    let parent = tempfile::tempdir().unwrap();
+    let dir = parent.path().join("policies");
+    std::fs::create_dir(&dir).unwrap();
+    let (tokio, live, watcher, _) = follow(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::write(dir.join("b.wasm"), guests::hostile_named("b")).unwrap();
+    std::fs::write(dir.join("settings.yaml"), "active: b\n").unwrap();
+    wait_until("the new directory's policy to become active", || {
+        live.controller.with_status(|s| s.active.clone()) == "b"
+    });
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn the_api_cannot_change_what_the_settings_file_decides_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("settings.yaml"),
+        "active: even\nparameters:\n  default: {scoring: most-allocated}\n",
+    )
+    .unwrap();
+    let (tokio, live, watcher, _) = follow(dir.path());
+    let (status, body) =
+        tokio.block_on(live.post("/v1/policies/default/activate", serde_json::json!({})));
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("settings.yaml"),
+        "{body}"
+    );
+    let (status, _) = tokio.block_on(live.put(
+        "/v1/policies/default/parameters",
+        serde_json::json!({"scoring": "least-allocated"}),
+    ));
+    assert_eq!(status, 409);
+    // What the file does not name stays the API's: gang's parameters.
+    let (status, body) =
+        tokio.block_on(live.put("/v1/policies/gang/parameters", serde_json::json!({})));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(live.controller.with_status(|s| s.active.clone()), "even");
     drop(watcher);
     tokio.block_on(live.stop());
 }

@@ -103,8 +103,8 @@ fn swapping_back_resumes_each_policys_own_state_blob() {
         "flowcon read its own blob back (a foreign one makes it refuse)"
     );
     let records = control.records();
-    assert!(records.iter().any(|r| r.policy == "default"));
-    assert!(records.last().is_some_and(|r| r.policy == "flowcon"));
+    assert!(records.iter().any(|r| r.arm_a.policy == "default"));
+    assert!(records.last().is_some_and(|r| r.arm_a.policy == "flowcon"));
 }
 
 #[test]

@@ -122,6 +122,20 @@ impl Live {
         (status, response.json().await.unwrap())
     }
 
+    /// A PUT with the right token and a JSON body.
+    pub(crate) async fn put(&self, path: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .put(self.url(path))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
     pub(crate) async fn upload(&self, bytes: Vec<u8>) -> (u16, Value) {
         let response = self
             .client
@@ -182,11 +196,22 @@ impl Live {
             .unwrap()
     }
 
-    /// Every decision kept so far.
+    /// Every decision kept so far, page by page.
     pub(crate) async fn all_decisions(&self) -> Vec<Value> {
-        let (status, body) = self.get("/v1/decisions?limit=100000000").await;
-        assert_eq!(status, 200);
-        body["decisions"].as_array().unwrap().clone()
+        let mut all: Vec<Value> = Vec::new();
+        let mut since = -1_i64;
+        loop {
+            let (status, body) = self
+                .get(&format!("/v1/decisions?since={since}&limit=1000"))
+                .await;
+            assert_eq!(status, 200, "{body}");
+            let page = body["decisions"].as_array().unwrap();
+            all.extend(page.iter().cloned());
+            if !body["more"].as_bool().unwrap() || page.is_empty() {
+                return all;
+            }
+            since = page.last().unwrap()["round"].as_i64().unwrap();
+        }
     }
 
     pub(crate) async fn stop(mut self) {

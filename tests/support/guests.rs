@@ -3,6 +3,8 @@
 //! `<target>/guests/wasm32-wasip2/guest/`, next to the test binaries' own target
 //! directory, so a test finds them from its own path whichever crate it belongs to.
 
+#![allow(dead_code)]
+
 use std::path::PathBuf;
 
 /// The built component of the test guest in `tests/guests/<folder>`.
@@ -24,4 +26,22 @@ pub(crate) fn path(folder: &str) -> String {
                 exe.display()
             )
         })
+}
+
+/// The `hostile` guest with its name placeholder overwritten by `name`, so one guest can
+/// claim any name (a built-in's, a hostile one).
+pub(crate) fn hostile_named(name: &str) -> Vec<u8> {
+    const MARKER: &[u8] = b"SWITCHYARD-TEST-NAME:";
+    const ROOM: usize = 150 - MARKER.len();
+    assert!(name.len() < ROOM, "a test name fits the placeholder");
+    let mut bytes = std::fs::read(path("hostile")).expect("the hostile guest is built");
+    let at = bytes
+        .windows(MARKER.len())
+        .position(|w| w == MARKER)
+        .expect("the hostile guest carries its name placeholder")
+        + MARKER.len();
+    let slot = &mut bytes[at..at + ROOM];
+    slot.fill(0);
+    slot[..name.len()].copy_from_slice(name.as_bytes());
+    bytes
 }

@@ -8,14 +8,15 @@
 //!   jobs (and nodes) and decides only for them.
 //!
 //! This module owns the assignment, the filtered views and the per-arm figures; calling
-//! the policies, validating and applying stays in [`crate::control`].
+//! the policies, validating and applying stays in the loop ([`crate::ControlLoop`]).
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 use serde::Serialize;
 
 use crate::PolicySlot;
 use switchyard_core::model::{Action, Operation, Snapshot, Trigger};
+use switchyard_core::names;
 
 /// Differing shadow decisions kept for the report (the most recent ones).
 pub const DIFFERENCES_KEPT: usize = 50;
@@ -23,9 +24,27 @@ pub const DIFFERENCES_KEPT: usize = 50;
 /// An experiment description that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ExperimentError {
-    /// A selector that is not `key=value`.
-    #[error("label selector `{0}` must be `key=value`")]
-    BadSelector(String),
+    /// A selector that is not `key=value` with a valid label key and value.
+    #[error("label selector `{selector}`: {reason}")]
+    BadSelector {
+        /// The selector as written (control characters escaped).
+        selector: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A node selector of a split that leaves one arm without nodes.
+    #[error(
+        "node selector `{selector}` matches {matching} of the cluster's {nodes} nodes: each arm \
+         of a split needs at least one node, or its jobs wait forever"
+    )]
+    ArmWithoutNodes {
+        /// The selector.
+        selector: String,
+        /// Nodes it matches (arm B's).
+        matching: usize,
+        /// Nodes in the cluster.
+        nodes: usize,
+    },
     /// A split ratio outside [0, 1].
     #[error("split ratio {0} must be between 0 and 1 (the share of jobs that go to arm B)")]
     BadRatio(f64),
@@ -41,15 +60,27 @@ pub struct LabelSelector {
 }
 
 impl LabelSelector {
-    /// Reads `key=value`.
+    /// Reads `key=value`: one `=`, a Kubernetes label key and value (so `a=b,c`, a set
+    /// selector the controller does not take, is refused rather than read as `a` equal to
+    /// `b,c`).
     pub fn parse(text: &str) -> Result<Self, ExperimentError> {
-        match text.split_once('=') {
-            Some((key, value)) if !key.trim().is_empty() => Ok(Self {
-                key: key.trim().to_string(),
-                value: value.trim().to_string(),
-            }),
-            _ => Err(ExperimentError::BadSelector(text.to_string())),
+        let bad = |reason: String| ExperimentError::BadSelector {
+            selector: text.escape_debug().to_string(),
+            reason,
+        };
+        let Some((key, value)) = text.split_once('=') else {
+            return Err(bad("must be `key=value`".into()));
+        };
+        let (key, value) = (key.trim(), value.trim());
+        if value.contains('=') {
+            return Err(bad("has more than one `=`; write one `key=value`".into()));
         }
+        names::check_label_key(key).map_err(bad)?;
+        names::check_label_value(value).map_err(bad)?;
+        Ok(Self {
+            key: key.to_string(),
+            value: value.to_string(),
+        })
     }
 
     /// Whether `labels` carry this label.
@@ -163,7 +194,7 @@ pub struct Experiment {
     compared: u64,
     agreed: u64,
     differing: VecDeque<Difference>,
-    jobs: HashMap<String, JobTrack>,
+    jobs: BTreeMap<String, JobTrack>,
     last_time: Option<f64>,
     /// Per arm: (cpu millis, gpus) requested by its placed tasks at `last_time`.
     allocated: [(f64, f64); 2],
@@ -185,7 +216,7 @@ impl Experiment {
             compared: 0,
             agreed: 0,
             differing: VecDeque::new(),
-            jobs: HashMap::new(),
+            jobs: BTreeMap::new(),
             last_time: None,
             allocated: [(0.0, 0.0); 2],
             area: [(0.0, 0.0); 2],
@@ -196,6 +227,30 @@ impl Experiment {
     /// The mode.
     pub fn mode(&self) -> &ExperimentMode {
         &self.mode
+    }
+
+    /// Checks the experiment against the cluster it is to run on: a split by nodes must
+    /// leave each arm at least one node.
+    pub fn check_against(&self, snapshot: &Snapshot) -> Result<(), ExperimentError> {
+        if let ExperimentMode::Split {
+            nodes_b: Some(selector),
+            ..
+        } = &self.mode
+        {
+            let matching = snapshot
+                .nodes
+                .iter()
+                .filter(|n| selector.matches(&n.labels))
+                .count();
+            if matching == 0 || matching == snapshot.nodes.len() {
+                return Err(ExperimentError::ArmWithoutNodes {
+                    selector: selector.to_string(),
+                    matching,
+                    nodes: snapshot.nodes.len(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Arm B's policy.

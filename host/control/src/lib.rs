@@ -9,6 +9,11 @@
 //! is recorded), and A/B experiments ([`experiment`]). It talks to a cluster only
 //! through [`Cluster`], so it does not know whether it drives the simulator or a real
 //! cluster; it must not reach into either.
+//!
+//! Besides the loop: [`live`] (what the live controller needs of a cluster beyond
+//! [`Cluster`]: [`LiveCluster`]), [`leader`] (whether this replica may act), [`loss`]
+//! (the bounded loss series a cluster keeps per job), [`state`] (state blobs and kept
+//! components) and [`experiment`] (A/B experiments).
 
 pub mod experiment;
 pub mod leader;
@@ -24,7 +29,7 @@ pub use experiment::{Experiment, ExperimentReport};
 pub use leader::Leader;
 pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
 pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
-pub use record::{ArmRecord, DecisionRecord, RejectedRecord, ShadowRecord};
+pub use record::{ArmRecord, DecisionRecord, RejectedLabelRecord, RejectedRecord, ShadowRecord};
 pub use state::{
     ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
     StateError, StateStore,
@@ -53,7 +58,7 @@ pub enum Advance {
     Stopped,
 }
 
-/// A cluster the loop can drive: the simulator, or (later) a real one.
+/// A cluster the loop can drive: the simulator, or a real one.
 pub trait Cluster {
     /// The cluster's clock, seconds.
     fn now(&self) -> f64;
@@ -283,6 +288,11 @@ impl ControlLoop {
         self.states.save_failures()
     }
 
+    /// Why state blobs cannot be persisted, while that lasts.
+    pub fn state_save_error(&self) -> Option<&str> {
+        self.states.save_error()
+    }
+
     /// The store state blobs are persisted in.
     pub fn state_store(&self) -> &dyn StateStore {
         self.states.store()
@@ -295,8 +305,13 @@ impl ControlLoop {
     }
 
     /// Runs rounds until nothing more will happen or the cluster's time runs out;
-    /// `on_round` is called after every round (progress reporting).
-    pub fn run<C: Cluster>(&mut self, cluster: &mut C, mut on_round: impl FnMut(&C)) -> RunEnd {
+    /// `on_round` sees the cluster and the record after every round (progress
+    /// reporting, records streamed to a file).
+    pub fn run<C: Cluster>(
+        &mut self,
+        cluster: &mut C,
+        mut on_round: impl FnMut(&C, &DecisionRecord),
+    ) -> RunEnd {
         loop {
             match self.wait_for_round(cluster) {
                 Step::End(end) => return end,
@@ -304,8 +319,9 @@ impl ControlLoop {
                     triggers,
                     quiescent,
                 } => {
-                    let changed = self.round(cluster, triggers);
-                    on_round(cluster);
+                    let outcome = self.decide_round(cluster, triggers);
+                    let changed = outcome.changed;
+                    on_round(cluster, &outcome.record);
                     if quiescent && !changed {
                         return RunEnd::Idle;
                     }
@@ -357,7 +373,8 @@ impl ControlLoop {
 
     /// One round, with everything it did. Arm A (the active policy) decides and its
     /// valid actions are applied before arm B of an experiment is called, so a failing
-    /// or slow B never changes what A does.
+    /// or slow B never changes what A does. Every arm (A, split B, the shadow) goes
+    /// through the same steps: call, fallback, state, accounting, validation, apply.
     pub fn decide_round<C: Cluster>(
         &mut self,
         cluster: &mut C,
@@ -367,55 +384,34 @@ impl ControlLoop {
         let round = self.rounds;
         let seed = self.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.rounds += 1;
-        let mut calls = Vec::new();
+        let mut calls = RoundCalls::default();
         let mut experiment = self.experiment.take();
         if let Some(e) = experiment.as_mut() {
             e.observe(&snapshot);
         }
         let split = experiment.as_ref().filter(|e| e.is_split());
         // Only a split experiment shows arm A less than the whole snapshot; otherwise A
-        // sees the snapshot itself (a copy per round is a quarter of a replay's time).
+        // sees the snapshot itself, without a copy.
         let filtered_a = split.map(|e| e.filter(&snapshot, Arm::A));
         let view_a = filtered_a.as_ref().unwrap_or(&snapshot);
 
-        // The last good decision maker stands in for a failing active policy: the
-        // policy active before a hot swap to a broken one, else the configured fallback.
-        let fallback_a = match &self.last_good {
-            Some(good) if good.name() != self.active.name() => good,
-            _ => &self.fallback,
+        let arm_a = ArmCall {
+            slot: self.active.clone(),
+            fallback: Some(self.fallback_for_active().clone()),
+            role: CallRole::Active,
         };
-        let a = decide_with_fallback(
-            &mut self.states,
-            &self.active,
-            fallback_a,
-            CallRole::Active,
-            view_a,
-            seed,
-            &mut calls,
-        );
+        let a = self.decide_arm(cluster, arm_a, view_a, seed, &mut calls);
         if a.failure.is_some() {
             self.failures += 1;
         } else {
             self.last_good = Some(self.active.clone());
         }
-        let decision_a = a.decision.clone().unwrap_or_default();
-        let mut next_tick = self.next_after(view_a, &a, &decision_a);
-        let checked_a = validate::check_decision(view_a, &decision_a);
-        let mut rejections: Vec<(String, &'static str)> = checked_a
-            .rejected
-            .iter()
-            .map(|r| (a.policy.clone(), r.reason.metric_label()))
-            .collect();
-        cluster.apply(&checked_a.accepted, &decision_a.labels);
-        let mut changed = changes(&checked_a.accepted);
-        let mut record = DecisionRecord::new(
-            &snapshot,
-            a.policy.clone(),
-            a.failure.clone(),
-            &decision_a,
-            checked_a,
-        );
-        record.round = round;
+        let mut next_tick = a.next_tick;
+        let mut changed = a.changed;
+        let a_actions = a.decision.actions.clone();
+        let a_failed = a.failure.is_some();
+        let next_call_after = a.decision.next_call_after;
+        let mut record = DecisionRecord::new(round, &snapshot, a.record(), next_call_after);
 
         if let Some(e) = experiment.as_mut() {
             if e.is_split() {
@@ -423,84 +419,37 @@ impl ControlLoop {
                 // checked against what is really free.
                 let after_a = cluster.snapshot(snapshot.triggers.clone());
                 let view_b = e.filter(&after_a, Arm::B);
-                let b_slot = e.b.clone();
-                let b = decide_with_fallback(
-                    &mut self.states,
-                    &b_slot,
-                    &self.fallback,
-                    CallRole::SplitB,
-                    &view_b,
-                    seed,
-                    &mut calls,
-                );
+                let arm_b = ArmCall {
+                    slot: e.b.clone(),
+                    fallback: Some(self.fallback.clone()),
+                    role: CallRole::SplitB,
+                };
+                let b = self.decide_arm(cluster, arm_b, &view_b, seed, &mut calls);
                 if b.failure.is_some() {
                     e.record_b_failure();
                 }
-                let decision_b = b.decision.clone().unwrap_or_default();
-                let tick_b = self.next_after(&view_b, &b, &decision_b);
-                next_tick = match (next_tick, tick_b) {
-                    (Some(x), Some(y)) => Some(x.min(y)),
-                    (x, y) => x.or(y),
-                };
-                let checked_b = validate::check_decision(&view_b, &decision_b);
-                rejections.extend(
-                    checked_b
-                        .rejected
-                        .iter()
-                        .map(|r| (b.policy.clone(), r.reason.metric_label())),
-                );
-                cluster.apply(&checked_b.accepted, &decision_b.labels);
-                changed |= changes(&checked_b.accepted);
-                record.arm_b = Some(ArmRecord::new(b.policy, b.failure, &decision_b, checked_b));
+                next_tick = earliest(next_tick, b.next_tick);
+                changed |= b.changed;
+                record.arm_b = Some(b.record());
             } else {
-                let b_slot = e.b.clone();
-                let started = Instant::now();
-                let outcome = b_slot.module.decide_in(
-                    &b_slot.session,
-                    &b_slot.settings,
-                    &snapshot,
-                    self.states.get(b_slot.name()),
-                    seed,
-                );
-                let latency = started.elapsed();
-                let shadow = match outcome {
-                    Ok(decision) => {
-                        calls.push(PolicyCall {
-                            policy: b_slot.name().to_string(),
-                            role: CallRole::Shadow,
-                            latency,
-                            failure: None,
-                        });
-                        self.states.put(b_slot.name(), decision.state.clone());
-                        // A round decided by the fallback says nothing about A.
-                        let agrees = a.failure.is_none().then(|| {
-                            e.compare(round, snapshot.time, &decision_a.actions, &decision.actions)
-                        });
-                        ShadowRecord {
-                            policy: b_slot.name().to_string(),
-                            failure: None,
-                            agrees,
-                            actions: decision.actions,
-                        }
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "the shadow policy failed; the applied decision is unaffected");
-                        e.record_b_failure();
-                        calls.push(PolicyCall {
-                            policy: b_slot.name().to_string(),
-                            role: CallRole::Shadow,
-                            latency,
-                            failure: Some(error.metric_label()),
-                        });
-                        ShadowRecord {
-                            policy: b_slot.name().to_string(),
-                            failure: Some(error.to_string()),
-                            agrees: None,
-                            actions: Vec::new(),
-                        }
-                    }
+                let shadow = ArmCall {
+                    slot: e.b.clone(),
+                    fallback: None,
+                    role: CallRole::Shadow,
                 };
-                record.shadow = Some(shadow);
+                let b = self.decide_arm(cluster, shadow, &snapshot, seed, &mut calls);
+                if b.failure.is_some() {
+                    e.record_b_failure();
+                }
+                // A round decided by the fallback says nothing about A.
+                let agrees = (!a_failed && b.failure.is_none())
+                    .then(|| e.compare(round, snapshot.time, &a_actions, &b.decision.actions));
+                record.shadow = Some(ShadowRecord {
+                    policy: b.policy,
+                    failure: b.failure,
+                    agrees,
+                    actions: b.decision.actions,
+                });
             }
         }
         self.experiment = experiment;
@@ -511,8 +460,75 @@ impl ControlLoop {
         RoundOutcome {
             changed,
             record,
-            calls,
-            rejections,
+            calls: calls.calls,
+            rejections: calls.rejections,
+        }
+    }
+
+    /// The last good decision maker stands in for a failing active policy: the policy
+    /// active before a hot swap to a broken one, else the configured fallback.
+    fn fallback_for_active(&self) -> &PolicySlot {
+        match &self.last_good {
+            Some(good) if good.name() != self.active.name() => good,
+            _ => &self.fallback,
+        }
+    }
+
+    /// One arm's part of a round, the same steps for arm A, split arm B and the shadow:
+    /// the call under the sandbox's deadline (and the arm's fallback when it fails),
+    /// the state blob kept, the calls accounted, the decision validated against `view`,
+    /// and, for an arm that acts (all but the shadow), its valid actions applied.
+    fn decide_arm<C: Cluster>(
+        &mut self,
+        cluster: &mut C,
+        arm: ArmCall,
+        view: &Snapshot,
+        seed: u64,
+        calls: &mut RoundCalls,
+    ) -> ArmDecided {
+        let decided = decide_with_fallback(
+            &mut self.states,
+            &arm.slot,
+            arm.fallback.as_ref(),
+            arm.role,
+            view,
+            seed,
+            &mut calls.calls,
+        );
+        let decision = decided.decision.clone().unwrap_or_default();
+        if arm.role == CallRole::Shadow {
+            return ArmDecided {
+                policy: decided.policy,
+                failure: decided.failure,
+                decision,
+                checked: None,
+                next_tick: None,
+                changed: false,
+            };
+        }
+        let next_tick = self.next_after(view, &decided, &decision);
+        let checked = validate::check_decision(view, &decision);
+        calls.rejections.extend(
+            checked
+                .rejected
+                .iter()
+                .map(|r| r.reason.metric_label())
+                .chain(
+                    checked
+                        .rejected_labels
+                        .iter()
+                        .map(|r| r.reason.metric_label()),
+                )
+                .map(|label| (decided.policy.clone(), label)),
+        );
+        cluster.apply(&checked.accepted, &checked.labels);
+        ArmDecided {
+            policy: decided.policy,
+            failure: decided.failure,
+            changed: changes(&checked.accepted),
+            checked: Some(checked),
+            decision,
+            next_tick,
         }
     }
 
@@ -537,6 +553,51 @@ impl ControlLoop {
     }
 }
 
+/// Which policy an arm calls, and who stands in when it fails (none for the shadow,
+/// whose failure changes nothing).
+struct ArmCall {
+    slot: PolicySlot,
+    fallback: Option<PolicySlot>,
+    role: CallRole,
+}
+
+/// What one arm decided in a round.
+struct ArmDecided {
+    /// The policy that decided (the fallback's name when the arm's own failed).
+    policy: String,
+    /// The arm's own policy's failure.
+    failure: Option<String>,
+    /// The decision (empty when nobody could decide).
+    decision: Decision,
+    /// The validator's verdict; none for the shadow, which is never applied.
+    checked: Option<validate::Checked>,
+    /// When the arm asked to be called again, cluster seconds.
+    next_tick: Option<f64>,
+    /// Whether an applied action changes the cluster.
+    changed: bool,
+}
+
+impl ArmDecided {
+    /// The arm's part of the round's record.
+    fn record(self) -> ArmRecord {
+        ArmRecord::new(self.policy, self.failure, self.checked.unwrap_or_default())
+    }
+}
+
+/// The policy calls and rejections of one round, for metrics.
+#[derive(Default)]
+struct RoundCalls {
+    calls: Vec<PolicyCall>,
+    rejections: Vec<(String, &'static str)>,
+}
+
+fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(x), Some(y)) => Some(x.min(y)),
+        (x, y) => x.or(y),
+    }
+}
+
 fn changes(accepted: &[Action]) -> bool {
     accepted
         .iter()
@@ -544,11 +605,11 @@ fn changes(accepted: &[Action]) -> bool {
 }
 
 /// Asks `slot` to decide on `snapshot` with its own state; when it fails, `fallback`
-/// decides with its own. Both calls are noted in `calls`.
+/// (if any) decides with its own. Both calls are noted in `calls`.
 fn decide_with_fallback(
     states: &mut PolicyStates,
     slot: &PolicySlot,
-    fallback: &PolicySlot,
+    fallback: Option<&PolicySlot>,
     role: CallRole,
     snapshot: &Snapshot,
     seed: u64,
@@ -571,6 +632,14 @@ fn decide_with_fallback(
             };
         }
         Err(error) => error,
+    };
+    let Some(fallback) = fallback else {
+        tracing::warn!(%error, policy = slot.name(), "the shadow policy failed; the applied decision is unaffected");
+        return Decided {
+            policy: slot.name().to_string(),
+            failure: Some(error.to_string()),
+            decision: None,
+        };
     };
     tracing::warn!(%error, "policy failed; the fallback decides this round");
     let (result, latency) = timed_decide(states, fallback, snapshot, seed);

@@ -43,7 +43,7 @@ pub trait LiveCluster: Cluster + Send + 'static {
 
     /// The counts `GET /v1/status` shows. They are refreshed every
     /// [`LiveCluster::summary_every`], so a cluster that can count without building a
-    /// snapshot should: on 5,000 nodes a snapshot takes tens of milliseconds.
+    /// snapshot should: a snapshot of a large cluster is costly.
     fn summary(&mut self) -> SnapshotSummary {
         let finished = self.finished_jobs();
         summarise(&self.snapshot(Vec::new()), finished)

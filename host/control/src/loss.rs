@@ -14,6 +14,17 @@ use switchyard_core::model::LossSample;
 /// Most recent loss samples kept per job.
 pub const LOSS_WINDOW: usize = 64;
 
+/// The largest magnitude a loss sample may have. Losses, accuracies and error rates
+/// are far below it; a larger value is a broken or hostile reporter, and would overflow
+/// the normalisations policies compute from a series.
+pub const LOSS_MAGNITUDE_MAX: f64 = 1e9;
+
+/// Whether `value` can be a loss sample: finite and at most [`LOSS_MAGNITUDE_MAX`] in
+/// magnitude.
+pub fn is_loss_value(value: f64) -> bool {
+    value.is_finite() && value.abs() <= LOSS_MAGNITUDE_MAX
+}
+
 /// What happened to a pushed sample.
 #[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "kebab-case", tag = "outcome")]
@@ -56,8 +67,11 @@ impl LossSeries {
 
     /// Adds a sample taken at `time`. `step: None` (a log pattern without a step group)
     /// means the step after the last one. Returns false, keeping nothing, when the step
-    /// is already in the series.
+    /// is already in the series or the value cannot be a loss ([`is_loss_value`]).
     pub fn record(&mut self, time: f64, step: Option<u64>, value: f64) -> bool {
+        if !is_loss_value(value) {
+            return false;
+        }
         let step = match step {
             Some(step) => step,
             None => self.samples.back().map_or(1, |s| s.step + 1),

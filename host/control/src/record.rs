@@ -2,7 +2,7 @@
 
 use serde::Serialize;
 
-use switchyard_core::model::{Action, Decision, JobLabel, Snapshot, Trigger};
+use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
 use switchyard_core::validate::Checked;
 
 /// A rejected action and the validator's reason, as text.
@@ -24,27 +24,17 @@ pub struct DecisionRecord {
     pub time: f64,
     /// Why the policy was called.
     pub triggers: Vec<Trigger>,
-    /// The policy that decided (the fallback's name when the active one failed).
-    pub policy: String,
-    /// The active policy's failure, when the fallback decided.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub failure: Option<String>,
-    /// Actions applied, with the policy's reasons.
-    pub accepted: Vec<Action>,
-    /// Actions turned down, with the validator's reasons.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub rejected: Vec<RejectedRecord>,
-    /// Labels the policy set.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub labels: Vec<JobLabel>,
-    /// When the policy asked to be called again.
+    /// What the active policy (arm A of an experiment), or the fallback standing in for
+    /// it, decided and what of it was applied.
+    #[serde(flatten)]
+    pub arm_a: ArmRecord,
+    /// When the deciding policy asked to be called again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_call_after: Option<f64>,
     /// What the shadow policy of a shadow experiment asked for (never applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowRecord>,
-    /// What arm B of a split experiment decided for its jobs (the fields above are
-    /// arm A's).
+    /// What arm B of a split experiment decided for its jobs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub arm_b: Option<ArmRecord>,
 }
@@ -64,73 +54,164 @@ pub struct ShadowRecord {
     pub actions: Vec<Action>,
 }
 
-/// Arm B's side of a split round.
+/// One arm's side of a round: the policy that decided, and what of its decision was
+/// applied.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct ArmRecord {
-    /// The policy that decided for arm B (the fallback's name when B failed).
+    /// The policy that decided (the fallback's name when the arm's own policy failed).
     pub policy: String,
-    /// B's failure, when the fallback decided for its jobs.
+    /// The arm's own policy's failure, when the fallback decided.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub failure: Option<String>,
-    /// Actions applied.
+    /// Actions applied, with the policy's reasons.
     pub accepted: Vec<Action>,
-    /// Actions turned down.
+    /// Actions turned down, with the validator's reasons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<RejectedRecord>,
-    /// Labels set.
+    /// Labels the policy set.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<JobLabel>,
+    /// Labels turned down, with the validator's reasons.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rejected_labels: Vec<RejectedLabelRecord>,
+}
+
+/// A rejected label and the validator's reason, as text.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RejectedLabelRecord {
+    /// The label as the policy sent it.
+    #[serde(flatten)]
+    pub label: JobLabel,
+    /// Why it was turned down.
+    pub rejected_because: String,
 }
 
 impl ArmRecord {
-    /// Arm B's part of a round.
-    pub fn new(
-        policy: String,
-        failure: Option<String>,
-        decision: &Decision,
-        checked: Checked,
-    ) -> Self {
+    /// An arm's part of a round: `policy` decided, and the validator accepted and
+    /// rejected what `checked` says.
+    pub fn new(policy: String, failure: Option<String>, checked: Checked) -> Self {
         Self {
             policy,
             failure,
             accepted: checked.accepted,
-            rejected: rejected_records(checked.rejected),
-            labels: decision.labels.clone(),
+            rejected: checked
+                .rejected
+                .into_iter()
+                .map(|r| RejectedRecord {
+                    rejected_because: r.reason.to_string(),
+                    action: r.action,
+                })
+                .collect(),
+            labels: checked.labels,
+            rejected_labels: checked
+                .rejected_labels
+                .into_iter()
+                .map(|r| RejectedLabelRecord {
+                    rejected_because: r.reason.to_string(),
+                    label: r.label,
+                })
+                .collect(),
         }
     }
 }
 
-fn rejected_records(rejected: Vec<switchyard_core::validate::Rejected>) -> Vec<RejectedRecord> {
-    rejected
-        .into_iter()
-        .map(|r| RejectedRecord {
-            rejected_because: r.reason.to_string(),
-            action: r.action,
-        })
-        .collect()
-}
-
 impl DecisionRecord {
-    /// The record of a round decided by `policy` on `snapshot`.
+    /// The record of round `round`, decided on `snapshot` by arm A as `arm_a` says.
     pub fn new(
+        round: u64,
         snapshot: &Snapshot,
-        policy: String,
-        failure: Option<String>,
-        decision: &Decision,
-        checked: Checked,
+        arm_a: ArmRecord,
+        next_call_after: Option<f64>,
     ) -> Self {
         Self {
-            round: 0,
+            round,
             time: snapshot.time,
             triggers: snapshot.triggers.clone(),
-            policy,
-            failure,
-            accepted: checked.accepted,
-            rejected: rejected_records(checked.rejected),
-            labels: decision.labels.clone(),
-            next_call_after: decision.next_call_after,
+            arm_a,
+            next_call_after,
             shadow: None,
             arm_b: None,
         }
+    }
+}
+
+/// Bytes a value takes in memory and in JSON, roughly: its strings plus a fixed cost per
+/// item. Used to bound what the live controller keeps and what one API page carries.
+trait Footprint {
+    fn footprint(&self) -> usize;
+}
+
+/// The fixed cost counted per action, label or record besides its strings.
+const ITEM_BYTES: usize = 64;
+
+impl Footprint for Action {
+    fn footprint(&self) -> usize {
+        use switchyard_core::model::Operation;
+        let strings = match &self.op {
+            Operation::Place { job, assignments } => {
+                job.len()
+                    + assignments
+                        .iter()
+                        .map(|a| a.task.len() + a.node.len() + ITEM_BYTES)
+                        .sum::<usize>()
+            }
+            Operation::Migrate {
+                job, task, node, ..
+            } => job.len() + task.as_ref().map_or(0, String::len) + node.len(),
+            Operation::SetCpuWeight { job, task, .. } => job.len() + task.len(),
+            Operation::Scale { job, nodes, .. } => {
+                job.len() + nodes.iter().map(|n| n.len() + 4).sum::<usize>()
+            }
+            Operation::Wait { job } => job.len(),
+        };
+        ITEM_BYTES + strings + self.reason.len()
+    }
+}
+
+impl Footprint for JobLabel {
+    fn footprint(&self) -> usize {
+        ITEM_BYTES + self.job.len() + self.key.len() + self.value.len()
+    }
+}
+
+impl Footprint for ArmRecord {
+    fn footprint(&self) -> usize {
+        ITEM_BYTES
+            + self.policy.len()
+            + self.failure.as_ref().map_or(0, String::len)
+            + self
+                .accepted
+                .iter()
+                .map(Footprint::footprint)
+                .sum::<usize>()
+            + self
+                .rejected
+                .iter()
+                .map(|r| r.action.footprint() + r.rejected_because.len())
+                .sum::<usize>()
+            + self.labels.iter().map(Footprint::footprint).sum::<usize>()
+            + self
+                .rejected_labels
+                .iter()
+                .map(|r| r.label.footprint() + r.rejected_because.len())
+                .sum::<usize>()
+    }
+}
+
+impl DecisionRecord {
+    /// Roughly the bytes this record holds (and its JSON takes): what bounds the
+    /// records a live controller keeps and an API page returns.
+    pub fn footprint(&self) -> usize {
+        let shadow = self.shadow.as_ref().map_or(0, |s| {
+            ITEM_BYTES
+                + s.policy.len()
+                + s.failure.as_ref().map_or(0, String::len)
+                + s.actions.iter().map(Footprint::footprint).sum::<usize>()
+        });
+        ITEM_BYTES
+            + self.triggers.len() * ITEM_BYTES
+            + self.arm_a.footprint()
+            + self.arm_b.as_ref().map_or(0, Footprint::footprint)
+            + shadow
     }
 }

@@ -185,6 +185,9 @@ impl ComponentStore for MemoryStateStore {
     }
 }
 
+/// The name every temporary file of a write starts with.
+const TEMP_PREFIX: &str = ".switchyard-writing-";
+
 /// One file per policy under a directory (`<policy>.state`, `active.json`, and each kept
 /// upload as `components/<policy>.wasm`), written atomically (a temporary file in the
 /// same directory, synced, then renamed over the old one), so a crash mid-write leaves
@@ -201,9 +204,34 @@ impl DirStateStore {
             path: dir.to_path_buf(),
             source,
         })?;
-        Ok(Self {
+        let store = Self {
             dir: dir.to_path_buf(),
-        })
+        };
+        store.remove_interrupted_writes();
+        Ok(store)
+    }
+
+    /// Removes what writes cut short (a killed process) left: temporary files are
+    /// renamed over their target only once complete, so one still here is garbage.
+    fn remove_interrupted_writes(&self) {
+        for folder in [self.dir.clone(), self.dir.join(COMPONENTS_DIR)] {
+            let Ok(entries) = std::fs::read_dir(&folder) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let name = entry.file_name();
+                if name.to_string_lossy().starts_with(TEMP_PREFIX) {
+                    match std::fs::remove_file(entry.path()) {
+                        Ok(()) => {
+                            tracing::info!(file = %entry.path().display(), "removed a write cut short")
+                        }
+                        Err(error) => {
+                            tracing::warn!(%error, file = %entry.path().display(), "cannot remove a write cut short")
+                        }
+                    }
+                }
+            }
+        }
     }
 
     /// The file holding `policy`'s blob. Names are reduced to a safe alphabet so a
@@ -226,7 +254,10 @@ impl DirStateStore {
         };
         let folder = path.parent().unwrap_or(&self.dir);
         std::fs::create_dir_all(folder).map_err(io)?;
-        let mut tmp = tempfile::NamedTempFile::new_in(folder).map_err(io)?;
+        let mut tmp = tempfile::Builder::new()
+            .prefix(TEMP_PREFIX)
+            .tempfile_in(folder)
+            .map_err(io)?;
         tmp.write_all(bytes).map_err(io)?;
         tmp.as_file().sync_all().map_err(io)?;
         tmp.persist(path).map_err(|e| io(e.error))?;
@@ -330,6 +361,8 @@ pub(crate) struct PolicyStates {
     blobs: HashMap<String, Vec<u8>>,
     store: Box<dyn StateStore>,
     save_failures: u64,
+    /// The last save's error, while saves keep failing.
+    failing: Option<String>,
 }
 
 impl PolicyStates {
@@ -338,6 +371,7 @@ impl PolicyStates {
             blobs: HashMap::new(),
             store,
             save_failures: 0,
+            failing: None,
         }
     }
 
@@ -362,15 +396,31 @@ impl PolicyStates {
         if self.blobs.get(policy) == Some(&blob) {
             return;
         }
-        if let Err(error) = self.store.save(policy, &blob) {
-            self.save_failures += 1;
-            tracing::warn!(%error, policy, "cannot persist the policy's state");
+        match self.store.save(policy, &blob) {
+            Ok(()) => {
+                if self.failing.take().is_some() {
+                    tracing::info!(policy, "policy state is persisted again");
+                }
+            }
+            Err(error) => {
+                self.save_failures += 1;
+                // Once per outage, not once per round.
+                if self.failing.is_none() {
+                    tracing::error!(%error, policy, "cannot persist policy state; a restart would lose it (see /v1/status)");
+                }
+                self.failing = Some(error.to_string());
+            }
         }
         self.blobs.insert(policy.to_string(), blob);
     }
 
     pub(crate) fn save_failures(&self) -> u64 {
         self.save_failures
+    }
+
+    /// The last save's error, while saves keep failing.
+    pub(crate) fn save_error(&self) -> Option<&str> {
+        self.failing.as_deref()
     }
 
     /// The store behind the blobs.

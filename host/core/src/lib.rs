@@ -6,6 +6,7 @@
 //! - [`delta`]: what a kept policy instance holds and the change that brings it to the
 //!   current snapshot.
 //! - [`validate`]: checking a decision against the snapshot it was made for.
+//! - [`names`]: the syntax of policy names and job labels (Kubernetes').
 //! - [`snapshot_lowering!`]: the one lowering of a snapshot to the WIT types, shared by
 //!   the host's bindings and the guest SDK's.
 //!
@@ -15,4 +16,5 @@
 pub mod delta;
 mod lowering;
 pub mod model;
+pub mod names;
 pub mod validate;

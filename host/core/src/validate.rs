@@ -10,9 +10,10 @@ use std::collections::{HashMap, HashSet};
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::model::{
-    Action, Assignment, Decision, Job, JobPhase, MigrationKind, Node, Operation, Resources,
-    Snapshot, TaskPhase,
+    Action, Assignment, Decision, Job, JobLabel, JobPhase, MigrationKind, Node, Operation,
+    Resources, Snapshot, TaskPhase,
 };
+use crate::names;
 
 /// Why one action was rejected.
 #[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize)]
@@ -156,6 +157,43 @@ pub struct Rejected {
     pub reason: Rejection,
 }
 
+/// Why one label was rejected.
+#[derive(Clone, Debug, PartialEq, thiserror::Error, serde::Serialize)]
+#[serde(tag = "rule", rename_all = "kebab-case")]
+pub enum LabelRejection {
+    /// The job is not in the snapshot.
+    #[error("label on unknown job `{job}`")]
+    UnknownJob {
+        /// Job id.
+        job: String,
+    },
+    /// The key or value is not what a Kubernetes object label may hold.
+    #[error("{message}")]
+    Syntax {
+        /// What is wrong, naming the key or value.
+        message: String,
+    },
+}
+
+impl LabelRejection {
+    /// Short label for metrics.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            LabelRejection::UnknownJob { .. } => "label-unknown-job",
+            LabelRejection::Syntax { .. } => "label-syntax",
+        }
+    }
+}
+
+/// A label the validator turned down, and why.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct RejectedLabel {
+    /// The label as the policy sent it.
+    pub label: JobLabel,
+    /// Why it was turned down.
+    pub reason: LabelRejection,
+}
+
 /// The outcome of checking one decision.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Checked {
@@ -163,9 +201,13 @@ pub struct Checked {
     pub accepted: Vec<Action>,
     /// Actions turned down.
     pub rejected: Vec<Rejected>,
+    /// Labels to set, in the policy's order.
+    pub labels: Vec<JobLabel>,
+    /// Labels turned down.
+    pub rejected_labels: Vec<RejectedLabel>,
 }
 
-/// Checks every action of `decision` against `snapshot`.
+/// Checks every action and label of `decision` against `snapshot`.
 pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
     let mut account = Account::new(snapshot, decision);
     let mut checked = Checked::default();
@@ -178,7 +220,35 @@ pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
             }),
         }
     }
+    check_labels(snapshot, &decision.labels, &mut checked);
     checked
+}
+
+/// Labels must name a job of the snapshot and follow Kubernetes' label syntax (they
+/// become object labels); each bad one is rejected on its own.
+fn check_labels(snapshot: &Snapshot, labels: &[JobLabel], checked: &mut Checked) {
+    if labels.is_empty() {
+        return;
+    }
+    let jobs: FxHashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+    for label in labels {
+        let verdict = if !jobs.contains(label.job.as_str()) {
+            Err(LabelRejection::UnknownJob {
+                job: label.job.clone(),
+            })
+        } else {
+            names::check_label_key(&label.key)
+                .and_then(|()| names::check_label_value(&label.value))
+                .map_err(|message| LabelRejection::Syntax { message })
+        };
+        match verdict {
+            Ok(()) => checked.labels.push(label.clone()),
+            Err(reason) => checked.rejected_labels.push(RejectedLabel {
+                label: label.clone(),
+                reason,
+            }),
+        }
+    }
 }
 
 /// The cluster as the accepted actions so far leave it. Nodes and the jobs the decision

@@ -14,7 +14,7 @@
 //! - [`trim`]: what the caches keep of each object.
 //! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
-//! - [`cluster`]: [`switchyard_control::Cluster`] and [`crate::live::LiveCluster`] over all
+//! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
 //!   on a real cluster exactly as it runs on the simulator.
 //! - [`state`]: the policies' state blobs and the active policy, kept in a ConfigMap.

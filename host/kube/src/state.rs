@@ -16,7 +16,7 @@
 //! 1 MiB: a write the API server refuses is reported like any failed save (counted,
 //! logged) and the policy keeps its blob in memory.
 //!
-//! Components are a few hundred KiB (Rust) to ~18 MB (Python with its interpreter), so
+//! Components are a few hundred KiB (Rust) to tens of MB (Python with its interpreter), so
 //! each gets a ConfigMap of its own, and the state ConfigMap only indexes them: the
 //! controller reads back exactly the objects the index names, with `get`, and needs no
 //! `list` on ConfigMaps. The component is written before its index entry, and the digest

@@ -35,18 +35,28 @@ pub enum LoadError {
         #[source]
         source: PolicyError,
     },
+    /// The name the policy gives itself cannot name a policy.
+    #[error("{source_name}: {message}; a policy's `describe` must give a DNS-label name")]
+    BadName {
+        /// Where the bytes came from.
+        source_name: String,
+        /// What is wrong with the name.
+        message: String,
+    },
     /// The engine could not be set up (bad cache configuration).
     #[error("cannot set up the WebAssembly engine: {0}")]
     Engine(String),
 }
 
 impl LoadError {
-    /// A short label for metrics (`not-a-component`, `wrong-world`, `describe`, `engine`).
+    /// A short label for metrics (`not-a-component`, `wrong-world`, `describe`,
+    /// `bad-name`, `engine`).
     pub fn metric_label(&self) -> &'static str {
         match self {
             LoadError::NotAComponent { .. } => "not-a-component",
             LoadError::WrongWorld { .. } => "wrong-world",
             LoadError::Describe { .. } => "describe",
+            LoadError::BadName { .. } => "bad-name",
             LoadError::Engine(_) => "engine",
         }
     }

@@ -37,13 +37,14 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::Component;
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
 pub use error::{LoadError, PolicyError};
 pub use session::Session;
 pub use tier::Compiler;
 
+use crate::contract::metered::{self, Items, Text};
 use crate::contract::{
     ACCEPTED_EXPORTS, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT, bindings,
     incremental_bindings,
@@ -53,7 +54,7 @@ use switchyard_core::delta::Change;
 use switchyard_core::model::{Decision, Description, Settings, Snapshot};
 
 /// Sandbox limits applied to every policy call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SandboxLimits {
     /// Wall time a single call may take before it is stopped.
     pub deadline: Duration,
@@ -61,6 +62,11 @@ pub struct SandboxLimits {
     pub memory_bytes: usize,
     /// Largest state blob a policy may hand back.
     pub state_bytes: usize,
+    /// What else one answer may hold, and what one call may log.
+    pub budget: ResultBudget,
+    /// The soonest a policy may ask to be called again, seconds of cluster time: a
+    /// shorter `next-call-after` is raised to it, so no policy can make the loop spin.
+    pub min_call_interval: f64,
 }
 
 impl Default for SandboxLimits {
@@ -69,6 +75,42 @@ impl Default for SandboxLimits {
             deadline: Duration::from_millis(100),
             memory_bytes: 64 << 20,
             state_bytes: 16 << 20,
+            budget: ResultBudget::default(),
+            min_call_interval: 1.0,
+        }
+    }
+}
+
+/// How much a policy may hand the host in one call. The host counts while it reads the
+/// answer out of the policy's memory and stops at the first item over budget, so a
+/// hostile answer costs the host at most the budget; the call then fails with
+/// [`PolicyError::InvalidResult`] naming the budget, and the fallback decides. The
+/// defaults leave room for a 5,000-node cluster placing a burst of 10,000 gangs in one
+/// round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResultBudget {
+    /// Actions in one decision, plus the entries of their lists (a placement's
+    /// assignments, a scale's target nodes), plus a description's parameters or a
+    /// configure answer's settings.
+    pub actions: usize,
+    /// Labels in one decision.
+    pub labels: usize,
+    /// Bytes of all the strings of one answer together (ids, reasons, labels).
+    pub string_bytes: usize,
+    /// Log lines one call may write; the rest are counted and summarised in one line.
+    pub log_lines: usize,
+    /// Bytes of log one call may write.
+    pub log_bytes: usize,
+}
+
+impl Default for ResultBudget {
+    fn default() -> Self {
+        Self {
+            actions: 200_000,
+            labels: 100_000,
+            string_bytes: 32 << 20,
+            log_lines: 1_000,
+            log_bytes: 256 << 10,
         }
     }
 }
@@ -263,6 +305,12 @@ impl Runtime {
             source_name: source_name.into(),
             source,
         })?;
+        switchyard_core::names::check_policy_name(module.name()).map_err(|message| {
+            LoadError::BadName {
+                source_name: source_name.into(),
+                message,
+            }
+        })?;
         Ok(module)
     }
 
@@ -289,14 +337,28 @@ impl Runtime {
             .linker
             .instantiate_pre(&component)
             .map_err(wrong_world)?;
-        let pre = match flavor {
+        // The generated pre-instances type-check the exports against the contract.
+        let export = match flavor {
             Flavor::Whole => {
-                Pre::Whole(bindings::PolicyPre::new(instance_pre).map_err(wrong_world)?)
+                bindings::PolicyPre::new(instance_pre.clone()).map_err(wrong_world)?;
+                SCHEDULER_EXPORT
             }
-            Flavor::Incremental => Pre::Incremental(
-                incremental_bindings::IncrementalPolicyPre::new(instance_pre)
-                    .map_err(wrong_world)?,
-            ),
+            Flavor::Incremental => {
+                incremental_bindings::IncrementalPolicyPre::new(instance_pre.clone())
+                    .map_err(wrong_world)?;
+                INCREMENTAL_SCHEDULER_EXPORT
+            }
+        };
+        let functions =
+            SchedulerFunctions::of(&component, export).ok_or_else(|| LoadError::WrongWorld {
+                source_name: source_name.into(),
+                reason: format!("`{export}` lacks describe, configure or decide"),
+                expected: ACCEPTED_EXPORTS,
+            })?;
+        let pre = Pre {
+            instance_pre,
+            flavor,
+            functions,
         };
         Ok(Compiled {
             pre,
@@ -313,14 +375,14 @@ const CONCURRENT_CALLS: u32 = 64;
 
 /// Guest memory kept mapped between calls, per pool slot: wasmtime zeroes the pages a
 /// call dirtied instead of decommitting them, so the next call does not fault them in
-/// again. On the Philly replay 4 MiB saved as much as 16 MiB (a round on ~750 jobs
-/// dirties a few MiB) while bounding what an idle slot keeps resident.
+/// again, while bounding what an idle slot keeps resident (a round dirties a few MiB;
+/// `docs/performance.md` has the measurement behind the size).
 const KEEP_RESIDENT: usize = 4 << 20;
 
 /// A `policy` component gets a fresh instance per call (no memory survives a call), so
 /// instances come from a pool of pre-reserved slots rather than from `mmap` and
-/// `munmap` per call: with the on-demand allocator, mapping, faulting in and unmapping
-/// guest memory was a fifth of a Philly replay's wall time. The caps stay the
+/// `munmap` per call, which would otherwise dominate short calls (`docs/performance.md`).
+/// The caps stay the
 /// [`sandbox::MemoryCap`] limiter's: the pool's per-memory limit stays wasmtime's (4 GiB,
 /// all a 32-bit memory can address) and its table limit is the limiter's, so the
 /// limiter always refuses first and a refusal is still reported as out-of-memory.
@@ -401,85 +463,167 @@ enum Flavor {
     Incremental,
 }
 
-/// A pre-linked component of either world.
-enum Pre {
-    Whole(bindings::PolicyPre<GuestState>),
-    Incremental(incremental_bindings::IncrementalPolicyPre<GuestState>),
+/// A pre-linked component of either world, and where its scheduler's functions are.
+struct Pre {
+    instance_pre: InstancePre<GuestState>,
+    flavor: Flavor,
+    functions: SchedulerFunctions,
+}
+
+/// The scheduler interface's functions, found once per compiled component.
+#[derive(Clone, Copy)]
+struct SchedulerFunctions {
+    describe: ComponentExportIndex,
+    configure: ComponentExportIndex,
+    decide: ComponentExportIndex,
+}
+
+impl SchedulerFunctions {
+    fn of(component: &Component, export: &str) -> Option<Self> {
+        let interface = component.get_export_index(None, export)?;
+        let find = |name: &str| component.get_export_index(Some(&interface), name);
+        Some(Self {
+            describe: find("describe")?,
+            configure: find("configure")?,
+            decide: find("decide")?,
+        })
+    }
 }
 
 impl Pre {
     fn engine(&self) -> &Engine {
-        match self {
-            Pre::Whole(pre) => pre.engine(),
-            Pre::Incremental(pre) => pre.engine(),
-        }
+        self.instance_pre.engine()
     }
 
     /// Instantiates the component into `store` (under its deadline).
     fn instantiate(&self, store: &mut Store<GuestState>) -> wasmtime::Result<Exports> {
-        match self {
-            Pre::Whole(pre) => pre.instantiate(store).map(Exports::Whole),
-            Pre::Incremental(pre) => pre.instantiate(store).map(Exports::Incremental),
-        }
+        let instance = self.instance_pre.instantiate(&mut *store)?;
+        Ok(Exports {
+            instance,
+            flavor: self.flavor,
+            functions: self.functions,
+        })
     }
 }
 
-/// An instance of either world.
-enum Exports {
-    Whole(bindings::Policy),
-    Incremental(incremental_bindings::IncrementalPolicy),
+/// Why a call produced no answer the host can use.
+enum CallError {
+    /// The guest trapped, overran its deadline or its memory.
+    Wasm(wasmtime::Error),
+    /// The answer overran a budget (the message names it).
+    OverBudget(String),
 }
+
+impl From<wasmtime::Error> for CallError {
+    fn from(error: wasmtime::Error) -> Self {
+        CallError::Wasm(error)
+    }
+}
+
+/// A policy's refusal: its message.
+type Refusal = String;
+
+/// An instance of either world. Every answer is lifted under the sandbox's
+/// [`ResultBudget`] ([`metered`]), never by the generated bindings.
+struct Exports {
+    instance: wasmtime::component::Instance,
+    flavor: Flavor,
+    functions: SchedulerFunctions,
+}
+
+type WitSetting = bindings::switchyard::policy::types::Setting;
+type Answer<T> = Result<T, Text>;
 
 impl Exports {
     fn describe(
         &self,
         store: &mut Store<GuestState>,
-    ) -> wasmtime::Result<bindings::switchyard::policy::types::Description> {
-        match self {
-            Exports::Whole(p) => p.switchyard_policy_scheduler().call_describe(store),
-            Exports::Incremental(p) => p
-                .switchyard_policy_incremental_scheduler()
-                .call_describe(store),
-        }
+        limits: &SandboxLimits,
+    ) -> Result<Description, CallError> {
+        let func = self
+            .instance
+            .get_typed_func::<(), (metered::Description,)>(&mut *store, self.functions.describe)?;
+        let (raw,) = metered_call(limits, || func.call(&mut *store, ()))?;
+        Ok(raw.into())
     }
 
     fn configure(
         &self,
         store: &mut Store<GuestState>,
-        settings: &[bindings::switchyard::policy::types::Setting],
-    ) -> wasmtime::Result<Result<Vec<bindings::switchyard::policy::types::Setting>, String>> {
-        match self {
-            Exports::Whole(p) => p
-                .switchyard_policy_scheduler()
-                .call_configure(store, settings),
-            Exports::Incremental(p) => p
-                .switchyard_policy_incremental_scheduler()
-                .call_configure(store, settings),
-        }
+        settings: &[WitSetting],
+        limits: &SandboxLimits,
+    ) -> Result<Result<Settings, Refusal>, CallError> {
+        let func = self
+            .instance
+            .get_typed_func::<(&[WitSetting],), (Answer<Items<metered::Setting>>,)>(
+                &mut *store,
+                self.functions.configure,
+            )?;
+        let (answer,) = metered_call(limits, || func.call(&mut *store, (settings,)))?;
+        Ok(answer.map(metered::settings).map_err(|m| m.0))
     }
 
     /// `decide` on the whole snapshot; an incremental policy gets it as a reset.
     fn decide_whole(
         &self,
         store: &mut Store<GuestState>,
-        settings: &[bindings::switchyard::policy::types::Setting],
+        settings: &[WitSetting],
         snapshot: &Snapshot,
         state: &[u8],
-    ) -> wasmtime::Result<Result<bindings::switchyard::policy::types::Decision, String>> {
-        match self {
-            Exports::Whole(p) => p.switchyard_policy_scheduler().call_decide(
-                store,
-                settings,
-                &contract::snapshot_to_wit(snapshot),
-                state,
-            ),
-            Exports::Incremental(p) => p.switchyard_policy_incremental_scheduler().call_decide(
-                store,
-                settings,
-                &contract::delta_to_wit(snapshot, &Change::Reset),
-                state,
-            ),
+        limits: &SandboxLimits,
+    ) -> Result<Result<Decision, Refusal>, CallError> {
+        match self.flavor {
+            Flavor::Whole => {
+                let func = self.instance.get_typed_func::<(
+                    &[WitSetting],
+                    &bindings::switchyard::policy::types::Snapshot,
+                    &[u8],
+                ), (Answer<metered::Decision>,)>(
+                    &mut *store, self.functions.decide
+                )?;
+                let snapshot = contract::snapshot_to_wit(snapshot);
+                let (answer,) = metered_call(limits, || {
+                    func.call(&mut *store, (settings, &snapshot, state))
+                })?;
+                Ok(answer.map(Into::into).map_err(|m| m.0))
+            }
+            Flavor::Incremental => {
+                self.decide_change(store, settings, snapshot, &Change::Reset, state, limits)
+            }
         }
+    }
+
+    /// `decide` of an incremental policy on the change from what it holds to `now`.
+    fn decide_change(
+        &self,
+        store: &mut Store<GuestState>,
+        settings: &[WitSetting],
+        now: &Snapshot,
+        change: &Change,
+        state: &[u8],
+        limits: &SandboxLimits,
+    ) -> Result<Result<Decision, Refusal>, CallError> {
+        let func = self.instance.get_typed_func::<(
+            &[WitSetting],
+            &bindings::switchyard::policy::types::SnapshotDelta,
+            &[u8],
+        ), (Answer<metered::Decision>,)>(
+            &mut *store, self.functions.decide
+        )?;
+        let delta = contract::delta_to_wit(now, change);
+        let (answer,) = metered_call(limits, || func.call(&mut *store, (settings, &delta, state)))?;
+        Ok(answer.map(Into::into).map_err(|m| m.0))
+    }
+}
+
+/// Makes a call whose answer is lifted under `limits`' budget.
+fn metered_call<R>(
+    limits: &SandboxLimits,
+    call: impl FnOnce() -> wasmtime::Result<R>,
+) -> Result<R, CallError> {
+    match metered::metered(&limits.budget, limits.state_bytes, call) {
+        (_, Some(overrun)) => Err(CallError::OverBudget(overrun)),
+        (outcome, None) => Ok(outcome?),
     }
 }
 
@@ -523,9 +667,9 @@ impl PolicyModule {
     /// The scheduler interface the component exports: the whole snapshot on every call,
     /// or deltas on a kept instance.
     pub fn world(&self) -> &'static str {
-        match self.compiled().pre {
-            Pre::Whole(_) => SCHEDULER_EXPORT,
-            Pre::Incremental(_) => INCREMENTAL_SCHEDULER_EXPORT,
+        match self.compiled().pre.flavor {
+            Flavor::Whole => SCHEDULER_EXPORT,
+            Flavor::Incremental => INCREMENTAL_SCHEDULER_EXPORT,
         }
     }
 
@@ -559,11 +703,9 @@ impl PolicyModule {
     pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
         let answer = self.call(0.0, 0, |policy, store| {
-            policy.configure(store, &wit_settings)
+            policy.configure(store, &wit_settings, &self.limits)
         })?;
-        answer
-            .map(contract::settings_from_wit)
-            .map_err(|message| self.refused(message))
+        answer.map_err(|message| self.refused(message))
     }
 
     /// One decision round on a fresh instance with the whole snapshot. `seed` seeds the
@@ -578,52 +720,50 @@ impl PolicyModule {
     ) -> Result<Decision, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
         let answer = self.call(snapshot.time, seed, |policy, store| {
-            policy.decide_whole(store, &wit_settings, snapshot, state)
+            policy.decide_whole(store, &wit_settings, snapshot, state, &self.limits)
         })?;
         self.checked(answer)
     }
 
-    /// Checks what `decide` answered: a refusal, an oversized state blob or a nonsense
-    /// next-call time is an error naming the policy.
-    fn checked(
-        &self,
-        answer: Result<bindings::switchyard::policy::types::Decision, String>,
-    ) -> Result<Decision, PolicyError> {
-        let decision = answer.map_err(|message| self.refused(message))?;
-        if decision.state.len() > self.limits.state_bytes {
-            return Err(PolicyError::InvalidResult {
-                policy: self.name().to_string(),
-                digest: self.digest.short(),
-                message: format!(
-                    "state blob of {} bytes exceeds the {}-byte limit",
-                    decision.state.len(),
-                    self.limits.state_bytes
-                ),
-            });
-        }
-        if let Some(after) = decision.next_call_after
-            && !(after.is_finite() && after >= 0.0)
-        {
-            return Err(PolicyError::InvalidResult {
-                policy: self.name().to_string(),
-                digest: self.digest.short(),
-                message: format!(
+    /// Checks what `decide` answered: a refusal or a nonsense next-call time is an
+    /// error naming the policy (the budgets were checked while reading it); a next call
+    /// sooner than [`SandboxLimits::min_call_interval`] is raised to it.
+    fn checked(&self, answer: Result<Decision, Refusal>) -> Result<Decision, PolicyError> {
+        let mut decision = answer.map_err(|message| self.refused(message))?;
+        if let Some(after) = decision.next_call_after {
+            if !(after.is_finite() && after >= 0.0) {
+                return Err(self.invalid(format!(
                     "next-call-after must be a non-negative number of seconds, got {after}"
-                ),
-            });
+                )));
+            }
+            decision.next_call_after = Some(after.max(self.limits.min_call_interval));
         }
-        Ok(contract::decision_from_wit(decision))
+        Ok(decision)
     }
 
     fn describe(&self) -> Result<Description, PolicyError> {
-        let description = self.call(0.0, 0, |policy, store| policy.describe(store))?;
-        Ok(contract::description_from_wit(description))
+        self.call(0.0, 0, |policy, store| policy.describe(store, &self.limits))
+    }
+
+    /// An answer the host cannot use, for `message`'s reason.
+    fn invalid(&self, message: String) -> PolicyError {
+        PolicyError::InvalidResult {
+            policy: self.name().to_string(),
+            digest: self.digest.short(),
+            message,
+        }
     }
 
     /// A new store on `compiled`'s engine under the sandbox limits, for a call at `time`
     /// seeded by `seed`.
     fn new_store(&self, compiled: &Compiled, time: f64, seed: u64) -> Store<GuestState> {
-        let state = GuestState::new(self.name(), self.limits.memory_bytes, time, seed);
+        let state = GuestState::new(
+            self.name(),
+            self.limits.memory_bytes,
+            &self.limits.budget,
+            time,
+            seed,
+        );
         let mut store = Store::new(compiled.pre.engine(), state);
         if !self.unsandboxed {
             store.limiter(|s| s.limiter());
@@ -644,7 +784,7 @@ impl PolicyModule {
         &self,
         time: f64,
         seed: u64,
-        f: impl FnOnce(&Exports, &mut Store<GuestState>) -> wasmtime::Result<R>,
+        f: impl FnOnce(&Exports, &mut Store<GuestState>) -> Result<R, CallError>,
     ) -> Result<R, PolicyError> {
         let compiled = self.compiled();
         let mut store = self.new_store(&compiled, time, seed);
@@ -652,8 +792,18 @@ impl PolicyModule {
         let outcome = compiled
             .pre
             .instantiate(&mut store)
+            .map_err(CallError::Wasm)
             .and_then(|policy| f(&policy, &mut store));
-        outcome.map_err(|error| self.classify(error, store.data()))
+        store.data_mut().end_call();
+        outcome.map_err(|error| self.failed(error, store.data()))
+    }
+
+    /// The [`PolicyError`] for a call that failed with `error`.
+    fn failed(&self, error: CallError, state: &GuestState) -> PolicyError {
+        match error {
+            CallError::Wasm(error) => self.classify(error, state),
+            CallError::OverBudget(message) => self.invalid(message),
+        }
     }
 
     fn classify(&self, error: wasmtime::Error, state: &GuestState) -> PolicyError {
@@ -690,7 +840,7 @@ impl PolicyModule {
         PolicyError::Refused {
             policy: self.name().to_string(),
             digest: self.digest.short(),
-            message,
+            message: sandbox::printable(&message).into_owned(),
         }
     }
 }

@@ -2,6 +2,7 @@
 //! a locked-down WASI context (no files, network, environment or arguments; virtual
 //! clocks at the snapshot's time; randomness seeded from the call), and the `log` import.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use rand_core::SeedableRng;
@@ -10,6 +11,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
+use crate::ResultBudget;
 use crate::contract::bindings::switchyard::policy::host::{Host, LogLevel};
 use crate::contract::bindings::switchyard::policy::types;
 
@@ -25,11 +27,56 @@ pub(crate) struct GuestState {
     stderr: MemoryOutputPipe,
     /// Bytes of `stderr` printed by earlier calls of a kept instance.
     output_mark: usize,
+    /// What this call may still write through `log`.
+    log: LogBudget,
+}
+
+/// What one call may still write through the `log` import, and what it wrote past
+/// that.
+struct LogBudget {
+    lines: usize,
+    bytes: usize,
+    max_lines: usize,
+    max_bytes: usize,
+    dropped_lines: u64,
+    dropped_bytes: u64,
+}
+
+impl LogBudget {
+    fn new(max_lines: usize, max_bytes: usize) -> Self {
+        Self {
+            lines: 0,
+            bytes: 0,
+            max_lines,
+            max_bytes,
+            dropped_lines: 0,
+            dropped_bytes: 0,
+        }
+    }
+
+    /// Whether a line of `len` bytes still fits; counts it either way.
+    fn admit(&mut self, len: usize) -> bool {
+        if self.lines < self.max_lines && self.bytes.saturating_add(len) <= self.max_bytes {
+            self.lines += 1;
+            self.bytes += len;
+            true
+        } else {
+            self.dropped_lines += 1;
+            self.dropped_bytes += len as u64;
+            false
+        }
+    }
 }
 
 impl GuestState {
     /// A fresh sandbox for one call made at `time` (snapshot seconds), seeded by `seed`.
-    pub(crate) fn new(policy_name: &str, memory_limit: usize, time: f64, seed: u64) -> Self {
+    pub(crate) fn new(
+        policy_name: &str,
+        memory_limit: usize,
+        budget: &ResultBudget,
+        time: f64,
+        seed: u64,
+    ) -> Self {
         let stderr = MemoryOutputPipe::new(GUEST_OUTPUT_CAPACITY);
         Self {
             wasi: wasi_ctx(&stderr, time, seed),
@@ -41,6 +88,7 @@ impl GuestState {
             policy_name: policy_name.to_string(),
             stderr,
             output_mark: 0,
+            log: LogBudget::new(budget.log_lines, budget.log_bytes),
         }
     }
 
@@ -52,6 +100,22 @@ impl GuestState {
         self.wasi = wasi_ctx(&self.stderr, time, seed);
         self.limiter.refused = false;
         self.output_mark = self.stderr.contents().len();
+        self.log = LogBudget::new(self.log.max_lines, self.log.max_bytes);
+    }
+
+    /// Closes a call: what the guest logged past its budget is summarised in one line.
+    pub(crate) fn end_call(&mut self) {
+        let log = &self.log;
+        if log.dropped_lines > 0 {
+            tracing::warn!(
+                policy = %printable(&self.policy_name),
+                dropped_lines = log.dropped_lines,
+                dropped_bytes = log.dropped_bytes,
+                "the policy logged past its budget of {} lines and {} bytes per call; the rest of its log in this call was dropped",
+                log.max_lines,
+                log.max_bytes
+            );
+        }
     }
 
     /// True when the guest has printed so much over its calls that the next call's
@@ -73,9 +137,8 @@ impl GuestState {
     /// What the guest printed (a Rust panic message, for instance).
     pub(crate) fn guest_output(&self) -> String {
         let contents = self.stderr.contents();
-        String::from_utf8_lossy(&contents[self.output_mark.min(contents.len())..])
-            .trim()
-            .to_string()
+        printable(String::from_utf8_lossy(&contents[self.output_mark.min(contents.len())..]).trim())
+            .into_owned()
     }
 }
 
@@ -111,7 +174,12 @@ impl types::Host for GuestState {}
 
 impl Host for GuestState {
     fn log(&mut self, level: LogLevel, message: String) {
-        let policy = self.policy_name.as_str();
+        if !self.log.admit(message.len()) {
+            return;
+        }
+        let policy = printable(&self.policy_name);
+        let policy = policy.as_ref();
+        let message = printable(&message);
         match level {
             LogLevel::Trace => tracing::trace!(policy, "{message}"),
             LogLevel::Debug => tracing::debug!(policy, "{message}"),
@@ -120,6 +188,23 @@ impl Host for GuestState {
             LogLevel::Error => tracing::error!(policy, "{message}"),
         }
     }
+}
+
+/// `text` with its control characters escaped (`\n` for a newline), so nothing a policy
+/// writes can start a line of the host's log or forge one.
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
+    if !text.chars().any(char::is_control) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if c.is_control() {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
 }
 
 /// Caps linear memory; remembers a refusal so the host can report it as out-of-memory

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use wasmtime::Store;
 
 use super::sandbox::GuestState;
-use super::{Compiled, PolicyError, PolicyModule, Pre};
-use crate::contract::{self, incremental_bindings};
+use super::{CallError, Compiled, Exports, Flavor, PolicyError, PolicyModule};
+use crate::contract;
 use switchyard_core::delta::{Change, HeldSnapshot};
 use switchyard_core::model::{Decision, Settings, Snapshot};
 
@@ -38,7 +38,7 @@ struct KeptInstance {
     /// Cranelift's code replaced Winch's, means a fresh instance.
     compiled: Arc<Compiled>,
     store: Store<GuestState>,
-    policy: incremental_bindings::IncrementalPolicy,
+    policy: Exports,
     /// What the instance holds; `None` until a call succeeded.
     held: Option<HeldSnapshot>,
 }
@@ -56,9 +56,9 @@ impl PolicyModule {
         seed: u64,
     ) -> Result<Decision, PolicyError> {
         let compiled = self.compiled();
-        let Pre::Incremental(pre) = &compiled.pre else {
+        if compiled.pre.flavor != Flavor::Incremental {
             return self.decide(settings, snapshot, state, seed);
-        };
+        }
         let mut slot = session
             .kept
             .lock()
@@ -68,7 +68,8 @@ impl PolicyModule {
             _ => {
                 let mut store = self.new_store(&compiled, snapshot.time, seed);
                 self.arm_deadline(&mut store);
-                let policy = pre
+                let policy = compiled
+                    .pre
                     .instantiate(&mut store)
                     .map_err(|error| self.classify(error, store.data()))?;
                 KeptInstance {
@@ -85,16 +86,16 @@ impl PolicyModule {
             .held
             .as_ref()
             .map_or(Change::Reset, |held| held.change_to(snapshot));
-        let answer = kept
-            .policy
-            .switchyard_policy_incremental_scheduler()
-            .call_decide(
-                &mut kept.store,
-                &contract::settings_to_wit(settings),
-                &contract::delta_to_wit(snapshot, &change),
-                state,
-            )
-            .map_err(|error| self.classify(error, kept.store.data()))?;
+        let answer = kept.policy.decide_change(
+            &mut kept.store,
+            &contract::settings_to_wit(settings),
+            snapshot,
+            &change,
+            state,
+            &self.limits,
+        );
+        kept.store.data_mut().end_call();
+        let answer = answer.map_err(|error: CallError| self.failed(error, kept.store.data()))?;
         if answer.is_ok() {
             // A refusal may come before or after the guest applied the change; only a
             // decision says for sure what the instance holds.

@@ -1,8 +1,8 @@
 //! The two compilers behind a policy module: Cranelift for the code that runs, and
 //! optionally Winch, a baseline compiler, for the first calls of a new upload.
 //!
-//! Cranelift takes 100-150 ms to compile a 200 KB policy on two cores; Winch takes a
-//! fifth of that and emits slower code. With `quick_first` a module compiled for the
+//! Winch compiles several times faster than Cranelift and emits slower code
+//! (`docs/performance.md` has the figures). With `quick_first` a module compiled for the
 //! first time answers from Winch's code at once while Cranelift compiles the same bytes
 //! on a background thread, and every call after the swap runs Cranelift's code (a kept
 //! instance starts over from a reset, as when a session moves to another component).

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::report::RunResult;
 use crate::simulator::{Scenario, Simulator};
-use switchyard_control::{ControlLoop, PolicySlot};
+use switchyard_control::{ControlLoop, DecisionRecord, PolicySlot};
 use switchyard_core::model::Settings;
 use switchyard_runtime::registry::{PolicyRef, RegistryError};
 use switchyard_runtime::{PolicyError, Runtime};
@@ -45,7 +45,7 @@ impl OfflineError {
 pub struct OfflineRun {
     /// What was measured.
     pub result: RunResult,
-    /// The control loop after the run, with every decision it recorded.
+    /// The control loop after the run, with every decision it kept ([`Records`]).
     pub control: ControlLoop,
 }
 
@@ -62,9 +62,21 @@ pub fn slot(
     })
 }
 
+/// What an offline run does with its decision records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Records {
+    /// Keeps every one in the returned loop (tests, short runs): memory grows with the
+    /// rounds.
+    Keep,
+    /// Keeps none: the run's `on_round` sees each record once (to stream it to a file),
+    /// so a long trace runs in bounded memory.
+    Stream,
+}
+
 /// Runs `scenario` under `policy` with `settings` (the fallback decides rounds it fails)
-/// until the cluster is idle or out of time. `on_round` sees the simulator after every
-/// round (progress bars).
+/// until the cluster is idle or out of time. `on_round` sees the simulator and the
+/// round's record after every round (progress bars, records written as they come).
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     runtime: &Runtime,
     policy: &str,
@@ -72,12 +84,14 @@ pub fn run(
     fallback: &PolicySlot,
     scenario: Scenario,
     seed: u64,
-    on_round: impl FnMut(&Simulator),
+    records: Records,
+    on_round: impl FnMut(&Simulator, &DecisionRecord),
 ) -> Result<OfflineRun, OfflineError> {
     let slot = slot(runtime, policy, settings)?;
     let effective = slot.settings.clone();
     let mut sim = Simulator::new(scenario);
-    let mut control = ControlLoop::new(slot, fallback.clone(), seed);
+    let mut control =
+        ControlLoop::new(slot, fallback.clone(), seed).keep_records(records == Records::Keep);
     let ended = control.run(&mut sim, on_round);
     let result = RunResult::collect(policy.to_string(), &control, &sim, ended, effective);
     Ok(OfflineRun { result, control })

@@ -18,6 +18,7 @@
 
 pub mod curve;
 mod events;
+pub mod goodput;
 pub mod share;
 pub mod spec;
 mod state;
@@ -315,6 +316,16 @@ impl Simulator {
                     triggers.push(Trigger::JobFinished(self.jobs[job].spec.id.clone()));
                 }
                 EventKind::Evaluation => self.evaluate(job),
+                EventKind::RateChange => {
+                    self.settle(job);
+                    let j = &mut self.jobs[job];
+                    // Settling in floating point may stop a hair short of the epoch's
+                    // end, which would ask for the same change again.
+                    if let Some(until) = j.rate_until {
+                        j.work_done = j.work_done.max(until);
+                    }
+                    self.dirty_jobs.push(job);
+                }
                 EventKind::RestartDone => {
                     let j = &mut self.jobs[job];
                     j.restart_until = None;
@@ -479,7 +490,7 @@ impl Simulator {
             self.settle(job);
             let old_gpus = self.jobs[job].gpus_busy;
             let j = &mut self.jobs[job];
-            j.rate = j.compute_rate();
+            (j.rate, j.rate_until) = j.compute_rate();
             j.gpus_busy = if j.progressing() {
                 j.tasks
                     .iter()
@@ -506,6 +517,10 @@ impl Simulator {
                 if j.spec.curve.is_some() && j.next_eval < j.spec.work {
                     let due = self.now + (j.next_eval - j.work_done).max(0.0) / j.rate;
                     self.queue.push(due, job, version, EventKind::Evaluation);
+                }
+                if let Some(until) = j.rate_until {
+                    let due = self.now + (until - j.work_done).max(0.0) / j.rate;
+                    self.queue.push(due, job, version, EventKind::RateChange);
                 }
             }
         }
@@ -553,6 +568,7 @@ impl Simulator {
         };
         match &action.op {
             Operation::Place { assignments, .. } => {
+                let was_whole = self.jobs[job].tasks.iter().all(|t| t.node.is_some());
                 for a in assignments {
                     let (Some(t), Some(&n)) = (
                         self.jobs[job].task_index(&a.task),
@@ -574,6 +590,11 @@ impl Simulator {
                     j.start_time.get_or_insert(self.now);
                 }
                 self.touch_job(job);
+                let whole = self.jobs[job].tasks.iter().all(|t| t.node.is_some());
+                if self.config.start_delay > 0.0 && whole && !was_whole {
+                    // Its containers start: shown as a restart, charged like one.
+                    self.restart(job, self.config.start_delay);
+                }
             }
             Operation::Migrate {
                 task, node, kind, ..

@@ -4,8 +4,10 @@
 //! and seed always give the same scenario. Importers of real traces live in
 //! [`import`]. This module decides nothing about scheduling.
 
+pub mod application;
 pub mod import;
 mod schema;
+mod table;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -57,6 +59,15 @@ pub enum WorkloadError {
         /// What is wrong and what would be accepted.
         message: String,
     },
+    /// A data file the workload names (a trace, measurements, a replayed curve) is not
+    /// there.
+    #[error("{path}: no such file or folder; {origin}")]
+    MissingData {
+        /// The file or folder looked for.
+        path: PathBuf,
+        /// Where such data comes from and where the repository keeps it.
+        origin: &'static str,
+    },
     /// An imported trace could not be read.
     #[error("{path}: {message}")]
     Import {
@@ -74,6 +85,7 @@ impl WorkloadError {
             WorkloadError::Read { .. } => "read",
             WorkloadError::Parse { .. } => "parse",
             WorkloadError::Invalid { .. } => "invalid",
+            WorkloadError::MissingData { .. } => "missing_data",
             WorkloadError::Import { .. } => "import",
         }
     }
@@ -165,6 +177,7 @@ impl Workload {
             ("migration_cost", sim.migration_cost),
             ("rescale_cost", sim.rescale_cost),
             ("max_time", sim.max_time),
+            ("start_delay", sim.start_delay),
         ] {
             if !(value.is_finite() && value >= 0.0) {
                 return Err(invalid(
@@ -179,6 +192,7 @@ impl Workload {
             max_time: sim.max_time,
             seed,
             interference: sim.interference,
+            start_delay: sim.start_delay,
         };
         let mut rng = Pcg64::seed_from_u64(seed);
         let mut jobs = Vec::new();

@@ -26,7 +26,7 @@ pub use error::ApiError;
 use crate::live::Controller;
 
 /// Default upload limit of a policy component: room for a Python policy built with
-/// componentize-py (about 18 MB, the interpreter included); Rust policies are a few
+/// componentize-py carries the interpreter, tens of MB; Rust policies are a few
 /// hundred KiB.
 pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 32 << 20;
 

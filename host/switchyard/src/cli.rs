@@ -13,7 +13,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_runtime::{ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
 
 /// Host for WebAssembly scheduling policies of deep-learning training jobs.
 #[derive(Debug, Parser)]
@@ -41,6 +41,32 @@ pub(crate) struct SandboxArgs {
     /// Memory cap of one policy instance, in MiB.
     #[arg(long, global = true, default_value_t = 64, value_name = "MIB")]
     pub policy_memory_mib: usize,
+
+    /// Most actions one decision may hold, counting the entries of their lists
+    /// (assignments, target nodes); a bigger answer is refused and the fallback decides.
+    #[arg(long, global = true, default_value_t = ResultBudget::default().actions, value_name = "N")]
+    pub policy_max_actions: usize,
+
+    /// Most labels one decision may set.
+    #[arg(long, global = true, default_value_t = ResultBudget::default().labels, value_name = "N")]
+    pub policy_max_labels: usize,
+
+    /// Most bytes of strings (ids, reasons, labels) one answer may hold, in MiB.
+    #[arg(long, global = true, default_value_t = ResultBudget::default().string_bytes >> 20, value_name = "MIB")]
+    pub policy_max_string_mib: usize,
+
+    /// Most log lines one policy call may write; the rest is counted in one line.
+    #[arg(long, global = true, default_value_t = ResultBudget::default().log_lines, value_name = "N")]
+    pub policy_log_lines: usize,
+
+    /// Most bytes of log one policy call may write, in KiB.
+    #[arg(long, global = true, default_value_t = ResultBudget::default().log_bytes >> 10, value_name = "KIB")]
+    pub policy_log_kib: usize,
+
+    /// The soonest a policy may ask to be called again, in seconds of cluster time; a
+    /// shorter `next-call-after` is raised to it.
+    #[arg(long, global = true, default_value_t = SandboxLimits::default().min_call_interval, value_name = "SECONDS")]
+    pub min_call_interval: f64,
 
     /// Directory for the on-disk cache of compiled policies (none: memory only).
     #[arg(long, global = true, env = "SWITCHYARD_CACHE_DIR", value_name = "DIR")]
@@ -76,10 +102,23 @@ impl SandboxArgs {
     }
 
     fn runtime_with_deadline(&self, default_ms: u64, quick_first: bool) -> anyhow::Result<Runtime> {
+        anyhow::ensure!(
+            self.min_call_interval.is_finite() && self.min_call_interval >= 0.0,
+            "--min-call-interval must be a non-negative number of seconds, got {}",
+            self.min_call_interval
+        );
         let options = RuntimeOptions {
             limits: SandboxLimits {
                 deadline: Duration::from_millis(self.policy_deadline_ms.unwrap_or(default_ms)),
                 memory_bytes: self.policy_memory_mib << 20,
+                budget: ResultBudget {
+                    actions: self.policy_max_actions,
+                    labels: self.policy_max_labels,
+                    string_bytes: self.policy_max_string_mib << 20,
+                    log_lines: self.policy_log_lines,
+                    log_bytes: self.policy_log_kib << 10,
+                },
+                min_call_interval: self.min_call_interval,
                 ..SandboxLimits::default()
             },
             cache_dir: self.cache_dir.clone(),

@@ -206,8 +206,9 @@ pub async fn run(
     let watcher = match options.policies_dir.clone() {
         Some(dir) => {
             let (controller, handle) = (controller.clone(), handle.clone());
+            let limit = options.api.max_upload_bytes;
             let (watcher, first) = tokio::task::spawn_blocking(move || {
-                policy_dir::watch(PolicyDir::new(&dir, controller, handle)?)
+                policy_dir::watch(PolicyDir::new(&dir, controller, handle)?.max_file_bytes(limit))
             })
             .await
             .map_err(Error::LoopPanicked)?

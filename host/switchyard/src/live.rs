@@ -6,7 +6,7 @@
 //! [`Controller`] is the handle the HTTP API and the policies-directory watcher share: it
 //! owns the [`catalog`] of loaded policies, the status the driver publishes after every
 //! round, the metrics, this replica's [`Leader`] grant, and the command channel to the
-//! [`driver`] thread. Commands are applied by the driver between rounds only, so a swap
+//! decision thread (`driver`). Commands are applied by the driver between rounds only, so a swap
 //! is atomic: the round in progress finishes with the old policy and every round is
 //! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
@@ -58,6 +58,9 @@ pub struct LiveConfig {
     pub state_dir: Option<PathBuf>,
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
+    /// The most the kept decision records may hold together, in bytes
+    /// ([`DecisionRecord::footprint`]); the oldest go first.
+    pub keep_decisions_bytes: usize,
     /// Seeds the policies' randomness.
     pub seed: u64,
     /// The decision thread counts as stalled, and `/healthz` fails (so the kubelet
@@ -74,6 +77,7 @@ impl Default for LiveConfig {
             fallback: "default".into(),
             state_dir: None,
             keep_decisions: 1000,
+            keep_decisions_bytes: 64 << 20,
             seed: 0,
             stalled_after: Duration::from_secs(120),
         }
@@ -100,8 +104,11 @@ pub enum LiveError {
         "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"
     )]
     UnknownJob(String),
-    /// A loss sample that is not a number.
-    #[error("loss value {0} is not a finite number")]
+    /// A loss sample that is not a number, or absurdly large.
+    #[error(
+        "loss value {0} is not a finite number of magnitude at most {max:e}",
+        max = switchyard_control::loss::LOSS_MAGNITUDE_MAX
+    )]
     BadLossValue(f64),
     /// A change sent to a replica that does not lead.
     #[error(
@@ -117,6 +124,55 @@ pub enum LiveError {
     /// The decision thread has stopped.
     #[error("the controller is shutting down")]
     Stopped,
+    /// The change could not be persisted, so it was not made.
+    #[error(
+        "the change cannot be persisted ({source}), so it was not made; `{active}` stays \
+         active. Fix the state store (a full or read-only state directory?) and try again"
+    )]
+    NotDurable {
+        /// The policy that stays active.
+        active: String,
+        /// The store's error.
+        #[source]
+        source: StateError,
+    },
+    /// The policies directory's settings file decides this; the API does not override it.
+    #[error(
+        "{what} is set by {file}; change it there (the controller follows that file, and an \
+         API change would be undone at its next change)"
+    )]
+    OwnedBySettings {
+        /// The settings file.
+        file: String,
+        /// What it decides (`the active policy`, `the parameters of specon`, ...).
+        what: String,
+    },
+}
+
+/// What a policies directory's settings file decides. The file is the one source of
+/// truth for what it names: the API refuses to change those (409, naming the file) and
+/// keeps its say over everything else, so no answer of 200 is ever undone by the file.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct OwnedBySettings {
+    /// The settings file.
+    pub file: String,
+    /// It names the active policy.
+    pub active: bool,
+    /// It gives parameters for these policies.
+    pub parameters: std::collections::BTreeSet<String>,
+    /// It has an `experiment` section.
+    pub experiment: bool,
+}
+
+/// A change the API asks for, as the settings file may own it.
+#[derive(Clone, Copy, Debug)]
+pub enum ApiChange<'a> {
+    /// Activating a policy.
+    Activate,
+    /// Setting a policy's parameters.
+    Parameters(&'a str),
+    /// Starting or stopping an experiment.
+    Experiment,
 }
 
 /// What the driver publishes after every round.
@@ -132,6 +188,12 @@ pub struct LiveStatus {
     pub ended: Option<RunEnd>,
     /// The most recent decisions, oldest first.
     pub decisions: VecDeque<DecisionRecord>,
+    /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
+    pub decision_bytes: usize,
+    /// State blobs that could not be persisted so far.
+    pub state_save_failures: u64,
+    /// Why state cannot be persisted, while that lasts (a restart would lose state).
+    pub state_error: Option<String>,
     /// The cluster now.
     pub snapshot: SnapshotSummary,
     /// Per job, the labels policies put on it.
@@ -195,6 +257,8 @@ struct Shared {
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
     components: Arc<dyn ComponentStore>,
+    /// What the policies directory's settings file decides, if one is followed.
+    owned_by_settings: RwLock<Option<OwnedBySettings>>,
     /// Held from loading an upload to keeping it, so the copy kept for a name is the
     /// one loaded last.
     uploading: tokio::sync::Mutex<()>,
@@ -328,6 +392,7 @@ impl Controller {
             leader,
             on_refusal: OnceLock::new(),
             components,
+            owned_by_settings: RwLock::new(None),
             uploading: tokio::sync::Mutex::new(()),
         });
         let controller = Controller { shared };
@@ -388,6 +453,51 @@ impl Controller {
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
         &self.shared.metrics
+    }
+
+    /// Updates what the controller publishes (the decision thread's job).
+    fn publish(&self, update: impl FnOnce(&mut LiveStatus)) {
+        update(&mut self.shared.status.write().unwrap());
+    }
+
+    /// The flag that stops the decision thread.
+    fn stop_flag(&self) -> Arc<AtomicBool> {
+        self.shared.stop.clone()
+    }
+
+    /// Whether the decision thread has found the cluster's caches complete.
+    fn marked_ready(&self) -> bool {
+        self.shared.ready.load(Ordering::Relaxed)
+    }
+
+    /// The cluster's caches are complete: the controller may answer `/readyz`.
+    fn mark_ready(&self) {
+        self.shared.ready.store(true, Ordering::Relaxed);
+    }
+
+    /// Records what the followed settings file decides (`None`: no settings file).
+    pub fn set_owned_by_settings(&self, owned: Option<OwnedBySettings>) {
+        *self.shared.owned_by_settings.write().unwrap() = owned;
+    }
+
+    /// Refuses an API change that the followed settings file decides.
+    pub fn check_api_change(&self, change: ApiChange<'_>) -> Result<(), LiveError> {
+        let owned = self.shared.owned_by_settings.read().unwrap();
+        let Some(owned) = owned.as_ref() else {
+            return Ok(());
+        };
+        let what = match change {
+            ApiChange::Activate if owned.active => "the active policy".to_string(),
+            ApiChange::Parameters(name) if owned.parameters.contains(name) => {
+                format!("the parameters of `{name}`")
+            }
+            ApiChange::Experiment if owned.experiment => "the experiment".to_string(),
+            _ => return Ok(()),
+        };
+        Err(LiveError::OwnedBySettings {
+            file: owned.file.clone(),
+            what,
+        })
     }
 
     /// A copy of what the driver published last.
@@ -548,7 +658,7 @@ impl Controller {
     /// Hands a loss sample for an active job to the cluster, which keeps it in the
     /// job's series (stamped with the cluster's clock) or says why not.
     pub async fn push_loss(&self, job: &str, step: u64, value: f64) -> Result<LossAck, LiveError> {
-        if !value.is_finite() {
+        if !switchyard_control::loss::is_loss_value(value) {
             return Err(LiveError::BadLossValue(value));
         }
         let ack = self

@@ -5,7 +5,7 @@
 
 use std::sync::atomic::AtomicU64;
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -16,36 +16,68 @@ use switchyard_control::{CallRole, ExperimentReport, RoundOutcome};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct PolicyLabel {
-    policy: String,
+    policy: LabelText,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct DecisionLabels {
-    policy: String,
-    role: String,
-    outcome: String,
+    policy: LabelText,
+    role: LabelText,
+    outcome: LabelText,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabels {
-    policy: String,
-    reason: String,
+    policy: LabelText,
+    reason: LabelText,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
-    kind: String,
+    kind: LabelText,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReasonLabel {
-    reason: String,
+    reason: LabelText,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ArmLabels {
-    arm: String,
-    policy: String,
+    arm: LabelText,
+    policy: LabelText,
+}
+
+/// A label value as the text format needs it: `\\`, `"` and newlines escaped, so no
+/// value (a policy's name, say) can end its line and forge another.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct LabelText(String);
+
+impl EncodeLabelValue for LabelText {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write as _;
+        for c in self.0.chars() {
+            match c {
+                '\\' => encoder.write_str("\\\\")?,
+                '"' => encoder.write_str("\\\"")?,
+                '\n' => encoder.write_str("\\n")?,
+                c => encoder.write_char(c)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl From<&str> for LabelText {
+    fn from(text: &str) -> Self {
+        Self(text.to_string())
+    }
+}
+
+impl From<String> for LabelText {
+    fn from(text: String) -> Self {
+        Self(text)
+    }
 }
 
 type FloatGauge = Gauge<f64, AtomicU64>;
@@ -65,6 +97,7 @@ pub struct Metrics {
     policy_failures: Family<ReasonLabels, Counter>,
     fallbacks: Family<PolicyLabel, Counter>,
     swaps: Counter,
+    state_save_failures: Counter,
     load_errors: Family<KindLabel, Counter>,
     uploads_not_kept: Family<ReasonLabel, Counter>,
     loss_samples: Family<KindLabel, Counter>,
@@ -128,6 +161,12 @@ impl Metrics {
             "switchyard_policy_swaps",
             "Changes of the active policy or its parameters",
             swaps.clone(),
+        );
+        let state_save_failures = Counter::default();
+        registry.register(
+            "switchyard_state_save_failures",
+            "Writes of policy state or of the active policy that failed (a restart would lose them)",
+            state_save_failures.clone(),
         );
         let load_errors = Family::<KindLabel, Counter>::default();
         registry.register(
@@ -204,6 +243,7 @@ impl Metrics {
             policy_failures,
             fallbacks,
             swaps,
+            state_save_failures,
             load_errors,
             uploads_not_kept,
             loss_samples,
@@ -224,7 +264,7 @@ impl Metrics {
         let mut failed: Option<&str> = None;
         for call in &outcome.calls {
             let policy = PolicyLabel {
-                policy: call.policy.clone(),
+                policy: call.policy.clone().into(),
             };
             self.decision_latency
                 .get_or_create(&policy)
@@ -235,16 +275,16 @@ impl Metrics {
                 .unwrap_or_default();
             self.decisions
                 .get_or_create(&DecisionLabels {
-                    policy: call.policy.clone(),
-                    role,
-                    outcome: call.failure.unwrap_or("ok").to_string(),
+                    policy: call.policy.clone().into(),
+                    role: role.into(),
+                    outcome: call.failure.unwrap_or("ok").to_string().into(),
                 })
                 .inc();
             if let Some(kind) = call.failure {
                 self.policy_failures
                     .get_or_create(&ReasonLabels {
-                        policy: call.policy.clone(),
-                        reason: kind.to_string(),
+                        policy: call.policy.clone().into(),
+                        reason: kind.to_string().into(),
                     })
                     .inc();
                 if matches!(call.role, CallRole::Shadow | CallRole::SplitB) {
@@ -257,7 +297,7 @@ impl Metrics {
             {
                 self.fallbacks
                     .get_or_create(&PolicyLabel {
-                        policy: policy.to_string(),
+                        policy: policy.to_string().into(),
                     })
                     .inc();
             }
@@ -265,8 +305,8 @@ impl Metrics {
         for (policy, reason) in &outcome.rejections {
             self.rejected
                 .get_or_create(&ReasonLabels {
-                    policy: policy.clone(),
-                    reason: reason.to_string(),
+                    policy: policy.clone().into(),
+                    reason: reason.to_string().into(),
                 })
                 .inc();
         }
@@ -290,8 +330,9 @@ impl Metrics {
                     arm: serde_json::to_value(arm.arm)
                         .ok()
                         .and_then(|v| v.as_str().map(str::to_string))
-                        .unwrap_or_default(),
-                    policy: arm.policy.clone(),
+                        .unwrap_or_default()
+                        .into(),
+                    policy: arm.policy.clone().into(),
                 };
                 self.arm_jobs.get_or_create(&labels).set(arm.jobs as i64);
                 self.arm_finished
@@ -307,6 +348,11 @@ impl Metrics {
         }
     }
 
+    /// Counts `n` more state writes (blobs or the active policy) that failed.
+    pub fn observe_state_save_failures(&self, n: u64) {
+        self.state_save_failures.inc_by(n);
+    }
+
     /// Counts a change of the active policy or its parameters.
     pub fn observe_swap(&self) {
         self.swaps.inc();
@@ -317,7 +363,7 @@ impl Metrics {
     pub fn observe_load_error(&self, kind: &str) {
         self.load_errors
             .get_or_create(&KindLabel {
-                kind: kind.to_string(),
+                kind: kind.to_string().into(),
             })
             .inc();
     }
@@ -327,7 +373,7 @@ impl Metrics {
     pub fn observe_upload_not_kept(&self, reason: &str) {
         self.uploads_not_kept
             .get_or_create(&ReasonLabel {
-                reason: reason.to_string(),
+                reason: reason.to_string().into(),
             })
             .inc();
     }
@@ -336,7 +382,7 @@ impl Metrics {
     pub fn observe_loss_sample(&self, outcome: &str) {
         self.loss_samples
             .get_or_create(&KindLabel {
-                kind: outcome.to_string(),
+                kind: outcome.to_string().into(),
             })
             .inc();
     }
@@ -347,5 +393,55 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use switchyard_control::{ArmRecord, DecisionRecord, PolicyCall};
+    use switchyard_core::model::Snapshot;
+
+    use super::*;
+
+    #[test]
+    fn a_hostile_label_value_stays_one_label_of_one_line() {
+        let hostile = "evil\"} 1\nswitchyard_fake_metric 42\n#\\";
+        let metrics = Metrics::new();
+        let record = DecisionRecord::new(
+            0,
+            &Snapshot::default(),
+            ArmRecord::new(hostile.into(), None, Default::default()),
+            None,
+        );
+        metrics.observe_round(&RoundOutcome {
+            changed: false,
+            record,
+            calls: vec![PolicyCall {
+                policy: hostile.into(),
+                role: CallRole::Active,
+                latency: Duration::from_millis(3),
+                failure: None,
+            }],
+            rejections: vec![(hostile.into(), "unknown-job")],
+        });
+        let text = metrics.render();
+        let exposition = openmetrics_parser::openmetrics::parse_openmetrics(&text)
+            .unwrap_or_else(|e| panic!("the OpenMetrics text does not parse: {e}\n{text}"));
+        assert!(
+            !exposition.families.contains_key("switchyard_fake_metric"),
+            "a label value forged a metric:\n{text}"
+        );
+        let decisions = &exposition.families["switchyard_decisions"];
+        let sample = decisions
+            .iter_samples()
+            .next()
+            .expect("the decision was counted");
+        let policy = sample
+            .get_labelset()
+            .ok()
+            .and_then(|labels| labels.get_label_value("policy").map(str::to_string));
+        assert_eq!(policy.as_deref(), Some(hostile));
     }
 }

@@ -1,5 +1,7 @@
-//! `dragon`: DRAGON (`dragon-paper.txt`, section 3.3), with the Kubeflow dynamic
-//! scheduler (`kubeflow-dynamic-scheduler.txt`) as `queue = utility`.
+//! `dragon`: DRAGON (Lin, Yeh and Chou, "DRAGON: A Dynamic Scheduling and Scaling
+//! Controller for Managing Distributed Deep Learning Jobs in Kubernetes Cluster", CLOSER
+//! 2019, section 3.3), with the "Dynamic Resource Scheduler for Distributed Deep Learning
+//! Training on Kubeflow" as `queue = utility`.
 //!
 //! Called on every arrival and departure and on its own alarms (`next-call-after`: the
 //! next job to turn urgent, the next idle resource to reach mu), each round runs:

@@ -1,4 +1,5 @@
-//! `even`: SpeCon's baseline "DS" (`specon-paper.txt`, section VI-A): the default
+//! `even`: SpeCon's baseline "DS" (Mao et al., "Speculative Container Scheduling for Deep
+//! Learning Applications in a Kubernetes Cluster", section VI-A): the default
 //! scheduler with "a fixed initial container placement, where workload are evenly
 //! distributed based on the number of containers", and nothing ever again.
 //!

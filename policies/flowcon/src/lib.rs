@@ -1,5 +1,6 @@
-//! `flowcon`: FlowCon (`flowcon-specon-thesis.txt`, chapter 5.1, Algorithms 1-2), read
-//! as `guide/seeds-notes.md` says.
+//! `flowcon`: FlowCon (W. Zheng, "Efficient Resource Management for Deep Learning
+//! Applications with Virtual Containers", master's thesis, chapter 5.1, Algorithms 1-2),
+//! with the readings of its ambiguous parts given below.
 //!
 //! Per worker, every `itval` seconds: progress P = |E(t_i) - E(t_{i-1})| / (t_i -
 //! t_{i-1}) on the normalised evaluation value E, growth efficiency G = P / R with R the

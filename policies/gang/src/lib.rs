@@ -1,5 +1,6 @@
-//! `gang`: gang scheduling for distributed jobs (`gang-scheduler-thesis.txt`, section 4.5),
-//! in two modes as `guide/seeds-notes.md` asks.
+//! `gang`: gang scheduling for distributed jobs (F.-L. Lövenvald, "Comparing a Gang-like
+//! Scheduler with the Default Kubernetes Scheduler in a Serverless Deep Learning Training
+//! Environment", master's thesis, Umeå University, 2021, section 4.5), in two modes.
 //!
 //! - [`strict`] (`mode = strict`, default): a job's minimum members (all its tasks: see
 //!   below why that is the minimum) are placed together in one `place` action, packed

@@ -1,5 +1,7 @@
-//! `specon`: SpeCon (`specon-paper.txt`, Algorithms 1-3; also chapter 5.2 of
-//! `flowcon-specon-thesis.txt`), read as `guide/seeds-notes.md` says.
+//! `specon`: SpeCon (Mao et al., "Speculative Container Scheduling for Deep Learning
+//! Applications in a Kubernetes Cluster", IEEE, Algorithms 1-3; also chapter 5.2 of
+//! W. Zheng, "Efficient Resource Management for Deep Learning Applications with Virtual
+//! Containers", master's thesis), with the readings of its ambiguous parts given below.
 //!
 //! - [`monitor`]: Algorithm 1, one job's PC/WC/CC step from its gain;
 //! - [`manager`]: Algorithm 2 (weighted worker scores, speculative host) and Algorithm 3
@@ -10,7 +12,7 @@
 //!
 //! Every `interval` seconds each running job not yet reallocated gets
 //! G(t_m) = |E(t_m) - E(t_{m-1})| on its *normalised* evaluation value E and takes one
-//! monitor step; a CC job whose gain fell again asks for reallocation when its worker
+//! monitor step; a CC job whose gain fell again asks for reallocation while the cluster
 //! still hosts |PC| + |WC| > 1 jobs, and Algorithm 2 moves it (`migrate`, kind
 //! `reallocate`) or, when its current host is among the minimum-score workers, marks it
 //! migrated in place (a `reallocate` migrate to the node it already runs on). Algorithm 3
@@ -26,9 +28,14 @@
 //! 3. Lines 7-16 of Algorithm 1 are one if / else-if chain (one step per round) and the
 //!    typo on lines 11-12 is fixed: WC -> CC. A gain exactly equal to alpha keeps the
 //!    category (no branch of the paper applies).
-//! 4. The |PC| + |WC| > 1 test is made after every job of the round has taken its step,
-//!    on the counts of the job's worker; requests are served in submission order and
-//!    each move updates the scores seen by the next one.
+//! 4. The |PC| + |WC| > 1 test (line 15) is made after every job of the round has taken
+//!    its step, on the counts of the whole cluster (`busy_scope = cluster`): line 15
+//!    has no worker subscript, unlike lines 7-13, and only this reading lets the paper's
+//!    fixed schedule (Fig. 5: 20 VAE jobs every 50 s on 4 workers, even placement, so no
+//!    worker ever hosts three jobs) migrate anything, which its reported gain needs.
+//!    `guide/seeds-notes.md` reads it per worker; that is `busy_scope = worker`, and
+//!    the issue that settled the reading (issue 19) overrides the note. Requests are
+//!    served in submission order and each move updates the scores seen by the next one.
 //! 5. Algorithm 2 scores the requesting job's host without the job (`host_score =
 //!    without-job`), as every other worker is scored before the job lands on it: line 3
 //!    literally counts the job on its host only, so a CC job would leave for a worker up

@@ -63,6 +63,31 @@ impl HostScore {
     }
 }
 
+/// Where Algorithm 1's line 15 counts the progressing and watching jobs before a
+/// converged job may ask to move.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BusyScope {
+    /// Over the whole cluster, as line 15 is printed (`|PC| + |WC| > 1`, no worker
+    /// subscript): a converged job moves while other jobs still learn anywhere.
+    Cluster,
+    /// On the requesting job's own worker, with the subscript that lines 7-13 carry.
+    Worker,
+}
+
+impl BusyScope {
+    /// The parameter's choices.
+    pub const CHOICES: &'static [&'static str] = &["cluster", "worker"];
+
+    /// From the parameter's value.
+    pub fn parse(value: &str) -> Option<Self> {
+        match value {
+            "cluster" => Some(Self::Cluster),
+            "worker" => Some(Self::Worker),
+            _ => None,
+        }
+    }
+}
+
 /// One job with a worker: bound, restarting, or being placed this round.
 #[derive(Clone, Debug)]
 pub struct Hosted<'a> {
@@ -209,6 +234,11 @@ impl<'a> View<'a> {
         self.tallies
             .get(node)
             .map_or(0, |t| *t.clone().of(category))
+    }
+
+    /// Number of hosted jobs of `category` on every worker.
+    pub fn total_of(&self, category: Category) -> usize {
+        self.tallies.values().map(|t| *t.clone().of(category)).sum()
     }
 
     /// S_w = |PC| w_pc + |WC| w_wc + |CC| w_cc (Algorithm 2, line 3).

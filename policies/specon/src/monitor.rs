@@ -35,7 +35,7 @@ pub struct Step {
     /// The category after the step.
     pub category: Category,
     /// Lines 13-16: the job was in CC and its gain fell again, so it asks for
-    /// reallocation, subject to the |PC| + |WC| > 1 test on its worker.
+    /// reallocation, subject to the |PC| + |WC| > 1 test (line 15, `busy_scope`).
     pub wants_reallocation: bool,
 }
 

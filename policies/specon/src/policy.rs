@@ -18,7 +18,9 @@ use switchyard_policy_sdk::{
     settings::{ParamSpec, Settings, parameters},
 };
 
-use crate::manager::{Choice, HostScore, Hosted, View, Weights, rebalance, speculative_host};
+use crate::manager::{
+    BusyScope, Choice, HostScore, Hosted, View, Weights, rebalance, speculative_host,
+};
 use crate::monitor::{Category, step};
 use crate::state::{self, JobState, State, align};
 
@@ -60,6 +62,11 @@ pub const SPEC: &[ParamSpec] = &[
         doc: "how Algorithm 2 scores the requesting job's host: without-job (as every other worker is scored, before the job lands on it) or with-job (line 3 of the pseudo-code literally: the host carries the job, so a job may move to a worker that ends heavier than its host was)",
     },
     ParamSpec {
+        name: "busy_scope",
+        default: "cluster",
+        doc: "where Algorithm 1's line 15 counts |PC| + |WC| > 1 before a CC job asks to move: cluster (every worker, as printed; the reading the paper's fixed-schedule result needs) or worker (the job's own worker, with the subscript of lines 7-13)",
+    },
+    ParamSpec {
         name: "rebalance",
         default: "both",
         doc: "when Algorithm 3 runs: both (job departures and every interval), departure, interval or off",
@@ -94,6 +101,8 @@ pub struct Params {
     pub rebalance: RebalanceOn,
     /// How Algorithm 2 scores the job's host.
     pub host_score: HostScore,
+    /// Where line 15 counts the progressing and watching jobs.
+    pub busy_scope: BusyScope,
 }
 
 impl Params {
@@ -112,6 +121,8 @@ impl Params {
             normalisation: Normalisation::parse(s.choice("normalisation", Normalisation::CHOICES)?)
                 .expect("choice checked"),
             host_score: HostScore::parse(s.choice("host_score", HostScore::CHOICES)?)
+                .expect("choice checked"),
+            busy_scope: BusyScope::parse(s.choice("busy_scope", BusyScope::CHOICES)?)
                 .expect("choice checked"),
             rebalance: match s.choice("rebalance", &["both", "departure", "interval", "off"])? {
                 "departure" => RebalanceOn::Departure,
@@ -193,8 +204,8 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
 }
 
 /// Algorithm 2 for each job (by snapshot position) in `requests`, in submission order,
-/// each move seen by the next; lines 15-16: only when the job's worker still hosts more
-/// than one PC/WC job.
+/// each move seen by the next; lines 15-16: only while more than one PC/WC job is
+/// hosted, on the whole cluster or on the job's worker (`busy_scope`).
 fn reallocations(
     view: &mut View,
     snapshot: &Snapshot,
@@ -207,7 +218,12 @@ fn reallocations(
         let Some(me) = view.get(job) else {
             continue;
         };
-        let busy = view.count_of(me.node, Category::PC) + view.count_of(me.node, Category::WC);
+        let busy = match params.busy_scope {
+            BusyScope::Cluster => view.total_of(Category::PC) + view.total_of(Category::WC),
+            BusyScope::Worker => {
+                view.count_of(me.node, Category::PC) + view.count_of(me.node, Category::WC)
+            }
+        };
         if busy > 1 {
             actions.extend(reallocate(view, snapshot, job, &mut jobs[job], params));
         }
@@ -597,24 +613,45 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_cc_job_asks_for_nothing_when_its_worker_has_only_one_pc_or_wc_job() {
-        let jobs = vec![
+    /// `c` converges on w1 beside one progressing job; another progresses on w2.
+    fn one_learner_per_worker() -> Vec<Job> {
+        vec![
             job("c").running_on("w1").loss(CONVERGING),
             job("p1").running_on("w1").loss(PROGRESSING),
             job("p3").running_on("w2").loss(PROGRESSING),
-        ];
+        ]
+    }
+
+    fn reallocations_in(ds: &[Decision]) -> Vec<(String, String, MigrationKind, String)> {
+        ds.iter()
+            .flat_map(migrations)
+            .filter(|m| m.2 == MigrationKind::Reallocate)
+            .collect()
+    }
+
+    #[test]
+    fn a_cc_job_moves_while_the_cluster_hosts_more_than_one_pc_or_wc_job() {
+        let times = [0.0, 30.0, 60.0, 90.0, 120.0];
+        let ds = rounds(&[], &three_workers(), &one_learner_per_worker(), &times);
+        let moved = reallocations_in(&ds);
+        assert_eq!(moved.len(), 1, "{moved:?}");
+        assert_eq!((moved[0].0.as_str(), moved[0].1.as_str()), ("c", "w3"));
+        // One learner left in the whole cluster: nothing to make room for.
+        let alone = &one_learner_per_worker()[..2];
+        let ds = rounds(&[], &three_workers(), alone, &times);
+        assert!(reallocations_in(&ds).is_empty());
+        assert_eq!(shown(&ds, "c")[4], "CC");
+    }
+
+    #[test]
+    fn per_worker_a_cc_job_asks_for_nothing_when_its_worker_has_one_pc_or_wc_job() {
         let ds = rounds(
-            &[],
+            &[set("busy_scope", "worker")],
             &three_workers(),
-            &jobs,
+            &one_learner_per_worker(),
             &[0.0, 30.0, 60.0, 90.0, 120.0],
         );
-        assert!(ds.iter().all(|d| {
-            migrations(d)
-                .iter()
-                .all(|m| m.2 != MigrationKind::Reallocate)
-        }));
+        assert!(reallocations_in(&ds).is_empty());
         assert_eq!(shown(&ds, "c")[4], "CC");
     }
 

@@ -58,8 +58,8 @@ pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() 
         control.decide_round(cluster, triggers).record
     })
     .await;
-    assert_eq!(record.policy, "default");
-    assert_eq!(record.accepted.len(), 1, "{record:?}");
+    assert_eq!(record.arm_a.policy, "default");
+    assert_eq!(record.arm_a.accepted.len(), 1, "{record:?}");
     server.finish().await
 }
 

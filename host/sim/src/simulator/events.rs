@@ -17,6 +17,8 @@ pub(crate) enum EventKind {
     Evaluation,
     /// The job's checkpoint/restore is over.
     RestartDone,
+    /// The job's rate changes by itself (a measured job's epoch ends).
+    RateChange,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -70,12 +72,13 @@ impl EventQueue {
 
     /// Drops the events of jobs that moved on, once they could be most of the queue.
     /// A long job's completion lies far ahead, so without this every re-share of its
-    /// node would leave a stale pair of events in the heap until then (42 MB of them
-    /// holding 25,000 jobs). Called after pushes; amortised, a push costs a few more
+    /// node would leave a stale pair of events in the heap until then, and the heap
+    /// would grow with history. Called after pushes; amortised, a push costs a few more
     /// comparisons. Pop order is unchanged: `(time, seq)` orders events totally.
     pub(crate) fn drop_stale(&mut self, live_jobs: usize, valid: impl Fn(usize, u64) -> bool) {
-        // At most three valid events per job (completion, evaluation, restart end).
-        if self.heap.len() <= 4 * live_jobs + 1024 {
+        // At most four valid events per job (completion, evaluation, restart end, rate
+        // change).
+        if self.heap.len() <= 5 * live_jobs + 1024 {
             return;
         }
         self.heap.retain(|Reverse(e)| valid(e.job, e.version));

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::curve::Curve;
+use super::goodput::Goodput;
 use switchyard_core::model::Resources;
 
 /// One machine.
@@ -51,6 +52,11 @@ pub enum Speed {
     /// Measured throughput by replica count of the scalable role: entry `i` is the
     /// work/s with `i + 1` replicas; past the end it grows by the last increment.
     Table(Vec<f64>),
+    /// The Pollux artifact's measured job model: progress per second from the step
+    /// times measured at the scalable role's actual placement (GPUs per node), with
+    /// gradient accumulation and statistical efficiency, changing at each epoch's end.
+    /// Work is counted in the measurements' `progress` units.
+    Goodput(Goodput),
 }
 
 /// One job, as submitted.
@@ -109,6 +115,10 @@ pub struct SimConfig {
     /// speed its cores alone would give (threads, caches and memory bandwidth contend).
     /// 0 = ideal processor sharing. Jobs with a measured throughput table are unaffected.
     pub interference: f64,
+    /// Seconds of no progress after a job first has all its tasks bound (containers
+    /// starting, data loading): the Pollux artifact charges 30 s on every allocation.
+    /// 0 = a job works from the moment it is placed.
+    pub start_delay: f64,
 }
 
 impl Default for SimConfig {
@@ -119,6 +129,7 @@ impl Default for SimConfig {
             max_time: 365.0 * 86400.0,
             seed: 0,
             interference: 0.0,
+            start_delay: 0.0,
         }
     }
 }

@@ -70,6 +70,8 @@ pub(crate) struct SimJob {
     pub(crate) work_done: f64,
     pub(crate) settled_at: f64,
     pub(crate) rate: f64,
+    /// Work done at which `rate` changes by itself (a measured job's epoch ends).
+    pub(crate) rate_until: Option<f64>,
     pub(crate) gpus_busy: f64,
     pub(crate) version: u64,
     pub(crate) restart_until: Option<f64>,
@@ -83,7 +85,7 @@ pub(crate) struct SimJob {
     pub(crate) finish_time: Option<f64>,
     pub(crate) policy_labels: BTreeMap<String, String>,
     /// Its submission labels (taken from the spec), shared with every job that has the
-    /// same ones: 25,000 jobs of one template hold one map.
+    /// same ones, so the jobs of one template hold one map between them.
     pub(crate) labels: Arc<BTreeMap<String, String>>,
     /// What the last snapshot showed of it; `None` once it changed since.
     pub(crate) view: Option<Arc<Job>>,
@@ -132,6 +134,7 @@ impl SimJob {
             work_done: 0.0,
             settled_at: 0.0,
             rate: 0.0,
+            rate_until: None,
             gpus_busy: 0.0,
             version: 0,
             restart_until: None,
@@ -156,12 +159,14 @@ impl SimJob {
             && self.tasks.iter().all(|t| t.node.is_some())
     }
 
-    /// Work per second now.
-    pub(crate) fn compute_rate(&self) -> f64 {
+    /// Work per second now, and the work done at which that rate changes without any
+    /// event touching the job (`None`: it does not).
+    pub(crate) fn compute_rate(&self) -> (f64, Option<f64>) {
         if !self.progressing() {
-            return 0.0;
+            return (0.0, None);
         }
         let scalable = |t: &&SimTask| self.spec.roles[t.role].name == self.spec.scalable_role;
+        let mut until = None;
         let base = match &self.spec.speed {
             Speed::Cpu {
                 per_core,
@@ -176,14 +181,37 @@ impl SimJob {
                         .sum::<f64>()
             }
             Speed::Table(table) => table_rate(table, self.replicas),
+            Speed::Goodput(model) => {
+                let (rate, epoch_end) = model.rate(&self.placement(), self.work_done);
+                until = epoch_end.filter(|&end| end < self.spec.work);
+                rate
+            }
         };
         let first = self.tasks[0].node;
         let spans = self.tasks.iter().any(|t| t.node != first);
-        if spans {
+        let rate = if spans {
             base * self.spec.comm_penalty
         } else {
             base
+        };
+        (rate, until)
+    }
+
+    /// GPUs per node of the scalable role's bound tasks, nodes in the order its tasks
+    /// first use them (the order a gang was packed in).
+    fn placement(&self) -> Vec<u32> {
+        let mut per_node: Vec<(usize, u32)> = Vec::new();
+        let scalable = self
+            .tasks
+            .iter()
+            .filter(|t| self.spec.roles[t.role].name == self.spec.scalable_role);
+        for node in scalable.filter_map(|t| t.node) {
+            match per_node.iter_mut().find(|(n, _)| *n == node) {
+                Some((_, count)) => *count += 1,
+                None => per_node.push((node, 1)),
+            }
         }
+        per_node.into_iter().map(|(_, count)| count).collect()
     }
 
     /// Times after submission at which tasks of a role created later appear, earliest

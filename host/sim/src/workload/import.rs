@@ -1,13 +1,18 @@
-//! Importers of real data (the Pollux artifact's measurements and workloads, and the
-//! Philly trace) into [`JobSpec`]s, plus the DRAGON Fig. 2 throughput tables.
+//! Importers of real data (the Pollux artifact's workloads, and the Philly trace) into
+//! [`JobSpec`]s, plus the DRAGON Fig. 2 throughput tables. A Pollux model directory is
+//! read by [`super::application`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
+use super::application::{self, ORIGIN as POLLUX_ORIGIN};
+use super::table::Table;
 use super::{WorkloadError, resources};
 use crate::simulator::curve::Curve;
+use crate::simulator::goodput::{Goodput, Measurements, Run};
 use crate::simulator::{JobSpec, RoleSpec, Speed};
 
 /// Images per second with 1-4 workers, DRAGON Fig. 2.
@@ -27,7 +32,26 @@ fn import_error(path: &Path, message: impl std::fmt::Display) -> WorkloadError {
     }
 }
 
-fn read_rows<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<Vec<T>, WorkloadError> {
+/// Where `philly.csv` comes from, for the error about a missing one.
+const PHILLY_ORIGIN: &str = "`philly.csv` (the Pollux artifact's cut of Microsoft's Philly \
+    traces, msr-fiddle/philly-traces, CC BY 4.0) is kept in the repository under \
+    `data/pollux/` (see its README.md); paths in a workload file are relative to that file";
+
+/// The error for a data file or folder that is not there.
+fn missing(path: &Path, origin: &'static str) -> WorkloadError {
+    WorkloadError::MissingData {
+        path: path.to_path_buf(),
+        origin,
+    }
+}
+
+fn read_rows<T: for<'de> Deserialize<'de>>(
+    path: &Path,
+    origin: &'static str,
+) -> Result<Vec<T>, WorkloadError> {
+    if !path.exists() {
+        return Err(missing(path, origin));
+    }
     let mut reader = csv::Reader::from_path(path).map_err(|e| import_error(path, e))?;
     reader
         .deserialize()
@@ -58,7 +82,7 @@ pub fn philly(
     jobs: Option<usize>,
     node_gpus: u32,
 ) -> Result<Vec<JobSpec>, WorkloadError> {
-    let rows: Vec<PhillyRow> = read_rows(path)?;
+    let rows: Vec<PhillyRow> = read_rows(path, PHILLY_ORIGIN)?;
     let mut picked: Vec<(i64, PhillyRow)> = Vec::new();
     for row in rows
         .into_iter()
@@ -118,201 +142,46 @@ pub fn philly(
         .collect())
 }
 
-#[derive(Deserialize)]
-struct ValidationRow {
-    #[allow(dead_code)]
-    progress: f64,
-    iteration: f64,
-    metric: f64,
-}
-
 /// A Pollux `validation-<batch>.csv` as a curve over the fraction of its iterations,
 /// with the run's total iterations.
 pub fn replay_curve(path: &Path) -> Result<(Curve, f64), WorkloadError> {
-    let rows: Vec<ValidationRow> = read_rows(path)?;
+    let table = Table::read(path, POLLUX_ORIGIN)?;
+    let [iteration, metric] = table.columns(["iteration", "metric"])?;
+    let mut rows = Vec::with_capacity(table.len());
+    for row in table.rows() {
+        rows.push((row.number(iteration)?, row.number(metric)?));
+    }
     let total = rows
         .last()
-        .map(|r| r.iteration)
+        .map(|r| r.0)
         .filter(|t| *t > 0.0)
-        .ok_or_else(|| import_error(path, "no rows"))?;
-    let mut points = vec![(0.0, rows[0].metric)];
-    points.extend(rows.iter().map(|r| (r.iteration / total, r.metric)));
+        .ok_or_else(|| table.fault("no rows, or no iteration above 0"))?;
+    let mut points = vec![(0.0, rows[0].1)];
+    points.extend(rows.iter().map(|&(it, m)| (it / total, m)));
     Ok((Curve::Replay { points }, total))
 }
 
-#[derive(Deserialize)]
-struct PolluxJobRow {
-    name: String,
-    time: f64,
-    application: String,
-    num_replicas: u32,
-    batch_size: u32,
+/// The validation metric of `run` over the fraction of a job's progress, up to the end
+/// of its last epoch: what the job reports as it trains.
+fn progress_curve(run: &Run, epochs: usize) -> Curve {
+    let n = epochs.min(run.progress.len()).max(1);
+    let total = run.progress[n - 1];
+    let mut points = vec![(0.0, run.metric[0])];
+    points.extend((0..n).map(|e| (run.progress[e] / total, run.metric[e])));
+    Curve::Replay { points }
 }
 
-/// One measured step time: `replicas` GPUs spread over `nodes` nodes at a local batch.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct StepTime {
-    nodes: u32,
-    replicas: u32,
-    local_bsz: f64,
-    step_time: f64,
-}
-
-#[derive(Deserialize)]
-struct ScalabilityRow {
-    num_nodes: u32,
-    num_replicas: u32,
-    local_bsz: f64,
-    step_time: f64,
-    #[allow(dead_code)]
-    sync_time: f64,
-}
-
-#[derive(Deserialize)]
-struct PlacementRow {
-    /// GPUs per node, one digit a node: `22` is two nodes with two GPUs each.
-    placement: String,
-    local_bsz: f64,
-    step_time: f64,
-    #[allow(dead_code)]
-    sync_time: f64,
-}
-
-/// One application's measurements.
-struct Application {
-    /// `scalability.csv` (6 to 64 replicas) and `placements.csv` (1 to 16) together.
-    steps: Vec<StepTime>,
-    /// Batch sizes with a validation curve.
-    batches: Vec<(u32, PathBuf)>,
-}
-
-impl Application {
-    fn load(dir: &Path) -> Result<Self, WorkloadError> {
-        let scalability: Vec<ScalabilityRow> = read_rows(&dir.join("scalability.csv"))?;
-        let mut steps: Vec<StepTime> = scalability
-            .into_iter()
-            .map(|r| StepTime {
-                nodes: r.num_nodes,
-                replicas: r.num_replicas,
-                local_bsz: r.local_bsz,
-                step_time: r.step_time,
-            })
-            .collect();
-        let placements_path = dir.join("placements.csv");
-        let placements: Vec<PlacementRow> = read_rows(&placements_path)?;
-        for row in placements {
-            let per_node: Option<Vec<u32>> =
-                row.placement.chars().map(|c| c.to_digit(10)).collect();
-            let Some(per_node) = per_node.filter(|p| !p.is_empty()) else {
-                return Err(import_error(
-                    &placements_path,
-                    format!("placement `{}` is not digits", row.placement),
-                ));
-            };
-            steps.push(StepTime {
-                nodes: per_node.len() as u32,
-                replicas: per_node.iter().sum(),
-                local_bsz: row.local_bsz,
-                step_time: row.step_time,
-            });
-        }
-        let mut batches = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(|e| import_error(dir, e))? {
-            let p = entry.map_err(|e| import_error(dir, e))?.path();
-            let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-            if let Some(b) = name
-                .strip_prefix("validation-")
-                .and_then(|n| n.strip_suffix(".csv"))
-                .and_then(|b| b.parse().ok())
-            {
-                batches.push((b, p.clone()));
-            }
-        }
-        batches.sort();
-        Ok(Self { steps, batches })
-    }
-
-    fn max_replicas(&self) -> u32 {
-        self.steps.iter().map(|s| s.replicas).max().unwrap_or(1)
-    }
-
-    /// Samples per second of a `batch` split over `replicas` GPUs on as few nodes as
-    /// were measured, at the measured local batch nearest `batch / replicas`; `None`
-    /// when no step time was measured for that replica count.
-    fn measured_rate(&self, replicas: u32, batch: f64) -> Option<f64> {
-        let with_r: Vec<&StepTime> = self
-            .steps
-            .iter()
-            .filter(|s| s.replicas == replicas)
-            .collect();
-        let fewest = with_r.iter().map(|s| s.nodes).min()?;
-        let local = batch / replicas as f64;
-        with_r
-            .into_iter()
-            .filter(|s| s.nodes == fewest)
-            .min_by(|a, b| {
-                (a.local_bsz - local)
-                    .abs()
-                    .total_cmp(&(b.local_bsz - local).abs())
-            })
-            .map(|s| replicas as f64 * s.local_bsz / s.step_time)
-    }
-
-    /// Samples per second for 1 to [`Application::max_replicas`] replicas: measured
-    /// where a step time exists, linearly interpolated between the nearest measured
-    /// replica counts where none does (e.g. 17 to 19 replicas).
-    fn throughput_table(&self, batch: f64) -> Vec<f64> {
-        let max_r = self.max_replicas();
-        let measured: Vec<(u32, f64)> = (1..=max_r)
-            .filter_map(|r| self.measured_rate(r, batch).map(|rate| (r, rate)))
-            .collect();
-        (1..=max_r)
-            .map(|r| {
-                let below = measured.iter().rev().find(|(m, _)| *m <= r);
-                let above = measured.iter().find(|(m, _)| *m >= r);
-                match (below, above) {
-                    (Some(&(r0, v0)), Some(&(r1, v1))) if r1 > r0 => {
-                        v0 + (v1 - v0) * f64::from(r - r0) / f64::from(r1 - r0)
-                    }
-                    (Some(&(_, v)), _) | (None, Some(&(_, v))) => v,
-                    (None, None) => 0.0,
-                }
-            })
-            .collect()
-    }
-
-    /// Throughput across nodes against on one node for the same GPU count and local
-    /// batch, from the placements measured both ways (e.g. `22` against `4`), averaged:
-    /// the simulator's penalty for a job whose workers span nodes.
-    fn comm_penalty(&self) -> f64 {
-        let mut ratios = Vec::new();
-        for one in self.steps.iter().filter(|s| s.nodes == 1 && s.replicas > 1) {
-            let spread = self.steps.iter().filter(|s| {
-                s.nodes > 1 && s.replicas == one.replicas && s.local_bsz == one.local_bsz
-            });
-            for s in spread {
-                ratios.push(one.step_time / s.step_time);
-            }
-        }
-        if ratios.is_empty() {
-            return 1.0;
-        }
-        (ratios.iter().sum::<f64>() / ratios.len() as f64).clamp(0.05, 1.0)
-    }
-}
-
-/// Jobs of a Pollux `workload-N.csv`, with measurements from `data` (default: the
-/// folder two levels above the CSV, where the artifact keeps `<model>/`).
+/// Jobs of a Pollux `workload-N.csv`, with the model directories under `data` (default:
+/// the folder two levels above the CSV, where the artifact keeps `<model>/`).
 ///
-/// Each job replays its model's validation curve at the nearest measured batch size and
-/// does that run's samples (iterations x batch size) of work. Its throughput with `r`
-/// GPU workers is `r x local batch / step time` measured on the fewest nodes, at the
-/// local batch nearest `batch / r` (`placements.csv` for 1 to 16 GPUs, `scalability.csv`
-/// for 6 to 64), interpolated between measured replica counts; spanning nodes costs the
-/// ratio `placements.csv` measures between spread and packed placements. Workers ask
-/// for 1 GPU, 4 cores and 16 GiB; they scale between 1 and the largest measured replica
-/// count. Jobs of models the artifact has no measurements for (its workloads name `bert`
-/// and `imagenet`, which it does not ship) are left out with a warning.
+/// Each job trains its model with the row's batch size on the row's number of GPU
+/// workers under the measured job model ([`Goodput`]): progress per second from the step
+/// times measured at its actual placement, with gradient accumulation and statistical
+/// efficiency, until the end of the model's last epoch. It reports the validation
+/// metric of the run nearest its batch size. Workers ask for 1 GPU, 4 cores and
+/// 16 GiB; they scale between 1 and the largest measured replica count. Jobs of models
+/// without a directory under `data` (the artifact's workloads name `bert` and
+/// `imagenet`, whose measurements it does not publish) are left out with a warning.
 pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, WorkloadError> {
     let data = data.map(Path::to_path_buf).unwrap_or_else(|| {
         path.parent()
@@ -320,42 +189,55 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             .unwrap_or(Path::new("."))
             .to_path_buf()
     });
-    let rows: Vec<PolluxJobRow> = read_rows(path)?;
-    let mut apps: HashMap<String, Option<Application>> = HashMap::new();
+    let table = Table::read(path, POLLUX_ORIGIN)?;
+    if !data.is_dir() {
+        return Err(missing(&data, POLLUX_ORIGIN));
+    }
+    let [name, time, application, replicas_col, batch_col] =
+        table.columns(["name", "time", "application", "num_replicas", "batch_size"])?;
+    let mut models: HashMap<String, Option<Arc<Measurements>>> = HashMap::new();
     let mut skipped: BTreeMap<String, usize> = BTreeMap::new();
     let mut jobs = Vec::new();
-    for row in rows {
-        if !apps.contains_key(&row.application) {
-            let dir = data.join(&row.application);
-            let app = if dir.is_dir() {
-                Some(Application::load(&dir)?)
+    for row in table.rows() {
+        let model_name = row.text(application);
+        if !models.contains_key(model_name) {
+            let dir = data.join(model_name);
+            let model = if dir.is_dir() && !model_name.is_empty() {
+                Some(Arc::new(application::load(&dir)?))
             } else {
                 None
             };
-            apps.insert(row.application.clone(), app);
+            models.insert(model_name.to_string(), model);
         }
-        let Some(app) = &apps[&row.application] else {
-            *skipped.entry(row.application.clone()).or_default() += 1;
+        let Some(model) = &models[model_name] else {
+            *skipped.entry(model_name.to_string()).or_default() += 1;
             continue;
         };
-        let Some((batch, curve_path)) = app
-            .batches
-            .iter()
-            .min_by_key(|(b, _)| b.abs_diff(row.batch_size))
-            .cloned()
-        else {
-            return Err(import_error(
-                path,
-                format!("no validation curve for `{}`", row.application),
+        let id = row.text(name).to_string();
+        let submit_time = row.number_where(time, "a time >= 0 seconds", |t| t >= 0.0)?;
+        let replicas = row.whole(replicas_col, 1)?;
+        let batch_size = row.whole(batch_col, 1)?;
+        let runs = model.runs();
+        let smallest = runs[0].batch_size;
+        if batch_size < smallest {
+            return Err(row.fault(
+                batch_col,
+                format!(
+                    "job `{id}`: {batch_size} is below the smallest batch size {} was measured \
+                     at ({smallest}); its statistical efficiency would be a guess",
+                    model.name()
+                ),
             ));
-        };
-        let (curve, iterations) = replay_curve(&curve_path)?;
-        let max_r = app.max_replicas();
-        let replicas = row.num_replicas.clamp(1, max_r);
-        let rises = matches!(row.application.as_str(), "cifar10" | "ncf");
+        }
+        let nearest = runs
+            .iter()
+            .min_by_key(|r| r.batch_size.abs_diff(batch_size))
+            .expect("a model has at least one run");
+        let limits = model.limits();
+        let work = model.total_progress();
         jobs.push(JobSpec {
-            id: row.name.clone(),
-            submit_time: row.time,
+            id,
+            submit_time,
             priority: 0,
             utility: 1.0,
             roles: vec![RoleSpec {
@@ -367,17 +249,21 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
             }],
             scalable_role: "worker".into(),
             min_replicas: 1,
-            max_replicas: max_r,
-            work: iterations * batch as f64,
-            speed: Speed::Table(app.throughput_table(batch as f64)),
-            comm_penalty: app.comm_penalty(),
-            curve: Some(std::sync::Arc::new(curve)),
+            max_replicas: model.max_measured_replicas().max(replicas),
+            work,
+            speed: Speed::Goodput(Goodput {
+                model: Arc::clone(model),
+                batch_size,
+            }),
+            // The measured step times already cost what crossing nodes costs.
+            comm_penalty: 1.0,
+            curve: Some(Arc::new(progress_curve(nearest, limits.max_epochs))),
             noise: 0.0,
-            eval_every: iterations * batch as f64 / 20.0,
-            metric_rises: rises,
+            eval_every: work / 20.0,
+            metric_rises: metric_rises(runs),
             checkpointable: true,
             labels: BTreeMap::from([
-                ("model".into(), row.application.clone()),
+                ("model".into(), model_name.to_string()),
                 ("trace".into(), "pollux".into()),
             ]),
         });
@@ -392,10 +278,15 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
         );
     }
     if jobs.is_empty() {
-        return Err(import_error(
-            path,
-            format!("no job of a model measured in {}", data.display()),
-        ));
+        return Err(table.fault(format!("no job of a model measured in {}", data.display())));
     }
     Ok(jobs)
+}
+
+/// The metric improves by rising when the smallest batch's run ends above where it
+/// started (accuracy, hit rate), as the artifact decides it.
+fn metric_rises(runs: &[Run]) -> bool {
+    runs.first()
+        .and_then(|r| Some((r.metric.first()?, r.metric.last()?)))
+        .is_some_and(|(first, last)| first < last)
 }

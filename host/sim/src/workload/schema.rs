@@ -76,6 +76,10 @@ pub struct SimulatorFile {
     /// works at `1 / (1 + interference (n - 1))` of its cores' speed (0 = ideal sharing).
     #[serde(default)]
     pub interference: f64,
+    /// Seconds of no progress after a job is first placed whole (the Pollux artifact:
+    /// 30 s); 0 = none.
+    #[serde(default)]
+    pub start_delay: f64,
 }
 
 impl Default for SimulatorFile {
@@ -85,6 +89,7 @@ impl Default for SimulatorFile {
             rescale_cost: rescale_cost(),
             max_time: max_time(),
             interference: 0.0,
+            start_delay: 0.0,
         }
     }
 }

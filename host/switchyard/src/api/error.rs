@@ -66,6 +66,7 @@ impl From<LiveError> for ApiError {
     fn from(error: LiveError) -> Self {
         let status = match &error {
             LiveError::Catalog(CatalogError::Unknown { .. }) => StatusCode::NOT_FOUND,
+            LiveError::Catalog(CatalogError::Reserved { .. }) => StatusCode::CONFLICT,
             LiveError::Catalog(CatalogError::Load(_) | CatalogError::Configure(_)) => {
                 StatusCode::UNPROCESSABLE_ENTITY
             }
@@ -73,6 +74,8 @@ impl From<LiveError> for ApiError {
             LiveError::NoExperiment | LiveError::UnknownJob(_) => StatusCode::NOT_FOUND,
             LiveError::BadLossValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
             LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            LiveError::OwnedBySettings { .. } => StatusCode::CONFLICT,
+            LiveError::NotDurable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())

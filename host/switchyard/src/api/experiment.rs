@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
-use crate::live::ExperimentRequest;
+use crate::live::{ApiChange, ExperimentRequest};
 use switchyard_control::ExperimentReport;
 use switchyard_control::experiment::{ExperimentMode, JobAssignment, LabelSelector};
 
@@ -106,6 +106,7 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
         (status = 400, description = "Malformed or contradictory description", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn start(
@@ -113,6 +114,7 @@ pub(super) async fn start(
     body: Result<Json<ExperimentBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<ExperimentReport>), ApiError> {
     let Json(body) = body?;
+    state.controller.check_api_change(ApiChange::Experiment)?;
     let report = state
         .controller
         .start_experiment(body.into_request()?)
@@ -125,10 +127,12 @@ pub(super) async fn start(
         (status = 200, description = "Stopped; its final figures", body = Object),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
         (status = 404, description = "No experiment is running", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn stop(
     State(state): State<ApiState>,
 ) -> Result<Json<ExperimentReport>, ApiError> {
+    state.controller.check_api_change(ApiChange::Experiment)?;
     Ok(Json(state.controller.stop_experiment().await?))
 }

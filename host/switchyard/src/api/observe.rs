@@ -85,6 +85,10 @@ pub(super) struct Status {
     pub leading: bool,
     /// The leading replica, when known.
     pub leader: Option<String>,
+    /// Policy state writes that failed so far.
+    pub state_save_failures: u64,
+    /// Why policy state cannot be persisted, while that lasts: a restart would lose it.
+    pub state_error: Option<String>,
 }
 
 #[utoipa::path(get, path = "/v1/status", tag = "observe",
@@ -113,17 +117,27 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
         identity,
         leading,
         leader: holder,
+        state_save_failures: s.state_save_failures,
+        state_error: s.state_error.clone(),
     }))
 }
 
 /// Which decisions to return.
 #[derive(Debug, Deserialize, IntoParams)]
 pub(super) struct DecisionsQuery {
-    /// Only rounds numbered above this one.
-    pub since: Option<u64>,
-    /// At most this many, the most recent (default 100).
+    /// Only rounds numbered above this one, oldest first (`-1` for the oldest kept; page
+    /// forward by passing the last round of the previous page); without it, the most
+    /// recent ones.
+    pub since: Option<i64>,
+    /// At most this many (1 to 1000, default 100).
     pub limit: Option<usize>,
 }
+
+/// The most records one page returns.
+const DECISIONS_PAGE_MAX: usize = 1000;
+/// The most bytes one page carries (by [`DecisionRecord::footprint`]); a page holds at
+/// least one record.
+const DECISIONS_PAGE_BYTES: usize = 4 << 20;
 
 /// Recent decisions.
 #[derive(Debug, Serialize, ToSchema)]
@@ -135,12 +149,15 @@ pub(super) struct Decisions {
     /// labels, and the experiment's side when one runs.
     #[schema(value_type = Vec<Object>)]
     pub decisions: Vec<DecisionRecord>,
+    /// More records after these match the query (ask again with `since` set to the last
+    /// round here).
+    pub more: bool,
 }
 
 #[utoipa::path(get, path = "/v1/decisions", tag = "observe",
     params(DecisionsQuery),
     responses(
-        (status = 200, description = "Recent decisions with reasons", body = Decisions),
+        (status = 200, description = "Recent decisions with reasons, a page at a time", body = Decisions),
         (status = 400, description = "Bad query", body = ErrorBody)))]
 pub(super) async fn decisions(
     State(state): State<ApiState>,
@@ -148,18 +165,51 @@ pub(super) async fn decisions(
 ) -> Result<Json<Decisions>, ApiError> {
     let Query(query) = query.map_err(|r| ApiError::new(r.status(), r.body_text()))?;
     let limit = query.limit.unwrap_or(100);
+    if !(1..=DECISIONS_PAGE_MAX).contains(&limit) {
+        return Err(ApiError::new(
+            StatusCode::BAD_REQUEST,
+            format!("limit must be between 1 and {DECISIONS_PAGE_MAX}, got {limit}"),
+        ));
+    }
     Ok(Json(state.controller.with_status(|s| {
-        let newer: Vec<&DecisionRecord> = s
-            .decisions
-            .iter()
-            .filter(|d| query.since.is_none_or(|since| d.round > since))
-            .collect();
-        let skip = newer.len().saturating_sub(limit);
+        let (decisions, more) = match query.since {
+            Some(since) => page(
+                s.decisions
+                    .iter()
+                    .filter(|d| i128::from(d.round) > i128::from(since)),
+                limit,
+            ),
+            None => {
+                let (mut newest, more) = page(s.decisions.iter().rev(), limit);
+                newest.reverse();
+                (newest, more)
+            }
+        };
         Decisions {
             rounds: s.rounds,
-            decisions: newer.into_iter().skip(skip).cloned().collect(),
+            decisions,
+            more,
         }
     })))
+}
+
+/// Takes records from `records` until `limit` of them or the page's bytes are reached
+/// (at least one); says whether any were left.
+fn page<'a>(
+    mut records: impl Iterator<Item = &'a DecisionRecord>,
+    limit: usize,
+) -> (Vec<DecisionRecord>, bool) {
+    let mut out = Vec::new();
+    let mut bytes = 0;
+    for record in records.by_ref() {
+        let size = record.footprint();
+        if !out.is_empty() && (out.len() == limit || bytes + size > DECISIONS_PAGE_BYTES) {
+            return (out, true);
+        }
+        bytes += size;
+        out.push(record.clone());
+    }
+    (out, false)
 }
 
 #[utoipa::path(get, path = "/v1/snapshot", tag = "observe",

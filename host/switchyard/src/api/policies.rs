@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ErrorBody, body_rejection};
 use crate::live::catalog::info;
-use crate::live::{Applied, LoadFailure, Persistence, PolicyInfo};
+use crate::live::{ApiChange, Applied, LoadFailure, Persistence, PolicyInfo};
 use switchyard_core::model::Settings;
 
 /// Loaded policies, the active one and standing load errors.
@@ -66,6 +66,7 @@ pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
         (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round). Kept by the state store for the next start when it can be; `persistence` says whether it was", body = PolicyUploaded),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 409, description = "The upload calls itself by a built-in policy's name", body = ErrorBody),
         (status = 413, description = "Larger than the upload limit", body = ErrorBody),
         (status = 415, description = "Not sent as application/wasm or application/octet-stream", body = ErrorBody),
         (status = 422, description = "Not a valid policy component (the load error says why)", body = ErrorBody)),
@@ -122,12 +123,14 @@ fn closing(error: ApiError) -> Response {
         (status = 200, description = "The policy decides from round `from_round` on", body = Applied),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn activate(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Json<Applied>, ApiError> {
+    state.controller.check_api_change(ApiChange::Activate)?;
     Ok(Json(state.controller.activate(&name).await?))
 }
 
@@ -139,6 +142,7 @@ pub(super) async fn activate(
         (status = 400, description = "Malformed JSON", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "The policy refused the values (its message says why)", body = ErrorBody)),
@@ -149,6 +153,9 @@ pub(super) async fn set_parameters(
     body: Result<Json<Settings>, JsonRejection>,
 ) -> Result<Json<PolicyChanged>, ApiError> {
     let Json(settings) = body?;
+    state
+        .controller
+        .check_api_change(ApiChange::Parameters(&name))?;
     let (entry, applied) = state.controller.set_parameters(&name, &settings).await?;
     Ok(Json(PolicyChanged {
         policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),

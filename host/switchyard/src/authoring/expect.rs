@@ -400,19 +400,19 @@ fn occurrences(event: &Event, window: Window, evidence: Evidence) -> Result<Vec<
         let at = format!("round {} t={:.3}", r.round, r.time);
         match event {
             Event::Failed => {
-                if let Some(failure) = &r.failure {
+                if let Some(failure) = &r.arm_a.failure {
                     hits.push(format!("{at}: {failure}"));
                 }
             }
             Event::Rejected(AnyJob { job }) => {
-                for rej in &r.rejected {
+                for rej in &r.arm_a.rejected {
                     if job.as_deref().is_none_or(|j| rej.action.op.job() == j) {
                         hits.push(format!("{at}: {}", rej.rejected_because));
                     }
                 }
             }
             Event::Labelled(l) => {
-                for label in &r.labels {
+                for label in &r.arm_a.labels {
                     if label.job == l.job
                         && label.key == l.key
                         && l.value.as_ref().is_none_or(|v| &label.value == v)
@@ -422,7 +422,7 @@ fn occurrences(event: &Event, window: Window, evidence: Evidence) -> Result<Vec<
                 }
             }
             _ => {
-                for action in r.accepted.iter().filter(|a| matches_action(event, a)) {
+                for action in r.arm_a.accepted.iter().filter(|a| matches_action(event, a)) {
                     hits.push(format!("{at}: {}", operation_text(&action.op)));
                 }
             }
@@ -491,7 +491,8 @@ fn nearby(event: &Event, evidence: Evidence) -> String {
         .records
         .iter()
         .flat_map(|r| {
-            r.accepted
+            r.arm_a
+                .accepted
                 .iter()
                 .filter(|a| a.op.job() == job)
                 .map(move |a| format!("t={:.3} {}", r.time, operation_text(&a.op)))
@@ -590,6 +591,7 @@ impl fmt::Display for Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_control::ArmRecord;
     use switchyard_core::model::{Assignment, JobLabel, Snapshot};
     use switchyard_core::validate::Checked;
 
@@ -609,18 +611,15 @@ mod tests {
             time,
             ..Snapshot::default()
         };
-        let mut record = DecisionRecord::new(
-            &snapshot,
+        let arm = ArmRecord::new(
             "p".into(),
             None,
-            &Default::default(),
             Checked {
                 accepted,
-                rejected: vec![],
+                ..Checked::default()
             },
         );
-        record.round = round;
-        record
+        DecisionRecord::new(round, &snapshot, arm, None)
     }
 
     fn migrate(job: &str, node: &str) -> Operation {
@@ -710,7 +709,7 @@ mod tests {
     #[test]
     fn labels_are_matched_by_key_and_value() {
         let mut record = round(3, 30.0, vec![]);
-        record.labels = vec![JobLabel {
+        record.arm_a.labels = vec![JobLabel {
             job: "j".into(),
             key: "category".into(),
             value: "CC".into(),

@@ -9,7 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_control::experiment::ExperimentMode;
 use switchyard_control::{
-    Advance, Cluster, ControlLoop, DecisionRecord, Experiment, PolicySlot, StateError, StateStore,
+    Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment, PolicySlot, StateError,
+    StateStore,
 };
 use switchyard_core::model::{Action, JobLabel, Settings, Snapshot, Trigger};
 use switchyard_core::validate;
@@ -154,7 +155,7 @@ fn run_workload(
         against_name = Some(b.name().to_string());
         control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
     }
-    control.run(&mut cluster, |_| {});
+    control.run(&mut cluster, |_, _| {});
     if let (Some(dir), Some(snapshots)) = (spec.save_snapshots, &cluster.snapshots) {
         save_snapshots(dir, snapshots)?;
     }
@@ -168,12 +169,13 @@ fn run_workload(
     let comparison = against_name.map(|against| {
         let pairs = records.iter().filter_map(|r| {
             let shadow = r.shadow.as_ref()?;
-            (r.failure.is_none() && shadow.failure.is_none()).then_some((
+            (r.arm_a.failure.is_none() && shadow.failure.is_none()).then_some((
                 r.round,
                 r.time,
-                r.accepted
+                r.arm_a
+                    .accepted
                     .iter()
-                    .chain(r.rejected.iter().map(|x| &x.action))
+                    .chain(r.arm_a.rejected.iter().map(|x| &x.action))
                     .cloned()
                     .collect::<Vec<_>>(),
                 shadow.actions.clone(),
@@ -208,13 +210,12 @@ fn run_fixture(
     let record = |slot: &PolicySlot, outcome: &Result<_, String>| {
         let decision = outcome.as_ref().cloned().unwrap_or_default();
         let checked = validate::check_decision(&fixture.snapshot, &decision);
-        DecisionRecord::new(
-            &fixture.snapshot,
+        let arm = ArmRecord::new(
             slot.name().to_string(),
             outcome.as_ref().err().cloned(),
-            &decision,
             checked,
-        )
+        );
+        DecisionRecord::new(0, &fixture.snapshot, arm, decision.next_call_after)
     };
     let outcome = decide(&slot);
     let tested = record(&slot, &outcome);

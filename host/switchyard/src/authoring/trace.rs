@@ -25,17 +25,18 @@ pub fn render(header: &[String], records: &[DecisionRecord]) -> String {
     let mut labels: BTreeMap<(String, String), String> = BTreeMap::new();
     for record in records {
         let changed_labels: Vec<String> = record
+            .arm_a
             .labels
             .iter()
             .filter(|l| labels.get(&(l.job.clone(), l.key.clone())) != Some(&l.value))
             .map(|l| format!("{} {}={}", l.job, l.key, l.value))
             .collect();
-        for l in &record.labels {
+        for l in &record.arm_a.labels {
             labels.insert((l.job.clone(), l.key.clone()), l.value.clone());
         }
-        if record.accepted.is_empty()
-            && record.rejected.is_empty()
-            && record.failure.is_none()
+        if record.arm_a.accepted.is_empty()
+            && record.arm_a.rejected.is_empty()
+            && record.arm_a.failure.is_none()
             && changed_labels.is_empty()
         {
             continue;
@@ -46,15 +47,15 @@ pub fn render(header: &[String], records: &[DecisionRecord]) -> String {
             record.round,
             record.time,
             triggers(&record.triggers),
-            record.policy
+            record.arm_a.policy
         );
-        if let Some(failure) = &record.failure {
+        if let Some(failure) = &record.arm_a.failure {
             let _ = writeln!(out, "  failed: {}", one_line(failure));
         }
-        for action in &record.accepted {
+        for action in &record.arm_a.accepted {
             let _ = writeln!(out, "  {}", action_line(action));
         }
-        for rejected in &record.rejected {
+        for rejected in &record.arm_a.rejected {
             let _ = writeln!(
                 out,
                 "  REJECTED {} -- {}",
@@ -159,6 +160,7 @@ pub fn diff(golden: &str, actual: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_control::ArmRecord;
     use switchyard_core::model::{JobLabel, Snapshot};
     use switchyard_core::validate::Checked;
 
@@ -186,18 +188,16 @@ mod tests {
                 reason: "why\nnot".into(),
             })
             .collect();
-        let mut r = DecisionRecord::new(
-            &snapshot,
+        let arm = ArmRecord::new(
             "p".into(),
             None,
-            &decision,
             Checked {
                 accepted,
-                rejected: vec![],
+                labels: decision.labels.clone(),
+                ..Checked::default()
             },
         );
-        r.round = round;
-        r
+        DecisionRecord::new(round, &snapshot, arm, decision.next_call_after)
     }
 
     #[test]

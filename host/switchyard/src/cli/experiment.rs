@@ -58,7 +58,7 @@ pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<
     let mut sim = Simulator::new(workload.scenario(seed)?);
     let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed).keep_records(false);
     control.start_experiment(Experiment::new(slot(&runtime, &b)?, mode));
-    let ended = control.run(&mut sim, |_| {});
+    let ended = control.run(&mut sim, |_, _| {});
     let report = control
         .experiment_report()
         .context("the experiment report is missing")?;

@@ -123,7 +123,12 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         .build()
         .context("starting the async runtime")?;
     let (controller, driver) = Controller::start_scenario(sandbox.runtime()?, scenario, config)?;
-    let _watch = watch_policies(args.live.policies_dir.as_deref(), &controller, &runtime)?;
+    let _watch = watch_policies(
+        args.live.policies_dir.as_deref(),
+        &controller,
+        &runtime,
+        api_config.max_upload_bytes,
+    )?;
     let router = api::router(controller, api_config);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
@@ -149,9 +154,11 @@ pub(super) fn watch_policies(
     dir: Option<&Path>,
     controller: &Controller,
     runtime: &tokio::runtime::Runtime,
+    max_file_bytes: usize,
 ) -> anyhow::Result<Option<policy_dir::DirWatcher>> {
     let Some(dir) = dir else { return Ok(None) };
-    let dir = PolicyDir::new(dir, controller.clone(), runtime.handle().clone())?;
+    let dir = PolicyDir::new(dir, controller.clone(), runtime.handle().clone())?
+        .max_file_bytes(max_file_bytes);
     let (watcher, first) = policy_dir::watch(dir)?;
     for (source, error) in &first.refused {
         eprintln!("refused {source}: {error}");

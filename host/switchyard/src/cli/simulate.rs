@@ -49,17 +49,45 @@ pub(crate) struct SimulateArgs {
     pub split: Option<String>,
 }
 
-fn parse_sets(sets: &[String]) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
+/// Reads `--set POLICY.key=value` options. POLICY is a `--policy` argument as given
+/// (a built-in name or a `.wasm` path, whose own dots are no trouble: the longest
+/// argument that prefixes the option wins) or the name the policy gives itself.
+fn parse_sets(
+    sets: &[String],
+    policies: &[(String, String)],
+) -> anyhow::Result<BTreeMap<String, BTreeMap<String, String>>> {
     let mut by_policy: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for set in sets {
-        let (key, value) = set
+        let (target, value) = set
             .split_once('=')
             .with_context(|| format!("--set {set}: expected policy.key=value"))?;
-        let (policy, key) = key
-            .split_once('.')
-            .with_context(|| format!("--set {set}: expected policy.key=value"))?;
+        let matched = policies
+            .iter()
+            .flat_map(|(argument, name)| [(argument, argument), (argument, name)])
+            .filter_map(|(argument, prefix)| {
+                let key = target.strip_prefix(prefix.as_str())?.strip_prefix('.')?;
+                Some((prefix.len(), argument, key))
+            })
+            .max_by_key(|(len, _, _)| *len);
+        let Some((_, argument, key)) = matched else {
+            bail!(
+                "--set {set} names no policy that is run (policies: {}); write POLICY.key=value",
+                policies
+                    .iter()
+                    .map(|(argument, name)| if argument == name {
+                        argument.clone()
+                    } else {
+                        format!("{argument} ({name})")
+                    })
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        };
+        if key.is_empty() {
+            bail!("--set {set}: the parameter name after `{argument}.` is empty");
+        }
         by_policy
-            .entry(policy.to_string())
+            .entry(argument.clone())
             .or_default()
             .insert(key.to_string(), value.to_string());
     }
@@ -81,36 +109,46 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             .map(|p| p.to_string())
             .collect();
     }
-    let sets = parse_sets(&args.sets)?;
-    if let Some(unknown) = sets.keys().find(|k| !policies.contains(k)) {
-        bail!(
-            "--set names policy `{unknown}`, which is not run (policies: {})",
-            policies.join(", ")
-        );
-    }
     let runtime = sandbox.offline_runtime()?;
+    // Each policy's own name, so `--set` can address it by that too (compiling here is
+    // no extra cost: the runtime keeps the module for the run).
+    let named: Vec<(String, String)> = policies
+        .iter()
+        .map(|p| {
+            let module = PolicyRef::parse(p)?.load(&runtime)?;
+            Ok((p.clone(), module.name().to_string()))
+        })
+        .collect::<anyhow::Result<_>>()?;
+    let sets = parse_sets(&args.sets, &named)?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,
         &Default::default(),
     )?;
+    let names = file_names(&policies);
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
     let mut runs = Vec::new();
-    let mut traces = Vec::new();
-    for name in &policies {
-        let (run, records) = run_one(
+    for (name, file_name) in policies.iter().zip(&names) {
+        let trace = args
+            .out
+            .as_ref()
+            .map(|dir| dir.join(format!("decisions-{file_name}.jsonl")));
+        let run = run_one(
             &runtime,
             name,
             sets.get(name).cloned().unwrap_or_default(),
             &fallback,
             scenario.clone(),
             seed,
+            trace.as_deref(),
         )?;
         runs.push(run);
-        traces.push(records);
     }
     print_table(&runs);
     print_changes(&runs);
     if let Some(dir) = &args.out {
-        write_out(dir, &args.workload, seed, runs, &traces)?;
+        write_out(dir, &args.workload, seed, runs)?;
         println!(
             "\nwrote results.json, decisions-*.jsonl and plots to {}",
             dir.display()
@@ -119,6 +157,8 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
     Ok(ExitCode::SUCCESS)
 }
 
+/// Runs one policy; its decision records go to `trace` as they are made (JSON lines),
+/// or nowhere, so a long trace runs in bounded memory either way.
 fn run_one(
     runtime: &Runtime,
     name: &str,
@@ -126,7 +166,8 @@ fn run_one(
     fallback: &PolicySlot,
     scenario: switchyard_sim::simulator::Scenario,
     seed: u64,
-) -> anyhow::Result<(RunResult, Vec<u8>)> {
+    trace: Option<&Path>,
+) -> anyhow::Result<RunResult> {
     let total = scenario.jobs.len() as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -135,16 +176,41 @@ fn run_one(
             .progress_chars("=> "),
     );
     bar.set_prefix(name.to_string());
-    let run = offline::run(runtime, name, &settings, fallback, scenario, seed, |s| {
-        bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64)
-    })?;
+    let mut writer = trace
+        .map(|file| {
+            std::fs::File::create(file)
+                .map(std::io::BufWriter::new)
+                .with_context(|| format!("writing {}", file.display()))
+        })
+        .transpose()?;
+    let mut write_error = None;
+    let run = offline::run(
+        runtime,
+        name,
+        &settings,
+        fallback,
+        scenario,
+        seed,
+        offline::Records::Stream,
+        |s, record| {
+            bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64);
+            if let (Some(w), None) = (writer.as_mut(), &write_error) {
+                let written = serde_json::to_writer(&mut *w, record)
+                    .map_err(std::io::Error::from)
+                    .and_then(|()| w.write_all(b"\n"));
+                write_error = written.err();
+            }
+        },
+    )?;
     bar.finish_and_clear();
-    let mut trace = Vec::new();
-    for record in run.control.records() {
-        serde_json::to_writer(&mut trace, record)?;
-        trace.push(b'\n');
+    if let (Some(file), Some(error)) = (trace, write_error) {
+        return Err(error).with_context(|| format!("writing {}", file.display()));
     }
-    Ok((run.result, trace))
+    if let (Some(file), Some(mut w)) = (trace, writer) {
+        w.flush()
+            .with_context(|| format!("writing {}", file.display()))?;
+    }
+    Ok(run.result)
 }
 
 fn secs(s: f64) -> String {
@@ -279,21 +345,7 @@ fn print_changes(runs: &[RunResult]) {
     }
 }
 
-fn write_out(
-    dir: &Path,
-    workload: &Path,
-    seed: u64,
-    runs: Vec<RunResult>,
-    traces: &[Vec<u8>],
-) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let names = file_names(&runs);
-    for (name, trace) in names.iter().zip(traces) {
-        let file = dir.join(format!("decisions-{name}.jsonl"));
-        std::fs::File::create(&file)
-            .and_then(|mut f| f.write_all(trace))
-            .with_context(|| format!("writing {}", file.display()))?;
-    }
+fn write_out(dir: &Path, workload: &Path, seed: u64, runs: Vec<RunResult>) -> anyhow::Result<()> {
     plot::write_all(dir, &runs)?;
     let results = Results {
         workload: workload.display().to_string(),
@@ -308,10 +360,10 @@ fn write_out(
 
 /// A file-name-safe name per run, unique even when two policies share a file stem
 /// (`a/x.wasm` and `b/x.wasm` become `x` and `x-2`).
-fn file_names(runs: &[RunResult]) -> Vec<String> {
-    let mut names: Vec<String> = Vec::with_capacity(runs.len());
-    for run in runs {
-        let base = sanitize(&run.policy);
+fn file_names(policies: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::with_capacity(policies.len());
+    for policy in policies {
+        let base = sanitize(policy);
         let mut name = base.clone();
         let mut n = 1;
         while names.contains(&name) {

@@ -11,7 +11,10 @@ use serde::Serialize;
 
 use switchyard_control::PolicySlot;
 use switchyard_core::model::{Parameter, Settings};
-use switchyard_runtime::registry::BUILTIN_POLICIES;
+use switchyard_runtime::registry::{self, BUILTIN_POLICIES};
+
+/// The source of a built-in policy is this prefix and its name.
+const BUILTIN_SOURCE: &str = "builtin:";
 use switchyard_runtime::{LoadError, PolicyError, PolicyModule, Runtime};
 
 /// A policy the controller can activate.
@@ -71,6 +74,17 @@ pub enum CatalogError {
     /// The policy refused the parameters (or its defaults).
     #[error("{0}")]
     Configure(#[source] PolicyError),
+    /// A component from outside the binary calls itself by a built-in's name.
+    #[error(
+        "{source_name} calls itself `{name}`, the name of a built-in policy; built-in names \
+         are reserved, so give the policy another name in its `describe`"
+    )]
+    Reserved {
+        /// The name it claimed.
+        name: String,
+        /// Where the bytes came from.
+        source_name: String,
+    },
 }
 
 impl CatalogError {
@@ -81,6 +95,7 @@ impl CatalogError {
             CatalogError::Load(e) => e.metric_label(),
             CatalogError::Configure(_) => "configure",
             CatalogError::Unknown { .. } => "unknown",
+            CatalogError::Reserved { .. } => "reserved",
         }
     }
 }
@@ -104,7 +119,7 @@ impl Catalog {
         for builtin in BUILTIN_POLICIES {
             catalog.load(
                 builtin.bytes,
-                &format!("builtin:{}", builtin.name),
+                &format!("{BUILTIN_SOURCE}{}", builtin.name),
                 &BTreeMap::new(),
             )?;
         }
@@ -127,6 +142,13 @@ impl Catalog {
             .load(bytes, source)
             .map_err(CatalogError::Load)
             .and_then(|module| {
+                let builtin = source.strip_prefix(BUILTIN_SOURCE) == Some(module.name());
+                if !builtin && registry::builtin(module.name()).is_some() {
+                    return Err(CatalogError::Reserved {
+                        name: module.name().to_string(),
+                        source_name: source.to_string(),
+                    });
+                }
                 let settings = parameters
                     .get(module.name())
                     .cloned()

@@ -20,6 +20,7 @@ struct Driver {
     controller: Controller,
     control: ControlLoop,
     keep_decisions: usize,
+    keep_decisions_bytes: usize,
     commands: mpsc::Receiver<Command>,
     summary_at: Option<Instant>,
     summary_every: Duration,
@@ -27,6 +28,8 @@ struct Driver {
     changed_policy: bool,
     /// Whether this replica led when the driver last looked.
     was_leading: bool,
+    /// State save failures already counted in the metrics.
+    save_failures_seen: u64,
 }
 
 pub(super) fn spawn<C: LiveCluster>(
@@ -49,11 +52,13 @@ pub(super) fn spawn<C: LiveCluster>(
                 controller,
                 control,
                 keep_decisions: config.keep_decisions.max(1),
+                keep_decisions_bytes: config.keep_decisions_bytes,
                 commands,
                 summary_at: None,
                 summary_every: cluster.summary_every(),
                 changed_policy: false,
                 was_leading,
+                save_failures_seen: 0,
             };
             driver.run(&mut cluster);
         })
@@ -63,7 +68,7 @@ pub(super) fn spawn<C: LiveCluster>(
 impl Driver {
     fn run<C: LiveCluster>(&mut self, cluster: &mut C) {
         self.publish_summary(cluster, true);
-        let stop = self.controller.shared.stop.clone();
+        let stop = self.controller.stop_flag();
         loop {
             let until = self.control.next_tick();
             let advance = cluster.advance_live(until, &stop, &mut |c| self.between(c));
@@ -94,9 +99,9 @@ impl Driver {
     fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
         self.controller.looked();
         self.apply_commands(cluster);
-        if !self.controller.shared.ready.load(Ordering::Relaxed) && cluster.synced() {
+        if !self.controller.marked_ready() && cluster.synced() {
             self.publish_summary(cluster, true);
-            self.controller.shared.ready.store(true, Ordering::Relaxed);
+            self.controller.mark_ready();
         }
         let leading = self.controller.leader().is_leading();
         if leading != self.was_leading {
@@ -137,10 +142,11 @@ impl Driver {
             Ok(entry) => {
                 // The same name may now be another version (an upload restored above).
                 let active = self.control.active();
-                if entry.slot.module.digest() != active.module.digest()
-                    || entry.slot.settings != active.settings
+                if (entry.slot.module.digest() != active.module.digest()
+                    || entry.slot.settings != active.settings)
+                    && let Err(error) = self.swap(entry)
                 {
-                    self.swap(entry);
+                    tracing::warn!(%error, "resuming the previous leader's policy");
                 }
             }
             Err(error) => {
@@ -152,16 +158,16 @@ impl Driver {
     /// Nothing happens on its own any more: serve commands, and try a round when the
     /// policy changes (the new one may place what the old one left waiting).
     fn idle<C: LiveCluster>(&mut self, cluster: &mut C, end: RunEnd) {
-        self.controller.shared.status.write().unwrap().ended = Some(end);
+        self.controller.publish(|status| status.ended = Some(end));
         self.publish_summary(cluster, true);
-        let stop = self.controller.shared.stop.clone();
+        let stop = self.controller.stop_flag();
         self.changed_policy = false;
         while !stop.load(Ordering::Relaxed) {
             self.between(cluster);
             if self.changed_policy && end == RunEnd::Idle {
                 self.changed_policy = false;
                 if self.round(cluster, vec![Trigger::Tick]) {
-                    self.controller.shared.status.write().unwrap().ended = None;
+                    self.controller.publish(|status| status.ended = None);
                     return;
                 }
             }
@@ -192,22 +198,28 @@ impl Driver {
     fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
         match command {
             Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
-                let _ = reply.send(Ok(self.swap(entry)));
+                let _ = reply.send(self.swap(entry));
             }
             Command::StartExperiment(experiment, reply) => {
+                if let Err(error) = experiment.check_against(&cluster.snapshot(Vec::new())) {
+                    let _ = reply.send(Err(LiveError::Experiment(error)));
+                    return;
+                }
                 self.control.start_experiment(*experiment);
                 self.changed_policy = true;
                 let report = self.control.experiment_report();
-                self.controller.shared.status.write().unwrap().experiment = report.clone();
+                self.controller
+                    .publish(|status| status.experiment = report.clone());
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::StopExperiment(reply) => {
                 let report = self.control.stop_experiment();
-                let mut status = self.controller.shared.status.write().unwrap();
-                status.experiment = None;
-                if report.is_some() {
-                    status.last_experiment = report.clone();
-                }
+                self.controller.publish(|status| {
+                    status.experiment = None;
+                    if report.is_some() {
+                        status.last_experiment = report.clone();
+                    }
+                });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::PushLoss(job, step, value, reply) => {
@@ -221,10 +233,12 @@ impl Driver {
         }
     }
 
-    fn swap(&mut self, entry: CatalogEntry) -> Applied {
+    /// Makes `entry` the active policy from the next round. The leader persists the
+    /// choice first (a successor resumes it): when that fails nothing changes and the
+    /// answer says why, so an activation never looks durable when it is not.
+    fn swap(&mut self, entry: CatalogEntry) -> Result<Applied, LiveError> {
         let previous = self.control.active().name().to_string();
         let name = entry.slot.name().to_string();
-        tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
         // Only the leader's choice is the one a successor must resume; a follower
         // follows the policies directory like the leader does, and keeps it to itself.
         if self.controller.leader().is_leading() {
@@ -233,51 +247,73 @@ impl Driver {
                 settings: entry.slot.settings.clone(),
             };
             if let Err(error) = self.control.state_store().save_active(&active) {
-                tracing::warn!(%error, "cannot persist the active policy");
+                tracing::error!(%error, from = previous, to = name, "cannot persist the active policy; it stays");
+                self.controller.metrics().observe_state_save_failures(1);
+                return Err(LiveError::NotDurable {
+                    active: previous,
+                    source: error,
+                });
             }
         }
+        tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
         self.control.swap_policy(entry.slot);
-        self.controller.shared.metrics.observe_swap();
+        self.controller.metrics().observe_swap();
         self.changed_policy = true;
-        self.controller.shared.status.write().unwrap().active = name.clone();
-        Applied {
+        self.controller
+            .publish(|status| status.active = name.clone());
+        Ok(Applied {
             active: name,
             from_round: self.control.rounds(),
-        }
+        })
     }
 
     fn publish_round(&mut self, outcome: &RoundOutcome) {
-        let metrics = &self.controller.shared.metrics;
+        let metrics = self.controller.metrics();
         metrics.observe_round(outcome);
         let report = self.control.experiment_report();
         if let Some(report) = &report {
             metrics.observe_experiment(report);
         }
         let record = &outcome.record;
-        let mut status = self.controller.shared.status.write().unwrap();
-        status.rounds = self.control.rounds();
-        status.failures = self.control.failures();
-        status.experiment = report;
-        let labels = record
-            .labels
-            .iter()
-            .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
-        for label in labels {
-            status
+        let (rounds, failures) = (self.control.rounds(), self.control.failures());
+        let save_failures = self.control.state_save_failures();
+        metrics.observe_state_save_failures(save_failures.saturating_sub(self.save_failures_seen));
+        self.save_failures_seen = save_failures;
+        let state_error = self.control.state_save_error().map(str::to_string);
+        let (keep, keep_bytes) = (self.keep_decisions, self.keep_decisions_bytes);
+        self.controller.publish(|status| {
+            status.rounds = rounds;
+            status.failures = failures;
+            status.state_save_failures = save_failures;
+            status.state_error = state_error;
+            status.experiment = report;
+            let labels = record
+                .arm_a
                 .labels
-                .entry(label.job.clone())
-                .or_default()
-                .insert(label.key.clone(), label.value.clone());
-        }
-        for trigger in &record.triggers {
-            if let Trigger::JobFinished(id) = trigger {
-                status.labels.remove(id);
+                .iter()
+                .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
+            for label in labels {
+                status
+                    .labels
+                    .entry(label.job.clone())
+                    .or_default()
+                    .insert(label.key.clone(), label.value.clone());
             }
-        }
-        if status.decisions.len() >= self.keep_decisions {
-            status.decisions.pop_front();
-        }
-        status.decisions.push_back(outcome.record.clone());
+            for trigger in &record.triggers {
+                if let Trigger::JobFinished(id) = trigger {
+                    status.labels.remove(id);
+                }
+            }
+            status.decision_bytes += outcome.record.footprint();
+            status.decisions.push_back(outcome.record.clone());
+            while status.decisions.len() > 1
+                && (status.decisions.len() > keep || status.decision_bytes > keep_bytes)
+            {
+                if let Some(old) = status.decisions.pop_front() {
+                    status.decision_bytes -= old.footprint();
+                }
+            }
+        });
     }
 
     fn publish_summary<C: LiveCluster>(&mut self, cluster: &mut C, force: bool) {
@@ -290,6 +326,6 @@ impl Driver {
         }
         self.summary_at = Some(Instant::now());
         let summary = cluster.summary();
-        self.controller.shared.status.write().unwrap().snapshot = summary;
+        self.controller.publish(|status| status.snapshot = summary);
     }
 }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::live::ExperimentRequest;
+use crate::live::{ExperimentRequest, OwnedBySettings};
 use switchyard_control::experiment::{ExperimentMode, JobAssignment, LabelSelector};
 use switchyard_core::model::Settings;
 
@@ -103,6 +103,18 @@ impl DirSettings {
                 .collect(),
             experiment: raw.experiment,
         })
+    }
+}
+
+impl DirSettings {
+    /// What these settings decide, for the API to leave alone.
+    pub fn ownership(&self, file: &str) -> OwnedBySettings {
+        OwnedBySettings {
+            file: file.to_string(),
+            active: self.active.is_some(),
+            parameters: self.parameters.keys().cloned().collect(),
+            experiment: self.experiment.is_some(),
+        }
     }
 }
 

@@ -1,0 +1,222 @@
+//! switchyard's simulator against a peer: the Pollux artifact's own simulator (issue
+//! 19). Both run the eight Pollux workloads under strict first-come-first-served,
+//! all-or-nothing placement (the peer's `fifo`, switchyard's `gang` with
+//! `starve-after=0`); the peer's per-job outputs are checked in under `tests/peer/pollux/`
+//! (README there: where they come from, the command that regenerates them).
+//!
+//! - With the peer's time step out of the way (`--interval 1 --restart-delay 0`, and no
+//!   start delay here): the average job completion time within 5 % and at least 95 % of
+//!   the jobs within 10 % of the peer's, on every workload.
+//! - With the artifact's settings (its scheduler every 60 s, 30 s of restart on every
+//!   allocation; here a 30 s start delay, and decisions when events happen): the average
+//!   within 10 %.
+//!
+//! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the table
+//! that `docs/reproduction.md` shows.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_sim::offline;
+use switchyard_sim::workload::Workload;
+
+/// One job as the peer's `run_pollux.py` writes it.
+#[derive(Deserialize)]
+struct PeerJob {
+    name: String,
+    jct: f64,
+}
+
+#[derive(Deserialize)]
+struct PeerRun {
+    avg_jct: f64,
+    jobs: Vec<PeerJob>,
+}
+
+/// The peer's settings, as its output files are named.
+#[derive(Clone, Copy)]
+struct Setting {
+    /// `--interval`: seconds between the peer's scheduling rounds.
+    interval: u32,
+    /// `--restart-delay`: seconds of no progress after each allocation; ours is the
+    /// workload's `simulator.start_delay`.
+    delay: u32,
+}
+
+const STEP_FREE: Setting = Setting {
+    interval: 1,
+    delay: 0,
+};
+const UPSTREAM: Setting = Setting {
+    interval: 60,
+    delay: 30,
+};
+
+/// How the two simulators compare on one workload.
+struct Agreement {
+    jobs: usize,
+    ours_avg: f64,
+    peer_avg: f64,
+    /// Share of the jobs whose completion time is within 10 % of the peer's.
+    within_10: f64,
+    /// Smallest and largest per-job ratio ours / peer.
+    ratios: (f64, f64),
+}
+
+impl Agreement {
+    fn avg_diff(&self) -> f64 {
+        self.ours_avg / self.peer_avg - 1.0
+    }
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn peer(workload: u32, setting: Setting) -> PeerRun {
+    let path = repo().join(format!(
+        "tests/peer/pollux/fifo-interval{}-delay{}-workload{workload}.json",
+        setting.interval, setting.delay
+    ));
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn compare(runtime: &Runtime, workload: u32, setting: Setting) -> Agreement {
+    let path = repo().join(format!("examples/pollux-workload-{workload}.yaml"));
+    let file = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let mut scenario = file.scenario(file.seed()).unwrap_or_else(|e| panic!("{e}"));
+    scenario.config.start_delay = f64::from(setting.delay);
+    let settings = BTreeMap::from([("starve-after".to_string(), "0".to_string())]);
+    let fallback = offline::slot(runtime, "default", &BTreeMap::new()).expect("default policy");
+    let run = offline::run(
+        runtime,
+        "gang",
+        &settings,
+        &fallback,
+        scenario,
+        1,
+        offline::Records::Stream,
+        |_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(run.result.summary.policy_failures, 0);
+    let ours: HashMap<&str, f64> = run
+        .result
+        .jobs
+        .iter()
+        .map(|j| {
+            let finish = j
+                .finish_time
+                .unwrap_or_else(|| panic!("workload {workload}: {} never finished", j.id));
+            (j.id.as_str(), finish - j.submit_time)
+        })
+        .collect();
+    let peer = peer(workload, setting);
+    assert_eq!(
+        ours.len(),
+        peer.jobs.len(),
+        "workload {workload}: both simulators run the same jobs"
+    );
+    let ratios: Vec<f64> = peer
+        .jobs
+        .iter()
+        .map(|p| {
+            let mine = ours
+                .get(p.name.as_str())
+                .unwrap_or_else(|| panic!("workload {workload}: no job {}", p.name));
+            mine / p.jct
+        })
+        .collect();
+    let n = ratios.len();
+    Agreement {
+        jobs: n,
+        ours_avg: ours.values().sum::<f64>() / n as f64,
+        peer_avg: peer.avg_jct,
+        within_10: ratios.iter().filter(|r| (*r - 1.0).abs() <= 0.10).count() as f64 / n as f64,
+        ratios: ratios
+            .iter()
+            .fold((f64::INFINITY, 0.0), |(lo, hi), &r| (lo.min(r), hi.max(r))),
+    }
+}
+
+fn runtime() -> Runtime {
+    // A generous deadline: a slow call on a loaded machine must not become a fallback
+    // round and change what is compared.
+    Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline: Duration::from_secs(5),
+            ..SandboxLimits::default()
+        },
+        cache_dir: None,
+        ..Default::default()
+    })
+    .expect("runtime")
+}
+
+fn table(setting: Setting, runs: &[(u32, Agreement)]) {
+    println!(
+        "\npeer --interval {} --restart-delay {}; switchyard start_delay {}",
+        setting.interval, setting.delay, setting.delay
+    );
+    println!(
+        "| workload | jobs | switchyard avg JCT | peer avg JCT | difference | jobs within 10 % | per-job ratio |"
+    );
+    println!("| --- | --- | --- | --- | --- | --- | --- |");
+    for (w, a) in runs {
+        println!(
+            "| {w} | {} | {:.0} s | {:.0} s | {:+.1} % | {:.1} % | {:.2} to {:.2} |",
+            a.jobs,
+            a.ours_avg,
+            a.peer_avg,
+            100.0 * a.avg_diff(),
+            100.0 * a.within_10,
+            a.ratios.0,
+            a.ratios.1
+        );
+    }
+}
+
+#[test]
+fn without_time_steps_every_workload_agrees_with_the_peer_job_by_job() {
+    let runtime = runtime();
+    let runs: Vec<(u32, Agreement)> = (1..=8)
+        .map(|w| (w, compare(&runtime, w, STEP_FREE)))
+        .collect();
+    table(STEP_FREE, &runs);
+    for (w, a) in &runs {
+        assert!(
+            a.avg_diff().abs() <= 0.05,
+            "workload {w}: average JCT {:.0} s against the peer's {:.0} s",
+            a.ours_avg,
+            a.peer_avg
+        );
+        assert!(
+            a.within_10 >= 0.95,
+            "workload {w}: only {:.1} % of jobs within 10 % (ratios {:.2} to {:.2})",
+            100.0 * a.within_10,
+            a.ratios.0,
+            a.ratios.1
+        );
+    }
+}
+
+#[test]
+fn with_the_artifacts_settings_every_workload_agrees_with_the_peer_on_average() {
+    let runtime = runtime();
+    let runs: Vec<(u32, Agreement)> = (1..=8)
+        .map(|w| (w, compare(&runtime, w, UPSTREAM)))
+        .collect();
+    table(UPSTREAM, &runs);
+    for (w, a) in &runs {
+        assert!(
+            a.avg_diff().abs() <= 0.10,
+            "workload {w}: average JCT {:.0} s against the peer's {:.0} s",
+            a.ours_avg,
+            a.peer_avg
+        );
+    }
+}
