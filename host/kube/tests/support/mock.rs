@@ -195,11 +195,7 @@ impl MockServer {
                 let uri = request.uri().clone();
                 // The first scripted request, or one marked as coming in either order
                 // with those before it, whichever this request is.
-                let candidates = 1 + script
-                    .iter()
-                    .skip(1)
-                    .take_while(|e| e.either_order)
-                    .count();
+                let candidates = 1 + script.iter().skip(1).take_while(|e| e.either_order).count();
                 let position = (0..candidates)
                     .find(|&i| script[i].matches(&method, &uri))
                     .unwrap_or(0);

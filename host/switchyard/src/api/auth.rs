@@ -1,8 +1,9 @@
 //! Bearer-token authentication of the mutating endpoints, and their refusal on a replica
-//! that does not lead. The token is read from a file (a mounted Secret) at each check,
-//! so a Secret created or rotated later takes effect, and compared in constant time; a missing or wrong token is a 401 before the handler runs,
-//! so nothing changes. A follower answers a change with 503 naming the leader: only the
-//! leader decides, so a change applied elsewhere would not be the one in force.
+//! that does not lead. The token is read from a file (a mounted Secret) at each check, so
+//! a Secret created or rotated later takes effect, and compared in constant time; a
+//! missing or wrong token is a 401 before the handler runs, so nothing changes. A
+//! follower answers a change with 503 naming the leader: only the leader decides, so a
+//! change applied elsewhere would not be the one in force.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
