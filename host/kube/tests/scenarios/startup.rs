@@ -79,7 +79,7 @@ pub(crate) async fn a_leader_with_an_unlisted_pod_cache_waits_for_it() -> Vec<Ac
     assert!(triggers.contains(&Trigger::JobArrived("ml/a".into())));
     assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Running);
     assert_eq!(snapshot.job("ml/b").unwrap().phase, JobPhase::Restarting);
-    assert!(record.accepted.is_empty(), "{record:?}");
+    assert!(record.arm_a.accepted.is_empty(), "{record:?}");
     server.finish().await
 }
 
