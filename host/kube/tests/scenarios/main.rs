@@ -13,6 +13,7 @@ mod failures;
 mod fencing;
 mod lease;
 mod logs;
+mod others;
 mod ownership;
 mod rbac;
 mod rendezvous;

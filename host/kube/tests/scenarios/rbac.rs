@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, lease, logs, ownership, rendezvous, restarts, startup,
+    act, cluster, events, failures, fencing, lease, logs, others, ownership, rendezvous, restarts, startup,
     state, wedges,
 };
 
@@ -97,6 +97,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(wedges::a_restart_does_not_wait_for_a_pod_on_a_lost_node().await);
     used.extend(wedges::a_resize_the_node_cannot_fit_is_reported_infeasible().await);
     used.extend(rendezvous::pods_are_named_under_the_jobs_headless_service().await);
+    used.extend(others::other_pods_are_charged_while_they_hold_resources().await);
     used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
     used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
     used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
