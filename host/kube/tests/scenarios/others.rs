@@ -76,7 +76,11 @@ pub(crate) async fn other_pods_are_charged_while_they_hold_resources() -> Vec<Ac
     assert_eq!(charges.len(), 2, "web-1 and web-2, nothing else kept");
     let snapshot = world.caches.snapshot(0.0, vec![]);
     let cpu = |n: &str| snapshot.node(n).unwrap().requested.cpu_millis;
-    assert_eq!(cpu("n1"), 2000, "only the controller's own pod is left on n1");
+    assert_eq!(
+        cpu("n1"),
+        2000,
+        "only the controller's own pod is left on n1"
+    );
     assert_eq!(cpu("n2"), 750, "web-1 and web-2 count on n2");
     seen
 }

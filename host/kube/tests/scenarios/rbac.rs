@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, lease, logs, others, ownership, rendezvous, restarts, startup,
-    state, wedges,
+    act, cluster, events, failures, fencing, lease, logs, others, ownership, rendezvous, restarts,
+    startup, state, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
