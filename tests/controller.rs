@@ -921,3 +921,22 @@ fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
         "SIGTERM stops the controller gracefully, not by the signal: {status:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_once_the_decision_thread_has_not_looked_at_the_cluster_for_too_long() {
+    let stalled_at_once = switchyard::live::LiveConfig {
+        speed: 100.0,
+        stalled_after: Duration::ZERO,
+        ..Default::default()
+    };
+    let live = live::start_with(STREAM, stalled_at_once, Duration::from_millis(500)).await;
+    let (status, body) = live.get("/healthz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("has not looked at the cluster")),
+        "{body}"
+    );
+    live.stop().await;
+}

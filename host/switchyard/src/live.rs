@@ -25,7 +25,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, mpsc};
 use std::thread::JoinHandle;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -70,6 +70,10 @@ pub struct LiveConfig {
     pub keep_utilisation: usize,
     /// Wall time between two utilisation samples.
     pub utilisation_every: Duration,
+    /// The decision thread counts as stalled, and `/healthz` fails (so the kubelet
+    /// restarts the container), when it has not looked at the cluster for this long.
+    /// Every API call is bounded, so only a fault holds it longer.
+    pub stalled_after: Duration,
 }
 
 /// Utilisation samples kept by default: an hour at one sample a second.
@@ -87,6 +91,7 @@ impl Default for LiveConfig {
             seed: 0,
             keep_utilisation: DEFAULT_KEEP_UTILISATION,
             utilisation_every: Duration::from_secs(1),
+            stalled_after: Duration::from_secs(120),
         }
     }
 }
@@ -261,6 +266,9 @@ struct Shared {
     commands: Mutex<mpsc::Sender<Command>>,
     stop: Arc<AtomicBool>,
     ready: AtomicBool,
+    /// When the decision thread last looked at the cluster (or finished a round).
+    looked: Mutex<Instant>,
+    stalled_after: Duration,
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
     components: Arc<dyn ComponentStore>,
@@ -395,6 +403,8 @@ impl Controller {
             commands: Mutex::new(tx),
             stop: stop.clone(),
             ready: AtomicBool::new(false),
+            looked: Mutex::new(Instant::now()),
+            stalled_after: config.stalled_after,
             leader,
             on_refusal: OnceLock::new(),
             components,
@@ -514,6 +524,22 @@ impl Controller {
     /// Reads the published status without copying it.
     pub fn with_status<R>(&self, f: impl FnOnce(&LiveStatus) -> R) -> R {
         f(&self.shared.status.read().unwrap())
+    }
+
+    /// Whether the decision thread is making progress: it looked at the cluster within
+    /// [`LiveConfig::stalled_after`]. `Err` says for how long it has not.
+    pub fn is_alive(&self) -> Result<(), Duration> {
+        let since = self.shared.looked.lock().unwrap().elapsed();
+        if since < self.shared.stalled_after {
+            Ok(())
+        } else {
+            Err(since)
+        }
+    }
+
+    /// The decision thread looked at the cluster (see [`Controller::is_alive`]).
+    pub(crate) fn looked(&self) {
+        *self.shared.looked.lock().unwrap() = Instant::now();
     }
 
     /// Whether the decision thread runs, the cluster's caches are complete, and it is

@@ -107,6 +107,7 @@ impl Driver {
     /// What happens while the cluster waits: commands, readiness, a change of leader,
     /// and the summary's clock kept moving with the cluster's.
     fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.controller.looked();
         self.apply_commands(cluster);
         if !self.controller.marked_ready() && cluster.synced() {
             self.publish_summary(cluster, true);
@@ -192,6 +193,7 @@ impl Driver {
 
     fn round<C: LiveCluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
         let outcome = self.control.decide_round(cluster, triggers);
+        self.controller.looked();
         self.publish_round(&outcome);
         self.publish_summary(cluster, false);
         outcome.changed
