@@ -1,10 +1,11 @@
-# The controller image: `docker build -t ghcr.io/switchyard-sched/switchyard:0.1.0 .`
-# The build stage needs the pinned toolchain and wasm32-wasip2 (rust-toolchain.toml
-# installs them); the host's build script compiles the built-in policies.
+# The controller image: `docker build -t $IMAGE .` (see the README's install steps).
+# The build stage needs the pinned toolchain and its wasm32-wasip2 target (named in
+# rust-toolchain.toml; added explicitly, since not every rustup installs a toolchain
+# file's targets on its own); the host's build script compiles the built-in policies.
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY . .
-RUN cargo build --release --locked -p switchyard
+RUN rustup target add wasm32-wasip2 && cargo build --release --locked -p switchyard
 
 FROM gcr.io/distroless/cc-debian12:nonroot
 COPY --from=build /src/target/release/switchyard /usr/local/bin/switchyard

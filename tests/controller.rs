@@ -511,6 +511,132 @@ async fn health_readiness_snapshot_and_unknown_routes_answer() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_jobs_come_a_page_at_a_time_and_utilisation_is_a_bounded_series_of_samples() {
+    let config = switchyard::live::LiveConfig {
+        speed: 60.0,
+        keep_utilisation: 40,
+        utilisation_every: Duration::from_millis(10),
+        ..switchyard::live::LiveConfig::default()
+    };
+    let live = live::start_with(STREAM, config, Duration::from_millis(500)).await;
+    live.wait_ready().await;
+    live.wait_for("/v1/jobs", |page| page["total"].as_u64().unwrap() >= 8)
+        .await;
+
+    let (status, first) = live.get("/v1/jobs?limit=3").await;
+    assert_eq!(status, 200, "{first}");
+    let (_, second) = live.get("/v1/jobs?limit=3&offset=3").await;
+    let ids = |page: &Value| -> Vec<String> {
+        page["jobs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(ids(&first).len(), 3);
+    assert_eq!(first["more"], true);
+    assert_eq!(second["offset"], 3);
+    assert!(
+        ids(&second).iter().all(|id| !ids(&first).contains(id)),
+        "pages overlap: {first} {second}"
+    );
+    let (_, running) = live.get("/v1/jobs?phase=running&limit=500").await;
+    let jobs = running["jobs"].as_array().unwrap();
+    assert!(!jobs.is_empty(), "{running}");
+    for job in jobs {
+        assert_eq!(job["phase"], "running", "{job}");
+        assert_eq!(
+            (job["tasks"].as_u64(), job["placed"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert_eq!(job["nodes"].as_array().unwrap().len(), 1, "{job}");
+        assert_eq!(job["requests"]["cpu_millis"], 1000);
+        assert!(job["start_time"].as_f64().unwrap() >= job["submit_time"].as_f64().unwrap());
+        assert!(job["policy_labels"].is_object());
+    }
+    let submitted: Vec<f64> = jobs
+        .iter()
+        .map(|j| j["submit_time"].as_f64().unwrap())
+        .collect();
+    assert!(submitted.is_sorted(), "in submission order: {submitted:?}");
+    for (query, names) in [
+        ("phase=done", "waiting, running or restarting"),
+        ("limit=0", "between 1 and 500"),
+        ("limit=501", "between 1 and 500"),
+    ] {
+        let (status, body) = live.get(&format!("/v1/jobs?{query}")).await;
+        assert_eq!(status, 400, "{query}: {body}");
+        assert!(body["error"].as_str().unwrap().contains(names), "{body}");
+    }
+
+    // The ring fills to its cap and no further; the clock only moves forward in it.
+    let full = live
+        .wait_for("/v1/utilisation", |u| {
+            u["samples"].as_array().unwrap().len() == 40
+        })
+        .await;
+    let later = live
+        .wait_for("/v1/utilisation", |u| {
+            u["samples"][0]["time"] != full["samples"][0]["time"]
+        })
+        .await;
+    let samples = later["samples"].as_array().unwrap();
+    assert_eq!(samples.len(), 40, "the oldest went first");
+    let times: Vec<f64> = samples
+        .iter()
+        .map(|s| s["time"].as_f64().unwrap())
+        .collect();
+    assert!(times.windows(2).all(|w| w[0] < w[1]), "{times:?}");
+    for sample in samples {
+        assert!(
+            (0.0..=1.0).contains(&sample["cpu"].as_f64().unwrap()),
+            "{sample}"
+        );
+        assert!(sample["gpu"].is_null(), "the cluster has no GPUs: {sample}");
+    }
+    assert_eq!(later["allocatable"]["cpu_millis"], 64_000);
+    // `since` between the last two samples: nothing older than the last one. (Between,
+    // not at the last one: serde_json reads a float to within a unit in the last place,
+    // so the time this test read may sit just below the one the ring holds.)
+    let (before, last) = (times[times.len() - 2], times[times.len() - 1]);
+    let since = (before + last) / 2.0;
+    let (_, newer) = live.get(&format!("/v1/utilisation?since={since}")).await;
+    let newer_times: Vec<f64> = newer["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["time"].as_f64().unwrap())
+        .collect();
+    assert!(newer_times[0] > last - 1e-9, "{newer}");
+    assert!(newer_times.iter().all(|t| *t > since), "{newer}");
+
+    // The console is served from the same port.
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let root = no_redirects.get(live.url("/")).send().await.unwrap();
+    assert_eq!(root.status(), 303);
+    assert_eq!(root.headers()["location"], "/console/");
+    let page = live.client.get(live.url("/console/")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .starts_with("default-src 'self'")
+    );
+    assert!(
+        page.text()
+            .await
+            .unwrap()
+            .contains("<title>switchyard console</title>")
+    );
+    live.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_router_answers_a_wrong_method_and_a_body_without_content_type_with_json_errors() {
     use axum::body::{Body, to_bytes};
     use axum::http::Request;
@@ -794,4 +920,23 @@ fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
         Some(0),
         "SIGTERM stops the controller gracefully, not by the signal: {status:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_once_the_decision_thread_has_not_looked_at_the_cluster_for_too_long() {
+    let stalled_at_once = switchyard::live::LiveConfig {
+        speed: 100.0,
+        stalled_after: Duration::ZERO,
+        ..Default::default()
+    };
+    let live = live::start_with(STREAM, stalled_at_once, Duration::from_millis(500)).await;
+    let (status, body) = live.get("/healthz").await;
+    assert_eq!(status, 503, "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("has not looked at the cluster")),
+        "{body}"
+    );
+    live.stop().await;
 }

@@ -15,7 +15,7 @@ use axum::http::{Request, StatusCode};
 use serde_json::{Value, json};
 use tower::ServiceExt as _;
 
-use support::fixtures::{JobBuilder, node, placement, pod, status_write};
+use support::fixtures::{JobBuilder, node, placement, pod};
 use support::mock::{Expect, MockServer};
 use support::world::World;
 use switchyard::api::{self, ApiConfig, Token};
@@ -109,14 +109,11 @@ async fn a_loss_sample_posted_to_the_api_in_kube_mode_lands_in_the_trainingjobs_
         });
     world.job(&a);
     world.pod(pod("a", "main-0", 0, Some("n1")));
-    let (client, server) = MockServer::start(
-        status_write(
-            &a,
-            json!({"status": {"loss": [{"step": 7, "value": 0.25}]}}),
-            &a,
-        )
-        .into(),
-    );
+    let (client, server) = MockServer::start(vec![
+        Expect::patch("/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status")
+            .body(json!({"status": {"loss": [{"step": 7, "value": 0.25}]}}))
+            .ok(a.json()),
+    ]);
     let (controller, router, driver) = live(
         &world,
         client,

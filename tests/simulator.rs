@@ -846,7 +846,10 @@ fn move_histories_outlive_a_controller_restart_and_specon_counts_on_them() {
             restarted_at = Some(sim.now());
         }
     }
-    assert!(restarted_at.is_some(), "SpeCon reallocated: {reallocations:?}");
+    assert!(
+        restarted_at.is_some(),
+        "SpeCon reallocated: {reallocations:?}"
+    );
     assert!(
         reallocations.values().all(|&n| n == 1),
         "a job reallocated twice across the restart at {restarted_at:?}: {reallocations:?}"

@@ -20,12 +20,13 @@
 //! acts on what it is told; it must not check decisions (the validator did) or read the
 //! caches (the caller hands it the job and its pods).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod};
+use k8s_openapi::api::core::v1::{Binding, ObjectReference, Pod, Service};
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
-use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
@@ -34,24 +35,34 @@ use crate::crd::{
     Checkpoint, CheckpointMethod, Condition, MoveKindRecord, PendingRestart, Phase, Placement,
     RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
 };
+use crate::retry::Guard;
 use crate::{
-    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, pods, quantity, retry,
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, observe, pods, quantity, retry,
 };
+use switchyard_control::Leader;
 
 /// Carries out actions on one cluster.
 #[derive(Clone)]
 pub struct Actor {
     client: Client,
     recorder: Recorder,
-    /// Pods (`namespace/name`) this process has deleted while their restart runs, so a
-    /// cache that has not caught up does not make it delete them again.
+    /// Every call's deadline and leadership check.
+    guard: Guard,
+    /// Pods (see [`delete_key`]) this process has deleted, so a cache that has not
+    /// caught up does not make it delete them again.
     deletes_sent: Arc<Mutex<HashSet<String>>>,
+    /// Pods this process has asked to checkpoint with the annotation, and when.
+    annotated: Arc<Mutex<HashMap<String, Timestamp>>>,
+    /// Jobs (by UID) whose headless Service exists.
+    services: Arc<Mutex<HashSet<String>>>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.
 pub const CPU_WEIGHT_CONDITION: &str = "CpuWeightApplied";
 /// Condition type set when the job's pods are created and bound, or refused.
 pub const PODS_CREATED_CONDITION: &str = "PodsCreated";
+/// Condition type set when the job failed for good (reason `BackoffLimitExceeded`).
+pub const FAILED_CONDITION: &str = "Failed";
 
 /// Where a staged restart stands after [`Actor::advance_restart`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,8 +82,24 @@ impl Actor {
         Self {
             client,
             recorder,
+            guard: Guard::default(),
             deletes_sent: Arc::default(),
+            annotated: Arc::default(),
+            services: Arc::default(),
         }
+    }
+
+    /// Makes calls only while `leader` leads: a replica that lost the lead mid-round,
+    /// or mid-restart, writes nothing more.
+    pub fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
+        self.guard = self.guard.fenced_by(leader);
+        self
+    }
+
+    /// Gives each API call `timeout` instead of [`retry::CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.guard = self.guard.with_timeout(timeout);
+        self
     }
 
     fn pods(&self, job: &TrainingJob) -> Api<Pod> {
@@ -120,10 +147,10 @@ impl Actor {
     /// Reports a failed create-and-bind as the `PodsCreated=False` condition and a
     /// Warning Event; returns the error.
     async fn placement_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
-        let reason = if matches!(error, Error::InvalidSpec { .. }) {
-            "TemplateRejected"
-        } else {
-            "PlacementFailed"
+        let reason = match error {
+            Error::InvalidSpec { .. } => "TemplateRejected",
+            Error::Gated { .. } => "SchedulingGated",
+            _ => "PlacementFailed",
         };
         let message = error.to_string();
         if let Err(e) = self
@@ -139,7 +166,12 @@ impl Actor {
         error
     }
 
-    /// Creates every pod, then binds every pod; on any failure deletes all of them.
+    /// Creates every pod, then binds every pod, as kube-scheduler binds: the Binding
+    /// names the pod's UID. On any failure it undoes what this call did and only that:
+    /// the pods it created, and those it bound, are deleted (with their UID as a
+    /// precondition and their own grace period); a pod that was already bound before
+    /// the call (left by a controller that stopped half-way, or running because the
+    /// cache was behind) is left alone.
     async fn create_and_bind(
         &self,
         job: &TrainingJob,
@@ -147,8 +179,8 @@ impl Actor {
         generation: u32,
     ) -> Result<Vec<Placement>> {
         let api = self.pods(job);
-        let mut created = Vec::new();
-        let mut bound_already = Vec::new();
+        self.ensure_service(job).await;
+        let mut made: Vec<Made> = Vec::new();
         let mut outcome = Ok(());
         for (task, node) in assignments {
             let pod = match pods::build(job, task, generation) {
@@ -159,52 +191,72 @@ impl Actor {
                 }
             };
             let name = pod.name_any();
-            match create_pod(&api, &job.name_any(), &pod).await {
-                Ok(None) => created.push(name),
-                // Left bound by a controller that stopped before recording it.
-                Ok(Some(on)) if on == *node => {
-                    bound_already.push(name.clone());
-                    created.push(name);
-                }
-                Ok(Some(on)) => {
-                    outcome = Err(Error::NotFound(format!(
-                        "pod {name} exists and is already bound to {on}, not {node}"
-                    )));
-                    break;
-                }
+            match create_pod(&api, &self.guard, job, &pod).await {
+                Ok(created) => match &created.bound_to {
+                    Some(on) if on != node => {
+                        outcome = Err(Error::NotFound(format!(
+                            "pod {name} exists and is already bound to {on}, not {node}"
+                        )));
+                        break;
+                    }
+                    _ => made.push(Made {
+                        name,
+                        node: node.clone(),
+                        uid: created.uid,
+                        created: created.new,
+                        bound_before: created.bound_to.is_some(),
+                        bound_here: false,
+                        gated: created.gated,
+                    }),
+                },
                 Err(error) => {
                     outcome = Err(error);
                     break;
                 }
             }
         }
+        // A pod with scheduling gates may not be bound until whoever put them there
+        // lifts them: the pods stay, unbound, and the job waits for that.
+        let gated: Vec<String> = made
+            .iter()
+            .filter(|p| p.gated && !p.bound_before)
+            .map(|p| p.name.clone())
+            .collect();
+        if outcome.is_ok() && !gated.is_empty() {
+            return Err(Error::Gated {
+                job: job.name_any(),
+                pods: gated,
+            });
+        }
         if outcome.is_ok() {
-            for ((_, node), pod) in assignments.iter().zip(&created) {
-                if bound_already.contains(pod) {
-                    continue;
-                }
-                if let Err(error) = bind(&api, pod, node).await {
-                    outcome = Err(error);
-                    break;
+            for pod in made.iter_mut().filter(|p| !p.bound_before) {
+                match bind(&api, &self.guard, &pod.name, pod.uid.as_deref(), &pod.node).await {
+                    Ok(()) => pod.bound_here = true,
+                    Err(error) => {
+                        outcome = Err(error);
+                        break;
+                    }
                 }
             }
         }
         match outcome {
             Ok(()) => Ok(assignments
                 .iter()
-                .zip(created)
+                .zip(made)
                 .map(|((task, node), pod)| Placement {
                     task: task.clone(),
-                    pod,
+                    pod: pod.name,
                     node: node.clone(),
                 })
                 .collect()),
             Err(error) => {
-                for pod in &created {
-                    // Rolling back is best effort: a pod left behind is unbound (or bound
-                    // alone) and owned by the job, and the next placement reuses its name.
-                    if let Err(e) = delete_pod(&api, pod, Some(0)).await {
-                        tracing::warn!(error = %e, pod, "rolling back a failed placement");
+                for pod in made.iter().filter(|p| p.created || p.bound_here) {
+                    // Best effort: a pod left behind is owned by the job, and the next
+                    // placement reuses its name.
+                    if let Err(e) =
+                        delete_pod(&api, &self.guard, &pod.name, pod.uid.as_deref(), None).await
+                    {
+                        tracing::warn!(error = %e, pod = pod.name, "rolling back a failed placement");
                     }
                 }
                 Err(error)
@@ -275,14 +327,28 @@ impl Actor {
             now,
         );
         // The move is recorded before anything happens, so a controller restarted
-        // half-way sees the job as migrated and never moves it a second time.
-        self.update_status(job, |status| {
-            mark(status);
-            status.migrations += 1;
-            status.generation += 1;
-            status.phase = Some(Phase::Restarting);
-            status.restart = Some(restart.clone());
-        })
+        // half-way sees it in the job's history and never moves it a second time; and
+        // only on the status the decision saw, so a cache that is behind (another
+        // restart recorded, a move the policy did not see) cannot start a second one.
+        let generation = status_of(job).generation;
+        let last_seen = status_of(job).moves.last().map(|m| m.time);
+        self.update_status_if(
+            job,
+            |fresh| {
+                unchanged_since(fresh, generation)?;
+                if fresh.moves.last().map(|m| m.time) != last_seen {
+                    return Err("it moved since the decision was made".into());
+                }
+                Ok(())
+            },
+            |status| {
+                mark(status);
+                status.migrations += 1;
+                status.generation += 1;
+                status.phase = Some(Phase::Restarting);
+                status.restart = Some(restart.clone());
+            },
+        )
         .await?;
         self.request_checkpoint(job, &moving, checkpoint, &restart)
             .await
@@ -297,38 +363,128 @@ impl Actor {
         checkpoint: &Checkpoint,
         restart: &PendingRestart,
     ) -> Result<()> {
-        let api = self.pods(job);
         match checkpoint.method {
             CheckpointMethod::Annotation => {
-                let params = PatchParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PatchParams::default()
-                };
-                let patch = Patch::Merge(
-                    json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: restart.requested_at}}}),
-                );
+                let asked: Timestamp = restart
+                    .requested_at
+                    .parse()
+                    .unwrap_or_else(|_| Timestamp::now());
                 for pod in victims {
-                    let name = pod.name_any();
-                    retry::with_backoff("checkpoint annotation", || {
-                        api.patch(&name, &params, &patch)
-                    })
-                    .await
-                    .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
+                    self.annotate_once(job, pod, asked).await?;
                 }
             }
             CheckpointMethod::Signal => {
                 let grace = i64::from(checkpoint.grace_period_seconds);
                 for pod in victims {
-                    self.delete_once(job, &pod.name_any(), Some(grace)).await?;
+                    self.delete_once(job, pod, Some(grace)).await?;
                 }
             }
         }
         Ok(())
     }
 
-    /// Deletes a pod of a restart unless this process already did.
-    async fn delete_once(&self, job: &TrainingJob, pod: &str, grace: Option<i64>) -> Result<()> {
-        let key = format!("{}/{pod}", namespace(job));
+    /// Asks `pod` to checkpoint at `now` with the annotation, unless this process
+    /// already did; returns when it was asked.
+    async fn annotate_once(&self, job: &TrainingJob, pod: &Pod, now: Timestamp) -> Result<()> {
+        let key = delete_key(pod);
+        if self
+            .annotated
+            .lock()
+            .expect("annotations lock")
+            .contains_key(&key)
+        {
+            return Ok(());
+        }
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        let patch = Patch::Merge(
+            json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: rfc3339(now)}}}),
+        );
+        let name = pod.name_any();
+        let api = self.pods(job);
+        retry::with_backoff("checkpoint annotation", || {
+            api.patch(&name, &params, &patch)
+        })
+        .await
+        .map_err(Error::api(format!("asking pod {name} to checkpoint")))?;
+        self.annotated
+            .lock()
+            .expect("annotations lock")
+            .insert(key, now);
+        Ok(())
+    }
+
+    /// When `pod` was asked to checkpoint: its annotation, or this process's memory of
+    /// the patch when the cache has not shown it yet.
+    fn asked_at(&self, pod: &Pod) -> Option<Timestamp> {
+        let annotated = pod
+            .annotations()
+            .get(CHECKPOINT_ANNOTATION)
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        annotated.or_else(|| {
+            self.annotated
+                .lock()
+                .expect("annotations lock")
+                .get(&delete_key(pod))
+                .copied()
+        })
+    }
+
+    /// Creates `job`'s headless Service unless this process already has (see
+    /// [`pods::service`]). Best effort: without it the pods still run, and only their
+    /// names do not resolve, so a failure is logged and tried again next time.
+    async fn ensure_service(&self, job: &TrainingJob) {
+        let Some(uid) = job.metadata.uid.clone() else {
+            return;
+        };
+        if self.services.lock().expect("services lock").contains(&uid) {
+            return;
+        }
+        let api: Api<Service> = Api::namespaced(self.client.clone(), &namespace(job));
+        let service = pods::service(job);
+        let name = job.name_any();
+        let pp = PostParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PostParams::default()
+        };
+        let ours = match retry::with_backoff("create service", || {
+            self.guard.call(api.create(&pp, &service))
+        })
+        .await
+        {
+            Ok(_) => true,
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                match self.guard.call(api.get(&name)).await {
+                    Ok(existing) => existing
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.uid == uid),
+                    Err(error) => {
+                        tracing::warn!(%error, job = name, "reading the job's Service");
+                        false
+                    }
+                }
+            }
+            Err(error) => {
+                let error =
+                    Error::api(format!("creating the Service of TrainingJob {name}"))(error);
+                tracing::warn!(%error, "the job's pods run, but their names do not resolve yet");
+                false
+            }
+        };
+        if ours {
+            self.services.lock().expect("services lock").insert(uid);
+        }
+    }
+
+    /// Deletes a pod unless this process already did (a cache that has not caught up
+    /// still shows it without its deletion timestamp).
+    async fn delete_once(&self, job: &TrainingJob, pod: &Pod, grace: Option<i64>) -> Result<()> {
+        let key = delete_key(pod);
         if self
             .deletes_sent
             .lock()
@@ -337,8 +493,130 @@ impl Actor {
         {
             return Ok(());
         }
-        delete_pod(&self.pods(job), pod, grace).await?;
+        let uid = pod.metadata.uid.as_deref();
+        delete_pod(&self.pods(job), &self.guard, &pod.name_any(), uid, grace).await?;
         self.deletes_sent.lock().expect("deletes lock").insert(key);
+        Ok(())
+    }
+
+    /// Forgets the deletes sent for pods no longer in the cache (`present` holds the
+    /// keys of those that are, see [`delete_key`]).
+    pub fn forget_deletes(&self, present: &HashSet<String>) {
+        self.deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .retain(|key| present.contains(key));
+        self.annotated
+            .lock()
+            .expect("annotations lock")
+            .retain(|key, _| present.contains(key));
+    }
+
+    /// Deletes those of `job_pods` that still hold resources: the pods of a job that
+    /// has finished (the parameter server of a job whose workers succeeded, the rest of
+    /// a gang that failed for good).
+    pub async fn stop_pods(&self, job: &TrainingJob, job_pods: &[Pod]) -> Result<()> {
+        for pod in job_pods
+            .iter()
+            .filter(|p| !terminated(p) && p.metadata.deletion_timestamp.is_none())
+        {
+            self.delete_once(job, pod, None).await?;
+        }
+        Ok(())
+    }
+
+    /// Sends `job`'s gang back to the queue because `failed` (some of `job_pods`)
+    /// failed at `now`: records the failure (disruptions are not counted against
+    /// `backoffLimit`) and a `Recover` restart stopping every pod of the job, then deletes
+    /// them; [`Actor::advance_restart`] queues the job again once they are gone and the
+    /// back-off has passed. Past `backoffLimit` the job fails instead and its pods are
+    /// deleted. Nothing is written when the job's status moved on since it was read.
+    pub async fn recover(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        failed: &[&Pod],
+        now: Timestamp,
+    ) -> Result<()> {
+        let status = status_of(job);
+        let disrupted = failed.iter().filter(|p| observe::is_disruption(p)).count() as u32;
+        let counted = failed.len() as u32 - disrupted;
+        let failures = status.failures + counted;
+        let give_up = failures > job.spec.backoff_limit;
+        let what = failed
+            .iter()
+            .map(|p| describe_failure(p))
+            .collect::<Vec<_>>()
+            .join("; ");
+        let stopping: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let restart = PendingRestart {
+            action: RestartAction::Recover,
+            stopping: stopping.iter().map(|p| p.name_any()).collect(),
+            targets: Vec::new(),
+            requested_at: rfc3339(now),
+            delete_after: None,
+            retry_after: (counted > 0).then(|| rfc3339(now + failure_backoff(failures))),
+            reason: what.clone(),
+        };
+        let generation = status.generation;
+        let message = if give_up {
+            format!(
+                "{what}: {failures} failure(s), more than the backoffLimit of {}",
+                job.spec.backoff_limit
+            )
+        } else if counted == 0 {
+            format!("{what}: a disruption, not counted; the job is queued again")
+        } else {
+            format!(
+                "{what}: failure {failures} of at most {}; the job is queued again after a back-off",
+                job.spec.backoff_limit
+            )
+        };
+        self.update_status_if(
+            job,
+            |fresh| unchanged_since(fresh, generation),
+            |s| {
+                s.failures += counted;
+                s.disruptions += disrupted;
+                if give_up {
+                    s.phase = Some(Phase::Failed);
+                    set_condition(
+                        s,
+                        FAILED_CONDITION,
+                        "True",
+                        "BackoffLimitExceeded",
+                        &message,
+                    );
+                } else {
+                    s.generation += 1;
+                    s.phase = Some(Phase::Restarting);
+                    s.placements.clear();
+                    s.restart = Some(restart.clone());
+                }
+            },
+        )
+        .await?;
+        // The rest of the gang would hold its resources for nothing. A process asked to
+        // stop by signal saves a checkpoint on it.
+        let grace = match &job.spec.checkpoint {
+            Some(c) if c.method == CheckpointMethod::Signal => {
+                Some(i64::from(c.grace_period_seconds))
+            }
+            _ => None,
+        };
+        for pod in stopping {
+            self.delete_once(job, pod, grace).await?;
+        }
+        let reason = match (give_up, counted) {
+            (true, _) => "BackoffLimitExceeded",
+            (false, 0) => "Disrupted",
+            (false, _) => "PodFailed",
+        };
+        self.event(job, EventType::Warning, reason, "Recover", &message)
+            .await;
         Ok(())
     }
 
@@ -358,29 +636,54 @@ impl Actor {
         let Some(restart) = status.restart.clone() else {
             return Ok(RestartProgress::Idle);
         };
-        let alive: Vec<&Pod> = job_pods
+        // The old pods, whatever their phase: one whose process exited on its own is
+        // deleted too (it holds nothing, and a pod of an old generation left behind
+        // would be taken for a task's).
+        let old: Vec<&Pod> = job_pods
             .iter()
-            .filter(|p| restart.stopping.contains(&p.name_any()) && !terminated(p))
+            .filter(|p| restart.stopping.contains(&p.name_any()))
             .collect();
-        if !alive.is_empty() {
-            let due = restart
+        if !old.is_empty() {
+            let delete_after = restart
                 .delete_after
                 .as_deref()
-                .and_then(|t| t.parse::<Timestamp>().ok())
-                .is_none_or(|t| now >= t);
-            if due {
-                let grace = match (&restart.delete_after, &job.spec.checkpoint) {
-                    (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
-                    _ => None,
+                .and_then(|t| t.parse::<Timestamp>().ok());
+            let grace = match (&restart.delete_after, &job.spec.checkpoint) {
+                (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
+                _ => None,
+            };
+            for pod in old
+                .iter()
+                .filter(|p| p.metadata.deletion_timestamp.is_none())
+            {
+                let due = match (delete_after, &job.spec.checkpoint) {
+                    _ if terminated(pod) => true,
+                    (None, _) => true,
+                    // Each pod gets its whole grace period from when it was asked. A
+                    // leader that stopped between recording the restart and asking
+                    // left a pod that was never asked: it is asked now, not deleted
+                    // without a checkpoint.
+                    (Some(after), Some(checkpoint)) => match self.asked_at(pod) {
+                        Some(asked) => {
+                            let grace =
+                                SignedDuration::from_secs(checkpoint.grace_period_seconds.into());
+                            now >= after.max(asked + grace)
+                        }
+                        None => {
+                            self.annotate_once(job, pod, now).await?;
+                            false
+                        }
+                    },
+                    (Some(after), None) => now >= after,
                 };
-                for pod in alive
-                    .iter()
-                    .filter(|p| p.metadata.deletion_timestamp.is_none())
-                {
-                    self.delete_once(job, &pod.name_any(), grace).await?;
+                if due {
+                    self.delete_once(job, pod, grace).await?;
                 }
             }
             return Ok(RestartProgress::Waiting);
+        }
+        if restart.action == RestartAction::Recover {
+            return self.requeue(job, &restart, now).await;
         }
         let assignments: Vec<(String, String)> = restart
             .targets
@@ -389,7 +692,7 @@ impl Actor {
             .collect();
         let (action, done) = match restart.action {
             RestartAction::Migrate => ("Migrate", "Migrated"),
-            RestartAction::Scale => ("Scale", "Rescaled"),
+            RestartAction::Scale | RestartAction::Recover => ("Scale", "Rescaled"),
         };
         let placed = match self
             .create_and_bind(job, &assignments, status.generation)
@@ -407,23 +710,16 @@ impl Actor {
                         s.placements.push(p.clone());
                     }
                 }
-                RestartAction::Scale => s.placements = placed.clone(),
+                RestartAction::Scale | RestartAction::Recover => s.placements = placed.clone(),
             }
             s.phase = Some(Phase::Running);
             s.restart = None;
             set_condition(s, PODS_CREATED_CONDITION, "True", "Created", &created);
         })
         .await?;
-        {
-            let ns = namespace(job);
-            let mut sent = self.deletes_sent.lock().expect("deletes lock");
-            for pod in &restart.stopping {
-                sent.remove(&format!("{ns}/{pod}"));
-            }
-        }
         let note = match restart.action {
             RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
-            RestartAction::Scale => format!(
+            RestartAction::Scale | RestartAction::Recover => format!(
                 "{} replicas ({}): {}",
                 status.replicas.unwrap_or_default(),
                 describe(&placed),
@@ -431,6 +727,41 @@ impl Actor {
             ),
         };
         self.event(job, EventType::Normal, done, action, &note)
+            .await;
+        Ok(RestartProgress::Done)
+    }
+
+    /// Ends a `Recover` restart whose old pods are gone: once the back-off has passed,
+    /// the job is waiting again, with nothing placed.
+    async fn requeue(
+        &self,
+        job: &TrainingJob,
+        restart: &PendingRestart,
+        now: Timestamp,
+    ) -> Result<RestartProgress> {
+        let retry_after = restart
+            .retry_after
+            .as_deref()
+            .and_then(|t| t.parse::<Timestamp>().ok());
+        if retry_after.is_some_and(|t| now < t) {
+            return Ok(RestartProgress::Waiting);
+        }
+        let requested_at = restart.requested_at.clone();
+        self.update_status_if(
+            job,
+            |fresh| match &fresh.restart {
+                Some(r) if r.requested_at == requested_at => Ok(()),
+                _ => Err("its recovery was finished or replaced since it was read".to_string()),
+            },
+            |s| {
+                s.phase = Some(Phase::Waiting);
+                s.placements.clear();
+                s.restart = None;
+            },
+        )
+        .await?;
+        let note = format!("queued again after: {}", restart.reason);
+        self.event(job, EventType::Normal, "Requeued", "Recover", &note)
             .await;
         Ok(RestartProgress::Done)
     }
@@ -472,15 +803,24 @@ impl Actor {
         let name = pod.name_any();
         let api = self.pods(job);
         let params = PatchParams::default();
-        let outcome =
-            retry::with_backoff("resize", || api.patch_resize(&name, &params, &patch)).await;
-        let (status, message) = match outcome {
+        let outcome = retry::with_backoff("resize", || {
+            self.guard.call(api.patch_resize(&name, &params, &patch))
+        })
+        .await;
+        // The API server accepting a resize is not the kubelet applying it: the
+        // condition is Unknown until the pod's status shows the new request (or says
+        // the resize is deferred or infeasible; see [`Actor::report_resize`]).
+        let (status, condition_reason, message) = match outcome {
             Ok(_) => (
-                "True",
-                format!("pod {name} runs with {millis}m CPU (weight {weight:.3}): {reason}"),
+                "Unknown",
+                "ResizeRequested",
+                format!(
+                    "pod {name} asked to run with {millis}m CPU (weight {weight:.3}): {reason}"
+                ),
             ),
             Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
                 "False",
+                "ResizeRefused",
                 format!(
                     "the cluster refused to resize pod {name} in place ({}): {}",
                     s.code, s.message
@@ -488,21 +828,75 @@ impl Actor {
             ),
             Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
         };
-        let condition_reason = if status == "True" {
-            "Resized"
-        } else {
-            "ResizeRefused"
-        };
         self.update_status(job, |s| {
             set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
         })
         .await?;
-        let event_type = if status == "True" {
-            EventType::Normal
-        } else {
+        let event_type = if status == "False" {
             EventType::Warning
+        } else {
+            EventType::Normal
         };
         self.event(job, event_type, condition_reason, "SetCpuWeight", &message)
+            .await;
+        Ok(())
+    }
+
+    /// Brings the `CpuWeightApplied` condition of a job whose resize was requested up
+    /// to date with its pods: `True` once each pod's status shows the request its spec
+    /// asks for, `False` (`ResizeInfeasible`) when a node cannot fit it, `Unknown`
+    /// (`ResizeDeferred`) while it waits for room. Writes nothing when nothing changed.
+    pub async fn report_resize(&self, job: &TrainingJob, job_pods: &[Pod]) -> Result<()> {
+        let status = status_of(job);
+        let Some(current) = status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == CPU_WEIGHT_CONDITION && c.status == "Unknown")
+        else {
+            return Ok(());
+        };
+        let mut outcome = (
+            "True",
+            "Resized",
+            "every pod runs with the CPU asked for".to_string(),
+        );
+        for pod in job_pods.iter().filter(|p| !terminated(p)) {
+            match pods::resize_state(pod) {
+                pods::ResizeState::Applied => {}
+                pods::ResizeState::Infeasible(message) => {
+                    outcome = (
+                        "False",
+                        "ResizeInfeasible",
+                        format!(
+                            "pod {} cannot be resized on its node: {message}",
+                            pod.name_any()
+                        ),
+                    );
+                    break;
+                }
+                pods::ResizeState::Pending(message) => {
+                    outcome = (
+                        "Unknown",
+                        "ResizeDeferred",
+                        format!("pod {} waits for room to resize: {message}", pod.name_any()),
+                    );
+                }
+            }
+        }
+        let (value, reason, message) = outcome;
+        if current.reason == reason {
+            return Ok(());
+        }
+        self.update_status(job, |s| {
+            set_condition(s, CPU_WEIGHT_CONDITION, value, reason, &message)
+        })
+        .await?;
+        let event_type = if value == "False" {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        };
+        self.event(job, event_type, reason, "SetCpuWeight", &message)
             .await;
         Ok(())
     }
@@ -558,37 +952,76 @@ impl Actor {
             .iter()
             .filter_map(|p| node_of(p).map(str::to_string))
             .collect();
-        self.update_status(job, |status| {
-            status.record_move(
-                MoveKindRecord::Rescaled,
-                "",
-                from.clone(),
-                to.clone(),
-                seconds(now),
-            );
-            status.rescales += 1;
-            status.replicas = Some(replicas);
-            status.generation += 1;
-            status.phase = Some(Phase::Restarting);
-            status.restart = Some(restart.clone());
-        })
+        let generation = status_of(job).generation;
+        self.update_status_if(
+            job,
+            |fresh| unchanged_since(fresh, generation),
+            |status| {
+                status.record_move(
+                    MoveKindRecord::Rescaled,
+                    "",
+                    from.clone(),
+                    to.clone(),
+                    seconds(now),
+                );
+                status.rescales += 1;
+                status.replicas = Some(replicas);
+                status.generation += 1;
+                status.phase = Some(Phase::Restarting);
+                status.restart = Some(restart.clone());
+            },
+        )
         .await?;
         self.request_checkpoint(job, &victims, checkpoint, &restart)
             .await
     }
 
-    /// Replaces the policy's labels on `job` (no write when they are unchanged).
+    /// Replaces the policy's labels on `job` (no write when they are unchanged): one
+    /// merge patch, removed keys as nulls.
     pub async fn set_policy_labels(
         &self,
         job: &TrainingJob,
         labels: std::collections::BTreeMap<String, String>,
     ) -> Result<()> {
-        if status_of(job).policy_labels == labels {
+        let before = status_of(job).policy_labels;
+        if before == labels {
             return Ok(());
         }
-        self.update_status(job, |status| status.policy_labels = labels.clone())
-            .await?;
-        Ok(())
+        let mut patch = serde_json::Map::new();
+        for key in before.keys().filter(|k| !labels.contains_key(*k)) {
+            patch.insert(key.clone(), serde_json::Value::Null);
+        }
+        for (key, value) in &labels {
+            patch.insert(key.clone(), json!(value));
+        }
+        self.patch_status(job, json!({"policyLabels": patch})).await
+    }
+
+    /// Merges `patch` into `job`'s status: one request, no read first. For fields this
+    /// controller alone writes and that need no check against what is there (the loss
+    /// series, the policy's labels); a restart's steps read and check first
+    /// ([`Actor::update_status_if`]).
+    pub async fn patch_status(&self, job: &TrainingJob, patch: serde_json::Value) -> Result<()> {
+        let api = self.jobs(job);
+        let name = job.name_any();
+        let mut status = patch;
+        if let (Some(fields), Some(generation)) = (status.as_object_mut(), job.metadata.generation)
+        {
+            fields.insert("observedGeneration".into(), json!(generation));
+        }
+        let body = Patch::Merge(json!({ "status": status }));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        retry::with_backoff("status patch", || {
+            self.guard.call(api.patch_status(&name, &params, &body))
+        })
+        .await
+        .map(|_| ())
+        .map_err(Error::api(format!(
+            "patching the status of TrainingJob {name}"
+        )))
     }
 
     /// Reads the job afresh, applies `change` to its status and writes it with the
@@ -601,24 +1034,70 @@ impl Actor {
         let api = self.jobs(job);
         let name = job.name_any();
         retry::with_backoff("status update", || async {
-            let mut fresh = api.get_status(&name).await?;
+            let mut fresh = self.guard.call(api.get_status(&name)).await?;
             let mut status = fresh.status.clone().unwrap_or_default();
             change(&mut status);
+            status.observed_generation = fresh.metadata.generation;
             fresh.status = Some(status);
-            api.replace_status(
-                &name,
-                &PostParams {
-                    field_manager: Some(FIELD_MANAGER.into()),
-                    ..PostParams::default()
-                },
-                &fresh,
-            )
-            .await
+            self.guard
+                .call(api.replace_status(
+                    &name,
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    },
+                    &fresh,
+                ))
+                .await
         })
         .await
         .map_err(Error::api(format!(
             "updating the status of TrainingJob {name}"
         )))
+    }
+
+    /// Like [`Actor::update_status`], but writes only when `check` accepts the status
+    /// read afresh; otherwise returns [`Error::Stale`] with its message and writes
+    /// nothing. This is what keeps a step that must happen once from happening twice
+    /// when the cache it was decided on is behind.
+    pub async fn update_status_if(
+        &self,
+        job: &TrainingJob,
+        check: impl Fn(&TrainingJobStatus) -> Result<(), String>,
+        change: impl Fn(&mut TrainingJobStatus),
+    ) -> Result<TrainingJob> {
+        let api = self.jobs(job);
+        let name = job.name_any();
+        let refused: Mutex<Option<String>> = Mutex::new(None);
+        let outcome = retry::with_backoff("status update", || async {
+            let mut fresh = self.guard.call(api.get_status(&name)).await?;
+            let mut status = fresh.status.clone().unwrap_or_default();
+            if let Err(message) = check(&status) {
+                *refused.lock().expect("refusal lock") = Some(message);
+                return Ok(fresh);
+            }
+            change(&mut status);
+            status.observed_generation = fresh.metadata.generation;
+            fresh.status = Some(status);
+            self.guard
+                .call(api.replace_status(
+                    &name,
+                    &PostParams {
+                        field_manager: Some(FIELD_MANAGER.into()),
+                        ..PostParams::default()
+                    },
+                    &fresh,
+                ))
+                .await
+        })
+        .await
+        .map_err(Error::api(format!(
+            "updating the status of TrainingJob {name}"
+        )))?;
+        match refused.into_inner().expect("refusal lock") {
+            Some(message) => Err(Error::Stale { job: name, message }),
+            None => Ok(outcome),
+        }
     }
 
     /// Publishes an Event on the job. A failure is logged, never fatal: the action it
@@ -639,7 +1118,11 @@ impl Actor {
             secondary: None,
         };
         let reference: ObjectReference = job.object_ref(&());
-        if let Err(source) = self.recorder.publish(&event, &reference).await {
+        if let Err(source) = self
+            .guard
+            .call(self.recorder.publish(&event, &reference))
+            .await
+        {
             let error = Error::Event {
                 job: job.name_any(),
                 source,
@@ -649,26 +1132,75 @@ impl Actor {
     }
 }
 
-/// Creates `pod` of job `job`; one that already exists (left by a controller that
-/// stopped half-way) counts as created, and the node it is bound to, if any, is
-/// returned. A pod the API server refuses as invalid is the template's fault.
-async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<String>> {
+/// One pod of a placement, and what this call did to it.
+struct Made {
+    name: String,
+    node: String,
+    uid: Option<String>,
+    /// This call created it.
+    created: bool,
+    /// It was bound before this call.
+    bound_before: bool,
+    /// This call bound it.
+    bound_here: bool,
+    /// It has scheduling gates.
+    gated: bool,
+}
+
+/// What creating a task's pod found.
+struct Created {
+    /// Its UID, for the Binding and for deletes.
+    uid: Option<String>,
+    /// This call created it (else it existed, left by a controller that stopped
+    /// half-way).
+    new: bool,
+    /// The node it is bound to.
+    bound_to: Option<String>,
+    /// It has scheduling gates (from its template, or injected by a webhook).
+    gated: bool,
+}
+
+/// Creates `pod` of `job`; one that already exists and belongs to this job counts as
+/// created. A pod of the same name owned by another object (a deleted job of the same
+/// name whose pods the garbage collector has not removed yet) is an error. A pod the API
+/// server refuses as invalid is the template's fault.
+async fn create_pod(
+    api: &Api<Pod>,
+    guard: &Guard,
+    job: &TrainingJob,
+    pod: &Pod,
+) -> Result<Created> {
     let name = pod.name_any();
     let pp = PostParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PostParams::default()
     };
-    match retry::with_backoff("create pod", || api.create(&pp, pod)).await {
-        Ok(_) => Ok(None),
+    match retry::with_backoff("create pod", || guard.call(api.create(&pp, pod))).await {
+        Ok(created) => Ok(Created {
+            uid: created.metadata.uid.clone(),
+            new: true,
+            bound_to: None,
+            gated: gated(&created),
+        }),
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
-            let existing = api
-                .get(&name)
+            let existing = guard
+                .call(api.get(&name))
                 .await
                 .map_err(Error::api(format!("reading pod {name}")))?;
-            Ok(node_of(&existing).map(str::to_string))
+            if !observe::owned_by(&existing, job) {
+                return Err(Error::NotFound(format!(
+                    "pod {name} exists and belongs to another object (a deleted TrainingJob of the same name?); waiting for it to go"
+                )));
+            }
+            Ok(Created {
+                uid: existing.metadata.uid.clone(),
+                new: false,
+                bound_to: node_of(&existing).map(str::to_string),
+                gated: gated(&existing),
+            })
         }
         Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
-            job: job.to_string(),
+            job: job.name_any(),
             message: format!(
                 "the API server refused pod {name}, made from the role's template ({}): {}",
                 s.code, s.message
@@ -678,11 +1210,23 @@ async fn create_pod(api: &Api<Pod>, job: &str, pod: &Pod) -> Result<Option<Strin
     }
 }
 
-/// Binds `pod` to `node` through the `binding` subresource.
-async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
+/// Binds `pod` (the object with `uid`) to `node` through the `binding` subresource.
+///
+/// A 409 is an answer, not a reason to repeat: the pod is bound already. Where it is
+/// bound tells whether that is this binding (an earlier attempt whose reply was lost)
+/// or someone else's. A reply that never came, or a 5xx, leaves the outcome unknown,
+/// so the binding is sent once more, and that attempt's 409 settles it.
+async fn bind(
+    api: &Api<Pod>,
+    guard: &Guard,
+    pod: &str,
+    uid: Option<&str>,
+    node: &str,
+) -> Result<()> {
     let binding = Binding {
         metadata: ObjectMeta {
             name: Some(pod.to_string()),
+            uid: uid.map(str::to_string),
             ..ObjectMeta::default()
         },
         target: ObjectReference {
@@ -693,23 +1237,77 @@ async fn bind(api: &Api<Pod>, pod: &str, node: &str) -> Result<()> {
         },
     };
     let params = PostParams::default();
-    retry::with_backoff("bind", || {
-        api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding)
-    })
-    .await
-    .map(|_| ())
-    .map_err(Error::api(format!("binding pod {pod} to node {node}")))
+    let action = || format!("binding pod {pod} to node {node}");
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        let sent = retry::on_throttle("bind", || {
+            guard.call(
+                api.create_subresource::<_, serde_json::Value>("binding", pod, &params, &binding),
+            )
+        })
+        .await;
+        match sent {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                let found = guard.call(api.get(pod)).await.map_err(Error::api(format!(
+                    "reading pod {pod} after a conflicting binding"
+                )))?;
+                let same_pod = uid.is_none_or(|u| found.metadata.uid.as_deref() == Some(u));
+                return match node_of(&found) {
+                    Some(on) if on == node && same_pod => Ok(()),
+                    _ => Err(Error::api(action())(kube::Error::Api(s))),
+                };
+            }
+            Err(error) if attempts < 2 && outcome_unknown(&error) => {
+                tracing::debug!(%error, pod, node, "binding's outcome unknown; sending it again");
+            }
+            Err(error) => return Err(Error::api(action())(error)),
+        }
+    }
 }
 
-/// Deletes `pod` (a pod already gone counts as deleted).
-async fn delete_pod(api: &Api<Pod>, pod: &str, grace_seconds: Option<i64>) -> Result<()> {
+/// Whether `pod` has scheduling gates.
+pub fn gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// Whether a failed call may nevertheless have happened: a 5xx, or no reply at all.
+fn outcome_unknown(error: &kube::Error) -> bool {
+    match error {
+        kube::Error::Api(s) => s.code >= 500,
+        kube::Error::HyperError(_) => true,
+        kube::Error::Service(_) => !matches!(retry::cut_of(error), Some(retry::Cut::NotLeading)),
+        _ => false,
+    }
+}
+
+/// Deletes `pod` if it is still the object with `uid` (when given): a pod already gone,
+/// or whose name now belongs to another pod, counts as deleted. `grace_seconds: None`
+/// leaves the pod's own grace period.
+async fn delete_pod(
+    api: &Api<Pod>,
+    guard: &Guard,
+    pod: &str,
+    uid: Option<&str>,
+    grace_seconds: Option<i64>,
+) -> Result<()> {
     let dp = DeleteParams {
         grace_period_seconds: grace_seconds.map(|g| g as u32),
+        preconditions: uid.map(|uid| Preconditions {
+            uid: Some(uid.to_string()),
+            resource_version: None,
+        }),
         ..DeleteParams::default()
     };
-    match retry::with_backoff("delete pod", || api.delete(pod, &dp)).await {
+    match retry::on_throttle("delete pod", || guard.call(api.delete(pod, &dp))).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(s)) if s.is_not_found() => Ok(()),
+        // The UID precondition failed: the pod we meant is gone already.
+        Err(kube::Error::Api(s)) if s.code == 409 && uid.is_some() => Ok(()),
         Err(error) => Err(Error::api(format!("deleting pod {pod}"))(error)),
     }
 }
@@ -798,6 +1396,7 @@ fn pending(
         targets,
         requested_at: rfc3339(now),
         delete_after,
+        retry_after: None,
         reason: reason.to_string(),
     }
 }
@@ -849,4 +1448,47 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+/// The key under which a delete of `pod` is remembered: its UID, else its name.
+pub fn delete_key(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
+}
+
+/// Refuses a status that moved on since a decision read `generation`: another restart
+/// under way, a new generation, or a finished job.
+fn unchanged_since(fresh: &TrainingJobStatus, generation: u32) -> Result<(), String> {
+    if fresh.restart.is_some() {
+        return Err("a restart is already under way".into());
+    }
+    if fresh.generation != generation {
+        return Err(format!(
+            "its pods are of generation {} now, not {generation}",
+            fresh.generation
+        ));
+    }
+    if matches!(fresh.phase, Some(Phase::Succeeded | Phase::Failed)) {
+        return Err("it has finished".into());
+    }
+    Ok(())
+}
+
+/// The back-off before a job whose pods failed `failures` times is queued again: 10 s,
+/// doubling with each failure, at most 6 min (the Job controller's).
+pub fn failure_backoff(failures: u32) -> SignedDuration {
+    let seconds = 10u64.saturating_mul(1 << failures.saturating_sub(1).min(10));
+    SignedDuration::from_secs(seconds.min(360) as i64)
+}
+
+fn describe_failure(pod: &Pod) -> String {
+    let status = pod.status.as_ref();
+    let reason = status.and_then(|s| s.reason.as_deref()).unwrap_or("Failed");
+    let node = node_of(pod).unwrap_or("no node");
+    match status.and_then(|s| s.message.as_deref()) {
+        Some(message) => format!("pod {} on {node}: {reason} ({message})", pod.name_any()),
+        None => format!("pod {} on {node}: {reason}", pod.name_any()),
+    }
 }

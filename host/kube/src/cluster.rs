@@ -8,19 +8,24 @@
 //! follower's `advance` just waits. The control loop is synchronous, so it runs on a
 //! blocking thread and this type enters the tokio runtime through a [`Handle`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::{Client, ResourceExt};
+use serde_json::json;
 use tokio::runtime::Handle;
 
-use crate::act::{Actor, RestartProgress, node_of};
-use crate::crd::Phase;
+use crate::Error;
+use crate::act::{Actor, RestartProgress, delete_key, node_of};
+use crate::crd::{Phase, TrainingJob};
 use crate::observe::{self, Caches, job_id};
+use crate::pods;
 use crate::progress::LogPattern;
 use switchyard_control::{Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
@@ -31,8 +36,17 @@ const WAIT: Duration = Duration::from_millis(50);
 /// Without a watch event, the leader still looks at the caches this often (restart
 /// deadlines, loss to write, logs to follow).
 const POLL: Duration = Duration::from_secs(1);
-/// A job's status gets its new loss samples at most this often, seconds.
-pub const LOSS_WRITE_EVERY: f64 = 10.0;
+/// A job's status gets its new loss samples at most this often, seconds. The policy
+/// reads the series from memory; the status copy is for the next leader.
+pub const LOSS_WRITE_EVERY: f64 = 30.0;
+/// Logs followed at once.
+pub const MAX_FOLLOWERS: usize = 512;
+/// The first wait before following again a pod whose follower failed.
+pub const FOLLOW_BACKOFF: Duration = Duration::from_secs(5);
+/// The longest such wait.
+pub const FOLLOW_BACKOFF_MAX: Duration = Duration::from_secs(300);
+/// Loss writes under way at once.
+pub const LOSS_WRITES_IN_FLIGHT: usize = 16;
 
 /// The cluster's clock: Unix seconds.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
@@ -45,11 +59,14 @@ pub struct KubeCluster {
     actor: Actor,
     leader: Arc<Leader>,
     stop: Arc<AtomicBool>,
-    synced: Arc<AtomicBool>,
     clock: Clock,
     known_jobs: BTreeSet<String>,
     known_nodes: BTreeMap<String, bool>,
-    followed: HashMap<String, tokio::task::JoinHandle<()>>,
+    followed: HashMap<String, tokio::task::JoinHandle<crate::Result<usize>>>,
+    /// Per pod whose follower failed: when to try again, and the wait that was.
+    follow_backoff: HashMap<String, (Instant, Duration)>,
+    /// The batch of loss writes under way, if any.
+    loss_writes: Option<tokio::task::JoinHandle<()>>,
     /// Restarts finished here (job id to `requestedAt`) that the job cache may still
     /// show under way.
     restarts_done: HashMap<String, String>,
@@ -60,7 +77,8 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
-    /// A cluster over started `caches`, acting through `actor` while `leader` grants it.
+    /// A cluster over started `caches`, acting through `actor` while `leader` grants it
+    /// (every call the actor makes checks the grant first).
     pub fn new(
         handle: Handle,
         client: Client,
@@ -72,14 +90,15 @@ impl KubeCluster {
             handle,
             client,
             caches,
-            actor,
+            actor: actor.fenced_by(leader.clone()),
             leader,
             stop: Arc::default(),
-            synced: Arc::new(AtomicBool::new(true)),
             clock: Arc::new(unix_now),
             known_jobs: BTreeSet::new(),
             known_nodes: BTreeMap::new(),
             followed: HashMap::new(),
+            follow_backoff: HashMap::new(),
+            loss_writes: None,
             restarts_done: HashMap::new(),
             last_pass: None,
             was_leading: false,
@@ -87,9 +106,9 @@ impl KubeCluster {
         }
     }
 
-    /// Readiness follows `synced` (set once the reflectors have listed everything).
-    pub fn with_synced(mut self, synced: Arc<AtomicBool>) -> Self {
-        self.synced = synced;
+    /// Gives each API call `timeout` instead of [`crate::retry::CALL_TIMEOUT`].
+    pub fn with_call_timeout(mut self, timeout: Duration) -> Self {
+        self.actor = self.actor.with_call_timeout(timeout);
         self
     }
 
@@ -109,9 +128,31 @@ impl KubeCluster {
         self.stop.clone()
     }
 
+    /// Whether this replica may act now: it leads, and its caches are complete (a
+    /// leader acting on a cache that has not listed yet would place running jobs again
+    /// and finish restarts whose old pods still run).
+    fn may_act(&self) -> bool {
+        self.leader.is_leading() && self.caches.synced()
+    }
+
     fn now_timestamp(&self) -> Timestamp {
         let millis = ((self.clock)() * 1000.0) as i64;
         Timestamp::from_millisecond(millis).unwrap_or_else(|_| Timestamp::now())
+    }
+
+    /// Charges the pods just bound for `job`'s `(task, node)` pairs to their nodes until
+    /// the pod cache shows them ([`observe::Assumed`]).
+    fn assume(&self, job: &TrainingJob, pairs: &[(String, String)]) {
+        let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
+        let tasks = pods::tasks(job);
+        let namespace = job.namespace().unwrap_or_default();
+        let mut assumed = self.caches.assumed.lock().expect("assumed lock");
+        for (task, node) in pairs {
+            if let Some(spec) = tasks.iter().find(|t| t.name == *task) {
+                let pod = pods::pod_name(&job.name_any(), task, generation);
+                assumed.bound(&namespace, &pod, node, spec.requests);
+            }
+        }
     }
 
     /// What changed since the last look: jobs that arrived or finished, nodes that
@@ -127,12 +168,7 @@ impl KubeCluster {
             if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
                 continue;
             }
-            if let Some(succeeded) = observe::finished(&job, &pods) {
-                let phase = if succeeded {
-                    Phase::Succeeded
-                } else {
-                    Phase::Failed
-                };
+            if observe::succeeded(&job, &observe::job_pods(&job, &pods)) {
                 let loss = self
                     .caches
                     .loss
@@ -141,7 +177,7 @@ impl KubeCluster {
                     .samples(&id)
                     .map(|s| observe::status_loss(&s));
                 let outcome = self.handle.block_on(self.actor.update_status(&job, |s| {
-                    s.phase = Some(phase);
+                    s.phase = Some(Phase::Succeeded);
                     if let Some(loss) = &loss {
                         s.loss = loss.clone();
                     }
@@ -183,6 +219,45 @@ impl KubeCluster {
         triggers
     }
 
+    /// Sends every job with a failed pod back to the queue (or fails it past its
+    /// `backoffLimit`), deletes the pods of finished jobs that still hold resources, and
+    /// reports how requested resizes went.
+    fn drive_failures(&mut self) {
+        let pods = self.caches.pods.state();
+        let now = self.now_timestamp();
+        for job in self.caches.jobs.state() {
+            if !self.may_act() {
+                return;
+            }
+            let status = job.status.clone().unwrap_or_default();
+            let own = observe::job_pods(&job, &pods);
+            let id = job_id(&job);
+            let outcome = if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
+                self.handle.block_on(self.actor.stop_pods(&job, &own))
+            } else if status.restart.is_none() {
+                let failed = observe::failed_pods(&own);
+                if failed.is_empty() {
+                    self.handle.block_on(self.actor.report_resize(&job, &own))
+                } else {
+                    self.handle
+                        .block_on(self.actor.recover(&job, &own, &failed, now))
+                }
+            } else {
+                continue;
+            };
+            match outcome {
+                Ok(()) => {}
+                // The cache is behind a status this replica just wrote.
+                Err(Error::Stale { .. }) => {}
+                Err(error) => {
+                    tracing::warn!(%error, label = error.metric_label(), job = id, "handling failed or finished pods")
+                }
+            }
+        }
+        let present: HashSet<String> = pods.iter().map(|p| delete_key(p)).collect();
+        self.actor.forget_deletes(&present);
+    }
+
     /// Carries every job's restart on as far as the caches allow; never waits.
     fn drive_restarts(&mut self) {
         let pods = self.caches.pods.state();
@@ -205,14 +280,33 @@ impl KubeCluster {
             if self.restarts_done.get(&id) == Some(&restart.requested_at) {
                 continue;
             }
-            // Terminating pods are included: the replacement waits until they are gone.
-            let job_pods = observe::job_pods(&job, &pods);
+            // Terminating pods are included: the replacement waits until they are gone;
+            // except those a lost node will never confirm stopped, past their grace
+            // period (the pod garbage collector removes them in time).
+            let mut job_pods = observe::job_pods(&job, &pods);
+            job_pods.retain(|p| {
+                let lost = observe::stuck_on_lost_node(p, &self.caches.nodes, now);
+                if lost {
+                    tracing::warn!(
+                        job = id,
+                        pod = p.name_any(),
+                        "not waiting for a pod whose node is lost"
+                    );
+                }
+                !lost
+            });
             match self
                 .handle
                 .block_on(self.actor.advance_restart(&job, &job_pods, now))
             {
                 Ok(RestartProgress::Done) => {
                     tracing::info!(job = id, "restart finished");
+                    let targets: Vec<(String, String)> = restart
+                        .targets
+                        .iter()
+                        .map(|t| (t.task.clone(), t.node.clone()))
+                        .collect();
+                    self.assume(&job, &targets);
                     self.restarts_done.insert(id, restart.requested_at);
                 }
                 Ok(_) => {}
@@ -223,9 +317,13 @@ impl KubeCluster {
         }
     }
 
-    /// Writes each job's new loss samples to its status (at most every
-    /// [`LOSS_WRITE_EVERY`] seconds per job).
+    /// Writes each job's new loss samples to its status, at most every
+    /// [`LOSS_WRITE_EVERY`] seconds per job, off the decision thread: one merge patch per
+    /// job, [`LOSS_WRITES_IN_FLIGHT`] at a time, and no new batch while one is under way.
     fn write_loss(&mut self) {
+        if self.loss_writes.as_ref().is_some_and(|w| !w.is_finished()) {
+            return;
+        }
         let now = (self.clock)();
         let due = self
             .caches
@@ -233,30 +331,66 @@ impl KubeCluster {
             .lock()
             .expect("loss lock")
             .due(now, LOSS_WRITE_EVERY);
-        for (id, version, samples) in due {
-            let Some((job, _)) = self.caches.job_and_pods(&id) else {
-                continue;
-            };
-            let loss = observe::status_loss(&samples);
-            match self
-                .handle
-                .block_on(self.actor.update_status(&job, |s| s.loss = loss.clone()))
-            {
-                Ok(_) => self
-                    .caches
-                    .loss
-                    .lock()
-                    .expect("loss lock")
-                    .written(&id, version, now),
-                Err(error) => tracing::warn!(%error, job = id, "writing loss samples"),
-            }
+        let writes: Vec<_> = due
+            .into_iter()
+            .filter_map(|(id, version, samples)| {
+                let (job, _) = self.caches.job_and_pods(&id)?;
+                Some((job, id, version, observe::status_loss(&samples)))
+            })
+            .collect();
+        if writes.is_empty() {
+            return;
         }
+        let (actor, caches) = (self.actor.clone(), self.caches.clone());
+        self.loss_writes = Some(self.handle.spawn(async move {
+            futures::stream::iter(writes)
+                .for_each_concurrent(LOSS_WRITES_IN_FLIGHT, |(job, id, version, loss)| {
+                    let (actor, caches) = (&actor, &caches);
+                    async move {
+                        match actor.patch_status(&job, json!({ "loss": loss })).await {
+                            Ok(()) => caches
+                                .loss
+                                .lock()
+                                .expect("loss lock")
+                                .written(&id, version, now),
+                            Err(error) => tracing::warn!(%error, job = id, "writing loss samples"),
+                        }
+                    }
+                })
+                .await;
+        }));
     }
 
-    /// Starts a log follower for every bound pod of a job that reads progress from logs.
+    /// Starts a log follower for every running pod of a job that reads progress from
+    /// logs, naming the container (a pod with a sidecar refuses an unnamed log request),
+    /// at most [`MAX_FOLLOWERS`] at a time. A pod whose follower failed is followed again
+    /// only after a back-off ([`FOLLOW_BACKOFF`], doubling to [`FOLLOW_BACKOFF_MAX`]);
+    /// one whose stream simply ended is followed again at the next look.
     fn follow_logs(&mut self) {
-        self.followed.retain(|_, task| !task.is_finished());
+        let now = Instant::now();
+        let finished: Vec<String> = self
+            .followed
+            .iter()
+            .filter(|(_, f)| f.is_finished())
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in finished {
+            let Some(task) = self.followed.remove(&key) else {
+                continue;
+            };
+            let failed = !matches!(futures::FutureExt::now_or_never(task), Some(Ok(Ok(_))));
+            if failed {
+                let wait = self
+                    .follow_backoff
+                    .get(&key)
+                    .map_or(FOLLOW_BACKOFF, |(_, w)| (*w * 2).min(FOLLOW_BACKOFF_MAX));
+                self.follow_backoff.insert(key, (now + wait, wait));
+            } else {
+                self.follow_backoff.remove(&key);
+            }
+        }
         let pods = self.caches.pods.state();
+        let mut present = HashSet::new();
         for job in self.caches.jobs.state() {
             let Some(log) = job.spec.progress.log.clone() else {
                 continue;
@@ -270,13 +404,28 @@ impl KubeCluster {
                 }
             };
             for pod in observe::job_pods(&job, &pods) {
-                let running =
-                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running");
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-                if !running || node_of(&pod).is_none() || self.followed.contains_key(&key) {
+                present.insert(key.clone());
+                let running = observe::phase_of(&pod) == Some("Running");
+                let waiting = self.follow_backoff.get(&key).is_some_and(|(t, _)| now < *t);
+                if !running
+                    || node_of(&pod).is_none()
+                    || waiting
+                    || self.followed.contains_key(&key)
+                {
                     continue;
                 }
-                let api: Api<k8s_openapi::api::core::v1::Pod> =
+                if self.followed.len() >= MAX_FOLLOWERS {
+                    tracing::warn!(
+                        limit = MAX_FOLLOWERS,
+                        "following as many logs as allowed; the others wait"
+                    );
+                    return;
+                }
+                let Some(container) = pods::log_container(&job, &pod) else {
+                    continue;
+                };
+                let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
                 let (caches, name, id, pattern, clock) = (
                     self.caches.clone(),
@@ -285,22 +434,29 @@ impl KubeCluster {
                     pattern.clone(),
                     self.clock.clone(),
                 );
-                let container = log.container.clone();
                 let task = self.handle.spawn(async move {
-                    if let Err(error) =
-                        observe::follow_log(api, &name, container, pattern, &caches, &id, || {
-                            clock()
-                        })
-                        .await
-                    {
+                    let followed = observe::follow_log(
+                        api,
+                        &name,
+                        Some(container),
+                        pattern,
+                        &caches,
+                        &id,
+                        || clock(),
+                    )
+                    .await;
+                    if let Err(error) = &followed {
                         tracing::warn!(%error, "log follower stopped");
                     }
+                    followed
                 });
                 // One follower per pod at a time; when its stream ends, the next look
                 // starts another from where this one stopped.
                 self.followed.insert(key, task);
             }
         }
+        // Pods gone: their followers end with their streams; their back-offs go now.
+        self.follow_backoff.retain(|key, _| present.contains(key));
     }
 
     /// The leader's work between rounds; returns the triggers of a round, if one is due.
@@ -314,6 +470,7 @@ impl KubeCluster {
             self.restarts_done.clear();
         }
         self.last_pass = Some(Instant::now());
+        self.drive_failures();
         self.drive_restarts();
         self.write_loss();
         self.follow_logs();
@@ -334,7 +491,7 @@ impl KubeCluster {
             }
             let tick_due = until.is_some_and(|t| (self.clock)() >= t);
             let poll_due = self.last_pass.is_none_or(|t| t.elapsed() >= POLL);
-            let leading = self.leader.is_leading();
+            let leading = self.may_act();
             if !leading {
                 self.was_leading = false;
             }
@@ -387,7 +544,7 @@ impl Cluster for KubeCluster {
         let now = self.now_timestamp();
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
-            if !self.leader.is_leading() {
+            if !self.may_act() {
                 tracing::warn!("lost leadership; dropping the rest of the decision");
                 return;
             }
@@ -406,7 +563,11 @@ impl Cluster for KubeCluster {
                             .iter()
                             .map(|a| (a.task.clone(), a.node.clone()))
                             .collect();
-                        actor.place(&job, &pairs, reason).await
+                        let placed = actor.place(&job, &pairs, reason).await;
+                        if placed.is_ok() {
+                            self.assume(&job, &pairs);
+                        }
+                        placed
                     }
                     Operation::Migrate {
                         task,
@@ -507,7 +668,7 @@ impl LiveCluster for KubeCluster {
     }
 
     fn synced(&self) -> bool {
-        self.synced.load(Ordering::Relaxed)
+        self.caches.synced()
     }
 
     fn summary_every(&self) -> Duration {

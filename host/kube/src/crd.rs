@@ -14,6 +14,12 @@ use serde::{Deserialize, Serialize};
 use switchyard_core::model::{JobMove, MOVE_HISTORY, MoveKind};
 
 /// A deep-learning training job scheduled by switchyard's active policy.
+///
+/// The API server checks what the controller relies on (CEL rules, so a bad job is
+/// refused at `kubectl apply` with the rule's message rather than failing later): the
+/// name is a DNS label of at most 63 characters (it names the job's headless Service and
+/// is a label value on its pods), role names are unique, at most one role is scalable,
+/// `minReplicas <= replicas <= maxReplicas`, and the success policy names existing roles.
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "switchyard.dev",
@@ -22,17 +28,26 @@ use switchyard_core::model::{JobMove, MOVE_HISTORY, MoveKind};
     namespaced,
     status = "TrainingJobStatus",
     shortname = "tj",
+    validation = kube::core::Rule::new(NAME_RULE).message(NAME_MESSAGE),
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#,
     printcolumn = r#"{"name":"Migrations","type":"integer","jsonPath":".status.migrations"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "self.roles.all(r, self.roles.filter(s, s.name == r.name).size() == 1)",
+        "message": "role names must be unique"},
+    {"rule": "self.roles.filter(r, has(r.scalable) && r.scalable).size() <= 1",
+        "message": "at most one role may be scalable"},
+    {"rule": "!has(self.successPolicy) || self.successPolicy.roles.all(n, self.roles.exists(r, r.name == n))",
+        "message": "successPolicy.roles must name roles of the job"}
+]))]
 pub struct TrainingJobSpec {
     /// The processes of the job, one entry per role (`ps`, `worker`, or a single `main`).
     /// At most one role is `scalable`; without one, the first role is the job's replica
     /// count as the policy sees it, with min = max = replicas.
-    #[schemars(length(min = 1))]
+    #[schemars(length(min = 1, max = 16))]
     pub roles: Vec<Role>,
     /// Higher runs first where the policy orders by priority.
     #[serde(default)]
@@ -49,15 +64,53 @@ pub struct TrainingJobSpec {
     /// True when the reported metric improves by rising (accuracy) rather than falling.
     #[serde(default)]
     pub metric_rises: bool,
+    /// How many times the job's pods may fail before the job fails, as in a Kubernetes
+    /// Job. A failed pod sends the whole gang back to the queue, after a back-off of
+    /// 10 s doubling with each failure (at most 6 min). Pods the node refused (the
+    /// kubelet's `OutOfcpu`, `OutOfnvidia.com/gpu`, ...), evicted or shut down with it
+    /// are disruptions: the gang goes back to the queue at once and nothing is counted.
+    #[serde(default = "default_backoff_limit")]
+    pub backoff_limit: u32,
+    /// When the job has succeeded. Absent: once every task of every role has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub success_policy: Option<SuccessPolicy>,
 }
+
+/// The rule on the job's name (see [`TrainingJob`]).
+const NAME_RULE: &str =
+    "self.metadata.name.size() <= 63 && self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')";
+
+/// Why a job's name is refused.
+const NAME_MESSAGE: &str = "the name must be a DNS label (lowercase letters, digits and '-', starting with a letter) of at most 63 characters: it names the job's Service and is a label value on its pods";
 
 fn default_utility() -> f64 {
     1.0
 }
 
+fn default_backoff_limit() -> u32 {
+    3
+}
+
+/// When a job has succeeded, as JobSet's `successPolicy` says it for replicated jobs.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SuccessPolicy {
+    /// The job has succeeded once every task of these roles has (`[worker]`: a
+    /// parameter server never exits on its own). The pods of the other roles are then
+    /// deleted.
+    #[schemars(length(min = 1))]
+    pub roles: Vec<String>,
+}
+
 /// One role of a job: `replicas` identical pods made from `template`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [
+    {"rule": "!has(self.minReplicas) || self.minReplicas <= self.replicas",
+        "message": "minReplicas must not exceed replicas"},
+    {"rule": "!has(self.maxReplicas) || self.replicas <= self.maxReplicas",
+        "message": "replicas must not exceed maxReplicas"}
+]))]
 pub struct Role {
     /// Role name, a DNS label (`worker`); tasks are named `<role>-<index>`.
     #[schemars(regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"), length(max = 40))]
@@ -114,7 +167,7 @@ pub struct LogProgress {
     /// otherwise steps count the matching lines. Example: `loss=(?P<value>[0-9.eE+-]+)`.
     #[schemars(length(min = 1))]
     pub pattern: String,
-    /// The container whose log is read (default: the first container of the first role).
+    /// The container whose log is read (default: the first container of the pod's role).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub container: Option<String>,
 }
@@ -154,7 +207,7 @@ pub enum Phase {
     Restarting,
     /// Every pod of the job finished successfully.
     Succeeded,
-    /// A pod of the job failed.
+    /// The job's pods failed more often than its `backoffLimit` allows.
     Failed,
 }
 
@@ -234,6 +287,9 @@ impl TrainingJobStatus {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TrainingJobStatus {
+    /// The `metadata.generation` of the spec the controller last wrote this status for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
     /// Where the job is in its lifecycle.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub phase: Option<Phase>,
@@ -257,6 +313,13 @@ pub struct TrainingJobStatus {
     /// Current replicas of the scalable role (absent: as submitted).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<u32>,
+    /// Pod failures counted against `backoffLimit`.
+    #[serde(default)]
+    pub failures: u32,
+    /// Pods lost to disruptions (refused by their node, evicted, shut down), not
+    /// counted against `backoffLimit`.
+    #[serde(default)]
+    pub disruptions: u32,
     /// Pods created so far start at generation 0; every restart raises it so
     /// replacement pods get fresh names.
     #[serde(default)]
@@ -297,6 +360,10 @@ pub struct PendingRestart {
     /// when they were deleted at once with the grace period (`Signal`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_after: Option<String>,
+    /// RFC 3339 time before which the job is not queued again (`Recover`: the back-off
+    /// after a failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<String>,
     /// The policy's reason, repeated in the Event when the restart completes.
     pub reason: String,
 }
@@ -308,6 +375,9 @@ pub enum RestartAction {
     Migrate,
     /// The whole job restarts with another replica count.
     Scale,
+    /// A pod failed: the whole gang is stopped and the job goes back to the queue,
+    /// for the policy to place again.
+    Recover,
 }
 
 /// A task and the node its replacement pod is bound to.
@@ -361,6 +431,13 @@ pub struct Condition {
 }
 
 impl TrainingJobSpec {
+    /// Whether role `role` must finish for the job to succeed.
+    pub fn success_needs(&self, role: &str) -> bool {
+        self.success_policy
+            .as_ref()
+            .is_none_or(|p| p.roles.iter().any(|r| r == role))
+    }
+
     /// The role whose replica count the policy may change: the one marked `scalable`,
     /// else the first.
     pub fn scalable_role(&self) -> Option<&Role> {
@@ -411,8 +488,7 @@ mod tests {
 
     #[test]
     fn the_example_training_job_parses_and_its_pattern_compiles() {
-        let job: TrainingJob =
-            serde_norway::from_str(EXAMPLE).expect("examples/trainingjob.yaml is a TrainingJob");
+        let job = example();
         let role = job.spec.scalable_role().expect("a scalable role");
         assert!(
             role.scalable
@@ -428,6 +504,50 @@ mod tests {
         crate::progress::LogPattern::compile("example", &log.pattern)
             .expect("the example's pattern compiles");
         assert!(job.spec.checkpoint.is_some());
+    }
+
+    fn example() -> TrainingJob {
+        serde_norway::Deserializer::from_str(EXAMPLE)
+            .map(|doc| serde_json::Value::deserialize(doc).expect("YAML"))
+            .find(|doc| doc["kind"] == "TrainingJob")
+            .map(|doc| serde_json::from_value(doc).expect("the example's TrainingJob parses"))
+            .expect("examples/trainingjob.yaml has a TrainingJob")
+    }
+
+    /// The messages of the CEL rules `job` breaks, as the API server would answer them.
+    fn refusals(job: &TrainingJob) -> String {
+        match kube::core::cel::validate_cel(job) {
+            Ok(()) => String::new(),
+            Err(errors) => format!("{errors:?}"),
+        }
+    }
+
+    #[test]
+    fn the_api_server_accepts_the_example_and_refuses_jobs_the_controller_cannot_run() {
+        assert_eq!(refusals(&example()), "", "the example passes every rule");
+        let mut long = example();
+        long.metadata.name = Some("a".repeat(64));
+        assert!(refusals(&long).contains("at most 63 characters"));
+        let mut upper = example();
+        upper.metadata.name = Some("ResNet".into());
+        assert!(refusals(&upper).contains("DNS label"));
+        let mut twice = example();
+        twice.spec.roles[0].name = "worker".into();
+        assert!(refusals(&twice).contains("role names must be unique"));
+        let mut two_scalable = example();
+        two_scalable.spec.roles[0].scalable = true;
+        assert!(refusals(&two_scalable).contains("at most one role may be scalable"));
+        let mut inverted = example();
+        inverted.spec.roles[1].min_replicas = Some(3);
+        assert!(refusals(&inverted).contains("minReplicas must not exceed replicas"));
+        let mut over = example();
+        over.spec.roles[1].max_replicas = Some(1);
+        assert!(refusals(&over).contains("replicas must not exceed maxReplicas"));
+        let mut unknown = example();
+        unknown.spec.success_policy = Some(SuccessPolicy {
+            roles: vec!["evaluator".into()],
+        });
+        assert!(refusals(&unknown).contains("successPolicy.roles must name roles"));
     }
 
     #[test]

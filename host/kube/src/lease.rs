@@ -4,15 +4,24 @@
 //! stays (or becomes) a follower. [`keep_leading`] runs the election for a [`Leader`]
 //! grant: each renewal grants the lead until a little before the Lease could expire
 //! for the other replicas, counted from before the call, so a renewal that hangs never
-//! keeps a replica acting past that point. It owns the Lease; it must not act on the
-//! cluster.
+//! keeps a replica acting past that point; a replica that loses the lead is told so,
+//! and exits. Another replica's Lease expires when it has not changed for its duration
+//! by this replica's own clock (never by comparing the holder's `renewTime` with the
+//! local clock, which clock skew would defeat). It owns the Lease; it must not act on
+//! the cluster.
+//!
+//! A replica whose container restarted comes back under the same identity (its pod
+//! name) and renews the Lease it finds in its own name at once, as client-go does: the
+//! process that held it is gone with the old container. What makes that safe is that
+//! the election only starts once the replica's caches have listed (see the in-cluster
+//! wiring), so the new process never acts on an empty cache.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 
 use crate::{Error, FIELD_MANAGER, Result};
@@ -39,6 +48,19 @@ pub struct LeaseLock {
     name: String,
     identity: String,
     duration: Duration,
+    /// The other holder's record as last seen, and when this replica saw it change.
+    observed: Arc<Mutex<Option<Observed>>>,
+}
+
+/// A Lease record held by another replica and when this one saw it last change: a
+/// Lease has expired when it has not changed for its duration by this replica's own
+/// clock, as client-go judges it. The holder's `renewTime` is never compared with the
+/// local clock, so clock skew between nodes cannot make two leaders.
+#[derive(Clone, Debug)]
+struct Observed {
+    /// Holder, renew time and resourceVersion: any change is a renewal.
+    record: (String, Option<String>, Option<String>),
+    at: tokio::time::Instant,
 }
 
 impl LeaseLock {
@@ -50,6 +72,7 @@ impl LeaseLock {
             name: name.into(),
             identity: identity.into(),
             duration,
+            observed: Arc::default(),
         }
     }
 
@@ -95,16 +118,38 @@ impl LeaseLock {
                 "creating",
             );
         };
+        let version = lease.metadata.resource_version.clone();
         let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         if holder.as_deref() != Some(self.identity.as_str()) {
-            let held_for =
-                SignedDuration::from_secs(spec.lease_duration_seconds.unwrap_or(seconds).into());
-            let expires = spec.renew_time.as_ref().map(|t| t.0 + held_for);
-            if let (Some(holder), Some(expires)) = (holder, expires)
-                && expires > now
-            {
-                return Ok(Leadership::Following { holder });
+            if let Some(holder) = holder {
+                let held_for = Duration::from_secs(
+                    spec.lease_duration_seconds
+                        .unwrap_or(seconds)
+                        .max(0)
+                        .unsigned_abs()
+                        .into(),
+                );
+                let record = (
+                    holder.clone(),
+                    spec.renew_time.as_ref().map(|t| t.0.to_string()),
+                    version,
+                );
+                let local_now = tokio::time::Instant::now();
+                let mut observed = self.observed.lock().expect("observed lock");
+                let unchanged_since = match observed.as_ref() {
+                    Some(seen) if seen.record == record => seen.at,
+                    _ => {
+                        *observed = Some(Observed {
+                            record,
+                            at: local_now,
+                        });
+                        local_now
+                    }
+                };
+                if local_now < unchanged_since + held_for {
+                    return Ok(Leadership::Following { holder });
+                }
             }
             spec.holder_identity = Some(self.identity.clone());
             spec.acquire_time = Some(MicroTime(now));
@@ -158,11 +203,15 @@ impl LeaseLock {
     }
 }
 
-/// Runs the election for `leader` until the task is dropped: every
-/// [`LeaseLock::renew_every`], acquires or renews the Lease. A renewal grants the lead
-/// for [`LeaseLock::valid_for`] from when it started; a call that fails or hangs (it is
-/// abandoned after `renew_every`) grants nothing, so the grant runs out on its own.
-pub async fn keep_leading(lock: LeaseLock, leader: Arc<Leader>) {
+/// Runs the election for `leader`: every [`LeaseLock::renew_every`], acquires or renews
+/// the Lease. A renewal grants the lead for [`LeaseLock::valid_for`] from when it
+/// started; a call that fails or hangs (it is abandoned after `renew_every`) grants
+/// nothing, so the grant runs out on its own. Returns once this replica has led and no
+/// longer does: what it remembers of the cluster (deletes sent, pods assumed, a restart
+/// half-way) may be out of date, so the process should exit and start again as a
+/// follower, as kube-controller-manager does.
+pub async fn keep_leading(lock: LeaseLock, leader: Arc<Leader>) -> LeadershipLost {
+    let mut led = false;
     loop {
         let started = tokio::time::Instant::now();
         let was_leading = leader.is_leading();
@@ -185,6 +234,15 @@ pub async fn keep_leading(lock: LeaseLock, leader: Arc<Leader>) {
         if leading != was_leading {
             tracing::info!(leading, leader = ?leader.holder(), "leadership changed");
         }
+        led |= leading;
+        if led && !leading {
+            leader.follow(leader.holder());
+            return LeadershipLost;
+        }
         tokio::time::sleep_until(started + lock.renew_every()).await;
     }
 }
+
+/// [`keep_leading`] ended: this replica led and lost the lead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LeadershipLost;

@@ -6,10 +6,13 @@
 //! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
 //! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
 //! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
-//! - [`retry`]: back-off on conflicts (409) and throttling (429).
+//! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
+//!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//! - [`trim`]: what the caches keep of each object.
+//! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
@@ -23,6 +26,7 @@
 //! It must not decide anything: decisions come from the policy through the control loop.
 
 pub mod act;
+pub mod charges;
 pub mod cluster;
 pub mod crd;
 pub mod events;
@@ -33,6 +37,7 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod state;
+pub mod trim;
 
 pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
 
@@ -42,6 +47,12 @@ pub const JOB_LABEL: &str = "switchyard.dev/job";
 pub const TASK_LABEL: &str = "switchyard.dev/task";
 /// Label on every pod the controller creates: the task's role.
 pub const ROLE_LABEL: &str = "switchyard.dev/role";
+/// Label on every pod the controller creates: the UID of the job that owns it (as a
+/// Job's `batch.kubernetes.io/controller-uid`), so a job deleted and created again under
+/// the same name never takes the old one's pods for its own.
+pub const JOB_UID_LABEL: &str = "switchyard.dev/job-uid";
+/// Label on every pod the controller creates: the job's generation it was made for.
+pub const GENERATION_LABEL: &str = "switchyard.dev/generation";
 /// Annotation set on a pod to ask its training process to save a checkpoint.
 pub const CHECKPOINT_ANNOTATION: &str = "switchyard.dev/checkpoint-requested";
 /// The `schedulerName` of the controller's pods: the default scheduler leaves them alone.
@@ -60,6 +71,20 @@ pub enum Error {
         /// The client's error.
         #[source]
         source: kube::Error,
+    },
+    /// A call to the API server did not answer in time (it may still have happened).
+    #[error("{action}: no answer within {after:?}")]
+    Timeout {
+        /// What the controller was doing.
+        action: String,
+        /// The deadline.
+        after: std::time::Duration,
+    },
+    /// This replica stopped leading, so the call was not made.
+    #[error("{action}: this replica no longer leads; nothing was sent")]
+    NotLeading {
+        /// What the controller was about to do.
+        action: String,
     },
     /// A job's `progress.log.pattern` is not a valid regular expression.
     #[error(
@@ -98,6 +123,17 @@ pub enum Error {
         /// What is wrong and what would be accepted.
         message: String,
     },
+    /// Pods of a placement came back with scheduling gates; they stay unbound until
+    /// whoever put the gates there lifts them.
+    #[error(
+        "TrainingJob `{job}`: pods {pods:?} have scheduling gates; they are bound once the gates are lifted"
+    )]
+    Gated {
+        /// Job name.
+        job: String,
+        /// The gated pods.
+        pods: Vec<String>,
+    },
     /// Reading a followed log failed mid-stream.
     #[error("reading the log of pod {pod}: {source}")]
     Log {
@@ -110,6 +146,15 @@ pub enum Error {
     /// Loading the kubeconfig or the in-cluster configuration failed.
     #[error("no Kubernetes configuration: {0}")]
     Config(#[source] kube::Error),
+    /// The job changed since the decision was taken (another restart began, or its
+    /// status moved on); nothing was done, and the next round sees the new state.
+    #[error("TrainingJob `{job}`: {message}")]
+    Stale {
+        /// Job name.
+        job: String,
+        /// What changed.
+        message: String,
+    },
     /// Publishing an Event failed.
     #[error("publishing event on TrainingJob `{job}`: {source}")]
     Event {
@@ -126,6 +171,8 @@ impl Error {
     pub fn metric_label(&self) -> &'static str {
         match self {
             Error::Api { .. } => "api",
+            Error::Timeout { .. } => "timeout",
+            Error::NotLeading { .. } => "not_leading",
             Error::BadPattern { .. } => "bad_pattern",
             Error::PatternWithoutValue { .. } => "pattern_without_value",
             Error::NotFound(_) => "not_found",
@@ -133,14 +180,24 @@ impl Error {
             Error::InvalidSpec { .. } => "invalid_spec",
             Error::Log { .. } => "log",
             Error::Config(_) => "config",
+            Error::Stale { .. } => "stale",
+            Error::Gated { .. } => "gated",
             Error::Event { .. } => "event",
         }
     }
 
-    /// Wraps a client error with what the controller was doing.
+    /// Wraps a client error with what the controller was doing; a call cut short by
+    /// [`retry::Guard`] becomes [`Error::Timeout`] or [`Error::NotLeading`].
     pub(crate) fn api(action: impl Into<String>) -> impl FnOnce(kube::Error) -> Error {
         let action = action.into();
-        move |source| Error::Api { action, source }
+        move |source| match retry::cut_of(&source) {
+            Some(retry::Cut::TimedOut(after)) => Error::Timeout {
+                action,
+                after: *after,
+            },
+            Some(retry::Cut::NotLeading) => Error::NotLeading { action },
+            None => Error::Api { action, source },
+        }
     }
 }
 

@@ -5,15 +5,21 @@
 //! those caches. Watches restart on their own with back-off when the API server drops
 //! them. This module reads; it must not write to the cluster.
 //!
-//! A followed log is read with timestamps, and each pod's follower remembers the
-//! timestamp of the last line it read: when the stream ends and the pod is followed
-//! again, the log is asked for from that second on (`sinceTime`) and the lines up to the
-//! remembered timestamp are skipped, so no sample is taken twice. A job's series also
-//! takes each step once, and starts from the samples in its status, so a restarted
-//! controller continues the series rather than starting it over.
+//! A followed log is read with timestamps, each sample keeps its line's time, and each
+//! pod's follower remembers the timestamp of the last line it read: when the stream ends
+//! and the pod is followed again, the log is asked for from that second on
+//! (`sinceTime`) and the lines up to the remembered timestamp are skipped, so no sample
+//! is taken twice. A process that has not followed the pod before (a new leader) starts
+//! from the job's latest recorded sample in the same way. A job's series also takes each
+//! step once, and starts from the samples in its status, so a restarted controller
+//! continues the series rather than starting it over.
 //!
 //! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
-//! must count every pod bound to it, whoever scheduled it.
+//! must count every pod bound to it, whoever scheduled it. The controller's own pods are
+//! one watch (by label); every other pod is watched only while it is bound and has not
+//! finished (`spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed`, the
+//! selector kube-scheduler uses for assigned pods), and every object is trimmed to what
+//! is read ([`crate::trim`]) before it is stored.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -29,9 +35,10 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::act::{node_of, task_of};
-use crate::crd::{self, Phase, TrainingJob};
+use crate::charges::{self, Charges};
+use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::progress::LogPattern;
-use crate::{Error, JOB_LABEL, Result, pods, quantity};
+use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
@@ -86,6 +93,17 @@ impl LossBook {
         taken
     }
 
+    /// The time of job `id`'s latest sample, if it has any.
+    pub fn latest_time(&self, id: &str) -> Option<f64> {
+        self.id_to_series
+            .get(id)?
+            .series
+            .to_vec()
+            .iter()
+            .map(|s| s.time)
+            .reduce(f64::max)
+    }
+
     /// Job `id`'s samples, oldest first.
     pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
         self.id_to_series.get(id).map(|j| j.series.to_vec())
@@ -118,6 +136,42 @@ impl LossBook {
     }
 }
 
+/// Pods this replica has bound and the pod reflector has not shown bound yet, charged to
+/// their nodes meanwhile: kube-scheduler's assume cache. Without it, the round after a
+/// placement sees the node's room still free and the next placement lands in it too,
+/// for the kubelet to refuse. An entry goes once the cache shows the pod bound, or after
+/// [`ASSUME_FOR`] (a pod deleted before the cache saw it).
+#[derive(Debug, Default)]
+pub struct Assumed {
+    /// `namespace/name` to (node, requests, when bound).
+    pods: HashMap<String, (String, Resources, std::time::Instant)>,
+}
+
+/// How long a bound pod is charged to its node without the cache showing it.
+pub const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+
+impl Assumed {
+    /// Charges pod `namespace/name`, just bound to `node`, with `requests`.
+    pub fn bound(&mut self, namespace: &str, name: &str, node: &str, requests: Resources) {
+        self.pods.insert(
+            format!("{namespace}/{name}"),
+            (node.to_string(), requests, std::time::Instant::now()),
+        );
+    }
+
+    /// The charges of pods `cached` (the pod cache, by `namespace/name`) does not show
+    /// bound; forgets those it shows, and those assumed too long ago.
+    fn pending(&mut self, cached: &HashMap<String, &Pod>) -> Vec<(String, Resources)> {
+        self.pods.retain(|key, (_, _, at)| {
+            at.elapsed() < ASSUME_FOR && cached.get(key).is_none_or(|p| node_of(p).is_none())
+        });
+        self.pods
+            .values()
+            .map(|(node, requests, _)| (node.clone(), *requests))
+            .collect()
+    }
+}
+
 /// The samples of a series as the status holds them.
 pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
     samples
@@ -135,23 +189,30 @@ pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
 pub struct Caches {
     /// Every node.
     pub nodes: Store<KubeNode>,
-    /// Every pod (see the module docs for why not only the controller's).
+    /// The controller's pods (those with its job label).
     pub pods: Store<Pod>,
+    /// Every other pod while it is bound and holds resources, as what it takes from its
+    /// node ([`Charges`]).
+    pub others: Charges,
     /// Every TrainingJob.
     pub jobs: Store<TrainingJob>,
     /// Measured usage, when `metrics.k8s.io` answers.
     pub usage: Arc<Mutex<Option<Usage>>>,
     /// Loss series per job id, and how far each followed log was read.
     pub loss: Arc<Mutex<LossBook>>,
+    /// Pods bound by this replica that the pod cache does not show bound yet.
+    pub assumed: Arc<Mutex<Assumed>>,
     /// Signalled on every watch event.
     pub changed: Arc<Notify>,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
-/// (to be spawned). Each event also signals `changed`.
+/// (to be spawned). Each object is trimmed by `trim` before the store keeps it (see
+/// [`crate::trim`]), and each event signals `changed`.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
+    trim: fn(&mut K),
     changed: Arc<Notify>,
 ) -> (
     Store<K>,
@@ -168,6 +229,7 @@ where
 {
     let (store, writer) = reflector::store();
     let stream = watcher(api, config)
+        .modify(trim)
         .default_backoff()
         .reflect(writer)
         .touched_objects();
@@ -186,33 +248,114 @@ where
 }
 
 impl Caches {
-    /// Starts the three reflectors on `client`; the returned futures must be spawned.
+    /// Caches over three stores (filled by reflectors, or by hand in tests), with no
+    /// other pods, usage, loss series or assumed pods yet.
+    pub fn new(nodes: Store<KubeNode>, pods: Store<Pod>, jobs: Store<TrainingJob>) -> Self {
+        Caches {
+            nodes,
+            pods,
+            others: Charges::listed_empty(),
+            jobs,
+            usage: Arc::default(),
+            loss: Arc::default(),
+            assumed: Arc::default(),
+            changed: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Starts the reflectors on `client`; the returned futures must be spawned. The
+    /// controller's own pods are watched by their label; other pods only while they
+    /// are bound and hold resources (kube-scheduler's assigned-pods selector), which is
+    /// all a node's `requested` needs of them.
     pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
         let changed = Arc::new(Notify::new());
         let (nodes, n) = reflect(
             Api::<KubeNode>::all(client.clone()),
             watcher::Config::default(),
+            trim::node,
             changed.clone(),
         );
         let (pods, p) = reflect(
             Api::<Pod>::all(client.clone()),
-            watcher::Config::default(),
+            watcher::Config::default().labels(JOB_LABEL),
+            trim::pod,
+            changed.clone(),
+        );
+        let others = Charges::default();
+        let o = charges::watch(
+            Api::<Pod>::all(client.clone()),
+            watcher::Config::default()
+                .labels(&format!("!{JOB_LABEL}"))
+                .fields(OTHERS_HOLDING_RESOURCES),
+            others.clone(),
             changed.clone(),
         );
         let (jobs, j) = reflect(
             Api::<TrainingJob>::all(client.clone()),
             watcher::Config::default(),
+            trim::job,
             changed.clone(),
         );
         let caches = Caches {
             nodes,
             pods,
+            others,
             jobs,
             usage: Arc::default(),
             loss: Arc::default(),
+            assumed: Arc::default(),
             changed,
         };
-        (caches, vec![Box::pin(n), Box::pin(p), Box::pin(j)])
+        (
+            caches,
+            vec![Box::pin(n), Box::pin(p), Box::pin(o), Box::pin(j)],
+        )
+    }
+
+    /// Whether every reflector has finished its first list. Until then a cache is empty
+    /// or partial: a pod not listed yet would make its job look waiting and its restart
+    /// look finished, so nothing may act on the caches before this is true.
+    pub fn synced(&self) -> bool {
+        use futures::FutureExt;
+        let listed = |ready: Option<Result<(), reflector::store::WriterDropped>>| {
+            matches!(ready, Some(Ok(())))
+        };
+        listed(self.nodes.wait_until_ready().now_or_never())
+            && listed(self.pods.wait_until_ready().now_or_never())
+            && self.others.listed()
+            && listed(self.jobs.wait_until_ready().now_or_never())
+    }
+
+    /// Resolves once every reflector has finished its first list (see
+    /// [`Caches::synced`]); false when a reflector stopped before that.
+    pub async fn wait_synced(&self) -> bool {
+        let (nodes, pods, jobs) = futures::join!(
+            self.nodes.wait_until_ready(),
+            self.pods.wait_until_ready(),
+            self.jobs.wait_until_ready()
+        );
+        while !self.others.listed() {
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+    }
+
+    /// Where to start reading a log of job `id` that this process has not read yet: the
+    /// time of the latest sample recorded (a series seen for the first time starts
+    /// from the job's status, where the previous leader wrote it). Log samples carry
+    /// their line's time, so lines up to it were read already.
+    pub fn loss_cursor(&self, id: &str) -> Option<Timestamp> {
+        let mut book = self.loss.lock().expect("loss lock");
+        if !book.has(id)
+            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+        {
+            let status = job.status.clone().unwrap_or_default();
+            if !status.loss.is_empty() {
+                book.seed(id, &status.loss);
+            }
+        }
+        let latest = book.latest_time(id)?;
+        Timestamp::from_millisecond((latest * 1000.0).round() as i64).ok()
     }
 
     /// Records a sample for job `id` (from a log line or an HTTP push), read at `time`;
@@ -234,11 +377,35 @@ impl Caches {
     pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
         let pods = self.pods.state();
         let usage = self.usage.lock().expect("usage lock").clone();
-        let mut requested: HashMap<&str, Resources> = HashMap::new();
-        for pod in &pods {
+        let mut requested: HashMap<String, Resources> = HashMap::new();
+        let mut charge = |node: &str, requests: &Resources| {
+            let sum = requested.entry(node.to_string()).or_default();
+            *sum = sum.plus(requests);
+        };
+        for pod in pods.iter() {
             if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
-                let sum = requested.entry(node).or_default();
-                *sum = sum.plus(&pod_requests(pod));
+                charge(node, &pod_requests(pod));
+            }
+        }
+        for (node, requests) in self.others.per_node() {
+            charge(&node, &requests);
+        }
+        let by_key: HashMap<String, &Pod> = pods
+            .iter()
+            .map(|p| {
+                (
+                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                    &**p,
+                )
+            })
+            .collect();
+        for (node, requests) in self.assumed.lock().expect("assumed lock").pending(&by_key) {
+            charge(&node, &requests);
+        }
+        let jobs_now = self.jobs.state();
+        for job in &jobs_now {
+            for (node, requests) in reserved(job, &pods) {
+                charge(&node, &requests);
             }
         }
         let mut nodes: Vec<Arc<model::Node>> = self
@@ -255,7 +422,7 @@ impl Caches {
                     .unwrap_or_default();
                 Arc::new(model::Node {
                     usage: usage.as_ref().and_then(|u| u.nodes.get(&name).copied()),
-                    requested: requested.get(name.as_str()).copied().unwrap_or_default(),
+                    requested: requested.get(&name).copied().unwrap_or_default(),
                     labels: node.labels().clone(),
                     schedulable: schedulable(node),
                     allocatable,
@@ -264,9 +431,7 @@ impl Caches {
             })
             .collect();
         nodes.sort_by(|a, b| a.name.cmp(&b.name));
-        let mut jobs: Vec<(f64, model::Job)> = self
-            .jobs
-            .state()
+        let mut jobs: Vec<(f64, model::Job)> = jobs_now
             .iter()
             .filter_map(|job| self.job(job, &pods, usage.as_ref()))
             .collect();
@@ -297,11 +462,18 @@ impl Caches {
         let tasks: Vec<model::Task> = pods::tasks(job)
             .into_iter()
             .map(|spec| {
-                let pod = own.iter().find(|p| {
-                    task_of(p) == Some(spec.name.as_str())
-                        && p.metadata.deletion_timestamp.is_none()
-                });
+                // The task's newest pod: an old one a restart has not deleted yet is
+                // not what runs the task.
+                let pod = own
+                    .iter()
+                    .filter(|p| {
+                        task_of(p) == Some(spec.name.as_str())
+                            && p.metadata.deletion_timestamp.is_none()
+                    })
+                    .max_by_key(|p| pods::generation_of(p));
                 let phase = match pod {
+                    // A failed pod is replaced with its gang; it no longer runs.
+                    Some(p) if phase_of(p) == Some("Failed") => TaskPhase::Restarting,
                     Some(p) if node_of(p).is_some() => TaskPhase::Running,
                     Some(_) | None
                         if own.iter().any(|p| {
@@ -319,9 +491,11 @@ impl Caches {
                     cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
                     usage: pod
                         .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
+                    // The pod, once made, says what admission added (LimitRange
+                    // defaults, the runtime class's overhead).
+                    requests: pod.map(pod_requests).unwrap_or(spec.requests),
                     name: spec.name,
                     role: spec.role,
-                    requests: spec.requests,
                     eligible: None,
                 }
             })
@@ -330,9 +504,22 @@ impl Caches {
         // A restart under way holds its tasks until the replacements are recorded, even
         // when the old pods are gone and the new ones not yet in the cache: the policy
         // must not place them a second time.
-        if let Some(restart) = &status.restart {
+        // Held back: pods of a deleted job of the same name still there (their names
+        // would collide), or pods of this one waiting for their scheduling gates to be
+        // lifted (they cannot be bound until then).
+        let gated = own
+            .iter()
+            .any(|p| node_of(p).is_none() && crate::act::gated(p));
+        if gated || has_foreign_pods(job, all_pods) {
             for task in &mut tasks {
-                if restart.targets.iter().any(|t| t.task == task.name) {
+                task.phase = TaskPhase::Restarting;
+                task.node = None;
+            }
+        }
+        if let Some(restart) = &status.restart {
+            let whole_job = restart.action == RestartAction::Recover;
+            for task in &mut tasks {
+                if whole_job || restart.targets.iter().any(|t| t.task == task.name) {
                     task.phase = TaskPhase::Restarting;
                     task.node = None;
                 }
@@ -404,66 +591,176 @@ impl Caches {
     }
 }
 
+/// The field selector of the watch on other schedulers' pods: bound and not finished.
+pub const OTHERS_HOLDING_RESOURCES: &str =
+    "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
 /// A job's id in the snapshot: `namespace/name`.
 pub fn job_id(job: &TrainingJob) -> String {
     format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
-/// The pods of `job` (its namespace, its job label).
+/// Whether `job` controls `pod` (its controller owner reference names the job's UID).
+pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return false;
+    };
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// The pods `job` controls (its namespace, its job label, and its UID in their
+/// controller owner reference), by name.
 pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
-    let name = job.name_any();
-    all.iter()
-        .filter(|p| p.namespace() == job.namespace() && p.labels().get(JOB_LABEL) == Some(&name))
+    let mut own: Vec<Pod> = labelled(job, all)
+        .filter(|p| owned_by(p, job))
         .map(|p| (**p).clone())
+        .collect();
+    own.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    own
+}
+
+/// Whether pods carry `job`'s name but belong to another object: those of a job of the
+/// same name that was deleted, which the garbage collector has not removed yet. Their
+/// names would collide with the new job's, so it is not placed until they are gone.
+pub fn has_foreign_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> bool {
+    labelled(job, all).any(|p| !owned_by(p, job))
+}
+
+fn labelled<'a>(job: &'a TrainingJob, all: &'a [Arc<Pod>]) -> impl Iterator<Item = &'a Arc<Pod>> {
+    let name = job.metadata.name.as_deref();
+    all.iter().filter(move |p| {
+        p.namespace() == job.namespace() && p.labels().get(JOB_LABEL).map(String::as_str) == name
+    })
+}
+
+/// Whether `job` has succeeded: every task of the roles its success policy names has a
+/// pod that exited successfully, the pod its placement names (so an old pod of a restart,
+/// or one of a deleted job of the same name, never counts).
+pub fn succeeded(job: &TrainingJob, own: &[Pod]) -> bool {
+    let status = job.status.clone().unwrap_or_default();
+    if status.restart.is_some() {
+        return false;
+    }
+    let needed: Vec<pods::TaskSpec> = pods::tasks(job)
+        .into_iter()
+        .filter(|t| job.spec.success_needs(&t.role))
+        .collect();
+    !needed.is_empty()
+        && needed.iter().all(|t| {
+            status
+                .placements
+                .iter()
+                .find(|p| p.task == t.name)
+                .and_then(|placed| own.iter().find(|p| p.name_any() == placed.pod))
+                .is_some_and(|p| phase_of(p) == Some("Succeeded"))
+        })
+}
+
+/// The job's pods that failed and are not being deleted yet.
+pub fn failed_pods(own: &[Pod]) -> Vec<&Pod> {
+    own.iter()
+        .filter(|p| phase_of(p) == Some("Failed") && p.metadata.deletion_timestamp.is_none())
         .collect()
 }
 
-/// Whether every task of `job` has a pod that finished successfully (`Some(true)`), one
-/// that failed (`Some(false)`), or neither (`None`). Pods being stopped (deleted, or
-/// part of a restart) do not count: a process killed for a migration is not a failure.
-pub fn finished(job: &TrainingJob, all: &[Arc<Pod>]) -> Option<bool> {
-    let stopping: Vec<String> = job
-        .status
-        .as_ref()
-        .and_then(|s| s.restart.as_ref())
-        .map(|r| r.stopping.clone())
-        .unwrap_or_default();
-    let own: Vec<Pod> = job_pods(job, all)
-        .into_iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !stopping.contains(&p.name_any()))
-        .collect();
-    let phase = |p: &Pod| {
-        p.status
-            .as_ref()
-            .and_then(|s| s.phase.clone())
-            .unwrap_or_default()
+/// Whether a failed pod was a disruption rather than a failure of the training process:
+/// refused by its node's kubelet at admission (`OutOfcpu`, `OutOfnvidia.com/gpu`,
+/// `UnexpectedAdmissionError`, ...), evicted, preempted, or stopped with its node. Such a
+/// pod is replaced without counting against the job's `backoffLimit`, as a Job's
+/// `podFailurePolicy` ignores the `DisruptionTarget` condition.
+pub fn is_disruption(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
     };
-    if own.iter().any(|p| phase(p) == "Failed") {
-        return Some(false);
-    }
-    let tasks = pods::tasks(job);
-    let done = !tasks.is_empty()
-        && tasks.iter().all(|t| {
-            own.iter()
-                .any(|p| task_of(p) == Some(t.name.as_str()) && phase(p) == "Succeeded")
-        });
-    done.then_some(true)
+    let reason = status.reason.as_deref().unwrap_or_default();
+    let admission_or_node = reason.starts_with("OutOf")
+        || matches!(
+            reason,
+            "Evicted"
+                | "Preempting"
+                | "NodeShutdown"
+                | "Shutdown"
+                | "Terminated"
+                | "NodeLost"
+                | "UnexpectedAdmissionError"
+                | "NodeAffinity"
+                | "NodeAffinityMismatch"
+                | "InvalidNodeInfo"
+                | "PodOSNotSupported"
+        );
+    let disruption_target = status
+        .conditions
+        .iter()
+        .flatten()
+        .any(|c| c.type_ == "DisruptionTarget" && c.status == "True");
+    admission_or_node || disruption_target
 }
 
-fn holds_resources(pod: &Pod) -> bool {
+/// Whether `pod` is being deleted on a node that cannot confirm it stopped (gone, or
+/// not Ready) and its grace period is over at `now`: the kubelet will never report it
+/// gone, so a restart does not wait for it.
+pub fn stuck_on_lost_node(pod: &Pod, nodes: &Store<KubeNode>, now: Timestamp) -> bool {
+    let Some(deleting_by) = pod.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    let Some(node) = node_of(pod) else {
+        return false;
+    };
+    let node = nodes.state().into_iter().find(|n| n.name_any() == node);
+    deleting_by.0 < now && node.is_none_or(|n| !ready(&n))
+}
+
+/// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
+pub fn phase_of(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+/// What a restart under way holds on its target nodes: each replacement's requests,
+/// from when the restart is recorded until its pod is in the cache, so that nothing else
+/// is placed in the room it will need (kube-scheduler's nominated node). A target on the
+/// node its old pod still runs on is covered by that pod.
+fn reserved(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<(String, Resources)> {
+    let Some(restart) = job.status.as_ref().and_then(|s| s.restart.as_ref()) else {
+        return Vec::new();
+    };
+    let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
+    let own = job_pods(job, all);
+    let tasks = pods::tasks(job);
+    restart
+        .targets
+        .iter()
+        .filter(|target| {
+            !own.iter().any(|p| {
+                task_of(p) == Some(target.task.as_str())
+                    && holds_resources(p)
+                    && (pods::generation_of(p) == generation
+                        || node_of(p) == Some(target.node.as_str()))
+            })
+        })
+        .filter_map(|target| {
+            let spec = tasks.iter().find(|t| t.name == target.task)?;
+            Some((target.node.clone(), spec.requests))
+        })
+        .collect()
+}
+
+/// Whether a pod still holds its node's resources (it has not finished).
+pub fn holds_resources(pod: &Pod) -> bool {
     let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
     !matches!(phase, Some("Succeeded" | "Failed"))
 }
 
-/// Sum of a pod's container requests (init containers run before, not alongside).
+/// What a pod takes from its node ([`pods::spec_requests`]: containers, sidecars,
+/// initialisation, overhead, with whatever the API server's admission added).
 pub fn pod_requests(pod: &Pod) -> Resources {
     pod.spec
-        .iter()
-        .flat_map(|s| &s.containers)
-        .filter_map(|c| c.resources.as_ref()?.requests.as_ref())
-        .fold(Resources::default(), |acc, r| {
-            acc.plus(&quantity::resources(r))
-        })
+        .as_ref()
+        .map(pods::spec_requests)
+        .unwrap_or_default()
 }
 
 fn schedulable(node: &KubeNode) -> bool {
@@ -472,13 +769,15 @@ fn schedulable(node: &KubeNode) -> bool {
         .as_ref()
         .and_then(|s| s.unschedulable)
         .unwrap_or(false);
-    let ready = node
-        .status
+    ready(node) && !cordoned
+}
+
+fn ready(node: &KubeNode) -> bool {
+    node.status
         .as_ref()
         .and_then(|s| s.conditions.as_ref())
         .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True");
-    ready && !cordoned
+        .is_some_and(|c| c.status == "True")
 }
 
 /// Usage measured by the metrics server.
@@ -490,8 +789,9 @@ pub struct Usage {
     pub pods: HashMap<(String, String), Resources>,
 }
 
-/// Reads node and pod usage from `metrics.k8s.io/v1beta1`. `Ok(None)` when the cluster
-/// does not serve it (404 or 503): the snapshot then carries no usage.
+/// Reads node usage, and the controller's pods' usage, from `metrics.k8s.io/v1beta1`.
+/// `Ok(None)` when the cluster does not serve it (404 or 503): the snapshot then carries
+/// no usage.
 pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let get = |path: &'static str| async move {
         let request = http::Request::get(path)
@@ -506,7 +806,10 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
     let Some(nodes) = get("/apis/metrics.k8s.io/v1beta1/nodes").await? else {
         return Ok(None);
     };
-    let Some(pods) = get("/apis/metrics.k8s.io/v1beta1/pods").await? else {
+    // Only the controller's pods: the snapshot carries no other pod's usage.
+    let Some(pods) =
+        get("/apis/metrics.k8s.io/v1beta1/pods?labelSelector=switchyard.dev%2Fjob").await?
+    else {
         return Ok(None);
     };
     let resources = |usage: &Value| -> Resources {
@@ -543,9 +846,11 @@ pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
 }
 
 /// Follows the log of `pod`'s `container` and records every sample the pattern finds
-/// for job `id`, timestamped with `clock`. A pod followed before is read from where its
-/// last follower stopped (see the module docs). Returns the number of samples taken when
-/// the log ends (the container stopped, or the API server closed the stream).
+/// for job `id`, each at its line's time (`clock` for a line without one). A pod
+/// followed before is read from where its last follower stopped; one this process has
+/// not followed, from the job's latest recorded sample (see the module docs). Returns
+/// the number of samples taken when the log ends (the container stopped, or the API
+/// server closed the stream).
 pub async fn follow_log(
     pods: Api<Pod>,
     pod: &str,
@@ -556,13 +861,14 @@ pub async fn follow_log(
     clock: impl Fn() -> f64,
 ) -> Result<usize> {
     let cursor = format!("{id}:{pod}");
-    let read_until = caches
+    let followed_before = caches
         .loss
         .lock()
         .expect("loss lock")
         .pod_to_read_until
         .get(&cursor)
         .copied();
+    let read_until = followed_before.or_else(|| caches.loss_cursor(id));
     let params = LogParams {
         container,
         follow: true,
@@ -589,14 +895,18 @@ pub async fn follow_log(
             },
             None => (None, line.as_str()),
         };
+        // Samples keep their time in milliseconds: lines are compared at that grain.
         if let (Some(stamp), Some(until)) = (stamp, read_until)
-            && stamp <= until
+            && stamp.as_millisecond() <= until.as_millisecond()
         {
             continue;
         }
         if let Some(sample) = pattern.parse_line(text) {
             let step = pattern.has_step_group().then_some(sample.step);
-            if caches.record_sample(id, clock(), step, sample.value) {
+            let time = stamp
+                .map(|s| s.as_millisecond() as f64 / 1000.0)
+                .unwrap_or_else(&clock);
+            if caches.record_sample(id, time, step, sample.value) {
                 count += 1;
             }
         }

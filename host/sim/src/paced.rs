@@ -27,7 +27,10 @@ pub const SLICE: Duration = Duration::from_millis(5);
 pub struct Paced<C> {
     inner: C,
     speed: f64,
-    origin_wall: Instant,
+    /// When the clock started: at the first advance, not at construction, so a
+    /// controller that compiles its policies before its first round does not find the
+    /// cluster already far ahead and replay the gap in one burst.
+    origin_wall: Option<Instant>,
     origin_virtual: f64,
     /// Jobs that take pushed samples (their workload has no loss curve).
     takes_pushes: HashSet<String>,
@@ -36,13 +39,14 @@ pub struct Paced<C> {
 }
 
 impl<C: Cluster> Paced<C> {
-    /// Paces `inner` from its current time on. No job takes pushed loss samples.
+    /// Paces `inner` from its current time on, the clock starting at the first advance.
+    /// No job takes pushed loss samples.
     pub fn new(inner: C, speed: f64) -> Self {
         let origin_virtual = inner.now();
         Self {
             inner,
             speed,
-            origin_wall: Instant::now(),
+            origin_wall: None,
             origin_virtual,
             takes_pushes: HashSet::new(),
             pushed: HashMap::new(),
@@ -56,7 +60,8 @@ impl<C: Cluster> Paced<C> {
 
     /// The virtual time the wall clock stands at.
     fn virtual_now(&self) -> f64 {
-        self.origin_virtual + self.speed * self.origin_wall.elapsed().as_secs_f64()
+        let elapsed = self.origin_wall.map_or(0.0, |t| t.elapsed().as_secs_f64());
+        self.origin_virtual + self.speed * elapsed
     }
 
     /// Like [`Cluster::advance`], but never past the wall clock's virtual time: it
@@ -68,6 +73,7 @@ impl<C: Cluster> Paced<C> {
         stop: &AtomicBool,
         between: &mut dyn FnMut(&mut Self),
     ) -> Advance {
+        self.origin_wall.get_or_insert_with(Instant::now);
         loop {
             between(self);
             if stop.load(Ordering::Relaxed) {

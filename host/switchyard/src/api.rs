@@ -1,10 +1,13 @@
 //! The HTTP API of the live controller (axum): routes, authentication of the mutating
-//! ones, the upload size limit, serving with a shutdown signal, and the OpenAPI document
+//! ones, the upload size limit, the operator's console (`console`: a page and its assets,
+//! embedded in the binary), serving with a shutdown signal, and the OpenAPI document
 //! generated from the handlers' annotations (`switchyard openapi` writes it to
 //! `docs/openapi.json`). Handlers translate between HTTP and [`Controller`]; they decide
 //! nothing themselves.
 
 pub mod auth;
+mod cluster;
+mod console;
 pub mod error;
 mod experiment;
 mod observe;
@@ -46,9 +49,9 @@ pub struct ApiConfig {
     pub max_upload_bytes: usize,
 }
 
-/// The router: read endpoints open on every replica, mutating ones behind the bearer
-/// token and answered only by the leader (a follower refuses them with 503 and names the
-/// leader).
+/// The router: read endpoints and the console open on every replica, mutating ones
+/// behind the bearer token and answered only by the leader (a follower refuses them with
+/// 503 and names the leader).
 pub fn router(controller: Controller, config: ApiConfig) -> Router {
     let state = ApiState {
         controller,
@@ -88,7 +91,13 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
         .route("/v1/experiment", get(experiment::get))
         .route("/v1/decisions", get(observe::decisions))
         .route("/v1/snapshot", get(observe::snapshot))
-        .route("/v1/jobs/labels", get(observe::labels));
+        .route("/v1/jobs/labels", get(observe::labels))
+        .route("/v1/jobs", get(cluster::jobs))
+        .route("/v1/utilisation", get(cluster::utilisation))
+        .route("/", get(console::to_console))
+        .route("/console", get(console::to_console))
+        .route(console::PREFIX, get(console::index))
+        .route("/console/{*file}", get(console::asset));
     open.merge(mutating)
         .fallback(|| async {
             ApiError::not_found("no such endpoint; the API is described in docs/openapi.json")
@@ -135,6 +144,8 @@ pub async fn serve(
         observe::decisions,
         observe::snapshot,
         observe::labels,
+        cluster::jobs,
+        cluster::utilisation,
         observe::push_loss,
     ),
     modifiers(&BearerAuth)

@@ -9,7 +9,6 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -20,8 +19,9 @@ use kube::runtime::events::Reporter;
 use switchyard_kube::act::Actor;
 use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::events;
-use switchyard_kube::lease::{self, LeaseLock};
+use switchyard_kube::lease::{self, LeadershipLost, LeaseLock};
 use switchyard_kube::observe::{self, Caches};
+use switchyard_kube::retry::CALL_TIMEOUT;
 use switchyard_kube::state::ConfigMapStateStore;
 
 use crate::api::{self, ApiConfig};
@@ -55,6 +55,9 @@ pub enum Error {
     /// Serving the API failed.
     #[error("serving the API: {0}")]
     Serve(#[source] std::io::Error),
+    /// This replica led and lost the lead; it stopped so that a fresh process follows.
+    #[error("lost the leader election; exiting so that a fresh process starts as a follower")]
+    LostLeadership,
 }
 
 impl Error {
@@ -66,6 +69,7 @@ impl Error {
             Error::Live(_) => "live",
             Error::PolicyDir(_) => "policy_dir",
             Error::Serve(_) => "serve",
+            Error::LostLeadership => "lost_leadership",
         }
     }
 }
@@ -114,29 +118,22 @@ pub async fn run(
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
         drivers.into_iter().map(tokio::spawn).collect();
 
-    let synced = Arc::new(AtomicBool::new(false));
-    {
-        let (caches, synced) = (caches.clone(), synced.clone());
-        tasks.push(tokio::spawn(async move {
-            let done = tokio::join!(
-                caches.nodes.wait_until_ready(),
-                caches.pods.wait_until_ready(),
-                caches.jobs.wait_until_ready()
-            );
-            if done.0.is_ok() && done.1.is_ok() && done.2.is_ok() {
-                synced.store(true, Ordering::SeqCst);
-            }
-        }));
-    }
-
     {
         let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);
         tasks.push(tokio::spawn(async move {
             loop {
-                let usage = observe::fetch_usage(&client).await.unwrap_or_else(|error| {
-                    tracing::warn!(%error, "reading metrics.k8s.io");
-                    None
-                });
+                let fetched = tokio::time::timeout(CALL_TIMEOUT, observe::fetch_usage(&client));
+                let usage = match fetched.await {
+                    Ok(Ok(usage)) => usage,
+                    Ok(Err(error)) => {
+                        tracing::warn!(%error, "reading metrics.k8s.io");
+                        None
+                    }
+                    Err(_) => {
+                        tracing::warn!(timeout = ?CALL_TIMEOUT, "metrics.k8s.io did not answer");
+                        None
+                    }
+                };
                 *caches.usage.lock().expect("usage lock") = usage;
                 tokio::time::sleep(every).await;
             }
@@ -150,10 +147,20 @@ pub async fn run(
         &options.identity,
         options.lease_duration,
     );
-    tasks.push(tokio::spawn(lease::keep_leading(
-        lock.clone(),
-        leader.clone(),
-    )));
+    let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<LeadershipLost>();
+    {
+        // The election starts only once every reflector has listed: a leader acting on
+        // an empty pod cache would place running jobs again and finish restarts whose
+        // old pods still run. Until then this replica is a follower and not ready.
+        let (caches, lock, leader) = (caches.clone(), lock.clone(), leader.clone());
+        tasks.push(tokio::spawn(async move {
+            if caches.wait_synced().await {
+                tracing::info!("caches synced; joining the election");
+                let lost = lease::keep_leading(lock, leader).await;
+                let _ = lost_tx.send(lost);
+            }
+        }));
+    }
 
     let handle = tokio::runtime::Handle::current();
     let reporter = Reporter {
@@ -166,8 +173,7 @@ pub async fn run(
         caches,
         Actor::new(client.clone(), reporter.clone()),
         leader.clone(),
-    )
-    .with_synced(synced);
+    );
     let store = ConfigMapStateStore::new(
         handle.clone(),
         client.clone(),
@@ -217,7 +223,23 @@ pub async fn run(
 
     tracing::info!(addr = %options.listen, identity = options.identity, "serving the API; electing a leader");
     let router = api::router(controller.clone(), options.api.clone());
-    let served = api::serve(listener, router, shutdown).await;
+    // A replica that led and lost the lead stops: what it remembers (deletes sent, pods
+    // assumed, restarts half-way) may be out of date, and a fresh process starts as a
+    // follower on fresh caches.
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop = {
+        let lost = lost.clone();
+        async move {
+            tokio::select! {
+                () = shutdown => {}
+                Ok(LeadershipLost) = lost_rx => {
+                    tracing::error!("lost the lead; stopping so that a fresh process follows");
+                    lost.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
+            }
+        }
+    };
+    let served = api::serve(listener, router, stop).await;
     tracing::info!("shutting down");
     // Stop deciding first, then stop acting, then hand the Lease over.
     tokio::task::spawn_blocking(move || {
@@ -231,11 +253,19 @@ pub async fn run(
     }
     if leader.is_leading() {
         leader.follow(None);
-        if let Err(error) = lock.release().await {
-            tracing::warn!(%error, "releasing the Lease");
+        // Within the pod's grace period: a release that does not answer is left to
+        // expire.
+        match tokio::time::timeout(CALL_TIMEOUT, lock.release()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "releasing the Lease"),
+            Err(_) => tracing::warn!("releasing the Lease did not answer; it will expire"),
         }
     }
-    served.map_err(Error::Serve)
+    served.map_err(Error::Serve)?;
+    if lost.load(std::sync::atomic::Ordering::SeqCst) {
+        return Err(Error::LostLeadership);
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -11,18 +11,21 @@
 //! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
 //! The driver is generic over the cluster, so the simulator and a real cluster get the
-//! same controller. This module does not speak HTTP, watch files or talk to the API
+//! same controller. What it shows beyond counts (the jobs one by one, allocation over
+//! time) is in [`views`]. This module does not speak HTTP, watch files or talk to the API
 //! server.
 
 pub mod catalog;
 mod driver;
 pub mod kept;
+pub mod views;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, mpsc};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -39,6 +42,7 @@ use switchyard_core::model::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::paced::Paced;
 use switchyard_sim::{Scenario, Simulator};
+pub use views::{JobList, UtilisationRing, UtilisationSample};
 
 /// How the live controller runs.
 #[derive(Clone, Debug)]
@@ -62,7 +66,18 @@ pub struct LiveConfig {
     pub keep_decisions_bytes: usize,
     /// Seeds the policies' randomness.
     pub seed: u64,
+    /// Utilisation samples kept for the API and the console, most recent.
+    pub keep_utilisation: usize,
+    /// Wall time between two utilisation samples.
+    pub utilisation_every: Duration,
+    /// The decision thread counts as stalled, and `/healthz` fails (so the kubelet
+    /// restarts the container), when it has not looked at the cluster for this long.
+    /// Every API call is bounded, so only a fault holds it longer.
+    pub stalled_after: Duration,
 }
+
+/// Utilisation samples kept by default: an hour at one sample a second.
+pub const DEFAULT_KEEP_UTILISATION: usize = 3600;
 
 impl Default for LiveConfig {
     fn default() -> Self {
@@ -74,6 +89,9 @@ impl Default for LiveConfig {
             keep_decisions: 1000,
             keep_decisions_bytes: 64 << 20,
             seed: 0,
+            keep_utilisation: DEFAULT_KEEP_UTILISATION,
+            utilisation_every: Duration::from_secs(1),
+            stalled_after: Duration::from_secs(120),
         }
     }
 }
@@ -196,6 +214,8 @@ pub struct LiveStatus {
     pub experiment: Option<ExperimentReport>,
     /// The last stopped experiment's final figures.
     pub last_experiment: Option<ExperimentReport>,
+    /// Allocation over time, a bounded ring ([`LiveConfig::keep_utilisation`]).
+    pub utilisation: UtilisationRing,
 }
 
 /// An experiment as an operator asks for it.
@@ -236,6 +256,7 @@ enum Command {
     StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
     PushLoss(String, u64, f64, Reply<LossAck>),
+    ListJobs(Reply<Arc<JobList>>),
 }
 
 struct Shared {
@@ -245,6 +266,9 @@ struct Shared {
     commands: Mutex<mpsc::Sender<Command>>,
     stop: Arc<AtomicBool>,
     ready: AtomicBool,
+    /// When the decision thread last looked at the cluster (or finished a round).
+    looked: Mutex<Instant>,
+    stalled_after: Duration,
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
     components: Arc<dyn ComponentStore>,
@@ -372,12 +396,15 @@ impl Controller {
             catalog,
             status: RwLock::new(LiveStatus {
                 active: active.slot.name().to_string(),
+                utilisation: UtilisationRing::new(config.keep_utilisation),
                 ..LiveStatus::default()
             }),
             metrics,
             commands: Mutex::new(tx),
             stop: stop.clone(),
             ready: AtomicBool::new(false),
+            looked: Mutex::new(Instant::now()),
+            stalled_after: config.stalled_after,
             leader,
             on_refusal: OnceLock::new(),
             components,
@@ -497,6 +524,22 @@ impl Controller {
     /// Reads the published status without copying it.
     pub fn with_status<R>(&self, f: impl FnOnce(&LiveStatus) -> R) -> R {
         f(&self.shared.status.read().unwrap())
+    }
+
+    /// Whether the decision thread is making progress: it looked at the cluster within
+    /// [`LiveConfig::stalled_after`]. `Err` says for how long it has not.
+    pub fn is_alive(&self) -> Result<(), Duration> {
+        let since = self.shared.looked.lock().unwrap().elapsed();
+        if since < self.shared.stalled_after {
+            Ok(())
+        } else {
+            Err(since)
+        }
+    }
+
+    /// The decision thread looked at the cluster (see [`Controller::is_alive`]).
+    pub(crate) fn looked(&self) {
+        *self.shared.looked.lock().unwrap() = Instant::now();
     }
 
     /// Whether the decision thread runs, the cluster's caches are complete, and it is
@@ -639,6 +682,13 @@ impl Controller {
             .await?;
         self.shared.metrics.observe_loss_sample(ack.metric_label());
         Ok(ack)
+    }
+
+    /// The active jobs now. The decision thread lists them between rounds from a
+    /// snapshot, at most once per summary interval however often this is asked (later
+    /// askers share the listing), so readers cannot slow the rounds down.
+    pub async fn jobs(&self) -> Result<Arc<JobList>, LiveError> {
+        self.send(Command::ListJobs).await
     }
 
     async fn send<T>(&self, command: impl FnOnce(Reply<T>) -> Command) -> Result<T, LiveError> {

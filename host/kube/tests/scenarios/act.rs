@@ -19,6 +19,7 @@ use switchyard_kube::crd::{
 use switchyard_kube::crd::{MoveKindRecord, MoveRecord};
 use switchyard_kube::observe::{self, Caches};
 use switchyard_kube::progress::LogPattern;
+use switchyard_kube::trim;
 use tokio::sync::Notify;
 
 use crate::support::fixtures::*;
@@ -49,6 +50,7 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
         ..TrainingJobStatus::default()
     });
     let mut script = vec![
+        service("a"),
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
@@ -79,19 +81,26 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
 
 pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
     let job = gang();
+    let unavailable = || {
+        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
+            503,
+            "ServiceUnavailable",
+            "etcdserver: leader changed",
+        )
+    };
     let (client, server) = MockServer::start(vec![
+        service("a"),
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
         bind("a-ps-0-0", "n1"),
-        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
-            500,
-            "InternalError",
-            "etcdserver: request timed out",
-        ),
-        delete("a-ps-0-0", Some(0)),
-        delete("a-worker-0-0", Some(0)),
-        delete("a-worker-1-0", Some(0)),
+        // The outcome of a 5xx is unknown: sent once more, it fails again.
+        unavailable(),
+        unavailable(),
+        // Each pod this call created goes, with its UID and its own grace period.
+        delete("a-ps-0-0", None),
+        delete("a-worker-0-0", None),
+        delete("a-worker-1-0", None),
         Expect::get(STATUS).ok(job.json()),
         Expect::put(STATUS)
             .body(
@@ -118,6 +127,119 @@ pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
     server.finish().await
 }
 
+/// A pod that already existed: bound (`Some(node)`) or not.
+fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {
+    [
+        Expect::post(PODS).fail(
+            409,
+            "AlreadyExists",
+            &format!("pods \"{name}\" already exists"),
+        ),
+        Expect::get(&format!("{PODS}/{name}"))
+            .ok(serde_json::to_value(pod("a", task, 0, node)).unwrap()),
+    ]
+}
+
+pub(crate) async fn rolling_back_leaves_the_pods_that_were_there_before() -> Vec<Access> {
+    let job = gang();
+    let mut script = vec![service("a")];
+    // A controller stopped half-way: the ps was created and bound, worker-0 created.
+    script.extend(existing("a-ps-0-0", "ps-0", Some("n1")));
+    script.extend(existing("a-worker-0-0", "worker-0", None));
+    script.push(create("a-worker-1-0", "a", "worker-1", "worker"));
+    script.push(bind("a-worker-0-0", "n1"));
+    script.push(Expect::post(&format!("{PODS}/a-worker-1-0/binding")).fail(
+        404,
+        "NotFound",
+        "pods \"a-worker-1-0\" not found",
+    ));
+    // This call bound worker-0 and created worker-1: those two go. The ps was bound
+    // before, and may run: it stays.
+    script.push(delete("a-worker-0-0", None));
+    script.push(delete("a-worker-1-0", None));
+    script.push(Expect::get(STATUS).ok(job.json()));
+    script.push(Expect::put(STATUS).ok(job.json()));
+    script.push(event("PlacementFailed", "Place", "Warning"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
+            "fits",
+        )
+        .await
+        .expect_err("the failed bind fails the placement");
+    server.finish().await
+}
+
+pub(crate) async fn a_binding_whose_reply_was_lost_is_found_done() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let mut bound_pod = serde_json::to_value(pod("a", "main-0", 0, Some("n1"))).unwrap();
+    bound_pod["metadata"]["uid"] = json!("uid-a-main-0-0");
+    let mut script = vec![
+        service("a"),
+        create("a-main-0-0", "a", "main-0", "main"),
+        // The binding went through, but its reply was lost on the way back.
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            504,
+            "Timeout",
+            "the server was unable to return a response in the time allotted",
+        ),
+        // Sent again, it conflicts with itself.
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            409,
+            "Conflict",
+            "Operation cannot be fulfilled on pods/binding \"a-main-0-0\": pod a-main-0-0 is already assigned to node \"n1\"",
+        ),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(bound_pod),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
+        &job,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect("the binding is found done, not rolled back");
+    server.finish().await
+}
+
+pub(crate) async fn a_pod_bound_elsewhere_by_someone_else_fails_the_placement() -> Vec<Access> {
+    let job = JobBuilder::new("a");
+    let mut elsewhere = serde_json::to_value(pod("a", "main-0", 0, Some("n7"))).unwrap();
+    elsewhere["metadata"]["uid"] = json!("uid-a-main-0-0");
+    let (client, server) = MockServer::start(vec![
+        service("a"),
+        create("a-main-0-0", "a", "main-0", "main"),
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            409,
+            "Conflict",
+            "pod a-main-0-0 is already assigned to node \"n7\"",
+        ),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(elsewhere),
+        delete("a-main-0-0", None),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS).ok(job.json()),
+        event("PlacementFailed", "Place", "Warning"),
+    ]);
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+        )
+        .await
+        .expect_err("a conflict that is not ours fails the placement, without a retry");
+    server.finish().await
+}
+
 pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access> {
     let job = JobBuilder::new("a");
     let placed = job.clone_with(TrainingJobStatus {
@@ -126,6 +248,7 @@ pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec
         ..TrainingJobStatus::default()
     });
     let mut script = vec![
+        service("a"),
         Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
         Expect::get(&format!("{PODS}/a-main-0-0"))
             .ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
@@ -152,6 +275,7 @@ pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec
 pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> Vec<Access> {
     let job = JobBuilder::new("a");
     let (client, server) = MockServer::start(vec![
+        service("a"),
         Expect::post(PODS).fail(
             422,
             "Invalid",
@@ -208,6 +332,7 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
             .ok(pod_json("a-main-0-0")),
     );
     script.push(delete("a-main-0-0", None));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
@@ -292,6 +417,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
         &marked,
     ));
     script.push(delete("a-main-0-0", Some(45)));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n3"));
     script.extend(status_write(
@@ -369,10 +495,10 @@ pub(crate) async fn resizing_a_pods_cpu() -> Vec<Access> {
     ];
     script.extend(status_write(
         &job,
-        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "True", "reason": "Resized", "message": "*", "lastTransitionTime": "*"}]}}),
+        json!({"status": {"conditions": [{"type": "CpuWeightApplied", "status": "Unknown", "reason": "ResizeRequested", "message": "*", "lastTransitionTime": "*"}]}}),
         &job,
     ));
-    script.push(event("Resized", "SetCpuWeight", "Normal"));
+    script.push(event("ResizeRequested", "SetCpuWeight", "Normal"));
     let (client, server) = MockServer::start(script);
     actor(client)
         .set_cpu_weight(
@@ -456,6 +582,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
             ],
             requested_at: at(0).to_string(),
             delete_after: None,
+            retry_after: None,
             reason: "throughput grows with workers".into(),
         },
     );
@@ -471,6 +598,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
     for p in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
         script.push(delete(p, Some(10)));
     }
+    script.push(service("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     for i in 0..3 {
         script.push(create(
@@ -532,11 +660,33 @@ pub(crate) async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access
         Expect::get(STATUS).ok(newer.clone()),
         Expect::put(STATUS).body(json!({"metadata": {"resourceVersion": "6"}, "status": labelled["status"].clone()})).ok(newer),
     ]);
+    actor(client)
+        .update_status(&job.build(), |s| {
+            s.policy_labels = BTreeMap::from([("category".to_string(), "CC".to_string())])
+        })
+        .await
+        .expect("the retry succeeds");
+    server.finish().await
+}
+
+pub(crate) async fn policy_labels_are_one_merge_patch() -> Vec<Access> {
+    let job = running_single(CheckpointMethod::Signal, 10).with_status(TrainingJobStatus {
+        policy_labels: BTreeMap::from([
+            ("category".to_string(), "PC".to_string()),
+            ("old".to_string(), "x".to_string()),
+        ]),
+        ..TrainingJobStatus::default()
+    });
+    let (client, server) = MockServer::start(vec![
+        Expect::patch(STATUS)
+            .body(json!({"status": {"policyLabels": {"category": "CC", "old": null}}}))
+            .ok(job.json()),
+    ]);
     let labels = BTreeMap::from([("category".to_string(), "CC".to_string())]);
     actor(client)
         .set_policy_labels(&job.build(), labels)
         .await
-        .expect("the retry succeeds");
+        .expect("the labels are patched");
     server.finish().await
 }
 
@@ -544,6 +694,7 @@ pub(crate) async fn a_status_update_recovers_from_a_409_conflict() -> Vec<Access
 async fn reflect<K>(
     api: impl FnOnce(kube::Client) -> Api<K>,
     path: &str,
+    trim: fn(&mut K),
     items: Vec<Value>,
 ) -> (kube::runtime::reflector::Store<K>, Vec<Access>)
 where
@@ -559,10 +710,16 @@ where
     let (client, server) = MockServer::start(vec![
         Expect::get(path).query_has(&[]).ok(json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "10"}, "items": items})),
         Expect::get(path).query_has(&["watch=true", "resourceVersion=10"]).text(""),
+        // The watcher comes back at once; that watch stays open until the test ends.
+        Expect::get(path)
+            .query_has(&["watch=true"])
+            .after(std::time::Duration::from_secs(3600))
+            .text(""),
     ]);
     let (store, driver) = observe::reflect(
         api(client),
         watcher::Config::default(),
+        trim,
         Arc::new(Notify::new()),
     );
     let task = tokio::spawn(driver);
@@ -599,11 +756,16 @@ pub(crate) async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Acc
         Expect::get("/api/v1/nodes?*")
             .query_has(&["watch=true", "resourceVersion=11"])
             .text(&format!("{}\n", json!({"type": "MODIFIED", "object": cordoned}))),
+        Expect::get("/api/v1/nodes?*")
+            .query_has(&["watch=true", "resourceVersion=12"])
+            .after(std::time::Duration::from_secs(3600))
+            .text(""),
     ]);
     let changed = Arc::new(Notify::new());
     let (store, driver) = observe::reflect(
         Api::<Node>::all(client),
         watcher::Config::default(),
+        trim::node,
         changed,
     );
     let task = tokio::spawn(driver);
@@ -625,6 +787,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (nodes, s) = reflect(
         Api::<Node>::all,
         "/api/v1/nodes?*",
+        trim::node,
         vec![
             serde_json::to_value(node("n1", 8)).unwrap(),
             serde_json::to_value(node("n2", 8)).unwrap(),
@@ -639,7 +802,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
         serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(),
         other,
     ];
-    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", pods_json).await;
+    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", trim::pod, pods_json).await;
     seen.extend(s);
     let job = gang().with_status(TrainingJobStatus {
         moves: vec![migrated_for("reallocate", "n1", "n2")],
@@ -648,18 +811,12 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (jobs, s) = reflect(
         Api::<TrainingJob>::all,
         "/apis/switchyard.dev/v1alpha1/trainingjobs?*",
+        trim::job,
         vec![job.json()],
     )
     .await;
     seen.extend(s);
-    let caches = Caches {
-        nodes,
-        pods,
-        jobs,
-        usage: Arc::default(),
-        loss: Arc::default(),
-        changed: Arc::new(Notify::new()),
-    };
+    let caches = Caches::new(nodes, pods, jobs);
     let snapshot = caches.snapshot(100.0, vec![]);
     assert_eq!(snapshot.nodes.len(), 2);
     assert_eq!(
@@ -718,7 +875,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
 pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
     let (client, server) = MockServer::start(vec![
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").ok(json!({"items": [{"metadata": {"name": "n1"}, "usage": {"cpu": "3500m", "memory": "10Gi"}}]})),
-        Expect::get("/apis/metrics.k8s.io/v1beta1/pods").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
+        Expect::get("/apis/metrics.k8s.io/v1beta1/pods?labelSelector=switchyard.dev%2Fjob").ok(json!({"items": [{"metadata": {"name": "a-ps-0-0", "namespace": NS},
             "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
     ]);
@@ -740,14 +897,11 @@ pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
 }
 
 fn empty_caches() -> Caches {
-    Caches {
-        nodes: kube::runtime::reflector::store().0,
-        pods: kube::runtime::reflector::store().0,
-        jobs: kube::runtime::reflector::store().0,
-        usage: Arc::default(),
-        loss: Arc::default(),
-        changed: Arc::new(Notify::new()),
-    }
+    Caches::new(
+        kube::runtime::reflector::store().0,
+        kube::runtime::reflector::store().0,
+        kube::runtime::reflector::store().0,
+    )
 }
 
 pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
@@ -811,8 +965,23 @@ async fn a_template_the_api_server_refuses_is_reported_as_pods_created_false() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_bind_deletes_every_pod_of_the_gang() {
+async fn a_failed_bind_deletes_every_pod_the_placement_created() {
     rolling_back_a_failed_gang_bind().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rolled_back_placement_leaves_the_pods_that_were_bound_before_it_alone() {
+    rolling_back_leaves_the_pods_that_were_there_before().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_binding_whose_reply_was_lost_and_that_comes_back_as_a_409_counts_as_done() {
+    a_binding_whose_reply_was_lost_is_found_done().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_binding_409_for_a_pod_bound_elsewhere_is_not_retried_and_fails_the_placement() {
+    a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -844,6 +1013,11 @@ async fn a_refused_resize_sets_a_condition_and_the_controller_keeps_going() {
 #[tokio::test(start_paused = true)]
 async fn scaling_checkpoints_deletes_and_recreates_the_job_with_the_new_replica_count() {
     scaling_restarts_the_job_with_more_workers().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_policys_labels_are_written_as_one_merge_patch_that_removes_dropped_keys() {
+    policy_labels_are_one_merge_patch().await;
 }
 
 #[tokio::test(start_paused = true)]

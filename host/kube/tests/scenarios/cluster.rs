@@ -16,13 +16,13 @@ use switchyard_runtime::{Runtime, RuntimeOptions};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, event_on, status_write_of};
+use crate::support::world::{World, blocking, event_on, status_patch_of, status_write_of};
 
-fn runtime() -> Runtime {
+pub(crate) fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")
 }
 
-fn default_policy(runtime: &Runtime) -> PolicySlot {
+pub(crate) fn default_policy(runtime: &Runtime) -> PolicySlot {
     let module = PolicyRef::parse("default")
         .unwrap()
         .load(runtime)
@@ -35,6 +35,7 @@ pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() 
     let job = JobBuilder::new("a").push_progress();
     world.job(&job);
     let mut script = vec![
+        service("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         bind("a-main-0-0", "n1"),
     ];
@@ -102,6 +103,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         &marked,
     ));
     script.push(Expect::patch(&format!("{PODS}/a-main-0-0")).ok(json!({})));
+    script.push(service("b"));
     script.push(create("b-main-0-0", "b", "main-0", "main"));
     script.push(bind("b-main-0-0", "n2"));
     script.extend(status_write_of(
@@ -111,6 +113,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     ));
     script.push(event_on("b", "Placed", "Place"));
     script.push(delete("a-main-0-0", None));
+    script.push(service("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
     script.push(bind("a-main-0-1", "n2"));
     script.extend(status_write(
@@ -150,7 +153,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     );
     assert_eq!(
         server.served(),
-        8,
+        9,
         "b was created, bound, recorded and announced in the same round as a's checkpoint request"
     );
 
@@ -160,14 +163,14 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        8,
+        9,
         "a is not deleted before its grace period is over"
     );
     world.set_clock(31);
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "the grace period is over: a's pod is deleted"
     );
     world.pod(terminating(old.clone()));
@@ -175,7 +178,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(35).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "while the reflector shows the old pod terminating, no replacement is created"
     );
     world.pod_gone(old);
@@ -205,13 +208,13 @@ pub(crate) async fn a_pushed_loss_sample_joins_the_series_read_back_from_the_sta
     world.pod(pod("a", "main-0", 0, Some("n1")));
     let log_only = JobBuilder::new("c");
     world.job(&log_only);
-    let mut script = Vec::new();
-    script.extend(status_write(
+    // One merge patch of the series, no read first.
+    let script = vec![status_patch_of(
+        "a",
         &a,
         json!({"status": {"loss": [{"step": 100, "value": 2.9}, {"step": 150, "value": 2.8},
             {"step": 200, "value": 2.5, "time": at(0).as_second() as f64}]}}),
-        &a,
-    ));
+    )];
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, acks) = blocking(cluster, |c| {

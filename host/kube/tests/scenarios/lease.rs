@@ -89,27 +89,71 @@ async fn a_lease_held_by_another_live_replica_is_left_alone() {
     server.finish().await;
 }
 
-#[tokio::test]
-async fn an_expired_lease_is_taken_over_and_the_transition_counted() {
+#[tokio::test(start_paused = true)]
+async fn a_lease_unchanged_for_its_duration_by_the_local_clock_is_taken_over_and_the_transition_counted()
+ {
+    let stale = || lease("controller-b", "2026-01-01T00:00:00Z", "7", 3);
     let (client, server) = MockServer::start(vec![
-        Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+        Expect::get(PATH).ok(stale()),
+        Expect::get(PATH).ok(stale()),
+        Expect::get(PATH).ok(stale()),
         Expect::put(PATH)
             .body(json!({"metadata": {"resourceVersion": "7"},
                 "spec": {"holderIdentity": "controller-a", "acquireTime": "2026-01-01T00:00:16.000000Z", "leaseTransitions": 4}}))
             .ok(lease("controller-a", "2026-01-01T00:00:16Z", "8", 4)),
     ]);
-    let outcome = lock(client)
-        .try_acquire_or_renew(at("2026-01-01T00:00:16Z"))
-        .await
-        .unwrap();
-    assert_eq!(outcome, Leadership::Leading);
+    let lock = lock(client);
+    let now = at("2026-01-01T00:00:16Z");
+    assert!(
+        matches!(
+            lock.try_acquire_or_renew(now).await.unwrap(),
+            Leadership::Following { .. }
+        ),
+        "first seen: this replica cannot tell how long it has been unchanged"
+    );
+    tokio::time::advance(Duration::from_secs(14)).await;
+    assert!(matches!(
+        lock.try_acquire_or_renew(now).await.unwrap(),
+        Leadership::Following { .. }
+    ));
+    tokio::time::advance(Duration::from_secs(1)).await;
+    assert_eq!(
+        lock.try_acquire_or_renew(now).await.unwrap(),
+        Leadership::Leading,
+        "unchanged for 15 s by this replica's clock"
+    );
+    server.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_lease_renewed_by_a_holder_whose_clock_is_behind_is_never_taken_over() {
+    // The holder's clock is an hour behind: every renewTime it writes looks expired.
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).ok(lease("controller-b", "2025-12-31T23:00:00Z", "7", 3)),
+        Expect::get(PATH).ok(lease("controller-b", "2025-12-31T23:00:05Z", "8", 3)),
+        Expect::get(PATH).ok(lease("controller-b", "2025-12-31T23:00:10Z", "9", 3)),
+        Expect::get(PATH).ok(lease("controller-b", "2025-12-31T23:00:15Z", "10", 3)),
+    ]);
+    let lock = lock(client);
+    for second in [0, 5, 10, 15] {
+        let now = at("2026-01-01T00:00:00Z") + k8s_openapi::jiff::SignedDuration::from_secs(second);
+        assert_eq!(
+            lock.try_acquire_or_renew(now).await.unwrap(),
+            Leadership::Following {
+                holder: "controller-b".into()
+            },
+            "{second} s: the holder keeps renewing"
+        );
+        tokio::time::advance(Duration::from_secs(5)).await;
+    }
     server.finish().await;
 }
 
 #[tokio::test]
 async fn losing_the_write_race_with_a_409_means_not_leading() {
     let (client, server) = MockServer::start(vec![
-        Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:00Z", "7", 3)),
+        // Released: free to take at once.
+        Expect::get(PATH).ok(lease("", "2026-01-01T00:00:00Z", "7", 3)),
         Expect::put(PATH).fail(409, "Conflict", "the object has been modified; please apply your changes to the latest version and try again"),
     ]);
     let outcome = lock(client)
@@ -117,6 +161,28 @@ async fn losing_the_write_race_with_a_409_means_not_leading() {
         .await
         .unwrap();
     assert_eq!(outcome, Leadership::LostRace);
+    server.finish().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_loses_the_lead_ends_its_election_so_the_process_can_exit() {
+    let (client, server) = MockServer::start(vec![
+        Expect::get(PATH).fail(404, "NotFound", "not found"),
+        Expect::post("/apis/coordination.k8s.io/v1/namespaces/switchyard/leases")
+            .respond(201, lease("controller-a", "2026-01-01T00:00:00Z", "1", 0)),
+        // Another replica holds it now (this one was cut off for a while).
+        Expect::get(PATH).ok(lease("controller-b", "2026-01-01T00:00:05Z", "9", 1)),
+    ]);
+    let leader = Arc::new(Leader::elected("controller-a"));
+    let lost = tokio::time::timeout(
+        Duration::from_secs(60),
+        keep_leading(lock(client), leader.clone()),
+    )
+    .await
+    .expect("the election ends once the lead is lost");
+    assert_eq!(lost, LeadershipLost);
+    assert!(!leader.is_leading());
+    assert_eq!(leader.holder().as_deref(), Some("controller-b"));
     server.finish().await;
 }
 

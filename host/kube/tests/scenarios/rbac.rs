@@ -6,7 +6,10 @@ use std::collections::BTreeSet;
 use serde_json::Value;
 
 use crate::support::mock::Access;
-use crate::{act, cluster, events, lease, state};
+use crate::{
+    act, cluster, events, failures, fencing, lease, logs, others, ownership, rendezvous, restarts,
+    startup, state, wedges,
+};
 
 /// One rule of a (Cluster)Role, flattened.
 fn granted(path: &str) -> BTreeSet<Access> {
@@ -56,6 +59,12 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
     used.extend(act::binding_a_gang().await);
     used.extend(act::rolling_back_a_failed_gang_bind().await);
+    used.extend(act::rolling_back_leaves_the_pods_that_were_there_before().await);
+    used.extend(act::a_binding_whose_reply_was_lost_is_found_done().await);
+    used.extend(act::a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await);
+    used.extend(failures::a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue().await);
+    used.extend(failures::failing_past_the_backoff_limit_fails_the_job_and_frees_its_gang().await);
+    used.extend(failures::a_failure_within_the_limit_queues_the_gang_after_a_back_off().await);
     used.extend(act::a_template_the_api_server_refuses_becomes_a_condition().await);
     used.extend(act::placing_again_after_a_restart_reuses_an_unbound_pod().await);
     used.extend(act::migrating_with_a_checkpoint_annotation().await);
@@ -65,6 +74,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(act::a_refused_resize_becomes_a_condition_twice().await);
     used.extend(act::scaling_restarts_the_job_with_more_workers().await);
     used.extend(act::a_status_update_recovers_from_a_409_conflict().await);
+    used.extend(act::policy_labels_are_one_merge_patch().await);
     used.extend(act::a_dropped_node_watch_restarts_where_it_left_off().await);
     used.extend(act::the_snapshot_comes_from_the_caches().await);
     used.extend(act::usage_comes_from_metrics_when_served().await);
@@ -82,6 +92,28 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
         cluster::a_pushed_loss_sample_joins_the_series_read_back_from_the_status_and_is_written_to_it()
             .await,
     );
+    used.extend(startup::a_leader_with_an_unlisted_pod_cache_waits_for_it().await);
+    used.extend(wedges::a_pod_created_with_scheduling_gates_waits_for_them_unbound().await);
+    used.extend(wedges::a_restart_does_not_wait_for_a_pod_on_a_lost_node().await);
+    used.extend(wedges::a_resize_the_node_cannot_fit_is_reported_infeasible().await);
+    used.extend(rendezvous::pods_are_named_under_the_jobs_headless_service().await);
+    used.extend(others::other_pods_are_charged_while_they_hold_resources().await);
+    used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
+    used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
+    used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
+    used.extend(
+        logs::a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once().await,
+    );
+    used.extend(fencing::a_replica_that_stopped_leading_sends_nothing_mid_restart().await);
+    used.extend(
+        restarts::a_successor_asks_for_the_checkpoint_its_predecessor_recorded_but_never_asked()
+            .await,
+    );
+    used.extend(restarts::a_migration_decided_on_a_stale_cache_starts_no_second_restart().await);
+    used.extend(restarts::a_rescale_decided_on_a_stale_cache_starts_no_second_restart().await);
+    used.extend(restarts::restart_pods_that_exited_on_their_own_are_deleted().await);
+    used.extend(restarts::old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed().await);
+    used.extend(restarts::a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await);
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"

@@ -108,7 +108,11 @@ pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
     serde_json::from_value(json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": format!("{job}-{task}-{generation}"), "namespace": NS,
-            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role}},
+            "uid": format!("uid-{job}-{task}-{generation}"),
+            "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role,
+                "switchyard.dev/job-uid": format!("uid-{job}"), "switchyard.dev/generation": generation.to_string()},
+            "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                "name": job, "uid": format!("uid-{job}"), "controller": true}]},
         "spec": {"schedulerName": "switchyard", "nodeName": node,
             "containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1",
                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},
@@ -139,7 +143,8 @@ pub fn node(name: &str, cpus: u32) -> Node {
 
 /// What the API server answers to a created or deleted pod.
 pub fn pod_json(name: &str) -> Value {
-    json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NS}})
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")}})
 }
 
 /// What the API server answers to a binding.
@@ -154,6 +159,7 @@ pub fn event_json() -> Value {
 }
 
 pub const PODS: &str = "/api/v1/namespaces/ml/pods";
+pub const SERVICES: &str = "/api/v1/namespaces/ml/services";
 pub const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
@@ -185,19 +191,53 @@ pub fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
         .respond(201, pod_json(name))
 }
 
+/// The creation of job `job`'s headless Service, the first time the controller places
+/// or replaces its pods.
+pub fn service(job: &str) -> Expect {
+    Expect::post(SERVICES)
+        .body(json!({"metadata": {"name": job, "namespace": NS,
+            "ownerReferences": [{"kind": "TrainingJob", "name": job, "uid": format!("uid-{job}"), "controller": true}]},
+            "spec": {"clusterIP": "None", "selector": {"switchyard.dev/job": job}, "publishNotReadyAddresses": true}}))
+        .respond(201, json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": job, "namespace": NS, "uid": format!("uid-svc-{job}")}}))
+}
+
+/// The binding of pod `pod` (the fixtures' UID `uid-<pod>`) to `node`.
 pub fn bind(pod: &str, node: &str) -> Expect {
     Expect::post(&format!("{PODS}/{pod}/binding"))
-        .body(json!({"metadata": {"name": pod}, "target": {"apiVersion": "v1", "kind": "Node", "name": node}}))
+        .body(
+            json!({"metadata": {"name": pod, "uid": format!("uid-{pod}")},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}),
+        )
         .respond(201, bound())
 }
 
+/// The delete of pod `pod` (the fixtures' UID `uid-<pod>` as its precondition), with
+/// `grace` seconds or the pod's own grace period.
 pub fn delete(pod: &str, grace: Option<u32>) -> Expect {
-    let e = Expect::delete(&format!("{PODS}/{pod}"));
-    match grace {
-        Some(g) => e.body(json!({"gracePeriodSeconds": g})),
-        None => e,
+    let mut body = json!({"preconditions": {"uid": format!("uid-{pod}")}});
+    if let Some(g) = grace {
+        body["gracePeriodSeconds"] = json!(g);
     }
-    .ok(pod_json(pod))
+    Expect::delete(&format!("{PODS}/{pod}"))
+        .body(body)
+        .ok(pod_json(pod))
+}
+
+/// `pod` refused by its node's kubelet at admission (`reason`, e.g. `OutOfcpu`), or
+/// failed with `reason` `Error`.
+pub fn failed(mut pod: Pod, reason: &str) -> Pod {
+    let status = pod.status.get_or_insert_with(Default::default);
+    status.phase = Some("Failed".into());
+    status.reason = Some(reason.into());
+    status.message = Some(format!("Pod was rejected: {reason}"));
+    pod
+}
+
+/// `pod` whose process exited successfully.
+pub fn succeeded(mut pod: Pod) -> Pod {
+    pod.status.get_or_insert_with(Default::default).phase = Some("Succeeded".into());
+    pod
 }
 
 pub fn status_write(read: &JobBuilder, wanted: Value, written: &JobBuilder) -> [Expect; 2] {
@@ -257,6 +297,7 @@ pub fn migration(
         }],
         requested_at: at(0).to_string(),
         delete_after: delete_after.map(|t| t.to_string()),
+        retry_after: None,
         reason: "loss flattened".into(),
     }
 }

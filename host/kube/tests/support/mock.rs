@@ -1,8 +1,10 @@
 //! A scripted mock API server for tests (the kube-rs `tower_test` pattern): a list of
 //! expected requests, each with its method, path (and query), a JSON body the request
-//! must contain, and the response to give. Requests are checked in order; a request
-//! that differs fails the test, and one that never comes fails it after a timeout. Every
-//! request is also recorded as (verb, group, resource, subresource) for the RBAC test.
+//! must contain, and the response to give. Requests are checked in order (except where
+//! two concurrent tasks of the controller may send theirs either way round, marked
+//! [`Expect::either_order_with_previous`]); a request that differs fails the test, and
+//! one that never comes fails it after a timeout. Every request is also recorded as
+//! (verb, group, resource, subresource) for the RBAC test.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,6 +39,7 @@ pub struct Expect {
     response: Value,
     text: Option<String>,
     delay: Option<Duration>,
+    either_order: bool,
 }
 
 impl Expect {
@@ -52,6 +55,7 @@ impl Expect {
             response: Value::Null,
             text: None,
             delay: None,
+            either_order: false,
         }
     }
     /// `GET path`.
@@ -96,9 +100,16 @@ impl Expect {
         self.response = response;
         self
     }
-    /// Answers only after `delay` (a call that hangs); requests behind it wait too.
+    /// Answers only after `delay` (a call that hangs); later requests are served meanwhile.
     pub fn after(mut self, delay: Duration) -> Self {
         self.delay = Some(delay);
+        self
+    }
+    /// This request and the one scripted before it may come in either order: the
+    /// controller sends them from two tasks that run concurrently (a loss write and a
+    /// log follower), so neither order is wrong.
+    pub fn either_order_with_previous(mut self) -> Self {
+        self.either_order = true;
         self
     }
     /// Answers 200 with `response`.
@@ -115,10 +126,38 @@ impl Expect {
     }
 }
 
+impl Expect {
+    /// The request's path, with its query when the script gives one.
+    fn actual(&self, uri: &http::Uri) -> String {
+        match uri.query() {
+            Some(q) if self.path.contains('?') => format!("{}?{q}", uri.path()),
+            _ => uri.path().to_string(),
+        }
+    }
+
+    /// Whether a request's method and path are this one's.
+    fn matches(&self, method: &Method, uri: &http::Uri) -> bool {
+        let actual = self.actual(uri);
+        let path_matches = match self.path.strip_suffix('*') {
+            Some(prefix) => actual.starts_with(prefix),
+            None => actual == self.path,
+        };
+        *method == self.method && path_matches
+    }
+}
+
 /// A client talking to a scripted server, and the server's task.
 pub struct MockServer {
-    handle: tokio::task::JoinHandle<Vec<Access>>,
+    handle: tokio::task::JoinHandle<Served>,
     served: Arc<AtomicUsize>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+/// What the server saw: the scripted accesses, and requests that came after the script
+/// ended (each a failure of the scenario).
+struct Served {
+    seen: Vec<Access>,
+    unexpected: Vec<String>,
 }
 
 /// How long a scenario may wait for a request: virtual time in the tests that pause the
@@ -126,40 +165,44 @@ pub struct MockServer {
 pub const TIMEOUT: Duration = Duration::from_secs(60);
 
 impl MockServer {
-    /// Starts serving `script`; returns the client to use and the server.
+    /// Starts serving `script`; returns the client to use and the server. A request
+    /// after the last scripted one is answered with a 500 and fails [`MockServer::finish`].
     pub fn start(script: Vec<Expect>) -> (Client, MockServer) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let served = Arc::new(AtomicUsize::new(0));
         let counter = served.clone();
+        let (stop, mut stopped) = tokio::sync::oneshot::channel::<()>();
         let server = tokio::spawn(async move {
             let mut seen = Vec::new();
-            for (index, expect) in script.into_iter().enumerate() {
+            let mut script = std::collections::VecDeque::from(script);
+            let mut index = 0;
+            while let Some(first) = script.front() {
                 let (request, send) = tokio::time::timeout(TIMEOUT, handle.next_request())
                     .await
                     .unwrap_or_else(|_| {
                         panic!(
                             "request {index} ({} {}) never came",
-                            expect.method, expect.path
+                            first.method, first.path
                         )
                     })
                     .unwrap_or_else(|| {
                         panic!(
                             "client dropped before request {index} ({} {})",
-                            expect.method, expect.path
+                            first.method, first.path
                         )
                     });
                 let method = request.method().clone();
                 let uri = request.uri().clone();
-                let actual = match uri.query() {
-                    Some(q) if expect.path.contains('?') => format!("{}?{q}", uri.path()),
-                    _ => uri.path().to_string(),
-                };
-                let path_matches = match expect.path.strip_suffix('*') {
-                    Some(prefix) => actual.starts_with(prefix),
-                    None => actual == expect.path,
-                };
+                // The first scripted request, or one marked as coming in either order
+                // with those before it, whichever this request is.
+                let candidates = 1 + script.iter().skip(1).take_while(|e| e.either_order).count();
+                let position = (0..candidates)
+                    .find(|&i| script[i].matches(&method, &uri))
+                    .unwrap_or(0);
+                let expect = script.remove(position).expect("a scripted request");
+                let actual = expect.actual(&uri);
                 assert!(
-                    method == expect.method && path_matches,
+                    expect.matches(&method, &uri),
                     "request {index}: got {method} {actual}, expected {} {}",
                     expect.method,
                     expect.path
@@ -189,23 +232,53 @@ impl MockServer {
                     None => serde_json::to_vec(&expect.response).expect("JSON"),
                 };
                 counter.fetch_add(1, Ordering::SeqCst);
-                if let Some(delay) = expect.delay {
-                    tokio::time::sleep(delay).await;
+                let response = Response::builder()
+                    .status(expect.status)
+                    .body(Body::from(body))
+                    .expect("a response");
+                match expect.delay {
+                    // A call that hangs holds up only its caller: the next scripted
+                    // request is served meanwhile.
+                    Some(delay) => {
+                        tokio::spawn(async move {
+                            tokio::time::sleep(delay).await;
+                            send.send_response(response);
+                        });
+                    }
+                    None => send.send_response(response),
                 }
-                send.send_response(
-                    Response::builder()
-                        .status(expect.status)
-                        .body(Body::from(body))
-                        .expect("a response"),
-                );
+                index += 1;
             }
-            seen
+            let mut unexpected = Vec::new();
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut stopped => break,
+                    next = handle.next_request() => match next {
+                        Some((request, send)) => {
+                            unexpected.push(format!("{} {}", request.method(), request.uri()));
+                            send.send_response(
+                                Response::builder()
+                                    .status(StatusCode::INTERNAL_SERVER_ERROR)
+                                    .body(Body::from(
+                                        br#"{"kind":"Status","apiVersion":"v1","status":"Failure","code":500,"reason":"InternalError","message":"not in the script"}"#
+                                            .to_vec(),
+                                    ))
+                                    .expect("a response"),
+                            );
+                        }
+                        None => break,
+                    },
+                }
+            }
+            Served { seen, unexpected }
         });
         (
             Client::new(service, "default"),
             MockServer {
                 handle: server,
                 served,
+                stop: Some(stop),
             },
         )
     }
@@ -215,12 +288,22 @@ impl MockServer {
         self.served.load(Ordering::SeqCst)
     }
 
-    /// Waits for the whole script to be served and returns what was accessed.
-    pub async fn finish(self) -> Vec<Access> {
-        tokio::time::timeout(TIMEOUT, self.handle)
+    /// Waits for the whole script to be served and returns what was accessed; fails when
+    /// a request came after the script.
+    pub async fn finish(mut self) -> Vec<Access> {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let served = tokio::time::timeout(TIMEOUT, &mut self.handle)
             .await
             .expect("the scenario finished in time")
-            .expect("the scripted server did not panic")
+            .expect("the scripted server did not panic");
+        assert!(
+            served.unexpected.is_empty(),
+            "requests after the script: {:#?}",
+            served.unexpected
+        );
+        served.seen
     }
 }
 

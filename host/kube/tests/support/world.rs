@@ -12,7 +12,6 @@ use switchyard_control::Leader;
 use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::crd::TrainingJob;
 use switchyard_kube::observe::Caches;
-use tokio::sync::Notify;
 
 use super::fixtures::{JobBuilder, NS, actor, at, event_json};
 use super::mock::Expect;
@@ -28,19 +27,40 @@ pub struct World {
 }
 
 impl World {
+    /// A cluster whose reflectors have all listed (their caches are synced).
     pub fn new() -> Self {
+        let mut world = Self::unsynced();
+        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
+        world.pods.apply_watcher_event(&watcher::Event::InitDone);
+        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world
+    }
+
+    /// A cluster whose node and job reflectors have listed while the pod reflector's
+    /// first list has not come back yet: its cache is empty, whatever runs.
+    pub fn pods_unlisted() -> Self {
+        let mut world = Self::unsynced();
+        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
+        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world
+    }
+
+    /// The pod reflector's first list comes back with `pods`.
+    pub fn pods_listed(&mut self, pods: Vec<Pod>) {
+        self.pods.apply_watcher_event(&watcher::Event::Init);
+        for p in pods {
+            self.pods.apply_watcher_event(&watcher::Event::InitApply(p));
+        }
+        self.pods.apply_watcher_event(&watcher::Event::InitDone);
+        self.caches.changed.notify_one();
+    }
+
+    fn unsynced() -> Self {
         let (nodes_store, nodes) = reflector::store();
         let (pods_store, pods) = reflector::store();
         let (jobs_store, jobs) = reflector::store();
         Self {
-            caches: Caches {
-                nodes: nodes_store,
-                pods: pods_store,
-                jobs: jobs_store,
-                usage: Arc::default(),
-                loss: Arc::default(),
-                changed: Arc::new(Notify::new()),
-            },
+            caches: Caches::new(nodes_store, pods_store, jobs_store),
             nodes,
             pods,
             jobs,
@@ -109,6 +129,11 @@ pub fn status_write_of(job: &str, read: &JobBuilder, wanted: Value) -> [Expect; 
         Expect::get(&status_of(job)).ok(read.json()),
         Expect::put(&status_of(job)).body(wanted).ok(read.json()),
     ]
+}
+
+/// A merge patch of `job`'s status that must contain `wanted`; answered with `read`.
+pub fn status_patch_of(job: &str, read: &JobBuilder, wanted: Value) -> Expect {
+    Expect::patch(&status_of(job)).body(wanted).ok(read.json())
 }
 
 pub fn event_on(job: &str, reason: &str, action: &str) -> Expect {

@@ -1,8 +1,9 @@
 //! Bearer-token authentication of the mutating endpoints, and their refusal on a replica
-//! that does not lead. The token is read once from a file (a mounted Secret) and
-//! compared in constant time; a missing or wrong token is a 401 before the handler runs,
-//! so nothing changes. A follower answers a change with 503 naming the leader: only the
-//! leader decides, so a change applied elsewhere would not be the one in force.
+//! that does not lead. The token is read from a file (a mounted Secret) at each check, so
+//! a Secret created or rotated later takes effect, and compared in constant time; a
+//! missing or wrong token is a 401 before the handler runs, so nothing changes. A
+//! follower answers a change with 503 naming the leader: only the leader decides, so a
+//! change applied elsewhere would not be the one in force.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -34,9 +35,16 @@ pub enum TokenError {
     Empty(PathBuf),
 }
 
-/// The bearer token mutating requests must carry.
+/// The bearer token mutating requests must carry: fixed, or read from a file (a
+/// mounted Secret) at every check, so a Secret created or rotated after the controller
+/// started takes effect without a restart.
 #[derive(Clone)]
-pub struct Token(Arc<[u8]>);
+pub struct Token(Arc<Source>);
+
+enum Source {
+    Fixed(Box<[u8]>),
+    File(PathBuf),
+}
 
 impl std::fmt::Debug for Token {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -49,21 +57,41 @@ impl Token {
     /// not part of it).
     pub fn new(text: &str) -> Option<Self> {
         let text = text.trim();
-        (!text.is_empty()).then(|| Self(text.as_bytes().into()))
+        (!text.is_empty()).then(|| Self(Arc::new(Source::Fixed(text.as_bytes().into()))))
     }
 
-    /// Reads the token from `path`.
+    /// The token in `path`, which must be readable and hold one now; read again at every
+    /// check.
     pub fn from_file(path: &Path) -> Result<Self, TokenError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::new(&text).ok_or_else(|| TokenError::Empty(path.to_path_buf()))
+        read(path)?;
+        Ok(Self::watching(path))
     }
 
-    fn matches(&self, presented: &[u8]) -> bool {
-        bool::from(self.0.as_ref().ct_eq(presented))
+    /// The token in `path`, read at every check: until the file exists (an optional
+    /// Secret not created yet), changes are refused with a message that says so.
+    pub fn watching(path: &Path) -> Self {
+        Self(Arc::new(Source::File(path.to_path_buf())))
     }
+
+    fn matches(&self, presented: &[u8]) -> Result<bool, TokenError> {
+        let current = match self.0.as_ref() {
+            Source::Fixed(token) => token.clone(),
+            Source::File(path) => read(path)?,
+        };
+        Ok(bool::from(current.as_ref().ct_eq(presented)))
+    }
+}
+
+fn read(path: &Path) -> Result<Box<[u8]>, TokenError> {
+    let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(TokenError::Empty(path.to_path_buf()));
+    }
+    Ok(text.as_bytes().into())
 }
 
 /// Lets the request through only with `Authorization: Bearer <token>`.
@@ -123,9 +151,46 @@ fn check(token: Option<&Token>, request: &Request) -> Result<(), ApiError> {
             "this endpoint changes the controller: send `Authorization: Bearer <token>` with \
              the token from the controller's --token-file",
         )),
-        Some(p) if token.matches(p.as_bytes()) => Ok(()),
-        Some(_) => Err(ApiError::unauthorized(
-            "the bearer token is wrong; use the one in the controller's --token-file",
-        )),
+        Some(p) => match token.matches(p.as_bytes()) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(ApiError::unauthorized(
+                "the bearer token is wrong; use the one in the controller's --token-file",
+            )),
+            Err(error) => Err(ApiError::unauthorized(format!(
+                "changes over the API are disabled until the token file can be read: {error}"
+            ))),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+
+    fn with_bearer(token: &str) -> Request {
+        Request::builder()
+            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .body(Body::empty())
+            .unwrap()
+    }
+
+    #[test]
+    fn a_token_file_that_appears_after_the_start_enables_changes_without_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        let token = Token::watching(&path);
+        let refused = check(Some(&token), &with_bearer("s3cret")).unwrap_err();
+        assert!(
+            format!("{refused:?}").contains("disabled until the token file"),
+            "{refused:?}"
+        );
+        std::fs::write(&path, "s3cret\n").unwrap();
+        assert!(check(Some(&token), &with_bearer("s3cret")).is_ok());
+        std::fs::write(&path, "rotated").unwrap();
+        assert!(
+            check(Some(&token), &with_bearer("s3cret")).is_err(),
+            "a rotated Secret takes effect"
+        );
     }
 }

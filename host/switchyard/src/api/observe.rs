@@ -18,9 +18,20 @@ use switchyard_control::DecisionRecord;
 use switchyard_control::{LossAck, SnapshotSummary};
 
 #[utoipa::path(get, path = "/healthz", tag = "health",
-    responses((status = 200, description = "The process serves requests")))]
-pub(super) async fn healthz() -> &'static str {
-    "ok\n"
+    responses(
+        (status = 200, description = "The decision thread makes progress"),
+        (status = 503, description = "The decision thread has stalled", body = ErrorBody)))]
+pub(super) async fn healthz(State(state): State<ApiState>) -> Result<&'static str, ApiError> {
+    match state.controller.is_alive() {
+        Ok(()) => Ok("ok\n"),
+        Err(since) => Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "the decision thread has not looked at the cluster for {} s",
+                since.as_secs()
+            ),
+        )),
+    }
 }
 
 #[utoipa::path(get, path = "/readyz", tag = "health",

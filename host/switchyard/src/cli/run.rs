@@ -59,12 +59,13 @@ impl LiveArgs {
     }
 
     /// The API's configuration. With `missing_is_read_only`, a token file that does not
-    /// exist (an optional Secret not created) leaves the API read-only instead of failing.
+    /// exist (an optional Secret not created) leaves the API read-only until it appears,
+    /// instead of failing.
     pub(super) fn api(&self, missing_is_read_only: bool) -> anyhow::Result<ApiConfig> {
         let token = match &self.token_file {
             Some(path) if missing_is_read_only && !path.exists() => {
-                tracing::warn!(path = %path.display(), "the token file does not exist: the API is read-only");
-                None
+                tracing::warn!(path = %path.display(), "the token file does not exist: the API is read-only until it does");
+                Some(Token::watching(path))
             }
             Some(path) => Some(Token::from_file(path)?),
             None => {

@@ -7,11 +7,14 @@
 //! nothing, and the driver only serves commands and publishes the summary.
 
 use std::sync::atomic::Ordering;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::{Applied, CatalogEntry, Command, Controller, LiveCluster, LiveConfig, LiveError};
+use super::{
+    Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
+    UtilisationSample,
+};
 use switchyard_control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
 use switchyard_core::model::Trigger;
 use switchyard_sim::paced::SLICE;
@@ -24,6 +27,10 @@ struct Driver {
     commands: mpsc::Receiver<Command>,
     summary_at: Option<Instant>,
     summary_every: Duration,
+    utilisation_at: Option<Instant>,
+    utilisation_every: Duration,
+    /// The last job listing: when it was made, the rounds run by then, the listing.
+    job_list: Option<(Instant, u64, Arc<JobList>)>,
     /// A command changed what decides; worth a round even when the cluster is idle.
     changed_policy: bool,
     /// Whether this replica led when the driver last looked.
@@ -56,6 +63,9 @@ pub(super) fn spawn<C: LiveCluster>(
                 commands,
                 summary_at: None,
                 summary_every: cluster.summary_every(),
+                utilisation_at: None,
+                utilisation_every: config.utilisation_every,
+                job_list: None,
                 changed_policy: false,
                 was_leading,
                 save_failures_seen: 0,
@@ -97,6 +107,7 @@ impl Driver {
     /// What happens while the cluster waits: commands, readiness, a change of leader,
     /// and the summary's clock kept moving with the cluster's.
     fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
+        self.controller.looked();
         self.apply_commands(cluster);
         if !self.controller.marked_ready() && cluster.synced() {
             self.publish_summary(cluster, true);
@@ -182,6 +193,7 @@ impl Driver {
 
     fn round<C: LiveCluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
         let outcome = self.control.decide_round(cluster, triggers);
+        self.controller.looked();
         self.publish_round(&outcome);
         self.publish_summary(cluster, false);
         outcome.changed
@@ -228,7 +240,30 @@ impl Driver {
                 };
                 let _ = reply.send(ack);
             }
+            Command::ListJobs(reply) => {
+                let _ = reply.send(Ok(self.job_list(cluster)));
+            }
         }
+    }
+
+    /// The active jobs, listed again only when a round ran since the last listing or a
+    /// summary interval passed: however many readers ask, the cluster builds at most one
+    /// snapshot per interval for them, and never during a round.
+    fn job_list<C: LiveCluster>(&mut self, cluster: &mut C) -> Arc<JobList> {
+        let rounds = self.control.rounds();
+        if let Some((at, listed_after, list)) = &self.job_list
+            && *listed_after == rounds
+            && at.elapsed() < self.summary_every
+        {
+            return list.clone();
+        }
+        let snapshot = cluster.snapshot(Vec::new());
+        let list = Arc::new(JobList {
+            time: snapshot.time,
+            jobs: snapshot.jobs,
+        });
+        self.job_list = Some((Instant::now(), rounds, list.clone()));
+        list
     }
 
     /// Makes `entry` the active policy from the next round. The leader persists the
@@ -324,6 +359,18 @@ impl Driver {
         }
         self.summary_at = Some(Instant::now());
         let summary = cluster.summary();
-        self.controller.publish(|status| status.snapshot = summary);
+        let sample = self
+            .utilisation_at
+            .is_none_or(|t| t.elapsed() >= self.utilisation_every)
+            .then(|| UtilisationSample::of(&summary));
+        if sample.is_some() {
+            self.utilisation_at = Some(Instant::now());
+        }
+        self.controller.publish(|status| {
+            status.snapshot = summary;
+            if let Some(sample) = sample {
+                status.utilisation.record(sample);
+            }
+        });
     }
 }

@@ -1,0 +1,140 @@
+//! Other schedulers' pods, kept as what each takes from its node and nothing else. A
+//! node's `requested` must count every pod bound to it, whoever scheduled it, but of
+//! those pods nothing else is read; in a large cluster they are most of the pods, and a
+//! typed `Pod` costs kilobytes even trimmed. So they are not a reflector's store but a
+//! map from pod to (node, requests), filled by a watch on the pods that are bound and
+//! have not finished (kube-scheduler's assigned-pods selector), with the reflector's
+//! semantics: the first list replaces the map when it is complete, and the map counts
+//! as listed from then on. It reads; it must not write to the cluster.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Pod;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio::sync::Notify;
+
+use crate::act::node_of;
+use crate::observe::{holds_resources, pod_requests};
+use switchyard_core::model::Resources;
+
+/// What other schedulers' pods take from their nodes.
+#[derive(Clone, Debug, Default)]
+pub struct Charges {
+    inner: Arc<RwLock<Inner>>,
+    listed: Arc<AtomicBool>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Pod UID (else `namespace/name`) to its node and requests.
+    by_pod: HashMap<String, (Arc<str>, Resources)>,
+    /// The first list (or a re-list) under way, swapped in when it is done.
+    listing: Option<HashMap<String, (Arc<str>, Resources)>>,
+}
+
+impl Charges {
+    /// Charges with nothing in them that count as listed (a cluster whose pods are all
+    /// in the controller's own cache, as in tests).
+    pub fn listed_empty() -> Self {
+        let charges = Self::default();
+        charges.listed.store(true, Ordering::SeqCst);
+        charges
+    }
+
+    /// Whether the first list is complete.
+    pub fn listed(&self) -> bool {
+        self.listed.load(Ordering::SeqCst)
+    }
+
+    /// Applies one watch event, as a reflector's writer would.
+    pub fn apply(&self, event: &watcher::Event<Pod>) {
+        let mut inner = self.inner.write().expect("charges lock");
+        match event {
+            watcher::Event::Init => inner.listing = Some(HashMap::new()),
+            watcher::Event::InitApply(pod) => {
+                if let (Some(listing), Some(charge)) = (inner.listing.as_mut(), charge_of(pod)) {
+                    listing.insert(key_of(pod), charge);
+                }
+            }
+            watcher::Event::InitDone => {
+                if let Some(listing) = inner.listing.take() {
+                    inner.by_pod = listing;
+                }
+                self.listed.store(true, Ordering::SeqCst);
+            }
+            watcher::Event::Apply(pod) => match charge_of(pod) {
+                Some(charge) => {
+                    inner.by_pod.insert(key_of(pod), charge);
+                }
+                None => {
+                    inner.by_pod.remove(&key_of(pod));
+                }
+            },
+            watcher::Event::Delete(pod) => {
+                inner.by_pod.remove(&key_of(pod));
+            }
+        }
+    }
+
+    /// The requests of the pods charged, per node.
+    pub fn per_node(&self) -> HashMap<Arc<str>, Resources> {
+        let inner = self.inner.read().expect("charges lock");
+        let mut sums: HashMap<Arc<str>, Resources> = HashMap::new();
+        for (node, requests) in inner.by_pod.values() {
+            let sum = sums.entry(node.clone()).or_default();
+            *sum = sum.plus(requests);
+        }
+        sums
+    }
+
+    /// How many pods are charged.
+    pub fn len(&self) -> usize {
+        self.inner.read().expect("charges lock").by_pod.len()
+    }
+
+    /// Whether no pod is charged.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn key_of(pod: &Pod) -> String {
+    pod.metadata
+        .uid
+        .clone()
+        .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
+}
+
+fn charge_of(pod: &Pod) -> Option<(Arc<str>, Resources)> {
+    let node = node_of(pod)?;
+    holds_resources(pod).then(|| (Arc::from(node), pod_requests(pod)))
+}
+
+/// Starts filling `charges` from a watch on `api` with `config` (to be spawned); each
+/// event also signals `changed`.
+pub fn watch(
+    api: Api<Pod>,
+    config: watcher::Config,
+    charges: Charges,
+    changed: Arc<Notify>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let stream = watcher(api, config).default_backoff();
+    async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(event) = stream.next().await {
+            match event {
+                Ok(event) => {
+                    charges.apply(&event);
+                    changed.notify_one();
+                }
+                // The watcher retries on its own with back-off; the error is only news.
+                Err(error) => tracing::warn!(%error, "watch failed; retrying with back-off"),
+            }
+        }
+    }
+}

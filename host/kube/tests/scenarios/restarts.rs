@@ -1,0 +1,303 @@
+//! Restarts (migrations, rescales) happen at most once and each step survives a change
+//! of leader: the restart is recorded only on the status the decision saw, a pod is
+//! deleted only after it was asked to checkpoint and had its grace period, and the old
+//! pods of a restart are deleted even when they exited on their own.
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::json;
+use switchyard_control::{Cluster, Leader};
+use switchyard_core::model::TaskPhase;
+use switchyard_kube::Error;
+use switchyard_kube::crd::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
+
+use crate::support::fixtures::*;
+use crate::support::mock::{Access, Expect, MockServer};
+use crate::support::world::{World, blocking, status_write_of};
+
+/// The checkpoint request on pod `pod`, asked at `time`.
+fn annotate(pod: &str, time: &str) -> Expect {
+    Expect::patch(&format!("{PODS}/{pod}"))
+        .body(json!({"metadata": {"annotations": {"switchyard.dev/checkpoint-requested": time}}}))
+        .ok(pod_json(pod))
+}
+
+pub(crate) async fn a_successor_asks_for_the_checkpoint_its_predecessor_recorded_but_never_asked()
+-> Vec<Access> {
+    // The previous leader recorded the migration (checkpoint by annotation, 30 s) and
+    // stopped before it annotated the pod.
+    let mut world = World::new().node(node("n1", 8)).node(node("n2", 8));
+    let job = restarting(
+        &JobBuilder::new("a")
+            .push_progress()
+            .checkpoint(CheckpointMethod::Annotation, 30),
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    );
+    world.job(&job);
+    world.pod(pod("a", "main-0", 0, Some("n1")));
+    let (client, server) = MockServer::start(vec![
+        annotate("a-main-0-0", "2026-01-01T00:00:40Z"),
+        delete("a-main-0-0", None),
+    ]);
+    // The new leader takes over 40 s in, past the recorded deleteAfter.
+    world.set_clock(40);
+    let cluster = world.cluster(client, Leader::always("switchyard-1"));
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(40).as_second() as f64))).await;
+    assert_eq!(
+        server.served(),
+        1,
+        "the pod is asked to checkpoint, not deleted"
+    );
+    world.set_clock(69);
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(69).as_second() as f64))).await;
+    assert_eq!(
+        server.served(),
+        1,
+        "its grace period runs from when it was asked"
+    );
+    world.set_clock(70);
+    let (_, _) = blocking(cluster, |c| c.advance(Some(at(70).as_second() as f64))).await;
+    server.finish().await
+}
+
+pub(crate) async fn a_migration_decided_on_a_stale_cache_starts_no_second_restart() -> Vec<Access> {
+    // The cache still shows a running; another leader has already moved it.
+    let cached = running_single(CheckpointMethod::Annotation, 30);
+    let moved = restarting(
+        &cached,
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
+            migrations: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n3", Some(at(30))),
+    );
+    let (client, server) = MockServer::start(vec![Expect::get(STATUS).ok(moved.json())]);
+    let error = actor(client)
+        .migrate(
+            &cached.build(),
+            &[pod("a", "main-0", 0, Some("n1"))],
+            None,
+            "n2",
+            "reallocate",
+            "loss flattened",
+            at(0),
+        )
+        .await
+        .expect_err("the status read afresh refuses a second restart");
+    assert!(matches!(error, Error::Stale { .. }), "{error}");
+    assert_eq!(error.metric_label(), "stale");
+    server.finish().await
+}
+
+pub(crate) async fn a_rescale_decided_on_a_stale_cache_starts_no_second_restart() -> Vec<Access> {
+    let cached = JobBuilder::new("a")
+        .ps_worker(2, 1, 4)
+        .checkpoint(CheckpointMethod::Signal, 10)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            ..TrainingJobStatus::default()
+        });
+    let mut newer = cached.json();
+    newer["status"]["generation"] = json!(1);
+    newer["status"]["replicas"] = json!(3);
+    let (client, server) = MockServer::start(vec![Expect::get(STATUS).ok(newer)]);
+    let error = actor(client)
+        .scale(
+            &cached.build(),
+            &[pod("a", "ps-0", 0, Some("n1"))],
+            4,
+            &["n3".into(), "n4".into()],
+            "more workers",
+            at(0),
+        )
+        .await
+        .expect_err("a rescale on an old generation is refused");
+    assert!(matches!(error, Error::Stale { .. }), "{error}");
+    server.finish().await
+}
+
+/// a (a ps and one worker, checkpoint by annotation, 30 s) is being rescaled to two
+/// workers; its pods were asked to checkpoint at 0.
+fn rescaling() -> JobBuilder {
+    let mut rescale = migration("a-worker-0-0", "worker-0", "n1", Some(at(30)));
+    rescale.action = RestartAction::Scale;
+    rescale.stopping = vec!["a-ps-0-0".into(), "a-worker-0-0".into()];
+    rescale.targets = [("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]
+        .iter()
+        .map(|(task, node)| TaskTarget {
+            task: task.to_string(),
+            node: node.to_string(),
+        })
+        .collect();
+    restarting(
+        &JobBuilder::new("a")
+            .push_progress()
+            .ps_worker(1, 1, 2)
+            .checkpoint(CheckpointMethod::Annotation, 30),
+        TrainingJobStatus {
+            placements: vec![
+                placement("ps-0", "a-ps-0-0", "n1"),
+                placement("worker-0", "a-worker-0-0", "n1"),
+            ],
+            replicas: Some(2),
+            rescales: 1,
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        rescale,
+    )
+}
+
+fn asked_at_zero(mut pod: Pod) -> Pod {
+    pod.metadata.annotations = Some(
+        [(
+            "switchyard.dev/checkpoint-requested".to_string(),
+            "2026-01-01T00:00:00Z".to_string(),
+        )]
+        .into(),
+    );
+    pod
+}
+
+pub(crate) async fn restart_pods_that_exited_on_their_own_are_deleted() -> Vec<Access> {
+    let mut world = World::new().node(node("n1", 8)).node(node("n2", 8));
+    world.job(&rescaling());
+    // The worker saved its checkpoint and exited at once; the ps still runs.
+    world.pod(asked_at_zero(pod("a", "ps-0", 0, Some("n1"))));
+    world.pod(asked_at_zero(succeeded(pod(
+        "a",
+        "worker-0",
+        0,
+        Some("n1"),
+    ))));
+    let (client, server) = MockServer::start(vec![
+        // The worker that exited is deleted at once; the ps after its grace period.
+        delete("a-worker-0-0", None),
+        delete("a-ps-0-0", None),
+    ]);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    world.set_clock(5);
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(5).as_second() as f64))).await;
+    assert_eq!(
+        server.served(),
+        1,
+        "the exited worker is deleted, the ps not yet"
+    );
+    world.set_clock(30);
+    let (_, _) = blocking(cluster, |c| c.advance(Some(at(30).as_second() as f64))).await;
+    server.finish().await
+}
+
+pub(crate) async fn old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed() -> Vec<Access> {
+    // The rescale is done: generation 1's pods run; generation 0's exited with success
+    // when asked to stop, and are still in the cache.
+    let mut world = World::new().node(node("n1", 8)).node(node("n2", 8));
+    let job = JobBuilder::new("a")
+        .push_progress()
+        .ps_worker(1, 1, 2)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![
+                placement("ps-0", "a-ps-0-1", "n1"),
+                placement("worker-0", "a-worker-0-1", "n1"),
+            ],
+            generation: 1,
+            ..TrainingJobStatus::default()
+        });
+    world.job(&job);
+    for task in ["ps-0", "worker-0"] {
+        world.pod(succeeded(pod("a", task, 0, Some("n1"))));
+        world.pod(pod("a", task, 1, Some("n1")));
+    }
+    let (client, server) = MockServer::start(vec![]);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (_, snapshot) = blocking(cluster, |c| {
+        c.advance(Some(at(0).as_second() as f64));
+        c.snapshot(Vec::new())
+    })
+    .await;
+    let a = snapshot.job("ml/a").expect("a is still active");
+    assert!(a.tasks.iter().all(|t| t.phase == TaskPhase::Running));
+    server.finish().await
+}
+
+pub(crate) async fn a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped() -> Vec<Access> {
+    let mut world = World::new().node(node("n1", 8));
+    let mut value = JobBuilder::new("a")
+        .push_progress()
+        .ps_worker(1, 1, 2)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![
+                placement("ps-0", "a-ps-0-0", "n1"),
+                placement("worker-0", "a-worker-0-0", "n1"),
+            ],
+            ..TrainingJobStatus::default()
+        })
+        .json();
+    value["spec"]["successPolicy"] = json!({"roles": ["worker"]});
+    let job = JobBuilder::from_json(value);
+    world.job(&job);
+    world.pod(pod("a", "ps-0", 0, Some("n1")));
+    world.pod(succeeded(pod("a", "worker-0", 0, Some("n1"))));
+    let done = job.clone_with(TrainingJobStatus {
+        phase: Some(Phase::Succeeded),
+        ..TrainingJobStatus::default()
+    });
+    let mut script = Vec::new();
+    script.extend(status_write_of(
+        "a",
+        &job,
+        json!({"status": {"phase": "Succeeded"}}),
+    ));
+    // A parameter server never exits on its own: it is stopped.
+    script.push(delete("a-ps-0-0", None));
+    let (client, server) = MockServer::start(script);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(0).as_second() as f64))).await;
+    world.job(&done);
+    world.set_clock(1);
+    let (_, _) = blocking(cluster, |c| c.advance(Some(at(1).as_second() as f64))).await;
+    server.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_stopped_between_recording_a_restart_and_asking_for_the_checkpoint_leaves_a_successor_that_asks_first()
+ {
+    a_successor_asks_for_the_checkpoint_its_predecessor_recorded_but_never_asked().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_migration_decided_on_a_cache_that_is_behind_is_refused_by_the_status_it_reads() {
+    a_migration_decided_on_a_stale_cache_starts_no_second_restart().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rescale_decided_on_a_cache_that_is_behind_is_refused_by_the_status_it_reads() {
+    a_rescale_decided_on_a_stale_cache_starts_no_second_restart().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_old_pods_of_a_restart_that_exited_on_their_own_are_deleted_at_once() {
+    restart_pods_that_exited_on_their_own_are_deleted().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn old_pods_that_succeeded_when_stopped_do_not_make_a_rescaled_job_succeed() {
+    old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_succeeds_once_the_roles_of_its_success_policy_have_and_its_parameter_server_is_stopped()
+ {
+    a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await;
+}

@@ -1,0 +1,154 @@
+//! What the controller shows of the cluster beyond the counts of the summary: the active
+//! jobs one by one ([`JobList`]), and how much of the cluster is allocated over time
+//! ([`UtilisationSample`], kept in a bounded ring). Both are built by the decision thread
+//! from what it already has (a snapshot on request, the summary it publishes anyway), so
+//! neither adds work to a round; this module does not page, filter or serialise them for
+//! HTTP (the API does).
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use switchyard_control::SnapshotSummary;
+use switchyard_core::model::Job;
+
+/// The active jobs as the decision thread listed them last, shared by every page read
+/// from the listing.
+#[derive(Clone, Debug, Default)]
+pub struct JobList {
+    /// Cluster time of the listing, seconds.
+    pub time: f64,
+    /// The active jobs, in submission order: the snapshot's own `Arc`s, so a listing of
+    /// a simulated cluster costs pointers, not copies.
+    pub jobs: Vec<Arc<Job>>,
+}
+
+/// How much of the cluster placed tasks hold at one moment: what they request over what
+/// the nodes offer. This is allocation, not measured usage, so it means the same on the
+/// simulator and on a cluster without metrics-server.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct UtilisationSample {
+    /// Cluster time, seconds.
+    pub time: f64,
+    /// Share of the nodes' CPU requested by placed tasks, 0 to 1.
+    pub cpu: f64,
+    /// Share of the nodes' GPUs requested by placed tasks, 0 to 1; none when the cluster
+    /// has no GPUs.
+    pub gpu: Option<f64>,
+}
+
+impl UtilisationSample {
+    /// The allocation `summary` shows.
+    pub fn of(summary: &SnapshotSummary) -> Self {
+        let (offered, requested) = (&summary.allocatable, &summary.requested);
+        let share = |requested: f64, offered: f64| (requested / offered).clamp(0.0, 1.0);
+        Self {
+            time: summary.time,
+            cpu: if offered.cpu_millis == 0 {
+                0.0
+            } else {
+                share(requested.cpu_millis as f64, offered.cpu_millis as f64)
+            },
+            gpu: (offered.gpus > 0)
+                .then(|| share(f64::from(requested.gpus), f64::from(offered.gpus))),
+        }
+    }
+}
+
+/// The most recent utilisation samples, oldest first, at most `capacity` of them.
+#[derive(Clone, Debug, Default)]
+pub struct UtilisationRing {
+    samples: VecDeque<UtilisationSample>,
+    capacity: usize,
+}
+
+impl UtilisationRing {
+    /// An empty ring that keeps `capacity` samples (at least one).
+    pub fn new(capacity: usize) -> Self {
+        Self {
+            samples: VecDeque::new(),
+            capacity: capacity.max(1),
+        }
+    }
+
+    /// Adds `sample` unless the cluster's clock has not moved since the last one (an
+    /// idle simulator stands still, and a flat line of repeats would push history out);
+    /// the oldest sample goes when the ring is full.
+    pub fn record(&mut self, sample: UtilisationSample) {
+        if self
+            .samples
+            .back()
+            .is_some_and(|last| sample.time <= last.time)
+        {
+            return;
+        }
+        if self.samples.len() == self.capacity {
+            self.samples.pop_front();
+        }
+        self.samples.push_back(sample);
+    }
+
+    /// The samples taken after cluster time `since` (all of them without it), oldest
+    /// first.
+    pub fn since(&self, since: Option<f64>) -> Vec<UtilisationSample> {
+        let start = since.map_or(0, |t| self.samples.partition_point(|s| s.time <= t));
+        self.samples.range(start..).copied().collect()
+    }
+
+    /// How many samples it holds.
+    pub fn len(&self) -> usize {
+        self.samples.len()
+    }
+
+    /// Whether it holds none.
+    pub fn is_empty(&self) -> bool {
+        self.samples.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::model::Resources;
+
+    fn summary(time: f64, cpu: (u64, u64), gpus: (u32, u32)) -> SnapshotSummary {
+        SnapshotSummary {
+            time,
+            allocatable: Resources {
+                cpu_millis: cpu.1,
+                memory_bytes: 0,
+                gpus: gpus.1,
+            },
+            requested: Resources {
+                cpu_millis: cpu.0,
+                memory_bytes: 0,
+                gpus: gpus.0,
+            },
+            ..SnapshotSummary::default()
+        }
+    }
+
+    #[test]
+    fn a_sample_is_requested_over_offered_and_has_no_gpu_share_without_gpus() {
+        let with_gpus = UtilisationSample::of(&summary(5.0, (6000, 8000), (1, 4)));
+        assert_eq!((with_gpus.cpu, with_gpus.gpu), (0.75, Some(0.25)));
+        let cpu_only = UtilisationSample::of(&summary(5.0, (0, 8000), (0, 0)));
+        assert_eq!((cpu_only.cpu, cpu_only.gpu), (0.0, None));
+        let empty = UtilisationSample::of(&summary(5.0, (0, 0), (0, 0)));
+        assert_eq!(empty.cpu, 0.0, "a cluster without nodes is not NaN");
+    }
+
+    #[test]
+    fn the_ring_keeps_the_most_recent_samples_and_skips_a_clock_that_stood_still() {
+        let mut ring = UtilisationRing::new(3);
+        for time in [1.0, 2.0, 2.0, 3.0, 4.0] {
+            ring.record(UtilisationSample::of(&summary(time, (1, 2), (0, 0))));
+        }
+        let times: Vec<f64> = ring.since(None).iter().map(|s| s.time).collect();
+        assert_eq!(times, [2.0, 3.0, 4.0]);
+        let after: Vec<f64> = ring.since(Some(2.5)).iter().map(|s| s.time).collect();
+        assert_eq!(after, [3.0, 4.0]);
+        assert!(ring.since(Some(4.0)).is_empty());
+    }
+}
