@@ -14,7 +14,7 @@
 //! - Tiresias (contract 0.2's preemptive scheduler): the peer's `tiresias` against
 //!   switchyard's `tiresias` with the artifact's settings (two queues split at 16
 //!   GPU-hours, a round every 60 s, 30 s of restart on every allocation including a
-//!   resumed one, a free checkpoint): the average within 15 %.
+//!   resumed one, a free checkpoint): the average within 10 %.
 //!
 //! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the tables
 //! that `docs/reproduction.md` shows.
@@ -259,7 +259,7 @@ fn tiresias_agrees_with_the_peers_tiresias_on_average() {
     table(TIRESIAS, UPSTREAM, &runs);
     for (w, a) in &runs {
         assert!(
-            a.avg_diff().abs() <= 0.15,
+            a.avg_diff().abs() <= 0.10,
             "workload {w}: tiresias average JCT {:.0} s against the peer's {:.0} s",
             a.ours_avg,
             a.peer_avg

@@ -12,7 +12,7 @@ use std::time::Duration;
 use support::res;
 use switchyard_control::{Advance, Cluster, ControlLoop, PolicySlot};
 use switchyard_core::model::{
-    Action, Assignment, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
+    Action, Assignment, JobMove, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
 };
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
@@ -232,40 +232,23 @@ fn a_job_s_moves_are_recorded_in_order_with_their_nodes() {
     s.apply(&[preempt("a")], &[]);
     s.advance(None);
     s.apply(&[place("a", "main", "n1")], &[]);
-    let moves: Vec<(f64, MoveKind, String, Vec<String>, Vec<String>)> = s.snapshot(vec![]).jobs[0]
-        .moves
-        .iter()
-        .map(|m| {
-            (
-                m.time,
-                m.kind,
-                m.purpose.clone(),
-                m.from_nodes.clone(),
-                m.to_nodes.clone(),
-            )
-        })
-        .collect();
-    let n = |names: &[&str]| -> Vec<String> { names.iter().map(|s| s.to_string()).collect() };
+    let moves = s.snapshot(vec![]).jobs[0].moves.clone();
+    let names = |nodes: &[&str]| -> Vec<String> { nodes.iter().map(|n| n.to_string()).collect() };
+    let moved = |time, kind, purpose: &str, from: &[&str], to: &[&str]| JobMove {
+        time,
+        kind,
+        purpose: purpose.into(),
+        from_nodes: names(from),
+        to_nodes: names(to),
+    };
     assert_eq!(
         moves,
         [
-            (0.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
-            (
-                10.0,
-                MoveKind::Migrated,
-                "defrag".into(),
-                n(&["n1"]),
-                n(&["n2"])
-            ),
-            (
-                20.0,
-                MoveKind::Migrated,
-                String::new(),
-                n(&["n2"]),
-                n(&["n2"])
-            ),
-            (30.0, MoveKind::Preempted, String::new(), n(&["n2"]), n(&[])),
-            (35.0, MoveKind::Placed, String::new(), n(&[]), n(&["n1"])),
+            moved(0.0, MoveKind::Placed, "", &[], &["n1"]),
+            moved(10.0, MoveKind::Migrated, "defrag", &["n1"], &["n2"]),
+            moved(20.0, MoveKind::Migrated, "", &["n2"], &["n2"]),
+            moved(30.0, MoveKind::Preempted, "", &["n2"], &[]),
+            moved(35.0, MoveKind::Placed, "", &[], &["n1"]),
         ]
     );
 }

@@ -167,8 +167,8 @@ pub(crate) fn with_eligibility(mut snapshot: Snapshot) -> Snapshot {
         // Running jobs sit on node i / JOBS_PER_NODE; keep them inside their set.
         let host = (i / JOBS_PER_NODE) as u32;
         let set = match i % 4 {
-            1 if host % 3 == 0 => Some(0),
-            2 if host % 3 != 0 => Some(1),
+            1 if host.is_multiple_of(3) => Some(0),
+            2 if !host.is_multiple_of(3) => Some(1),
             3 if host % 10 != 9 => Some(2),
             _ => None,
         };
