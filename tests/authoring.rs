@@ -335,7 +335,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
     let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("least-loaded 0.1.0"), "{out}");
+    assert!(ok && out.contains("least-loaded 0.2.0"), "{out}");
     let (ok, out) = run(&[
         "--cache-dir",
         cache,
