@@ -159,13 +159,6 @@ pub struct PlacementRules {
 }
 
 impl PlacementRules {
-    /// True when the rules allow every node.
-    pub fn is_empty(&self) -> bool {
-        self.node_selector.is_empty()
-            && self.tolerations.is_empty()
-            && self.required_node_affinity.is_empty()
-    }
-
     /// True when a task with these rules may be placed on a node with `labels` and
     /// `taints`: every selector label matches, some affinity term holds (when any is
     /// given), and every `NoSchedule` or `NoExecute` taint is tolerated.
@@ -202,38 +195,40 @@ pub trait RuledNode {
 /// not of tasks, so they do not grow with a trace.
 #[derive(Debug, Default)]
 pub struct EligibilitySets {
-    rules: Vec<Arc<PlacementRules>>,
+    /// Every distinct set of rules seen, with its set (none: it allows every node).
+    rules: Vec<(Arc<PlacementRules>, Option<u32>)>,
     sets: Arc<Vec<NodeSet>>,
 }
 
 impl EligibilitySets {
     /// The set id for `rules` over `nodes`, computing it the first time these rules are
-    /// seen; none when the rules allow every node.
+    /// seen; none when the rules allow every node. Rules that say nothing still keep a
+    /// task off tainted nodes, as in Kubernetes.
     pub fn id_for<N: RuledNode>(
         &mut self,
         rules: &Arc<PlacementRules>,
         nodes: &[N],
     ) -> Option<u32> {
-        if rules.is_empty() {
-            return None;
-        }
-        if let Some(at) = self
+        if let Some((_, id)) = self
             .rules
             .iter()
-            .position(|r| Arc::ptr_eq(r, rules) || **r == **rules)
+            .find(|(r, _)| Arc::ptr_eq(r, rules) || **r == **rules)
         {
-            return Some(self.sets[at].id);
+            return *id;
         }
-        let id = self.rules.len() as u32;
-        let allowed = nodes
+        let allowed: Vec<u32> = nodes
             .iter()
             .enumerate()
             .filter(|(_, n)| rules.allow(n.labels(), n.taints()))
             .map(|(i, _)| i as u32)
             .collect();
-        self.rules.push(Arc::clone(rules));
-        Arc::make_mut(&mut self.sets).push(NodeSet { id, nodes: allowed });
-        Some(id)
+        let id = (allowed.len() < nodes.len()).then(|| {
+            let id = self.sets.len() as u32;
+            Arc::make_mut(&mut self.sets).push(NodeSet { id, nodes: allowed });
+            id
+        });
+        self.rules.push((Arc::clone(rules), id));
+        id
     }
 
     /// The sets computed so far, shared: the pointer changes only when a set is added.
@@ -302,18 +297,25 @@ mod tests {
             node(&[("gpu", "v100")], &[("spot", "", PreferNoSchedule)]),
         ];
         let mut sets = EligibilitySets::default();
-        assert_eq!(sets.id_for(&rules("{}"), &nodes), None);
+        // Saying nothing keeps a task off the NoSchedule taints, not the preference.
+        assert_eq!(sets.id_for(&rules("{}"), &nodes), Some(0));
+        assert_eq!(sets.sets()[0].nodes, [0, 1, 4]);
         let a100 = rules("node_selector: {gpu: a100}");
-        assert_eq!(sets.id_for(&a100, &nodes), Some(0));
-        assert_eq!(sets.sets()[0].nodes, [0]);
+        assert_eq!(sets.id_for(&a100, &nodes), Some(1));
+        assert_eq!(sets.sets()[1].nodes, [0]);
         let tolerant = rules(
             "node_selector: {gpu: a100}\ntolerations: [{key: dedicated, value: team-x, effect: NoSchedule}]",
         );
-        assert_eq!(sets.id_for(&tolerant, &nodes), Some(1));
-        assert_eq!(sets.sets()[1].nodes, [0, 2]);
+        assert_eq!(sets.id_for(&tolerant, &nodes), Some(2));
+        assert_eq!(sets.sets()[2].nodes, [0, 2]);
+        // Tolerating everything allows every node: no set at all.
         let anything = rules("tolerations: [{operator: Exists}]");
-        assert_eq!(sets.id_for(&anything, &nodes), Some(2));
-        assert_eq!(sets.sets()[2].nodes, [0, 1, 2, 3, 4]);
+        assert_eq!(sets.id_for(&anything, &nodes), None);
+        let untainted = [node(&[("gpu", "a100")], &[])];
+        assert_eq!(
+            EligibilitySets::default().id_for(&rules("{}"), &untainted),
+            None
+        );
         let zones = rules(
             "required_node_affinity:\n- matchExpressions: [{key: zone, operator: Gt, values: ['1']}, {key: gpu, operator: NotIn, values: [v100]}]\n- matchExpressions: [{key: zone, operator: DoesNotExist}]",
         );
@@ -323,7 +325,7 @@ mod tests {
         // The same rules again, in another allocation: the same set.
         assert_eq!(
             sets.id_for(&rules("node_selector: {gpu: a100}"), &nodes),
-            Some(0)
+            Some(1)
         );
         assert_eq!(sets.sets().len(), 4);
     }

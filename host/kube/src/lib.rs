@@ -13,6 +13,8 @@
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
 //! - [`trim`]: what the caches keep of each object.
 //! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
+//! - [`rules`]: where a pod may run (taints, node selectors, required affinity), as the
+//!   contract's eligibility sets.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
@@ -36,6 +38,7 @@ pub mod pods;
 pub mod progress;
 pub mod quantity;
 pub mod retry;
+pub mod rules;
 pub mod state;
 pub mod trim;
 

@@ -38,9 +38,11 @@ use crate::act::{node_of, task_of};
 use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::progress::LogPattern;
+use crate::rules::{self, RuledKubeNode};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
+use switchyard_core::eligibility::EligibilitySets;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
@@ -408,9 +410,9 @@ impl Caches {
                 charge(&node, &requests);
             }
         }
-        let mut nodes: Vec<Arc<model::Node>> = self
-            .nodes
-            .state()
+        let mut cluster_nodes = self.nodes.state();
+        cluster_nodes.sort_by_key(|n| n.name_any());
+        let nodes: Vec<Arc<model::Node>> = cluster_nodes
             .iter()
             .map(|node| {
                 let name = node.name_any();
@@ -430,10 +432,24 @@ impl Caches {
                 })
             })
             .collect();
-        nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        // Where each role's pods may run, as positions in `nodes` (sorted by name).
+        let ruled: Vec<RuledKubeNode> =
+            cluster_nodes.iter().map(|n| RuledKubeNode::of(n)).collect();
+        let mut eligibility = EligibilitySets::default();
         let mut jobs: Vec<(f64, model::Job)> = jobs_now
             .iter()
-            .filter_map(|job| self.job(job, &pods, usage.as_ref()))
+            .filter_map(|job| {
+                let eligible = |role: &str| {
+                    let spec = job
+                        .spec
+                        .roles
+                        .iter()
+                        .find(|r| r.name == role)
+                        .and_then(|r| r.template.spec.as_ref());
+                    eligibility.id_for(&rules::of_pod_spec(spec), &ruled)
+                };
+                self.job(job, &pods, usage.as_ref(), eligible)
+            })
             .collect();
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
         Snapshot {
@@ -441,17 +457,18 @@ impl Caches {
             triggers,
             nodes,
             jobs: jobs.into_iter().map(|(_, j)| Arc::new(j)).collect(),
-            // Taints, node selectors and affinity are not read from the cluster yet:
-            // every task may run anywhere.
-            node_sets: Arc::default(),
+            node_sets: Arc::clone(eligibility.sets()),
         }
     }
 
+    /// The job as the policy sees it; `eligible` gives the eligibility set of a role's
+    /// tasks.
     fn job(
         &self,
         job: &TrainingJob,
         all_pods: &[Arc<Pod>],
         usage: Option<&Usage>,
+        mut eligible: impl FnMut(&str) -> Option<u32>,
     ) -> Option<(f64, model::Job)> {
         let status = job.status.clone().unwrap_or_default();
         if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
@@ -494,9 +511,9 @@ impl Caches {
                     // The pod, once made, says what admission added (LimitRange
                     // defaults, the runtime class's overhead).
                     requests: pod.map(pod_requests).unwrap_or(spec.requests),
+                    eligible: eligible(&spec.role),
                     name: spec.name,
                     role: spec.role,
-                    eligible: None,
                 }
             })
             .collect();

@@ -791,6 +791,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
         vec![
             serde_json::to_value(node("n1", 8)).unwrap(),
             serde_json::to_value(node("n2", 8)).unwrap(),
+            tainted_control_plane(),
         ],
     )
     .await;
@@ -818,7 +819,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     seen.extend(s);
     let caches = Caches::new(nodes, pods, jobs);
     let snapshot = caches.snapshot(100.0, vec![]);
-    assert_eq!(snapshot.nodes.len(), 2);
+    assert_eq!(snapshot.nodes.len(), 3);
     assert_eq!(
         snapshot.node("n1").unwrap().requested.cpu_millis,
         2000,
@@ -850,6 +851,19 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     );
     assert_eq!(job.phase, JobPhase::Running);
     assert!(job.checkpointable);
+    // The gang's template tolerates nothing: its tasks may run on n1 and n2 only.
+    let set = job.tasks[0]
+        .eligible
+        .expect("the tainted node excludes something");
+    assert!(job.tasks.iter().all(|t| t.eligible == Some(set)));
+    let allowed: Vec<&str> = snapshot
+        .node_set(set)
+        .expect("the set is in the snapshot")
+        .nodes
+        .iter()
+        .map(|&i| snapshot.nodes[i as usize].name.as_str())
+        .collect();
+    assert_eq!(allowed, ["n1", "n2"]);
     let moves: Vec<(&str, &[String])> = job
         .moves
         .iter()
@@ -1054,4 +1068,11 @@ pub(crate) fn migrated_for(purpose: &str, from: &str, to: &str) -> MoveRecord {
         from_nodes: vec![from.into()],
         to_nodes: vec![to.into()],
     }
+}
+
+/// A control-plane node, tainted as kubeadm taints it.
+fn tainted_control_plane() -> Value {
+    let mut node = serde_json::to_value(node("tainted", 8)).unwrap();
+    node["spec"] = json!({"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]});
+    node
 }

@@ -1,0 +1,190 @@
+//! Where a pod may run, read from the cluster: a role template's node selector,
+//! tolerations and required node affinity, and each node's labels and taints, turned
+//! into the contract's eligibility sets (`switchyard_core::eligibility`), so the policy
+//! is offered and the validator allows only nodes kube-scheduler would have allowed.
+//!
+//! Honoured: `nodeSelector`; tolerations of `NoSchedule` and `NoExecute` taints (a
+//! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` of
+//! `requiredDuringSchedulingIgnoredDuringExecution` node affinity. Not honoured here:
+//! `matchFields`, preferred affinity, pod affinity and anti-affinity, host ports,
+//! volume topology.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Node, PodSpec};
+use kube::ResourceExt;
+use switchyard_core::eligibility::{
+    PlacementRules, RuledNode, SelectorOperator, SelectorRequirement, SelectorTerm, Taint,
+    TaintEffect, Toleration, TolerationOperator,
+};
+
+/// What eligibility needs of a node: its labels and taints.
+pub struct RuledKubeNode {
+    labels: BTreeMap<String, String>,
+    taints: Vec<Taint>,
+}
+
+impl RuledKubeNode {
+    /// The labels and the taints (of a known effect) of `node`.
+    pub fn of(node: &Node) -> Self {
+        let taints = node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .into_iter()
+            .flatten()
+            .filter_map(|t| {
+                Some(Taint {
+                    key: t.key.clone(),
+                    value: t.value.clone().unwrap_or_default(),
+                    effect: effect(&t.effect)?,
+                })
+            })
+            .collect();
+        Self {
+            labels: node.labels().clone(),
+            taints,
+        }
+    }
+}
+
+impl RuledNode for RuledKubeNode {
+    fn labels(&self) -> &BTreeMap<String, String> {
+        &self.labels
+    }
+    fn taints(&self) -> &[Taint] {
+        &self.taints
+    }
+}
+
+fn effect(text: &str) -> Option<TaintEffect> {
+    match text {
+        "NoSchedule" => Some(TaintEffect::NoSchedule),
+        "PreferNoSchedule" => Some(TaintEffect::PreferNoSchedule),
+        "NoExecute" => Some(TaintEffect::NoExecute),
+        _ => None,
+    }
+}
+
+/// The rules a pod made from `spec` carries.
+pub fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
+    let Some(spec) = spec else {
+        return Arc::default();
+    };
+    let tolerations = spec
+        .tolerations
+        .iter()
+        .flatten()
+        .map(|t| Toleration {
+            key: t.key.clone().unwrap_or_default(),
+            operator: match t.operator.as_deref() {
+                Some("Exists") => TolerationOperator::Exists,
+                _ => TolerationOperator::Equal,
+            },
+            value: t.value.clone().unwrap_or_default(),
+            effect: t.effect.as_deref().and_then(effect),
+        })
+        .collect();
+    let required_node_affinity = spec
+        .affinity
+        .as_ref()
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|selector| {
+            selector
+                .node_selector_terms
+                .iter()
+                .map(|term| SelectorTerm {
+                    match_expressions: term
+                        .match_expressions
+                        .iter()
+                        .flatten()
+                        .map(|r| SelectorRequirement {
+                            key: r.key.clone(),
+                            operator: operator(&r.operator),
+                            values: r.values.clone().unwrap_or_default(),
+                        })
+                        .collect(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Arc::new(PlacementRules {
+        node_selector: spec.node_selector.clone().unwrap_or_default(),
+        tolerations,
+        required_node_affinity,
+    })
+}
+
+/// An operator the API server accepts; an unknown one matches nothing (`In` of no
+/// values), as kube-scheduler refuses to place such a pod.
+fn operator(text: &str) -> SelectorOperator {
+    match text {
+        "NotIn" => SelectorOperator::NotIn,
+        "Exists" => SelectorOperator::Exists,
+        "DoesNotExist" => SelectorOperator::DoesNotExist,
+        "Gt" => SelectorOperator::Gt,
+        "Lt" => SelectorOperator::Lt,
+        _ => SelectorOperator::In,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::eligibility::EligibilitySets;
+
+    fn node(json: serde_json::Value) -> RuledKubeNode {
+        RuledKubeNode::of(&serde_json::from_value(json).unwrap())
+    }
+
+    fn spec(json: serde_json::Value) -> Arc<PlacementRules> {
+        of_pod_spec(Some(&serde_json::from_value(json).unwrap()))
+    }
+
+    #[test]
+    fn a_template_s_selector_tolerations_and_affinity_pick_the_nodes_kube_scheduler_would() {
+        let nodes = [
+            node(serde_json::json!({"metadata": {"name": "a", "labels": {"gpu": "a100"}}})),
+            node(serde_json::json!({"metadata": {"name": "b", "labels": {"gpu": "v100"}}})),
+            node(serde_json::json!({
+                "metadata": {"name": "cp", "labels": {"gpu": "a100"}},
+                "spec": {"taints": [{"key": "node-role.kubernetes.io/control-plane", "effect": "NoSchedule"}]}
+            })),
+            node(serde_json::json!({
+                "metadata": {"name": "spot", "labels": {"gpu": "v100"}},
+                "spec": {"taints": [{"key": "spot", "effect": "PreferNoSchedule"}]}
+            })),
+        ];
+        let mut sets = EligibilitySets::default();
+        // No rules: kept off the control plane's NoSchedule taint only.
+        let plain = sets.id_for(&spec(serde_json::json!({"containers": []})), &nodes);
+        assert_eq!(sets.sets()[plain.unwrap() as usize].nodes, [0, 1, 3]);
+        let a100 = spec(serde_json::json!({"containers": [], "nodeSelector": {"gpu": "a100"}}));
+        let id = sets.id_for(&a100, &nodes).unwrap();
+        assert_eq!(
+            sets.sets()[id as usize].nodes,
+            [0],
+            "the tainted a100 is out"
+        );
+        let anywhere = spec(serde_json::json!({"containers": [],
+            "tolerations": [{"operator": "Exists"}]}));
+        assert_eq!(sets.id_for(&anywhere, &nodes), None, "every node: no set");
+        let not_a100 = spec(
+            serde_json::json!({"containers": [], "affinity": {"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                {"matchExpressions": [{"key": "gpu", "operator": "NotIn", "values": ["a100"]}]}
+            ]}}}}),
+        );
+        let id = sets.id_for(&not_a100, &nodes).unwrap();
+        assert_eq!(
+            sets.sets()[id as usize].nodes,
+            [1, 3],
+            "PreferNoSchedule excludes nothing"
+        );
+    }
+}
