@@ -252,3 +252,24 @@ fn simulate_refuses_a_flood_and_the_fallback_runs_the_workload() {
     assert_eq!(summary["policy_failures"], summary["rounds"], "{summary}");
     assert_eq!(summary["finished"], summary["jobs"], "{summary}");
 }
+
+#[test]
+fn run_help_lists_both_clusters_flags_and_the_log_variable_and_run_without_a_cluster_says_what_it_needs()
+{
+    let out = stdout_of(&["run", "--help"]);
+    for needed in [
+        "--cluster sim:WORKLOAD.yaml",
+        "--cluster kube",
+        "--speed",
+        "SWITCHYARD_LOG",
+    ] {
+        assert!(out.contains(needed), "`{needed}` missing from:\n{out}");
+    }
+    let output = switchyard().arg("run").output().unwrap();
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        error.contains("needs --cluster") && error.contains("sim:WORKLOAD.yaml"),
+        "{error}"
+    );
+}

@@ -176,23 +176,29 @@ pub(crate) fn init_tracing(json: bool) {
 /// and the rest is parsed by the backend's own argument set.
 #[derive(Debug, clap::Args)]
 pub(crate) struct RunCommand {
-    /// `kube`, or `sim:WORKLOAD.yaml`.
+    /// `kube`, or `sim:WORKLOAD.yaml`; absent only with `--help`, which then lists both
+    /// backends' flags.
     #[arg(long, value_name = "kube|sim:WORKLOAD")]
-    pub cluster: String,
+    pub cluster: Option<String>,
     /// The backend's own flags.
     #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
     pub rest: Vec<String>,
 }
 
+/// What `run --help` says about logging, for both backends.
+const LOGGING_HELP: &str = "Logging: the controller writes to standard error what SWITCHYARD_LOG \
+selects, a tracing filter such as `info`, `debug` or `switchyard=debug,kube=warn`. The default, \
+`warn`, says nothing about uploads, activations and swaps; set SWITCHYARD_LOG=info to see them.";
+
 #[derive(Debug, Parser)]
-#[command(name = "switchyard run")]
+#[command(name = "switchyard run", after_help = LOGGING_HELP)]
 struct KubeRun {
     #[command(flatten)]
     args: kube::RunArgs,
 }
 
 #[derive(Debug, Parser)]
-#[command(name = "switchyard run")]
+#[command(name = "switchyard run", after_help = LOGGING_HELP)]
 struct SimRun {
     #[command(flatten)]
     args: run::RunArgs,
@@ -200,14 +206,24 @@ struct SimRun {
 
 impl RunCommand {
     fn run(self, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+        let Some(cluster) = self.cluster else {
+            if self.rest.iter().any(|a| a == "--help" || a == "-h") {
+                print_both_helps()?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            anyhow::bail!(
+                "switchyard run needs --cluster: `sim:WORKLOAD.yaml` (the embedded simulator) \
+                 or `kube` (a real cluster); `switchyard run --help` lists the flags of both"
+            );
+        };
         let argv = [
             "switchyard run".to_string(),
             "--cluster".into(),
-            self.cluster.clone(),
+            cluster.clone(),
         ]
         .into_iter()
         .chain(self.rest);
-        if self.cluster == "kube" {
+        if cluster == "kube" {
             let parsed = KubeRun::try_parse_from(argv).unwrap_or_else(|e| e.exit());
             kube::run(parsed.args, sandbox)
         } else {
@@ -215,4 +231,19 @@ impl RunCommand {
             run::run(parsed.args, sandbox)
         }
     }
+}
+
+/// `switchyard run --help` without a cluster: each backend's flags in turn.
+fn print_both_helps() -> std::io::Result<()> {
+    use clap::CommandFactory;
+    println!(
+        "switchyard run: the live controller. --cluster chooses where it runs, and each \
+         cluster takes its own flags.\n\n\
+         == switchyard run --cluster sim:WORKLOAD.yaml: on the embedded simulator ==\n"
+    );
+    SimRun::command().print_help()?;
+    println!("\n\n== switchyard run --cluster kube: on a Kubernetes cluster ==\n");
+    KubeRun::command().print_help()?;
+    println!();
+    Ok(())
 }
