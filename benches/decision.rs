@@ -281,18 +281,25 @@ fn placement(c: &mut Criterion) {
 }
 
 /// The contract's cost of eligibility sets: a kept-instance round of SpeCon and DRAGON
-/// on the same cluster without sets and with three sets shared by three quarters of the
-/// jobs (`synthetic::with_eligibility`), and the lowering of the whole snapshot both
-/// ways. The sets travel once to a kept instance, so the round should barely move.
+/// on the same cluster without sets, with three sets that no task names (what carrying
+/// them costs), and with the sets shared by three quarters of the jobs (what a
+/// constrained cluster costs, decisions included; `synthetic::with_eligibility`), and
+/// the lowering of the whole snapshot without and with them.
 fn eligibility(c: &mut Criterion) {
     let runtime = runtime(false);
     for nodes in [1_000, 5_000] {
         let plain = synthetic::cluster(nodes, 0, synthetic::NOW);
-        let constrained = synthetic::with_eligibility(plain.clone());
+        let carried = synthetic::with_eligibility(plain.clone(), false);
+        let constrained = synthetic::with_eligibility(plain.clone(), true);
         for name in ["specon", "dragon"] {
             let subject = Subject::new(&runtime, name);
             let mut g = c.benchmark_group(format!("eligibility/{name}"));
-            for (label, snapshot) in [("none", &plain), ("sets", &constrained)] {
+            let rows = [
+                ("none", &plain),
+                ("unnamed", &carried),
+                ("sets", &constrained),
+            ];
+            for (label, snapshot) in rows {
                 let state = subject.warmed_state(snapshot);
                 subject.bench_kept(&mut g, &format!("{label}-{nodes}"), snapshot, &state);
             }

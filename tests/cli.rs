@@ -255,7 +255,7 @@ fn simulate_refuses_a_flood_and_the_fallback_runs_the_workload() {
 
 #[test]
 fn run_help_lists_both_clusters_flags_and_the_log_variable_and_run_without_a_cluster_says_what_it_needs()
-{
+ {
     let out = stdout_of(&["run", "--help"]);
     for needed in [
         "--cluster sim:WORKLOAD.yaml",

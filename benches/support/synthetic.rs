@@ -144,9 +144,11 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
 /// `snapshot` as a cluster with placement rules would be: three eligibility sets (a GPU
 /// type on the nodes of zone 0, another on zones 1 and 2, and every node but a tainted
 /// tenth), and the jobs in turn unconstrained or limited to one of them. Tasks of one
-/// job share their set, as tasks with the same constraints do.
+/// job share their set, as tasks with the same constraints do. With `named` false the
+/// sets travel but no task names one: what carrying them costs, apart from the
+/// different decisions a constrained cluster asks for.
 #[allow(dead_code, reason = "only the decision bench measures eligibility")]
-pub(crate) fn with_eligibility(mut snapshot: Snapshot) -> Snapshot {
+pub(crate) fn with_eligibility(mut snapshot: Snapshot, named: bool) -> Snapshot {
     let nodes = snapshot.nodes.len() as u32;
     let sets = [
         (0..nodes).filter(|i| i % 3 == 0).collect::<Vec<_>>(),
@@ -162,7 +164,7 @@ pub(crate) fn with_eligibility(mut snapshot: Snapshot) -> Snapshot {
             })
             .collect(),
     );
-    for (i, job) in snapshot.jobs.iter_mut().enumerate() {
+    for (i, job) in snapshot.jobs.iter_mut().enumerate().filter(|_| named) {
         let job = std::sync::Arc::make_mut(job);
         // Running jobs sit on node i / JOBS_PER_NODE; keep them inside their set.
         let host = (i / JOBS_PER_NODE) as u32;
