@@ -439,14 +439,21 @@ impl Caches {
         let mut jobs: Vec<(f64, model::Job)> = jobs_now
             .iter()
             .filter_map(|job| {
+                // Once per role, not per task: a role's pods share its template.
+                let by_role: Vec<(&str, Option<u32>)> = job
+                    .spec
+                    .roles
+                    .iter()
+                    .map(|r| {
+                        let rules = rules::of_pod_spec(r.template.spec.as_ref());
+                        (r.name.as_str(), eligibility.id_for(&rules, &ruled))
+                    })
+                    .collect();
                 let eligible = |role: &str| {
-                    let spec = job
-                        .spec
-                        .roles
+                    by_role
                         .iter()
-                        .find(|r| r.name == role)
-                        .and_then(|r| r.template.spec.as_ref());
-                    eligibility.id_for(&rules::of_pod_spec(spec), &ruled)
+                        .find(|(name, _)| *name == role)
+                        .and_then(|(_, set)| *set)
                 };
                 self.job(job, &pods, usage.as_ref(), eligible)
             })

@@ -130,10 +130,10 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
         standings.push(standing);
     }
-    let admitted = admit(snapshot, &standings);
+    let order = ranking(&standings);
+    let admitted = admit(snapshot, &order);
     let mut ledger = Ledger::new(snapshot);
     let mut actions = Vec::new();
-    let order = ranking(&standings);
     for (rank, &i) in order.iter().enumerate() {
         let job = &snapshot.jobs[i];
         let standing = &standings[i];
@@ -190,8 +190,9 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
 
 /// Which jobs may hold resources this round: jobs that cannot be preempted keep theirs,
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
-/// too large for what is left does not stop smaller ones ranked below it.
-fn admit(snapshot: &Snapshot, standings: &[Standing]) -> Vec<bool> {
+/// too large for what is left does not stop smaller ones ranked below it. `order` is
+/// the jobs' positions in rank order ([`ranking`]).
+fn admit(snapshot: &Snapshot, order: &[usize]) -> Vec<bool> {
     let mut left = snapshot
         .nodes
         .iter()
@@ -204,7 +205,7 @@ fn admit(snapshot: &Snapshot, standings: &[Standing]) -> Vec<bool> {
             admitted[i] = true;
         }
     }
-    for i in ranking(standings) {
+    for &i in order {
         let job = &snapshot.jobs[i];
         if admitted[i] {
             continue;
