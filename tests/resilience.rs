@@ -104,7 +104,10 @@ fn with_a_fifth_of_binds_failing_no_job_is_lost_or_bound_twice_and_every_failure
         );
         // About one attempt in five fails: far from none, and far from all.
         let share = failed.len() as f64 / attempts as f64;
-        assert!((0.1..0.3).contains(&share), "seed {seed}: {share} of {attempts} failed");
+        assert!(
+            (0.1..0.3).contains(&share),
+            "seed {seed}: {share} of {attempts} failed"
+        );
     }
 }
 
@@ -177,10 +180,9 @@ jobs:
         rounds.push(control.decide_round(&mut sim, triggers));
     }
     for (i, round) in rounds.iter().enumerate() {
-        let decided = round
-            .calls
-            .iter()
-            .any(|c| matches!(c.role, CallRole::Active | CallRole::Fallback) && c.failure.is_none());
+        let decided = round.calls.iter().any(|c| {
+            matches!(c.role, CallRole::Active | CallRole::Fallback) && c.failure.is_none()
+        });
         assert!(decided, "round {i} has a decision: {:?}", round.calls);
     }
     let first = &rounds[0];
@@ -189,7 +191,10 @@ jobs:
         Some("deadline"),
         "shown the whole burst, the policy overruns"
     );
-    let window = first.record.queue_window.expect("the fallback saw a window");
+    let window = first
+        .record
+        .queue_window
+        .expect("the fallback saw a window");
     assert_eq!(window.waiting, 10_000);
     assert!(window.shown < 10_000, "{window:?}");
     assert!(

@@ -43,10 +43,10 @@ pub use state::{
 
 use experiment::Arm;
 use state::PolicyStates;
-use window::QueueWindow;
 use switchyard_core::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
 use switchyard_core::validate;
 use switchyard_runtime::{PolicyError, PolicyModule, Session};
+use window::QueueWindow;
 
 /// What [`Cluster::advance`] stopped for.
 #[derive(Clone, Debug, PartialEq)]
@@ -174,7 +174,8 @@ pub struct PolicyCall {
 /// Everything one round did: the record, plus what metrics need.
 #[derive(Clone, Debug)]
 pub struct RoundOutcome {
-    /// Whether any accepted action changes the cluster (anything but `wait`).
+    /// Whether any accepted action changed the cluster (anything but `wait`), or failed
+    /// and is due to be retried: either way the run is not over.
     pub changed: bool,
     /// The round's record.
     pub record: DecisionRecord,
@@ -392,7 +393,7 @@ impl ControlLoop {
     }
 
     /// One round: snapshot, decide (falling back on failure), validate, apply, record.
-    /// Returns whether any accepted action changes the cluster (anything but `wait`).
+    /// Returns [`RoundOutcome::changed`].
     pub fn round<C: Cluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
         self.decide_round(cluster, triggers).changed
     }
@@ -502,7 +503,8 @@ impl ControlLoop {
         if failed_actions {
             // Something the policy asked for did not happen: it is asked again soon,
             // whether or not anything else happens meanwhile.
-            let delay = (RETRY_FIRST * 2f64.powi(self.failing_rounds.min(16) as i32)).min(RETRY_MAX);
+            let delay =
+                (RETRY_FIRST * 2f64.powi(self.failing_rounds.min(16) as i32)).min(RETRY_MAX);
             self.failing_rounds = self.failing_rounds.saturating_add(1);
             next_tick = earliest(next_tick, Some(snapshot.time + delay));
         } else {
@@ -546,13 +548,7 @@ impl ControlLoop {
         seed: u64,
         calls: &mut RoundCalls,
     ) -> ArmDecided {
-        let decided = decide_with_fallback(
-            &mut self.states,
-            &arm,
-            view,
-            seed,
-            &mut calls.calls,
-        );
+        let decided = decide_with_fallback(&mut self.states, &arm, view, seed, &mut calls.calls);
         let decision = decided.decision.clone().unwrap_or_default();
         if arm.role == CallRole::Shadow {
             return ArmDecided {
@@ -699,7 +695,9 @@ fn decide_with_fallback(
     calls: &mut Vec<PolicyCall>,
 ) -> Decided {
     let (slot, role) = (&arm.slot, arm.role);
-    let windowed = arm.window.and_then(|limit| window::windowed(snapshot, limit));
+    let windowed = arm
+        .window
+        .and_then(|limit| window::windowed(snapshot, limit));
     let (view, window) = match &windowed {
         Some((view, record)) => (view, Some(*record)),
         None => (snapshot, None),

@@ -88,10 +88,7 @@ fn is_waiting(job: &Job) -> bool {
 /// `snapshot` with only the `limit` oldest waiting jobs (by submission time, then
 /// position) and every job that holds nodes, in the snapshot's order, and without the
 /// triggers about the jobs left out. `None` when nothing would be left out.
-pub(crate) fn windowed(
-    snapshot: &Snapshot,
-    limit: usize,
-) -> Option<(Snapshot, QueueWindowRecord)> {
+pub(crate) fn windowed(snapshot: &Snapshot, limit: usize) -> Option<(Snapshot, QueueWindowRecord)> {
     let mut queue: Vec<(f64, usize)> = snapshot
         .jobs
         .iter()
@@ -216,7 +213,11 @@ mod tests {
         window.overran(100, deadline);
         assert_eq!(window.limit(), Some(MIN_WINDOW), "never below the minimum");
         window.succeeded(10_000, Duration::from_millis(60));
-        assert_eq!(window.limit(), Some(MIN_WINDOW), "twice as many would overrun");
+        assert_eq!(
+            window.limit(),
+            Some(MIN_WINDOW),
+            "twice as many would overrun"
+        );
         window.succeeded(10_000, Duration::from_millis(10));
         assert_eq!(window.limit(), Some(2 * MIN_WINDOW));
         window.succeeded(100, Duration::from_millis(10));

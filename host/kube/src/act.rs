@@ -127,20 +127,21 @@ impl Actor {
             Err(error) => return Err(self.placement_failed(job, "Place", error).await),
         };
         let created = created_message(&placed);
-        let recorded = self.update_status(job, |status| {
-            if status.placements.is_empty() {
-                let to = placed.iter().map(|p| p.node.clone()).collect();
-                let now = seconds(Timestamp::now());
-                status.record_move(MoveKindRecord::Placed, "", Vec::new(), to, now);
-            }
-            for p in &placed {
-                status.placements.retain(|q| q.task != p.task);
-                status.placements.push(p.clone());
-            }
-            status.phase = Some(Phase::Running);
-            set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
-        })
-        .await;
+        let recorded = self
+            .update_status(job, |status| {
+                if status.placements.is_empty() {
+                    let to = placed.iter().map(|p| p.node.clone()).collect();
+                    let now = seconds(Timestamp::now());
+                    status.record_move(MoveKindRecord::Placed, "", Vec::new(), to, now);
+                }
+                for p in &placed {
+                    status.placements.retain(|q| q.task != p.task);
+                    status.placements.push(p.clone());
+                }
+                status.phase = Some(Phase::Running);
+                set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
+            })
+            .await;
         if let Err(error) = recorded {
             // The pods are bound, but the job's status does not say so: the next
             // round sees them running, and this one reports the failure.
@@ -724,7 +725,10 @@ impl Actor {
             }
             return Ok(RestartProgress::Waiting);
         }
-        if matches!(restart.action, RestartAction::Recover | RestartAction::Preempt) {
+        if matches!(
+            restart.action,
+            RestartAction::Recover | RestartAction::Preempt
+        ) {
             return self.requeue(job, &restart, now).await;
         }
         let assignments: Vec<(String, String)> = restart

@@ -541,7 +541,10 @@ impl Caches {
             }
         }
         if let Some(restart) = &status.restart {
-            let whole_job = matches!(restart.action, RestartAction::Recover | RestartAction::Preempt);
+            let whole_job = matches!(
+                restart.action,
+                RestartAction::Recover | RestartAction::Preempt
+            );
             for task in &mut tasks {
                 if whole_job || restart.targets.iter().any(|t| t.task == task.name) {
                     task.phase = TaskPhase::Restarting;

@@ -33,8 +33,8 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use events::{EventKind, EventQueue};
-use faults::Injector;
 pub use faults::Faults;
+use faults::Injector;
 pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 use state::{JobState, SimJob, SimNode};
 use switchyard_control::{ActionOutcome, Advance, Cluster};

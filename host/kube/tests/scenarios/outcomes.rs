@@ -4,13 +4,10 @@
 //! preemption, carried out as a staged restart that ends with the job queued again.
 
 use serde_json::json;
-use switchyard_control::{
-    Advance, Cluster, ControlLoop, FailureReason, Leader, RETRY_FIRST, Step,
-};
+use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader, RETRY_FIRST, Step};
 use switchyard_core::model::{Action, Operation, Trigger};
 use switchyard_kube::crd::{
-    CheckpointMethod, MoveKindRecord, MoveRecord, PendingRestart, RestartAction,
-    TrainingJobStatus,
+    CheckpointMethod, MoveKindRecord, MoveRecord, PendingRestart, Phase, RestartAction, TrainingJobStatus,
 };
 
 use crate::cluster::{default_policy, runtime};
@@ -24,8 +21,10 @@ const WEBHOOK_DENIAL: &str =
 /// A Warning Event on job `a` whose note starts with `note`.
 fn warning(reason: &str, action: &str, note: &str) -> Expect {
     Expect::post(EVENTS)
-        .body(json!({"reason": reason, "action": action, "type": "Warning", "note": note,
-            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}))
+        .body(
+            json!({"reason": reason, "action": action, "type": "Warning", "note": note,
+            "regarding": {"kind": "TrainingJob", "name": "a", "namespace": NS}}),
+        )
         .respond(201, event_json())
 }
 
@@ -41,8 +40,10 @@ pub(crate) async fn a_bind_an_admission_webhook_denies_is_a_failed_action() -> V
         delete("a-main-0-0", None),
         Expect::get(STATUS).ok(job.json()),
         Expect::put(STATUS)
-            .body(json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
-                "reason": "PlacementFailed"}]}}))
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "PlacementFailed"}]}}),
+            )
             .ok(job.json()),
         warning("PlacementFailed", "Place", "admission-refused: *"),
     ]);
@@ -64,7 +65,9 @@ pub(crate) async fn a_bind_an_admission_webhook_denies_is_a_failed_action() -> V
     assert!(matches!(&failed.action.op, Operation::Place { job, .. } if job == "ml/a"));
     assert_eq!(failed.failure, FailureReason::AdmissionRefused);
     assert!(
-        failed.failed_because.contains("binding pod a-main-0-0 to node n1")
+        failed
+            .failed_because
+            .contains("binding pod a-main-0-0 to node n1")
             && failed.failed_because.contains("over its GPU quota"),
         "{}",
         failed.failed_because
@@ -108,13 +111,25 @@ pub(crate) async fn a_resize_the_api_server_forbids_is_a_failed_action() -> Vec<
         panic!("one failed outcome: {outcomes:?}");
     };
     assert_eq!(failure.reason, FailureReason::Forbidden);
-    assert!(failure.message.contains("pods/resize"), "{}", failure.message);
+    assert!(
+        failure.message.contains("pods/resize"),
+        "{}",
+        failure.message
+    );
     server.finish().await
 }
 
 pub(crate) async fn a_preemption_checkpoints_stops_and_requeues_the_job() -> Vec<Access> {
     let mut world = World::new().node(node("n1", 8));
-    let job = running_single(CheckpointMethod::Signal, 10);
+    // Progress is pushed, so no log is followed while the cluster waits.
+    let job = JobBuilder::new("a")
+        .push_progress()
+        .checkpoint(CheckpointMethod::Signal, 10)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            ..TrainingJobStatus::default()
+        });
     let old = pod("a", "main-0", 0, Some("n1"));
     world.job(&job);
     world.pod(old.clone());
@@ -150,7 +165,7 @@ pub(crate) async fn a_preemption_checkpoints_stops_and_requeues_the_job() -> Vec
     // Once the pod is gone, the job waits again with nothing placed, its work kept.
     script.extend(status_write(
         &stopping,
-        json!({"status": {"phase": "Waiting", "placements": [], "generation": 1}}),
+        json!({"status": {"phase": "Waiting", "generation": 1}}),
         &stopping,
     ));
     script.push(event("Preempted", "Preempt", "Normal"));
@@ -164,14 +179,21 @@ pub(crate) async fn a_preemption_checkpoints_stops_and_requeues_the_job() -> Vec
     };
     let (cluster, outcomes) = blocking(cluster, move |c| c.apply(&[preempt], &[])).await;
     assert!(matches!(outcomes[..], [Ok(())]), "{outcomes:?}");
-    assert_eq!(server.served(), 3, "recorded and asked to stop, nothing more");
+    assert_eq!(
+        server.served(),
+        3,
+        "recorded and asked to stop, nothing more"
+    );
 
     world.job(&stopping);
     world.pod(terminating(old.clone()));
     world.set_clock(1);
-    let (cluster, advance) =
-        blocking(cluster, |c| c.advance(Some(at(1).as_second() as f64))).await;
-    assert_eq!(server.served(), 3, "nothing while the pod saves its checkpoint");
+    let (cluster, advance) = blocking(cluster, |c| c.advance(Some(at(1).as_second() as f64))).await;
+    assert_eq!(
+        server.served(),
+        3,
+        "nothing while the pod saves its checkpoint"
+    );
     assert_eq!(advance, Advance::Reached { quiescent: false });
 
     world.pod_gone(old);
@@ -198,7 +220,7 @@ fn preempted_from(node: &str) -> MoveRecord {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_an_admission_webhook_denies_is_recorded_failed_with_its_reason_and_a_warning_event()
- {
+{
     a_bind_an_admission_webhook_denies_is_a_failed_action().await;
 }
 

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_control::experiment::ExperimentMode;
 use switchyard_control::{
-    ActionOutcome, Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment, PolicySlot, StateError,
-    StateStore,
+    ActionOutcome, Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment,
+    PolicySlot, StateError, StateStore,
 };
 use switchyard_core::model::{Action, JobLabel, Settings, Snapshot, Trigger};
 use switchyard_core::validate;

@@ -32,15 +32,23 @@ impl Guest for QueueBound {
             .iter()
             .map(|n| {
                 (
-                    n.allocatable.cpu_millis.saturating_sub(n.requested.cpu_millis),
-                    n.allocatable.memory_bytes.saturating_sub(n.requested.memory_bytes),
+                    n.allocatable
+                        .cpu_millis
+                        .saturating_sub(n.requested.cpu_millis),
+                    n.allocatable
+                        .memory_bytes
+                        .saturating_sub(n.requested.memory_bytes),
                     n.allocatable.gpus.saturating_sub(n.requested.gpus),
                 )
             })
             .collect();
         let mut actions = Vec::new();
         let mut x = snapshot.time as u64;
-        for job in snapshot.jobs.iter().filter(|j| j.phase == JobPhase::Waiting) {
+        for job in snapshot
+            .jobs
+            .iter()
+            .filter(|j| j.phase == JobPhase::Waiting)
+        {
             for _ in 0..WORK_PER_JOB {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
