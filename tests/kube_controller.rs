@@ -62,6 +62,18 @@ async fn live(
     (controller, router, driver)
 }
 
+/// The live controller as the one replica, leading for good, with its state in memory.
+async fn leading(world: &World, client: kube::Client) -> (Controller, axum::Router, DriverHandle) {
+    live(
+        world,
+        client,
+        Leader::always("switchyard-0"),
+        Box::new(MemoryStateStore),
+        Arc::new(MemoryStateStore),
+    )
+    .await
+}
+
 async fn stop(driver: DriverHandle) {
     tokio::task::spawn_blocking(move || driver.shutdown())
         .await
@@ -114,14 +126,7 @@ async fn a_loss_sample_posted_to_the_api_in_kube_mode_lands_in_the_trainingjobs_
             .body(json!({"status": {"loss": [{"step": 7, "value": 0.25}]}}))
             .ok(a.json()),
     ]);
-    let (controller, router, driver) = live(
-        &world,
-        client,
-        Leader::always("switchyard-0"),
-        Box::new(MemoryStateStore),
-        Arc::new(MemoryStateStore),
-    )
-    .await;
+    let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
     let (status, body) = call(
         &router,
@@ -518,14 +523,7 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
                 "note": "admission-refused: *", "regarding": {"name": "a", "namespace": NS}}))
             .respond(201, event_json()),
     ]);
-    let (controller, router, driver) = live(
-        &world,
-        client,
-        Leader::always("switchyard-0"),
-        Box::new(MemoryStateStore),
-        Arc::new(MemoryStateStore),
-    )
-    .await;
+    let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
     let failed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
         loop {

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use switchyard_control::{
-    CallRole, ControlLoop, DecisionRecord, FailureReason, PolicySlot, RoundOutcome, RunEnd, Step,
+    CallRole, Cluster, ControlLoop, DecisionRecord, FailureReason, PolicySlot, RoundOutcome,
+    RunEnd, Step,
 };
 use switchyard_core::model::Operation;
 use switchyard_runtime::registry::PolicyRef;
@@ -78,7 +79,8 @@ fn placements(records: &[DecisionRecord]) -> BTreeMap<String, (usize, usize)> {
 #[test]
 fn with_a_fifth_of_binds_failing_no_job_is_lost_or_bound_twice_and_every_failure_is_recorded() {
     let runtime = runtime();
-    for seed in [1, 2, 3] {
+    let (mut all_failed, mut all_attempts) = (0, 0);
+    for seed in 1..=8 {
         let (control, sim) = run(&runtime, "default", &faulty(120, "{place: 0.2}"), seed);
         assert_eq!(sim.finished_jobs(), 120, "seed {seed}: every job finished");
         let per_job = placements(control.records());
@@ -102,13 +104,16 @@ fn with_a_fifth_of_binds_failing_no_job_is_lost_or_bound_twice_and_every_failure
             sim.faults_injected(),
             "seed {seed}: every injected failure is in the records"
         );
-        // About one attempt in five fails: far from none, and far from all.
-        let share = failed.len() as f64 / attempts as f64;
-        assert!(
-            (0.1..0.3).contains(&share),
-            "seed {seed}: {share} of {attempts} failed"
-        );
+        all_failed += failed.len();
+        all_attempts += attempts;
     }
+    // About one attempt in five fails, over all the runs (one run of ~150 attempts can
+    // be far off: seed 1 fails 11 of 131).
+    let share = all_failed as f64 / all_attempts as f64;
+    assert!(
+        (0.15..0.25).contains(&share),
+        "{all_failed} of {all_attempts} attempts failed"
+    );
 }
 
 #[test]

@@ -1044,41 +1044,60 @@ impl Actor {
                 Some(TaskTarget { task: t.name, node })
             })
             .collect();
-        let to: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
         let victims: Vec<&Pod> = job_pods.iter().collect();
-        let restart = pending(
-            RestartAction::Scale,
-            &victims,
+        let restart = WholeRestart {
+            action: RestartAction::Scale,
+            kind: MoveKindRecord::Rescaled,
             targets,
             checkpoint,
             reason,
             now,
-        );
-        let from: Vec<String> = job_pods
+        };
+        self.restart_whole_job(job, &victims, restart, |status| {
+            status.rescales += 1;
+            status.replicas = Some(replicas);
+        })
+        .await
+    }
+
+    /// Records `restart` of `victims` (every pod of `job`) with its move, on the status
+    /// the decision saw only, then asks the pods to checkpoint: what a rescale and a
+    /// preemption share. `change` adds what is particular to the restart.
+    async fn restart_whole_job(
+        &self,
+        job: &TrainingJob,
+        victims: &[&Pod],
+        restart: WholeRestart<'_>,
+        change: impl Fn(&mut TrainingJobStatus),
+    ) -> Result<()> {
+        let to: Vec<String> = restart.targets.iter().map(|t| t.node.clone()).collect();
+        let from: Vec<String> = victims
             .iter()
             .filter_map(|p| node_of(p).map(str::to_string))
             .collect();
+        let (kind, now, checkpoint) = (restart.kind, restart.now, restart.checkpoint);
+        let pending = pending(
+            restart.action,
+            victims,
+            restart.targets,
+            checkpoint,
+            restart.reason,
+            now,
+        );
         let generation = status_of(job).generation;
         self.update_status_if(
             job,
             |fresh| unchanged_since(fresh, generation),
             |status| {
-                status.record_move(
-                    MoveKindRecord::Rescaled,
-                    "",
-                    from.clone(),
-                    to.clone(),
-                    seconds(now),
-                );
-                status.rescales += 1;
-                status.replicas = Some(replicas);
+                status.record_move(kind, "", from.clone(), to.clone(), seconds(now));
+                change(status);
                 status.generation += 1;
                 status.phase = Some(Phase::Restarting);
-                status.restart = Some(restart.clone());
+                status.restart = Some(pending.clone());
             },
         )
         .await?;
-        self.request_checkpoint(job, &victims, checkpoint, &restart)
+        self.request_checkpoint(job, victims, checkpoint, &pending)
             .await
     }
 
@@ -1113,38 +1132,15 @@ impl Actor {
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
-        let restart = pending(
-            RestartAction::Preempt,
-            &victims,
-            Vec::new(),
+        let restart = WholeRestart {
+            action: RestartAction::Preempt,
+            kind: MoveKindRecord::Preempted,
+            targets: Vec::new(),
             checkpoint,
             reason,
             now,
-        );
-        let from: Vec<String> = job_pods
-            .iter()
-            .filter_map(|p| node_of(p).map(str::to_string))
-            .collect();
-        let generation = status_of(job).generation;
-        self.update_status_if(
-            job,
-            |fresh| unchanged_since(fresh, generation),
-            |status| {
-                status.record_move(
-                    MoveKindRecord::Preempted,
-                    "",
-                    from.clone(),
-                    Vec::new(),
-                    seconds(now),
-                );
-                status.generation += 1;
-                status.phase = Some(Phase::Restarting);
-                status.restart = Some(restart.clone());
-            },
-        )
-        .await?;
-        self.request_checkpoint(job, &victims, checkpoint, &restart)
-            .await
+        };
+        self.restart_whole_job(job, &victims, restart, |_| {}).await
     }
 
     /// Replaces the policy's labels on `job` (no write when they are unchanged): one
@@ -1301,6 +1297,18 @@ impl Actor {
             tracing::warn!(%error, "could not publish event");
         }
     }
+}
+
+/// A restart of every pod of a job, as [`Actor::restart_whole_job`] records it.
+struct WholeRestart<'a> {
+    action: RestartAction,
+    /// The move it is in the job's history.
+    kind: MoveKindRecord,
+    /// Where the replacements go (none for a preemption).
+    targets: Vec<TaskTarget>,
+    checkpoint: &'a Checkpoint,
+    reason: &'a str,
+    now: Timestamp,
 }
 
 /// One pod of a placement, and what this call did to it.
