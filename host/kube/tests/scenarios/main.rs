@@ -21,4 +21,5 @@ mod rendezvous;
 mod restarts;
 mod startup;
 mod state;
+mod views;
 mod wedges;
