@@ -412,10 +412,10 @@ impl KubeCluster {
             for pod in observe::own_pods(&job, &pods) {
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
                 present.insert(key.clone());
-                let running = observe::phase_of(&pod) == Some("Running");
+                let running = observe::phase_of(pod) == Some("Running");
                 let waiting = self.follow_backoff.get(&key).is_some_and(|(t, _)| now < *t);
                 if !running
-                    || node_of(&pod).is_none()
+                    || node_of(pod).is_none()
                     || waiting
                     || self.followed.contains_key(&key)
                 {
