@@ -69,7 +69,7 @@ const NS: &str = "ml";
 
 fn node(i: usize) -> Node {
     let mut spec = json!({});
-    if i % 10 == 0 {
+    if i.is_multiple_of(10) {
         spec = json!({"taints": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]});
     }
     serde_json::from_value(json!({
@@ -77,7 +77,7 @@ fn node(i: usize) -> Node {
         "metadata": {"name": format!("node-{i:05}"), "resourceVersion": "1",
             "labels": {"kubernetes.io/hostname": format!("node-{i:05}"),
                 "topology.kubernetes.io/zone": format!("zone-{}", i % 3),
-                "gpu.example.com/type": if i % 2 == 0 { "a100" } else { "v100" }}},
+                "gpu.example.com/type": if i.is_multiple_of(2) { "a100" } else { "v100" }}},
         "spec": spec,
         "status": {"allocatable": {"cpu": "64", "memory": "256Gi", "nvidia.com/gpu": "8", "pods": "110"},
             "conditions": [{"type": "Ready", "status": "True"}]}

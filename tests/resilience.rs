@@ -131,16 +131,16 @@ fn injected_failures_are_the_same_on_every_run_with_the_same_seed() {
 fn a_fault_rate_outside_zero_to_one_or_an_unknown_operation_is_refused_by_name() {
     let error = Workload::parse(&faulty(1, "{place: 1.5}"), Path::new("faults.yaml"))
         .and_then(|w| w.scenario(1))
-        .err()
-        .expect("a rate above 1 is refused")
+        .map(|_| ())
+        .expect_err("a rate above 1 is refused")
         .to_string();
     assert!(
         error.contains("simulator.faults.place") && error.contains("between 0 and 1"),
         "{error}"
     );
     let error = Workload::parse(&faulty(1, "{bind: 0.2}"), Path::new("faults.yaml"))
-        .err()
-        .expect("an unknown operation is refused")
+        .map(|_| ())
+        .expect_err("an unknown operation is refused")
         .to_string();
     assert!(
         error.contains("bind") && error.contains("place") && error.contains("set_cpu_weight"),
