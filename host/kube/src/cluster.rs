@@ -414,10 +414,7 @@ impl KubeCluster {
                 present.insert(key.clone());
                 let running = observe::phase_of(pod) == Some("Running");
                 let waiting = self.follow_backoff.get(&key).is_some_and(|(t, _)| now < *t);
-                if !running
-                    || node_of(pod).is_none()
-                    || waiting
-                    || self.followed.contains_key(&key)
+                if !running || node_of(pod).is_none() || waiting || self.followed.contains_key(&key)
                 {
                     continue;
                 }
