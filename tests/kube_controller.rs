@@ -62,6 +62,18 @@ async fn live(
     (controller, router, driver)
 }
 
+/// The live controller as the one replica, leading for good, with its state in memory.
+async fn leading(world: &World, client: kube::Client) -> (Controller, axum::Router, DriverHandle) {
+    live(
+        world,
+        client,
+        Leader::always("switchyard-0"),
+        Box::new(MemoryStateStore),
+        Arc::new(MemoryStateStore),
+    )
+    .await
+}
+
 async fn stop(driver: DriverHandle) {
     tokio::task::spawn_blocking(move || driver.shutdown())
         .await
@@ -114,14 +126,7 @@ async fn a_loss_sample_posted_to_the_api_in_kube_mode_lands_in_the_trainingjobs_
             .body(json!({"status": {"loss": [{"step": 7, "value": 0.25}]}}))
             .ok(a.json()),
     ]);
-    let (controller, router, driver) = live(
-        &world,
-        client,
-        Leader::always("switchyard-0"),
-        Box::new(MemoryStateStore),
-        Arc::new(MemoryStateStore),
-    )
-    .await;
+    let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
     let (status, body) = call(
         &router,
@@ -490,6 +495,76 @@ async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kep
     assert_eq!(
         entry.slot.module.digest(),
         switchyard_runtime::ComponentDigest::of(&bytes)
+    );
+    stop(driver).await;
+    server.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events() {
+    use support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
+    let mut world = World::new().node(node("n1", 8));
+    let job = JobBuilder::new("a");
+    world.job(&job);
+    let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
+    let (client, server) = MockServer::start(vec![
+        service("a"),
+        create("a-main-0-0", "a", "main-0", "main"),
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            400,
+            "BadRequest",
+            "admission webhook \"gpu-quota.example.com\" denied the request: team ml is over its GPU quota",
+        ),
+        delete("a-main-0-0", None),
+        Expect::get(status).ok(job.json()),
+        Expect::put(status).ok(job.json()),
+        Expect::post(EVENTS)
+            .body(json!({"type": "Warning", "reason": "PlacementFailed",
+                "note": "admission-refused: *", "regarding": {"name": "a", "namespace": NS}}))
+            .respond(201, event_json()),
+    ]);
+    let (controller, router, driver) = leading(&world, client).await;
+    until_ready(&controller).await;
+    let failed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        loop {
+            let (_, body) = call(&router, "GET", "/v1/decisions", Value::Null).await;
+            let failed: Vec<Value> = body["decisions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .flat_map(|d| d["failed"].as_array().cloned().unwrap_or_default())
+                .collect();
+            if !failed.is_empty() {
+                return failed;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the round was decided and recorded");
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0]["op"], "place");
+    assert_eq!(failed[0]["job"], "ml/a");
+    assert_eq!(failed[0]["failure"], "admission-refused");
+    let because = failed[0]["failed_because"].as_str().unwrap();
+    assert!(because.contains("over its GPU quota"), "{because}");
+    let request = Request::builder()
+        .uri("/metrics")
+        .body(Body::empty())
+        .unwrap();
+    let response = router.clone().oneshot(request).await.unwrap();
+    let text = String::from_utf8(
+        axum::body::to_bytes(response.into_body(), 1 << 20)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+    .unwrap();
+    assert!(
+        text.contains(
+            "switchyard_failed_actions_total{policy=\"default\",operation=\"place\",reason=\"admission-refused\"} 1"
+        ),
+        "{text}"
     );
     stop(driver).await;
     server.finish().await;

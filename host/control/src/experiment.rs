@@ -16,6 +16,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::PolicySlot;
+use crate::outcome::{ActionOutcome, FailureReason};
 use switchyard_core::model::{Action, NodeSet, Operation, Snapshot, Trigger};
 use switchyard_core::names;
 
@@ -203,6 +204,8 @@ pub struct Experiment {
     area: [(f64, f64); 2],
     /// Per arm: capacity of its nodes (cpu millis, gpus).
     capacity: [(f64, f64); 2],
+    /// Per arm: accepted actions the cluster failed to carry out, by reason.
+    failed_actions: [BTreeMap<FailureReason, u64>; 2],
 }
 
 impl Experiment {
@@ -222,6 +225,7 @@ impl Experiment {
             allocated: [(0.0, 0.0); 2],
             area: [(0.0, 0.0); 2],
             capacity: [(0.0, 0.0); 2],
+            failed_actions: Default::default(),
         }
     }
 
@@ -265,6 +269,19 @@ impl Experiment {
 
     pub(crate) fn record_b_failure(&mut self) {
         self.b_failures += 1;
+    }
+
+    /// Tallies the failures among what became of `arm`'s applied actions.
+    pub(crate) fn record_failed_actions<'a>(
+        &mut self,
+        arm: Arm,
+        outcomes: impl Iterator<Item = &'a ActionOutcome>,
+    ) {
+        for failure in outcomes.filter_map(|o| o.as_ref().err()) {
+            *self.failed_actions[arm as usize]
+                .entry(failure.reason)
+                .or_default() += 1;
+        }
     }
 
     /// Compares A's and B's requested operations, ignoring order and reasons; returns
@@ -443,6 +460,10 @@ impl Experiment {
             started_at: self.started_at,
             rounds: self.rounds,
             b_failures: self.b_failures,
+            failed_actions: FailedActions {
+                a: self.failed_actions[0].clone(),
+                b: self.failed_actions[1].clone(),
+            },
             shadow,
             split,
         }
@@ -485,6 +506,7 @@ impl Experiment {
                 (Some(s), Some(f)) => Some(f - s),
                 _ => None,
             },
+            failed_actions: self.failed_actions[i].values().sum(),
             cpu_allocated: share(self.area[i].0, self.capacity[i].0),
             gpu_allocated: share(self.area[i].1, self.capacity[i].1),
         }
@@ -519,12 +541,24 @@ pub struct ExperimentReport {
     pub rounds: u64,
     /// Rounds in which arm B's policy failed (A was not affected).
     pub b_failures: u64,
+    /// Accepted actions the cluster failed to carry out, per arm and reason (a shadow
+    /// arm B is never applied, so only A's can fail there).
+    pub failed_actions: FailedActions,
     /// Shadow figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowReport>,
     /// Split figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub split: Option<SplitReport>,
+}
+
+/// Accepted actions that failed, per arm, by [`FailureReason`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FailedActions {
+    /// Arm A's (the active policy's, or the fallback's standing in for it).
+    pub a: BTreeMap<FailureReason, u64>,
+    /// Arm B's in a split.
+    pub b: BTreeMap<FailureReason, u64>,
 }
 
 /// Agreement between the applied and the shadow policy.
@@ -560,6 +594,8 @@ pub struct ArmReport {
     pub started: usize,
     /// Of those, jobs that finished (behind `avg_completion` and `makespan`).
     pub finished: usize,
+    /// Accepted actions of the arm that the cluster failed to carry out.
+    pub failed_actions: u64,
     /// Mean completion time (finish - submit) of its finished jobs, seconds.
     pub avg_completion: Option<f64>,
     /// Mean wait (start - submit) of its started jobs, seconds.

@@ -19,8 +19,10 @@ pub mod experiment;
 pub mod leader;
 pub mod live;
 pub mod loss;
+pub mod outcome;
 mod record;
 pub mod state;
+pub mod window;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,7 +31,11 @@ pub use experiment::{Experiment, ExperimentReport};
 pub use leader::Leader;
 pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
 pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
-pub use record::{ArmRecord, DecisionRecord, RejectedLabelRecord, RejectedRecord, ShadowRecord};
+pub use outcome::{ActionFailure, ActionOutcome, FailureReason};
+pub use record::{
+    ArmRecord, DecisionRecord, FailedRecord, QueueWindowRecord, RejectedLabelRecord,
+    RejectedRecord, ShadowRecord,
+};
 pub use state::{
     ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
     StateError, StateStore,
@@ -40,6 +46,7 @@ use state::PolicyStates;
 use switchyard_core::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
 use switchyard_core::validate;
 use switchyard_runtime::{PolicyError, PolicyModule, Session};
+use window::QueueWindow;
 
 /// What [`Cluster::advance`] stopped for.
 #[derive(Clone, Debug, PartialEq)]
@@ -67,8 +74,10 @@ pub trait Cluster {
     fn advance(&mut self, until: Option<f64>) -> Advance;
     /// The state the policy sees now, with the reasons for the call.
     fn snapshot(&mut self, triggers: Vec<Trigger>) -> Snapshot;
-    /// Carries out actions the validator accepted, and the policy's labels.
-    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]);
+    /// Carries out actions the validator accepted, and the policy's labels. Returns one
+    /// outcome per accepted action, in order: an action whose calls failed is reported
+    /// as such, never dropped (a half-done gang bind is undone and reported failed).
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome>;
     /// Jobs that have finished so far (for progress reporting).
     fn finished_jobs(&self) -> usize;
 }
@@ -165,7 +174,8 @@ pub struct PolicyCall {
 /// Everything one round did: the record, plus what metrics need.
 #[derive(Clone, Debug)]
 pub struct RoundOutcome {
-    /// Whether any accepted action changes the cluster (anything but `wait`).
+    /// Whether any accepted action changed the cluster (anything but `wait`), or failed
+    /// and is due to be retried: either way the run is not over.
     pub changed: bool,
     /// The round's record.
     pub record: DecisionRecord,
@@ -189,15 +199,30 @@ pub struct ControlLoop {
     next_tick: Option<f64>,
     rounds: u64,
     failures: u64,
+    /// How many waiting jobs the active policy is shown (see [`window`]).
+    window: QueueWindow,
+    /// Consecutive rounds in which an applied action failed (sets the retry delay).
+    failing_rounds: u32,
     keep_records: bool,
     records: Vec<DecisionRecord>,
 }
+
+/// After a round in which an accepted action failed, the loop calls the policy again
+/// this many cluster seconds later (so it can try again even when nothing else
+/// happens), doubling with each such round in a row up to [`RETRY_MAX`].
+pub const RETRY_FIRST: f64 = 1.0;
+/// The longest wait before a retry round, cluster seconds.
+pub const RETRY_MAX: f64 = 60.0;
 
 /// A policy's answer, or the fallback's when it failed.
 struct Decided {
     policy: String,
     failure: Option<String>,
+    /// The arm's own policy overran its deadline.
+    overran: bool,
     decision: Option<Decision>,
+    /// How much of the queue the deciding policy saw, when not all of it.
+    window: Option<QueueWindowRecord>,
 }
 
 impl ControlLoop {
@@ -216,6 +241,8 @@ impl ControlLoop {
             next_tick: None,
             rounds: 0,
             failures: 0,
+            window: QueueWindow::default(),
+            failing_rounds: 0,
             keep_records: true,
             records: Vec::new(),
         }
@@ -366,7 +393,7 @@ impl ControlLoop {
     }
 
     /// One round: snapshot, decide (falling back on failure), validate, apply, record.
-    /// Returns whether any accepted action changes the cluster (anything but `wait`).
+    /// Returns [`RoundOutcome::changed`].
     pub fn round<C: Cluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
         self.decide_round(cluster, triggers).changed
     }
@@ -394,11 +421,13 @@ impl ControlLoop {
         // sees the snapshot itself, without a copy.
         let filtered_a = split.map(|e| e.filter(&snapshot, Arm::A));
         let view_a = filtered_a.as_ref().unwrap_or(&snapshot);
+        let waiting_a = window::waiting(view_a);
 
         let arm_a = ArmCall {
             slot: self.active.clone(),
             fallback: Some(self.fallback_for_active().clone()),
             role: CallRole::Active,
+            window: self.window.limit(),
         };
         let a = self.decide_arm(cluster, arm_a, view_a, seed, &mut calls);
         if a.failure.is_some() {
@@ -406,12 +435,26 @@ impl ControlLoop {
         } else {
             self.last_good = Some(self.active.clone());
         }
+        // The active policy's own call is the round's first.
+        let took = calls.calls.first().map(|c| c.latency).unwrap_or_default();
+        if a.overran {
+            let shown = self.window.limit().unwrap_or(waiting_a).min(waiting_a);
+            self.window.overran(shown, took);
+        } else if a.failure.is_none() {
+            self.window.succeeded(waiting_a, took);
+        }
         let mut next_tick = a.next_tick;
         let mut changed = a.changed;
+        let mut failed_actions = a.failed_actions();
         let a_actions = a.decision.actions.clone();
         let a_failed = a.failure.is_some();
         let next_call_after = a.decision.next_call_after;
+        let a_window = a.window;
+        if let Some(e) = experiment.as_mut() {
+            e.record_failed_actions(Arm::A, a.outcomes.iter());
+        }
         let mut record = DecisionRecord::new(round, &snapshot, a.record(), next_call_after);
+        record.queue_window = a_window;
 
         if let Some(e) = experiment.as_mut() {
             if e.is_split() {
@@ -423,19 +466,23 @@ impl ControlLoop {
                     slot: e.b.clone(),
                     fallback: Some(self.fallback.clone()),
                     role: CallRole::SplitB,
+                    window: None,
                 };
                 let b = self.decide_arm(cluster, arm_b, &view_b, seed, &mut calls);
                 if b.failure.is_some() {
                     e.record_b_failure();
                 }
+                e.record_failed_actions(Arm::B, b.outcomes.iter());
                 next_tick = earliest(next_tick, b.next_tick);
                 changed |= b.changed;
+                failed_actions |= b.failed_actions();
                 record.arm_b = Some(b.record());
             } else {
                 let shadow = ArmCall {
                     slot: e.b.clone(),
                     fallback: None,
                     role: CallRole::Shadow,
+                    window: None,
                 };
                 let b = self.decide_arm(cluster, shadow, &snapshot, seed, &mut calls);
                 if b.failure.is_some() {
@@ -453,6 +500,21 @@ impl ControlLoop {
             }
         }
         self.experiment = experiment;
+        if failed_actions {
+            // Something the policy asked for did not happen: it is asked again soon,
+            // whether or not anything else happens meanwhile.
+            let delay =
+                (RETRY_FIRST * 2f64.powi(self.failing_rounds.min(16) as i32)).min(RETRY_MAX);
+            self.failing_rounds = self.failing_rounds.saturating_add(1);
+            next_tick = earliest(next_tick, Some(snapshot.time + delay));
+        } else {
+            self.failing_rounds = 0;
+        }
+        if a_window.is_some() && changed {
+            // Jobs were left out of the policy's view: it sees the next of them at
+            // once, rather than at the next event.
+            next_tick = earliest(next_tick, Some(snapshot.time + 1e-3));
+        }
         self.next_tick = next_tick;
         if self.keep_records {
             self.records.push(record.clone());
@@ -486,22 +548,17 @@ impl ControlLoop {
         seed: u64,
         calls: &mut RoundCalls,
     ) -> ArmDecided {
-        let decided = decide_with_fallback(
-            &mut self.states,
-            &arm.slot,
-            arm.fallback.as_ref(),
-            arm.role,
-            view,
-            seed,
-            &mut calls.calls,
-        );
+        let decided = decide_with_fallback(&mut self.states, &arm, view, seed, &mut calls.calls);
         let decision = decided.decision.clone().unwrap_or_default();
         if arm.role == CallRole::Shadow {
             return ArmDecided {
                 policy: decided.policy,
                 failure: decided.failure,
+                overran: decided.overran,
                 decision,
                 checked: None,
+                outcomes: Vec::new(),
+                window: None,
                 next_tick: None,
                 changed: false,
             };
@@ -521,12 +578,23 @@ impl ControlLoop {
                 )
                 .map(|label| (decided.policy.clone(), label)),
         );
-        cluster.apply(&checked.accepted, &checked.labels);
+        let outcomes = cluster.apply(&checked.accepted, &checked.labels);
+        let changed = checked
+            .accepted
+            .iter()
+            .zip(outcomes.iter().map(Some).chain(std::iter::repeat(None)))
+            .any(|(action, outcome)| {
+                // A failed action changes nothing, but is retried: the run goes on.
+                !matches!(action.op, Operation::Wait { .. }) || !matches!(outcome, Some(Ok(())))
+            });
         ArmDecided {
             policy: decided.policy,
             failure: decided.failure,
-            changed: changes(&checked.accepted),
+            overran: decided.overran,
+            changed,
             checked: Some(checked),
+            outcomes,
+            window: decided.window,
             decision,
             next_tick,
         }
@@ -559,6 +627,8 @@ struct ArmCall {
     slot: PolicySlot,
     fallback: Option<PolicySlot>,
     role: CallRole,
+    /// The most waiting jobs the arm's policy is shown (none: all).
+    window: Option<usize>,
 }
 
 /// What one arm decided in a round.
@@ -567,10 +637,16 @@ struct ArmDecided {
     policy: String,
     /// The arm's own policy's failure.
     failure: Option<String>,
+    /// The arm's own policy overran its deadline.
+    overran: bool,
     /// The decision (empty when nobody could decide).
     decision: Decision,
     /// The validator's verdict; none for the shadow, which is never applied.
     checked: Option<validate::Checked>,
+    /// What became of each accepted action, in order.
+    outcomes: Vec<ActionOutcome>,
+    /// How much of the queue the deciding policy saw, when not all of it.
+    window: Option<QueueWindowRecord>,
     /// When the arm asked to be called again, cluster seconds.
     next_tick: Option<f64>,
     /// Whether an applied action changes the cluster.
@@ -580,7 +656,16 @@ struct ArmDecided {
 impl ArmDecided {
     /// The arm's part of the round's record.
     fn record(self) -> ArmRecord {
-        ArmRecord::new(self.policy, self.failure, self.checked.unwrap_or_default())
+        let mut record =
+            ArmRecord::new(self.policy, self.failure, self.checked.unwrap_or_default());
+        record.settle(&self.outcomes);
+        record
+    }
+
+    /// Whether an accepted action failed (or went unreported).
+    fn failed_actions(&self) -> bool {
+        let accepted = self.checked.as_ref().map_or(0, |c| c.accepted.len());
+        self.outcomes.len() < accepted || self.outcomes.iter().any(Result::is_err)
     }
 }
 
@@ -598,24 +683,26 @@ fn earliest(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn changes(accepted: &[Action]) -> bool {
-    accepted
-        .iter()
-        .any(|a| !matches!(a.op, Operation::Wait { .. }))
-}
-
-/// Asks `slot` to decide on `snapshot` with its own state; when it fails, `fallback`
-/// (if any) decides with its own. Both calls are noted in `calls`.
+/// Asks the arm's policy to decide on `snapshot` (its window of the queue) with its own
+/// state; when it fails, the arm's fallback (if any) decides with its own, on at most
+/// [`window::FALLBACK_WINDOW`] waiting jobs when the policy overran its deadline. Both
+/// calls are noted in `calls`.
 fn decide_with_fallback(
     states: &mut PolicyStates,
-    slot: &PolicySlot,
-    fallback: Option<&PolicySlot>,
-    role: CallRole,
+    arm: &ArmCall,
     snapshot: &Snapshot,
     seed: u64,
     calls: &mut Vec<PolicyCall>,
 ) -> Decided {
-    let (result, latency) = timed_decide(states, slot, snapshot, seed);
+    let (slot, role) = (&arm.slot, arm.role);
+    let windowed = arm
+        .window
+        .and_then(|limit| window::windowed(snapshot, limit));
+    let (view, window) = match &windowed {
+        Some((view, record)) => (view, Some(*record)),
+        None => (snapshot, None),
+    };
+    let (result, latency) = timed_decide(states, slot, view, seed);
     calls.push(PolicyCall {
         policy: slot.name().to_string(),
         role,
@@ -628,21 +715,35 @@ fn decide_with_fallback(
             return Decided {
                 policy: slot.name().to_string(),
                 failure: None,
+                overran: false,
                 decision: Some(decision),
+                window,
             };
         }
         Err(error) => error,
     };
-    let Some(fallback) = fallback else {
+    let overran = matches!(error, PolicyError::DeadlineExceeded { .. });
+    let Some(fallback) = arm.fallback.as_ref() else {
         tracing::warn!(%error, policy = slot.name(), "the shadow policy failed; the applied decision is unaffected");
         return Decided {
             policy: slot.name().to_string(),
             failure: Some(error.to_string()),
+            overran,
             decision: None,
+            window,
         };
     };
     tracing::warn!(%error, "policy failed; the fallback decides this round");
-    let (result, latency) = timed_decide(states, fallback, snapshot, seed);
+    // A policy that overran was shown too much to decide on in time; the fallback
+    // stands in on the oldest few waiting jobs, so the round places something.
+    let fallback_windowed = overran
+        .then(|| window::windowed(snapshot, window::FALLBACK_WINDOW))
+        .flatten();
+    let (fallback_view, window) = match &fallback_windowed {
+        Some((view, record)) => (view, Some(*record)),
+        None => (view, window),
+    };
+    let (result, latency) = timed_decide(states, fallback, fallback_view, seed);
     calls.push(PolicyCall {
         policy: fallback.name().to_string(),
         role: CallRole::Fallback,
@@ -662,7 +763,9 @@ fn decide_with_fallback(
     Decided {
         policy: fallback.name().to_string(),
         failure: Some(error.to_string()),
+        overran,
         decision,
+        window,
     }
 }
 

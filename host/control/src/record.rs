@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use crate::outcome::{ActionOutcome, FailureReason};
 use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
 use switchyard_core::validate::Checked;
 
@@ -13,6 +14,28 @@ pub struct RejectedRecord {
     pub action: Action,
     /// Why it was turned down.
     pub rejected_because: String,
+}
+
+/// An accepted action the cluster failed to carry out.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct FailedRecord {
+    /// The action as the policy sent it.
+    #[serde(flatten)]
+    pub action: Action,
+    /// The kind of failure (`conflict`, `forbidden`, `injected`, ...).
+    pub failure: FailureReason,
+    /// What failed, in the backend's words.
+    pub failed_because: String,
+}
+
+/// How much of the queue a policy was shown, when the loop showed it only the oldest
+/// waiting jobs (see `ControlLoop`'s queue window).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct QueueWindowRecord {
+    /// Waiting jobs the deciding policy saw, the oldest first.
+    pub shown: usize,
+    /// Waiting jobs in the cluster.
+    pub waiting: usize,
 }
 
 /// One round of the control loop.
@@ -31,6 +54,9 @@ pub struct DecisionRecord {
     /// When the deciding policy asked to be called again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next_call_after: Option<f64>,
+    /// Set when the deciding policy saw only part of the queue.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub queue_window: Option<QueueWindowRecord>,
     /// What the shadow policy of a shadow experiment asked for (never applied).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shadow: Option<ShadowRecord>,
@@ -65,6 +91,9 @@ pub struct ArmRecord {
     pub failure: Option<String>,
     /// Actions applied, with the policy's reasons.
     pub accepted: Vec<Action>,
+    /// Actions the validator accepted that the cluster failed to carry out.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<FailedRecord>,
     /// Actions turned down, with the validator's reasons.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<RejectedRecord>,
@@ -94,6 +123,7 @@ impl ArmRecord {
             policy,
             failure,
             accepted: checked.accepted,
+            failed: Vec::new(),
             rejected: checked
                 .rejected
                 .into_iter()
@@ -115,6 +145,30 @@ impl ArmRecord {
     }
 }
 
+impl ArmRecord {
+    /// Moves the accepted actions whose `outcomes` (one per accepted action, in order)
+    /// are failures from `accepted` to `failed`. An action without an outcome (a
+    /// cluster that reported fewer) counts as failed: nothing says it happened.
+    pub fn settle(&mut self, outcomes: &[ActionOutcome]) {
+        let accepted = std::mem::take(&mut self.accepted);
+        for (i, action) in accepted.into_iter().enumerate() {
+            match outcomes.get(i) {
+                Some(Ok(())) => self.accepted.push(action),
+                Some(Err(failure)) => self.failed.push(FailedRecord {
+                    action,
+                    failure: failure.reason,
+                    failed_because: failure.message.clone(),
+                }),
+                None => self.failed.push(FailedRecord {
+                    action,
+                    failure: FailureReason::Other,
+                    failed_because: "the cluster reported no outcome for this action".into(),
+                }),
+            }
+        }
+    }
+}
+
 impl DecisionRecord {
     /// The record of round `round`, decided on `snapshot` by arm A as `arm_a` says.
     pub fn new(
@@ -129,6 +183,7 @@ impl DecisionRecord {
             triggers: snapshot.triggers.clone(),
             arm_a,
             next_call_after,
+            queue_window: None,
             shadow: None,
             arm_b: None,
         }
@@ -186,6 +241,11 @@ impl Footprint for ArmRecord {
                 .accepted
                 .iter()
                 .map(Footprint::footprint)
+                .sum::<usize>()
+            + self
+                .failed
+                .iter()
+                .map(|f| f.action.footprint() + f.failed_because.len())
                 .sum::<usize>()
             + self
                 .rejected

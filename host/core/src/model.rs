@@ -357,6 +357,18 @@ impl Operation {
             | Operation::Preempt { job } => job,
         }
     }
+
+    /// The operation's name in the contract (`place`, `set-cpu-weight`, ...).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Operation::Place { .. } => "place",
+            Operation::Migrate { .. } => "migrate",
+            Operation::SetCpuWeight { .. } => "set-cpu-weight",
+            Operation::Scale { .. } => "scale",
+            Operation::Wait { .. } => "wait",
+            Operation::Preempt { .. } => "preempt",
+        }
+    }
 }
 
 /// One operation and the policy's reason for it.

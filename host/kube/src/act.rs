@@ -12,6 +12,9 @@
 //!   of a graceful delete); [`Actor::advance_restart`], called whenever the caches
 //!   change, deletes the annotated pods once the grace period has passed and, once the
 //!   old pods have terminated, creates the replacements and binds them.
+//! - preempt: the same staged restart, recorded as `Preempt`, stopping every pod after
+//!   its checkpoint; once they are gone the job waits again, and the cluster tells the
+//!   policy (`job-preempted`).
 //! - CPU weight: resize the training container's CPU request in place (the pod `resize`
 //!   subresource); a refusal becomes the `CpuWeightApplied=False` condition and the
 //!   controller moves on.
@@ -124,20 +127,26 @@ impl Actor {
             Err(error) => return Err(self.placement_failed(job, "Place", error).await),
         };
         let created = created_message(&placed);
-        self.update_status(job, |status| {
-            if status.placements.is_empty() {
-                let to = placed.iter().map(|p| p.node.clone()).collect();
-                let now = seconds(Timestamp::now());
-                status.record_move(MoveKindRecord::Placed, "", Vec::new(), to, now);
-            }
-            for p in &placed {
-                status.placements.retain(|q| q.task != p.task);
-                status.placements.push(p.clone());
-            }
-            status.phase = Some(Phase::Running);
-            set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
-        })
-        .await?;
+        let recorded = self
+            .update_status(job, |status| {
+                if status.placements.is_empty() {
+                    let to = placed.iter().map(|p| p.node.clone()).collect();
+                    let now = seconds(Timestamp::now());
+                    status.record_move(MoveKindRecord::Placed, "", Vec::new(), to, now);
+                }
+                for p in &placed {
+                    status.placements.retain(|q| q.task != p.task);
+                    status.placements.push(p.clone());
+                }
+                status.phase = Some(Phase::Running);
+                set_condition(status, PODS_CREATED_CONDITION, "True", "Created", &created);
+            })
+            .await;
+        if let Err(error) = recorded {
+            // The pods are bound, but the job's status does not say so: the next
+            // round sees them running, and this one reports the failure.
+            return Err(self.action_failed(job, "Place", error).await);
+        }
         let note = format!("{}: {reason}", describe(&placed));
         self.event(job, EventType::Normal, "Placed", "Place", &note)
             .await;
@@ -161,7 +170,21 @@ impl Actor {
         {
             tracing::warn!(error = %e, "recording the failed placement in the status");
         }
-        self.event(job, EventType::Warning, reason, action, &message)
+        let note = format!("{}: {message}", error.failure_reason());
+        self.event(job, EventType::Warning, reason, action, &note)
+            .await;
+        error
+    }
+
+    /// Reports an action that failed as a Warning Event `<action>Failed` on the job
+    /// (the note starts with the failure's kind, e.g. `forbidden: ...`); returns the
+    /// error. Every action reports its own failure once, here or in
+    /// [`Actor::placement_failed`], so `kubectl events --for trainingjob/<name>` shows
+    /// every action that did not happen.
+    pub async fn action_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
+        let note = format!("{}: {error}", error.failure_reason());
+        let reason = format!("{action}Failed");
+        self.event(job, EventType::Warning, &reason, action, &note)
             .await;
         error
     }
@@ -267,9 +290,29 @@ impl Actor {
     /// Starts moving `task` (or every task) of `job` to `node` at `now`: records the
     /// move and the restart in the status, then asks the pods to checkpoint. Returns at
     /// once; [`Actor::advance_restart`] carries the move on. `job_pods` are the job's
-    /// current pods.
+    /// current pods. A failure is reported on the job ([`Actor::action_failed`]).
     #[allow(clippy::too_many_arguments)]
     pub async fn migrate(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        task: Option<&str>,
+        node: &str,
+        purpose: &str,
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        match self
+            .start_migration(job, job_pods, task, node, purpose, reason, now)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.action_failed(job, "Migrate", error).await),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn start_migration(
         &self,
         job: &TrainingJob,
         job_pods: &[Pod],
@@ -682,7 +725,10 @@ impl Actor {
             }
             return Ok(RestartProgress::Waiting);
         }
-        if restart.action == RestartAction::Recover {
+        if matches!(
+            restart.action,
+            RestartAction::Recover | RestartAction::Preempt
+        ) {
             return self.requeue(job, &restart, now).await;
         }
         let assignments: Vec<(String, String)> = restart
@@ -692,7 +738,9 @@ impl Actor {
             .collect();
         let (action, done) = match restart.action {
             RestartAction::Migrate => ("Migrate", "Migrated"),
-            RestartAction::Scale | RestartAction::Recover => ("Scale", "Rescaled"),
+            RestartAction::Scale | RestartAction::Recover | RestartAction::Preempt => {
+                ("Scale", "Rescaled")
+            }
         };
         let placed = match self
             .create_and_bind(job, &assignments, status.generation)
@@ -710,7 +758,9 @@ impl Actor {
                         s.placements.push(p.clone());
                     }
                 }
-                RestartAction::Scale | RestartAction::Recover => s.placements = placed.clone(),
+                RestartAction::Scale | RestartAction::Recover | RestartAction::Preempt => {
+                    s.placements = placed.clone()
+                }
             }
             s.phase = Some(Phase::Running);
             s.restart = None;
@@ -719,7 +769,7 @@ impl Actor {
         .await?;
         let note = match restart.action {
             RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
-            RestartAction::Scale | RestartAction::Recover => format!(
+            RestartAction::Scale | RestartAction::Recover | RestartAction::Preempt => format!(
                 "{} replicas ({}): {}",
                 status.replicas.unwrap_or_default(),
                 describe(&placed),
@@ -731,8 +781,8 @@ impl Actor {
         Ok(RestartProgress::Done)
     }
 
-    /// Ends a `Recover` restart whose old pods are gone: once the back-off has passed,
-    /// the job is waiting again, with nothing placed.
+    /// Ends a `Recover` or `Preempt` restart whose old pods are gone: once the back-off
+    /// (of a recovery) has passed, the job is waiting again, with nothing placed.
     async fn requeue(
         &self,
         job: &TrainingJob,
@@ -760,14 +810,30 @@ impl Actor {
             },
         )
         .await?;
-        let note = format!("queued again after: {}", restart.reason);
-        self.event(job, EventType::Normal, "Requeued", "Recover", &note)
+        let (reason, action, note) = match restart.action {
+            RestartAction::Preempt => (
+                "Preempted",
+                "Preempt",
+                format!(
+                    "checkpointed and released its nodes; queued again: {}",
+                    restart.reason
+                ),
+            ),
+            _ => (
+                "Requeued",
+                "Recover",
+                format!("queued again after: {}", restart.reason),
+            ),
+        };
+        self.event(job, EventType::Normal, reason, action, &note)
             .await;
         Ok(RestartProgress::Done)
     }
 
     /// Sets the CPU weight of `pod` by resizing its training container's CPU request to
-    /// `weight` times the template's. A refusal is reported on the job, not returned.
+    /// `weight` times the template's. A refusal becomes the `CpuWeightApplied=False`
+    /// condition and a `ResizeRefused` Warning Event, and is returned; any other
+    /// failure is reported as `SetCpuWeightFailed`.
     pub async fn set_cpu_weight(
         &self,
         job: &TrainingJob,
@@ -775,6 +841,22 @@ impl Actor {
         weight: f64,
         reason: &str,
     ) -> Result<()> {
+        match self.resize(job, pod, weight, reason).await {
+            Ok(None) => Ok(()),
+            Ok(Some(refusal)) => Err(refusal),
+            Err(error) => Err(self.action_failed(job, "SetCpuWeight", error).await),
+        }
+    }
+
+    /// The resize behind [`Actor::set_cpu_weight`]: `Ok(Some(refusal))` when the API
+    /// server refused it and the refusal is reported on the job already.
+    async fn resize(
+        &self,
+        job: &TrainingJob,
+        pod: &Pod,
+        weight: f64,
+        reason: &str,
+    ) -> Result<Option<Error>> {
         let role = pod
             .labels()
             .get(crate::ROLE_LABEL)
@@ -810,13 +892,14 @@ impl Actor {
         // The API server accepting a resize is not the kubelet applying it: the
         // condition is Unknown until the pod's status shows the new request (or says
         // the resize is deferred or infeasible; see [`Actor::report_resize`]).
-        let (status, condition_reason, message) = match outcome {
+        let (status, condition_reason, message, refusal) = match outcome {
             Ok(_) => (
                 "Unknown",
                 "ResizeRequested",
                 format!(
                     "pod {name} asked to run with {millis}m CPU (weight {weight:.3}): {reason}"
                 ),
+                None,
             ),
             Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
                 "False",
@@ -825,6 +908,9 @@ impl Actor {
                     "the cluster refused to resize pod {name} in place ({}): {}",
                     s.code, s.message
                 ),
+                Some(Error::api(format!("resizing pod {name} in place"))(
+                    kube::Error::Api(s),
+                )),
             ),
             Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
         };
@@ -832,14 +918,16 @@ impl Actor {
             set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
         })
         .await?;
-        let event_type = if status == "False" {
-            EventType::Warning
-        } else {
-            EventType::Normal
+        let (event_type, note) = match &refusal {
+            Some(error) => (
+                EventType::Warning,
+                format!("{}: {message}", error.failure_reason()),
+            ),
+            None => (EventType::Normal, message),
         };
-        self.event(job, event_type, condition_reason, "SetCpuWeight", &message)
+        self.event(job, event_type, condition_reason, "SetCpuWeight", &note)
             .await;
-        Ok(())
+        Ok(refusal)
     }
 
     /// Brings the `CpuWeightApplied` condition of a job whose resize was requested up
@@ -904,9 +992,27 @@ impl Actor {
     /// Starts restarting `job` from a checkpoint with `replicas` replicas of its
     /// scalable role at `now`: records the rescale and the restart in the status and
     /// asks every pod to checkpoint; [`Actor::advance_restart`] carries it on. Added
-    /// replicas go to `nodes` in order, the others stay where they ran.
-    #[allow(clippy::too_many_arguments)]
+    /// replicas go to `nodes` in order, the others stay where they ran. A failure is
+    /// reported on the job ([`Actor::action_failed`]).
     pub async fn scale(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        replicas: u32,
+        nodes: &[String],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        match self
+            .start_rescale(job, job_pods, replicas, nodes, reason, now)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.action_failed(job, "Scale", error).await),
+        }
+    }
+
+    async fn start_rescale(
         &self,
         job: &TrainingJob,
         job_pods: &[Pod],
@@ -938,42 +1044,103 @@ impl Actor {
                 Some(TaskTarget { task: t.name, node })
             })
             .collect();
-        let to: Vec<String> = targets.iter().map(|t| t.node.clone()).collect();
         let victims: Vec<&Pod> = job_pods.iter().collect();
-        let restart = pending(
-            RestartAction::Scale,
-            &victims,
+        let restart = WholeRestart {
+            action: RestartAction::Scale,
+            kind: MoveKindRecord::Rescaled,
             targets,
             checkpoint,
             reason,
             now,
-        );
-        let from: Vec<String> = job_pods
+        };
+        self.restart_whole_job(job, &victims, restart, |status| {
+            status.rescales += 1;
+            status.replicas = Some(replicas);
+        })
+        .await
+    }
+
+    /// Records `restart` of `victims` (every pod of `job`) with its move, on the status
+    /// the decision saw only, then asks the pods to checkpoint: what a rescale and a
+    /// preemption share. `change` adds what is particular to the restart.
+    async fn restart_whole_job(
+        &self,
+        job: &TrainingJob,
+        victims: &[&Pod],
+        restart: WholeRestart<'_>,
+        change: impl Fn(&mut TrainingJobStatus),
+    ) -> Result<()> {
+        let to: Vec<String> = restart.targets.iter().map(|t| t.node.clone()).collect();
+        let from: Vec<String> = victims
             .iter()
             .filter_map(|p| node_of(p).map(str::to_string))
             .collect();
+        let (kind, now, checkpoint) = (restart.kind, restart.now, restart.checkpoint);
+        let pending = pending(
+            restart.action,
+            victims,
+            restart.targets,
+            checkpoint,
+            restart.reason,
+            now,
+        );
         let generation = status_of(job).generation;
         self.update_status_if(
             job,
             |fresh| unchanged_since(fresh, generation),
             |status| {
-                status.record_move(
-                    MoveKindRecord::Rescaled,
-                    "",
-                    from.clone(),
-                    to.clone(),
-                    seconds(now),
-                );
-                status.rescales += 1;
-                status.replicas = Some(replicas);
+                status.record_move(kind, "", from.clone(), to.clone(), seconds(now));
+                change(status);
                 status.generation += 1;
                 status.phase = Some(Phase::Restarting);
-                status.restart = Some(restart.clone());
+                status.restart = Some(pending.clone());
             },
         )
         .await?;
-        self.request_checkpoint(job, &victims, checkpoint, &restart)
+        self.request_checkpoint(job, victims, checkpoint, &pending)
             .await
+    }
+
+    /// Starts preempting `job` at `now`: records the preemption and a `Preempt` restart
+    /// stopping every pod in the status (on the status the decision saw only, as a
+    /// migration is), then asks the pods to checkpoint, by the annotation or the stop
+    /// signal. Once the pods are gone, [`Actor::advance_restart`] queues the job again
+    /// with nothing placed; placed again, its new pods restore the checkpoint. A failure
+    /// is reported on the job ([`Actor::action_failed`]).
+    pub async fn preempt(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        match self.start_preemption(job, job_pods, reason, now).await {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.action_failed(job, "Preempt", error).await),
+        }
+    }
+
+    async fn start_preemption(
+        &self,
+        job: &TrainingJob,
+        job_pods: &[Pod],
+        reason: &str,
+        now: Timestamp,
+    ) -> Result<()> {
+        let checkpoint = checkpoint_of(job)?;
+        let victims: Vec<&Pod> = job_pods
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .collect();
+        let restart = WholeRestart {
+            action: RestartAction::Preempt,
+            kind: MoveKindRecord::Preempted,
+            targets: Vec::new(),
+            checkpoint,
+            reason,
+            now,
+        };
+        self.restart_whole_job(job, &victims, restart, |_| {}).await
     }
 
     /// Replaces the policy's labels on `job` (no write when they are unchanged): one
@@ -1130,6 +1297,18 @@ impl Actor {
             tracing::warn!(%error, "could not publish event");
         }
     }
+}
+
+/// A restart of every pod of a job, as [`Actor::restart_whole_job`] records it.
+struct WholeRestart<'a> {
+    action: RestartAction,
+    /// The move it is in the job's history.
+    kind: MoveKindRecord,
+    /// Where the replacements go (none for a preemption).
+    targets: Vec<TaskTarget>,
+    checkpoint: &'a Checkpoint,
+    reason: &'a str,
+    now: Timestamp,
 }
 
 /// One pod of a placement, and what this call did to it.

@@ -23,12 +23,12 @@ use tokio::runtime::Handle;
 
 use crate::Error;
 use crate::act::{self, Actor, RestartProgress, delete_key, node_of};
-use crate::crd::{Phase, TrainingJob};
+use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::observe::{self, Caches, job_id};
 use crate::pod_index::PodsByJob;
 use crate::pods;
 use crate::progress::LogPattern;
-use switchyard_control::{Advance, Cluster};
+use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
 use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
 
@@ -74,6 +74,9 @@ pub struct KubeCluster {
     last_pass: Option<Instant>,
     /// Whether this replica led at the last look.
     was_leading: bool,
+    /// Jobs whose preemption finished since the last round (their pods are gone), for
+    /// the next round's `job-preempted` triggers.
+    preempted: Vec<String>,
     finished: usize,
 }
 
@@ -103,6 +106,7 @@ impl KubeCluster {
             restarts_done: HashMap::new(),
             last_pass: None,
             was_leading: false,
+            preempted: Vec::new(),
             finished: 0,
         }
     }
@@ -316,6 +320,11 @@ impl KubeCluster {
                 .handle
                 .block_on(self.actor.advance_restart(&job, &job_pods, now))
             {
+                Ok(RestartProgress::Done) if restart.action == RestartAction::Preempt => {
+                    tracing::info!(job = id, "preemption finished; the job waits again");
+                    self.restarts_done.insert(id.clone(), restart.requested_at);
+                    self.preempted.push(id);
+                }
                 Ok(RestartProgress::Done) => {
                     tracing::info!(job = id, "restart finished");
                     let targets: Vec<(String, String)> = restart
@@ -493,7 +502,9 @@ impl KubeCluster {
         self.drive_restarts(&pods);
         self.write_loss();
         self.follow_logs(&pods);
-        self.changes(&pods)
+        let mut triggers = self.changes(&pods);
+        triggers.extend(self.preempted.drain(..).map(Trigger::JobPreempted));
+        triggers
     }
 
     fn wait(
@@ -559,16 +570,26 @@ impl Cluster for KubeCluster {
         self.caches.snapshot((self.clock)(), triggers)
     }
 
-    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) {
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
         let now = self.now_timestamp();
+        let mut outcomes = Vec::with_capacity(accepted.len());
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
             if !self.may_act() {
-                tracing::warn!("lost leadership; dropping the rest of the decision");
-                return;
+                tracing::warn!("lost leadership; the rest of the decision is not carried out");
+                let error = Error::NotLeading {
+                    action: format!("{} of job {}", action.op.name(), action.op.job()),
+                };
+                outcomes.push(Err(error.to_failure()));
+                continue;
             }
             let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
                 tracing::warn!(job = action.op.job(), "job vanished before its action ran");
+                let error = Error::NotFound(format!(
+                    "TrainingJob {} is no longer in the cluster",
+                    action.op.job()
+                ));
+                outcomes.push(Err(error.to_failure()));
                 continue;
             };
             let actor = &self.actor;
@@ -604,7 +625,11 @@ impl Cluster for KubeCluster {
                             .find(|p| crate::act::task_of(p) == Some(task.as_str()))
                         {
                             Some(pod) => actor.set_cpu_weight(&job, pod, *weight, reason).await,
-                            None => Err(crate::Error::NotFound(format!("task {task} has no pod"))),
+                            None => {
+                                let error =
+                                    crate::Error::NotFound(format!("task {task} has no pod"));
+                                Err(actor.action_failed(&job, "SetCpuWeight", error).await)
+                            }
                         }
                     }
                     Operation::Scale {
@@ -615,15 +640,15 @@ impl Cluster for KubeCluster {
                             .await
                     }
                     Operation::Wait { .. } => Ok(()),
-                    Operation::Preempt { .. } => Err(crate::Error::Unsupported(
-                        "preempt is not carried out on Kubernetes yet (the job keeps running); \
-                         it runs on the simulator"
-                            .into(),
-                    )),
+                    Operation::Preempt { .. } => actor.preempt(&job, &pods, reason, now).await,
                 }
             });
-            if let Err(error) = outcome {
-                tracing::warn!(%error, label = error.metric_label(), job = action.op.job(), "action failed");
+            match outcome {
+                Ok(()) => outcomes.push(Ok(())),
+                Err(error) => {
+                    tracing::warn!(%error, label = error.metric_label(), job = action.op.job(), "action failed");
+                    outcomes.push(Err(error.to_failure()));
+                }
             }
         }
         let mut by_job: BTreeMap<&str, BTreeMap<String, String>> = BTreeMap::new();
@@ -642,6 +667,7 @@ impl Cluster for KubeCluster {
                 tracing::warn!(%error, job = id, "writing policy labels");
             }
         }
+        outcomes
     }
 
     fn finished_jobs(&self) -> usize {

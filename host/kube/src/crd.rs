@@ -328,7 +328,7 @@ pub struct TrainingJobStatus {
     /// from pushes); a restarted controller reads them back.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub loss: Vec<LossSample>,
-    /// A migration or rescale under way: the pods being stopped and where their
+    /// A migration, rescale or preemption under way: the pods being stopped and where their
     /// replacements go. Written before the first pod is touched, so a restarted
     /// controller finishes the restart instead of starting another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -378,6 +378,9 @@ pub enum RestartAction {
     /// A pod failed: the whole gang is stopped and the job goes back to the queue,
     /// for the policy to place again.
     Recover,
+    /// The policy preempted the job: every pod saves a checkpoint and stops, and the
+    /// job goes back to the queue; placed again, its pods restore the checkpoint.
+    Preempt,
 }
 
 /// A task and the node its replacement pod is bound to.

@@ -50,6 +50,7 @@ pub mod trim;
 pub mod views;
 
 pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
+use switchyard_control::{ActionFailure, FailureReason};
 
 /// Label on every pod the controller creates: the job's name.
 pub const JOB_LABEL: &str = "switchyard.dev/job";
@@ -194,6 +195,49 @@ impl Error {
             Error::Gated { .. } => "gated",
             Error::Event { .. } => "event",
         }
+    }
+
+    /// The kind of failure, as decision records and metrics name it: the API server's
+    /// answer (conflict, forbidden, not found, throttled, an admission webhook's
+    /// denial, invalid), or the controller's own reason for not acting.
+    pub fn failure_reason(&self) -> FailureReason {
+        match self {
+            Error::Api { source, .. } => match source {
+                kube::Error::Api(status) => {
+                    if status.message.contains("admission webhook") {
+                        return FailureReason::AdmissionRefused;
+                    }
+                    match status.code {
+                        409 => FailureReason::Conflict,
+                        403 => FailureReason::Forbidden,
+                        404 | 410 => FailureReason::NotFound,
+                        429 => FailureReason::Throttled,
+                        400 | 422 => FailureReason::Invalid,
+                        code if code >= 500 => FailureReason::Unavailable,
+                        _ => FailureReason::Other,
+                    }
+                }
+                kube::Error::HyperError(_) | kube::Error::Service(_) => FailureReason::Unavailable,
+                _ => FailureReason::Other,
+            },
+            Error::Timeout { .. } => FailureReason::Timeout,
+            Error::NotLeading { .. } => FailureReason::NotLeading,
+            Error::NotFound(_) => FailureReason::NotFound,
+            Error::Unsupported(_) => FailureReason::Unsupported,
+            Error::InvalidSpec { .. } => FailureReason::Invalid,
+            Error::Gated { .. } => FailureReason::Gated,
+            Error::Stale { .. } => FailureReason::Stale,
+            Error::BadPattern { .. }
+            | Error::PatternWithoutValue { .. }
+            | Error::Log { .. }
+            | Error::Config(_)
+            | Error::Event { .. } => FailureReason::Other,
+        }
+    }
+
+    /// This error as the outcome of an action.
+    pub fn to_failure(&self) -> ActionFailure {
+        ActionFailure::new(self.failure_reason(), self.to_string())
     }
 
     /// Wraps a client error with what the controller was doing; a call cut short by

@@ -615,7 +615,10 @@ impl Caches {
             }
         }
         if let Some(restart) = &status.restart {
-            let whole_job = restart.action == RestartAction::Recover;
+            let whole_job = matches!(
+                restart.action,
+                RestartAction::Recover | RestartAction::Preempt
+            );
             for task in &mut tasks {
                 if whole_job || restart.targets.iter().any(|t| t.task == task.name) {
                     task.phase = TaskPhase::Restarting;

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use crate::simulator::{Scenario, Simulator};
 use switchyard_control::live::{LiveCluster, SnapshotSummary};
 use switchyard_control::loss::{LossAck, LossSeries};
-use switchyard_control::{Advance, Cluster};
+use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
 
 /// How long the pacer sleeps before looking at the clock and the commands again.
@@ -152,8 +152,8 @@ impl<C: Cluster> Cluster for Paced<C> {
         snapshot
     }
 
-    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) {
-        self.inner.apply(accepted, labels);
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
+        self.inner.apply(accepted, labels)
     }
 
     fn finished_jobs(&self) -> usize {

@@ -18,6 +18,7 @@
 
 pub mod curve;
 mod events;
+pub mod faults;
 pub mod goodput;
 pub mod share;
 pub mod spec;
@@ -32,9 +33,11 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use events::{EventKind, EventQueue};
+pub use faults::Faults;
+use faults::Injector;
 pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 use state::{JobState, SimJob, SimNode};
-use switchyard_control::{Advance, Cluster};
+use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_core::eligibility::EligibilitySets;
 use switchyard_core::model::{
     self, Action, Job, JobLabel, JobMove, JobPhase, LossSample, MoveKind, Node, Operation,
@@ -95,6 +98,8 @@ pub struct Simulator {
     finished: usize,
     queue: EventQueue,
     rng: Pcg64,
+    /// Decides which accepted actions fail (`SimConfig::faults`).
+    faults: Injector,
     total_cores: f64,
     total_gpus: f64,
     cores_in_use: f64,
@@ -141,6 +146,7 @@ impl Simulator {
         let total_gpus = nodes.iter().map(|n| n.spec.allocatable.gpus as f64).sum();
         Self {
             rng: Pcg64::seed_from_u64(scenario.config.seed),
+            faults: Injector::new(scenario.config.faults, scenario.config.seed),
             config: scenario.config,
             now: 0.0,
             nodes,
@@ -167,6 +173,11 @@ impl Simulator {
             dirty_jobs: Vec::new(),
             eligibility: EligibilitySets::default(),
         }
+    }
+
+    /// Accepted actions made to fail so far (`SimConfig::faults`).
+    pub fn faults_injected(&self) -> u64 {
+        self.faults.injected()
     }
 
     /// The knobs it runs with.
@@ -939,9 +950,16 @@ impl Cluster for Simulator {
         }
     }
 
-    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) {
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
+        let mut outcomes = Vec::with_capacity(accepted.len());
         for action in accepted {
-            self.apply_one(action);
+            match self.faults.draw(action) {
+                Some(failure) => outcomes.push(Err(failure)),
+                None => {
+                    self.apply_one(action);
+                    outcomes.push(Ok(()));
+                }
+            }
         }
         for label in labels {
             if let Some(&j) = self.job_index.get(&label.job) {
@@ -951,6 +969,7 @@ impl Cluster for Simulator {
             }
         }
         self.recompute();
+        outcomes
     }
 
     fn finished_jobs(&self) -> usize {

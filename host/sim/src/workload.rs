@@ -17,7 +17,7 @@ use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 
 use crate::simulator::curve::Curve;
-use crate::simulator::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
+use crate::simulator::{Faults, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub use schema::{
     Arrival, ClusterFile, ImportFile, JobEntry, NodeGroup, RoleFile, Template, WorkloadFile,
 };
@@ -190,7 +190,25 @@ impl Workload {
                 ));
             }
         }
+        let faults = Faults {
+            place: sim.faults.place,
+            migrate: sim.faults.migrate,
+            set_cpu_weight: sim.faults.set_cpu_weight,
+            scale: sim.faults.scale,
+            preempt: sim.faults.preempt,
+        };
+        for (name, rate) in faults.named() {
+            if !(0.0..=1.0).contains(&rate) {
+                return Err(invalid(
+                    format!("simulator.faults.{name}"),
+                    format!(
+                        "must be a share of the {name} actions that fail, between 0 and 1 (0.2 = one in five), got {rate}"
+                    ),
+                ));
+            }
+        }
         let config = SimConfig {
+            faults,
             migration_cost: sim.migration_cost,
             rescale_cost: sim.rescale_cost,
             checkpoint_cost: sim.checkpoint_cost,

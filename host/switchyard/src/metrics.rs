@@ -33,6 +33,13 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailedActionLabels {
+    policy: LabelText,
+    operation: LabelText,
+    reason: LabelText,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindLabel {
     kind: LabelText,
 }
@@ -94,6 +101,7 @@ pub struct Metrics {
     decision_latency: Family<PolicyLabel, Histogram, fn() -> Histogram>,
     decisions: Family<DecisionLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
+    failed_actions: Family<FailedActionLabels, Counter>,
     policy_failures: Family<ReasonLabels, Counter>,
     fallbacks: Family<PolicyLabel, Counter>,
     swaps: Counter,
@@ -144,6 +152,12 @@ impl Metrics {
             "switchyard_rejected_actions",
             "Actions the validator turned down, per policy and reason",
             rejected.clone(),
+        );
+        let failed_actions = Family::<FailedActionLabels, Counter>::default();
+        registry.register(
+            "switchyard_failed_actions",
+            "Accepted actions the cluster failed to carry out, per deciding policy, operation and reason (conflict, forbidden, not-found, throttled, admission-refused, invalid, timeout, unavailable, not-leading, stale, gated, unsupported, injected, other)",
+            failed_actions.clone(),
         );
         let policy_failures = Family::<ReasonLabels, Counter>::default();
         registry.register(
@@ -247,6 +261,7 @@ impl Metrics {
             decision_latency,
             decisions,
             rejected,
+            failed_actions,
             policy_failures,
             fallbacks,
             swaps,
@@ -266,7 +281,8 @@ impl Metrics {
         }
     }
 
-    /// Counts one round: its calls, latencies, failures, fallbacks and rejections.
+    /// Counts one round: its calls, latencies, failures, fallbacks, rejections and the
+    /// accepted actions that failed.
     pub fn observe_round(&self, outcome: &RoundOutcome) {
         self.rounds.inc();
         let mut failed: Option<&str> = None;
@@ -317,6 +333,18 @@ impl Metrics {
                     reason: reason.to_string().into(),
                 })
                 .inc();
+        }
+        let arms = std::iter::once(&outcome.record.arm_a).chain(outcome.record.arm_b.as_ref());
+        for arm in arms {
+            for failed in &arm.failed {
+                self.failed_actions
+                    .get_or_create(&FailedActionLabels {
+                        policy: arm.policy.clone().into(),
+                        operation: failed.action.op.name().into(),
+                        reason: failed.failure.label().into(),
+                    })
+                    .inc();
+            }
         }
         if let Some(agrees) = outcome.record.shadow.as_ref().and_then(|s| s.agrees) {
             self.shadow_compared.inc();
@@ -417,6 +445,50 @@ mod tests {
     use switchyard_core::model::Snapshot;
 
     use super::*;
+
+    #[test]
+    fn a_failed_action_is_counted_by_policy_operation_and_reason() {
+        use switchyard_control::{ActionFailure, FailureReason};
+        use switchyard_core::model::{Action, Operation};
+        use switchyard_core::validate::Checked;
+
+        let place = Action {
+            op: Operation::Place {
+                job: "ml/a".into(),
+                assignments: vec![],
+            },
+            reason: "fits".into(),
+        };
+        let mut arm = ArmRecord::new(
+            "default".into(),
+            None,
+            Checked {
+                accepted: vec![place.clone(), place],
+                ..Checked::default()
+            },
+        );
+        arm.settle(&[
+            Ok(()),
+            Err(ActionFailure::new(
+                FailureReason::AdmissionRefused,
+                "binding pod a-main-0-0 to node n1: admission webhook denied the request",
+            )),
+        ]);
+        let metrics = Metrics::new();
+        metrics.observe_round(&RoundOutcome {
+            changed: true,
+            record: DecisionRecord::new(0, &Snapshot::default(), arm, None),
+            calls: vec![],
+            rejections: vec![],
+        });
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "switchyard_failed_actions_total{policy=\"default\",operation=\"place\",reason=\"admission-refused\"} 1\n"
+            ),
+            "{text}"
+        );
+    }
 
     #[test]
     fn a_hostile_label_value_stays_one_label_of_one_line() {

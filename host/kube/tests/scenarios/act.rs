@@ -540,7 +540,7 @@ pub(crate) async fn a_refused_resize_becomes_a_condition_twice() -> Vec<Access> 
         actor
             .set_cpu_weight(&job, &p, 0.5, "converged")
             .await
-            .expect("a refusal is not an error");
+            .expect_err("a refusal is a failed action, reported on the job");
     }
     server.finish().await
 }

@@ -146,7 +146,8 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         },
     ];
     let started = std::time::Instant::now();
-    let (cluster, ()) = blocking(cluster, move |c| c.apply(&decision, &[])).await;
+    let (cluster, outcomes) = blocking(cluster, move |c| c.apply(&decision, &[])).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     assert!(
         started.elapsed() < std::time::Duration::from_secs(20),
         "the round did not wait out a's 30 s grace period"

@@ -140,7 +140,8 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
         },
         reason: "fits".into(),
     }];
-    let (_, ()) = blocking(cluster, move |c| c.apply(&place, &[])).await;
+    let (_, outcomes) = blocking(cluster, move |c| c.apply(&place, &[])).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     server.finish().await
 }
 

@@ -62,7 +62,11 @@ pub(crate) async fn a_hung_call_is_abandoned_and_the_round_goes_on() -> Vec<Acce
         .cluster(client, leader)
         .with_call_timeout(Duration::from_millis(200));
     let decision = vec![place("a", "n1"), place("b", "n2")];
-    let (cluster, ()) = blocking(cluster, move |c| c.apply(&decision, &[])).await;
+    let (cluster, outcomes) = blocking(cluster, move |c| c.apply(&decision, &[])).await;
+    assert!(
+        matches!(&outcomes[..], [Err(f), Ok(())] if f.reason == switchyard_control::FailureReason::Timeout),
+        "a's placement timed out and is reported so; b's went through: {outcomes:?}"
+    );
     assert!(
         cluster.leader().is_leading(),
         "the lead is the election's to keep, not the decision thread's"

@@ -14,6 +14,7 @@ mod fencing;
 mod lease;
 mod logs;
 mod others;
+mod outcomes;
 mod ownership;
 mod rbac;
 mod rendezvous;

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, lease, logs, others, ownership, rendezvous, restarts,
-    startup, state, wedges,
+    act, cluster, events, failures, fencing, lease, logs, others, outcomes, ownership, rendezvous,
+    restarts, startup, state, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -115,6 +115,9 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(restarts::restart_pods_that_exited_on_their_own_are_deleted().await);
     used.extend(restarts::old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed().await);
     used.extend(restarts::a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await);
+    used.extend(outcomes::a_bind_an_admission_webhook_denies_is_a_failed_action().await);
+    used.extend(outcomes::a_resize_the_api_server_forbids_is_a_failed_action().await);
+    used.extend(outcomes::a_preemption_checkpoints_stops_and_requeues_the_job().await);
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"

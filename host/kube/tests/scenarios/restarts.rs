@@ -80,7 +80,11 @@ pub(crate) async fn a_migration_decided_on_a_stale_cache_starts_no_second_restar
         },
         migration("a-main-0-0", "main-0", "n3", Some(at(30))),
     );
-    let (client, server) = MockServer::start(vec![Expect::get(STATUS).ok(moved.json())]);
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATUS).ok(moved.json()),
+        // The refused action is reported on the job, once.
+        event("MigrateFailed", "Migrate", "Warning"),
+    ]);
     let error = actor(client)
         .migrate(
             &cached.build(),
@@ -109,7 +113,10 @@ pub(crate) async fn a_rescale_decided_on_a_stale_cache_starts_no_second_restart(
     let mut newer = cached.json();
     newer["status"]["generation"] = json!(1);
     newer["status"]["replicas"] = json!(3);
-    let (client, server) = MockServer::start(vec![Expect::get(STATUS).ok(newer)]);
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATUS).ok(newer),
+        event("ScaleFailed", "Scale", "Warning"),
+    ]);
     let error = actor(client)
         .scale(
             &cached.build(),

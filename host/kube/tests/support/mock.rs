@@ -318,6 +318,10 @@ pub fn contains(got: &Value, wanted: &Value) -> bool {
         }
         // `"*"` stands for any value that is present (times, generated names).
         (_, Value::String(w)) if w == "*" => !got.is_null(),
+        // `"text*"` stands for any string that starts with `text`.
+        (Value::String(g), Value::String(w)) if w.ends_with('*') => {
+            g.starts_with(&w[..w.len() - 1])
+        }
         _ => got == wanted,
     }
 }

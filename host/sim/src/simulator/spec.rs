@@ -7,6 +7,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use super::curve::Curve;
+use super::faults::Faults;
 use super::goodput::Goodput;
 use switchyard_core::eligibility::{PlacementRules, RuledNode, Taint};
 use switchyard_core::model::Resources;
@@ -140,6 +141,8 @@ pub struct SimConfig {
     /// starting, data loading): the Pollux artifact charges 30 s on every allocation.
     /// 0 = a job works from the moment it is placed.
     pub start_delay: f64,
+    /// The share of each operation's actions that fail (none by default).
+    pub faults: Faults,
 }
 
 impl Default for SimConfig {
@@ -153,6 +156,7 @@ impl Default for SimConfig {
             seed: 0,
             interference: 0.0,
             start_delay: 0.0,
+            faults: Faults::default(),
         }
     }
 }

@@ -91,6 +91,31 @@ pub struct SimulatorFile {
     /// 30 s); 0 = none.
     #[serde(default)]
     pub start_delay: f64,
+    /// The share of each operation's actions that fail, as a real cluster's API calls
+    /// can (none by default).
+    #[serde(default)]
+    pub faults: FaultsFile,
+}
+
+/// Failure rates per operation, each in [0, 1].
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FaultsFile {
+    /// Placements (the binds of a gang, all or none).
+    #[serde(default)]
+    pub place: f64,
+    /// Migrations.
+    #[serde(default)]
+    pub migrate: f64,
+    /// CPU weight changes (in-place resizes).
+    #[serde(default)]
+    pub set_cpu_weight: f64,
+    /// Rescales.
+    #[serde(default)]
+    pub scale: f64,
+    /// Preemptions.
+    #[serde(default)]
+    pub preempt: f64,
 }
 
 impl Default for SimulatorFile {
@@ -103,6 +128,7 @@ impl Default for SimulatorFile {
             max_time: max_time(),
             interference: 0.0,
             start_delay: 0.0,
+            faults: FaultsFile::default(),
         }
     }
 }

@@ -9,8 +9,8 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_control::experiment::ExperimentMode;
 use switchyard_control::{
-    Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment, PolicySlot, StateError,
-    StateStore,
+    ActionOutcome, Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment,
+    PolicySlot, StateError, StateStore,
 };
 use switchyard_core::model::{Action, JobLabel, Settings, Snapshot, Trigger};
 use switchyard_core::validate;
@@ -363,8 +363,8 @@ impl Cluster for Recorder {
         snapshot
     }
 
-    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) {
-        self.sim.apply(accepted, labels);
+    fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
+        self.sim.apply(accepted, labels)
     }
 
     fn finished_jobs(&self) -> usize {

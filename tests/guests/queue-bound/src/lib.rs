@@ -1,0 +1,97 @@
+//! A policy whose cost grows with the queue: it works a fixed amount per waiting job
+//! before placing the waiting jobs first fit, oldest first. Shown thousands of waiting
+//! jobs it overruns any deadline; shown a few dozen it answers at once. The loop's
+//! queue window (`host/control/src/window.rs`) must keep it, and a fallback like it,
+//! placing jobs through a burst of arrivals.
+
+use switchyard_policy_sdk::{
+    Action, Assignment, Decision, Description, Guest, JobPhase, Operation, Placement, Setting,
+    Snapshot,
+};
+
+pub struct QueueBound;
+
+/// Work per waiting job, in multiply-adds.
+const WORK_PER_JOB: u64 = 100_000;
+
+impl Guest for QueueBound {
+    fn describe() -> Description {
+        Description {
+            name: "queue-bound".into(),
+            version: "0.0.0".into(),
+            summary: "works per waiting job, then places first fit".into(),
+            parameters: vec![],
+        }
+    }
+    fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {
+        Ok(settings)
+    }
+    fn decide(_: Vec<Setting>, snapshot: Snapshot, state: Vec<u8>) -> Result<Decision, String> {
+        let mut free: Vec<(u64, u64, u32)> = snapshot
+            .nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.allocatable
+                        .cpu_millis
+                        .saturating_sub(n.requested.cpu_millis),
+                    n.allocatable
+                        .memory_bytes
+                        .saturating_sub(n.requested.memory_bytes),
+                    n.allocatable.gpus.saturating_sub(n.requested.gpus),
+                )
+            })
+            .collect();
+        let mut actions = Vec::new();
+        let mut x = snapshot.time as u64;
+        for job in snapshot
+            .jobs
+            .iter()
+            .filter(|j| j.phase == JobPhase::Waiting)
+        {
+            for _ in 0..WORK_PER_JOB {
+                x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
+            }
+            let mut taken = free.clone();
+            let mut assignments = Vec::new();
+            for task in job.tasks.iter().filter(|t| t.node.is_none()) {
+                let r = &task.requests;
+                let Some(i) = taken
+                    .iter()
+                    .position(|f| f.0 >= r.cpu_millis && f.1 >= r.memory_bytes && f.2 >= r.gpus)
+                else {
+                    break;
+                };
+                taken[i].0 -= r.cpu_millis;
+                taken[i].1 -= r.memory_bytes;
+                taken[i].2 -= r.gpus;
+                assignments.push(Assignment {
+                    task: task.name.clone(),
+                    node: snapshot.nodes[i].name.clone(),
+                });
+            }
+            if assignments.len() == job.tasks.iter().filter(|t| t.node.is_none()).count() {
+                free = taken;
+                actions.push(Action {
+                    op: Operation::Place(Placement {
+                        job: job.id.clone(),
+                        assignments,
+                    }),
+                    reason: "first fit".into(),
+                });
+            }
+        }
+        std::hint::black_box(x);
+        Ok(Decision {
+            actions,
+            labels: vec![],
+            next_call_after: None,
+            state,
+        })
+    }
+}
+
+// The export names contain `:`, which only the component linker accepts; a native
+// build (unit tests, clippy) leaves them out.
+#[cfg(target_arch = "wasm32")]
+switchyard_policy_sdk::export!(QueueBound with_types_in switchyard_policy_sdk::bindings);
