@@ -6,12 +6,11 @@ mod table;
 
 pub(super) use runs::policy_of;
 
-use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use anyhow::{Context as _, bail};
+use anyhow::Context as _;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::plot;
 use switchyard_control::PolicySlot;

@@ -93,6 +93,21 @@ impl Unit {
     }
 }
 
+/// An axis label without a needless `.0`.
+fn tick(value: &f64) -> String {
+    if value.fract() == 0.0 {
+        format!("{value:.0}")
+    } else {
+        format!("{value:.1}")
+    }
+}
+
+/// Line widths that keep overlapping lines visible: the first run's is the widest, so a
+/// later run drawn on top of it leaves its edges showing.
+fn width(run: usize, runs: usize) -> u32 {
+    (2 + 3 * runs.saturating_sub(run + 1) / 2).min(6) as u32
+}
+
 fn error(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
@@ -104,18 +119,60 @@ fn caption<DB: DrawingBackend>(
     root.titled(title, ("sans-serif", 20)).map_err(error)
 }
 
-fn legend<DB: DrawingBackend>(
-    chart: &mut ChartContext<'_, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
-    position: SeriesLabelPosition,
-) -> Result<(), String> {
-    chart
-        .configure_series_labels()
-        .position(position)
-        .label_font(("sans-serif", 14))
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .draw()
-        .map_err(error)
+/// How a run is drawn, for its entry in the key.
+#[derive(Clone, Copy)]
+enum Marker {
+    Line(u32),
+    Dot,
+    Cross,
+}
+
+/// One entry of a figure's key.
+struct Key {
+    text: String,
+    colour: RGBColor,
+    marker: Marker,
+}
+
+/// Draws `keys` in rows across the top of `area` (outside the chart, so the key never
+/// hides data) and returns the area below them.
+fn key_strip<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    keys: &[Key],
+) -> Result<DrawingArea<DB, Shift>, String> {
+    const ROW: i32 = 20;
+    let font = ("sans-serif", 14)
+        .into_font()
+        .color(&BLACK)
+        .pos(Pos::new(HPos::Left, VPos::Center));
+    let (width, _) = area.dim_in_pixel();
+    let mut rows: Vec<Vec<(i32, &Key)>> = vec![Vec::new()];
+    let mut x = 70;
+    for key in keys {
+        let (text_width, _) = area.estimate_text_size(&key.text, &font).map_err(error)?;
+        let needed = 28 + text_width as i32 + 24;
+        if x + needed > width as i32 - 10 && rows.last().is_some_and(|r| !r.is_empty()) {
+            rows.push(Vec::new());
+            x = 70;
+        }
+        rows.last_mut().map(|r| r.push((x, key)));
+        x += needed;
+    }
+    let (strip, rest) = area.split_vertically(rows.len() as i32 * ROW + 6);
+    for (r, row) in rows.iter().enumerate() {
+        let y = r as i32 * ROW + ROW / 2 + 2;
+        for &(x, key) in row {
+            let c = key.colour;
+            match key.marker {
+                Marker::Line(w) => strip.draw(&PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(w))),
+                Marker::Dot => strip.draw(&Circle::new((x + 11, y), 4, c.filled())),
+                Marker::Cross => strip.draw(&Cross::new((x + 11, y), 5, c.stroke_width(2))),
+            }
+            .map_err(error)?;
+            strip.draw_text(&key.text, &font, (x + 28, y)).map_err(error)?;
+        }
+    }
+    Ok(rest)
 }
 
 /// Completion time (finish - submit) of a finished job.
@@ -169,6 +226,14 @@ impl Figure for Utilisation<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
+        let keys: Vec<Key> = (0..self.runs.len())
+            .map(|i| Key {
+                text: label(&self.runs[i]),
+                colour: colour(i),
+                marker: Marker::Line(width(i, self.runs.len())),
+            })
+            .collect();
+        let area = key_strip(&area, &keys)?;
         let end = self
             .runs
             .iter()
@@ -191,8 +256,9 @@ impl Figure for Utilisation<'_> {
             chart
                 .configure_mesh()
                 .x_desc(format!("time since the first submission [{}]", unit.symbol))
+                .x_label_formatter(&tick)
                 .y_desc(format!("{what} [%]"))
-                .y_label_formatter(&|y| format!("{:.0}", y * 100.0))
+                .y_label_formatter(&|y: &f64| format!("{:.0}", y * 100.0))
                 .label_style(("sans-serif", 14))
                 .draw()
                 .map_err(error)?;
@@ -201,13 +267,10 @@ impl Figure for Utilisation<'_> {
                 chart
                     .draw_series(LineSeries::new(
                         Self::steps(run, unit, share),
-                        c.stroke_width(2),
+                        c.stroke_width(width(i, self.runs.len())),
                     ))
-                    .map_err(error)?
-                    .label(label(run))
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                    .map_err(error)?;
             }
-            legend(&mut chart, SeriesLabelPosition::LowerRight)?;
         }
         Ok(())
     }
@@ -264,6 +327,29 @@ impl Figure for PerJob<'_> {
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
         let shown = || self.rows.iter().flatten().copied();
+        let mut keys = Vec::new();
+        for (i, run) in self.runs.iter().enumerate() {
+            let finished = shown().any(|j| completion(run, j).is_some());
+            if finished {
+                keys.push(Key {
+                    text: label(run),
+                    colour: colour(i),
+                    marker: Marker::Dot,
+                });
+            }
+            if shown().any(|j| completion(run, j).is_none()) {
+                keys.push(Key {
+                    text: if finished {
+                        format!("{}: unfinished", run.policy)
+                    } else {
+                        format!("{}: unfinished", label(run))
+                    },
+                    colour: colour(i),
+                    marker: Marker::Cross,
+                });
+            }
+        }
+        let area = key_strip(&area, &keys)?;
         let largest = self
             .runs
             .iter()
@@ -283,6 +369,7 @@ impl Figure for PerJob<'_> {
             .disable_y_mesh()
             .y_labels(0)
             .x_desc(format!("completion time (finish - submit) [{}]", unit.symbol))
+            .x_label_formatter(&tick)
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(error)?;
@@ -310,22 +397,16 @@ impl Figure for PerJob<'_> {
                 .collect();
             chart
                 .draw_series(done.iter().map(|p| Circle::new(*p, 4, c.filled())))
-                .map_err(error)?
-                .label(label(run))
-                .legend(move |(x, y)| Circle::new((x + 9, y), 4, c.filled()));
+                .map_err(error)?;
             let unfinished: Vec<(f64, f64)> = rows
                 .filter(|(_, j)| completion(run, *j).is_none())
                 .map(|(row, _)| (x_end * 0.985, centre(row) + offset(i)))
                 .collect();
-            if !unfinished.is_empty() {
-                chart
-                    .draw_series(unfinished.iter().map(|p| Cross::new(*p, 5, c.stroke_width(2))))
-                    .map_err(error)?
-                    .label(format!("{}: unfinished", run.policy))
-                    .legend(move |(x, y)| Cross::new((x + 9, y), 5, c.stroke_width(2)));
-            }
+            chart
+                .draw_series(unfinished.iter().map(|p| Cross::new(*p, 5, c.stroke_width(2))))
+                .map_err(error)?;
         }
-        legend(&mut chart, SeriesLabelPosition::LowerRight)
+        Ok(())
     }
 }
 
@@ -382,6 +463,14 @@ impl Figure for Distribution<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
+        let keys: Vec<Key> = (0..self.runs.len())
+            .map(|i| Key {
+                text: label(&self.runs[i]),
+                colour: colour(i),
+                marker: Marker::Line(width(i, self.runs.len())),
+            })
+            .collect();
+        let area = key_strip(&area, &keys)?;
         let largest = self
             .runs
             .iter()
@@ -398,8 +487,9 @@ impl Figure for Distribution<'_> {
         chart
             .configure_mesh()
             .x_desc(format!("completion time (finish - submit) [{}]", unit.symbol))
+            .x_label_formatter(&tick)
             .y_desc("jobs done within it [% of all jobs]")
-            .y_label_formatter(&|y| format!("{:.0}", y * 100.0))
+            .y_label_formatter(&|y: &f64| format!("{:.0}", y * 100.0))
             .label_style(("sans-serif", 14))
             .draw()
             .map_err(error)?;
@@ -411,10 +501,8 @@ impl Figure for Distribution<'_> {
                 line.push((x_end, share));
             }
             chart
-                .draw_series(LineSeries::new(line, c.stroke_width(2)))
-                .map_err(error)?
-                .label(label(run))
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                .draw_series(LineSeries::new(line, c.stroke_width(width(i, self.runs.len()))))
+                .map_err(error)?;
             if run.summary.finished == 0 {
                 let (x, y) = chart.backend_coord(&(0.0, 1.0));
                 let style = ("sans-serif", 15).into_font().color(&c);
@@ -423,6 +511,6 @@ impl Figure for Distribution<'_> {
                 notes += 1;
             }
         }
-        legend(&mut chart, SeriesLabelPosition::LowerRight)
+        Ok(())
     }
 }

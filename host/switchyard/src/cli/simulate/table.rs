@@ -1,7 +1,7 @@
 //! The tables `simulate` prints: one row per run, rows of change against the first run,
-//! completion time per job, and the legend that says what each column holds. Each column
-//! of times has one unit, picked for its largest value and named in its header, so `4296`
-//! never stands beside `2.1` of another unit; a run whose jobs did not all finish says so
+//! completion time per job, and the legend that says what each column holds. The columns
+//! of times share one unit, picked for the largest of them and named in each header, so
+//! `4296` never stands beside `2.1` of another unit; a run whose jobs did not all finish says so
 //! (`end`) instead of showing a makespan.
 
 use switchyard_sim::report::{RunOutcome, RunResult, Summary};
@@ -149,7 +149,8 @@ pub(crate) const LEGEND: &str = "\
 JCT: job completion time (finish - submit), over finished jobs; avg wait: start - submit,
   over started jobs; makespan: when the last job finished (n/a unless `end` is done);
   times in the unit of their header: s seconds, h hours, d days; n/a: no job to count.
-CPU, GPU: mean share of the cluster's cores and GPUs allocated, over the run.
+CPU, GPU: mean share of the cluster's cores in use and of its GPUs allocated to running
+  jobs, over the run (a stranded gang holds resources but uses none).
 migr, rescale, preempt: actions applied; fails: rounds in which the policy failed and
   the fallback decided.
 deadlock: unfinished jobs that held resources at the end (a stranded gang); unstarted:
@@ -199,14 +200,21 @@ pub(crate) fn summary(runs: &[RunResult]) -> String {
         .iter()
         .map(|r| COLUMNS.iter().map(|c| (c.cell)(&r.summary)).collect())
         .collect();
+    // One unit for every column of times, so that figures side by side compare at a
+    // glance; it is named in each header.
+    let largest = cells
+        .iter()
+        .flatten()
+        .filter_map(|cell| match cell {
+            Cell::Time(t) => Some(t.unwrap_or(0.0)),
+            _ => None,
+        })
+        .fold(0.0, f64::max);
+    let unit = TimeUnit::for_largest(largest);
     let units: Vec<Option<TimeUnit>> = (0..COLUMNS.len())
         .map(|c| {
-            let mut times = cells.iter().filter_map(|row| match row[c] {
-                Cell::Time(t) => Some(t.unwrap_or(0.0)),
-                _ => None,
-            });
-            let first = times.next()?;
-            Some(TimeUnit::for_largest(times.fold(first, f64::max)))
+            let times = cells.first().is_some_and(|row| matches!(row[c], Cell::Time(_)));
+            times.then_some(unit)
         })
         .collect();
     let mut header = vec!["policy".to_string()];
@@ -377,12 +385,13 @@ mod tests {
     }
 
     #[test]
-    fn a_column_of_times_has_one_unit_named_in_its_header() {
+    fn the_columns_of_times_share_one_unit_named_in_each_header() {
         let table = summary(&[
             run("fast", &[Some(4296.0)], 0),
             run("slow", &[Some(7560.0)], 0),
         ]);
-        assert!(table.lines().next().unwrap().contains("avg JCT [h]"), "{table}");
+        let header = table.lines().next().unwrap();
+        assert!(header.contains("avg JCT [h]") && header.contains("makespan [h]"), "{table}");
         assert_eq!(row(&table, "fast")[3], "1.19", "{table}");
         assert_eq!(row(&table, "slow")[3], "2.10", "{table}");
     }
