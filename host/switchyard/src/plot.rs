@@ -101,6 +101,7 @@ fn write_png(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
     let mut encoder = png::Encoder::new(std::io::BufWriter::new(out), width, height);
     encoder.set_color(png::ColorType::Rgb);
     encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Best);
     let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
     writer.write_image_data(&pixels).map_err(|e| e.to_string())?;
     writer.finish().map_err(|e| e.to_string())

@@ -93,12 +93,21 @@ impl Unit {
     }
 }
 
-/// An axis label without a needless `.0`.
+/// An axis label with the digits its size needs and no trailing zeros.
 fn tick(value: &f64) -> String {
-    if value.fract() == 0.0 {
-        format!("{value:.0}")
+    let size = value.abs();
+    let decimals = if size == 0.0 || size >= 10.0 {
+        0
+    } else if size >= 1.0 {
+        1
     } else {
-        format!("{value:.1}")
+        (-size.log10()).ceil() as usize + 1
+    };
+    let text = format!("{value:.decimals$}");
+    if text.contains('.') {
+        text.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        text
     }
 }
 
@@ -260,6 +269,7 @@ impl Figure for Utilisation<'_> {
                 .y_desc(format!("{what} [%]"))
                 .y_label_formatter(&|y: &f64| format!("{:.0}", y * 100.0))
                 .label_style(("sans-serif", 14))
+                .max_light_lines(0)
                 .draw()
                 .map_err(error)?;
             for (i, run) in self.runs.iter().enumerate() {
@@ -350,25 +360,59 @@ impl Figure for PerJob<'_> {
             }
         }
         let area = key_strip(&area, &keys)?;
-        let largest = self
-            .runs
-            .iter()
-            .flat_map(|r| shown().filter_map(|j| completion(r, j)))
-            .fold(1.0, f64::max);
+        let times = || {
+            self.runs
+                .iter()
+                .flat_map(move |r| shown().filter_map(move |j| completion(r, j)))
+        };
+        let largest = times().fold(1.0, f64::max);
         let unit = Unit::for_largest(largest);
         let x_end = largest / unit.seconds * 1.08;
+        // Times that span orders of magnitude (a trace's seconds-long and weeks-long
+        // jobs) go on a log axis, or the fast end is one blur at zero.
+        let smallest = times().filter(|t| *t > 0.0).fold(largest, f64::min) / unit.seconds;
+        if x_end / smallest > 100.0 {
+            let start = smallest / 1.5;
+            self.rows_on(root, &area, (start..x_end).log_scale(), start, x_end, unit, "log scale, ")
+        } else {
+            self.rows_on(root, &area, 0.0..x_end, 0.0, x_end, unit, "")
+        }
+    }
+}
+
+impl PerJob<'_> {
+    /// Draws the rows on an x axis of `x` (linear or log), from `x_start` to `x_end`.
+    #[allow(clippy::too_many_arguments)]
+    fn rows_on<DB: DrawingBackend, X>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        area: &DrawingArea<DB, Shift>,
+        x: X,
+        x_start: f64,
+        x_end: f64,
+        unit: Unit,
+        scale: &str,
+    ) -> Result<(), String>
+    where
+        X: plotters::coord::ranged1d::AsRangedCoord<Value = f64>,
+        X::CoordDescType: plotters::coord::ranged1d::ValueFormatter<f64>,
+    {
         let n = self.rows.len() as f64;
-        let mut chart = ChartBuilder::on(&area)
+        let mut chart = ChartBuilder::on(area)
             .margin(10)
             .x_label_area_size(40)
             .y_label_area_size(220)
-            .build_cartesian_2d(0.0..x_end, 0.0..n.max(1.0))
+            .build_cartesian_2d(x, 0.0..n.max(1.0))
             .map_err(error)?;
         chart
             .configure_mesh()
             .disable_y_mesh()
             .y_labels(0)
-            .x_desc(format!("completion time (finish - submit) [{}]", unit.symbol))
+            .max_light_lines(0)
+            .x_desc(format!(
+                "completion time (finish - submit) [{scale}{}]",
+                unit.symbol
+            ))
             .x_label_formatter(&tick)
             .label_style(("sans-serif", 14))
             .draw()
@@ -384,7 +428,7 @@ impl Figure for PerJob<'_> {
                 Some(j) => truncate(&self.runs[0].jobs[*j].id, 28),
                 None => format!("\u{22ef} {} more jobs \u{22ef}", self.hidden),
             };
-            let (x, y) = chart.backend_coord(&(0.0, centre(row)));
+            let (x, y) = chart.backend_coord(&(x_start, centre(row)));
             root.draw_text(&text, &names, (x - 6, y)).map_err(error)?;
         }
         let offset = |i: usize| (i as f64 + 1.0) / (self.runs.len() as f64 + 1.0) - 0.5;
@@ -393,14 +437,23 @@ impl Figure for PerJob<'_> {
             let rows = self.rows.iter().enumerate().filter_map(|(row, job)| Some((row, (*job)?)));
             let done: Vec<(f64, f64)> = rows
                 .clone()
-                .filter_map(|(row, j)| Some((completion(run, j)? / unit.seconds, centre(row) + offset(i))))
+                .filter_map(|(row, j)| {
+                    let t = completion(run, j)? / unit.seconds;
+                    Some((t.max(x_start), centre(row) + offset(i)))
+                })
                 .collect();
             chart
                 .draw_series(done.iter().map(|p| Circle::new(*p, 4, c.filled())))
                 .map_err(error)?;
+            // An unfinished job sits at the right edge (0.985 of the way on either axis).
+            let edge = if x_start > 0.0 {
+                x_start * (x_end / x_start).powf(0.985)
+            } else {
+                x_end * 0.985
+            };
             let unfinished: Vec<(f64, f64)> = rows
                 .filter(|(_, j)| completion(run, *j).is_none())
-                .map(|(row, _)| (x_end * 0.985, centre(row) + offset(i)))
+                .map(|(row, _)| (edge, centre(row) + offset(i)))
                 .collect();
             chart
                 .draw_series(unfinished.iter().map(|p| Cross::new(*p, 5, c.stroke_width(2))))
@@ -491,6 +544,7 @@ impl Figure for Distribution<'_> {
             .y_desc("jobs done within it [% of all jobs]")
             .y_label_formatter(&|y: &f64| format!("{:.0}", y * 100.0))
             .label_style(("sans-serif", 14))
+            .max_light_lines(0)
             .draw()
             .map_err(error)?;
         let mut notes = 0;
