@@ -256,9 +256,17 @@ fn a_new_policy_crate_builds_anywhere_into_a_component_that_validates_and_passes
     std::fs::rename(&crate_dir, &moved).unwrap();
     let crate_dir = moved;
     let checkout = repo().canonicalize().unwrap().display().to_string();
-    for file in ["Cargo.toml", "README.md", "switchyard-sdk/Cargo.toml", ".cargo/config.toml"] {
+    for file in [
+        "Cargo.toml",
+        "README.md",
+        "switchyard-sdk/Cargo.toml",
+        ".cargo/config.toml",
+    ] {
         let text = std::fs::read_to_string(crate_dir.join(file)).unwrap();
-        assert!(!text.contains(&checkout), "{file} names the checkout:\n{text}");
+        assert!(
+            !text.contains(&checkout),
+            "{file} names the checkout:\n{text}"
+        );
     }
     // A target directory kept between runs (outside the one cargo test has locked).
     let target = repo().join("target/policy-new-test");

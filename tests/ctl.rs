@@ -23,7 +23,11 @@ struct Ran {
 async fn ctl(base: &str, env: &[(&str, &str)], args: &[&str]) -> Ran {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
     command.arg("ctl");
-    for var in ["SWITCHYARD_URL", "SWITCHYARD_TOKEN", "SWITCHYARD_TOKEN_FILE"] {
+    for var in [
+        "SWITCHYARD_URL",
+        "SWITCHYARD_TOKEN",
+        "SWITCHYARD_TOKEN_FILE",
+    ] {
         command.env_remove(var);
     }
     command.env("SWITCHYARD_URL", base);
@@ -49,27 +53,61 @@ async fn ctl_reads_without_the_token_and_changes_the_active_policy_only_with_it(
     let ran = ctl(&live.base, &[], &["wait-ready", "--timeout", "60"]).await;
     assert!(ran.ok, "{}", ran.stderr);
     let ran = ctl(&live.base, &[], &["status"]).await;
-    assert!(ran.ok && ran.stdout.contains("active:     default"), "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.ok && ran.stdout.contains("active:     default"),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
     let ran = ctl(&live.base, &[], &["policies"]).await;
-    assert!(ran.stdout.lines().any(|l| l.starts_with("* default")), "{}", ran.stdout);
-    assert!(ran.stdout.lines().any(|l| l.starts_with("  even")), "{}", ran.stdout);
+    assert!(
+        ran.stdout.lines().any(|l| l.starts_with("* default")),
+        "{}",
+        ran.stdout
+    );
+    assert!(
+        ran.stdout.lines().any(|l| l.starts_with("  even")),
+        "{}",
+        ran.stdout
+    );
 
     let ran = ctl(&live.base, &[], &["activate", "even"]).await;
     assert!(!ran.ok);
-    assert!(ran.stderr.contains("401") && ran.stderr.contains("--token-file"), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("401") && ran.stderr.contains("--token-file"),
+        "{}",
+        ran.stderr
+    );
     let (_, list) = live.get("/v1/policies").await;
-    assert_eq!(list["active"], "default", "a refused change changed nothing");
+    assert_eq!(
+        list["active"], "default",
+        "a refused change changed nothing"
+    );
 
     let token_file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token_file.path(), format!("{TOKEN}\n")).unwrap();
     let file = token_file.path().to_str().unwrap();
     let ran = ctl(&live.base, &[], &["--token-file", file, "activate", "even"]).await;
-    assert!(ran.ok && ran.stdout.starts_with("active: even from round"), "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.ok && ran.stdout.starts_with("active: even from round"),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
     let (_, list) = live.get("/v1/policies").await;
     assert_eq!(list["active"], "even");
 
-    let ran = ctl(&live.base, &[("SWITCHYARD_TOKEN", "wrong")], &["activate", "default"]).await;
-    assert!(!ran.ok && ran.stderr.contains("not the controller's"), "{}", ran.stderr);
+    let ran = ctl(
+        &live.base,
+        &[("SWITCHYARD_TOKEN", "wrong")],
+        &["activate", "default"],
+    )
+    .await;
+    assert!(
+        !ran.ok && ran.stderr.contains("not the controller's"),
+        "{}",
+        ran.stderr
+    );
     live.stop().await;
 }
 
@@ -80,18 +118,32 @@ async fn ctl_uploads_sets_parameters_runs_an_experiment_and_lists_decisions() {
 
     let wasm = guests::path("null");
     let ran = ctl(&base, WITH_TOKEN, &["upload", &wasm]).await;
-    assert!(ran.ok && ran.stdout.starts_with("loaded "), "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.ok && ran.stdout.starts_with("loaded "),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
     let (_, list) = live.get("/v1/policies").await;
     let uploaded = ran.stdout.split_whitespace().nth(1).unwrap().to_string();
     assert!(
-        list["policies"].as_array().unwrap().iter().any(|p| p["name"] == *uploaded),
+        list["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|p| p["name"] == *uploaded),
         "{list}"
     );
 
     let ran = ctl(&base, WITH_TOKEN, &["parameters", "specon", "alpha=-3"]).await;
     assert!(!ran.ok && ran.stderr.contains("alpha"), "{}", ran.stderr);
     let ran = ctl(&base, WITH_TOKEN, &["parameters", "specon", "alpha=0.02"]).await;
-    assert!(ran.ok && ran.stdout.contains("0.02"), "{}{}", ran.stdout, ran.stderr);
+    assert!(
+        ran.ok && ran.stdout.contains("0.02"),
+        "{}{}",
+        ran.stdout,
+        ran.stderr
+    );
 
     let ran = ctl(&base, WITH_TOKEN, &["experiment", "shadow", "even"]).await;
     assert!(ran.ok, "{}", ran.stderr);
@@ -110,7 +162,11 @@ async fn ctl_uploads_sets_parameters_runs_an_experiment_and_lists_decisions() {
 
     live.wait_for_rounds_after(3).await;
     let ran = ctl(&base, &[], &["decisions", "--limit", "2"]).await;
-    let rounds = ran.stdout.lines().filter(|l| l.starts_with("round ")).count();
+    let rounds = ran
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("round "))
+        .count();
     assert_eq!(rounds, 2, "{}", ran.stdout);
     live.stop().await;
 }
@@ -126,9 +182,21 @@ async fn ctl_names_the_address_that_does_not_answer_and_refuses_one_that_is_not_
     let base = format!("http://127.0.0.1:{port}");
     let ran = ctl(&base, &[], &["status"]).await;
     assert!(!ran.ok);
-    assert!(ran.stderr.contains("no answer from the controller") && ran.stderr.contains(&base), "{}", ran.stderr);
+    assert!(
+        ran.stderr.contains("no answer from the controller") && ran.stderr.contains(&base),
+        "{}",
+        ran.stderr
+    );
     let ran = ctl("https://example.invalid", &[], &["status"]).await;
-    assert!(!ran.ok && ran.stderr.contains("plain HTTP"), "{}", ran.stderr);
+    assert!(
+        !ran.ok && ran.stderr.contains("plain HTTP"),
+        "{}",
+        ran.stderr
+    );
     let ran = ctl(&base, WITH_TOKEN, &["activate", ".."]).await;
-    assert!(!ran.ok && ran.stderr.contains("cannot name a policy"), "{}", ran.stderr);
+    assert!(
+        !ran.ok && ran.stderr.contains("cannot name a policy"),
+        "{}",
+        ran.stderr
+    );
 }

@@ -235,8 +235,18 @@ fn the_walkthroughs_of_the_readme_and_the_docs_run_as_written() {
         if tested.is_empty() {
             continue;
         }
-        let name = file.strip_prefix(repo()).unwrap_or(&file).display().to_string();
+        let name = file
+            .strip_prefix(repo())
+            .unwrap_or(&file)
+            .display()
+            .to_string();
+        let started = Instant::now();
         let outcome = run_blocks(&name, &tested);
+        eprintln!(
+            "{name}: {} blocks in {:.0} s",
+            tested.len(),
+            started.elapsed().as_secs_f64()
+        );
         ran += tested.len();
         if !outcome.success {
             failures.push(format!("{name}:\n{}", outcome.output));
@@ -265,9 +275,21 @@ echo never reached
     let blocks = shell_blocks(markdown);
     let outcome = run_blocks("broken.md", &blocks.iter().collect::<Vec<_>>());
     assert!(!outcome.success, "{}", outcome.output);
-    assert!(outcome.output.contains("+++ broken.md:9"), "{}", outcome.output);
-    assert!(outcome.output.contains("no-such-workload.yaml"), "{}", outcome.output);
-    assert!(!outcome.output.contains("never reached"), "{}", outcome.output);
+    assert!(
+        outcome.output.contains("+++ broken.md:9"),
+        "{}",
+        outcome.output
+    );
+    assert!(
+        outcome.output.contains("no-such-workload.yaml"),
+        "{}",
+        outcome.output
+    );
+    assert!(
+        !outcome.output.contains("never reached"),
+        "{}",
+        outcome.output
+    );
 }
 
 #[test]

@@ -103,7 +103,9 @@ fn write_png(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
     encoder.set_depth(png::BitDepth::Eight);
     encoder.set_compression(png::Compression::Best);
     let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer.write_image_data(&pixels).map_err(|e| e.to_string())?;
+    writer
+        .write_image_data(&pixels)
+        .map_err(|e| e.to_string())?;
     writer.finish().map_err(|e| e.to_string())
 }
 

@@ -219,7 +219,9 @@ switchyard-sdk` here and rebuild.";
 fn is_policies_folder(folder: &Path) -> bool {
     folder.file_name().is_some_and(|n| n == "policies")
         && folder.join("sdk/Cargo.toml").is_file()
-        && folder.parent().is_some_and(|repo| repo.join("wit/policy.wit").is_file())
+        && folder
+            .parent()
+            .is_some_and(|repo| repo.join("wit/policy.wit").is_file())
 }
 
 /// A standalone crate is its own workspace (so it builds even inside another checkout)
@@ -321,7 +323,10 @@ mod tests {
             .filter(|f| f.extension().is_some_and(|e| e == "toml" || e == "md"))
             .filter(|f| std::fs::read_to_string(f).unwrap().contains(&here))
             .collect();
-        assert!(naming_a_path.is_empty(), "absolute paths in {naming_a_path:?}");
+        assert!(
+            naming_a_path.is_empty(),
+            "absolute paths in {naming_a_path:?}"
+        );
         let toolchain = std::fs::read_to_string(created.dir.join("rust-toolchain.toml")).unwrap();
         assert!(toolchain.contains("wasm32-wasip2"));
         let lib = std::fs::read_to_string(created.dir.join("src/lib.rs")).unwrap();

@@ -171,7 +171,10 @@ mod tests {
             .map(|(_, text)| text.matches(WIT_IN_VENDORED).count())
             .sum::<usize>();
         assert!(generates > 0);
-        assert_eq!(rewritten, generates, "every generate! must find wit/ beside it");
+        assert_eq!(
+            rewritten, generates,
+            "every generate! must find wit/ beside it"
+        );
         assert!(files.iter().all(|(_, text)| !text.contains("../../wit")));
     }
 

@@ -215,9 +215,7 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
                 .await?
         }
         CtlCommand::Decisions { limit } => {
-            client
-                .get(&format!("/v1/decisions?limit={limit}"))
-                .await?
+            client.get(&format!("/v1/decisions?limit={limit}")).await?
         }
     };
     Ok(answer)
@@ -330,11 +328,7 @@ fn text(command: &CtlCommand, answer: &Value) -> String {
         )),
         CtlCommand::Parameters { .. } => {
             let p = &answer["policy"];
-            line(format!(
-                "{}: {}",
-                cell(&p["name"]),
-                cell(&p["settings"])
-            ));
+            line(format!("{}: {}", cell(&p["name"]), cell(&p["settings"])));
             if let Some(round) = answer["applied"]["from_round"].as_u64() {
                 line(format!("applies from round {round}"));
             }

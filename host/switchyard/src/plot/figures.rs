@@ -39,7 +39,9 @@ impl Context {
     pub(super) fn of(results: &Results) -> Self {
         let workload = std::path::Path::new(&results.workload)
             .file_name()
-            .map_or(results.workload.clone(), |n| n.to_string_lossy().into_owned());
+            .map_or(results.workload.clone(), |n| {
+                n.to_string_lossy().into_owned()
+            });
         Self {
             subtitle: format!("{workload}, seed {}", results.seed),
         }
@@ -173,12 +175,17 @@ fn key_strip<DB: DrawingBackend>(
         for &(x, key) in row {
             let c = key.colour;
             match key.marker {
-                Marker::Line(w) => strip.draw(&PathElement::new(vec![(x, y), (x + 22, y)], c.stroke_width(w))),
+                Marker::Line(w) => strip.draw(&PathElement::new(
+                    vec![(x, y), (x + 22, y)],
+                    c.stroke_width(w),
+                )),
                 Marker::Dot => strip.draw(&Circle::new((x + 11, y), 4, c.filled())),
                 Marker::Cross => strip.draw(&Cross::new((x + 11, y), 5, c.stroke_width(2))),
             }
             .map_err(error)?;
-            strip.draw_text(&key.text, &font, (x + 28, y)).map_err(error)?;
+            strip
+                .draw_text(&key.text, &font, (x + 28, y))
+                .map_err(error)?;
         }
     }
     Ok(rest)
@@ -211,7 +218,11 @@ impl<'a> Utilisation<'a> {
 
     /// The step line of one resource of a run: a share holds from its sample until the
     /// next, and the last until the run's end.
-    fn steps(run: &RunResult, unit: Unit, share: fn(&switchyard_sim::simulator::UtilPoint) -> f64) -> Vec<(f64, f64)> {
+    fn steps(
+        run: &RunResult,
+        unit: Unit,
+        share: fn(&switchyard_sim::simulator::UtilPoint) -> f64,
+    ) -> Vec<(f64, f64)> {
         let mut points = Vec::with_capacity(run.utilisation.len() * 2 + 1);
         for (i, p) in run.utilisation.iter().enumerate() {
             let x = p.time / unit.seconds;
@@ -250,7 +261,10 @@ impl Figure for Utilisation<'_> {
             .fold(1.0, f64::max);
         let unit = Unit::for_largest(end);
         let panels: Vec<(&str, fn(&switchyard_sim::simulator::UtilPoint) -> f64)> = if self.gpu {
-            vec![("CPU cores in use", |p| p.cpu), ("GPUs allocated", |p| p.gpu)]
+            vec![
+                ("CPU cores in use", |p| p.cpu),
+                ("GPUs allocated", |p| p.gpu),
+            ]
         } else {
             vec![("CPU cores in use", |p| p.cpu)]
         };
@@ -301,14 +315,21 @@ impl<'a> PerJob<'a> {
         let runs = &results.runs[..];
         let jobs = runs.first().map_or(0, |r| r.jobs.len());
         let (rows, hidden, what) = if jobs <= 2 * JOBS_AT_EACH_END {
-            ((0..jobs).map(Some).collect(), 0, "completion time per job".to_string())
+            (
+                (0..jobs).map(Some).collect(),
+                0,
+                "completion time per job".to_string(),
+            )
         } else {
             // Slowest first: an unfinished job is slower than any finished one.
             let mut order: Vec<usize> = (0..jobs).collect();
             let key = |j: usize| completion(&runs[0], j).unwrap_or(f64::INFINITY);
             order.sort_by(|a, b| key(*b).total_cmp(&key(*a)).then(a.cmp(b)));
-            let mut rows: Vec<Option<usize>> =
-                order[..JOBS_AT_EACH_END].iter().copied().map(Some).collect();
+            let mut rows: Vec<Option<usize>> = order[..JOBS_AT_EACH_END]
+                .iter()
+                .copied()
+                .map(Some)
+                .collect();
             rows.push(None);
             rows.extend(order[jobs - JOBS_AT_EACH_END..].iter().copied().map(Some));
             (
@@ -373,7 +394,15 @@ impl Figure for PerJob<'_> {
         let smallest = times().filter(|t| *t > 0.0).fold(largest, f64::min) / unit.seconds;
         if x_end / smallest > 100.0 {
             let start = smallest / 1.5;
-            self.rows_on(root, &area, (start..x_end).log_scale(), start, x_end, unit, "log scale, ")
+            self.rows_on(
+                root,
+                &area,
+                (start..x_end).log_scale(),
+                start,
+                x_end,
+                unit,
+                "log scale, ",
+            )
         } else {
             self.rows_on(root, &area, 0.0..x_end, 0.0, x_end, unit, "")
         }
@@ -434,7 +463,11 @@ impl PerJob<'_> {
         let offset = |i: usize| (i as f64 + 1.0) / (self.runs.len() as f64 + 1.0) - 0.5;
         for (i, run) in self.runs.iter().enumerate() {
             let c = colour(i);
-            let rows = self.rows.iter().enumerate().filter_map(|(row, job)| Some((row, (*job)?)));
+            let rows = self
+                .rows
+                .iter()
+                .enumerate()
+                .filter_map(|(row, job)| Some((row, (*job)?)));
             let done: Vec<(f64, f64)> = rows
                 .clone()
                 .filter_map(|(row, j)| {
@@ -456,7 +489,11 @@ impl PerJob<'_> {
                 .map(|(row, _)| (edge, centre(row) + offset(i)))
                 .collect();
             chart
-                .draw_series(unfinished.iter().map(|p| Cross::new(*p, 5, c.stroke_width(2))))
+                .draw_series(
+                    unfinished
+                        .iter()
+                        .map(|p| Cross::new(*p, 5, c.stroke_width(2))),
+                )
                 .map_err(error)?;
         }
         Ok(())
@@ -491,7 +528,9 @@ impl<'a> Distribution<'a> {
     /// `(completion time, share of all jobs done within it)`, at most [`CDF_POINTS`]
     /// steps, always keeping the last.
     fn line(run: &RunResult, unit: Unit) -> Vec<(f64, f64)> {
-        let mut times: Vec<f64> = (0..run.jobs.len()).filter_map(|j| completion(run, j)).collect();
+        let mut times: Vec<f64> = (0..run.jobs.len())
+            .filter_map(|j| completion(run, j))
+            .collect();
         times.sort_by(f64::total_cmp);
         let total = run.jobs.len().max(1) as f64;
         let stride = times.len().div_ceil(CDF_POINTS).max(1);
@@ -539,7 +578,10 @@ impl Figure for Distribution<'_> {
             .map_err(error)?;
         chart
             .configure_mesh()
-            .x_desc(format!("completion time (finish - submit) [{}]", unit.symbol))
+            .x_desc(format!(
+                "completion time (finish - submit) [{}]",
+                unit.symbol
+            ))
             .x_label_formatter(&tick)
             .y_desc("jobs done within it [% of all jobs]")
             .y_label_formatter(&|y: &f64| format!("{:.0}", y * 100.0))
@@ -555,13 +597,21 @@ impl Figure for Distribution<'_> {
                 line.push((x_end, share));
             }
             chart
-                .draw_series(LineSeries::new(line, c.stroke_width(width(i, self.runs.len()))))
+                .draw_series(LineSeries::new(
+                    line,
+                    c.stroke_width(width(i, self.runs.len())),
+                ))
                 .map_err(error)?;
             if run.summary.finished == 0 {
                 let (x, y) = chart.backend_coord(&(0.0, 1.0));
                 let style = ("sans-serif", 15).into_font().color(&c);
-                let text = format!("{}: no job finished ({})", run.policy, run.summary.outcome.word());
-                root.draw_text(&text, &style, (x + 10, y + 10 + 20 * notes)).map_err(error)?;
+                let text = format!(
+                    "{}: no job finished ({})",
+                    run.policy,
+                    run.summary.outcome.word()
+                );
+                root.draw_text(&text, &style, (x + 10, y + 10 + 20 * notes))
+                    .map_err(error)?;
                 notes += 1;
             }
         }

@@ -82,7 +82,9 @@ pub(crate) struct TestArgs {
 pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     let Lang::Rust = args.lang;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
-    let sdk = args.sdk.map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
+    let sdk = args
+        .sdk
+        .map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
     let created = scaffold::create(&args.name, &dir, &sdk)?;
     println!(
         "created policy `{}` in {}{}",

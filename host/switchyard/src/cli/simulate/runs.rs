@@ -105,10 +105,13 @@ fn target_of<'a>(set: &'a str, runs: &[RunSpec]) -> anyhow::Result<(usize, &'a s
         .enumerate()
         .flat_map(|(i, run)| {
             let unique_policy = runs.iter().filter(|r| r.policy == run.policy).count() == 1;
-            [Some(run.name.as_str()), unique_policy.then_some(run.policy.as_str())]
-                .into_iter()
-                .flatten()
-                .map(move |prefix| (i, prefix))
+            [
+                Some(run.name.as_str()),
+                unique_policy.then_some(run.policy.as_str()),
+            ]
+            .into_iter()
+            .flatten()
+            .map(move |prefix| (i, prefix))
         })
         .filter_map(|(i, prefix)| {
             let key = target.strip_prefix(prefix)?.strip_prefix('.')?;
@@ -206,14 +209,22 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(error.contains("names no run (runs: default, b (even))"), "{error}");
+        assert!(
+            error.contains("names no run (runs: default, b (even))"),
+            "{error}"
+        );
     }
 
     #[test]
     fn hostile_aliases_are_refused_by_name() {
         for bad in ["=even", "a.b=even", "../x=even", "-x=even", "x=", "é=even"] {
-            let error = plan(&strings(&[bad]), &[], own_name).unwrap_err().to_string();
-            assert!(error.starts_with(&format!("--policy {bad}:")), "{bad}: {error}");
+            let error = plan(&strings(&[bad]), &[], own_name)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                error.starts_with(&format!("--policy {bad}:")),
+                "{bad}: {error}"
+            );
         }
         let long = format!("{}=even", "a".repeat(64));
         assert!(plan(&[long], &[], own_name).is_err());

@@ -213,16 +213,23 @@ pub(crate) fn summary(runs: &[RunResult]) -> String {
     let unit = TimeUnit::for_largest(largest);
     let units: Vec<Option<TimeUnit>> = (0..COLUMNS.len())
         .map(|c| {
-            let times = cells.first().is_some_and(|row| matches!(row[c], Cell::Time(_)));
+            let times = cells
+                .first()
+                .is_some_and(|row| matches!(row[c], Cell::Time(_)));
             times.then_some(unit)
         })
         .collect();
     let mut header = vec!["policy".to_string()];
-    header.extend(COLUMNS.iter().zip(&units).map(|(c, unit)| match (unit, c.header) {
-        (Some(unit), h) => format!("{h} [{}]", unit.symbol()),
-        (None, "CPU" | "GPU") => format!("{} [%]", c.header),
-        (None, h) => h.to_string(),
-    }));
+    header.extend(
+        COLUMNS
+            .iter()
+            .zip(&units)
+            .map(|(c, unit)| match (unit, c.header) {
+                (Some(unit), h) => format!("{h} [{}]", unit.symbol()),
+                (None, "CPU" | "GPU") => format!("{} [%]", c.header),
+                (None, h) => h.to_string(),
+            }),
+    );
     let mut rows: Vec<Vec<String>> = runs
         .iter()
         .zip(&cells)
@@ -281,13 +288,16 @@ pub(crate) fn per_job(runs: &[RunResult]) -> Option<String> {
     }
     let shown = base.jobs.len().min(JOBS_SHOWN);
     let jct = |r: &RunResult, i: usize| r.jobs[i].finish_time.map(|f| f - r.jobs[i].submit_time);
-    let unit = TimeUnit::for_largest(
-        (0..shown)
-            .filter_map(|i| jct(base, i))
-            .fold(0.0, f64::max),
+    let unit = TimeUnit::for_largest((0..shown).filter_map(|i| jct(base, i)).fold(0.0, f64::max));
+    let mut header = vec![
+        "job".to_string(),
+        format!("{} [{}]", base.policy, unit.symbol()),
+    ];
+    header.extend(
+        others
+            .iter()
+            .map(|o| format!("{} vs {}", o.policy, base.policy)),
     );
-    let mut header = vec!["job".to_string(), format!("{} [{}]", base.policy, unit.symbol())];
-    header.extend(others.iter().map(|o| format!("{} vs {}", o.policy, base.policy)));
     let rows: Vec<Vec<String>> = (0..shown)
         .map(|i| {
             let b = jct(base, i);
@@ -391,7 +401,10 @@ mod tests {
             run("slow", &[Some(7560.0)], 0),
         ]);
         let header = table.lines().next().unwrap();
-        assert!(header.contains("avg JCT [h]") && header.contains("makespan [h]"), "{table}");
+        assert!(
+            header.contains("avg JCT [h]") && header.contains("makespan [h]"),
+            "{table}"
+        );
         assert_eq!(row(&table, "fast")[3], "1.19", "{table}");
         assert_eq!(row(&table, "slow")[3], "2.10", "{table}");
     }
@@ -430,6 +443,10 @@ mod tests {
         assert!(table.contains("a [h]"), "{table}");
         assert_eq!(row(&table, "j0")[1..], ["0.03", "-50.0%"], "{table}");
         assert_eq!(row(&table, "j1")[2], "unfinished", "{table}");
-        assert!(row(&table, "j2").join(" ").contains("unfinished done in 1.00h"));
+        assert!(
+            row(&table, "j2")
+                .join(" ")
+                .contains("unfinished done in 1.00h")
+        );
     }
 }
