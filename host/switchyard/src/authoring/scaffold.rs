@@ -95,10 +95,10 @@ pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldErro
         });
     }
     let in_workspace = absolute(dir).parent().is_some_and(is_policies_folder);
-    if let (false, Sdk::Path(path)) = (in_workspace, sdk) {
-        if !path.join("Cargo.toml").is_file() {
-            return Err(ScaffoldError::NoSdk { path: path.clone() });
-        }
+    if let (false, Sdk::Path(path)) = (in_workspace, sdk)
+        && !path.join("Cargo.toml").is_file()
+    {
+        return Err(ScaffoldError::NoSdk { path: path.clone() });
     }
     let crate_name = if in_workspace {
         format!("switchyard-policy-{name}")

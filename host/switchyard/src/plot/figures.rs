@@ -7,6 +7,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::Figure;
 use switchyard_sim::report::{Results, RunOutcome, RunResult};
+use switchyard_sim::simulator::UtilPoint;
 
 /// Colours of the runs, in command-line order (distinguishable, and in grey print).
 const COLOURS: [RGBColor; 8] = [
@@ -166,7 +167,9 @@ fn key_strip<DB: DrawingBackend>(
             rows.push(Vec::new());
             x = 70;
         }
-        rows.last_mut().map(|r| r.push((x, key)));
+        if let Some(row) = rows.last_mut() {
+            row.push((x, key));
+        }
         x += needed;
     }
     let (strip, rest) = area.split_vertically(rows.len() as i32 * ROW + 6);
@@ -197,6 +200,9 @@ fn completion(run: &RunResult, job: usize) -> Option<f64> {
     Some(j.finish_time? - j.submit_time)
 }
 
+/// What a panel shows of a utilisation sample.
+type Share = fn(&UtilPoint) -> f64;
+
 /// Utilisation over time: a panel for CPU and, when any run used GPUs, one for GPU.
 pub(super) struct Utilisation<'a> {
     title: String,
@@ -218,11 +224,7 @@ impl<'a> Utilisation<'a> {
 
     /// The step line of one resource of a run: a share holds from its sample until the
     /// next, and the last until the run's end.
-    fn steps(
-        run: &RunResult,
-        unit: Unit,
-        share: fn(&switchyard_sim::simulator::UtilPoint) -> f64,
-    ) -> Vec<(f64, f64)> {
+    fn steps(run: &RunResult, unit: Unit, share: Share) -> Vec<(f64, f64)> {
         let mut points = Vec::with_capacity(run.utilisation.len() * 2 + 1);
         for (i, p) in run.utilisation.iter().enumerate() {
             let x = p.time / unit.seconds;
@@ -260,7 +262,7 @@ impl Figure for Utilisation<'_> {
             .map(|r| r.summary.makespan)
             .fold(1.0, f64::max);
         let unit = Unit::for_largest(end);
-        let panels: Vec<(&str, fn(&switchyard_sim::simulator::UtilPoint) -> f64)> = if self.gpu {
+        let panels: Vec<(&str, Share)> = if self.gpu {
             vec![
                 ("CPU cores in use", |p| p.cpu),
                 ("GPUs allocated", |p| p.gpu),
