@@ -9,6 +9,9 @@
 //! - `/tmp/` means the temporary directory, so runs never meet;
 //! - processes a block starts in the background are stopped when the file is done.
 //!
+//! `SWITCHYARD_DOCS_ONLY=README.md` runs the walkthroughs of the documents whose path
+//! contains that text only (while writing one).
+//!
 //! A shell block a reader cannot run here (it needs a Kubernetes cluster, a browser, or
 //! hours) says ```` ```sh docs-skip ````; a test fails on a shell block that says
 //! neither, so a new walkthrough is tested unless someone decides it cannot be.
