@@ -243,6 +243,9 @@ fn the_walkthroughs_of_the_readme_and_the_docs_run_as_written() {
             .unwrap_or(&file)
             .display()
             .to_string();
+        if std::env::var("SWITCHYARD_DOCS_ONLY").is_ok_and(|only| !name.contains(&only)) {
+            continue;
+        }
         let started = Instant::now();
         let outcome = run_blocks(&name, &tested);
         eprintln!(
