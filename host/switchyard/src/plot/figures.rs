@@ -146,6 +146,17 @@ struct Key {
     marker: Marker,
 }
 
+/// A key entry per run drawn as a line.
+fn line_keys(runs: &[RunResult]) -> Vec<Key> {
+    (0..runs.len())
+        .map(|i| Key {
+            text: label(&runs[i]),
+            colour: colour(i),
+            marker: Marker::Line(width(i, runs.len())),
+        })
+        .collect()
+}
+
 /// Draws `keys` in rows across the top of `area` (outside the chart, so the key never
 /// hides data) and returns the area below them.
 fn key_strip<DB: DrawingBackend>(
@@ -248,14 +259,7 @@ impl Figure for Utilisation<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let keys: Vec<Key> = (0..self.runs.len())
-            .map(|i| Key {
-                text: label(&self.runs[i]),
-                colour: colour(i),
-                marker: Marker::Line(width(i, self.runs.len())),
-            })
-            .collect();
-        let area = key_strip(&area, &keys)?;
+        let area = key_strip(&area, &line_keys(self.runs))?;
         let end = self
             .runs
             .iter()
@@ -557,14 +561,7 @@ impl Figure for Distribution<'_> {
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let keys: Vec<Key> = (0..self.runs.len())
-            .map(|i| Key {
-                text: label(&self.runs[i]),
-                colour: colour(i),
-                marker: Marker::Line(width(i, self.runs.len())),
-            })
-            .collect();
-        let area = key_strip(&area, &keys)?;
+        let area = key_strip(&area, &line_keys(self.runs))?;
         let largest = self
             .runs
             .iter()
