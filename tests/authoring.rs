@@ -238,7 +238,7 @@ fn cargo() -> Process {
 }
 
 #[test]
-fn a_new_policy_crate_builds_into_a_component_that_validates_and_passes_its_tests() {
+fn a_new_policy_crate_builds_anywhere_into_a_component_that_validates_and_passes_its_tests() {
     let dir = tempfile::tempdir().unwrap();
     let crate_dir = dir.path().join("first-fit");
     let (ok, out) = run(&[
@@ -249,9 +249,25 @@ fn a_new_policy_crate_builds_into_a_component_that_validates_and_passes_its_test
         crate_dir.to_str().unwrap(),
     ]);
     assert!(ok, "{out}");
-    // The workspace's lock file pins the versions the shipped policies build with, so
-    // the build needs nothing that is not already downloaded.
-    std::fs::copy(repo().join("Cargo.lock"), crate_dir.join("Cargo.lock")).unwrap();
+    // The crate carries the SDK and WIT of this binary and the workspace's lock file: it
+    // names nothing of this checkout, so it builds wherever it is moved, and (the lock
+    // pinning the versions the shipped policies build with) from what is downloaded.
+    let moved = dir.path().join("moved-elsewhere");
+    std::fs::rename(&crate_dir, &moved).unwrap();
+    let crate_dir = moved;
+    let checkout = repo().canonicalize().unwrap().display().to_string();
+    for file in [
+        "Cargo.toml",
+        "README.md",
+        "switchyard-sdk/Cargo.toml",
+        ".cargo/config.toml",
+    ] {
+        let text = std::fs::read_to_string(crate_dir.join(file)).unwrap();
+        assert!(
+            !text.contains(&checkout),
+            "{file} names the checkout:\n{text}"
+        );
+    }
     // A target directory kept between runs (outside the one cargo test has locked).
     let target = repo().join("target/policy-new-test");
     let status = cargo()
@@ -276,7 +292,7 @@ fn a_new_policy_crate_builds_into_a_component_that_validates_and_passes_its_test
         expect.to_str().unwrap(),
     ]);
     assert!(ok, "{out}");
-    assert!(out.contains("5 of 5 expectations held"), "{out}");
+    assert!(out.contains("6 of 6 expectations held"), "{out}");
     let host = String::from_utf8(Process::new("rustc").arg("-vV").output().unwrap().stdout)
         .unwrap()
         .lines()

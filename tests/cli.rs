@@ -273,3 +273,80 @@ fn run_help_lists_both_clusters_flags_and_the_log_variable_and_run_without_a_clu
         "{error}"
     );
 }
+
+#[test]
+fn two_settings_of_one_policy_compare_under_their_own_names_and_a_repeated_name_is_refused() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/dragon-table1.yaml"
+    );
+    let out = stdout_of(&[
+        "simulate",
+        example,
+        "--policy",
+        "dragon",
+        "--policy",
+        "local=dragon",
+        "--set",
+        "local.scaling=false",
+    ]);
+    let cells = |name: &str| -> Vec<String> {
+        out.lines()
+            .find(|l| l.starts_with(&format!("{name} ")))
+            .unwrap_or_else(|| panic!("no row {name}:\n{out}"))
+            .split_whitespace()
+            .map(str::to_string)
+            .collect()
+    };
+    // policy, jobs, done, 5 times, CPU, GPU, migr, rescale: DRAGON scales, local does not.
+    assert_ne!(cells("dragon")[11], "0", "{out}");
+    assert_eq!(cells("local")[11], "0", "{out}");
+    assert!(out.contains("local vs dragon"), "{out}");
+
+    let output = switchyard()
+        .args([
+            "simulate", example, "--policy", "dragon", "--policy", "dragon",
+        ])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let error = String::from_utf8_lossy(&output.stderr);
+    assert!(error.contains("two runs are named `dragon`"), "{error}");
+}
+
+#[test]
+fn simulate_out_writes_every_plot_as_png_and_svg_and_names_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/gang-three-ps-jobs.yaml"
+    );
+    let out = stdout_of(&[
+        "simulate",
+        example,
+        "--policy",
+        "default",
+        "--policy",
+        "gang",
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    for plot in switchyard::plot::PLOTS {
+        let png = std::fs::read(dir.path().join(format!("{plot}.png"))).unwrap();
+        assert!(
+            png.starts_with(b"\x89PNG\r\n\x1a\n"),
+            "{plot}.png is not a PNG"
+        );
+        let svg = std::fs::read_to_string(dir.path().join(format!("{plot}.svg"))).unwrap();
+        assert!(
+            svg.contains("gang-three-ps-jobs.yaml, seed 1"),
+            "{plot}.svg has no title"
+        );
+        assert!(
+            svg.contains("deadlocked: 0 of 3 jobs done"),
+            "{plot}.svg does not mark the deadlock"
+        );
+        assert!(out.contains(&format!("{plot}.png")), "{out}");
+    }
+    assert!(dir.path().join("decisions-gang.jsonl").is_file());
+}

@@ -48,13 +48,57 @@ pub struct Summary {
     pub policy_failures: u64,
     /// Why the run ended.
     pub ended: RunEnd,
+    /// Whether every job finished, and if not, why not.
+    pub outcome: RunOutcome,
+}
+
+/// How a run came out, as the table's `end` column and the plots' titles say it: a run
+/// whose jobs did not all finish has no makespan worth comparing, so it is named as such.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunOutcome {
+    /// Every job finished.
+    Finished,
+    /// Nothing more could happen while some jobs held resources without finishing (a
+    /// stranded partial gang).
+    Deadlocked,
+    /// Nothing more could happen while some jobs waited for resources that never came
+    /// (bigger than any node, or held by nobody the policy would move).
+    Stuck,
+    /// The workload's `simulator.max_time` passed before every job finished.
+    TimeLimit,
+}
+
+impl RunOutcome {
+    /// The outcome of a run with these figures.
+    pub fn of(jobs: usize, finished: usize, deadlocked: usize, ended: RunEnd) -> Self {
+        match (finished == jobs, ended, deadlocked > 0) {
+            (true, _, _) => RunOutcome::Finished,
+            (false, RunEnd::TimeLimit, _) => RunOutcome::TimeLimit,
+            (false, RunEnd::Idle, true) => RunOutcome::Deadlocked,
+            (false, RunEnd::Idle, false) => RunOutcome::Stuck,
+        }
+    }
+
+    /// A short word for tables and titles.
+    pub fn word(self) -> &'static str {
+        match self {
+            RunOutcome::Finished => "done",
+            RunOutcome::Deadlocked => "deadlocked",
+            RunOutcome::Stuck => "stuck",
+            RunOutcome::TimeLimit => "time limit",
+        }
+    }
 }
 
 /// One policy's run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunResult {
-    /// Policy name as given on the command line.
+    /// The run's name: the policy's own name, or the alias given with `--policy
+    /// NAME=POLICY`.
     pub policy: String,
+    /// The policy as given: a built-in name or a `.wasm` file.
+    pub source: String,
     /// Effective settings.
     pub settings: std::collections::BTreeMap<String, String>,
     /// The figures.
@@ -97,6 +141,7 @@ impl RunResult {
         let (cpu, gpu) = sim.mean_utilisation(makespan);
         let unfinished = jobs.iter().filter(|j| j.finish_time.is_none());
         let deadlocked = unfinished.clone().filter(|j| j.deadlocked).count();
+        let outcome = RunOutcome::of(jobs.len(), finished, deadlocked, ended);
         let summary = Summary {
             jobs: jobs.len(),
             finished,
@@ -115,8 +160,10 @@ impl RunResult {
             rounds: control.rounds(),
             policy_failures: control.failures(),
             ended,
+            outcome,
         };
         Self {
+            source: policy.clone(),
             policy,
             settings,
             summary,

@@ -1,6 +1,7 @@
 //! Tools for policy authors, behind `switchyard policy new` and `switchyard policy test`:
 //!
 //! - [`scaffold`]: a ready-to-build policy crate from templates;
+//! - [`vendor`]: the SDK and WIT this binary was built with, written beside a new crate;
 //! - [`harness`]: running a policy on a workload (every round recorded) or on one
 //!   fixture snapshot, optionally beside a second policy shown the same snapshots;
 //! - [`trace`]: the decision trace as reviewable text, and its diff against a golden copy;
@@ -15,3 +16,4 @@ pub mod fixture;
 pub mod harness;
 pub mod scaffold;
 pub mod trace;
+pub mod vendor;

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod ctl;
 mod experiment;
 mod kube;
 mod openapi;
@@ -145,6 +146,10 @@ pub(crate) enum Command {
     Run(RunCommand),
     /// Write the HTTP API's OpenAPI document (docs/openapi.json).
     Openapi(openapi::OpenapiArgs),
+    /// Operate a running controller over its HTTP API: status, policies, upload,
+    /// activate, parameters, experiments, decisions (address and token from flags or
+    /// SWITCHYARD_URL, SWITCHYARD_TOKEN_FILE, SWITCHYARD_TOKEN).
+    Ctl(ctl::CtlArgs),
 }
 
 /// Runs the parsed command.
@@ -155,6 +160,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Crd => kube::crd(),
         Command::Run(cmd) => cmd.run(&cli.sandbox),
         Command::Openapi(args) => openapi::run(args),
+        Command::Ctl(args) => ctl::run(args),
     }
 }
 

@@ -21,9 +21,11 @@
 //! - [`authoring`]: policy authors' tools: scaffolding a policy crate, the test harness,
 //!   decision traces and golden files, expectations, fixture snapshots.
 //! - [`plot`]: the plots `switchyard simulate --out` draws.
+//! - [`client`]: a client of a running controller's HTTP API (`switchyard ctl`).
 
 pub mod api;
 pub mod authoring;
+pub mod client;
 pub mod in_cluster;
 pub mod live;
 pub mod metrics;

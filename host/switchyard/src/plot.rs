@@ -1,146 +1,121 @@
-//! SVG plots of a comparison: completion time per job, its cumulative distribution, and
-//! utilisation over time, one line per policy. SVG only (no system fonts needed).
+//! Plots of a comparison, each written as SVG and as PNG: utilisation over time (a panel
+//! for CPU, one for GPU, step lines: the share holds until the next change), each job's
+//! completion time, and the distribution of completion times. Every title names the
+//! workload and the seed; a run whose jobs did not all finish is marked in every legend.
+//! It draws what `results.json` holds and decides nothing.
+//!
+//! PNG text is drawn with a font embedded in the binary (DejaVu Sans, licence beside it
+//! in `assets/fonts/`), so a machine without system fonts draws the same image.
+
+mod figures;
 
 use std::path::Path;
+use std::sync::Once;
 
+use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use switchyard_sim::report::RunResult;
+use switchyard_sim::report::Results;
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot draw {file}: {message}")]
 pub struct PlotError {
-    /// The SVG file.
+    /// The file.
     pub file: String,
     /// What went wrong.
     pub message: String,
 }
 
-const COLOURS: [RGBColor; 6] = [BLUE, RED, GREEN, MAGENTA, CYAN, BLACK];
+/// The plots `write_all` writes, each as `NAME.svg` and `NAME.png`.
+pub const PLOTS: [&str; 3] = ["utilisation", "completion", "completion-cdf"];
 
-type Lines = Vec<(String, Vec<(f64, f64)>)>;
-
-/// Writes `completion.svg`, `completion-cdf.svg` and `utilisation.svg` into `dir`.
-pub fn write_all(dir: &Path, runs: &[RunResult]) -> Result<(), PlotError> {
-    let per_job: Lines = runs
-        .iter()
-        .map(|r| {
-            let pts = r
-                .jobs
-                .iter()
-                .enumerate()
-                .filter_map(|(i, j)| Some((i as f64, j.finish_time? - j.submit_time)))
-                .collect();
-            (r.policy.clone(), pts)
-        })
-        .collect();
-    lines(
-        &dir.join("completion.svg"),
-        "completion time per job",
-        "job (submission order)",
-        "seconds",
-        &per_job,
-    )?;
-    let cdf: Lines = runs
-        .iter()
-        .map(|r| {
-            let mut c: Vec<f64> = r
-                .jobs
-                .iter()
-                .filter_map(|j| Some(j.finish_time? - j.submit_time))
-                .collect();
-            c.sort_by(f64::total_cmp);
-            let n = r.jobs.len().max(1) as f64;
-            (
-                r.policy.clone(),
-                c.iter()
-                    .enumerate()
-                    .map(|(i, t)| (*t, (i + 1) as f64 / n))
-                    .collect(),
-            )
-        })
-        .collect();
-    lines(
-        &dir.join("completion-cdf.svg"),
-        "completion time CDF",
-        "seconds",
-        "fraction of jobs",
-        &cdf,
-    )?;
-    let mut util: Lines = Vec::new();
-    for r in runs {
-        util.push((
-            format!("{} CPU", r.policy),
-            r.utilisation.iter().map(|p| (p.time, p.cpu)).collect(),
-        ));
-        if r.utilisation.iter().any(|p| p.gpu > 0.0) {
-            util.push((
-                format!("{} GPU", r.policy),
-                r.utilisation.iter().map(|p| (p.time, p.gpu)).collect(),
-            ));
-        }
-    }
-    lines(
-        &dir.join("utilisation.svg"),
-        "utilisation over time",
-        "seconds",
-        "fraction in use",
-        &util,
-    )
+/// One plot: its size and how to draw it on any backend (SVG or bitmap).
+trait Figure {
+    fn size(&self) -> (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
 }
 
-fn lines(
-    path: &Path,
-    title: &str,
-    x_label: &str,
-    y_label: &str,
-    series: &Lines,
-) -> Result<(), PlotError> {
-    let err = |e: &dyn std::fmt::Display| PlotError {
-        file: path.display().to_string(),
-        message: e.to_string(),
-    };
-    let all = series.iter().flat_map(|(_, p)| p.iter());
-    let (mut x_max, mut y_max) = (1e-9_f64, 1e-9_f64);
-    for &(x, y) in all {
-        x_max = x_max.max(x);
-        y_max = y_max.max(y);
+/// Writes every plot of [`PLOTS`] into `dir` as SVG and PNG; returns the files' names.
+pub fn write_all(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError> {
+    let context = figures::Context::of(results);
+    let mut written = Vec::new();
+    let figures: [(&str, &dyn ErasedFigure); 3] = [
+        (PLOTS[0], &figures::Utilisation::new(&context, results)),
+        (PLOTS[1], &figures::PerJob::new(&context, results)),
+        (PLOTS[2], &figures::Distribution::new(&context, results)),
+    ];
+    for (name, figure) in figures {
+        for (extension, write) in [("svg", write_svg as Writer), ("png", write_png)] {
+            let file = dir.join(format!("{name}.{extension}"));
+            write(&file, figure).map_err(|message| PlotError {
+                file: file.display().to_string(),
+                message,
+            })?;
+            written.push(format!("{name}.{extension}"));
+        }
     }
-    let root = SVGBackend::new(path, (900, 540)).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| err(&e))?;
-    let mut chart = ChartBuilder::on(&root)
-        .caption(title, ("sans-serif", 22))
-        .margin(12)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0.0..x_max * 1.02, 0.0..y_max * 1.05)
-        .map_err(|e| err(&e))?;
-    chart
-        .configure_mesh()
-        .x_desc(x_label)
-        .y_desc(y_label)
-        .draw()
-        .map_err(|e| err(&e))?;
-    for (i, (name, points)) in series.iter().enumerate() {
-        let colour = COLOURS[i % COLOURS.len()];
-        chart
-            .draw_series(LineSeries::new(
-                points.iter().copied(),
-                colour.stroke_width(2),
-            ))
-            .map_err(|e| err(&e))?
-            .label(name.as_str())
-            .legend(move |(x, y)| {
-                PathElement::new(vec![(x, y), (x + 18, y)], colour.stroke_width(2))
-            });
+    Ok(written)
+}
+
+/// A figure drawn on either backend, as an object (the generic `Figure::draw` is not).
+trait ErasedFigure {
+    fn size(&self) -> (u32, u32);
+    fn draw_svg(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>;
+    fn draw_bitmap(&self, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>;
+}
+
+impl<F: Figure> ErasedFigure for F {
+    fn size(&self) -> (u32, u32) {
+        Figure::size(self)
     }
-    chart
-        .configure_series_labels()
-        .background_style(WHITE.mix(0.8))
-        .border_style(BLACK)
-        .draw()
-        .map_err(|e| err(&e))?;
-    root.present().map_err(|e| err(&e))?;
-    Ok(())
+    fn draw_svg(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
+        self.draw(root)
+    }
+    fn draw_bitmap(&self, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String> {
+        self.draw(root)
+    }
+}
+
+type Writer = fn(&Path, &dyn ErasedFigure) -> Result<(), String>;
+
+fn write_svg(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
+    register_font();
+    let root = SVGBackend::new(file, figure.size()).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    figure.draw_svg(&root)?;
+    root.present().map_err(|e| e.to_string())
+}
+
+fn write_png(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
+    register_font();
+    let (width, height) = figure.size();
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        figure.draw_bitmap(&root)?;
+        root.present().map_err(|e| e.to_string())?;
+    }
+    let out = std::fs::File::create(file).map_err(|e| e.to_string())?;
+    let mut encoder = png::Encoder::new(std::io::BufWriter::new(out), width, height);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_compression(png::Compression::Best);
+    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
+    writer
+        .write_image_data(&pixels)
+        .map_err(|e| e.to_string())?;
+    writer.finish().map_err(|e| e.to_string())
+}
+
+/// The embedded font, registered once as the `sans-serif` the figures name.
+fn register_font() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let font: &'static [u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+        // The font is a fixed, valid file: a failure here is a broken build.
+        plotters::style::register_font("sans-serif", FontStyle::Normal, font)
+            .unwrap_or_else(|_| panic!("the embedded DejaVu Sans does not parse"));
+    });
 }

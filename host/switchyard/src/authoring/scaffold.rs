@@ -1,8 +1,10 @@
 //! `switchyard policy new`: a ready-to-build policy crate from the templates in
-//! `template/`. Inside the switchyard repository's `policies/` folder the crate joins the
+//! `template/`. Inside a switchyard repository's `policies/` folder the crate joins the
 //! workspace (its SDK and profiles come from there); anywhere else it is a workspace of
-//! its own that depends on the SDK by path and pins the toolchain with the
-//! `wasm32-wasip2` target, so `cargo build` in it produces a component.
+//! its own, with the SDK and WIT this binary was built with vendored beside it
+//! ([`super::vendor`], in `switchyard-sdk/`), the lock file of the shipped policies, and
+//! the pinned toolchain with the `wasm32-wasip2` target, so `cargo build` in it produces
+//! a component wherever the folder is moved or shared.
 
 use std::path::{Path, PathBuf};
 
@@ -23,13 +25,22 @@ pub enum ScaffoldError {
         /// The directory.
         path: PathBuf,
     },
-    /// The SDK could not be found.
+    /// The SDK given with `--sdk` is not a crate.
     #[error(
-        "cannot find the switchyard policy SDK at {path}; pass --sdk with the path of the \
-         repository's policies/sdk"
+        "no switchyard policy SDK at {path} (no Cargo.toml); pass --sdk with the path of a \
+         switchyard checkout's policies/sdk, or leave it out to vendor this binary's SDK"
     )]
     NoSdk {
         /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// `policy sdk --dir` names a folder holding something else than a vendored SDK.
+    #[error(
+        "{path} is not empty and holds no switchyard-policy-sdk crate; give the folder of \
+         the vendored SDK (a policy crate's switchyard-sdk/) or a new one"
+    )]
+    NotAnSdk {
+        /// The folder.
         path: PathBuf,
     },
     /// Writing a file failed.
@@ -51,16 +62,6 @@ pub enum Lang {
     Rust,
 }
 
-/// The repository this binary was built from: where the SDK is by default.
-pub fn source_repository() -> PathBuf {
-    // host/switchyard -> the repository.
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .ancestors()
-        .nth(2)
-        .expect("the switchyard crate sits in host/ of the repository")
-        .to_path_buf()
-}
-
 /// What [`create`] made.
 #[derive(Debug)]
 pub struct Created {
@@ -74,24 +75,30 @@ pub struct Created {
     pub files: Vec<PathBuf>,
 }
 
-/// Creates the crate of policy `name` in `dir`, depending on the SDK at `sdk` when it
-/// is outside the repository's `policies/` folder.
-pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldError> {
+/// Where the new crate's SDK comes from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Sdk {
+    /// The SDK and WIT embedded in this binary, written into the crate's
+    /// `switchyard-sdk/` (the default).
+    Vendored,
+    /// An SDK crate on disk, depended on by its absolute path (for SDK developers).
+    Path(PathBuf),
+}
+
+/// Creates the crate of policy `name` in `dir`. Inside a switchyard repository's
+/// `policies/` folder it joins that workspace; elsewhere it depends on `sdk`.
+pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldError> {
     check_name(name)?;
     if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
         return Err(ScaffoldError::NotEmpty {
             path: dir.to_path_buf(),
         });
     }
-    let repo = sdk.parent().and_then(Path::parent).map(Path::to_path_buf);
-    let in_workspace = match (absolute(dir).parent(), &repo) {
-        (Some(parent), Some(repo)) => same_dir(parent, &repo.join("policies")),
-        _ => false,
-    };
-    if !in_workspace && !sdk.join("Cargo.toml").is_file() {
-        return Err(ScaffoldError::NoSdk {
-            path: sdk.to_path_buf(),
-        });
+    let in_workspace = absolute(dir).parent().is_some_and(is_policies_folder);
+    if let (false, Sdk::Path(path)) = (in_workspace, sdk)
+        && !path.join("Cargo.toml").is_file()
+    {
+        return Err(ScaffoldError::NoSdk { path: path.clone() });
     }
     let crate_name = if in_workspace {
         format!("switchyard-policy-{name}")
@@ -107,7 +114,10 @@ pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldErr
         "{target}/wasm32-wasip2/release/{}.wasm",
         crate_name.replace('-', "_")
     );
-    let sdk_path = absolute(sdk).display().to_string();
+    let sdk_path = match sdk {
+        Sdk::Vendored => super::vendor::SDK_DIR.to_string(),
+        Sdk::Path(path) => absolute(path).display().to_string(),
+    };
     let fill = |template: &str| {
         let (workspace_fields, sdk_dependency, sdk_test_dependency, profile) = if in_workspace {
             (
@@ -132,12 +142,18 @@ pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldErr
         } else {
             " (`rust-toolchain.toml` installs that target with the toolchain)"
         };
+        let sdk_note = match (in_workspace, sdk) {
+            (true, _) => "It uses the SDK of the switchyard workspace it sits in (`policies/sdk`).",
+            (false, Sdk::Vendored) => SDK_NOTE,
+            (false, Sdk::Path(_)) => "It depends on the SDK checkout given to `policy new --sdk`.",
+        };
         template
             .replace("{{name}}", name)
             .replace("{{crate}}", &crate_name)
             .replace("{{type_name}}", &type_name(name))
             .replace("{{wasm_path}}", &wasm_path)
             .replace("{{toolchain_note}}", toolchain_note)
+            .replace("{{sdk_note}}", sdk_note)
             .replace("{{workspace_fields}}", &workspace_fields)
             .replace("{{sdk_dependency}}", &sdk_dependency)
             .replace("{{sdk_test_dependency}}", &sdk_test_dependency)
@@ -168,12 +184,22 @@ pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldErr
             include_str!("../../../../rust-toolchain.toml"),
         ));
         files.push((".gitignore", "/target\n"));
+        files.push(("Cargo.lock", super::vendor::LOCK_FILE));
     }
     let mut written = Vec::new();
     for (relative, template) in files {
         let path = dir.join(relative);
-        write(&path, &fill(template))?;
+        // The lock file is data, not a template.
+        let text = if relative == "Cargo.lock" {
+            template.to_string()
+        } else {
+            fill(template)
+        };
+        write(&path, &text)?;
         written.push(path);
+    }
+    if let (false, Sdk::Vendored) = (in_workspace, sdk) {
+        written.extend(super::vendor::write(&dir.join(super::vendor::SDK_DIR))?);
     }
     Ok(Created {
         dir: dir.to_path_buf(),
@@ -181,6 +207,21 @@ pub fn create(name: &str, dir: &Path, sdk: &Path) -> Result<Created, ScaffoldErr
         wasm_path,
         files: written,
     })
+}
+
+/// What the README says of a vendored SDK.
+const SDK_NOTE: &str = "`switchyard-sdk/` is the policy SDK and the WIT contract of the \
+`switchyard` binary that created this crate, vendored so that the crate builds on its own. \
+To move to the SDK of a newer switchyard, run its `switchyard policy sdk --dir \
+switchyard-sdk` here and rebuild.";
+
+/// Whether `folder` is the `policies/` folder of a switchyard repository.
+fn is_policies_folder(folder: &Path) -> bool {
+    folder.file_name().is_some_and(|n| n == "policies")
+        && folder.join("sdk/Cargo.toml").is_file()
+        && folder
+            .parent()
+            .is_some_and(|repo| repo.join("wit/policy.wit").is_file())
 }
 
 /// A standalone crate is its own workspace (so it builds even inside another checkout)
@@ -232,14 +273,7 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-fn same_dir(a: &Path, b: &Path) -> bool {
-    match (a.canonicalize(), b.canonicalize()) {
-        (Ok(a), Ok(b)) => a == b,
-        _ => false,
-    }
-}
-
-fn write(path: &Path, text: &str) -> Result<(), ScaffoldError> {
+pub(crate) fn write(path: &Path, text: &str) -> Result<(), ScaffoldError> {
     let error = |source| ScaffoldError::Write {
         path: path.to_path_buf(),
         source,
@@ -269,15 +303,30 @@ mod tests {
     }
 
     #[test]
-    fn a_standalone_crate_depends_on_the_sdk_by_path_and_pins_the_target() {
+    fn a_standalone_crate_vendors_the_sdk_names_no_absolute_path_and_pins_the_target() {
         let dir = tempfile::tempdir().unwrap();
-        let sdk = source_repository().join("policies/sdk");
-        let created = create("first-fit", &dir.path().join("first-fit"), &sdk).unwrap();
+        let created = create("first-fit", &dir.path().join("first-fit"), &Sdk::Vendored).unwrap();
         assert!(!created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(manifest.contains("name = \"first-fit\""), "{manifest}");
-        assert!(manifest.contains("path = "), "{manifest}");
+        assert!(
+            manifest.contains("switchyard-policy-sdk = { path = \"switchyard-sdk\" }"),
+            "{manifest}"
+        );
         assert!(manifest.contains("[workspace]"), "{manifest}");
+        assert!(created.dir.join("switchyard-sdk/wit/policy.wit").is_file());
+        assert!(created.dir.join("Cargo.lock").is_file());
+        let here = dir.path().display().to_string();
+        let naming_a_path: Vec<_> = created
+            .files
+            .iter()
+            .filter(|f| f.extension().is_some_and(|e| e == "toml" || e == "md"))
+            .filter(|f| std::fs::read_to_string(f).unwrap().contains(&here))
+            .collect();
+        assert!(
+            naming_a_path.is_empty(),
+            "absolute paths in {naming_a_path:?}"
+        );
         let toolchain = std::fs::read_to_string(created.dir.join("rust-toolchain.toml")).unwrap();
         assert!(toolchain.contains("wasm32-wasip2"));
         let lib = std::fs::read_to_string(created.dir.join("src/lib.rs")).unwrap();
@@ -303,7 +352,9 @@ mod tests {
         let sdk = repo.path().join("policies/sdk");
         std::fs::create_dir_all(&sdk).unwrap();
         std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
-        let created = create("mine", &repo.path().join("policies/mine"), &sdk).unwrap();
+        std::fs::create_dir_all(repo.path().join("wit")).unwrap();
+        std::fs::write(repo.path().join("wit/policy.wit"), "").unwrap();
+        let created = create("mine", &repo.path().join("policies/mine"), &Sdk::Vendored).unwrap();
         assert!(created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(
@@ -316,12 +367,14 @@ mod tests {
         );
         assert!(!manifest.contains("[workspace]"), "{manifest}");
         assert!(!created.dir.join("rust-toolchain.toml").exists());
+        assert!(!created.dir.join("switchyard-sdk").exists());
     }
 
     #[test]
     fn a_missing_sdk_is_an_error_that_names_the_flag() {
         let dir = tempfile::tempdir().unwrap();
-        let error = create("x", &dir.path().join("x"), &dir.path().join("nowhere"))
+        let sdk = Sdk::Path(dir.path().join("nowhere"));
+        let error = create("x", &dir.path().join("x"), &sdk)
             .unwrap_err()
             .to_string();
         assert!(error.contains("--sdk"), "{error}");
@@ -331,8 +384,7 @@ mod tests {
     fn a_non_empty_directory_is_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let sdk = source_repository().join("policies/sdk");
-        let error = create("x", dir.path(), &sdk).unwrap_err();
+        let error = create("x", dir.path(), &Sdk::Vendored).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),

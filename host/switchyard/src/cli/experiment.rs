@@ -24,11 +24,10 @@ fn slot(runtime: &Runtime, name: &str) -> anyhow::Result<PolicySlot> {
 pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let (a, b, mode) = match (&args.shadow, &args.split) {
         (Some(b), _) => {
-            let a = args
-                .policies
-                .first()
-                .cloned()
-                .unwrap_or_else(|| "default".into());
+            let a = match args.policies.first() {
+                Some(first) => super::simulate::policy_of(first)?.to_string(),
+                None => "default".into(),
+            };
             (a, b.clone(), ExperimentMode::Shadow)
         }
         (None, Some(split)) => {

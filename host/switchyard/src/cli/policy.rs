@@ -29,6 +29,9 @@ pub(crate) enum PolicyCommand {
     List,
     /// Create a ready-to-build policy crate (README, first tests, build instructions).
     New(author::NewArgs),
+    /// Write the policy SDK and WIT contract this binary was built with into a folder
+    /// (to update a policy crate's vendored `switchyard-sdk/`).
+    Sdk(author::SdkArgs),
     /// Run a policy on a workload or a fixture snapshot, and check what it did:
     /// expectations, a golden decision trace, or a diff against another policy.
     Test(author::TestArgs),
@@ -94,6 +97,7 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
             }
         }
         PolicyCommand::New(args) => author::new(args),
+        PolicyCommand::Sdk(args) => author::sdk(args),
         PolicyCommand::Test(args) => author::test(args, sandbox),
         PolicyCommand::List => {
             for builtin in BUILTIN_POLICIES {

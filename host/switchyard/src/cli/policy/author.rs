@@ -26,10 +26,20 @@ pub(crate) struct NewArgs {
     /// The policy's language.
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
-    /// The guest SDK crate (default: policies/sdk of the repository this binary was
-    /// built from).
+    /// Depend on this guest SDK crate by its path (a switchyard checkout's
+    /// `policies/sdk`) instead of writing the SDK and WIT this binary was built with into
+    /// the crate's `switchyard-sdk/`.
     #[arg(long, value_name = "DIR")]
     pub sdk: Option<PathBuf>,
+}
+
+/// Arguments of `policy sdk`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SdkArgs {
+    /// The folder to write the SDK into: a policy crate's `switchyard-sdk/` (its files
+    /// are replaced) or a new folder.
+    #[arg(long, value_name = "DIR", default_value = switchyard::authoring::vendor::SDK_DIR)]
+    pub dir: PathBuf,
 }
 
 /// Arguments of `policy test`.
@@ -74,7 +84,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     let sdk = args
         .sdk
-        .unwrap_or_else(|| scaffold::source_repository().join("policies/sdk"));
+        .map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
     let created = scaffold::create(&args.name, &dir, &sdk)?;
     println!(
         "created policy `{}` in {}{}",
@@ -95,6 +105,17 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         created.dir.display(),
         created.wasm_path,
         created.wasm_path
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn sdk(args: SdkArgs) -> anyhow::Result<ExitCode> {
+    let files = switchyard::authoring::vendor::write(&args.dir)?;
+    println!(
+        "wrote the policy SDK and WIT of switchyard {} ({} files) to {}",
+        env!("CARGO_PKG_VERSION"),
+        files.len(),
+        args.dir.display()
     );
     Ok(ExitCode::SUCCESS)
 }
