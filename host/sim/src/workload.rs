@@ -131,6 +131,27 @@ impl Workload {
         self.file.seed
     }
 
+    /// The policies `simulate` compares when none is named, and why those.
+    ///
+    /// An imported trace (Philly, Pollux) is GPU training jobs with no loss curve a CPU
+    /// policy could read: SpeCon, FlowCon and the even spread have nothing to act on
+    /// there, so it gets the GPU schedulers beside kube-scheduler's default. A file of
+    /// its own gets the baselines every workload can be compared on.
+    pub fn default_policies(&self) -> (&'static [&'static str], &'static str) {
+        match &self.file.import {
+            Some(_) => (
+                &["default", "gang", "tiresias"],
+                "an imported trace of GPU jobs: kube-scheduler's default, all-or-nothing \
+                 gangs and Tiresias (SpeCon and FlowCon act on CPU jobs' loss curves, which \
+                 a trace lacks)",
+            ),
+            None => (
+                &["default", "even", "gang"],
+                "the baselines: kube-scheduler's default, the even spread and gangs",
+            ),
+        }
+    }
+
     /// Resolves templates, arrivals and imports into a scenario, drawing generated
     /// arrivals from `seed`.
     pub fn scenario(&self, seed: u64) -> Result<Scenario, WorkloadError> {

@@ -24,7 +24,8 @@ pub(crate) struct SimulateArgs {
     /// The workload file (YAML, see docs/workloads.md).
     pub workload: PathBuf,
     /// A policy to run: a built-in name or a `.wasm` file; repeat to compare. Default:
-    /// `default` and `even` (plus `gang` when built in).
+    /// `default`, `even` and `gang`; for an imported trace (Philly, Pollux) `default`,
+    /// `gang` and `tiresias`.
     #[arg(long = "policy", value_name = "NAME|FILE.wasm")]
     pub policies: Vec<String>,
     /// A policy parameter, `policy.key=value` (policy as given to --policy).
@@ -103,11 +104,22 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
     let scenario = workload.scenario(seed)?;
     let mut policies = args.policies.clone();
     if policies.is_empty() {
-        policies = ["default", "even", "gang"]
+        let (defaults, why) = workload.default_policies();
+        policies = defaults
             .iter()
             .filter(|p| builtin(p).is_some())
             .map(|p| p.to_string())
             .collect();
+        if policies.is_empty() {
+            bail!(
+                "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
+                defaults.join(", ")
+            );
+        }
+        eprintln!(
+            "no --policy given: running {} for {why}; name others with --policy",
+            policies.join(", ")
+        );
     }
     let runtime = sandbox.offline_runtime()?;
     // Each policy's own name, so `--set` can address it by that too (compiling here is
