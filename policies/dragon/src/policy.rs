@@ -83,14 +83,11 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let round = controller::round(snapshot, p, &st.idle_since);
     let urgent: HashSet<&str> = round.urgent.iter().map(String::as_str).collect();
     let labels = st.shown.changed(snapshot, "state", |j| {
-        Some(
-            match j.phase {
-                JobPhase::Waiting if urgent.contains(j.id.as_str()) => "urgent",
-                JobPhase::Waiting => "waiting",
-                _ => "running",
-            }
-            .into(),
-        )
+        Some(match j.phase {
+            JobPhase::Waiting if urgent.contains(j.id.as_str()) => "urgent",
+            JobPhase::Waiting => "waiting",
+            _ => "running",
+        })
     });
     Ok(Decision {
         actions: round.actions,

@@ -107,6 +107,17 @@ pub enum List {
     CL,
 }
 
+impl List {
+    /// The list's name, as its label shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            List::NL => "NL",
+            List::WL => "WL",
+            List::CL => "CL",
+        }
+    }
+}
+
 /// Algorithm 1, lines 4-13, for one job.
 pub fn next_list(list: List, g: f64, alpha: f64) -> List {
     match (g < alpha, list) {
@@ -251,9 +262,9 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
     let jobs = &st.jobs;
-    let labels = st.shown.changed(snapshot, "list", |j| {
-        jobs.get(&j.id).map(|s| format!("{:?}", s.list))
-    });
+    let labels = st
+        .shown
+        .changed(snapshot, "list", |j| jobs.get(&j.id).map(|s| s.list.name()));
     Ok(Decision {
         actions,
         labels,

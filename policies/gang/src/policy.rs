@@ -5,7 +5,7 @@
 use std::collections::{HashMap, HashSet};
 
 use switchyard_policy_sdk::{
-    Decision, Description, Operation, Setting, Snapshot,
+    Action, Decision, Description, Operation, Setting, Snapshot,
     cluster::pending_tasks,
     settings::{ParamSpec, Settings, parameters},
     shown::ShownLabels,
@@ -89,26 +89,29 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let mut shown: ShownLabels = state::decode(blob)?;
     let (actions, labels) = match params.mode {
         Mode::Strict => {
-            let (actions, outcomes) = strict::decide(snapshot, params.starve_after);
+            let (mut actions, waits, outcomes) =
+                strict::decide_lazily(snapshot, params.starve_after);
             let outcomes: HashMap<&str, &Outcome> =
                 outcomes.iter().map(|(job, o)| (job.as_str(), o)).collect();
             let labels = shown.changed(snapshot, LABEL, |j| {
-                outcomes.get(j.id.as_str()).map(|o| {
-                    match o {
-                        Outcome::Placed => "placed",
-                        Outcome::Waiting => "waiting",
-                        Outcome::Blocking => "head-of-line",
-                        Outcome::NeverFits => "never-fits",
-                        Outcome::Incomplete => "incomplete",
-                    }
-                    .to_string()
+                outcomes.get(j.id.as_str()).map(|o| match o {
+                    Outcome::Placed => "placed",
+                    Outcome::Waiting => "waiting",
+                    Outcome::Blocking => "head-of-line",
+                    Outcome::NeverFits => "never-fits",
+                    Outcome::Incomplete => "incomplete",
                 })
             });
             let told: HashSet<&str> = labels.iter().map(|l| l.job.as_str()).collect();
-            let actions = actions
-                .into_iter()
-                .filter(|a| !matches!(&a.op, Operation::Wait(job) if !told.contains(job.as_str())))
-                .collect();
+            actions.extend(
+                waits
+                    .into_iter()
+                    .filter(|(job, _)| told.contains(job.id.as_str()))
+                    .map(|(job, why)| Action {
+                        op: Operation::Wait(job.id.clone()),
+                        reason: why(),
+                    }),
+            );
             (actions, labels)
         }
         Mode::Thesis => {
@@ -124,14 +127,13 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
                 if pending_tasks(j).is_empty() {
                     return None;
                 }
-                let value = if !thesis::all_roles_present(j) {
+                Some(if !thesis::all_roles_present(j) {
                     "roles-missing"
                 } else if placed.contains(j.id.as_str()) {
                     "placed"
                 } else {
                     "waiting"
-                };
-                Some(value.to_string())
+                })
             });
             (actions, labels)
         }

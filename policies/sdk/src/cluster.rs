@@ -456,6 +456,15 @@ impl Ledger {
         assignments
     }
 
+    /// Whether `tasks` could be packed as a gang now, charging nothing; like
+    /// [`Ledger::pack_gang`], a gang of identical tasks that cannot is remembered.
+    pub fn could_pack(&mut self, tasks: &[&Task]) -> bool {
+        let before = self.capacity.clone();
+        let fits = self.pack_gang(tasks).is_some();
+        self.capacity = before;
+        fits
+    }
+
     fn pack_gang_searching(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
         let mut trial = self.capacity.clone();
         let mut remaining: Vec<&Task> = tasks.to_vec();
