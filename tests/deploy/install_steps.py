@@ -153,6 +153,7 @@ class Steps:
                 refs = [f"{words[2]}/{words[3]}"]
             for ref in refs:
                 kind, name = ref.split("/", 1)
+                kind = {"svc": "service", "deploy": "deployment"}.get(kind, kind)
                 kind = kind.rstrip("s") if kind.endswith("s") and kind != "leases" else kind.rstrip("s")
                 if "$" in name or (kind, namespace, name) in CREATED_BY_THE_CONTROLLER:
                     continue

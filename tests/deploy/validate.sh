@@ -4,8 +4,12 @@
 # a private venv). Objects of kinds the official schemas do not know (TrainingJob) are
 # checked against the CRD generated from the Rust types instead, by validate_crs.py.
 # install_steps.py follows the README's install steps in order against the manifests.
+# deploy/monitoring/: the ServiceMonitor and PrometheusRule against the Prometheus
+# Operator's CRD schemas (npm), the alert rules and every dashboard query through
+# promtool (Debian's prometheus package, unpacked, not installed), and the alerts'
+# unit tests (alerts.test.yaml).
 #
-#   tests/deploy/validate.sh            # uses .venv-deploy/ (created on first run)
+#   tests/deploy/validate.sh    # uses .venv-deploy/, .kube-models/, .promtool/ (made on first run)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -17,7 +21,29 @@ if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
 fi
 
 manifests=(deploy/namespace.yaml deploy/crd.yaml deploy/rbac.yaml deploy/configmap.yaml
-    deploy/deployment.yaml deploy/service.yaml)
+    deploy/deployment.yaml deploy/service.yaml deploy/pdb.yaml
+    deploy/monitoring/service-metrics.yaml)
+# Every file a kustomization names is checked: a new one must be added above (the
+# Prometheus Operator's objects are checked against its CRDs further down).
+"$VENV/bin/python" - "${manifests[@]}" <<'PY'
+import os, sys, yaml
+checked = set(sys.argv[1:])
+for directory in ("deploy", "deploy/monitoring"):
+    with open(os.path.join(directory, "kustomization.yaml")) as f:
+        kustomization = yaml.safe_load(f)
+    for resource in kustomization.get("resources", []):
+        path = os.path.join(directory, resource)
+        with open(path) as f:
+            operator = all(d["apiVersion"].startswith("monitoring.coreos.com/")
+                           for d in yaml.safe_load_all(f) if d)
+        if path not in checked and not operator:
+            sys.exit(f"ERROR {path} is in {directory}/kustomization.yaml but not validated")
+    for generator in kustomization.get("configMapGenerator", []):
+        for entry in generator.get("files", []):
+            path = os.path.join(directory, entry.split("=", 1)[-1])
+            if not os.path.isfile(path):
+                sys.exit(f"ERROR {directory}/kustomization.yaml names {path}, which does not exist")
+PY
 echo "kubernetes-validate $("$VENV/bin/pip" show kubernetes-validate | sed -n 's/^Version: //p'), schemas for Kubernetes $K8S_VERSION"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "${manifests[@]}"
 "$VENV/bin/python" tests/deploy/validate_crs.py deploy/crd.yaml examples/trainingjob.yaml
@@ -28,3 +54,40 @@ steps="$(mktemp --suffix=.yaml)"
 trap 'rm -f "$steps"' EXIT
 "$VENV/bin/python" tests/deploy/install_steps.py README.md "$steps"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$steps"
+
+# deploy/monitoring/: the operator's objects against its CRD schemas.
+MODELS="${MODELS:-.kube-models}"
+if [ ! -d "$MODELS/node_modules/@kubernetes-models/prometheus-operator" ]; then
+    npm install --prefix "$MODELS" --no-save --no-audit --no-fund --silent \
+        '@kubernetes-models/prometheus-operator@6.0.0' 'js-yaml@4.1.0'
+fi
+node tests/deploy/validate_monitoring.mjs "$MODELS/node_modules" deploy/monitoring/*.yaml
+
+# The alert rules and the dashboard's queries through promtool, and the alerts' tests.
+PROMTOOL_DIR="${PROMTOOL_DIR:-.promtool}"
+if [ ! -x "$PROMTOOL_DIR/usr/bin/promtool" ]; then
+    mkdir -p "$PROMTOOL_DIR"
+    (cd "$PROMTOOL_DIR" && apt-get download prometheus >/dev/null 2>&1 && dpkg -x prometheus_*.deb . && rm prometheus_*.deb)
+fi
+promtool="$PROMTOOL_DIR/usr/bin/promtool"
+rules="$(mktemp -d)"
+trap 'rm -rf "$steps" "$rules"' EXIT
+"$VENV/bin/python" - "$rules" <<'PY'
+import json, sys, yaml
+out = sys.argv[1]
+with open("deploy/monitoring/prometheusrule.yaml") as f:
+    yaml.safe_dump(yaml.safe_load(f)["spec"], open(f"{out}/rules.yaml", "w"))
+# Each dashboard query as a recording rule, so promtool parses it; Grafana's
+# $__rate_interval becomes a plain range.
+with open("deploy/monitoring/grafana-dashboard.json") as f:
+    dashboard = json.load(f)
+queries = [t["expr"].replace("$__rate_interval", "5m")
+           for p in dashboard["panels"] for t in p.get("targets", [])]
+yaml.safe_dump({"groups": [{"name": "dashboard", "rules": [
+    {"record": f"dashboard:query_{i}", "expr": q} for i, q in enumerate(queries)]}]},
+    open(f"{out}/dashboard.yaml", "w"))
+print(f"INFO {len(queries)} dashboard queries extracted")
+PY
+"$promtool" check rules "$rules/rules.yaml" "$rules/dashboard.yaml"
+cp tests/deploy/alerts.test.yaml "$rules/"
+"$promtool" test rules "$rules/alerts.test.yaml"

@@ -22,9 +22,10 @@ use serde_json::json;
 use tokio::runtime::Handle;
 
 use crate::Error;
-use crate::act::{Actor, RestartProgress, delete_key, node_of};
+use crate::act::{self, Actor, RestartProgress, delete_key, node_of};
 use crate::crd::{Phase, TrainingJob};
 use crate::observe::{self, Caches, job_id};
+use crate::pod_index::PodsByJob;
 use crate::pods;
 use crate::progress::LogPattern;
 use switchyard_control::{Advance, Cluster};
@@ -159,7 +160,7 @@ impl KubeCluster {
     /// appeared, left or changed schedulability. Finished jobs get their final phase
     /// and loss samples.
     fn changes(&mut self) -> Vec<Trigger> {
-        let pods = self.caches.pods.state();
+        let pods = PodsByJob::of(self.caches.pods.state());
         let mut triggers = Vec::new();
         let mut active = BTreeSet::new();
         for job in self.caches.jobs.state() {
@@ -168,7 +169,7 @@ impl KubeCluster {
             if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
                 continue;
             }
-            if observe::succeeded(&job, &observe::job_pods(&job, &pods)) {
+            if observe::succeeded(&job, &observe::own_pods(&job, &pods)) {
                 let loss = self
                     .caches
                     .loss
@@ -202,10 +203,10 @@ impl KubeCluster {
         self.known_jobs = active;
         let nodes: BTreeMap<String, bool> = self
             .caches
-            .snapshot(0.0, Vec::new())
             .nodes
-            .into_iter()
-            .map(|n| (n.name.clone(), n.schedulable))
+            .state()
+            .iter()
+            .map(|n| (n.name_any(), observe::schedulable(n)))
             .collect();
         for (name, schedulable) in &nodes {
             if self.known_nodes.get(name) != Some(schedulable) {
@@ -223,27 +224,28 @@ impl KubeCluster {
     /// `backoffLimit`), deletes the pods of finished jobs that still hold resources, and
     /// reports how requested resizes went.
     fn drive_failures(&mut self) {
-        let pods = self.caches.pods.state();
+        let pods = PodsByJob::of(self.caches.pods.state());
         let now = self.now_timestamp();
         for job in self.caches.jobs.state() {
             if !self.may_act() {
                 return;
             }
-            let status = job.status.clone().unwrap_or_default();
+            let Some(work) = FailureWork::of(&job, &observe::own_pods(&job, &pods)) else {
+                continue;
+            };
+            // Only a job with something to do has its pods copied for the actor.
             let own = observe::job_pods(&job, &pods);
             let id = job_id(&job);
-            let outcome = if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
-                self.handle.block_on(self.actor.stop_pods(&job, &own))
-            } else if status.restart.is_none() {
-                let failed = observe::failed_pods(&own);
-                if failed.is_empty() {
+            let outcome = match work {
+                FailureWork::StopFinished => self.handle.block_on(self.actor.stop_pods(&job, &own)),
+                FailureWork::ReportResize => {
                     self.handle.block_on(self.actor.report_resize(&job, &own))
-                } else {
+                }
+                FailureWork::Recover => {
+                    let failed = observe::failed_pods(&own);
                     self.handle
                         .block_on(self.actor.recover(&job, &own, &failed, now))
                 }
-            } else {
-                continue;
             };
             match outcome {
                 Ok(()) => {}
@@ -254,13 +256,13 @@ impl KubeCluster {
                 }
             }
         }
-        let present: HashSet<String> = pods.iter().map(|p| delete_key(p)).collect();
+        let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
         self.actor.forget_deletes(&present);
     }
 
     /// Carries every job's restart on as far as the caches allow; never waits.
     fn drive_restarts(&mut self) {
-        let pods = self.caches.pods.state();
+        let pods = PodsByJob::of(self.caches.pods.state());
         let now = self.now_timestamp();
         let jobs = self.caches.jobs.state();
         self.restarts_done.retain(|id, requested| {
@@ -389,21 +391,16 @@ impl KubeCluster {
                 self.follow_backoff.remove(&key);
             }
         }
-        let pods = self.caches.pods.state();
+        let pods = PodsByJob::of(self.caches.pods.state());
         let mut present = HashSet::new();
         for job in self.caches.jobs.state() {
-            let Some(log) = job.spec.progress.log.clone() else {
+            let Some(log) = job.spec.progress.log.as_ref() else {
                 continue;
             };
             let id = job_id(&job);
-            let pattern = match LogPattern::compile(&job.name_any(), &log.pattern) {
-                Ok(p) => p,
-                Err(error) => {
-                    tracing::warn!(%error, "not following the job's logs");
-                    continue;
-                }
-            };
-            for pod in observe::job_pods(&job, &pods) {
+            // Compiled only for a pod that gets a follower, not for every job each pass.
+            let mut pattern: Option<LogPattern> = None;
+            for pod in observe::own_pods(&job, &pods) {
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
                 present.insert(key.clone());
                 let running = observe::phase_of(&pod) == Some("Running");
@@ -422,16 +419,25 @@ impl KubeCluster {
                     );
                     return;
                 }
-                let Some(container) = pods::log_container(&job, &pod) else {
+                let Some(container) = pods::log_container(&job, pod) else {
                     continue;
+                };
+                let pattern = match &pattern {
+                    Some(p) => p.clone(),
+                    None => match LogPattern::compile(&job.name_any(), &log.pattern) {
+                        Ok(p) => pattern.insert(p).clone(),
+                        Err(error) => {
+                            tracing::warn!(%error, "not following the job's logs");
+                            break;
+                        }
+                    },
                 };
                 let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                let (caches, name, id, pattern, clock) = (
+                let (caches, name, id, clock) = (
                     self.caches.clone(),
                     pod.name_any(),
                     id.clone(),
-                    pattern.clone(),
                     self.clock.clone(),
                 );
                 let task = self.handle.spawn(async move {
@@ -673,5 +679,41 @@ impl LiveCluster for KubeCluster {
 
     fn summary_every(&self) -> Duration {
         Duration::from_secs(1)
+    }
+}
+
+/// What [`KubeCluster::drive_failures`] has to do for a job, judged from the cache
+/// without copying its pods.
+enum FailureWork {
+    /// The job has finished and some of its pods still run.
+    StopFinished,
+    /// Pods failed: the gang goes back to the queue (or the job fails).
+    Recover,
+    /// A resize was asked for and its outcome is not reported yet.
+    ReportResize,
+}
+
+impl FailureWork {
+    fn of(job: &TrainingJob, own: &[&Pod]) -> Option<Self> {
+        let status = job.status.as_ref();
+        let phase = status.and_then(|s| s.phase);
+        if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+            let running = own
+                .iter()
+                .any(|p| !act::terminated(p) && p.metadata.deletion_timestamp.is_none());
+            return running.then_some(Self::StopFinished);
+        }
+        if status.is_some_and(|s| s.restart.is_some()) {
+            return None;
+        }
+        if !observe::failed_pods(own).is_empty() {
+            return Some(Self::Recover);
+        }
+        let resize_pending = status.is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == act::CPU_WEIGHT_CONDITION && c.status == "Unknown")
+        });
+        resize_pending.then_some(Self::ReportResize)
     }
 }

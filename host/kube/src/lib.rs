@@ -5,17 +5,21 @@
 //! - [`crd`]: the `TrainingJob` custom resource and the generated CRD YAML.
 //! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
 //! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
+//! - [`pod_index`]: the controller's pods grouped by job, once per pass.
 //! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
 //! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
 //!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//! - [`views`]: the snapshot's node and job views, kept until what they are made of
+//!   changes.
 //! - [`trim`]: what the caches keep of each object.
 //! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`rules`]: where a pod may run (taints, node selectors, required affinity), as the
 //!   contract's eligibility sets.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
+//! - [`leader_label`]: the label on the leader's own pod that the Service selects on.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
 //!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
 //!   on a real cluster exactly as it runs on the simulator.
@@ -32,8 +36,10 @@ pub mod charges;
 pub mod cluster;
 pub mod crd;
 pub mod events;
+pub mod leader_label;
 pub mod lease;
 pub mod observe;
+pub mod pod_index;
 pub mod pods;
 pub mod progress;
 pub mod quantity;
@@ -41,6 +47,7 @@ pub mod retry;
 pub mod rules;
 pub mod state;
 pub mod trim;
+pub mod views;
 
 pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
 

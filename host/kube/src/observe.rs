@@ -21,6 +21,7 @@
 //! selector kube-scheduler uses for assigned pods), and every object is trimmed to what
 //! is read ([`crate::trim`]) before it is stored.
 
+use std::borrow::Borrow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
@@ -37,12 +38,13 @@ use tokio::sync::Notify;
 use crate::act::{node_of, task_of};
 use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
+use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
-use crate::rules::{self, RuledKubeNode};
+use crate::rules;
+use crate::views::{JobKey, Views};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
-use switchyard_core::eligibility::EligibilitySets;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
@@ -106,6 +108,11 @@ impl LossBook {
             .reduce(f64::max)
     }
 
+    /// The version of job `id`'s series: raised by every sample taken.
+    pub fn version(&self, id: &str) -> Option<u64> {
+        self.id_to_series.get(id).map(|j| j.version)
+    }
+
     /// Job `id`'s samples, oldest first.
     pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
         self.id_to_series.get(id).map(|j| j.series.to_vec())
@@ -161,6 +168,11 @@ impl Assumed {
         );
     }
 
+    /// Whether no pod is assumed.
+    pub fn is_empty(&self) -> bool {
+        self.pods.is_empty()
+    }
+
     /// The charges of pods `cached` (the pod cache, by `namespace/name`) does not show
     /// bound; forgets those it shows, and those assumed too long ago.
     fn pending(&mut self, cached: &HashMap<String, &Pod>) -> Vec<(String, Resources)> {
@@ -199,13 +211,15 @@ pub struct Caches {
     /// Every TrainingJob.
     pub jobs: Store<TrainingJob>,
     /// Measured usage, when `metrics.k8s.io` answers.
-    pub usage: Arc<Mutex<Option<Usage>>>,
+    pub usage: Arc<Mutex<Option<Arc<Usage>>>>,
     /// Loss series per job id, and how far each followed log was read.
     pub loss: Arc<Mutex<LossBook>>,
     /// Pods bound by this replica that the pod cache does not show bound yet.
     pub assumed: Arc<Mutex<Assumed>>,
     /// Signalled on every watch event.
     pub changed: Arc<Notify>,
+    /// The snapshot's views, kept between rounds.
+    pub views: Arc<Mutex<Views>>,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
@@ -262,6 +276,7 @@ impl Caches {
             loss: Arc::default(),
             assumed: Arc::default(),
             changed: Arc::new(Notify::new()),
+            views: Arc::default(),
         }
     }
 
@@ -307,6 +322,7 @@ impl Caches {
             loss: Arc::default(),
             assumed: Arc::default(),
             changed,
+            views: Arc::default(),
         };
         (
             caches,
@@ -375,34 +391,51 @@ impl Caches {
         book.record(id, time, step, value)
     }
 
-    /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only.
+    /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only. Views
+    /// of nodes and jobs that did not change since the last snapshot are the same `Arc`s
+    /// again ([`Views`]).
     pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
-        let pods = self.pods.state();
+        let pods = PodsByJob::of(self.pods.state());
         let usage = self.usage.lock().expect("usage lock").clone();
-        let mut requested: HashMap<String, Resources> = HashMap::new();
-        let mut charge = |node: &str, requests: &Resources| {
-            let sum = requested.entry(node.to_string()).or_default();
-            *sum = sum.plus(requests);
-        };
-        for pod in pods.iter() {
+        let mut views = self.views.lock().expect("views lock");
+        views.begin();
+        let mut requested: HashMap<&str, Resources> = HashMap::new();
+        for pod in pods.all() {
             if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
-                charge(node, &pod_requests(pod));
+                let requests = views.pod_requests(pod, pod_requests);
+                let sum = requested.entry(node).or_default();
+                *sum = sum.plus(&requests);
             }
         }
+        // Charges whose node names the maps above cannot borrow (other pods, assumed
+        // pods, reservations), summed apart and added per node below.
+        let mut extra: HashMap<String, Resources> = HashMap::new();
+        let mut charge = |node: &str, requests: &Resources| match extra.get_mut(node) {
+            Some(sum) => *sum = sum.plus(requests),
+            None => {
+                extra.insert(node.to_string(), *requests);
+            }
+        };
         for (node, requests) in self.others.per_node() {
             charge(&node, &requests);
         }
-        let by_key: HashMap<String, &Pod> = pods
-            .iter()
-            .map(|p| {
-                (
-                    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
-                    &**p,
-                )
-            })
-            .collect();
-        for (node, requests) in self.assumed.lock().expect("assumed lock").pending(&by_key) {
-            charge(&node, &requests);
+        {
+            let mut assumed = self.assumed.lock().expect("assumed lock");
+            if !assumed.is_empty() {
+                let by_key: HashMap<String, &Pod> = pods
+                    .all()
+                    .iter()
+                    .map(|p| {
+                        (
+                            format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
+                            &**p,
+                        )
+                    })
+                    .collect();
+                for (node, requests) in assumed.pending(&by_key) {
+                    charge(&node, &requests);
+                }
+            }
         }
         let jobs_now = self.jobs.state();
         for job in &jobs_now {
@@ -411,60 +444,100 @@ impl Caches {
             }
         }
         let mut cluster_nodes = self.nodes.state();
-        cluster_nodes.sort_by_key(|n| n.name_any());
+        cluster_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
         let nodes: Vec<Arc<model::Node>> = cluster_nodes
             .iter()
             .map(|node| {
-                let name = node.name_any();
-                let allocatable = node
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.allocatable.as_ref())
-                    .map(quantity::resources)
-                    .unwrap_or_default();
-                Arc::new(model::Node {
-                    usage: usage.as_ref().and_then(|u| u.nodes.get(&name).copied()),
-                    requested: requested.get(&name).copied().unwrap_or_default(),
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                let mut sum = requested.get(name).copied().unwrap_or_default();
+                if let Some(more) = extra.get(name) {
+                    sum = sum.plus(more);
+                }
+                let node_usage = usage.as_ref().and_then(|u| u.nodes.get(name).copied());
+                views.node(node, name, sum, node_usage, || model::Node {
+                    usage: node_usage,
+                    requested: sum,
                     labels: node.labels().clone(),
                     schedulable: schedulable(node),
-                    allocatable,
-                    name,
+                    allocatable: node
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.allocatable.as_ref())
+                        .map(quantity::resources)
+                        .unwrap_or_default(),
+                    name: name.to_string(),
                 })
             })
             .collect();
         // Where each role's pods may run, as positions in `nodes` (sorted by name).
-        let ruled: Vec<RuledKubeNode> =
-            cluster_nodes.iter().map(|n| RuledKubeNode::of(n)).collect();
-        let mut eligibility = EligibilitySets::default();
-        let mut jobs: Vec<(f64, model::Job)> = jobs_now
+        views.eligibility_for(&cluster_nodes);
+        let loss = self.loss.lock().expect("loss lock");
+        let mut sets_used = std::collections::HashSet::new();
+        let mut jobs: Vec<(f64, Arc<model::Job>)> = jobs_now
             .iter()
             .filter_map(|job| {
+                let id = job_id(job);
+                let version = job
+                    .metadata
+                    .resource_version
+                    .as_deref()
+                    .filter(|v| !v.is_empty());
                 // Once per role, not per task: a role's pods share its template.
-                let by_role: Vec<(&str, Option<u32>)> = job
-                    .spec
-                    .roles
-                    .iter()
-                    .map(|r| {
-                        let rules = rules::of_pod_spec(r.template.spec.as_ref());
-                        (r.name.as_str(), eligibility.id_for(&rules, &ruled))
-                    })
-                    .collect();
-                let eligible = |role: &str| {
-                    by_role
+                let rules = views.job_rules(&id, version, || {
+                    job.spec
+                        .roles
                         .iter()
-                        .find(|(name, _)| *name == role)
-                        .and_then(|(_, set)| *set)
+                        .map(|r| (r.name.clone(), rules::of_pod_spec(r.template.spec.as_ref())))
+                        .collect()
+                });
+                let eligible: Vec<Option<u32>> =
+                    rules.iter().map(|(_, r)| views.eligible(r)).collect();
+                sets_used.extend(eligible.iter().copied());
+                let key = JobKey {
+                    version: version.unwrap_or_default().to_string(),
+                    pods: pods
+                        .labelled(job)
+                        .map(|p| {
+                            (
+                                p.metadata.uid.clone().unwrap_or_default(),
+                                p.metadata.resource_version.clone().unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                    usage: usage.as_ref().map(|u| Arc::as_ptr(u) as usize),
+                    loss: loss.version(&id),
+                    eligible: eligible.clone(),
                 };
-                self.job(job, &pods, usage.as_ref(), eligible)
+                // A pod without a version (made by hand) can change unseen.
+                let key = match key.pods.iter().any(|(_, v)| v.is_empty()) {
+                    true => JobKey {
+                        version: String::new(),
+                        ..key
+                    },
+                    false => key,
+                };
+                views.job(&id, key, rules.clone(), || {
+                    let eligible_of = |role: &str| {
+                        rules
+                            .iter()
+                            .zip(&eligible)
+                            .find(|((name, _), _)| name == role)
+                            .and_then(|(_, set)| *set)
+                    };
+                    self.job(job, &pods, usage.as_deref(), &loss, eligible_of)
+                })
             })
             .collect();
+        drop(loss);
+        views.sets_used(sets_used.len());
+        views.end();
         jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
         Snapshot {
             time: now,
             triggers,
             nodes,
-            jobs: jobs.into_iter().map(|(_, j)| Arc::new(j)).collect(),
-            node_sets: Arc::clone(eligibility.sets()),
+            jobs: jobs.into_iter().map(|(_, j)| j).collect(),
+            node_sets: views.node_sets(),
         }
     }
 
@@ -473,8 +546,9 @@ impl Caches {
     fn job(
         &self,
         job: &TrainingJob,
-        all_pods: &[Arc<Pod>],
+        all_pods: &PodsByJob,
         usage: Option<&Usage>,
+        loss_book: &LossBook,
         mut eligible: impl FnMut(&str) -> Option<u32>,
     ) -> Option<(f64, model::Job)> {
         let status = job.status.clone().unwrap_or_default();
@@ -482,7 +556,7 @@ impl Caches {
             return None;
         }
         let id = job_id(job);
-        let own = job_pods(job, all_pods);
+        let own = own_pods(job, all_pods);
         let tasks: Vec<model::Task> = pods::tasks(job)
             .into_iter()
             .map(|spec| {
@@ -517,7 +591,7 @@ impl Caches {
                         .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
                     // The pod, once made, says what admission added (LimitRange
                     // defaults, the runtime class's overhead).
-                    requests: pod.map(pod_requests).unwrap_or(spec.requests),
+                    requests: pod.map(|p| pod_requests(p)).unwrap_or(spec.requests),
                     eligible: eligible(&spec.role),
                     name: spec.name,
                     role: spec.role,
@@ -567,7 +641,7 @@ impl Caches {
             .filter_map(|p| p.status.as_ref()?.start_time.as_ref())
             .map(|t| t.0.as_millisecond() as f64 / 1000.0)
             .reduce(f64::min);
-        let loss: Vec<model::LossSample> = match self.loss.lock().expect("loss lock").samples(&id) {
+        let loss: Vec<model::LossSample> = match loss_book.samples(&id) {
             Some(samples) => samples,
             None => status
                 .loss
@@ -607,7 +681,7 @@ impl Caches {
     /// The job with id `id` (`namespace/name`) and its current pods.
     pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
         let job = self.jobs.state().into_iter().find(|j| job_id(j) == id)?;
-        let pods = job_pods(&job, &self.pods.state())
+        let pods = job_pods(&job, &PodsByJob::of(self.pods.state()))
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
@@ -638,10 +712,16 @@ pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
 
 /// The pods `job` controls (its namespace, its job label, and its UID in their
 /// controller owner reference), by name.
-pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
-    let mut own: Vec<Pod> = labelled(job, all)
+pub fn job_pods(job: &TrainingJob, all: &PodsByJob) -> Vec<Pod> {
+    own_pods(job, all).into_iter().cloned().collect()
+}
+
+/// [`job_pods`] without copying them, for passes that only look.
+pub fn own_pods<'a>(job: &TrainingJob, all: &'a PodsByJob) -> Vec<&'a Pod> {
+    let mut own: Vec<&Pod> = all
+        .labelled(job)
+        .map(|p| &**p)
         .filter(|p| owned_by(p, job))
-        .map(|p| (**p).clone())
         .collect();
     own.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     own
@@ -650,21 +730,14 @@ pub fn job_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<Pod> {
 /// Whether pods carry `job`'s name but belong to another object: those of a job of the
 /// same name that was deleted, which the garbage collector has not removed yet. Their
 /// names would collide with the new job's, so it is not placed until they are gone.
-pub fn has_foreign_pods(job: &TrainingJob, all: &[Arc<Pod>]) -> bool {
-    labelled(job, all).any(|p| !owned_by(p, job))
-}
-
-fn labelled<'a>(job: &'a TrainingJob, all: &'a [Arc<Pod>]) -> impl Iterator<Item = &'a Arc<Pod>> {
-    let name = job.metadata.name.as_deref();
-    all.iter().filter(move |p| {
-        p.namespace() == job.namespace() && p.labels().get(JOB_LABEL).map(String::as_str) == name
-    })
+pub fn has_foreign_pods(job: &TrainingJob, all: &PodsByJob) -> bool {
+    all.labelled(job).any(|p| !owned_by(p, job))
 }
 
 /// Whether `job` has succeeded: every task of the roles its success policy names has a
 /// pod that exited successfully, the pod its placement names (so an old pod of a restart,
 /// or one of a deleted job of the same name, never counts).
-pub fn succeeded(job: &TrainingJob, own: &[Pod]) -> bool {
+pub fn succeeded<P: Borrow<Pod>>(job: &TrainingJob, own: &[P]) -> bool {
     let status = job.status.clone().unwrap_or_default();
     if status.restart.is_some() {
         return false;
@@ -679,14 +752,19 @@ pub fn succeeded(job: &TrainingJob, own: &[Pod]) -> bool {
                 .placements
                 .iter()
                 .find(|p| p.task == t.name)
-                .and_then(|placed| own.iter().find(|p| p.name_any() == placed.pod))
+                .and_then(|placed| {
+                    own.iter()
+                        .map(Borrow::borrow)
+                        .find(|p: &&Pod| p.metadata.name.as_deref() == Some(placed.pod.as_str()))
+                })
                 .is_some_and(|p| phase_of(p) == Some("Succeeded"))
         })
 }
 
 /// The job's pods that failed and are not being deleted yet.
-pub fn failed_pods(own: &[Pod]) -> Vec<&Pod> {
+pub fn failed_pods<P: Borrow<Pod>>(own: &[P]) -> Vec<&Pod> {
     own.iter()
+        .map(Borrow::borrow)
         .filter(|p| phase_of(p) == Some("Failed") && p.metadata.deletion_timestamp.is_none())
         .collect()
 }
@@ -747,12 +825,12 @@ pub fn phase_of(pod: &Pod) -> Option<&str> {
 /// from when the restart is recorded until its pod is in the cache, so that nothing else
 /// is placed in the room it will need (kube-scheduler's nominated node). A target on the
 /// node its old pod still runs on is covered by that pod.
-fn reserved(job: &TrainingJob, all: &[Arc<Pod>]) -> Vec<(String, Resources)> {
+fn reserved(job: &TrainingJob, all: &PodsByJob) -> Vec<(String, Resources)> {
     let Some(restart) = job.status.as_ref().and_then(|s| s.restart.as_ref()) else {
         return Vec::new();
     };
     let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
-    let own = job_pods(job, all);
+    let own = own_pods(job, all);
     let tasks = pods::tasks(job);
     restart
         .targets
@@ -787,7 +865,8 @@ pub fn pod_requests(pod: &Pod) -> Resources {
         .unwrap_or_default()
 }
 
-fn schedulable(node: &KubeNode) -> bool {
+/// Whether new pods may be bound to `node`: Ready and not cordoned.
+pub fn schedulable(node: &KubeNode) -> bool {
     let cordoned = node
         .spec
         .as_ref()

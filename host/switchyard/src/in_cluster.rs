@@ -19,6 +19,7 @@ use kube::runtime::events::Reporter;
 use switchyard_kube::act::Actor;
 use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::events;
+use switchyard_kube::leader_label::{self, LeaderLabel};
 use switchyard_kube::lease::{self, LeadershipLost, LeaseLock};
 use switchyard_kube::observe::{self, Caches};
 use switchyard_kube::retry::CALL_TIMEOUT;
@@ -29,6 +30,10 @@ use crate::live::{Controller, LiveConfig};
 use crate::policy_dir::{self, PolicyDir};
 use switchyard_control::Leader;
 use switchyard_runtime::Runtime;
+
+/// How often the leader label is brought in step with the grant: well inside the
+/// Lease's renewal period, so the Service follows a change of leader within a second.
+const LEADER_LABEL_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the controller in a cluster stopped or could not start.
 #[derive(Debug, thiserror::Error)]
@@ -79,6 +84,9 @@ impl Error {
 pub struct Options {
     /// This replica's identity (the pod name).
     pub identity: String,
+    /// This replica's own pod, labelled while it leads (see
+    /// [`switchyard_kube::leader_label`]); `None` outside a pod.
+    pub own_pod: Option<String>,
     /// The controller's namespace: the Lease, the state ConfigMap and the pod the
     /// controller's own Events are about.
     pub namespace: String,
@@ -134,7 +142,7 @@ pub async fn run(
                         None
                     }
                 };
-                *caches.usage.lock().expect("usage lock") = usage;
+                *caches.usage.lock().expect("usage lock") = usage.map(Arc::new);
                 tokio::time::sleep(every).await;
             }
         }));
@@ -147,6 +155,14 @@ pub async fn run(
         &options.identity,
         options.lease_duration,
     );
+    if let Some(pod) = &options.own_pod {
+        let label = LeaderLabel::new(Api::namespaced(client.clone(), &options.namespace), pod);
+        tasks.push(tokio::spawn(leader_label::keep_marked(
+            label,
+            leader.clone(),
+            LEADER_LABEL_EVERY,
+        )));
+    }
     let (lost_tx, lost_rx) = tokio::sync::oneshot::channel::<LeadershipLost>();
     {
         // The election starts only once every reflector has listed: a leader acting on
@@ -250,6 +266,17 @@ pub async fn run(
     .map_err(Error::LoopPanicked)?;
     for task in &tasks {
         task.abort();
+    }
+    let led = leader.is_leading() || lost.load(std::sync::atomic::Ordering::SeqCst);
+    if let (true, Some(pod)) = (led, &options.own_pod) {
+        // Off the Service before the Lease is handed over, so no change request reaches
+        // a replica on its way out.
+        let label = LeaderLabel::new(Api::namespaced(client.clone(), &options.namespace), pod);
+        match tokio::time::timeout(CALL_TIMEOUT, label.mark(false)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "removing the leader label"),
+            Err(_) => tracing::warn!("removing the leader label did not answer"),
+        }
     }
     if leader.is_leading() {
         leader.follow(None);

@@ -109,6 +109,7 @@ pub struct Metrics {
     arm_finished: Family<ArmLabels, Gauge>,
     arm_avg_completion: Family<ArmLabels, FloatGauge>,
     arm_avg_wait: Family<ArmLabels, FloatGauge>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -234,6 +235,12 @@ impl Metrics {
             "Mean wait of each arm's started jobs",
             arm_avg_wait.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "switchyard_leader",
+            "1 while this replica leads (acts on the cluster), 0 while it follows",
+            leader.clone(),
+        );
         Self {
             registry,
             rounds,
@@ -255,6 +262,7 @@ impl Metrics {
             arm_finished,
             arm_avg_completion,
             arm_avg_wait,
+            leader,
         }
     }
 
@@ -387,6 +395,11 @@ impl Metrics {
             .inc();
     }
 
+    /// Records whether this replica leads, read when the metrics are scraped.
+    pub fn observe_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     /// The Prometheus text exposition of every metric.
     pub fn render(&self) -> String {
         let mut text = String::new();
@@ -443,5 +456,59 @@ mod tests {
             .ok()
             .and_then(|labels| labels.get_label_value("policy").map(str::to_string));
         assert_eq!(policy.as_deref(), Some(hostile));
+    }
+
+    /// The series names the exposition has: a counter's `_total`, a histogram's
+    /// `_bucket`, `_sum` and `_count`, a gauge's own name.
+    fn exported_series(exposition: &str) -> std::collections::BTreeSet<String> {
+        let mut names = std::collections::BTreeSet::new();
+        for line in exposition.lines() {
+            let mut words = line.split_whitespace();
+            if let (Some("#"), Some("TYPE"), Some(name), Some(kind)) =
+                (words.next(), words.next(), words.next(), words.next())
+            {
+                let suffixes: &[&str] = match kind {
+                    "counter" => &["_total"],
+                    "histogram" => &["_bucket", "_sum", "_count"],
+                    _ => &[""],
+                };
+                names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+            }
+        }
+        names
+    }
+
+    #[test]
+    fn every_metric_the_alerts_and_the_dashboard_use_is_exported() {
+        let exported = exported_series(&Metrics::new().render());
+        let files = [
+            (
+                "deploy/monitoring/prometheusrule.yaml",
+                include_str!("../../../deploy/monitoring/prometheusrule.yaml"),
+            ),
+            (
+                "deploy/monitoring/grafana-dashboard.json",
+                include_str!("../../../deploy/monitoring/grafana-dashboard.json"),
+            ),
+            (
+                "tests/deploy/alerts.test.yaml",
+                include_str!("../../../tests/deploy/alerts.test.yaml"),
+            ),
+        ];
+        let mut used = 0;
+        for (path, text) in files {
+            for (start, _) in text.match_indices("switchyard_") {
+                let name: String = text[start..]
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                assert!(
+                    exported.contains(&name),
+                    "{path} uses {name}, which /metrics does not export (it has {exported:?})"
+                );
+                used += 1;
+            }
+        }
+        assert!(used > 20, "only {used} metric references found");
     }
 }

@@ -253,3 +253,65 @@ pub(crate) async fn every_lease_access() -> Vec<crate::support::mock::Access> {
     lock.release().await.unwrap();
     server.finish().await
 }
+
+const OWN_POD: &str = "/api/v1/namespaces/switchyard/pods/controller-a";
+
+fn pod_labelled(leader: Option<&str>) -> serde_json::Value {
+    let mut labels = json!({"app.kubernetes.io/name": "switchyard"});
+    if let Some(value) = leader {
+        labels["switchyard.dev/leader"] = json!(value);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "controller-a", "namespace": "switchyard", "labels": labels}})
+}
+
+/// A process that starts takes the label off its own pod (a restarted container may
+/// have led), labels it once its grant says it leads, and takes it off when the grant
+/// runs out; a patch that fails is sent again.
+pub(crate) async fn the_leader_label_follows_the_grant() -> Vec<crate::support::mock::Access> {
+    use switchyard_kube::leader_label::{LeaderLabel, keep_marked};
+    let (client, server) = MockServer::start(vec![
+        Expect::patch(OWN_POD)
+            .body(json!({"metadata": {"labels": {"switchyard.dev/leader": null}}}))
+            .ok(pod_labelled(None)),
+        Expect::patch(OWN_POD)
+            .body(json!({"metadata": {"labels": {"switchyard.dev/leader": "true"}}}))
+            .fail(503, "ServiceUnavailable", "etcd is slow"),
+        Expect::patch(OWN_POD)
+            .body(json!({"metadata": {"labels": {"switchyard.dev/leader": "true"}}}))
+            .ok(pod_labelled(Some("true"))),
+        Expect::patch(OWN_POD)
+            .body(json!({"metadata": {"labels": {"switchyard.dev/leader": null}}}))
+            .ok(pod_labelled(None)),
+    ]);
+    let leader = Arc::new(Leader::elected("controller-a"));
+    let label = LeaderLabel::new(Api::namespaced(client, "switchyard"), "controller-a");
+    let every = Duration::from_millis(20);
+    let task = tokio::spawn(keep_marked(label, leader.clone(), every));
+    let wait_for = |n: usize| {
+        let server = &server;
+        async move {
+            for _ in 0..500 {
+                if server.served() >= n {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            panic!("only {} of {n} calls came", server.served());
+        }
+    };
+    wait_for(1).await;
+    leader.lead_until(tokio::time::Instant::now() + Duration::from_secs(60));
+    wait_for(3).await;
+    leader.follow(Some("controller-b".into()));
+    wait_for(4).await;
+    // Nothing changes: no further patch.
+    tokio::time::sleep(every * 5).await;
+    task.abort();
+    server.finish().await
+}
+
+#[tokio::test]
+async fn the_leader_label_is_removed_at_start_set_while_leading_and_removed_after() {
+    the_leader_label_follows_the_grant().await;
+}

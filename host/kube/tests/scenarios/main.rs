@@ -20,4 +20,5 @@ mod rendezvous;
 mod restarts;
 mod startup;
 mod state;
+mod views;
 mod wedges;

@@ -80,6 +80,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(act::usage_comes_from_metrics_when_served().await);
     used.extend(act::loss_samples_come_from_the_followed_log().await);
     used.extend(lease::every_lease_access().await);
+    used.extend(lease::the_leader_label_follows_the_grant().await);
     used.extend(state::state_survives_in_a_configmap().await);
     used.extend(state::components_survive_in_configmaps().await);
     used.extend(events::a_refusal_becomes_an_event_on_the_pod().await);

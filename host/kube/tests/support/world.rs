@@ -24,6 +24,9 @@ pub struct World {
     pods: Writer<Pod>,
     jobs: Writer<TrainingJob>,
     clock: Arc<Mutex<f64>>,
+    /// The resourceVersion the next object gets, as an API server gives every write one:
+    /// the snapshot keeps views until it changes.
+    versions: u64,
 }
 
 impl World {
@@ -48,7 +51,8 @@ impl World {
     /// The pod reflector's first list comes back with `pods`.
     pub fn pods_listed(&mut self, pods: Vec<Pod>) {
         self.pods.apply_watcher_event(&watcher::Event::Init);
-        for p in pods {
+        for mut p in pods {
+            p.metadata.resource_version = Some(self.next_version());
             self.pods.apply_watcher_event(&watcher::Event::InitApply(p));
         }
         self.pods.apply_watcher_event(&watcher::Event::InitDone);
@@ -65,15 +69,23 @@ impl World {
             pods,
             jobs,
             clock: Arc::new(Mutex::new(at(0).as_second() as f64)),
+            versions: 1000,
         }
     }
 
-    pub fn node(mut self, n: Node) -> Self {
+    fn next_version(&mut self) -> String {
+        self.versions += 1;
+        self.versions.to_string()
+    }
+
+    pub fn node(mut self, mut n: Node) -> Self {
+        n.metadata.resource_version = Some(self.next_version());
         self.nodes.apply_watcher_event(&watcher::Event::Apply(n));
         self
     }
 
-    pub fn pod(&mut self, p: Pod) {
+    pub fn pod(&mut self, mut p: Pod) {
+        p.metadata.resource_version = Some(self.next_version());
         self.pods.apply_watcher_event(&watcher::Event::Apply(p));
         self.caches.changed.notify_one();
     }
@@ -84,8 +96,9 @@ impl World {
     }
 
     pub fn job(&mut self, j: &JobBuilder) {
-        self.jobs
-            .apply_watcher_event(&watcher::Event::Apply(j.build()));
+        let mut job = j.build();
+        job.metadata.resource_version = Some(self.next_version());
+        self.jobs.apply_watcher_event(&watcher::Event::Apply(job));
         self.caches.changed.notify_one();
     }
 

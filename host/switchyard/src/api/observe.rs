@@ -52,12 +52,14 @@ pub(super) async fn readyz(State(state): State<ApiState>) -> Result<&'static str
 #[utoipa::path(get, path = "/metrics", tag = "health",
     responses((status = 200, description = "Prometheus text exposition", content_type = "text/plain")))]
 pub(super) async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
+    let metrics = state.controller.metrics();
+    metrics.observe_leader(state.controller.leader().is_leading());
     (
         [(
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        state.controller.metrics().render(),
+        metrics.render(),
     )
 }
 

@@ -29,7 +29,9 @@ pub(super) struct RunArgs {
     /// Address of the HTTP API, which also answers /healthz and /readyz.
     #[arg(long, default_value = "0.0.0.0:8080", value_name = "ADDR")]
     pub listen: SocketAddr,
-    /// This replica's identity in leader election (the pod name).
+    /// This replica's identity in leader election (the pod name). When it comes from
+    /// POD_NAME, the leader also labels that pod `switchyard.dev/leader=true`, which the
+    /// Service in deploy/ selects on.
     #[arg(long, env = "POD_NAME", default_value = "switchyard-local")]
     pub identity: String,
     /// The controller's namespace: its Lease, its state ConfigMap, its pod's Events.
@@ -61,6 +63,11 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     let ClusterKind::Kube = args.cluster;
     let options = Options {
         identity: args.identity.clone(),
+        // In a pod (the downward API set POD_NAME) the leader labels its own pod so the
+        // Service reaches it alone; run from a workstation there is no pod to label.
+        own_pod: std::env::var_os("POD_NAME")
+            .is_some()
+            .then(|| args.identity.clone()),
         namespace: args.namespace.clone(),
         lease_name: args.lease_name.clone(),
         lease_duration: Duration::from_secs(15),
