@@ -509,3 +509,29 @@ fn arrival_times(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(text: &str) -> Workload {
+        Workload::parse(text, Path::new("w.yaml")).unwrap()
+    }
+
+    #[test]
+    fn an_imported_trace_defaults_to_the_gpu_schedulers_and_a_file_of_its_own_to_the_baselines() {
+        let imported = workload(
+            "cluster: {nodes: [{name: gpu, cpus: 8, memory_gib: 32, gpus: 8}]}\n\
+             import: {philly: {path: philly.csv, cluster: 6214e9}}\n",
+        );
+        let (policies, why) = imported.default_policies();
+        assert_eq!(policies, ["default", "gang", "tiresias"]);
+        assert!(why.contains("imported trace"), "{why}");
+        let own = workload(
+            "cluster: {nodes: [{name: cpu, cpus: 8, memory_gib: 32}]}\n\
+             templates: {t: {work: 10, cpus: 1, memory_gib: 1}}\n\
+             jobs: [{template: t, at: 0}]\n",
+        );
+        assert_eq!(own.default_policies().0, ["default", "even", "gang"]);
+    }
+}
