@@ -175,21 +175,17 @@ fn long_run(runtime: &Runtime, policy: &str) -> (Vec<u8>, switchyard_core::model
         .with_state_store(Box::new(spy.clone()))
         .keep_records(false);
     let mut last = None;
-    loop {
-        match control.wait_for_round(&mut sim) {
-            switchyard_control::Step::Round {
-                triggers,
-                quiescent,
-            } => {
-                let snapshot = sim.snapshot(triggers.clone());
-                let alive = !snapshot.jobs.is_empty();
-                last = Some(snapshot);
-                let changed = control.round(&mut sim, triggers);
-                if (sim.finished_jobs() >= LEFT && alive) || (quiescent && !changed) {
-                    break;
-                }
-            }
-            switchyard_control::Step::End(_) => break,
+    while let switchyard_control::Step::Round {
+        triggers,
+        quiescent,
+    } = control.wait_for_round(&mut sim)
+    {
+        let snapshot = sim.snapshot(triggers.clone());
+        let alive = !snapshot.jobs.is_empty();
+        last = Some(snapshot);
+        let changed = control.round(&mut sim, triggers);
+        if (sim.finished_jobs() >= LEFT && alive) || (quiescent && !changed) {
+            break;
         }
     }
     assert_eq!(control.failures(), 0, "{policy} never failed a round");
