@@ -189,16 +189,21 @@ fn round(c: &mut Criterion) {
     caches.others.apply(&watcher::Event::InitDone);
 
     let calls = Arc::new(AtomicUsize::new(0));
+    // The client and the recorder start tower buffers on the runtime; the rounds below
+    // run off it, as the controller's decision thread does.
+    let entered = tokio.enter();
     let client = counting_client(calls.clone());
     let reporter = Reporter {
         controller: "switchyard".into(),
         instance: Some("bench".into()),
     };
+    let actor = Actor::new(client.clone(), reporter);
+    drop(entered);
     let mut cluster = KubeCluster::new(
         tokio.handle().clone(),
-        client.clone(),
+        client,
         caches,
-        Actor::new(client, reporter),
+        actor,
         Arc::new(Leader::always("bench")),
     )
     .with_clock(Arc::new(|| 1_767_225_900.0));

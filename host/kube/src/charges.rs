@@ -35,6 +35,30 @@ struct Inner {
     by_pod: HashMap<String, (Arc<str>, Resources)>,
     /// The first list (or a re-list) under way, swapped in when it is done.
     listing: Option<HashMap<String, (Arc<str>, Resources)>>,
+    /// `by_pod` summed per node, kept in step with every change so that a round reads
+    /// it instead of adding up every pod of the cluster again.
+    per_node: HashMap<Arc<str>, Resources>,
+}
+
+impl Inner {
+    fn charge(&mut self, key: String, charge: (Arc<str>, Resources)) {
+        self.discharge(&key);
+        let sum = self.per_node.entry(charge.0.clone()).or_default();
+        *sum = sum.plus(&charge.1);
+        self.by_pod.insert(key, charge);
+    }
+
+    fn discharge(&mut self, key: &str) {
+        let Some((node, requests)) = self.by_pod.remove(key) else {
+            return;
+        };
+        if let Some(sum) = self.per_node.get_mut(&node) {
+            *sum = sum.saturating_minus(&requests);
+            if *sum == Resources::default() {
+                self.per_node.remove(&node);
+            }
+        }
+    }
 }
 
 impl Charges {
@@ -63,33 +87,27 @@ impl Charges {
             }
             watcher::Event::InitDone => {
                 if let Some(listing) = inner.listing.take() {
+                    let mut per_node: HashMap<Arc<str>, Resources> = HashMap::new();
+                    for (node, requests) in listing.values() {
+                        let sum = per_node.entry(node.clone()).or_default();
+                        *sum = sum.plus(requests);
+                    }
                     inner.by_pod = listing;
+                    inner.per_node = per_node;
                 }
                 self.listed.store(true, Ordering::SeqCst);
             }
             watcher::Event::Apply(pod) => match charge_of(pod) {
-                Some(charge) => {
-                    inner.by_pod.insert(key_of(pod), charge);
-                }
-                None => {
-                    inner.by_pod.remove(&key_of(pod));
-                }
+                Some(charge) => inner.charge(key_of(pod), charge),
+                None => inner.discharge(&key_of(pod)),
             },
-            watcher::Event::Delete(pod) => {
-                inner.by_pod.remove(&key_of(pod));
-            }
+            watcher::Event::Delete(pod) => inner.discharge(&key_of(pod)),
         }
     }
 
     /// The requests of the pods charged, per node.
     pub fn per_node(&self) -> HashMap<Arc<str>, Resources> {
-        let inner = self.inner.read().expect("charges lock");
-        let mut sums: HashMap<Arc<str>, Resources> = HashMap::new();
-        for (node, requests) in inner.by_pod.values() {
-            let sum = sums.entry(node.clone()).or_default();
-            *sum = sum.plus(requests);
-        }
-        sums
+        self.inner.read().expect("charges lock").per_node.clone()
     }
 
     /// How many pods are charged.

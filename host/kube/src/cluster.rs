@@ -8,7 +8,7 @@
 //! follower's `advance` just waits. The control loop is synchronous, so it runs on a
 //! blocking thread and this type enters the tokio runtime through a [`Handle`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -61,8 +61,8 @@ pub struct KubeCluster {
     leader: Arc<Leader>,
     stop: Arc<AtomicBool>,
     clock: Clock,
-    known_jobs: BTreeSet<String>,
-    known_nodes: BTreeMap<String, bool>,
+    known_jobs: HashSet<String>,
+    known_nodes: HashMap<String, bool>,
     followed: HashMap<String, tokio::task::JoinHandle<crate::Result<usize>>>,
     /// Per pod whose follower failed: when to try again, and the wait that was.
     follow_backoff: HashMap<String, (Instant, Duration)>,
@@ -95,8 +95,8 @@ impl KubeCluster {
             leader,
             stop: Arc::default(),
             clock: Arc::new(unix_now),
-            known_jobs: BTreeSet::new(),
-            known_nodes: BTreeMap::new(),
+            known_jobs: HashSet::new(),
+            known_nodes: HashMap::new(),
             followed: HashMap::new(),
             follow_backoff: HashMap::new(),
             loss_writes: None,
@@ -159,17 +159,16 @@ impl KubeCluster {
     /// What changed since the last look: jobs that arrived or finished, nodes that
     /// appeared, left or changed schedulability. Finished jobs get their final phase
     /// and loss samples.
-    fn changes(&mut self) -> Vec<Trigger> {
-        let pods = PodsByJob::of(self.caches.pods.state());
+    fn changes(&mut self, pods: &PodsByJob) -> Vec<Trigger> {
         let mut triggers = Vec::new();
-        let mut active = BTreeSet::new();
+        let mut active = HashSet::new();
         for job in self.caches.jobs.state() {
             let id = job_id(&job);
             let phase = job.status.as_ref().and_then(|s| s.phase);
             if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
                 continue;
             }
-            if observe::succeeded(&job, &observe::own_pods(&job, &pods)) {
+            if observe::succeeded(&job, &observe::own_pods(&job, pods)) {
                 let loss = self
                     .caches
                     .loss
@@ -194,47 +193,64 @@ impl KubeCluster {
             }
             active.insert(id);
         }
-        for id in active.difference(&self.known_jobs) {
-            triggers.push(Trigger::JobArrived(id.clone()));
-        }
-        for id in self.known_jobs.difference(&active) {
-            triggers.push(Trigger::JobFinished(id.clone()));
-        }
+        // Hash sets, not ordered ones: a pass over thousands of jobs and nodes compares
+        // strings only for what changed; the triggers are sorted for a stable order.
+        let mut arrived: Vec<&String> = active.difference(&self.known_jobs).collect();
+        arrived.sort();
+        let mut finished: Vec<&String> = self.known_jobs.difference(&active).collect();
+        finished.sort();
+        triggers.extend(arrived.into_iter().cloned().map(Trigger::JobArrived));
+        triggers.extend(finished.into_iter().cloned().map(Trigger::JobFinished));
         self.known_jobs = active;
-        let nodes: BTreeMap<String, bool> = self
-            .caches
-            .nodes
-            .state()
-            .iter()
-            .map(|n| (n.name_any(), observe::schedulable(n)))
-            .collect();
-        for (name, schedulable) in &nodes {
-            if self.known_nodes.get(name) != Some(schedulable) {
-                triggers.push(Trigger::NodeChanged(name.clone()));
+        let nodes = self.caches.nodes.state();
+        let mut changed: Vec<String> = Vec::new();
+        for node in &nodes {
+            let name = node.metadata.name.as_deref().unwrap_or_default();
+            let schedulable = observe::schedulable(node);
+            match self.known_nodes.get_mut(name) {
+                Some(known) if *known == schedulable => {}
+                Some(known) => {
+                    *known = schedulable;
+                    changed.push(name.to_string());
+                }
+                None => {
+                    self.known_nodes.insert(name.to_string(), schedulable);
+                    changed.push(name.to_string());
+                }
             }
         }
-        for name in self.known_nodes.keys().filter(|n| !nodes.contains_key(*n)) {
-            triggers.push(Trigger::NodeChanged(name.clone()));
+        if self.known_nodes.len() > nodes.len() {
+            let present: HashSet<&str> = nodes
+                .iter()
+                .filter_map(|n| n.metadata.name.as_deref())
+                .collect();
+            self.known_nodes.retain(|name, _| {
+                let kept = present.contains(name.as_str());
+                if !kept {
+                    changed.push(name.clone());
+                }
+                kept
+            });
         }
-        self.known_nodes = nodes;
+        changed.sort();
+        triggers.extend(changed.into_iter().map(Trigger::NodeChanged));
         triggers
     }
 
     /// Sends every job with a failed pod back to the queue (or fails it past its
     /// `backoffLimit`), deletes the pods of finished jobs that still hold resources, and
     /// reports how requested resizes went.
-    fn drive_failures(&mut self) {
-        let pods = PodsByJob::of(self.caches.pods.state());
+    fn drive_failures(&mut self, pods: &PodsByJob) {
         let now = self.now_timestamp();
         for job in self.caches.jobs.state() {
             if !self.may_act() {
                 return;
             }
-            let Some(work) = FailureWork::of(&job, &observe::own_pods(&job, &pods)) else {
+            let Some(work) = FailureWork::of(&job, &observe::own_pods(&job, pods)) else {
                 continue;
             };
             // Only a job with something to do has its pods copied for the actor.
-            let own = observe::job_pods(&job, &pods);
+            let own = observe::job_pods(&job, pods);
             let id = job_id(&job);
             let outcome = match work {
                 FailureWork::StopFinished => self.handle.block_on(self.actor.stop_pods(&job, &own)),
@@ -261,8 +277,7 @@ impl KubeCluster {
     }
 
     /// Carries every job's restart on as far as the caches allow; never waits.
-    fn drive_restarts(&mut self) {
-        let pods = PodsByJob::of(self.caches.pods.state());
+    fn drive_restarts(&mut self, pods: &PodsByJob) {
         let now = self.now_timestamp();
         let jobs = self.caches.jobs.state();
         self.restarts_done.retain(|id, requested| {
@@ -285,7 +300,7 @@ impl KubeCluster {
             // Terminating pods are included: the replacement waits until they are gone;
             // except those a lost node will never confirm stopped, past their grace
             // period (the pod garbage collector removes them in time).
-            let mut job_pods = observe::job_pods(&job, &pods);
+            let mut job_pods = observe::job_pods(&job, pods);
             job_pods.retain(|p| {
                 let lost = observe::stuck_on_lost_node(p, &self.caches.nodes, now);
                 if lost {
@@ -368,7 +383,7 @@ impl KubeCluster {
     /// at most [`MAX_FOLLOWERS`] at a time. A pod whose follower failed is followed again
     /// only after a back-off ([`FOLLOW_BACKOFF`], doubling to [`FOLLOW_BACKOFF_MAX`]);
     /// one whose stream simply ended is followed again at the next look.
-    fn follow_logs(&mut self) {
+    fn follow_logs(&mut self, pods: &PodsByJob) {
         let now = Instant::now();
         let finished: Vec<String> = self
             .followed
@@ -391,7 +406,6 @@ impl KubeCluster {
                 self.follow_backoff.remove(&key);
             }
         }
-        let pods = PodsByJob::of(self.caches.pods.state());
         let mut present = HashSet::new();
         for job in self.caches.jobs.state() {
             let Some(log) = job.spec.progress.log.as_ref() else {
@@ -400,7 +414,7 @@ impl KubeCluster {
             let id = job_id(&job);
             // Compiled only for a pod that gets a follower, not for every job each pass.
             let mut pattern: Option<LogPattern> = None;
-            for pod in observe::own_pods(&job, &pods) {
+            for pod in observe::own_pods(&job, pods) {
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
                 present.insert(key.clone());
                 let running = observe::phase_of(&pod) == Some("Running");
@@ -476,11 +490,13 @@ impl KubeCluster {
             self.restarts_done.clear();
         }
         self.last_pass = Some(Instant::now());
-        self.drive_failures();
-        self.drive_restarts();
+        // One look at the pod cache for the whole pass.
+        let pods = PodsByJob::of(self.caches.pods.state());
+        self.drive_failures(&pods);
+        self.drive_restarts(&pods);
         self.write_loss();
-        self.follow_logs();
-        self.changes()
+        self.follow_logs(&pods);
+        self.changes(&pods)
     }
 
     fn wait(

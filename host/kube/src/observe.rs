@@ -738,8 +738,10 @@ pub fn has_foreign_pods(job: &TrainingJob, all: &PodsByJob) -> bool {
 /// pod that exited successfully, the pod its placement names (so an old pod of a restart,
 /// or one of a deleted job of the same name, never counts).
 pub fn succeeded<P: Borrow<Pod>>(job: &TrainingJob, own: &[P]) -> bool {
-    let status = job.status.clone().unwrap_or_default();
-    if status.restart.is_some() {
+    let Some(status) = job.status.as_ref() else {
+        return false;
+    };
+    if status.restart.is_some() || status.placements.is_empty() {
         return false;
     }
     let needed: Vec<pods::TaskSpec> = pods::tasks(job)

@@ -2,13 +2,16 @@
 //! over the pod cache. Finding a job's pods by scanning the whole cache for each job
 //! made a pass cost jobs × pods (12.5 million label comparisons, each allocating, at
 //! 2,500 jobs and 5,000 pods); with the index it costs one scan and a lookup per job.
-//! It reads the cache's snapshot; it must not decide anything about the pods.
+//! Groups are keyed by a hash of (namespace, job label) so that building the index
+//! copies no string; a lookup compares the real names, so a collision costs a
+//! comparison, never a wrong pod. It reads the cache's snapshot; it must not decide
+//! anything about the pods.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::ResourceExt;
 
 use crate::JOB_LABEL;
 use crate::crd::TrainingJob;
@@ -17,20 +20,26 @@ use crate::crd::TrainingJob;
 #[derive(Default)]
 pub struct PodsByJob {
     all: Vec<Arc<Pod>>,
-    by_job: HashMap<(String, String), Vec<usize>>,
+    hasher: RandomState,
+    by_job: HashMap<u64, Vec<usize>>,
 }
 
 impl PodsByJob {
     /// Groups `pods` (the pod cache's state) by their job label.
     pub fn of(pods: Vec<Arc<Pod>>) -> Self {
-        let mut by_job: HashMap<(String, String), Vec<usize>> = HashMap::new();
+        let hasher = RandomState::new();
+        let mut by_job: HashMap<u64, Vec<usize>> = HashMap::with_capacity(pods.len());
         for (i, pod) in pods.iter().enumerate() {
-            if let Some(job) = pod.labels().get(JOB_LABEL) {
-                let namespace = pod.metadata.namespace.clone().unwrap_or_default();
-                by_job.entry((namespace, job.clone())).or_default().push(i);
+            if let Some(job) = job_label(pod) {
+                let key = hasher.hash_one((pod.metadata.namespace.as_deref(), job));
+                by_job.entry(key).or_default().push(i);
             }
         }
-        Self { all: pods, by_job }
+        Self {
+            all: pods,
+            hasher,
+            by_job,
+        }
     }
 
     /// Every pod, as the cache held them.
@@ -39,15 +48,28 @@ impl PodsByJob {
     }
 
     /// The pods labelled with `job`'s name in its namespace, whoever owns them.
-    pub fn labelled<'a>(&'a self, job: &TrainingJob) -> impl Iterator<Item = &'a Arc<Pod>> {
-        let key = (
-            job.metadata.namespace.clone().unwrap_or_default(),
-            job.name_any(),
-        );
+    pub fn labelled<'a, 'j>(
+        &'a self,
+        job: &'j TrainingJob,
+    ) -> impl Iterator<Item = &'a Arc<Pod>> + use<'a, 'j> {
+        let namespace = job.metadata.namespace.as_deref();
+        let name = job.metadata.name.as_deref().unwrap_or_default();
+        let key = self.hasher.hash_one((namespace, name));
         self.by_job
             .get(&key)
             .into_iter()
             .flatten()
             .map(|&i| &self.all[i])
+            .filter(move |p| {
+                p.metadata.namespace.as_deref() == namespace && job_label(p) == Some(name)
+            })
     }
+}
+
+fn job_label(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(JOB_LABEL)
+        .map(String::as_str)
 }
