@@ -24,7 +24,7 @@ fn repo() -> PathBuf {
 
 fn switchyard() -> Command {
     let mut cmd = Command::cargo_bin("switchyard").unwrap();
-    cmd.current_dir(repo());
+    cmd.current_dir(repo()).env("SWITCHYARD_NO_CACHE", "1");
     cmd
 }
 

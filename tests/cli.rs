@@ -5,8 +5,11 @@ mod guests;
 
 use assert_cmd::Command;
 
+/// The command, kept off the user's compile cache so a test leaves nothing behind.
 fn switchyard() -> Command {
-    Command::cargo_bin("switchyard").unwrap()
+    let mut cmd = Command::cargo_bin("switchyard").unwrap();
+    cmd.env("SWITCHYARD_NO_CACHE", "1");
+    cmd
 }
 
 fn stdout_of(args: &[&str]) -> String {
@@ -165,8 +168,7 @@ fn the_same_workload_and_seed_give_byte_identical_results() {
     let mut outputs = Vec::new();
     for run in 0..2 {
         let out = dir.join(run.to_string());
-        assert_cmd::Command::cargo_bin("switchyard")
-            .unwrap()
+        switchyard()
             .args([
                 "simulate", example, "--policy", "default", "--seed", "7", "--out",
             ])
@@ -189,8 +191,7 @@ fn the_same_split_experiment_and_seed_give_byte_identical_reports() {
     let mut outputs = Vec::new();
     for run in 0..3 {
         let out = dir.path().join(run.to_string());
-        assert_cmd::Command::cargo_bin("switchyard")
-            .unwrap()
+        switchyard()
             .args(["simulate", example, "--split", "default:even:0.5", "--out"])
             .arg(&out)
             .assert()
@@ -224,11 +225,7 @@ fn hostile_run(sets: &[&str]) -> serde_json::Value {
         args.push("--set".into());
         args.push(set.to_string());
     }
-    Command::cargo_bin("switchyard")
-        .unwrap()
-        .args(&args)
-        .assert()
-        .success();
+    switchyard().args(&args).assert().success();
     let results: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
     results["runs"][0]["summary"].clone()
@@ -349,4 +346,41 @@ fn simulate_out_writes_every_plot_as_png_and_svg_and_names_the_files() {
         assert!(out.contains(&format!("{plot}.png")), "{out}");
     }
     assert!(dir.path().join("decisions-gang.jsonl").is_file());
+}
+
+/// Files (at any depth) under `dir`.
+fn files_under(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir).map_or(0, |entries| {
+        entries
+            .map(|e| e.unwrap().path())
+            .map(|p| if p.is_dir() { files_under(&p) } else { 1 })
+            .sum()
+    })
+}
+
+#[test]
+fn compiled_policies_are_cached_on_disk_unless_the_cache_is_turned_off() {
+    let dir = tempfile::tempdir().unwrap();
+    let cache = dir.path().join("cache");
+    let inspect = |extra: &[&str]| {
+        Command::cargo_bin("switchyard")
+            .unwrap()
+            .env_remove("SWITCHYARD_NO_CACHE")
+            .env("SWITCHYARD_CACHE_DIR", &cache)
+            .args(["policy", "inspect", "even"])
+            .args(extra)
+            .assert()
+            .success();
+    };
+    inspect(&["--no-cache"]);
+    assert_eq!(files_under(&cache), 0, "--no-cache writes nothing");
+    inspect(&[]);
+    let cached = files_under(&cache);
+    assert!(
+        cached > 0,
+        "the compiled component is kept in {}",
+        cache.display()
+    );
+    inspect(&[]);
+    assert_eq!(files_under(&cache), cached, "the second run found it there");
 }

@@ -843,6 +843,7 @@ fn simulate_with_split_reports_both_arms_and_with_shadow_reports_agreement() {
     let run = |extra: &[&str]| -> Value {
         let output = assert_cmd::Command::cargo_bin("switchyard")
             .unwrap()
+            .env("SWITCHYARD_NO_CACHE", "1")
             .args(["simulate", example])
             .args(extra)
             .output()
@@ -894,6 +895,7 @@ fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
     let workload = dir.path().join("stream.yaml");
     std::fs::write(&workload, STREAM).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard"))
+        .env("SWITCHYARD_NO_CACHE", "1")
         .args(["run", "--cluster"])
         .arg(format!("sim:{}", workload.display()))
         .args(["--listen", "127.0.0.1:0", "--speed", "5"])

@@ -131,6 +131,27 @@ impl Workload {
         self.file.seed
     }
 
+    /// The policies `simulate` compares when none is named, and why those.
+    ///
+    /// An imported trace (Philly, Pollux) is GPU training jobs with no loss curve a CPU
+    /// policy could read: SpeCon, FlowCon and the even spread have nothing to act on
+    /// there, so it gets the GPU schedulers beside kube-scheduler's default. A file of
+    /// its own gets the baselines every workload can be compared on.
+    pub fn default_policies(&self) -> (&'static [&'static str], &'static str) {
+        match &self.file.import {
+            Some(_) => (
+                &["default", "gang", "tiresias"],
+                "an imported trace of GPU jobs: kube-scheduler's default, all-or-nothing \
+                 gangs and Tiresias (SpeCon and FlowCon act on CPU jobs' loss curves, which \
+                 a trace lacks)",
+            ),
+            None => (
+                &["default", "even", "gang"],
+                "the baselines: kube-scheduler's default, the even spread and gangs",
+            ),
+        }
+    }
+
     /// Resolves templates, arrivals and imports into a scenario, drawing generated
     /// arrivals from `seed`.
     pub fn scenario(&self, seed: u64) -> Result<Scenario, WorkloadError> {
@@ -505,4 +526,30 @@ fn arrival_times(
                 .collect()
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn workload(text: &str) -> Workload {
+        Workload::parse(text, Path::new("w.yaml")).unwrap()
+    }
+
+    #[test]
+    fn an_imported_trace_defaults_to_the_gpu_schedulers_and_a_file_of_its_own_to_the_baselines() {
+        let imported = workload(
+            "cluster: {nodes: [{name: gpu, cpus: 8, memory_gib: 32, gpus: 8}]}\n\
+             import: {philly: {path: philly.csv, cluster: 6214e9}}\n",
+        );
+        let (policies, why) = imported.default_policies();
+        assert_eq!(policies, ["default", "gang", "tiresias"]);
+        assert!(why.contains("imported trace"), "{why}");
+        let own = workload(
+            "cluster: {nodes: [{name: cpu, cpus: 8, memory_gib: 32}]}\n\
+             templates: {t: {work: 10, cpus: 1, memory_gib: 1}}\n\
+             jobs: [{template: t, at: 0}]\n",
+        );
+        assert_eq!(own.default_policies().0, ["default", "even", "gang"]);
+    }
 }

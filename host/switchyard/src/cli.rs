@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use switchyard_runtime::{ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
 
@@ -69,9 +70,14 @@ pub(crate) struct SandboxArgs {
     #[arg(long, global = true, default_value_t = SandboxLimits::default().min_call_interval, value_name = "SECONDS")]
     pub min_call_interval: f64,
 
-    /// Directory for the on-disk cache of compiled policies (none: memory only).
+    /// Directory for the on-disk cache of compiled policies, so a machine compiles a
+    /// component once [default: the user's cache directory, e.g. ~/.cache/switchyard].
     #[arg(long, global = true, env = "SWITCHYARD_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
+
+    /// Compile policies in memory only, every run: no on-disk cache.
+    #[arg(long, global = true, env = "SWITCHYARD_NO_CACHE", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_cache: bool,
 }
 
 /// The controller's deadline: a round must not hold up a real cluster.
@@ -122,11 +128,40 @@ impl SandboxArgs {
                 min_call_interval: self.min_call_interval,
                 ..SandboxLimits::default()
             },
-            cache_dir: self.cache_dir.clone(),
+            cache_dir: self.compile_cache()?,
             quick_first,
             ..Default::default()
         };
         Ok(Runtime::new(options)?)
+    }
+
+    /// Where compiled code is cached: `--cache-dir`, else the user's cache directory,
+    /// or nowhere with `--no-cache`. A default directory that cannot be made costs only
+    /// the cache (a warning); a named one that cannot is an error.
+    fn compile_cache(&self) -> anyhow::Result<Option<PathBuf>> {
+        if self.no_cache {
+            return Ok(None);
+        }
+        if let Some(dir) = &self.cache_dir {
+            // wasmtime's cache wants an absolute path.
+            return std::path::absolute(dir)
+                .map(Some)
+                .with_context(|| format!("--cache-dir {}", dir.display()));
+        }
+        let Some(dirs) = directories_next::ProjectDirs::from("", "", "switchyard") else {
+            tracing::warn!(
+                "no home directory to keep compiled policies in; compiling in memory only (--cache-dir DIR names one)"
+            );
+            return Ok(None);
+        };
+        let dir = dirs.cache_dir().to_path_buf();
+        match std::fs::create_dir_all(&dir) {
+            Ok(()) => Ok(Some(dir)),
+            Err(error) => {
+                tracing::warn!(%error, dir = %dir.display(), "cannot create the compile cache; compiling in memory only (--cache-dir DIR names another, --no-cache turns it off)");
+                Ok(None)
+            }
+        }
     }
 }
 

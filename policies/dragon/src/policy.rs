@@ -1,12 +1,13 @@
 //! DRAGON as a plain function of (settings, snapshot, state): parameters, the idle
 //! clock in the state blob, labels. The procedures live in [`crate::controller`].
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Decision, Description, JobLabel, JobPhase, Setting, Snapshot,
+    Decision, Description, JobPhase, Setting, Snapshot,
     settings::{ParamSpec, Settings, parameters},
+    shown::ShownLabels,
     state,
 };
 
@@ -40,6 +41,9 @@ pub const SPEC: &[ParamSpec] = &[
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     idle_since: BTreeMap<String, f64>,
+    /// The `state` label each job was last shown: it goes out again only when it changes.
+    #[serde(default)]
+    shown: ShownLabels,
 }
 
 /// Resolves and checks `given`.
@@ -75,28 +79,23 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = params(given)?;
-    let st: State = state::decode(blob)?;
+    let mut st: State = state::decode(blob)?;
     let round = controller::round(snapshot, p, &st.idle_since);
-    let labels = snapshot
-        .jobs
-        .iter()
-        .map(|j| JobLabel {
-            job: j.id.clone(),
-            key: "state".into(),
-            value: match j.phase {
-                JobPhase::Waiting if round.urgent.contains(&j.id) => "urgent",
-                JobPhase::Waiting => "waiting",
-                _ => "running",
-            }
-            .into(),
+    let urgent: HashSet<&str> = round.urgent.iter().map(String::as_str).collect();
+    let labels = st.shown.changed(snapshot, "state", |j| {
+        Some(match j.phase {
+            JobPhase::Waiting if urgent.contains(j.id.as_str()) => "urgent",
+            JobPhase::Waiting => "waiting",
+            _ => "running",
         })
-        .collect();
+    });
     Ok(Decision {
         actions: round.actions,
         labels,
         next_call_after: round.next_alarm,
         state: state::encode(&State {
             idle_since: round.idle_since,
+            shown: st.shown,
         }),
     })
 }

@@ -38,11 +38,20 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     Settings::resolve(SPEC, settings)?;
     let mut st: State = state::decode(blob)?;
     let mut ledger = Ledger::new(snapshot);
+    // A job's arrival number never changes, so its label goes out once, when the job
+    // is numbered (the host keeps it); not again every round the job is alive.
+    let numbered: Vec<bool> = snapshot
+        .jobs
+        .iter()
+        .map(|j| st.spread.arrival_of(&j.id).is_some())
+        .collect();
     let actions = st.spread.place(snapshot, &mut ledger);
     let labels = snapshot
         .jobs
         .iter()
-        .filter_map(|j| {
+        .zip(numbered)
+        .filter(|(_, before)| !before)
+        .filter_map(|(j, _)| {
             st.spread.arrival_of(&j.id).map(|k| JobLabel {
                 job: j.id.clone(),
                 key: "arrival".into(),

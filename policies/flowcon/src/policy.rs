@@ -1,16 +1,16 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
 //! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
-    Snapshot, Trigger,
+    Action, CpuWeight, Decision, Description, Job, JobPhase, Operation, Setting, Snapshot, Trigger,
     cluster::{Ledger, nodes_of},
     placement::{Scoring, pod_by_pod},
     progress::{Normalisation, Scale, value_at},
     settings::{ParamSpec, Settings, parameters},
+    shown::ShownLabels,
     state,
 };
 
@@ -107,6 +107,17 @@ pub enum List {
     CL,
 }
 
+impl List {
+    /// The list's name, as its label shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            List::NL => "NL",
+            List::WL => "WL",
+            List::CL => "CL",
+        }
+    }
+}
+
 /// Algorithm 1, lines 4-13, for one job.
 pub fn next_list(list: List, g: f64, alpha: f64) -> List {
     match (g < alpha, list) {
@@ -152,6 +163,9 @@ pub struct State {
     pub jobs: BTreeMap<String, JobState>,
     /// Per worker.
     pub workers: BTreeMap<String, WorkerState>,
+    /// The `list` label each job was last shown: it goes out again only when it changes.
+    #[serde(default)]
+    pub shown: ShownLabels,
 }
 
 /// Name, version, summary and parameters.
@@ -174,8 +188,8 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = Params::parse(given)?;
     let mut st: State = state::decode(blob)?;
-    st.jobs
-        .retain(|id, _| snapshot.jobs.iter().any(|j| &j.id == id));
+    let by_id: HashMap<&str, &Job> = snapshot.jobs.iter().map(|j| (j.id.as_str(), j)).collect();
+    st.jobs.retain(|id, _| by_id.contains_key(id.as_str()));
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
     let mut actions = pod_by_pod(snapshot, &mut ledger, Scoring::LeastAllocated);
@@ -200,7 +214,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     for action in &actions {
         if let Operation::Place(placement) = &action.op
             && let (Some(job), Some(first)) = (
-                snapshot.jobs.iter().find(|j| j.id == placement.job),
+                by_id.get(placement.job.as_str()).copied(),
                 placement.assignments.first(),
             )
         {
@@ -247,17 +261,10 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .values()
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
-    let labels = snapshot
-        .jobs
-        .iter()
-        .filter_map(|j| {
-            st.jobs.get(&j.id).map(|s| JobLabel {
-                job: j.id.clone(),
-                key: "list".into(),
-                value: format!("{:?}", s.list),
-            })
-        })
-        .collect();
+    let jobs = &st.jobs;
+    let labels = st
+        .shown
+        .changed(snapshot, "list", |j| jobs.get(&j.id).map(|s| s.list.name()));
     Ok(Decision {
         actions,
         labels,
@@ -460,11 +467,13 @@ mod tests {
             .collect()
     }
 
+    /// The job's list after `d`, as its state remembers it (its label goes out only
+    /// when the list changes).
     fn list(d: &Decision, job: &str) -> String {
-        d.labels
-            .iter()
-            .find(|l| l.job == job)
-            .map(|l| l.value.clone())
+        let st: State = state::decode(&d.state).unwrap();
+        st.jobs
+            .get(job)
+            .map(|s| format!("{:?}", s.list))
             .unwrap_or_default()
     }
 
@@ -564,6 +573,24 @@ mod tests {
         .unwrap();
         assert_eq!(d.next_call_after, Some(30.0));
         assert_eq!(list(&d, "c"), "NL");
+    }
+
+    #[test]
+    fn a_job_s_list_label_goes_out_when_the_list_changes_only() {
+        let jobs = vec![
+            job("old").running_on("w1").loss(FLAT),
+            job("new").running_on("w1").loss(FAST),
+        ];
+        let ds = run(&jobs, &[0.0, 30.0, 60.0]);
+        let sent = |d: &Decision| -> Vec<String> {
+            d.labels
+                .iter()
+                .map(|l| format!("{}={}", l.job, l.value))
+                .collect()
+        };
+        assert_eq!(sent(&ds[0]), ["old=NL", "new=NL"]);
+        assert_eq!(sent(&ds[1]), ["old=WL"], "new is still NL");
+        assert_eq!(sent(&ds[2]), ["old=CL"]);
     }
 
     #[test]

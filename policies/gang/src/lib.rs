@@ -32,7 +32,8 @@
 //!    count, set by the workload loader for every distributed job) exceeds the tasks in
 //!    the snapshot is `incomplete` and waits without blocking the queue; without the
 //!    label the gang is whatever tasks exist, as before.
-//! 7. Neither mode migrates, scales or weighs anything; both are stateless.
+//! 7. Neither mode migrates, scales or weighs anything; both decide from the snapshot
+//!    alone (the state blob only remembers the labels shown, see `policy`).
 //! 8. Strict mode, the minimum members are every task the job has now, not
 //!    `replicas.min` of its scalable role. In this contract a job's replica count
 //!    changes only by a `scale` action, which restarts it from a checkpoint (DRAGON's

@@ -1,11 +1,19 @@
 //! The gang policy as a plain function of (settings, snapshot): picks the mode, labels
-//! the jobs. Stateless: both modes decide from the snapshot alone.
+//! the jobs. Both modes decide from the snapshot alone; the state blob only remembers
+//! which label each queued job was last shown.
+
+use std::collections::{HashMap, HashSet};
 
 use switchyard_policy_sdk::{
-    Decision, Description, JobLabel, Operation, Setting, Snapshot,
+    Action, Decision, Description, Operation, Setting, Snapshot,
     cluster::pending_tasks,
     settings::{ParamSpec, Settings, parameters},
+    shown::ShownLabels,
+    state,
 };
+
+/// The label key gang sets on the jobs it queues.
+const LABEL: &str = "gang";
 
 use crate::strict::{self, Outcome};
 use crate::thesis;
@@ -72,49 +80,61 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
     Ok(Settings::resolve(SPEC, given)?.to_settings())
 }
 
-/// One round. The state blob is passed through untouched (nothing to remember).
+/// One round. The state blob remembers only the label each waiting job was last shown
+/// ([`ShownLabels`]): a job's label, and the `wait` that explains it, go out when its
+/// outcome changes, not again every round it keeps waiting (the host keeps labels, and
+/// a queue of thousands would otherwise repeat thousands of each per round).
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
+    let mut shown: ShownLabels = state::decode(blob)?;
     let (actions, labels) = match params.mode {
         Mode::Strict => {
-            let (actions, outcomes) = strict::decide(snapshot, params.starve_after);
-            let labels = outcomes
-                .into_iter()
-                .map(|(job, o)| {
-                    label(
-                        &job,
-                        match o {
-                            Outcome::Placed => "placed",
-                            Outcome::Waiting => "waiting",
-                            Outcome::Blocking => "head-of-line",
-                            Outcome::NeverFits => "never-fits",
-                            Outcome::Incomplete => "incomplete",
-                        },
-                    )
+            let (mut actions, waits, outcomes) =
+                strict::decide_lazily(snapshot, params.starve_after);
+            let outcomes: HashMap<&str, &Outcome> =
+                outcomes.iter().map(|(job, o)| (job.as_str(), o)).collect();
+            let labels = shown.changed(snapshot, LABEL, |j| {
+                outcomes.get(j.id.as_str()).map(|o| match o {
+                    Outcome::Placed => "placed",
+                    Outcome::Waiting => "waiting",
+                    Outcome::Blocking => "head-of-line",
+                    Outcome::NeverFits => "never-fits",
+                    Outcome::Incomplete => "incomplete",
                 })
-                .collect();
+            });
+            let told: HashSet<&str> = labels.iter().map(|l| l.job.as_str()).collect();
+            actions.extend(
+                waits
+                    .into_iter()
+                    .filter(|(job, _)| told.contains(job.id.as_str()))
+                    .map(|(job, why)| Action {
+                        op: Operation::Wait(job.id.clone()),
+                        reason: why(),
+                    }),
+            );
             (actions, labels)
         }
         Mode::Thesis => {
             let actions = thesis::decide(snapshot);
-            let labels = snapshot
-                .jobs
+            let placed: HashSet<&str> = actions
                 .iter()
-                .filter(|j| !pending_tasks(j).is_empty())
-                .map(|j| {
-                    let any = actions
-                        .iter()
-                        .any(|a| matches!(&a.op, Operation::Place(p) if p.job == j.id));
-                    let value = if !thesis::all_roles_present(j) {
-                        "roles-missing"
-                    } else if any {
-                        "placed"
-                    } else {
-                        "waiting"
-                    };
-                    label(&j.id, value)
+                .filter_map(|a| match &a.op {
+                    Operation::Place(p) => Some(p.job.as_str()),
+                    _ => None,
                 })
                 .collect();
+            let labels = shown.changed(snapshot, LABEL, |j| {
+                if pending_tasks(j).is_empty() {
+                    return None;
+                }
+                Some(if !thesis::all_roles_present(j) {
+                    "roles-missing"
+                } else if placed.contains(j.id.as_str()) {
+                    "placed"
+                } else {
+                    "waiting"
+                })
+            });
             (actions, labels)
         }
     };
@@ -122,16 +142,8 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         actions,
         labels,
         next_call_after: None,
-        state: blob.to_vec(),
+        state: state::encode(&shown),
     })
-}
-
-fn label(job: &str, value: &str) -> JobLabel {
-    JobLabel {
-        job: job.into(),
-        key: "gang".into(),
-        value: value.into(),
-    }
 }
 
 #[cfg(test)]

@@ -35,12 +35,27 @@ pub fn declared_tasks(job: &Job) -> Option<usize> {
         .and_then(|l| l.value.trim().parse().ok())
 }
 
+/// A `wait` whose reason is written only if it is sent: a queue of thousands waits
+/// every round, and the policy sends a job's wait only when its outcome changes.
+pub type LazyWait<'a> = (&'a Job, Box<dyn FnOnce() -> String + 'a>);
+
 /// Places waiting gangs. `starve_after` is how long (seconds since submission) the
 /// oldest waiting job may be overtaken by later, smaller ones before the queue stops
 /// behind it until it fits.
 pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(String, Outcome)>) {
+    let (mut actions, waits, outcomes) = decide_lazily(snapshot, starve_after);
+    actions.extend(waits.into_iter().map(|(job, why)| wait(job, why())));
+    (actions, outcomes)
+}
+
+/// [`decide`], with the placements, the waits (reasons unwritten) and the outcomes
+/// apart.
+pub fn decide_lazily(
+    snapshot: &Snapshot,
+    starve_after: f64,
+) -> (Vec<Action>, Vec<LazyWait<'_>>, Vec<(String, Outcome)>) {
     let mut ledger = Ledger::new(snapshot);
-    let empty = ledger.emptied();
+    let mut empty = ledger.emptied();
     let mut queue: Vec<&Job> = snapshot
         .jobs
         .iter()
@@ -48,6 +63,7 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
         .collect();
     queue.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
     let mut actions = Vec::new();
+    let mut waits: Vec<LazyWait<'_>> = Vec::new();
     let mut outcomes = Vec::new();
     let mut blocked_by: Option<&str> = None;
     for job in queue {
@@ -57,20 +73,24 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
         {
             // Not a blocker either: a gang that does not exist yet cannot be waited for.
             outcomes.push((job.id.clone(), Outcome::Incomplete));
-            actions.push(wait(
+            let exist = job.tasks.len();
+            waits.push((
                 job,
-                format!(
-                    "{} of its {total} tasks exist so far; the gang is placed once all do",
-                    job.tasks.len()
-                ),
+                Box::new(move || {
+                    format!(
+                        "{exist} of its {total} tasks exist so far; the gang is placed once all do"
+                    )
+                }),
             ));
             continue;
         }
         if let Some(head) = blocked_by {
             outcomes.push((job.id.clone(), Outcome::Waiting));
-            actions.push(wait(
+            waits.push((
                 job,
-                format!("queued behind {head}, which has waited longer than {starve_after}s"),
+                Box::new(move || {
+                    format!("queued behind {head}, which has waited longer than {starve_after}s")
+                }),
             ));
             continue;
         }
@@ -92,14 +112,14 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
             outcomes.push((job.id.clone(), Outcome::Placed));
             continue;
         }
-        if empty.clone().pack_gang(&tasks).is_none() {
+        let count = tasks.len();
+        if !empty.could_pack(&tasks) {
             outcomes.push((job.id.clone(), Outcome::NeverFits));
-            actions.push(wait(
+            waits.push((
                 job,
-                format!(
-                    "gang of {} task(s) does not fit even on the empty cluster",
-                    tasks.len()
-                ),
+                Box::new(move || {
+                    format!("gang of {count} task(s) does not fit even on the empty cluster")
+                }),
             ));
             continue;
         }
@@ -107,22 +127,22 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
         if waited > starve_after {
             blocked_by = Some(&job.id);
             outcomes.push((job.id.clone(), Outcome::Blocking));
-            actions.push(wait(job, format!(
-                "gang of {} task(s) does not fit; waited {waited:.0}s > {starve_after}s, so later jobs wait behind it",
-                tasks.len()
-            )));
+            waits.push((job, Box::new(move || format!(
+                "gang of {count} task(s) does not fit; waited {waited:.0}s > {starve_after}s, so later jobs wait behind it"
+            ))));
         } else {
             outcomes.push((job.id.clone(), Outcome::Waiting));
-            actions.push(wait(
+            waits.push((
                 job,
-                format!(
-                    "gang of {} task(s) does not fit yet; later jobs that fit may go ahead",
-                    tasks.len()
-                ),
+                Box::new(move || {
+                    format!(
+                        "gang of {count} task(s) does not fit yet; later jobs that fit may go ahead"
+                    )
+                }),
             ));
         }
     }
-    (actions, outcomes)
+    (actions, waits, outcomes)
 }
 
 fn wait(job: &Job, reason: String) -> Action {

@@ -61,11 +61,82 @@ impl ResourcesExt for Resources {
 /// capacity is a plain copyable record, so lookups by name are constant time and a
 /// trial copy (all-or-nothing gang packing) costs one memcpy: a round on thousands of
 /// nodes stays linear in the nodes per placement.
+///
+/// A long queue behind a full cluster would cost a pass over every node per waiting gang
+/// per round, so the ledger remembers the gangs of identical tasks that found no room
+/// ([`Ledger::pack_gang`]); see [`Misses`].
 #[derive(Clone, Debug)]
 pub struct Ledger {
     names: Arc<NodeNames>,
     capacity: Vec<Capacity>,
     eligibility: Arc<Eligibility>,
+    misses: Misses,
+}
+
+/// Gangs of identical tasks that did not fit since the ledger last gained room.
+///
+/// For a gang of `count` tasks that all ask for the same `requests` and may run on the
+/// same set, the greedy packing of [`Ledger::pack_gang`] fills each node with as many as
+/// fit there, so it succeeds exactly when the nodes' counts add up to `count`. Each
+/// node's count only falls as the ledger is charged, and falls for a larger request, so
+/// once such a gang failed, a gang of at least as many tasks, each asking at least as
+/// much of the same set, fails too until something is released: the answer without the
+/// search is the search's answer. Gangs whose tasks differ are not remembered (the
+/// greedy packing is not monotone for them).
+#[derive(Clone, Debug, Default)]
+struct Misses {
+    shapes: Vec<GangShape>,
+}
+
+/// What a gang of identical tasks asks for.
+#[derive(Clone, Copy, Debug)]
+struct GangShape {
+    count: usize,
+    requests: Resources,
+    eligible: Option<u32>,
+}
+
+impl GangShape {
+    /// The shape of `tasks` when they are all alike (and there is at least one).
+    fn of(tasks: &[&Task]) -> Option<Self> {
+        let first = tasks.first()?;
+        tasks
+            .iter()
+            .all(|t| same(&t.requests, &first.requests) && t.eligible == first.eligible)
+            .then_some(Self {
+                count: tasks.len(),
+                requests: first.requests,
+                eligible: first.eligible,
+            })
+    }
+
+    /// True when this gang needs at least what `missed` needed, on the same set.
+    fn needs_at_least(&self, missed: &GangShape) -> bool {
+        self.eligible == missed.eligible
+            && self.count >= missed.count
+            && self.requests.covers(&missed.requests)
+    }
+}
+
+impl Misses {
+    fn known(&self, shape: &GangShape) -> bool {
+        self.shapes
+            .iter()
+            .any(|missed| shape.needs_at_least(missed))
+    }
+
+    fn note(&mut self, shape: GangShape) {
+        // A shape that needs at least what a kept one needs adds nothing; keeping the
+        // list to shapes no other covers bounds it by the distinct requests in a round.
+        if !self.known(&shape) {
+            self.shapes.retain(|kept| !kept.needs_at_least(&shape));
+            self.shapes.push(shape);
+        }
+    }
+
+    fn forget(&mut self) {
+        self.shapes.clear();
+    }
 }
 
 /// The host's eligibility sets as one flag per node position, by set id.
@@ -209,6 +280,7 @@ impl Ledger {
             names: Arc::new(NodeNames { in_order, position }),
             capacity,
             eligibility: Arc::default(),
+            misses: Misses::default(),
         }
     }
 
@@ -219,7 +291,15 @@ impl Ledger {
         for c in &mut empty.capacity {
             c.free = c.allocatable;
         }
+        empty.misses.forget();
         empty
+    }
+
+    /// True when `tasks` are known not to fit as a gang without a search: a gang of
+    /// identical tasks needing at least as much as one that [`Ledger::pack_gang`] could
+    /// not place since the ledger last gained room. False says nothing.
+    pub fn known_not_to_fit(&self, tasks: &[&Task]) -> bool {
+        GangShape::of(tasks).is_some_and(|shape| self.misses.known(&shape))
     }
 
     /// Node names in snapshot order.
@@ -318,6 +398,25 @@ impl Ledger {
         self.may_run(node, task) && self.charge(node, &task.requests)
     }
 
+    /// Charges every one of `tasks` to `node`, or nothing (returning false) when they
+    /// do not all fit there together or one may not run there. No trial copy: the
+    /// node's room is checked for the whole group first.
+    pub fn charge_tasks(&mut self, node: &str, tasks: &[&Task]) -> bool {
+        let Some(at) = self.position(node) else {
+            return false;
+        };
+        let eligibility = &self.eligibility;
+        let fit = self.capacity[at].how_many_fit(tasks, |t| eligibility.allows(t, at));
+        if fit < tasks.len() {
+            return false;
+        }
+        let c = &mut self.capacity[at];
+        for task in tasks {
+            c.free = c.free.saturating_minus(&task.requests);
+        }
+        true
+    }
+
     /// Charges `request` to `node`. Returns false (and charges nothing) when it does not
     /// fit. Knows nothing of where a task may run: for a task, [`Ledger::charge_task`].
     pub fn charge(&mut self, node: &str, request: &Resources) -> bool {
@@ -336,14 +435,37 @@ impl Ledger {
         if let Some(i) = self.position(node) {
             let c = &mut self.capacity[i];
             c.free = c.free.plus(request).min_each(&c.allocatable);
+            self.misses.forget();
         }
     }
 
     /// Packs `tasks` onto as few nodes as possible: repeatedly fill the node that can
     /// take the most of the remaining tasks (ties: snapshot order), each task only on a
     /// node it may run on. All or nothing: on success the ledger is charged and the
-    /// assignments returned; on failure nothing changes.
+    /// assignments returned; on failure nothing changes (but a gang of identical tasks
+    /// is remembered, so a like one fails at once: [`Ledger::known_not_to_fit`]).
     pub fn pack_gang(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
+        let shape = GangShape::of(tasks);
+        if shape.is_some_and(|shape| self.misses.known(&shape)) {
+            return None;
+        }
+        let assignments = self.pack_gang_searching(tasks);
+        if let (None, Some(shape)) = (&assignments, shape) {
+            self.misses.note(shape);
+        }
+        assignments
+    }
+
+    /// Whether `tasks` could be packed as a gang now, charging nothing; like
+    /// [`Ledger::pack_gang`], a gang of identical tasks that cannot is remembered.
+    pub fn could_pack(&mut self, tasks: &[&Task]) -> bool {
+        let before = self.capacity.clone();
+        let fits = self.pack_gang(tasks).is_some();
+        self.capacity = before;
+        fits
+    }
+
+    fn pack_gang_searching(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
         let mut trial = self.capacity.clone();
         let mut remaining: Vec<&Task> = tasks.to_vec();
         let mut assignments = Vec::with_capacity(tasks.len());
@@ -399,6 +521,10 @@ impl MinEach for Resources {
             gpus: self.gpus.min(other.gpus),
         }
     }
+}
+
+fn same(a: &Resources, b: &Resources) -> bool {
+    a.covers(b) && b.covers(a)
 }
 
 fn ratio(part: f64, whole: f64) -> f64 {

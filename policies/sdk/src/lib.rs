@@ -5,6 +5,7 @@
 //!
 //! - [`settings`]: parameter specs with defaults and docs, checked and typed;
 //! - [`state`]: the opaque state blob, encoded with serde;
+//! - [`shown`]: the labels already shown, so a label goes out only when it changes;
 //! - [`cluster`]: free resources per node, which nodes fit a task, packing a gang;
 //! - [`log`]: the host's log import, usable from native unit tests too;
 //! - [`progress`]: normalised evaluation series (SpeCon's gain, FlowCon's progress);
@@ -30,6 +31,7 @@ pub mod log;
 pub mod placement;
 pub mod progress;
 pub mod settings;
+pub mod shown;
 pub mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

@@ -39,7 +39,7 @@ impl EvenSpread {
         let active: std::collections::HashSet<&str> =
             snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
         self.arrivals.retain(|id, _| active.contains(id.as_str()));
-        let workers: Vec<String> = snapshot.nodes.iter().map(|n| n.name.clone()).collect();
+        let workers: Vec<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
         let mut actions = Vec::new();
         for job in &snapshot.jobs {
             let pending = pending_tasks(job);
@@ -62,7 +62,7 @@ fn place_even(
     job: &Job,
     pending: &[&Task],
     k: u64,
-    workers: &[String],
+    workers: &[&str],
     ledger: &mut Ledger,
 ) -> Option<Action> {
     if let Some(home) = nodes_of(job).first().map(|n| n.to_string())
@@ -74,10 +74,14 @@ fn place_even(
             format!("joins its other tasks on {home}"),
         ));
     }
+    // A gang that cannot be packed anywhere fits on no single worker either.
+    if ledger.known_not_to_fit(pending) {
+        return None;
+    }
     let n = workers.len();
     let start = (k % n as u64) as usize;
     for offset in 0..n {
-        let worker = &workers[(start + offset) % n];
+        let worker = workers[(start + offset) % n];
         if let Some(assignments) = charge_all_on(ledger, pending, worker) {
             let why = if offset == 0 {
                 format!("arrival #{k} -> worker {start} of {n} ({worker})")
@@ -100,19 +104,15 @@ fn place_even(
 
 /// Charges every task in `tasks` to `node`, or nothing when they do not all fit.
 fn charge_all_on(ledger: &mut Ledger, tasks: &[&Task], node: &str) -> Option<Vec<Assignment>> {
-    let mut trial = ledger.clone();
-    let mut assignments = Vec::with_capacity(tasks.len());
-    for task in tasks {
-        if !trial.charge_task(node, task) {
-            return None;
-        }
-        assignments.push(Assignment {
-            task: task.name.clone(),
-            node: node.to_string(),
-        });
-    }
-    *ledger = trial;
-    Some(assignments)
+    ledger.charge_tasks(node, tasks).then(|| {
+        tasks
+            .iter()
+            .map(|task| Assignment {
+                task: task.name.clone(),
+                node: node.to_string(),
+            })
+            .collect()
+    })
 }
 
 fn place(job: &Job, assignments: Vec<Assignment>, reason: String) -> Action {

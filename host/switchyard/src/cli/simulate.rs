@@ -30,8 +30,8 @@ pub(crate) struct SimulateArgs {
     /// A policy to run: a built-in name or a `.wasm` file, named in the results by its
     /// own name, or by NAME with `NAME=POLICY` (to compare two settings of one policy:
     /// `--policy dragon --policy local=dragon --set local.scaling=false`); repeat to
-    /// compare. Two runs may not share a name. Default: `default` and `even` (plus `gang`
-    /// when built in).
+    /// compare. Two runs may not share a name. Default: `default`, `even` and `gang`;
+    /// for an imported trace (Philly, Pollux) `default`, `gang` and `tiresias`.
     #[arg(long = "policy", value_name = "[NAME=]POLICY")]
     pub policies: Vec<String>,
     /// A policy parameter of one run, `NAME.key=value` (NAME: the run's name, or the
@@ -66,11 +66,22 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
     let scenario = workload.scenario(seed)?;
     let mut policies = args.policies.clone();
     if policies.is_empty() {
-        policies = ["default", "even", "gang"]
+        let (defaults, why) = workload.default_policies();
+        policies = defaults
             .iter()
             .filter(|p| builtin(p).is_some())
             .map(|p| p.to_string())
             .collect();
+        if policies.is_empty() {
+            bail!(
+                "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
+                defaults.join(", ")
+            );
+        }
+        eprintln!(
+            "no --policy given: running {} for {why}; name others with --policy",
+            policies.join(", ")
+        );
     }
     let runtime = sandbox.offline_runtime()?;
     // A run without an alias is named by its policy's own name (compiling here is no
