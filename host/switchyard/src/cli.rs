@@ -200,9 +200,12 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 }
 
 /// Logs go to standard error so command output stays clean on standard output.
-pub(crate) fn init_tracing(json: bool) {
+/// Without SWITCHYARD_LOG, the live controller (`run`) reports uploads, swaps, refusals
+/// and leadership at info, and every other command only warnings.
+pub(crate) fn init_tracing(json: bool, live: bool) {
+    let default = if live { LIVE_LOG_DEFAULT } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
@@ -228,8 +231,13 @@ pub(crate) struct RunCommand {
 
 /// What `run --help` says about logging, for both backends.
 const LOGGING_HELP: &str = "Logging: the controller writes to standard error what SWITCHYARD_LOG \
-selects, a tracing filter such as `info`, `debug` or `switchyard=debug,kube=warn`. The default, \
-`warn`, says nothing about uploads, activations and swaps; set SWITCHYARD_LOG=info to see them.";
+selects, a tracing filter such as `info`, `debug` or `switchyard=debug,kube=warn`. The default \
+logs switchyard's own info lines (uploads, activations, swaps, refusals, leadership) and \
+other crates' warnings; SWITCHYARD_LOG=warn keeps only warnings.";
+
+/// The live controller's filter when SWITCHYARD_LOG is unset.
+const LIVE_LOG_DEFAULT: &str =
+    "warn,switchyard=info,switchyard_control=info,switchyard_kube=info,switchyard_runtime=info";
 
 #[derive(Debug, Parser)]
 #[command(name = "switchyard run", after_help = LOGGING_HELP)]

@@ -14,7 +14,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() -> ExitCode {
     restore_default_sigpipe();
     let args = cli::Cli::parse();
-    cli::init_tracing(args.log_json);
+    let live = matches!(args.command, cli::Command::Run(_));
+    cli::init_tracing(args.log_json, live);
     match cli::run(args) {
         Ok(code) => code,
         Err(error) => {

@@ -537,7 +537,11 @@ mod tests {
         let source = include_str!("metrics.rs");
         let mut names = std::collections::BTreeSet::new();
         for call in source.split("registry.register(").skip(1) {
-            let Some(name) = call.split('"').nth(1).filter(|n| n.starts_with("switchyard_")) else {
+            let Some(name) = call
+                .split('"')
+                .nth(1)
+                .filter(|n| n.starts_with("switchyard_"))
+            else {
                 continue;
             };
             for suffix in ["", "_total", "_bucket", "_sum", "_count"] {
