@@ -16,9 +16,8 @@
 //! caches and the kept views hold after the first round (live bytes, counted by the
 //! bench's global allocator).
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -31,31 +30,8 @@ use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::crd::TrainingJob;
 use switchyard_kube::observe::Caches;
 
-/// The system allocator, counting the bytes live at any moment.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
+#[path = "../host/kube/tests/support/counting.rs"]
+mod counting;
 
 fn mib(bytes: isize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
@@ -159,7 +135,7 @@ fn counting_client(calls: Arc<AtomicUsize>) -> kube::Client {
 
 fn round(c: &mut Criterion) {
     let tokio = tokio::runtime::Runtime::new().expect("a runtime");
-    let empty = LIVE.load(Ordering::SeqCst);
+    let empty = counting::live_bytes();
     let (nodes_store, mut nodes) = reflector::store::<Node>();
     let (pods_store, mut pods) = reflector::store::<Pod>();
     let (jobs_store, mut jobs) = reflector::store::<TrainingJob>();
@@ -214,13 +190,13 @@ fn round(c: &mut Criterion) {
         std::hint::black_box(cluster.advance(Some(now)));
         std::hint::black_box(cluster.snapshot(Vec::new()))
     };
-    let cached = LIVE.load(Ordering::SeqCst);
+    let cached = counting::live_bytes();
     // The first round hears of every job and node; the next is steady.
     let first = one_round(&mut cluster);
     assert_eq!(first.jobs.len(), JOBS);
     assert_eq!(first.nodes.len(), NODES);
     drop(first);
-    let kept = LIVE.load(Ordering::SeqCst);
+    let kept = counting::live_bytes();
     eprintln!(
         "kube_round: caches {:.1} MiB ({NODES} nodes, {JOBS} jobs, {} own pods, {OTHER_PODS} others as charges); \
          after the first round, with the kept views: {:.1} MiB",

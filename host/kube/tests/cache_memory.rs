@@ -9,12 +9,12 @@
 //! cargo test -p switchyard-kube --test cache_memory -- --ignored --nocapture
 //! ```
 
+#[path = "support/counting.rs"]
+mod counting;
 #[path = "support/mod.rs"]
 mod support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicIsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -26,32 +26,6 @@ use switchyard_kube::{observe, trim};
 use tokio::sync::Notify;
 
 use support::mock::{Expect, MockServer};
-
-/// The system allocator, counting the bytes live at any moment.
-struct Counting;
-
-static LIVE: AtomicIsize = AtomicIsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        LIVE.fetch_add(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        LIVE.fetch_sub(layout.size() as isize, Ordering::Relaxed);
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        LIVE.fetch_add(
-            new_size as isize - layout.size() as isize,
-            Ordering::Relaxed,
-        );
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 /// Pods listed: `CACHE_MEMORY_PODS`, 50,000 unless set.
 fn pods() -> usize {
@@ -148,7 +122,7 @@ fn pod(i: usize) -> Value {
 }
 
 fn live() -> isize {
-    LIVE.load(Ordering::Relaxed)
+    counting::live_bytes()
 }
 
 /// A PodList of `pods` as the scripted server answers it.
