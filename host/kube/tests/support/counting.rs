@@ -32,6 +32,6 @@ unsafe impl GlobalAlloc for Counting {
 static ALLOCATOR: Counting = Counting;
 
 /// Bytes allocated and not yet freed, now.
-pub fn live_bytes() -> isize {
+pub(crate) fn live_bytes() -> isize {
     LIVE.load(Ordering::SeqCst)
 }
