@@ -179,7 +179,7 @@ impl Actor {
     /// Reports an action that failed as a Warning Event `<action>Failed` on the job
     /// (the note starts with the failure's kind, e.g. `forbidden: ...`); returns the
     /// error. Every action reports its own failure once, here or in
-    /// [`Actor::placement_failed`], so `kubectl events --for trainingjob/<name>` shows
+    /// `Actor::placement_failed`, so `kubectl events --for trainingjob/<name>` shows
     /// every action that did not happen.
     pub async fn action_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
         let note = format!("{}: {error}", error.failure_reason());

@@ -64,7 +64,7 @@ impl ResourcesExt for Resources {
 ///
 /// A long queue behind a full cluster would cost a pass over every node per waiting gang
 /// per round, so the ledger remembers the gangs of identical tasks that found no room
-/// ([`Ledger::pack_gang`]); see [`Misses`].
+/// ([`Ledger::pack_gang`]); see `Misses`.
 #[derive(Clone, Debug)]
 pub struct Ledger {
     names: Arc<NodeNames>,
