@@ -43,6 +43,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../../policies/sdk/src/settings.rs"),
     ),
     (
+        "src/shown.rs",
+        include_str!("../../../../policies/sdk/src/shown.rs"),
+    ),
+    (
         "src/state.rs",
         include_str!("../../../../policies/sdk/src/state.rs"),
     ),
