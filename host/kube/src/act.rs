@@ -176,6 +176,15 @@ impl Actor {
         error
     }
 
+    /// `outcome` as it is, after reporting it with [`Actor::action_failed`] when it
+    /// failed: one place for every action's "done, or an Event saying why not".
+    async fn reported(&self, job: &TrainingJob, action: &str, outcome: Result<()>) -> Result<()> {
+        match outcome {
+            Ok(()) => Ok(()),
+            Err(error) => Err(self.action_failed(job, action, error).await),
+        }
+    }
+
     /// Reports an action that failed as a Warning Event `<action>Failed` on the job
     /// (the note starts with the failure's kind, e.g. `forbidden: ...`); returns the
     /// error. Every action reports its own failure once, here or in
@@ -302,13 +311,10 @@ impl Actor {
         reason: &str,
         now: Timestamp,
     ) -> Result<()> {
-        match self
+        let started = self
             .start_migration(job, job_pods, task, node, purpose, reason, now)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(error) => Err(self.action_failed(job, "Migrate", error).await),
-        }
+            .await;
+        self.reported(job, "Migrate", started).await
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1003,13 +1009,10 @@ impl Actor {
         reason: &str,
         now: Timestamp,
     ) -> Result<()> {
-        match self
+        let started = self
             .start_rescale(job, job_pods, replicas, nodes, reason, now)
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(error) => Err(self.action_failed(job, "Scale", error).await),
-        }
+            .await;
+        self.reported(job, "Scale", started).await
     }
 
     async fn start_rescale(
@@ -1114,10 +1117,8 @@ impl Actor {
         reason: &str,
         now: Timestamp,
     ) -> Result<()> {
-        match self.start_preemption(job, job_pods, reason, now).await {
-            Ok(()) => Ok(()),
-            Err(error) => Err(self.action_failed(job, "Preempt", error).await),
-        }
+        let started = self.start_preemption(job, job_pods, reason, now).await;
+        self.reported(job, "Preempt", started).await
     }
 
     async fn start_preemption(

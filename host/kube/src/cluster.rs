@@ -360,7 +360,7 @@ impl KubeCluster {
         let writes: Vec<_> = due
             .into_iter()
             .filter_map(|(id, version, samples)| {
-                let (job, _) = self.caches.job_and_pods(&id)?;
+                let job = self.caches.training_job(&id)?;
                 Some((job, id, version, observe::status_loss(&samples)))
             })
             .collect();
@@ -659,7 +659,7 @@ impl Cluster for KubeCluster {
                 .insert(label.key.clone(), label.value.clone());
         }
         for (id, labels) in by_job {
-            if let Some((job, _)) = self.caches.job_and_pods(id)
+            if let Some(job) = self.caches.training_job(id)
                 && let Err(error) = self
                     .handle
                     .block_on(self.actor.set_policy_labels(&job, labels))
@@ -686,7 +686,7 @@ impl LiveCluster for KubeCluster {
     }
 
     fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck {
-        let Some((training_job, _)) = self.caches.job_and_pods(job) else {
+        let Some(training_job) = self.caches.training_job(job) else {
             return LossAck::Ignored {
                 note: format!("TrainingJob {job} is no longer in the cluster"),
             };

@@ -365,7 +365,7 @@ impl Caches {
     pub fn loss_cursor(&self, id: &str) -> Option<Timestamp> {
         let mut book = self.loss.lock().expect("loss lock");
         if !book.has(id)
-            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+            && let Some(job) = self.training_job(id)
         {
             let status = job.status.clone().unwrap_or_default();
             if !status.loss.is_empty() {
@@ -383,7 +383,7 @@ impl Caches {
     pub fn record_sample(&self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
         let mut book = self.loss.lock().expect("loss lock");
         if !book.has(id)
-            && let Some(job) = self.jobs.find(|j| job_id(j) == id)
+            && let Some(job) = self.training_job(id)
         {
             let status = job.status.clone().unwrap_or_default();
             book.seed(id, &status.loss);
@@ -681,9 +681,14 @@ impl Caches {
         ))
     }
 
+    /// The job with id `id` (`namespace/name`), without its pods.
+    pub fn training_job(&self, id: &str) -> Option<Arc<TrainingJob>> {
+        self.jobs.find(|j| job_id(j) == id)
+    }
+
     /// The job with id `id` (`namespace/name`) and its current pods.
     pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
-        let job = self.jobs.state().into_iter().find(|j| job_id(j) == id)?;
+        let job = self.training_job(id)?;
         let pods = job_pods(&job, &PodsByJob::of(self.pods.state()))
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
