@@ -29,6 +29,9 @@ pub struct ShownLabels {
     shown: Vec<(u64, u32)>,
 }
 
+/// How many distinct values are found by a scan before the rest are hashed.
+const SCANNED: usize = 8;
+
 /// FNV-1a over the id's bytes.
 fn id_hash(id: &str) -> u64 {
     id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
@@ -46,15 +49,30 @@ impl ShownLabels {
         key: &str,
         mut value_of: impl FnMut(&Job) -> Option<V>,
     ) -> Vec<JobLabel> {
+        self.changed_at(snapshot, key, |_, job| value_of(job))
+            .into_iter()
+            .map(|(_, label)| label)
+            .collect()
+    }
+
+    /// [`ShownLabels::changed`] for a policy that keeps what it decided by the job's
+    /// position in the snapshot: `value_of` gets the position too, and each label comes
+    /// with its job's position.
+    pub fn changed_at<V: AsRef<str>>(
+        &mut self,
+        snapshot: &Snapshot,
+        key: &str,
+        mut value_of: impl FnMut(usize, &Job) -> Option<V>,
+    ) -> Vec<(usize, JobLabel)> {
         let before = std::mem::take(&mut self.shown);
         let old_values = std::mem::take(&mut self.values);
         // The previous order mostly holds: look just after the last match first, and
         // index the old entries only when that misses.
         let mut index: Option<HashMap<u64, usize>> = None;
         let mut next = 0;
-        let mut value_at: HashMap<String, u32> = HashMap::new();
+        let mut hashed: HashMap<String, u32> = HashMap::new();
         let mut labels = Vec::new();
-        for job in &snapshot.jobs {
+        for (at, job) in snapshot.jobs.iter().enumerate() {
             let hash = id_hash(&job.id);
             let found = if before.get(next).is_some_and(|e| e.0 == hash) {
                 Some(next)
@@ -72,28 +90,36 @@ impl ShownLabels {
             let old = found
                 .and_then(|at| old_values.get(before[at].1 as usize))
                 .map(String::as_str);
-            let value = value_of(job);
+            let value = value_of(at, job);
             let keep = match (&value, old) {
                 (Some(value), old) => {
                     let value = value.as_ref();
                     if old != Some(value) {
-                        labels.push(JobLabel {
-                            job: job.id.clone(),
-                            key: key.to_string(),
-                            value: value.to_string(),
-                        });
+                        labels.push((
+                            at,
+                            JobLabel {
+                                job: job.id.clone(),
+                                key: key.to_string(),
+                                value: value.to_string(),
+                            },
+                        ));
                     }
                     value
                 }
                 (None, Some(old)) => old,
                 (None, None) => continue,
             };
-            let position = match value_at.get(keep) {
-                Some(&position) => position,
+            // A label mostly takes a handful of values: scanning the first few beats
+            // hashing every job's; the values past them (a label with many) are hashed.
+            let scanned = self.values.iter().take(SCANNED).position(|v| v == keep);
+            let position = match scanned.map(|p| p as u32).or_else(|| hashed.get(keep).copied()) {
+                Some(position) => position,
                 None => {
                     let position = self.values.len() as u32;
                     self.values.push(keep.to_string());
-                    value_at.insert(keep.to_string(), position);
+                    if position as usize >= SCANNED {
+                        hashed.insert(keep.to_string(), position);
+                    }
                     position
                 }
             };
@@ -150,6 +176,17 @@ mod tests {
         assert_eq!(shown.len(), 1, "a left and is forgotten");
         let a_again = shown.changed(&both, "k", |_| Some("v"));
         assert_eq!(values(&a_again), [("a".to_string(), "v".to_string())]);
+    }
+
+    #[test]
+    fn a_label_with_more_values_than_are_scanned_is_remembered_all_the_same() {
+        let mut shown = ShownLabels::default();
+        let jobs = (0..3 * SCANNED).map(|i| job(&format!("j{i}"))).collect();
+        let s = snapshot(0.0, vec![], jobs);
+        let each_its_own = |j: &Job| Some(format!("v-{}", j.id));
+        assert_eq!(shown.changed(&s, "k", each_its_own).len(), 3 * SCANNED);
+        assert!(shown.changed(&s, "k", each_its_own).is_empty());
+        assert_eq!(shown.values.len(), 3 * SCANNED);
     }
 
     #[test]
