@@ -36,7 +36,7 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// Places the waiting jobs evenly; never anything else.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     Settings::resolve(SPEC, settings)?;
-    let mut st: State = state::decode(blob)?;
+    let mut st: State = state::decode_kept(blob)?;
     let mut ledger = Ledger::new(snapshot);
     // A job's arrival number never changes, so its label goes out once, when the job
     // is numbered (the host keeps it); not again every round the job is alive.
@@ -63,7 +63,7 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         actions,
         labels,
         next_call_after: None,
-        state: state::encode(&st),
+        state: state::encode_kept(st),
     })
 }
 

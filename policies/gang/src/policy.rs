@@ -86,7 +86,7 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// a queue of thousands would otherwise repeat thousands of each per round).
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
-    let mut shown: ShownLabels = state::decode(blob)?;
+    let mut shown: ShownLabels = state::decode_kept(blob)?;
     let (actions, labels) = match params.mode {
         Mode::Strict => {
             let strict::Round {
@@ -151,7 +151,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         actions,
         labels,
         next_call_after: None,
-        state: state::encode(&shown),
+        state: state::encode_kept(shown),
     })
 }
 

@@ -108,7 +108,7 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// capacity lasts, preempt the running ones left out, place the waiting ones let in.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = params(settings)?;
-    let st: State = state::decode(blob)?;
+    let st: State = state::decode_kept(blob)?;
     let mut tickets = st.tickets;
     let mut saved: HashMap<String, Standing> = st.jobs.into_iter().collect();
     let now = snapshot.time;
@@ -184,7 +184,7 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: state::encode(&state),
+        state: state::encode_kept(state),
     })
 }
 
