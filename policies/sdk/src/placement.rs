@@ -46,10 +46,16 @@ impl EvenSpread {
             if pending.is_empty() || workers.is_empty() {
                 continue;
             }
-            let k = *self.arrivals.entry(job.id.clone()).or_insert_with(|| {
-                self.next += 1;
-                self.next - 1
-            });
+            // Looked up before inserting: a queue of thousands waits every round, and
+            // an entry would copy each id every time.
+            let k = match self.arrivals.get(job.id.as_str()) {
+                Some(&k) => k,
+                None => {
+                    self.next += 1;
+                    self.arrivals.insert(job.id.clone(), self.next - 1);
+                    self.next - 1
+                }
+            };
             if let Some(action) = place_even(job, &pending, k, &workers, ledger) {
                 actions.push(action);
             }
