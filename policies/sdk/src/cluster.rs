@@ -719,12 +719,15 @@ mod tests {
         assert_eq!(ledger.free("b").unwrap().gpus, 1);
     }
 
+    fn refs(tasks: &[Task]) -> Vec<&Task> {
+        tasks.iter().collect()
+    }
+
     #[test]
     fn a_gang_known_to_fit_is_asked_again_once_the_ledger_is_charged() {
         let mut ledger = Ledger::from_nodes(&[node("a", 8000, 2), node("b", 8000, 2)]);
         let gang = |n: u32| (0..n).map(|i| task(&format!("w{i}"), 1)).collect::<Vec<_>>();
         let (three, four, two) = (gang(3), gang(4), gang(2));
-        let refs = |tasks: &[Task]| tasks.iter().collect::<Vec<&Task>>();
         assert!(ledger.could_pack(&refs(&four)));
         assert!(ledger.could_pack(&refs(&three)), "a smaller gang fits too");
         assert_eq!(ledger.free("a").unwrap().gpus, 2, "asking charges nothing");
