@@ -143,8 +143,9 @@ fn match_previous(before: &[(u64, u32)], now: &[u64]) -> Vec<Option<usize>> {
 /// How many distinct values are found by a scan before the rest are hashed.
 const SCANNED: usize = 8;
 
-/// FNV-1a over the id's bytes.
-fn id_hash(id: &str) -> u64 {
+/// FNV-1a over the id's bytes: a job id as a number, for memories that need no string
+/// per job (two ids alike in 2^-64).
+pub fn id_hash(id: &str) -> u64 {
     id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })

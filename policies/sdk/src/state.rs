@@ -52,7 +52,7 @@ pub fn encode_kept<S: Serialize + 'static>(state: S) -> Vec<u8> {
 
 /// Byte equality eight bytes at a time: Wasm's `memcmp` (wasi-libc) compares byte by
 /// byte.
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     if a.len() != b.len() {
         return false;
     }
