@@ -7,7 +7,9 @@
 //! snapshot shows only part of a gang: a job whose `tasks` label (its total task count)
 //! exceeds the tasks it has so far waits, placing nothing, until the rest exist.
 
-use switchyard_policy_sdk::{Action, Job, Operation, Placement, Snapshot, Task, TaskPhase, cluster::Ledger};
+use switchyard_policy_sdk::{
+    Action, Job, Operation, Placement, Snapshot, Task, TaskPhase, cluster::Ledger,
+};
 
 /// What happened to one waiting job this round.
 #[derive(Clone, Debug, PartialEq)]
@@ -53,9 +55,9 @@ impl Why<'_> {
     /// The `wait` action's reason.
     pub fn reason(&self, starve_after: f64) -> String {
         match *self {
-            Why::Incomplete { exist, total } => format!(
-                "{exist} of its {total} tasks exist so far; the gang is placed once all do"
-            ),
+            Why::Incomplete { exist, total } => {
+                format!("{exist} of its {total} tasks exist so far; the gang is placed once all do")
+            }
             Why::Behind { head } => {
                 format!("queued behind {head}, which has waited longer than {starve_after}s")
             }

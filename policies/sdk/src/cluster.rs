@@ -726,7 +726,11 @@ mod tests {
     #[test]
     fn a_gang_known_to_fit_is_asked_again_once_the_ledger_is_charged() {
         let mut ledger = Ledger::from_nodes(&[node("a", 8000, 2), node("b", 8000, 2)]);
-        let gang = |n: u32| (0..n).map(|i| task(&format!("w{i}"), 1)).collect::<Vec<_>>();
+        let gang = |n: u32| {
+            (0..n)
+                .map(|i| task(&format!("w{i}"), 1))
+                .collect::<Vec<_>>()
+        };
         let (three, four, two) = (gang(3), gang(4), gang(2));
         assert!(ledger.could_pack(&refs(&four)));
         assert!(ledger.could_pack(&refs(&three)), "a smaller gang fits too");
@@ -736,7 +740,10 @@ mod tests {
         assert!(!ledger.could_pack(&refs(&three)));
         assert!(ledger.could_pack(&refs(&two)));
         assert!(ledger.charge("b", &res(1000, 1)));
-        assert!(!ledger.could_pack(&refs(&two)), "charged after the last answer");
+        assert!(
+            !ledger.could_pack(&refs(&two)),
+            "charged after the last answer"
+        );
     }
 
     /// Remembering what fitted and what did not never changes an answer: every
@@ -766,7 +773,11 @@ mod tests {
                 let refs: Vec<&Task> = tasks.iter().collect();
                 let mut fresh = ledger.clone();
                 fresh.misses = Misses::default();
-                assert_eq!(ledger.could_pack(&refs), fresh.could_pack(&refs), "{tasks:?}");
+                assert_eq!(
+                    ledger.could_pack(&refs),
+                    fresh.could_pack(&refs),
+                    "{tasks:?}"
+                );
                 if draw(2) == 0 {
                     ledger.pack_gang(&refs);
                 }

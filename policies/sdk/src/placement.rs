@@ -10,6 +10,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::cluster::{Ledger, ResourcesExt, nodes_of, pending_tasks};
+use crate::shown::match_previous;
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
 /// The fixed, even initial placement of SpeCon's evaluation: the k-th arriving job goes to
@@ -28,7 +29,10 @@ impl EvenSpread {
     /// The arrival number given to `job`, if it has one (a scan: for tests and
     /// diagnostics; a round learns the new numbers from [`EvenSpread::place_numbering`]).
     pub fn arrival_of(&self, job: &str) -> Option<u64> {
-        self.arrivals.iter().find(|(id, _)| id == job).map(|(_, k)| *k)
+        self.arrivals
+            .iter()
+            .find(|(id, _)| id == job)
+            .map(|(_, k)| *k)
     }
 
     /// One `place` action per job with pending tasks that fits: all its pending tasks on
@@ -54,40 +58,13 @@ impl EvenSpread {
         ledger: &mut Ledger,
     ) -> (Vec<Action>, Vec<(usize, u64)>) {
         let mut before: Vec<(String, u64)> = std::mem::take(&mut self.arrivals);
-        let mut taken = vec![false; before.len()];
-        let mut rest: Option<std::collections::HashMap<String, usize>> = None;
-        let mut cursor = 0;
+        let ids: Vec<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+        let previous = match_previous(&before, &ids, |(id, _)| id.as_str());
         let workers: Vec<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
         let mut actions = Vec::new();
         let mut numbered = Vec::new();
         for (at, job) in snapshot.jobs.iter().enumerate() {
-            const LOOK_AHEAD: usize = 64;
-            let end = before.len().min(cursor + LOOK_AHEAD);
-            let found = match before[cursor.min(end)..end]
-                .iter()
-                .position(|(id, _)| *id == job.id)
-            {
-                Some(step) => {
-                    cursor += step + 1;
-                    Some(cursor - 1)
-                }
-                None => rest
-                    .get_or_insert_with(|| {
-                        before
-                            .iter()
-                            .enumerate()
-                            .filter(|(i, _)| !taken[*i])
-                            .map(|(i, (id, _))| (id.clone(), i))
-                            .collect()
-                    })
-                    .get(&job.id)
-                    .copied()
-                    .filter(|&i| !taken[i]),
-            };
-            let known = found.map(|i| {
-                taken[i] = true;
-                (std::mem::take(&mut before[i].0), before[i].1)
-            });
+            let known = previous[at].map(|i| (std::mem::take(&mut before[i].0), before[i].1));
             let pending = pending_tasks(job);
             if pending.is_empty() || workers.is_empty() {
                 // Still active: it keeps its number.
@@ -131,7 +108,9 @@ mod in_order {
         map.end()
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Vec<(String, u64)>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(
+        input: D,
+    ) -> Result<Vec<(String, u64)>, D::Error> {
         input.deserialize_map(Entries)
     }
 

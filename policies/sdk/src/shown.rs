@@ -95,25 +95,33 @@ mod packed {
     }
 }
 
-/// For each of `now` (the hashes of the snapshot's job ids, in its order), where the
-/// same job is in `before` (the previous call's entries), if it is there.
+/// For each of `now` (this call's keys, in the snapshot's order), the position of the
+/// same key in `before` (the previous call's entries), if it is there; no entry is
+/// given twice.
 ///
 /// The snapshot keeps its order between calls (jobs that left are gone, new ones come
 /// last), so each job is a few entries after the previous one's: a forward walk that
-/// looks a little ahead and steps over the jobs that left. Only the jobs it does not
-/// find (new ones, or an order that changed) are looked up among the entries it did
+/// looks a little ahead and steps over the jobs that left. Only the keys it does not
+/// find (new jobs, or an order that changed) are looked up among the entries it did
 /// not take, which are the jobs that left: a round costs a comparison or two per job,
 /// not an index of every job.
-fn match_previous(before: &[(u64, u32)], now: &[u64]) -> Vec<Option<usize>> {
+pub(crate) fn match_previous<'a, B, K>(
+    before: &'a [B],
+    now: &[&K],
+    key: impl Fn(&'a B) -> &'a K,
+) -> Vec<Option<usize>>
+where
+    K: Eq + std::hash::Hash + ?Sized + 'a,
+{
     const LOOK_AHEAD: usize = 64;
     let mut found = vec![None; now.len()];
     let mut taken = vec![false; before.len()];
     let mut next = 0;
     let mut missed = false;
-    for (at, &hash) in now.iter().enumerate() {
+    for (at, &wanted) in now.iter().enumerate() {
         let end = before.len().min(next + LOOK_AHEAD);
         let ahead = before.get(next..end).unwrap_or_default();
-        match ahead.iter().position(|e| e.0 == hash) {
+        match ahead.iter().position(|e| key(e) == wanted) {
             Some(step) => {
                 found[at] = Some(next + step);
                 taken[next + step] = true;
@@ -123,16 +131,16 @@ fn match_previous(before: &[(u64, u32)], now: &[u64]) -> Vec<Option<usize>> {
         }
     }
     if missed {
-        let rest: HashMap<u64, usize> = before
+        let mut rest: HashMap<&K, usize> = before
             .iter()
             .enumerate()
             .filter(|(k, _)| !taken[*k])
-            .map(|(k, e)| (e.0, k))
+            .map(|(k, e)| (key(e), k))
             .collect();
         if !rest.is_empty() {
-            for (at, hash) in now.iter().enumerate() {
+            for (at, wanted) in now.iter().enumerate() {
                 if found[at].is_none() {
-                    found[at] = rest.get(hash).copied();
+                    found[at] = rest.remove(wanted);
                 }
             }
         }
@@ -179,7 +187,8 @@ impl ShownLabels {
         let before = std::mem::take(&mut self.shown);
         let old_values = std::mem::take(&mut self.values);
         let hashes: Vec<u64> = snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
-        let previous = match_previous(&before, &hashes);
+        let keys: Vec<&u64> = hashes.iter().collect();
+        let previous = match_previous(&before, &keys, |e| &e.0);
         let mut hashed: HashMap<String, u32> = HashMap::new();
         let mut labels = Vec::new();
         for (at, job) in snapshot.jobs.iter().enumerate() {
@@ -210,7 +219,10 @@ impl ShownLabels {
             // A label mostly takes a handful of values: scanning the first few beats
             // hashing every job's; the values past them (a label with many) are hashed.
             let scanned = self.values.iter().take(SCANNED).position(|v| v == keep);
-            let position = match scanned.map(|p| p as u32).or_else(|| hashed.get(keep).copied()) {
+            let position = match scanned
+                .map(|p| p as u32)
+                .or_else(|| hashed.get(keep).copied())
+            {
                 Some(position) => position,
                 None => {
                     let position = self.values.len() as u32;

@@ -207,7 +207,11 @@ impl Saved {
 
     /// The saved id string and standing of job `id`, each `None` when there is none.
     fn take(&mut self, id: &str) -> (Option<String>, Option<Standing>) {
-        let at = if self.jobs.get(self.next).is_some_and(|(saved, _)| saved == id) {
+        let at = if self
+            .jobs
+            .get(self.next)
+            .is_some_and(|(saved, _)| saved == id)
+        {
             Some(self.next)
         } else {
             let jobs = &self.jobs;
