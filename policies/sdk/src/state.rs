@@ -1,7 +1,9 @@
 //! The policy's state blob: whatever the policy wants to remember, as JSON bytes.
 //!
 //! JSON rather than a binary format so an operator can read a persisted state file when
-//! a policy misbehaves; the blobs are small (per-job categories and counters).
+//! a policy misbehaves; the blobs are small (per-job categories and counters). A kept
+//! instance need not parse its own blob back every round: [`decode_kept`] and
+//! [`encode_kept`].
 
 use serde::{Serialize, de::DeserializeOwned};
 
