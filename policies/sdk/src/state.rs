@@ -20,11 +20,12 @@ pub fn encode<S: Serialize>(state: &S) -> Vec<u8> {
     serde_json::to_vec(state).expect("policy state types serialise to JSON")
 }
 
+/// A blob this instance returned and the value it encodes.
+type Kept = (Vec<u8>, Box<dyn std::any::Any>);
+
 thread_local! {
-    /// The blob this instance last returned through [`encode_kept`] and the value it
-    /// encodes.
-    static KEPT: std::cell::RefCell<Option<(Vec<u8>, Box<dyn std::any::Any>)>> =
-        const { std::cell::RefCell::new(None) };
+    /// The blob this instance last returned through [`encode_kept`], with its value.
+    static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
 }
 
 /// [`decode`] for an instance the host keeps between calls: when `blob` is the blob
