@@ -174,11 +174,23 @@ struct RuntimeInner {
     _ticker: epoch::Ticker,
 }
 
+/// The environment variable that makes the engine write `/tmp/perf-<pid>.map`, so
+/// `perf report` names the compiled policy's functions (a component built with its
+/// symbols: the `guest` profile strips them). Any value but empty or `0` turns it on.
+pub const PERF_MAP_VAR: &str = "SWITCHYARD_PERF_MAP";
+
+fn perf_map_wanted() -> bool {
+    std::env::var(PERF_MAP_VAR).is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
 impl Runtime {
     /// An engine with epoch interruption and the policy world's imports linked.
     pub fn new(options: RuntimeOptions) -> Result<Self, LoadError> {
         let mut config = Config::new();
         config.epoch_interruption(!options.unsandboxed);
+        if perf_map_wanted() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
         config.allocation_strategy(InstanceAllocationStrategy::Pooling(pool()));
         if let Some(dir) = &options.cache_dir {
             let cache = wasmtime::CacheConfig::new().with_directory(dir).clone();

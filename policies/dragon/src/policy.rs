@@ -79,7 +79,7 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = params(given)?;
-    let mut st: State = state::decode(blob)?;
+    let mut st: State = state::decode_kept(blob)?;
     let round = controller::round(snapshot, p, &st.idle_since);
     let urgent: HashSet<&str> = round.urgent.iter().map(String::as_str).collect();
     let labels = st.shown.changed(snapshot, "state", |j| {
@@ -93,7 +93,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         actions: round.actions,
         labels,
         next_call_after: round.next_alarm,
-        state: state::encode(&State {
+        state: state::encode_kept(State {
             idle_since: round.idle_since,
             shown: st.shown,
         }),

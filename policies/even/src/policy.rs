@@ -36,34 +36,24 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// Places the waiting jobs evenly; never anything else.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     Settings::resolve(SPEC, settings)?;
-    let mut st: State = state::decode(blob)?;
+    let mut st: State = state::decode_kept(blob)?;
     let mut ledger = Ledger::new(snapshot);
     // A job's arrival number never changes, so its label goes out once, when the job
     // is numbered (the host keeps it); not again every round the job is alive.
-    let numbered: Vec<bool> = snapshot
-        .jobs
-        .iter()
-        .map(|j| st.spread.arrival_of(&j.id).is_some())
-        .collect();
-    let actions = st.spread.place(snapshot, &mut ledger);
-    let labels = snapshot
-        .jobs
-        .iter()
-        .zip(numbered)
-        .filter(|(_, before)| !before)
-        .filter_map(|(j, _)| {
-            st.spread.arrival_of(&j.id).map(|k| JobLabel {
-                job: j.id.clone(),
-                key: "arrival".into(),
-                value: k.to_string(),
-            })
+    let (actions, numbered) = st.spread.place_numbering(snapshot, &mut ledger);
+    let labels = numbered
+        .into_iter()
+        .map(|(at, k)| JobLabel {
+            job: snapshot.jobs[at].id.clone(),
+            key: "arrival".into(),
+            value: k.to_string(),
         })
         .collect();
     Ok(Decision {
         actions,
         labels,
         next_call_after: None,
-        state: state::encode(&st),
+        state: state::encode_kept(st),
     })
 }
 

@@ -187,7 +187,7 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = Params::parse(given)?;
-    let mut st: State = state::decode(blob)?;
+    let mut st: State = state::decode_kept(blob)?;
     let by_id: HashMap<&str, &Job> = snapshot.jobs.iter().map(|j| (j.id.as_str(), j)).collect();
     st.jobs.retain(|id, _| by_id.contains_key(id.as_str()));
     let now = snapshot.time;
@@ -269,7 +269,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         actions,
         labels,
         next_call_after: next,
-        state: state::encode(&st),
+        state: state::encode_kept(st),
     })
 }
 

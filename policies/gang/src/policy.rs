@@ -2,7 +2,7 @@
 //! the jobs. Both modes decide from the snapshot alone; the state blob only remembers
 //! which label each queued job was last shown.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use switchyard_policy_sdk::{
     Action, Decision, Description, Operation, Setting, Snapshot,
@@ -86,15 +86,20 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// a queue of thousands would otherwise repeat thousands of each per round).
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
-    let mut shown: ShownLabels = state::decode(blob)?;
+    let mut shown: ShownLabels = state::decode_kept(blob)?;
     let (actions, labels) = match params.mode {
         Mode::Strict => {
-            let (mut actions, waits, outcomes) =
-                strict::decide_lazily(snapshot, params.starve_after);
-            let outcomes: HashMap<&str, &Outcome> =
-                outcomes.iter().map(|(job, o)| (job.as_str(), o)).collect();
-            let labels = shown.changed(snapshot, LABEL, |j| {
-                outcomes.get(j.id.as_str()).map(|o| match o {
+            let strict::Round {
+                mut actions,
+                outcomes,
+            } = strict::round(snapshot, params.starve_after);
+            // Each queued job's outcome by snapshot position: no hashing per job.
+            let mut outcome_at: Vec<Option<&Outcome>> = vec![None; snapshot.jobs.len()];
+            for (at, outcome, _) in &outcomes {
+                outcome_at[*at] = Some(outcome);
+            }
+            let labels = shown.changed_at(snapshot, LABEL, |at, _| {
+                outcome_at[at].map(|o| match o {
                     Outcome::Placed => "placed",
                     Outcome::Waiting => "waiting",
                     Outcome::Blocking => "head-of-line",
@@ -102,17 +107,21 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
                     Outcome::Incomplete => "incomplete",
                 })
             });
-            let told: HashSet<&str> = labels.iter().map(|l| l.job.as_str()).collect();
-            actions.extend(
-                waits
-                    .into_iter()
-                    .filter(|(job, _)| told.contains(job.id.as_str()))
-                    .map(|(job, why)| Action {
-                        op: Operation::Wait(job.id.clone()),
-                        reason: why(),
-                    }),
-            );
-            (actions, labels)
+            // A wait goes out with its job's label, when the outcome changed; in queue
+            // order.
+            let mut told = vec![false; snapshot.jobs.len()];
+            for (at, _) in &labels {
+                told[*at] = true;
+            }
+            actions.extend(outcomes.iter().filter(|(at, ..)| told[*at]).filter_map(
+                |(at, _, why)| {
+                    why.map(|why| Action {
+                        op: Operation::Wait(snapshot.jobs[*at].id.clone()),
+                        reason: why.reason(params.starve_after),
+                    })
+                },
+            ));
+            (actions, labels.into_iter().map(|(_, l)| l).collect())
         }
         Mode::Thesis => {
             let actions = thesis::decide(snapshot);
@@ -142,7 +151,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         actions,
         labels,
         next_call_after: None,
-        state: state::encode(&shown),
+        state: state::encode_kept(shown),
     })
 }
 

@@ -8,8 +8,7 @@
 //! exceeds the tasks it has so far waits, placing nothing, until the rest exist.
 
 use switchyard_policy_sdk::{
-    Action, Job, Operation, Placement, Snapshot,
-    cluster::{Ledger, pending_tasks},
+    Action, Job, Operation, Placement, Snapshot, Task, TaskPhase, cluster::Ledger,
 };
 
 /// What happened to one waiting job this round.
@@ -35,63 +34,119 @@ pub fn declared_tasks(job: &Job) -> Option<usize> {
         .and_then(|l| l.value.trim().parse().ok())
 }
 
-/// A `wait` whose reason is written only if it is sent: a queue of thousands waits
-/// every round, and the policy sends a job's wait only when its outcome changes.
-pub type LazyWait<'a> = (&'a Job, Box<dyn FnOnce() -> String + 'a>);
+/// Why a job waits, with what its reason needs: the reason is written only if the
+/// `wait` is sent (a queue of thousands waits every round, and the policy sends a job's
+/// wait only when its outcome changes).
+#[derive(Clone, Copy, Debug)]
+pub enum Why<'a> {
+    /// `exist` of its `total` tasks exist.
+    Incomplete { exist: usize, total: usize },
+    /// Behind `head`, which starves.
+    Behind { head: &'a str },
+    /// Does not fit even on the empty cluster.
+    NeverFits { count: usize },
+    /// Starving: waited `waited` seconds.
+    Blocking { count: usize, waited: f64 },
+    /// Does not fit yet.
+    Waiting { count: usize },
+}
+
+impl Why<'_> {
+    /// The `wait` action's reason.
+    pub fn reason(&self, starve_after: f64) -> String {
+        match *self {
+            Why::Incomplete { exist, total } => {
+                format!("{exist} of its {total} tasks exist so far; the gang is placed once all do")
+            }
+            Why::Behind { head } => {
+                format!("queued behind {head}, which has waited longer than {starve_after}s")
+            }
+            Why::NeverFits { count } => {
+                format!("gang of {count} task(s) does not fit even on the empty cluster")
+            }
+            Why::Blocking { count, waited } => format!(
+                "gang of {count} task(s) does not fit; waited {waited:.0}s > {starve_after}s, so later jobs wait behind it"
+            ),
+            Why::Waiting { count } => format!(
+                "gang of {count} task(s) does not fit yet; later jobs that fit may go ahead"
+            ),
+        }
+    }
+}
+
+/// One round's result: the placements, then per waiting job (by its position in the
+/// snapshot) its outcome and, unless placed, why it waits.
+pub struct Round<'a> {
+    /// `place` actions, in queue order.
+    pub actions: Vec<Action>,
+    /// `(snapshot position, outcome, why it waits)` in queue order; `why` is `None`
+    /// for a placed job.
+    pub outcomes: Vec<(usize, Outcome, Option<Why<'a>>)>,
+}
 
 /// Places waiting gangs. `starve_after` is how long (seconds since submission) the
 /// oldest waiting job may be overtaken by later, smaller ones before the queue stops
 /// behind it until it fits.
 pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(String, Outcome)>) {
-    let (mut actions, waits, outcomes) = decide_lazily(snapshot, starve_after);
-    actions.extend(waits.into_iter().map(|(job, why)| wait(job, why())));
-    (actions, outcomes)
+    let Round {
+        mut actions,
+        outcomes,
+    } = round(snapshot, starve_after);
+    let mut labelled = Vec::with_capacity(outcomes.len());
+    for (at, outcome, why) in outcomes {
+        let job = &snapshot.jobs[at];
+        if let Some(why) = why {
+            actions.push(wait(job, why.reason(starve_after)));
+        }
+        labelled.push((job.id.clone(), outcome));
+    }
+    (actions, labelled)
 }
 
-/// [`decide`], with the placements, the waits (reasons unwritten) and the outcomes
-/// apart.
-pub fn decide_lazily(
-    snapshot: &Snapshot,
-    starve_after: f64,
-) -> (Vec<Action>, Vec<LazyWait<'_>>, Vec<(String, Outcome)>) {
+/// True when `job` has a task not yet on a node (without collecting them).
+fn has_pending(job: &Job) -> bool {
+    job.tasks
+        .iter()
+        .any(|t| t.phase == TaskPhase::Pending && t.node.is_none())
+}
+
+/// [`decide`], with the placements and the outcomes apart and no reason written for a
+/// `wait`: a round costs no allocation per waiting job.
+pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
     let mut ledger = Ledger::new(snapshot);
     let mut empty = ledger.emptied();
-    let mut queue: Vec<&Job> = snapshot
-        .jobs
-        .iter()
-        .filter(|j| !pending_tasks(j).is_empty())
+    let mut queue: Vec<usize> = (0..snapshot.jobs.len())
+        .filter(|&i| has_pending(&snapshot.jobs[i]))
         .collect();
-    queue.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time));
+    // Stable, and the snapshot lists jobs mostly by arrival: nearly one pass.
+    queue.sort_by(|&a, &b| {
+        snapshot.jobs[a]
+            .submit_time
+            .total_cmp(&snapshot.jobs[b].submit_time)
+    });
     let mut actions = Vec::new();
-    let mut waits: Vec<LazyWait<'_>> = Vec::new();
-    let mut outcomes = Vec::new();
+    let mut outcomes = Vec::with_capacity(queue.len());
     let mut blocked_by: Option<&str> = None;
-    for job in queue {
-        let tasks = pending_tasks(job);
+    let mut tasks: Vec<&Task> = Vec::new();
+    for at in queue {
+        let job = &snapshot.jobs[at];
+        tasks.clear();
+        tasks.extend(
+            job.tasks
+                .iter()
+                .filter(|t| t.phase == TaskPhase::Pending && t.node.is_none()),
+        );
         if let Some(total) = declared_tasks(job)
             && job.tasks.len() < total
         {
             // Not a blocker either: a gang that does not exist yet cannot be waited for.
-            outcomes.push((job.id.clone(), Outcome::Incomplete));
             let exist = job.tasks.len();
-            waits.push((
-                job,
-                Box::new(move || {
-                    format!(
-                        "{exist} of its {total} tasks exist so far; the gang is placed once all do"
-                    )
-                }),
-            ));
+            let why = Why::Incomplete { exist, total };
+            outcomes.push((at, Outcome::Incomplete, Some(why)));
             continue;
         }
         if let Some(head) = blocked_by {
-            outcomes.push((job.id.clone(), Outcome::Waiting));
-            waits.push((
-                job,
-                Box::new(move || {
-                    format!("queued behind {head}, which has waited longer than {starve_after}s")
-                }),
-            ));
+            outcomes.push((at, Outcome::Waiting, Some(Why::Behind { head })));
             continue;
         }
         if let Some(assignments) = ledger.pack_gang(&tasks) {
@@ -109,40 +164,24 @@ pub fn decide_lazily(
                     nodes
                 ),
             });
-            outcomes.push((job.id.clone(), Outcome::Placed));
+            outcomes.push((at, Outcome::Placed, None));
             continue;
         }
         let count = tasks.len();
         if !empty.could_pack(&tasks) {
-            outcomes.push((job.id.clone(), Outcome::NeverFits));
-            waits.push((
-                job,
-                Box::new(move || {
-                    format!("gang of {count} task(s) does not fit even on the empty cluster")
-                }),
-            ));
+            outcomes.push((at, Outcome::NeverFits, Some(Why::NeverFits { count })));
             continue;
         }
         let waited = snapshot.time - job.submit_time;
         if waited > starve_after {
             blocked_by = Some(&job.id);
-            outcomes.push((job.id.clone(), Outcome::Blocking));
-            waits.push((job, Box::new(move || format!(
-                "gang of {count} task(s) does not fit; waited {waited:.0}s > {starve_after}s, so later jobs wait behind it"
-            ))));
+            let why = Why::Blocking { count, waited };
+            outcomes.push((at, Outcome::Blocking, Some(why)));
         } else {
-            outcomes.push((job.id.clone(), Outcome::Waiting));
-            waits.push((
-                job,
-                Box::new(move || {
-                    format!(
-                        "gang of {count} task(s) does not fit yet; later jobs that fit may go ahead"
-                    )
-                }),
-            ));
+            outcomes.push((at, Outcome::Waiting, Some(Why::Waiting { count })));
         }
     }
-    (actions, waits, outcomes)
+    Round { actions, outcomes }
 }
 
 fn wait(job: &Job, reason: String) -> Action {

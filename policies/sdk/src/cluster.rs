@@ -83,9 +83,14 @@ pub struct Ledger {
 /// much of the same set, fails too until something is released: the answer without the
 /// search is the search's answer. Gangs whose tasks differ are not remembered (the
 /// greedy packing is not monotone for them).
+///
+/// The converse holds for gangs that did fit ([`Ledger::could_pack`] asks without
+/// charging): a gang needing at most what a fitting one needs fits too, until the
+/// ledger is charged.
 #[derive(Clone, Debug, Default)]
 struct Misses {
     shapes: Vec<GangShape>,
+    fits: Vec<GangShape>,
 }
 
 /// What a gang of identical tasks asks for.
@@ -136,6 +141,22 @@ impl Misses {
 
     fn forget(&mut self) {
         self.shapes.clear();
+    }
+
+    fn known_to_fit(&self, shape: &GangShape) -> bool {
+        self.fits.iter().any(|kept| kept.needs_at_least(shape))
+    }
+
+    fn note_fit(&mut self, shape: GangShape) {
+        if !self.known_to_fit(&shape) {
+            self.fits.retain(|kept| !shape.needs_at_least(kept));
+            self.fits.push(shape);
+        }
+    }
+
+    /// The ledger lost room: what fitted may not any more.
+    fn charged(&mut self) {
+        self.fits.clear();
     }
 }
 
@@ -291,7 +312,7 @@ impl Ledger {
         for c in &mut empty.capacity {
             c.free = c.allocatable;
         }
-        empty.misses.forget();
+        empty.misses = Misses::default();
         empty
     }
 
@@ -414,6 +435,7 @@ impl Ledger {
         for task in tasks {
             c.free = c.free.saturating_minus(&task.requests);
         }
+        self.misses.charged();
         true
     }
 
@@ -424,6 +446,7 @@ impl Ledger {
             Some(i) if self.capacity[i].fits(request) => {
                 let c = &mut self.capacity[i];
                 c.free = c.free.saturating_minus(request);
+                self.misses.charged();
                 true
             }
             _ => false,
@@ -457,11 +480,25 @@ impl Ledger {
     }
 
     /// Whether `tasks` could be packed as a gang now, charging nothing; like
-    /// [`Ledger::pack_gang`], a gang of identical tasks that cannot is remembered.
+    /// [`Ledger::pack_gang`], a gang of identical tasks that cannot is remembered, and
+    /// so is one that can, until the ledger is next charged: asked for every waiting
+    /// job of a long queue (gang's never-fits check on the empty cluster), the answer
+    /// is then a comparison instead of a trial packing.
     pub fn could_pack(&mut self, tasks: &[&Task]) -> bool {
+        let shape = GangShape::of(tasks);
+        if shape.is_some_and(|shape| self.misses.known_to_fit(&shape)) {
+            return true;
+        }
         let before = self.capacity.clone();
+        let fitted = self.misses.fits.clone();
         let fits = self.pack_gang(tasks).is_some();
+        // The trial charged the ledger and forgot what fitted; the capacity is back as
+        // it was, so what fitted before still does.
         self.capacity = before;
+        self.misses.fits = fitted;
+        if let (true, Some(shape)) = (fits, shape) {
+            self.misses.note_fit(shape);
+        }
         fits
     }
 
@@ -497,6 +534,7 @@ impl Ledger {
             });
         }
         self.capacity = trial;
+        self.misses.charged();
         Some(assignments)
     }
 
@@ -679,6 +717,72 @@ mod tests {
         assert!(ledger.pack_gang(&refs).is_none());
         assert_eq!(ledger.free("a").unwrap().gpus, 1);
         assert_eq!(ledger.free("b").unwrap().gpus, 1);
+    }
+
+    fn refs(tasks: &[Task]) -> Vec<&Task> {
+        tasks.iter().collect()
+    }
+
+    #[test]
+    fn a_gang_known_to_fit_is_asked_again_once_the_ledger_is_charged() {
+        let mut ledger = Ledger::from_nodes(&[node("a", 8000, 2), node("b", 8000, 2)]);
+        let gang = |n: u32| {
+            (0..n)
+                .map(|i| task(&format!("w{i}"), 1))
+                .collect::<Vec<_>>()
+        };
+        let (three, four, two) = (gang(3), gang(4), gang(2));
+        assert!(ledger.could_pack(&refs(&four)));
+        assert!(ledger.could_pack(&refs(&three)), "a smaller gang fits too");
+        assert_eq!(ledger.free("a").unwrap().gpus, 2, "asking charges nothing");
+        // Two GPUs taken: four no longer fit, three no longer do either.
+        assert!(ledger.pack_gang(&refs(&two)).is_some());
+        assert!(!ledger.could_pack(&refs(&three)));
+        assert!(ledger.could_pack(&refs(&two)));
+        assert!(ledger.charge("b", &res(1000, 1)));
+        assert!(
+            !ledger.could_pack(&refs(&two)),
+            "charged after the last answer"
+        );
+    }
+
+    /// Remembering what fitted and what did not never changes an answer: every
+    /// `could_pack` of many sequences of asks and packings agrees with a search on a
+    /// ledger that remembers nothing. (A fixed pseudo-random walk: the vendored SDK
+    /// builds without dev-dependencies.)
+    #[test]
+    fn remembered_answers_agree_with_a_fresh_search() {
+        let mut seed: u64 = 0x5eed;
+        let mut draw = |below: u32| {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((seed >> 33) % u64::from(below)) as u32
+        };
+        for _ in 0..300 {
+            let nodes: Vec<Node> = (0..1 + draw(3))
+                .map(|i| node(&format!("n{i}"), 8000, draw(5)))
+                .collect();
+            let mut ledger = Ledger::from_nodes(&nodes);
+            for _ in 0..1 + draw(20) {
+                let tasks: Vec<Task> = (0..draw(6))
+                    .map(|i| task(&format!("w{i}"), draw(3)))
+                    .collect();
+                let alike = (0..draw(6)).map(|i| task(&format!("w{i}"), 1)).collect();
+                let tasks = if draw(2) == 0 { tasks } else { alike };
+                let refs: Vec<&Task> = tasks.iter().collect();
+                let mut fresh = ledger.clone();
+                fresh.misses = Misses::default();
+                assert_eq!(
+                    ledger.could_pack(&refs),
+                    fresh.could_pack(&refs),
+                    "{tasks:?}"
+                );
+                if draw(2) == 0 {
+                    ledger.pack_gang(&refs);
+                }
+            }
+        }
     }
 
     #[test]

@@ -25,12 +25,135 @@ use crate::{Job, JobLabel, Snapshot};
 pub struct ShownLabels {
     /// The distinct values shown.
     values: Vec<String>,
-    /// `(hash of the job id, position in values)` in the previous snapshot's order.
+    /// `(hash of the job id, position in values)` in the previous snapshot's order;
+    /// in the blob, one string (`packed`): a queue of thousands is written every round.
+    #[serde(with = "packed")]
     shown: Vec<(u64, u32)>,
 }
 
-/// FNV-1a over the id's bytes.
-fn id_hash(id: &str) -> u64 {
+/// The remembered jobs as one string, `<hash as 16 hex digits><position in hex>,` per
+/// job: written with a table instead of a number formatter per field, and escaped by
+/// the JSON writer in one pass (about half the bytes and a fraction of the time of a
+/// list of pairs). A blob that still holds the list of pairs reads as well.
+mod packed {
+    use serde::de::{Error, SeqAccess, Visitor};
+    use serde::{Deserializer, Serializer};
+
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+
+    pub fn serialize<S: Serializer>(shown: &[(u64, u32)], out: S) -> Result<S::Ok, S::Error> {
+        let mut text = Vec::with_capacity(shown.len() * 20);
+        for &(hash, position) in shown {
+            for shift in (0..16).rev() {
+                text.push(HEX[((hash >> (shift * 4)) & 0xf) as usize]);
+            }
+            let digits = (32 - position.leading_zeros()).div_ceil(4).max(1);
+            for shift in (0..digits).rev() {
+                text.push(HEX[((position >> (shift * 4)) & 0xf) as usize]);
+            }
+            text.push(b',');
+        }
+        out.serialize_str(std::str::from_utf8(&text).expect("hex digits and commas"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Vec<(u64, u32)>, D::Error> {
+        input.deserialize_any(Packed)
+    }
+
+    struct Packed;
+
+    impl<'de> Visitor<'de> for Packed {
+        type Value = Vec<(u64, u32)>;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a string of `<16 hex digits><hex digits>,` entries, or a list of pairs")
+        }
+
+        fn visit_str<E: Error>(self, text: &str) -> Result<Self::Value, E> {
+            text.split_terminator(',')
+                .map(|entry| {
+                    let bad = || E::custom(format!("shown labels: bad entry `{entry}`"));
+                    if entry.len() < 17 || !entry.is_ascii() {
+                        return Err(bad());
+                    }
+                    let (hash, position) = entry.split_at(16);
+                    Ok((
+                        u64::from_str_radix(hash, 16).map_err(|_| bad())?,
+                        u32::from_str_radix(position, 16).map_err(|_| bad())?,
+                    ))
+                })
+                .collect()
+        }
+
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+            let mut pairs = Vec::new();
+            while let Some(pair) = seq.next_element::<(u64, u32)>()? {
+                pairs.push(pair);
+            }
+            Ok(pairs)
+        }
+    }
+}
+
+/// For each of `now` (this call's keys, in the snapshot's order), the position of the
+/// same key in `before` (the previous call's entries), if it is there; no entry is
+/// given twice.
+///
+/// The snapshot keeps its order between calls (jobs that left are gone, new ones come
+/// last), so each job is a few entries after the previous one's: a forward walk that
+/// looks a little ahead and steps over the jobs that left. Only the keys it does not
+/// find (new jobs, or an order that changed) are looked up among the entries it did
+/// not take, which are the jobs that left: a round costs a comparison or two per job,
+/// not an index of every job.
+pub(crate) fn match_previous<'a, B, K>(
+    before: &'a [B],
+    now: &[&K],
+    key: impl Fn(&'a B) -> &'a K,
+) -> Vec<Option<usize>>
+where
+    K: Eq + std::hash::Hash + ?Sized + 'a,
+{
+    const LOOK_AHEAD: usize = 64;
+    let mut found = vec![None; now.len()];
+    let mut taken = vec![false; before.len()];
+    let mut next = 0;
+    let mut missed = false;
+    for (at, &wanted) in now.iter().enumerate() {
+        let end = before.len().min(next + LOOK_AHEAD);
+        let ahead = before.get(next..end).unwrap_or_default();
+        match ahead.iter().position(|e| key(e) == wanted) {
+            Some(step) => {
+                found[at] = Some(next + step);
+                taken[next + step] = true;
+                next += step + 1;
+            }
+            None => missed = true,
+        }
+    }
+    if missed {
+        let mut rest: HashMap<&K, usize> = before
+            .iter()
+            .enumerate()
+            .filter(|(k, _)| !taken[*k])
+            .map(|(k, e)| (key(e), k))
+            .collect();
+        if !rest.is_empty() {
+            for (at, wanted) in now.iter().enumerate() {
+                if found[at].is_none() {
+                    found[at] = rest.remove(wanted);
+                }
+            }
+        }
+    }
+    found
+}
+
+/// How many distinct values are found by a scan before the rest are hashed.
+const SCANNED: usize = 8;
+
+/// FNV-1a over the id's bytes: a job id as a number, for memories that need no string
+/// per job (two ids alike in 2^-64).
+pub fn id_hash(id: &str) -> u64 {
     id.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
@@ -46,54 +169,67 @@ impl ShownLabels {
         key: &str,
         mut value_of: impl FnMut(&Job) -> Option<V>,
     ) -> Vec<JobLabel> {
+        self.changed_at(snapshot, key, |_, job| value_of(job))
+            .into_iter()
+            .map(|(_, label)| label)
+            .collect()
+    }
+
+    /// [`ShownLabels::changed`] for a policy that keeps what it decided by the job's
+    /// position in the snapshot: `value_of` gets the position too, and each label comes
+    /// with its job's position.
+    pub fn changed_at<V: AsRef<str>>(
+        &mut self,
+        snapshot: &Snapshot,
+        key: &str,
+        mut value_of: impl FnMut(usize, &Job) -> Option<V>,
+    ) -> Vec<(usize, JobLabel)> {
         let before = std::mem::take(&mut self.shown);
         let old_values = std::mem::take(&mut self.values);
-        // The previous order mostly holds: look just after the last match first, and
-        // index the old entries only when that misses.
-        let mut index: Option<HashMap<u64, usize>> = None;
-        let mut next = 0;
-        let mut value_at: HashMap<String, u32> = HashMap::new();
+        let hashes: Vec<u64> = snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
+        let keys: Vec<&u64> = hashes.iter().collect();
+        let previous = match_previous(&before, &keys, |e| &e.0);
+        let mut hashed: HashMap<String, u32> = HashMap::new();
         let mut labels = Vec::new();
-        for job in &snapshot.jobs {
-            let hash = id_hash(&job.id);
-            let found = if before.get(next).is_some_and(|e| e.0 == hash) {
-                Some(next)
-            } else {
-                index
-                    .get_or_insert_with(|| {
-                        before.iter().enumerate().map(|(i, e)| (e.0, i)).collect()
-                    })
-                    .get(&hash)
-                    .copied()
-            };
-            if let Some(at) = found {
-                next = at + 1;
-            }
+        for (at, job) in snapshot.jobs.iter().enumerate() {
+            let hash = hashes[at];
+            let found = previous[at];
             let old = found
                 .and_then(|at| old_values.get(before[at].1 as usize))
                 .map(String::as_str);
-            let value = value_of(job);
+            let value = value_of(at, job);
             let keep = match (&value, old) {
                 (Some(value), old) => {
                     let value = value.as_ref();
                     if old != Some(value) {
-                        labels.push(JobLabel {
-                            job: job.id.clone(),
-                            key: key.to_string(),
-                            value: value.to_string(),
-                        });
+                        labels.push((
+                            at,
+                            JobLabel {
+                                job: job.id.clone(),
+                                key: key.to_string(),
+                                value: value.to_string(),
+                            },
+                        ));
                     }
                     value
                 }
                 (None, Some(old)) => old,
                 (None, None) => continue,
             };
-            let position = match value_at.get(keep) {
-                Some(&position) => position,
+            // A label mostly takes a handful of values: scanning the first few beats
+            // hashing every job's; the values past them (a label with many) are hashed.
+            let scanned = self.values.iter().take(SCANNED).position(|v| v == keep);
+            let position = match scanned
+                .map(|p| p as u32)
+                .or_else(|| hashed.get(keep).copied())
+            {
+                Some(position) => position,
                 None => {
                     let position = self.values.len() as u32;
                     self.values.push(keep.to_string());
-                    value_at.insert(keep.to_string(), position);
+                    if position as usize >= SCANNED {
+                        hashed.insert(keep.to_string(), position);
+                    }
                     position
                 }
             };
@@ -150,6 +286,45 @@ mod tests {
         assert_eq!(shown.len(), 1, "a left and is forgotten");
         let a_again = shown.changed(&both, "k", |_| Some("v"));
         assert_eq!(values(&a_again), [("a".to_string(), "v".to_string())]);
+    }
+
+    #[test]
+    fn a_label_with_more_values_than_are_scanned_is_remembered_all_the_same() {
+        let mut shown = ShownLabels::default();
+        let jobs = (0..3 * SCANNED).map(|i| job(&format!("j{i}"))).collect();
+        let s = snapshot(0.0, vec![], jobs);
+        let each_its_own = |j: &Job| Some(format!("v-{}", j.id));
+        assert_eq!(shown.changed(&s, "k", each_its_own).len(), 3 * SCANNED);
+        assert!(shown.changed(&s, "k", each_its_own).is_empty());
+        assert_eq!(shown.values.len(), 3 * SCANNED);
+    }
+
+    #[test]
+    fn the_memory_reads_back_from_its_blob_and_from_the_older_list_of_pairs() {
+        let mut shown = ShownLabels::default();
+        let jobs = (0..20).map(|i| job(&format!("j{i}"))).collect();
+        let s = snapshot(0.0, vec![], jobs);
+        shown.changed(&s, "k", |j| Some(format!("v{}", j.id.len() * 7)));
+        let blob = crate::state::encode(&shown);
+        assert_eq!(crate::state::decode::<ShownLabels>(&blob).unwrap(), shown);
+        let older = br#"{"values":["a"],"shown":[[18446744073709551615,0],[7,0]]}"#;
+        let read: ShownLabels = crate::state::decode(older).unwrap();
+        assert_eq!(read.shown, [(u64::MAX, 0), (7, 0)]);
+        let bad = crate::state::decode::<ShownLabels>(br#"{"values":[],"shown":"xyz,"}"#);
+        assert!(bad.unwrap_err().contains("bad entry `xyz`"));
+    }
+
+    #[test]
+    fn jobs_that_left_in_the_middle_and_new_ones_keep_what_each_was_shown() {
+        let mut shown = ShownLabels::default();
+        let ids = |range: std::ops::Range<usize>| range.map(|i| job(&format!("j{i}")));
+        let first = snapshot(0.0, vec![], ids(0..200).collect());
+        shown.changed(&first, "k", |j| Some(j.id.clone()));
+        // 100 jobs left from the middle (more than the walk looks ahead), 3 arrived.
+        let later = snapshot(1.0, vec![], ids(0..50).chain(ids(150..203)).collect());
+        let sent = shown.changed(&later, "k", |j| Some(j.id.clone()));
+        let jobs: Vec<&str> = sent.iter().map(|l| l.job.as_str()).collect();
+        assert_eq!(jobs, ["j200", "j201", "j202"]);
     }
 
     #[test]

@@ -1,7 +1,9 @@
 //! The policy's state blob: whatever the policy wants to remember, as JSON bytes.
 //!
 //! JSON rather than a binary format so an operator can read a persisted state file when
-//! a policy misbehaves; the blobs are small (per-job categories and counters).
+//! a policy misbehaves; the blobs are small (per-job categories and counters). A kept
+//! instance need not parse its own blob back every round: [`decode_kept`] and
+//! [`encode_kept`].
 
 use serde::{Serialize, de::DeserializeOwned};
 
@@ -16,4 +18,83 @@ pub fn decode<S: DeserializeOwned + Default>(blob: &[u8]) -> Result<S, String> {
 /// Encodes the state for the host to keep until the next call.
 pub fn encode<S: Serialize>(state: &S) -> Vec<u8> {
     serde_json::to_vec(state).expect("policy state types serialise to JSON")
+}
+
+/// A blob this instance returned and the value it encodes.
+type Kept = (Vec<u8>, Box<dyn std::any::Any>);
+
+thread_local! {
+    /// The blob this instance last returned through [`encode_kept`], with its value.
+    static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`decode`] for an instance the host keeps between calls: when `blob` is the blob
+/// this instance returned last ([`encode_kept`]), the value it encoded is handed back
+/// without parsing. A state of every live job parsed on every round of a long trace
+/// was much of the round; comparing the bytes is a fraction of parsing them. The value
+/// is the one `decode` would give (JSON writes every `f64` so that it reads back
+/// exactly), so a kept instance and a fresh one decide alike. Anything else (another
+/// blob, a fresh instance, another type) is decoded.
+pub fn decode_kept<S: DeserializeOwned + Default + 'static>(blob: &[u8]) -> Result<S, String> {
+    let kept = KEPT.with(|kept| kept.borrow_mut().take());
+    if let Some((bytes, value)) = kept
+        && same_bytes(&bytes, blob)
+        && let Ok(value) = value.downcast::<S>()
+    {
+        return Ok(*value);
+    }
+    decode(blob)
+}
+
+/// [`encode`], keeping the value and the bytes for the next [`decode_kept`].
+pub fn encode_kept<S: Serialize + 'static>(state: S) -> Vec<u8> {
+    let bytes = encode(&state);
+    KEPT.with(|kept| *kept.borrow_mut() = Some((bytes.clone(), Box::new(state))));
+    bytes
+}
+
+/// Byte equality eight bytes at a time: Wasm's `memcmp` (wasi-libc) compares byte by
+/// byte.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tails_match = a_words.remainder() == b_words.remainder();
+    tails_match
+        && a_words.zip(b_words).all(|(x, y)| {
+            u64::from_ne_bytes(x.try_into().expect("8 bytes"))
+                == u64::from_ne_bytes(y.try_into().expect("8 bytes"))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+    struct Counter {
+        seen: Vec<(String, f64)>,
+    }
+
+    #[test]
+    fn the_kept_value_comes_back_only_for_the_blob_it_was_encoded_as() {
+        let first = Counter {
+            seen: vec![("a".into(), 0.1 + 0.2)],
+        };
+        let blob = encode_kept(first);
+        let back: Counter = decode_kept(&blob).unwrap();
+        assert_eq!(back.seen, [("a".to_string(), 0.1 + 0.2)]);
+        // Taken: a second read of the same blob parses it, to the same value.
+        assert_eq!(decode_kept::<Counter>(&blob).unwrap(), back);
+        encode_kept(Counter::default());
+        let other = encode(&Counter {
+            seen: vec![("b".into(), 1.0)],
+        });
+        assert_eq!(decode_kept::<Counter>(&other).unwrap().seen[0].0, "b");
+        let mut damaged = blob.clone();
+        damaged[3] ^= 1;
+        assert!(!same_bytes(&blob, &damaged));
+        assert!(same_bytes(&blob, &blob.clone()));
+    }
 }

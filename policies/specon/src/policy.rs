@@ -169,14 +169,19 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One decision round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
-    let bytes = state::unarmour(blob)?;
-    let State {
-        mut spread,
-        mut last_round,
-        jobs: saved,
-    } = State::decode(&bytes)?;
     // Jobs that left are forgotten here: `jobs[i]` belongs to `snapshot.jobs[i]`.
-    let mut jobs = align(saved, &snapshot.jobs);
+    let (mut spread, mut last_round, mut jobs) = match state::take_kept(blob, &snapshot.jobs) {
+        Some(kept) => kept,
+        None => {
+            let bytes = state::unarmour(blob)?;
+            let State {
+                spread,
+                last_round,
+                jobs: saved,
+            } = State::decode(&bytes)?;
+            (spread, last_round, align(saved, &snapshot.jobs))
+        }
+    };
     let now = snapshot.time;
 
     let mut ledger = Ledger::new(snapshot);
@@ -209,11 +214,13 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
             .zip(jobs)
             .collect(),
     };
+    let blob = state.encode();
+    state::keep(&blob, state);
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(next),
-        state: state.encode(),
+        state: blob,
     })
 }
 

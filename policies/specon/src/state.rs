@@ -10,9 +10,12 @@
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
-use switchyard_policy_sdk::{Job, placement::EvenSpread, progress::Scale};
+use switchyard_policy_sdk::{
+    Job, placement::EvenSpread, progress::Scale, shown::id_hash, state::same_bytes,
+};
 
 use std::collections::HashMap;
+use std::hash::Hash;
 
 use crate::monitor::Category;
 
@@ -86,24 +89,72 @@ impl<'a> State<'a> {
 /// keeps, so a job is first looked for just after the previous one found; only when
 /// that misses (a job arrived, left or moved) is an index of the saved ids built, once.
 pub fn align(saved: Vec<(&str, JobState)>, jobs: &[Job]) -> Vec<JobState> {
-    let (ids, mut states): (Vec<&str>, Vec<Option<JobState>>) =
+    let ids: Vec<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    align_by(saved, &ids)
+}
+
+/// [`align`] by any key: `saved` under the previous call's keys, `now` this call's.
+fn align_by<K: Copy + Eq + Hash>(saved: Vec<(K, JobState)>, now: &[K]) -> Vec<JobState> {
+    let (ids, mut states): (Vec<K>, Vec<Option<JobState>>) =
         saved.into_iter().map(|(id, s)| (id, Some(s))).unzip();
-    let mut index: Option<HashMap<&str, usize>> = None;
+    let mut index: Option<HashMap<K, usize>> = None;
     let mut next = 0;
-    let mut find = |id: &str| {
+    let mut find = |id: K| {
         let at = if ids.get(next) == Some(&id) {
             Some(next)
         } else {
             let index = index
                 .get_or_insert_with(|| ids.iter().enumerate().map(|(i, id)| (*id, i)).collect());
-            index.get(id).copied()
+            index.get(&id).copied()
         };
         if let Some(i) = at {
             next = i + 1;
         }
         at.and_then(|i| states[i].take()).unwrap_or_default()
     };
-    jobs.iter().map(|job| find(&job.id)).collect()
+    now.iter().map(|&id| find(id)).collect()
+}
+
+/// The state as this instance returned it last, for a host that keeps the instance
+/// and hands the same blob back: decoding a blob of every live job (an ordered walk of
+/// the arrival numbers, a string per job) was a sixth of a round on a long trace.
+/// Job ids are kept as their hashes ([`id_hash`]), so keeping costs no string per job.
+struct Kept {
+    blob: Vec<u8>,
+    spread: EvenSpread,
+    last_round: Option<f64>,
+    jobs: Vec<(u64, JobState)>,
+}
+
+thread_local! {
+    static KEPT: std::cell::RefCell<Option<Kept>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The arrival counter, the last monitor round and each of `jobs`' state, from the
+/// state this instance kept when `blob` is the blob it returned last; `None` otherwise
+/// (decode the blob then).
+pub fn take_kept(blob: &[u8], jobs: &[Job]) -> Option<(EvenSpread, Option<f64>, Vec<JobState>)> {
+    let kept = KEPT.with(|k| k.borrow_mut().take())?;
+    if !same_bytes(&kept.blob, blob) {
+        return None;
+    }
+    let hashes: Vec<u64> = jobs.iter().map(|j| id_hash(&j.id)).collect();
+    Some((kept.spread, kept.last_round, align_by(kept.jobs, &hashes)))
+}
+
+/// Keeps `state`, which was encoded as `blob`, for the next [`take_kept`].
+pub fn keep(blob: &[u8], state: State<'_>) {
+    let kept = Kept {
+        blob: blob.to_vec(),
+        spread: state.spread,
+        last_round: state.last_round,
+        jobs: state
+            .jobs
+            .into_iter()
+            .map(|(id, s)| (id_hash(id), s))
+            .collect(),
+    };
+    KEPT.with(|k| *k.borrow_mut() = Some(kept));
 }
 
 #[cfg(test)]

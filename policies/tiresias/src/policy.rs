@@ -108,13 +108,16 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// capacity lasts, preempt the running ones left out, place the waiting ones let in.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = params(settings)?;
-    let st: State = state::decode(blob)?;
+    let st: State = state::decode_kept(blob)?;
     let mut tickets = st.tickets;
-    let mut saved: HashMap<String, Standing> = st.jobs.into_iter().collect();
+    let mut saved = Saved::new(st.jobs);
     let now = snapshot.time;
     let mut standings: Vec<Standing> = Vec::with_capacity(snapshot.jobs.len());
+    let mut ids: Vec<String> = Vec::with_capacity(snapshot.jobs.len());
     for job in &snapshot.jobs {
-        let mut standing = saved.remove(&job.id).unwrap_or_else(|| {
+        let (id, standing) = saved.take(&job.id);
+        ids.push(id.unwrap_or_else(|| job.id.clone()));
+        let mut standing = standing.unwrap_or_else(|| {
             tickets += 1;
             Standing::new(now, tickets - 1)
         });
@@ -172,20 +175,67 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     }
     let labels = queue_labels(snapshot, &mut standings);
     let state = State {
-        jobs: snapshot
-            .jobs
-            .iter()
-            .map(|j| j.id.clone())
-            .zip(standings)
-            .collect(),
+        jobs: ids.into_iter().zip(standings).collect(),
         tickets,
     };
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: state::encode(&state),
+        state: state::encode_kept(state),
     })
+}
+
+/// The previous round's standings, in its snapshot order, taken by job id. The
+/// snapshot keeps its order between rounds (jobs leave, new ones come last), so the
+/// next id is almost always the one after the last taken: a walk, with an index by id
+/// only when it misses, and each id's string handed on instead of copied.
+struct Saved {
+    jobs: Vec<(String, Standing)>,
+    next: usize,
+    index: Option<HashMap<String, usize>>,
+}
+
+impl Saved {
+    fn new(jobs: Vec<(String, Standing)>) -> Self {
+        Self {
+            jobs,
+            next: 0,
+            index: None,
+        }
+    }
+
+    /// The saved id string and standing of job `id`, each `None` when there is none.
+    fn take(&mut self, id: &str) -> (Option<String>, Option<Standing>) {
+        let at = if self
+            .jobs
+            .get(self.next)
+            .is_some_and(|(saved, _)| saved == id)
+        {
+            Some(self.next)
+        } else {
+            let jobs = &self.jobs;
+            self.index
+                .get_or_insert_with(|| {
+                    jobs.iter()
+                        .enumerate()
+                        .map(|(i, (saved, _))| (saved.clone(), i))
+                        .collect()
+                })
+                .get(id)
+                .copied()
+        };
+        let Some(at) = at else {
+            return (None, None);
+        };
+        self.next = at + 1;
+        let (saved, standing) = &mut self.jobs[at];
+        if saved.is_empty() {
+            // Taken already (an id twice in one snapshot): a fresh standing.
+            return (None, None);
+        }
+        (Some(std::mem::take(saved)), Some(standing.clone()))
+    }
 }
 
 /// Which jobs may hold resources this round: jobs that cannot be preempted keep theirs,
