@@ -21,6 +21,10 @@ const NOT_RUN: [(&str, &str); 4] = [
         "scale-5000-nodes.yaml",
         "a controller (`switchyard run`) that runs until stopped",
     ),
+    (
+        "scale-10000-nodes.yaml",
+        "a controller (`switchyard run`) that runs until stopped",
+    ),
 ];
 
 /// What a header's command starts with; the rest are the binary's arguments.
@@ -41,7 +45,7 @@ fn header_command(text: &str) -> Option<String> {
     let mut command = String::new();
     let mut inside = false;
     for line in comments {
-        if !inside && !(line.starts_with("cargo run") || line.starts_with("switchyard ")) {
+        if !(inside || line.starts_with("cargo run") || line.starts_with("switchyard ")) {
             continue;
         }
         inside = true;
