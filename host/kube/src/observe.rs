@@ -26,7 +26,10 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{
+    Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
+};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, LogParams};
 use kube::runtime::reflector::{self, Store};
@@ -42,6 +45,7 @@ use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
 use crate::rules;
 use crate::views::{JobKey, Views};
+use crate::volumes::{self, VolumeCaches};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
@@ -220,6 +224,8 @@ pub struct Caches {
     pub changed: Arc<Notify>,
     /// The snapshot's views, kept between rounds.
     pub views: Arc<Mutex<Views>>,
+    /// Claims, volumes and storage classes.
+    pub volumes: VolumeCaches,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
@@ -277,7 +283,14 @@ impl Caches {
             assumed: Arc::default(),
             changed: Arc::new(Notify::new()),
             views: Arc::default(),
+            volumes: VolumeCaches::listed_empty(),
         }
+    }
+
+    /// These caches reading claims, volumes and storage classes from `volumes`.
+    pub fn with_volumes(mut self, volumes: VolumeCaches) -> Self {
+        self.volumes = volumes;
+        self
     }
 
     /// Starts the reflectors on `client`; the returned futures must be spawned. The
@@ -313,6 +326,24 @@ impl Caches {
             trim::job,
             changed.clone(),
         );
+        let (claims, c) = reflect(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+            trim::claim,
+            changed.clone(),
+        );
+        let (volumes, v) = reflect(
+            Api::<PersistentVolume>::all(client.clone()),
+            watcher::Config::default(),
+            trim::volume,
+            changed.clone(),
+        );
+        let (classes, s) = reflect(
+            Api::<StorageClass>::all(client.clone()),
+            watcher::Config::default(),
+            trim::class,
+            changed.clone(),
+        );
         let caches = Caches {
             nodes,
             pods,
@@ -323,10 +354,23 @@ impl Caches {
             assumed: Arc::default(),
             changed,
             views: Arc::default(),
+            volumes: VolumeCaches {
+                claims,
+                volumes,
+                classes,
+            },
         };
         (
             caches,
-            vec![Box::pin(n), Box::pin(p), Box::pin(o), Box::pin(j)],
+            vec![
+                Box::pin(n),
+                Box::pin(p),
+                Box::pin(o),
+                Box::pin(j),
+                Box::pin(c),
+                Box::pin(v),
+                Box::pin(s),
+            ],
         )
     }
 
@@ -342,6 +386,9 @@ impl Caches {
             && listed(self.pods.wait_until_ready().now_or_never())
             && self.others.listed()
             && listed(self.jobs.wait_until_ready().now_or_never())
+            && listed(self.volumes.claims.wait_until_ready().now_or_never())
+            && listed(self.volumes.volumes.wait_until_ready().now_or_never())
+            && listed(self.volumes.classes.wait_until_ready().now_or_never())
     }
 
     /// Resolves once every reflector has finished its first list (see
@@ -352,10 +399,20 @@ impl Caches {
             self.pods.wait_until_ready(),
             self.jobs.wait_until_ready()
         );
+        let (claims, volumes, classes) = futures::join!(
+            self.volumes.claims.wait_until_ready(),
+            self.volumes.volumes.wait_until_ready(),
+            self.volumes.classes.wait_until_ready()
+        );
         while !self.others.listed() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+        nodes.is_ok()
+            && pods.is_ok()
+            && jobs.is_ok()
+            && claims.is_ok()
+            && volumes.is_ok()
+            && classes.is_ok()
     }
 
     /// Where to start reading a log of job `id` that this process has not read yet: the
@@ -490,8 +547,17 @@ impl Caches {
                         .map(|r| (r.name.clone(), rules::of_pod_spec(r.template.spec.as_ref())))
                         .collect()
                 });
-                let eligible: Vec<Option<u32>> =
-                    rules.iter().map(|(_, r)| views.eligible(r)).collect();
+                // A claim bound to a zonal or local volume narrows its role's nodes; a
+                // claim not ready holds the job (see `crate::volumes`).
+                let claims = volumes::mounts_claims(job).then(|| self.volumes.of_job(job));
+                let eligible: Vec<Option<u32>> = rules
+                    .iter()
+                    .map(|(role, r)| match claims.as_ref().and_then(|c| c.restrictions.get(role)) {
+                        Some(extra) => views.eligible(&volumes::restricted(r, extra)),
+                        None => views.eligible(r),
+                    })
+                    .collect();
+                let held = claims.and_then(|c| c.held);
                 sets_used.extend(eligible.iter().copied());
                 let key = JobKey {
                     version: version.unwrap_or_default().to_string(),
@@ -507,6 +573,7 @@ impl Caches {
                     usage: usage.as_ref().map(|u| Arc::as_ptr(u) as usize),
                     loss: loss.version(&id),
                     eligible: eligible.clone(),
+                    held: held.clone(),
                 };
                 // A pod without a version (made by hand) can change unseen.
                 let key = match key.pods.iter().any(|(_, v)| v.is_empty()) {
@@ -524,7 +591,7 @@ impl Caches {
                             .find(|((name, _), _)| name == role)
                             .and_then(|(_, set)| *set)
                     };
-                    self.job(job, &pods, usage.as_deref(), &loss, eligible_of)
+                    self.job(job, &pods, usage.as_deref(), &loss, eligible_of, held.is_some())
                 })
             })
             .collect();
@@ -542,7 +609,7 @@ impl Caches {
     }
 
     /// The job as the policy sees it; `eligible` gives the eligibility set of a role's
-    /// tasks.
+    /// tasks; `held_by_volumes`: its claims keep its pending tasks from being placed.
     fn job(
         &self,
         job: &TrainingJob,
@@ -550,6 +617,7 @@ impl Caches {
         usage: Option<&Usage>,
         loss_book: &LossBook,
         mut eligible: impl FnMut(&str) -> Option<u32>,
+        held_by_volumes: bool,
     ) -> Option<(f64, model::Job)> {
         let status = job.status.clone().unwrap_or_default();
         if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
@@ -612,6 +680,13 @@ impl Caches {
             for task in &mut tasks {
                 task.phase = TaskPhase::Restarting;
                 task.node = None;
+            }
+        }
+        // A job whose claims are not ready keeps what runs; what is not placed yet
+        // waits for the claims.
+        if held_by_volumes {
+            for task in tasks.iter_mut().filter(|t| t.phase == TaskPhase::Pending) {
+                task.phase = TaskPhase::Restarting;
             }
         }
         if let Some(restart) = &status.restart {

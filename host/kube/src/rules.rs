@@ -6,8 +6,8 @@
 //! Honoured: `nodeSelector`; tolerations of `NoSchedule` and `NoExecute` taints (a
 //! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` of
 //! `requiredDuringSchedulingIgnoredDuringExecution` node affinity. Not honoured here:
-//! `matchFields`, preferred affinity, pod affinity and anti-affinity, host ports,
-//! volume topology.
+//! `matchFields`, preferred affinity, pod affinity and anti-affinity. Volume topology
+//! is added by [`crate::volumes`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -122,7 +122,7 @@ pub fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
 
 /// An operator the API server accepts; an unknown one matches nothing (`In` of no
 /// values), as kube-scheduler refuses to place such a pod.
-fn operator(text: &str) -> SelectorOperator {
+pub(crate) fn operator(text: &str) -> SelectorOperator {
     match text {
         "NotIn" => SelectorOperator::NotIn,
         "Exists" => SelectorOperator::Exists,

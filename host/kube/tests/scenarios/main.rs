@@ -22,4 +22,5 @@ mod restarts;
 mod startup;
 mod state;
 mod views;
+mod volumes;
 mod wedges;
