@@ -18,6 +18,8 @@
 //! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`rules`]: where a pod may run (taints, node selectors, required affinity), as the
 //!   contract's eligibility sets.
+//! - [`spread`]: one task per node for a job whose template asks for it (required
+//!   anti-affinity against its own pods, host ports), and nodes whose host ports are taken.
 //! - [`volumes`]: where a job's PersistentVolumeClaims let it run, and which claims wait
 //!   for a node to be chosen (kube-scheduler's volume binding).
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
@@ -47,6 +49,7 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod rules;
+pub mod spread;
 pub mod state;
 pub mod trim;
 pub mod views;

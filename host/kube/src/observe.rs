@@ -43,7 +43,8 @@ use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
-use crate::rules;
+use crate::{rules, spread};
+use switchyard_core::eligibility::SelectorTerm;
 use crate::views::{JobKey, Views};
 use crate::volumes::{self, VolumeCaches};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
@@ -528,6 +529,7 @@ impl Caches {
             .collect();
         // Where each role's pods may run, as positions in `nodes` (sorted by name).
         views.eligibility_for(&cluster_nodes);
+        let ports_in_use = host_ports_in_use(&jobs_now, &pods, &self.others);
         let loss = self.loss.lock().expect("loss lock");
         let mut sets_used = std::collections::HashSet::new();
         let mut jobs: Vec<(f64, Arc<model::Job>)> = jobs_now
@@ -549,12 +551,23 @@ impl Caches {
                 });
                 // A claim bound to a zonal or local volume narrows its role's nodes; a
                 // claim not ready holds the job (see `crate::volumes`).
+                // A role with host ports stays off the nodes where another job's pod, or
+                // another scheduler's, uses them (see `crate::spread`).
                 let claims = volumes::mounts_claims(job).then(|| self.volumes.of_job(job));
                 let eligible: Vec<Option<u32>> = rules
                     .iter()
-                    .map(|(role, r)| match claims.as_ref().and_then(|c| c.restrictions.get(role)) {
-                        Some(extra) => views.eligible(&volumes::restricted(r, extra)),
-                        None => views.eligible(r),
+                    .map(|(role, r)| {
+                        let mut extra: Vec<Vec<SelectorTerm>> = claims
+                            .as_ref()
+                            .and_then(|c| c.restrictions.get(role).cloned())
+                            .unwrap_or_default();
+                        if !ports_in_use.is_empty() {
+                            extra.extend(port_exclusion(job, role, &ports_in_use));
+                        }
+                        match extra.is_empty() {
+                            true => views.eligible(r),
+                            false => views.eligible(&rules::restricted(r, &extra)),
+                        }
                     })
                     .collect();
                 let held = claims.and_then(|c| c.held);
@@ -750,7 +763,7 @@ impl Caches {
                 metric_rises: job.spec.metric_rises,
                 moves: status.moves.iter().map(Into::into).collect(),
                 checkpointable: job.spec.checkpoint.is_some(),
-                labels: Arc::new(job.labels().clone()),
+                labels: Arc::new(job_labels(job)),
                 id,
             },
         ))
@@ -772,9 +785,81 @@ impl Caches {
     }
 }
 
+/// Host ports taken on each node, with the UID of the job whose pod takes them (none:
+/// another scheduler's pod); empty, without looking, when no job asks for one.
+fn host_ports_in_use(
+    jobs: &[Arc<TrainingJob>],
+    pods: &PodsByJob,
+    others: &Charges,
+) -> Vec<(Arc<str>, spread::HostPort, Option<String>)> {
+    let wanted = jobs.iter().any(|j| {
+        j.spec.roles.iter().any(|r| {
+            r.template
+                .spec
+                .as_ref()
+                .is_some_and(|s| !spread::host_ports(s).is_empty())
+        })
+    });
+    if !wanted {
+        return Vec::new();
+    }
+    let mut in_use: Vec<(Arc<str>, spread::HostPort, Option<String>)> = others
+        .host_ports()
+        .into_iter()
+        .map(|(node, port)| (node, port, None))
+        .collect();
+    for pod in pods.all() {
+        let (Some(node), Some(spec)) = (node_of(pod), pod.spec.as_ref()) else {
+            continue;
+        };
+        if !holds_resources(pod) {
+            continue;
+        }
+        let uid = pod.labels().get(crate::JOB_UID_LABEL).cloned();
+        let node: Arc<str> = Arc::from(node);
+        for port in spread::host_ports(spec) {
+            in_use.push((node.clone(), port, uid.clone()));
+        }
+    }
+    in_use
+}
+
+/// The exclusion keeping `role` of `job` off nodes where its host ports are taken by
+/// other jobs' pods or other schedulers' (its own job's pods are kept apart by
+/// [`spread::one_task_per_node`]).
+fn port_exclusion(
+    job: &TrainingJob,
+    role: &str,
+    in_use: &[(Arc<str>, spread::HostPort, Option<String>)],
+) -> Option<Vec<SelectorTerm>> {
+    let spec = job.spec.roles.iter().find(|r| r.name == role)?.template.spec.as_ref()?;
+    let wanted = spread::host_ports(spec);
+    if wanted.is_empty() {
+        return None;
+    }
+    let uid = job.metadata.uid.as_deref();
+    spread::port_exclusion(
+        &wanted,
+        in_use
+            .iter()
+            .filter(|(_, _, owner)| owner.as_deref().is_none_or(|o| Some(o) != uid))
+            .map(|(node, port, _)| (&**node, port)),
+    )
+}
+
 /// The field selector of the watch on other schedulers' pods: bound and not finished.
 pub const OTHERS_HOLDING_RESOURCES: &str =
     "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
+/// The labels the policy sees on `job`: its own, and
+/// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node.
+fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
+    let mut labels = job.labels().clone();
+    if spread::one_task_per_node(job) {
+        labels.insert(spread::ONE_TASK_PER_NODE_LABEL.into(), "true".into());
+    }
+    labels
+}
 
 /// A job's id in the snapshot: `namespace/name`.
 pub fn job_id(job: &TrainingJob) -> String {

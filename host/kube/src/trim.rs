@@ -172,6 +172,11 @@ fn container(c: Container) -> Container {
         name: c.name,
         resources: c.resources.map(requests_only),
         restart_policy: c.restart_policy,
+        // Only host ports: they keep other pods off the node.
+        ports: c
+            .ports
+            .map(|p| p.into_iter().filter(|p| p.host_port.is_some()).collect::<Vec<_>>())
+            .filter(|p| !p.is_empty()),
         ..Container::default()
     }
 }

@@ -24,16 +24,13 @@
 //! volume it matches, and the job then follows that volume). It reads; it must not write.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{
     NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, PodSpec,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::eligibility::{
-    PlacementRules, SelectorOperator, SelectorRequirement, SelectorTerm,
-};
+use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
 
 use crate::crd::TrainingJob;
 
@@ -282,45 +279,12 @@ fn term(t: &NodeSelectorTerm) -> SelectorTerm {
     }
 }
 
-/// `rules` with `restrictions` added: a node must still match one of the rules' own
-/// affinity terms, and now also one term of each restriction (terms are ANDed by
-/// concatenating their requirements, one combination per pair).
-pub fn restricted(
-    rules: &Arc<PlacementRules>,
-    restrictions: &[Vec<SelectorTerm>],
-) -> Arc<PlacementRules> {
-    if restrictions.is_empty() {
-        return Arc::clone(rules);
-    }
-    let mut terms = rules.required_node_affinity.clone();
-    for restriction in restrictions {
-        terms = if terms.is_empty() {
-            restriction.clone()
-        } else {
-            terms
-                .iter()
-                .flat_map(|a| {
-                    restriction.iter().map(move |b| SelectorTerm {
-                        match_expressions: a
-                            .match_expressions
-                            .iter()
-                            .chain(&b.match_expressions)
-                            .cloned()
-                            .collect(),
-                    })
-                })
-                .collect()
-        };
-    }
-    Arc::new(PlacementRules {
-        required_node_affinity: terms,
-        ..(**rules).clone()
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::rules::restricted;
+    use std::sync::Arc;
+    use switchyard_core::eligibility::PlacementRules;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
     use serde_json::json;

@@ -19,6 +19,7 @@ mod ownership;
 mod rbac;
 mod rendezvous;
 mod restarts;
+mod spread;
 mod startup;
 mod state;
 mod views;
