@@ -661,6 +661,9 @@ impl Cluster for KubeCluster {
     fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
         let now = self.now_timestamp();
         let mut outcomes = Vec::with_capacity(accepted.len());
+        // One grouping of the pod cache for every action of the decision, not one per
+        // action: each action reads its job's pods as the round found them.
+        let index = PodsByJob::of(self.caches.pods.state());
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
             if !self.may_act() {
@@ -671,7 +674,7 @@ impl Cluster for KubeCluster {
                 outcomes.push(Err(error.to_failure()));
                 continue;
             }
-            let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
+            let Some((job, pods)) = self.caches.job_and_pods(action.op.job(), &index) else {
                 tracing::warn!(job = action.op.job(), "job vanished before its action ran");
                 let error = Error::NotFound(format!(
                     "TrainingJob {} is no longer in the cluster",

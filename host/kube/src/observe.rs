@@ -774,10 +774,15 @@ impl Caches {
         self.jobs.find(|j| job_id(j) == id)
     }
 
-    /// The job with id `id` (`namespace/name`) and its current pods.
-    pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
+    /// The job with id `id` (`namespace/name`) and its current pods, found in `index`
+    /// (the pod cache grouped by job once for all the lookups of a pass).
+    pub fn job_and_pods(
+        &self,
+        id: &str,
+        index: &PodsByJob,
+    ) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
         let job = self.training_job(id)?;
-        let pods = job_pods(&job, &PodsByJob::of(self.pods.state()))
+        let pods = job_pods(&job, index)
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
