@@ -4,8 +4,9 @@
 //! workload and the seed; a run whose jobs did not all finish is marked in every legend.
 //! It draws what `results.json` holds and decides nothing.
 //!
-//! PNG text is drawn with a font embedded in the binary (DejaVu Sans, licence beside it
-//! in `assets/fonts/`), so a machine without system fonts draws the same image.
+//! Each figure is drawn once, as SVG; the PNG is that SVG rasterised. Text is laid out
+//! and drawn with a font embedded in the binary (DejaVu Sans, licence beside it in
+//! `assets/fonts/`), so a machine without system fonts draws the same image.
 
 mod figures;
 
@@ -30,92 +31,91 @@ pub struct PlotError {
 /// The plots `write_all` writes, each as `NAME.svg` and `NAME.png`.
 pub const PLOTS: [&str; 3] = ["utilisation", "completion", "completion-cdf"];
 
-/// One plot: its size and how to draw it on any backend (SVG or bitmap).
+/// One plot: its size and how to draw it.
 trait Figure {
     fn size(&self) -> (u32, u32);
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String>;
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>;
 }
 
 /// Writes every plot of [`PLOTS`] into `dir` as SVG and PNG; returns the files' names.
 pub fn write_all(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError> {
     let context = figures::Context::of(results);
     let mut written = Vec::new();
-    let figures: [(&str, &dyn ErasedFigure); 3] = [
+    let figures: [(&str, &dyn Figure); 3] = [
         (PLOTS[0], &figures::Utilisation::new(&context, results)),
         (PLOTS[1], &figures::PerJob::new(&context, results)),
         (PLOTS[2], &figures::Distribution::new(&context, results)),
     ];
     for (name, figure) in figures {
-        for (extension, write) in [("svg", write_svg as Writer), ("png", write_png)] {
-            let file = dir.join(format!("{name}.{extension}"));
-            write(&file, figure).map_err(|message| PlotError {
-                file: file.display().to_string(),
-                message,
-            })?;
-            written.push(format!("{name}.{extension}"));
-        }
+        let failed = |file: &Path| {
+            let file = file.display().to_string();
+            move |message| PlotError { file, message }
+        };
+        let svg_file = dir.join(format!("{name}.svg"));
+        let svg = draw_svg(figure).map_err(failed(&svg_file))?;
+        std::fs::write(&svg_file, &svg).map_err(|e| failed(&svg_file)(e.to_string()))?;
+        written.push(format!("{name}.svg"));
+        let png_file = dir.join(format!("{name}.png"));
+        let png = rasterise(&svg).map_err(failed(&png_file))?;
+        std::fs::write(&png_file, png).map_err(|e| failed(&png_file)(e.to_string()))?;
+        written.push(format!("{name}.png"));
     }
     Ok(written)
 }
 
-/// A figure drawn on either backend, as an object (the generic `Figure::draw` is not).
-trait ErasedFigure {
-    fn size(&self) -> (u32, u32);
-    fn draw_svg(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>;
-    fn draw_bitmap(&self, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String>;
-}
-
-impl<F: Figure> ErasedFigure for F {
-    fn size(&self) -> (u32, u32) {
-        Figure::size(self)
-    }
-    fn draw_svg(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
-        self.draw(root)
-    }
-    fn draw_bitmap(&self, root: &DrawingArea<BitMapBackend<'_>, Shift>) -> Result<(), String> {
-        self.draw(root)
-    }
-}
-
-type Writer = fn(&Path, &dyn ErasedFigure) -> Result<(), String>;
-
-fn write_svg(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
+/// Draws a figure as SVG text.
+fn draw_svg(figure: &dyn Figure) -> Result<String, String> {
     register_font();
-    let root = SVGBackend::new(file, figure.size()).into_drawing_area();
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
-    figure.draw_svg(&root)?;
-    root.present().map_err(|e| e.to_string())
-}
-
-fn write_png(file: &Path, figure: &dyn ErasedFigure) -> Result<(), String> {
-    register_font();
-    let (width, height) = figure.size();
-    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    let mut svg = String::new();
     {
-        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut svg, figure.size()).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
-        figure.draw_bitmap(&root)?;
+        figure.draw(&root)?;
         root.present().map_err(|e| e.to_string())?;
     }
-    let out = std::fs::File::create(file).map_err(|e| e.to_string())?;
-    let mut encoder = png::Encoder::new(std::io::BufWriter::new(out), width, height);
-    encoder.set_color(png::ColorType::Rgb);
-    encoder.set_depth(png::BitDepth::Eight);
-    encoder.set_compression(png::Compression::Best);
-    let mut writer = encoder.write_header().map_err(|e| e.to_string())?;
-    writer
-        .write_image_data(&pixels)
-        .map_err(|e| e.to_string())?;
-    writer.finish().map_err(|e| e.to_string())
+    Ok(svg)
 }
 
-/// The embedded font, registered once as the `sans-serif` the figures name.
+/// The PNG of a figure, rasterised from its SVG by resvg, so both files show the same
+/// picture. (plotters' own bitmap text drops each glyph's left side bearing, which put a
+/// gap after every `1`.)
+fn rasterise(svg: &str) -> Result<Vec<u8>, String> {
+    let mut options = resvg::usvg::Options {
+        font_family: FONT_FAMILY.to_string(),
+        ..Default::default()
+    };
+    options.fontdb_mut().load_font_data(FONT.to_vec());
+    options.fontdb_mut().set_sans_serif_family(FONT_FAMILY);
+    let tree = resvg::usvg::Tree::from_str(svg, &options).map_err(|e| e.to_string())?;
+    let size = tree.size().to_int_size();
+    let mut pixmap =
+        resvg::tiny_skia::Pixmap::new(size.width(), size.height()).ok_or_else(|| {
+            format!(
+                "a {}x{} image cannot be allocated",
+                size.width(),
+                size.height()
+            )
+        })?;
+    resvg::render(
+        &tree,
+        resvg::tiny_skia::Transform::default(),
+        &mut pixmap.as_mut(),
+    );
+    pixmap.encode_png().map_err(|e| e.to_string())
+}
+
+/// DejaVu Sans, embedded so a machine without system fonts draws the same image.
+const FONT: &[u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
+/// The family name inside [`FONT`].
+const FONT_FAMILY: &str = "DejaVu Sans";
+
+/// The embedded font, registered once as the `sans-serif` the figures name: plotters
+/// measures text with it to lay the SVG out.
 fn register_font() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
-        let font: &'static [u8] = include_bytes!("../assets/fonts/DejaVuSans.ttf");
         // The font is a fixed, valid file: a failure here is a broken build.
-        plotters::style::register_font("sans-serif", FontStyle::Normal, font)
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT)
             .unwrap_or_else(|_| panic!("the embedded DejaVu Sans does not parse"));
     });
 }

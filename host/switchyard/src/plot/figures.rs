@@ -257,7 +257,7 @@ impl Figure for Utilisation<'_> {
         (1000, if self.gpu { 760 } else { 440 })
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
         let area = key_strip(&area, &line_keys(self.runs))?;
         let end = self
@@ -361,7 +361,7 @@ impl Figure for PerJob<'_> {
         (1000, 150 + 20 * self.rows.len().max(4) as u32)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
         let shown = || self.rows.iter().flatten().copied();
         let mut keys = Vec::new();
@@ -559,7 +559,7 @@ impl Figure for Distribution<'_> {
         (1000, 560)
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), String> {
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
         let area = key_strip(&area, &line_keys(self.runs))?;
         let largest = self
