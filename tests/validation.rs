@@ -459,7 +459,10 @@ fn a_job_with_one_task_per_node_is_never_given_two_tasks_on_one_node() {
         "{rejected:?}"
     );
     assert!(
-        rejected.reason.to_string().contains("`worker-0` and `worker-1`"),
+        rejected
+            .reason
+            .to_string()
+            .contains("`worker-0` and `worker-1`"),
         "{}",
         rejected.reason
     );
@@ -494,10 +497,13 @@ fn a_job_with_one_task_per_node_is_never_given_two_tasks_on_one_node() {
         Rejection::SharedNode { .. }
     ));
     assert_eq!(decide(&snapshot, vec![migrate_to("n3")]).accepted.len(), 1);
-    assert!(matches!(
-        decide(&snapshot, vec![migrate("running", "n3", "")]).rejected[0].reason,
-        Rejection::SharedNode { .. }
-    ), "the whole job onto one node");
+    assert!(
+        matches!(
+            decide(&snapshot, vec![migrate("running", "n3", "")]).rejected[0].reason,
+            Rejection::SharedNode { .. }
+        ),
+        "the whole job onto one node"
+    );
     let grow = |nodes: &[&str]| {
         action(Operation::Scale {
             job: "running".into(),

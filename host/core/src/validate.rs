@@ -524,10 +524,11 @@ impl<'a> Account<'a> {
         }
         self.charge_all(job_id, &charges)?;
         self.placed.extend(in_group);
-        self.placed_on
-            .entry(job_id)
-            .or_default()
-            .extend(assignments.iter().map(|a| (a.task.as_str(), a.node.as_str())));
+        self.placed_on.entry(job_id).or_default().extend(
+            assignments
+                .iter()
+                .map(|a| (a.task.as_str(), a.node.as_str())),
+        );
         Ok(())
     }
 

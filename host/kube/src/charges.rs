@@ -205,10 +205,12 @@ mod tests {
     use serde_json::json;
 
     fn pod(uid: &str, host_port: Option<u16>, phase: &str) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": uid, "namespace": "kube-system", "uid": uid},
+        serde_json::from_value(
+            json!({"metadata": {"name": uid, "namespace": "kube-system", "uid": uid},
             "spec": {"nodeName": "n1", "containers": [{"name": "c",
                 "ports": host_port.map(|p| vec![json!({"containerPort": p, "hostPort": p})])}]},
-            "status": {"phase": phase}}))
+            "status": {"phase": phase}}),
+        )
         .unwrap()
     }
 
@@ -223,6 +225,9 @@ mod tests {
         assert_eq!(ports.len(), 1);
         assert_eq!((&*ports[0].0, ports[0].1.port), ("n1", 53));
         charges.apply(&watcher::Event::Apply(pod("dns", Some(53), "Succeeded")));
-        assert!(charges.host_ports().is_empty(), "a finished pod frees its port");
+        assert!(
+            charges.host_ports().is_empty(),
+            "a finished pod frees its port"
+        );
     }
 }

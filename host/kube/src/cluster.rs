@@ -294,7 +294,9 @@ impl KubeCluster {
                 return;
             }
             let phase = job.status.as_ref().and_then(|s| s.phase);
-            if !volumes::mounts_claims(&job) || matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+            if !volumes::mounts_claims(&job)
+                || matches!(phase, Some(Phase::Succeeded | Phase::Failed))
+            {
                 continue;
             }
             let current = job.status.as_ref().and_then(|s| {
@@ -320,13 +322,21 @@ impl KubeCluster {
                 continue;
             }
             let written = self.handle.block_on(self.actor.update_status(&job, |s| {
-                act::set_condition(s, volumes::VOLUMES_CONDITION, wanted.0, &wanted.1, &wanted.2)
+                act::set_condition(
+                    s,
+                    volumes::VOLUMES_CONDITION,
+                    wanted.0,
+                    &wanted.1,
+                    &wanted.2,
+                )
             }));
             match written {
                 Ok(_) => {
                     self.volume_conditions.insert(id, wanted);
                 }
-                Err(error) => tracing::warn!(%error, job = id, "writing the VolumesReady condition"),
+                Err(error) => {
+                    tracing::warn!(%error, job = id, "writing the VolumesReady condition")
+                }
             }
         }
         let jobs = self.caches.jobs.state();
@@ -624,7 +634,12 @@ fn claims_to_provision(
         });
     }
     let tasks = pods::tasks(job);
-    let role_of = |task: &str| tasks.iter().find(|t| t.name == task).map(|t| t.role.as_str());
+    let role_of = |task: &str| {
+        tasks
+            .iter()
+            .find(|t| t.name == task)
+            .map(|t| t.role.as_str())
+    };
     Ok(verdict
         .to_select
         .into_iter()
@@ -697,7 +712,9 @@ impl Cluster for KubeCluster {
                         match claims_to_provision(&self.caches.volumes, &job, &pairs) {
                             Ok(claims) if claims.is_empty() => {}
                             Ok(claims) => return Err(actor.provision(&job, &claims).await),
-                            Err(held) => return Err(actor.action_failed(&job, "Place", held).await),
+                            Err(held) => {
+                                return Err(actor.action_failed(&job, "Place", held).await);
+                            }
                         }
                         let placed = actor.place(&job, &pairs, reason).await;
                         if placed.is_ok() {

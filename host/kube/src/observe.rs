@@ -26,9 +26,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{
-    Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod,
-};
+use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, LogParams};
@@ -43,13 +41,13 @@ use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
-use crate::{rules, spread};
-use switchyard_core::eligibility::SelectorTerm;
 use crate::views::{JobKey, Views};
 use crate::volumes::{self, VolumeCaches};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
+use crate::{rules, spread};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
+use switchyard_core::eligibility::SelectorTerm;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
@@ -604,7 +602,14 @@ impl Caches {
                             .find(|((name, _), _)| name == role)
                             .and_then(|(_, set)| *set)
                     };
-                    self.job(job, &pods, usage.as_deref(), &loss, eligible_of, held.is_some())
+                    self.job(
+                        job,
+                        &pods,
+                        usage.as_deref(),
+                        &loss,
+                        eligible_of,
+                        held.is_some(),
+                    )
                 })
             })
             .collect();
@@ -837,7 +842,14 @@ fn port_exclusion(
     role: &str,
     in_use: &[(Arc<str>, spread::HostPort, Option<String>)],
 ) -> Option<Vec<SelectorTerm>> {
-    let spec = job.spec.roles.iter().find(|r| r.name == role)?.template.spec.as_ref()?;
+    let spec = job
+        .spec
+        .roles
+        .iter()
+        .find(|r| r.name == role)?
+        .template
+        .spec
+        .as_ref()?;
     let wanted = spread::host_ports(spec);
     if wanted.is_empty() {
         return None;

@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-pub use switchyard_core::model::ONE_TASK_PER_NODE_LABEL;
 use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
+pub use switchyard_core::model::ONE_TASK_PER_NODE_LABEL;
 
 use crate::crd::TrainingJob;
 use crate::{JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL};
@@ -75,7 +75,12 @@ pub fn one_task_per_node(job: &TrainingJob) -> bool {
         .roles
         .iter()
         .map(|role| {
-            let mut labels = role.template.metadata.as_ref().and_then(|m| m.labels.clone()).unwrap_or_default();
+            let mut labels = role
+                .template
+                .metadata
+                .as_ref()
+                .and_then(|m| m.labels.clone())
+                .unwrap_or_default();
             labels.insert(JOB_LABEL.into(), job.name_any());
             labels.insert(ROLE_LABEL.into(), role.name.clone());
             if let Some(uid) = &job.metadata.uid {
@@ -92,7 +97,10 @@ pub fn one_task_per_node(job: &TrainingJob) -> bool {
             .affinity
             .as_ref()
             .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| a.required_during_scheduling_ignored_during_execution.as_ref());
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            });
         let against_own = terms.into_iter().flatten().any(|term| {
             let own_namespace = term.namespace_selector.is_none()
                 && term
@@ -178,16 +186,28 @@ mod tests {
     }
 
     #[test]
-    fn anti_affinity_per_node_against_the_job_s_own_pods_or_a_host_port_means_one_task_per_node()
-    {
+    fn anti_affinity_per_node_against_the_job_s_own_pods_or_a_host_port_means_one_task_per_node() {
         let own = json!({"matchLabels": {"switchyard.dev/job": "a"}});
-        assert!(one_task_per_node(&job(anti_affinity(own.clone(), HOSTNAME_LABEL))));
-        let by_template_label = json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["resnet"]}]});
-        assert!(one_task_per_node(&job(anti_affinity(by_template_label, HOSTNAME_LABEL))));
+        assert!(one_task_per_node(&job(anti_affinity(
+            own.clone(),
+            HOSTNAME_LABEL
+        ))));
+        let by_template_label =
+            json!({"matchExpressions": [{"key": "app", "operator": "In", "values": ["resnet"]}]});
+        assert!(one_task_per_node(&job(anti_affinity(
+            by_template_label,
+            HOSTNAME_LABEL
+        ))));
         // Another app's pods, or per zone: not this rule.
         let others = json!({"matchLabels": {"app": "web"}});
-        assert!(!one_task_per_node(&job(anti_affinity(others, HOSTNAME_LABEL))));
-        assert!(!one_task_per_node(&job(anti_affinity(own, "topology.kubernetes.io/zone"))));
+        assert!(!one_task_per_node(&job(anti_affinity(
+            others,
+            HOSTNAME_LABEL
+        ))));
+        assert!(!one_task_per_node(&job(anti_affinity(
+            own,
+            "topology.kubernetes.io/zone"
+        ))));
         let ported = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "ports": [{"containerPort": 29500, "hostPort": 29500}]}]}});
         assert!(one_task_per_node(&job(ported)));

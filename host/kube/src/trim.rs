@@ -175,7 +175,11 @@ fn container(c: Container) -> Container {
         // Only host ports: they keep other pods off the node.
         ports: c
             .ports
-            .map(|p| p.into_iter().filter(|p| p.host_port.is_some()).collect::<Vec<_>>())
+            .map(|p| {
+                p.into_iter()
+                    .filter(|p| p.host_port.is_some())
+                    .collect::<Vec<_>>()
+            })
             .filter(|p| !p.is_empty()),
         ..Container::default()
     }

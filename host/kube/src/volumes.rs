@@ -159,10 +159,7 @@ impl VolumeCaches {
 
     fn claim(&self, namespace: &str, name: &str) -> Result<ClaimVerdict, Held> {
         let id = format!("{namespace}/{name}");
-        let Some(claim) = self
-            .claims
-            .get(&ObjectRef::new(name).within(namespace))
-        else {
+        let Some(claim) = self.claims.get(&ObjectRef::new(name).within(namespace)) else {
             return Err(Held {
                 reason: "ClaimNotFound",
                 message: format!(
@@ -212,7 +209,10 @@ impl VolumeCaches {
             .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
         if !waits {
             let why = match (class_name.is_empty(), class.is_some()) {
-                (true, _) => "it names no storage class, so only a pre-provisioned volume can bind it".to_string(),
+                (true, _) => {
+                    "it names no storage class, so only a pre-provisioned volume can bind it"
+                        .to_string()
+                }
                 (false, false) => format!("its storage class {class_name} does not exist"),
                 (false, true) => format!(
                     "its storage class {class_name} binds Immediately, so it waits for a volume, not for a node"
@@ -283,11 +283,11 @@ fn term(t: &NodeSelectorTerm) -> SelectorTerm {
 mod tests {
     use super::*;
     use crate::rules::restricted;
-    use std::sync::Arc;
-    use switchyard_core::eligibility::PlacementRules;
     use kube::runtime::reflector::store::Writer;
     use kube::runtime::watcher::Event;
     use serde_json::json;
+    use std::sync::Arc;
+    use switchyard_core::eligibility::PlacementRules;
 
     struct Storage {
         caches: VolumeCaches,
@@ -365,21 +365,48 @@ mod tests {
         let storage = Storage::new()
             .class("fast", "Immediate")
             .class("wffc", "WaitForFirstConsumer")
-            .claim("lost", json!({"storageClassName": "fast", "volumeName": "pv-gone"}), "Lost")
+            .claim(
+                "lost",
+                json!({"storageClassName": "fast", "volumeName": "pv-gone"}),
+                "Lost",
+            )
             .claim("immediate", json!({"storageClassName": "fast"}), "Pending")
             .claim("classless", json!({"storageClassName": ""}), "Pending")
-            .claim("unknown-class", json!({"storageClassName": "nope"}), "Pending")
-            .claim("dangling", json!({"storageClassName": "fast", "volumeName": "pv-gone"}), "Bound")
-            .claim("provisioning", json!({"storageClassName": "wffc"}), "Pending");
+            .claim(
+                "unknown-class",
+                json!({"storageClassName": "nope"}),
+                "Pending",
+            )
+            .claim(
+                "dangling",
+                json!({"storageClassName": "fast", "volumeName": "pv-gone"}),
+                "Bound",
+            )
+            .claim(
+                "provisioning",
+                json!({"storageClassName": "wffc"}),
+                "Pending",
+            );
         let (reason, message) = held(&storage.verdict("absent"));
         assert_eq!(reason, "ClaimNotFound");
         assert!(message.contains("ml/absent"), "{message}");
         assert_eq!(held(&storage.verdict("lost")).0, "ClaimLost");
         let (reason, message) = held(&storage.verdict("immediate"));
         assert_eq!(reason, "ClaimUnbound");
-        assert!(message.contains("ml/immediate") && message.contains("Immediately"), "{message}");
-        assert!(held(&storage.verdict("classless")).1.contains("no storage class"));
-        assert!(held(&storage.verdict("unknown-class")).1.contains("nope does not exist"));
+        assert!(
+            message.contains("ml/immediate") && message.contains("Immediately"),
+            "{message}"
+        );
+        assert!(
+            held(&storage.verdict("classless"))
+                .1
+                .contains("no storage class")
+        );
+        assert!(
+            held(&storage.verdict("unknown-class"))
+                .1
+                .contains("nope does not exist")
+        );
         assert_eq!(held(&storage.verdict("dangling")).0, "VolumeNotFound");
         // Waiting for its consumer: placeable, within the class's zones, to be selected.
         let waiting = storage.verdict("provisioning");
@@ -391,7 +418,10 @@ mod tests {
                 role: "worker".into()
             }]
         );
-        assert_eq!(waiting.restrictions["worker"][0][0].match_expressions[0].values, ["a", "b"]);
+        assert_eq!(
+            waiting.restrictions["worker"][0][0].match_expressions[0].values,
+            ["a", "b"]
+        );
     }
 
     #[test]
@@ -416,9 +446,8 @@ mod tests {
         assert_eq!(bound.held, None);
         assert!(bound.to_select.is_empty());
         let rules = restricted(&Arc::default(), &bound.restrictions["worker"]);
-        let labels = |host: &str| {
-            BTreeMap::from([("kubernetes.io/hostname".to_string(), host.to_string())])
-        };
+        let labels =
+            |host: &str| BTreeMap::from([("kubernetes.io/hostname".to_string(), host.to_string())]);
         assert!(rules.allow(&labels("n3"), &[]));
         assert!(!rules.allow(&labels("n1"), &[]));
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::support::mock::Access;
 use crate::{
     act, cluster, events, failures, fencing, lease, logs, others, outcomes, ownership, rendezvous,
-    restarts, startup, state, volumes, wedges,
+    restarts, spread, startup, state, volumes, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -125,6 +125,10 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     );
     used.extend(volumes::a_missing_claim_holds_the_job_with_a_condition_naming_it().await);
     used.extend(volumes::claims_volumes_and_classes_are_watched_and_trimmed().await);
+    used.extend(volumes::a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so().await);
+    used.extend(
+        spread::the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await,
+    );
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"

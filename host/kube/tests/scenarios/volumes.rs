@@ -7,8 +7,11 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use serde_json::json;
-use switchyard_control::{ControlLoop, DecisionRecord, FailureReason, Leader, Step};
+use switchyard_control::{
+    Advance, Cluster, ControlLoop, DecisionRecord, FailureReason, Leader, Step,
+};
 use switchyard_core::model::{JobPhase, Snapshot, TaskPhase};
+use switchyard_kube::crd::{Condition, TrainingJobStatus};
 use switchyard_kube::trim;
 use switchyard_kube::volumes::SELECTED_NODE_ANNOTATION;
 
@@ -104,7 +107,12 @@ pub(crate) async fn a_claim_waiting_for_its_first_consumer_is_provisioned_for_th
     let job = JobBuilder::new("a").push_progress().mounting("data");
     world.job(&job);
     assert_eq!(
-        world.caches.snapshot(0.0, vec![]).job("ml/a").unwrap().phase,
+        world
+            .caches
+            .snapshot(0.0, vec![])
+            .job("ml/a")
+            .unwrap()
+            .phase,
         JobPhase::Waiting,
         "an unbound claim waiting for its consumer does not hold the job"
     );
@@ -148,8 +156,17 @@ pub(crate) async fn a_claim_waiting_for_its_first_consumer_is_provisioned_for_th
     );
     let held = world.caches.snapshot(1.0, vec![]);
     let job_view = held.job("ml/a").unwrap();
-    assert_eq!(job_view.phase, JobPhase::Restarting, "held while provisioned");
-    assert!(job_view.tasks.iter().all(|t| t.phase == TaskPhase::Restarting));
+    assert_eq!(
+        job_view.phase,
+        JobPhase::Restarting,
+        "held while provisioned"
+    );
+    assert!(
+        job_view
+            .tasks
+            .iter()
+            .all(|t| t.phase == TaskPhase::Restarting)
+    );
     world = world.zonal_volume("pv-data", "b");
     world.claim(
         "data",
@@ -194,6 +211,43 @@ pub(crate) async fn a_missing_claim_holds_the_job_with_a_condition_naming_it() -
     server.finish().await
 }
 
+pub(crate) async fn a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so() -> Vec<Access>
+{
+    let mut world = World::new()
+        .node(zoned("n1", "b"))
+        .zonal_volume("pv-data", "b");
+    let job = JobBuilder::new("a")
+        .push_progress()
+        .mounting("data")
+        .with_status(TrainingJobStatus {
+            conditions: vec![Condition {
+                type_: "VolumesReady".into(),
+                status: "False".into(),
+                reason: "ClaimNotFound".into(),
+                message: "PersistentVolumeClaim ml/data does not exist".into(),
+                last_transition_time: "2026-01-01T00:00:00Z".into(),
+            }],
+            ..TrainingJobStatus::default()
+        });
+    world.job(&job);
+    world.claim(
+        "data",
+        json!({"spec": {"volumeName": "pv-data"}, "status": {"phase": "Bound"}}),
+    );
+    let script = status_write_of(
+        "a",
+        &job,
+        json!({"status": {"conditions": [{"type": "VolumesReady", "status": "True", "reason": "Ready"}]}}),
+    );
+    let (client, server) = MockServer::start(script.to_vec());
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (_, advanced) = blocking(cluster, |cluster| cluster.advance(None)).await;
+    assert!(matches!(advanced, Advance::Events(_)), "{advanced:?}");
+    let snapshot = world.caches.snapshot(0.0, vec![]);
+    assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Waiting);
+    server.finish().await
+}
+
 pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<Access> {
     let mut seen = Vec::new();
     let (claims, s) = reflect(
@@ -227,10 +281,12 @@ pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<
         Api::<StorageClass>::all,
         "/apis/storage.k8s.io/v1/storageclasses?*",
         trim::class,
-        vec![json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+        vec![
+            json!({"apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
             "metadata": {"name": "wffc", "resourceVersion": "5"},
             "provisioner": "pd.csi.storage.gke.io", "parameters": {"type": "pd-ssd"},
-            "volumeBindingMode": "WaitForFirstConsumer"})],
+            "volumeBindingMode": "WaitForFirstConsumer"}),
+        ],
     )
     .await;
     seen.extend(s);
@@ -264,7 +320,7 @@ async fn a_job_whose_claim_is_bound_to_a_zonal_volume_is_offered_and_bound_only_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wait_for_first_consumer_claim_gets_the_chosen_node_and_the_job_is_bound_once_it_is_bound()
-{
+ {
     a_claim_waiting_for_its_first_consumer_is_provisioned_for_the_chosen_node_then_bound().await;
 }
 
@@ -276,4 +332,10 @@ async fn a_job_mounting_a_claim_that_does_not_exist_is_not_placed_and_says_which
 #[tokio::test]
 async fn the_storage_caches_keep_only_what_volume_binding_reads() {
     claims_volumes_and_classes_are_watched_and_trimmed().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_a_missing_claim_exists_and_is_bound_the_job_is_offered_again_and_volumes_ready_turns_true()
+ {
+    a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so().await;
 }

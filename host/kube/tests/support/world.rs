@@ -51,7 +51,8 @@ impl World {
             "metadata": {"name": name, "resourceVersion": self.next_version()},
             "provisioner": "pd.csi.storage.gke.io", "volumeBindingMode": mode}))
         .unwrap();
-        self.classes.apply_watcher_event(&watcher::Event::Apply(class));
+        self.classes
+            .apply_watcher_event(&watcher::Event::Apply(class));
         self
     }
 
@@ -66,7 +67,8 @@ impl World {
                     {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}},
             "status": {"phase": "Bound"}}))
         .unwrap();
-        self.volumes.apply_watcher_event(&watcher::Event::Apply(volume));
+        self.volumes
+            .apply_watcher_event(&watcher::Event::Apply(volume));
         self
     }
 
@@ -82,7 +84,8 @@ impl World {
             }
         }
         let claim: PersistentVolumeClaim = serde_json::from_value(claim).unwrap();
-        self.claims.apply_watcher_event(&watcher::Event::Apply(claim));
+        self.claims
+            .apply_watcher_event(&watcher::Event::Apply(claim));
         self.caches.changed.notify_one();
     }
 
