@@ -41,7 +41,7 @@ fn header_command(text: &str) -> Option<String> {
     let mut command = String::new();
     let mut inside = false;
     for line in comments {
-        if !inside && !(line.starts_with("cargo run") || line.starts_with("switchyard ")) {
+        if !(inside || line.starts_with("cargo run") || line.starts_with("switchyard ")) {
             continue;
         }
         inside = true;

@@ -125,32 +125,25 @@ impl VolumeCaches {
         let mut out = JobVolumes::default();
         for role in &job.spec.roles {
             for claim_name in claims_of(role.template.spec.as_ref()) {
-                match self.claim(&namespace, claim_name) {
-                    Ok(ClaimVerdict::Restricts(terms)) => {
-                        if !terms.is_empty() {
-                            out.restrictions
-                                .entry(role.name.clone())
-                                .or_default()
-                                .push(terms);
-                        }
-                    }
-                    Ok(ClaimVerdict::AwaitsConsumer(terms)) => {
-                        if !terms.is_empty() {
-                            out.restrictions
-                                .entry(role.name.clone())
-                                .or_default()
-                                .push(terms);
-                        }
-                        if !out.to_select.iter().any(|s| s.claim == claim_name) {
-                            out.to_select.push(Selection {
-                                claim: claim_name.to_string(),
-                                role: role.name.clone(),
-                            });
-                        }
-                    }
+                let (terms, awaits) = match self.claim(&namespace, claim_name) {
+                    Ok(ClaimVerdict::Restricts(terms)) => (terms, false),
+                    Ok(ClaimVerdict::AwaitsConsumer(terms)) => (terms, true),
                     Err(held) => {
                         out.held.get_or_insert(held);
+                        continue;
                     }
+                };
+                if !terms.is_empty() {
+                    out.restrictions
+                        .entry(role.name.clone())
+                        .or_default()
+                        .push(terms);
+                }
+                if awaits && !out.to_select.iter().any(|s| s.claim == claim_name) {
+                    out.to_select.push(Selection {
+                        claim: claim_name.to_string(),
+                        role: role.name.clone(),
+                    });
                 }
             }
         }

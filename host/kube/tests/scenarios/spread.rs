@@ -7,12 +7,12 @@ use serde_json::json;
 use switchyard_core::model::{Action, Assignment, Decision, ONE_TASK_PER_NODE_LABEL, Operation};
 use switchyard_core::validate::{Rejection, check_decision};
 
-use switchyard_control::{ControlLoop, Leader, Step};
+use switchyard_control::Leader;
 
-use crate::cluster::{default_policy, runtime};
+use crate::cluster::default_round;
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, event_on, status_write_of};
+use crate::support::world::{World, blocking, first_placement, status_write_of};
 
 fn place(pairs: &[(&str, &str)]) -> Decision {
     Decision {
@@ -115,17 +115,7 @@ pub(crate) async fn the_default_policy_spreads_a_host_port_job_and_leaves_out_th
     world.pod(holder);
     // Pod by pod: ps-0 on n2, worker-0 on n3; worker-1 has no node left (n1's port is
     // taken, n2 and n3 hold its siblings) and waits.
-    let mut script = vec![
-        service("a"),
-        create("a-ps-0-0", "a", "ps-0", "ps"),
-        bind("a-ps-0-0", "n2"),
-    ];
-    script.extend(status_write_of(
-        "a",
-        &job,
-        json!({"status": {"placements": [{"task": "ps-0", "node": "n2"}]}}),
-    ));
-    script.push(event_on("a", "Placed", "Place"));
+    let mut script = first_placement(&job, "ps-0", "ps", "n2");
     script.push(create("a-worker-0-0", "a", "worker-0", "worker"));
     script.push(bind("a-worker-0-0", "n3"));
     script.extend(status_write_of(
@@ -137,15 +127,7 @@ pub(crate) async fn the_default_policy_spreads_a_host_port_job_and_leaves_out_th
     script.push(Expect::patch(&format!("{EVENTS}/*")).ok(event_json()));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    let (_, record) = blocking(cluster, |cluster| {
-        let slot = default_policy(&runtime());
-        let mut control = ControlLoop::new(slot.clone(), slot, 0);
-        let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
-            panic!("the new job makes a round due");
-        };
-        control.decide_round(cluster, triggers).record
-    })
-    .await;
+    let (_, record) = blocking(cluster, default_round).await;
     assert_eq!(record.arm_a.accepted.len(), 2, "{record:#?}");
     assert!(record.arm_a.rejected.is_empty(), "{record:#?}");
     server.finish().await

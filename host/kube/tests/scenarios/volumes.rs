@@ -7,19 +7,17 @@ use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use serde_json::json;
-use switchyard_control::{
-    Advance, Cluster, ControlLoop, DecisionRecord, FailureReason, Leader, Step,
-};
+use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader};
 use switchyard_core::model::{JobPhase, Snapshot, TaskPhase};
 use switchyard_kube::crd::{Condition, TrainingJobStatus};
 use switchyard_kube::trim;
 use switchyard_kube::volumes::SELECTED_NODE_ANNOTATION;
 
 use crate::act::reflect;
-use crate::cluster::{default_policy, runtime};
+use crate::cluster::{default_policy, default_round, runtime};
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, event_on, status_write_of};
+use crate::support::world::{World, blocking, event_on, first_placement, status_write_of};
 
 const CLAIMS: &str = "/api/v1/namespaces/ml/persistentvolumeclaims";
 
@@ -48,16 +46,6 @@ fn eligible_nodes(snapshot: &Snapshot) -> Vec<String> {
     }
 }
 
-/// The policy's placement of job `a` through the control loop: the decision record.
-fn one_round(cluster: &mut switchyard_kube::cluster::KubeCluster) -> DecisionRecord {
-    let slot = default_policy(&runtime());
-    let mut control = ControlLoop::new(slot.clone(), slot, 0);
-    let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
-        panic!("the new job makes a round due");
-    };
-    control.decide_round(cluster, triggers).record
-}
-
 pub(crate) async fn a_claim_bound_to_a_zonal_volume_keeps_the_job_in_its_zone() -> Vec<Access> {
     let mut world = World::new()
         .node(zoned("n1", "a"))
@@ -76,20 +64,10 @@ pub(crate) async fn a_claim_bound_to_a_zonal_volume_keeps_the_job_in_its_zone() 
         ["n2"],
         "only zone b can mount the volume"
     );
-    let mut script = vec![
-        service("a"),
-        create("a-main-0-0", "a", "main-0", "main"),
-        bind("a-main-0-0", "n2"),
-    ];
-    script.extend(status_write_of(
-        "a",
-        &job,
-        json!({"status": {"placements": [{"task": "main-0", "node": "n2"}]}}),
-    ));
-    script.push(event_on("a", "Placed", "Place"));
+    let script = first_placement(&job, "main-0", "main", "n2");
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    let (_, record) = blocking(cluster, one_round).await;
+    let (_, record) = blocking(cluster, default_round).await;
     assert_eq!(record.arm_a.accepted.len(), 1, "{record:#?}");
     server.finish().await
 }
@@ -132,18 +110,10 @@ pub(crate) async fn a_claim_waiting_for_its_first_consumer_is_provisioned_for_th
         event_on("a", "WaitingForVolumes", "Place"),
     ];
     // Once the claim is bound, to a volume in zone b: placed there.
-    script.push(service("a"));
-    script.push(create("a-main-0-0", "a", "main-0", "main"));
-    script.push(bind("a-main-0-0", "n2"));
-    script.extend(status_write_of(
-        "a",
-        &job,
-        json!({"status": {"placements": [{"task": "main-0", "node": "n2"}]}}),
-    ));
-    script.push(event_on("a", "Placed", "Place"));
+    script.extend(first_placement(&job, "main-0", "main", "n2"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    let (cluster, record) = blocking(cluster, one_round).await;
+    let (cluster, record) = blocking(cluster, default_round).await;
     let [failed] = record.arm_a.failed.as_slice() else {
         panic!("the placement waits for the volume: {record:#?}");
     };
@@ -201,7 +171,7 @@ pub(crate) async fn a_missing_claim_holds_the_job_with_a_condition_naming_it() -
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     // The leader's pass writes the condition, once; the round places nothing.
-    let (_, record) = blocking(cluster, one_round).await;
+    let (_, record) = blocking(cluster, default_round).await;
     assert!(
         record.arm_a.accepted.is_empty() && record.arm_a.failed.is_empty(),
         "{record:#?}"

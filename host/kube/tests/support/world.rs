@@ -212,6 +212,25 @@ pub fn status_patch_of(job: &str, read: &JobBuilder, wanted: Value) -> Expect {
     Expect::patch(&status_of(job)).body(wanted).ok(read.json())
 }
 
+/// The first placement of `job`'s `task` (of `role`, generation 0) on `node`: its
+/// Service, the pod created and bound, the placement in the status, the Event.
+pub fn first_placement(job: &JobBuilder, task: &str, role: &str, node: &str) -> Vec<Expect> {
+    let name = job.build().metadata.name.unwrap_or_default();
+    let pod = format!("{name}-{task}-0");
+    let mut script = vec![
+        super::fixtures::service(&name),
+        super::fixtures::create(&pod, &name, task, role),
+        super::fixtures::bind(&pod, node),
+    ];
+    script.extend(status_write_of(
+        &name,
+        job,
+        json!({"status": {"placements": [{"task": task, "node": node}]}}),
+    ));
+    script.push(event_on(&name, "Placed", "Place"));
+    script
+}
+
 pub fn event_on(job: &str, reason: &str, action: &str) -> Expect {
     Expect::post("/apis/events.k8s.io/v1/namespaces/ml/events")
         .body(json!({"reason": reason, "action": action, "type": "Normal",
