@@ -339,9 +339,11 @@ impl KubeCluster {
                 }
             }
         }
-        let jobs = self.caches.jobs.state();
-        self.volume_conditions
-            .retain(|id, _| jobs.iter().any(|j| job_id(j) == *id));
+        if !self.volume_conditions.is_empty() {
+            let present: HashSet<String> =
+                self.caches.jobs.state().iter().map(|j| job_id(j)).collect();
+            self.volume_conditions.retain(|id, _| present.contains(id));
+        }
     }
 
     /// Carries every job's restart on as far as the caches allow; never waits.
