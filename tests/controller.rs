@@ -887,7 +887,7 @@ fn the_committed_openapi_document_matches_the_code() {
 
 #[cfg(unix)]
 #[test]
-fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
+fn run_on_the_simulator_logs_plain_text_to_a_pipe_and_shuts_down_gracefully_on_sigterm() {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
 
@@ -904,13 +904,19 @@ fn run_on_the_simulator_shuts_down_gracefully_on_sigterm() {
         .unwrap();
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
+    let mut logged = String::new();
     while !line.contains("API on http://") {
         line.clear();
         assert!(
             stderr.read_line(&mut line).unwrap() > 0,
             "the controller exited before serving"
         );
+        logged.push_str(&line);
     }
+    assert!(
+        logged.contains("INFO") && !logged.contains('\x1b'),
+        "logs to a pipe are plain text, without terminal colours:\n{logged}"
+    );
     let killed = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

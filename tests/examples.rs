@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use assert_cmd::Command;
 
 /// Examples whose header command is not run here, and why.
-const NOT_RUN: [(&str, &str); 3] = [
+const NOT_RUN: [(&str, &str); 4] = [
     (
         "philly-6214e9.yaml",
         "41,226 jobs: minutes in a debug build",

@@ -9,6 +9,7 @@ mod policy;
 mod run;
 mod simulate;
 
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -201,13 +202,15 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
 
 /// Logs go to standard error so command output stays clean on standard output.
 /// Without SWITCHYARD_LOG, the live controller (`run`) reports uploads, swaps, refusals
-/// and leadership at info, and every other command only warnings.
+/// and leadership at info, and every other command only warnings. Colours only on a
+/// terminal (and not under `NO_COLOR`): a file, a pipe or `kubectl logs` gets plain text.
 pub(crate) fn init_tracing(json: bool, live: bool) {
     let default = if live { LIVE_LOG_DEFAULT } else { "warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
     if json {
         builder.json().init();
