@@ -21,6 +21,10 @@ const NOT_RUN: [(&str, &str); 4] = [
         "scale-5000-nodes.yaml",
         "a controller (`switchyard run`) that runs until stopped",
     ),
+    (
+        "scale-10000-nodes.yaml",
+        "a controller (`switchyard run`) that runs until stopped",
+    ),
 ];
 
 /// What a header's command starts with; the rest are the binary's arguments.
