@@ -423,6 +423,104 @@ fn scaling_outside_min_max_is_rejected_and_growing_needs_room_on_the_named_nodes
 }
 
 #[test]
+fn a_job_with_one_task_per_node_is_never_given_two_tasks_on_one_node() {
+    let worker = res(1.0, 1, 0);
+    let snapshot = cluster()
+        .node(node("n1").cpus(8.0))
+        .node(node("n2").cpus(8.0))
+        .node(node("n3").cpus(8.0))
+        .job(
+            job("spread")
+                .task("worker-0", "worker", worker)
+                .task("worker-1", "worker", worker)
+                .one_task_per_node(),
+        )
+        .job(
+            job("running")
+                .task("worker-0", "worker", worker)
+                .task("worker-1", "worker", worker)
+                .running_on("n1")
+                .replicas("worker", 2, 1, 4)
+                .one_task_per_node(),
+        )
+        .job(
+            job("packed")
+                .task("worker-0", "worker", worker)
+                .task("worker-1", "worker", worker),
+        )
+        .build();
+    let together = place("spread", &[("worker-0", "n1"), ("worker-1", "n1")]);
+    let checked = decide(&snapshot, vec![together]);
+    let [rejected] = checked.rejected.as_slice() else {
+        panic!("the shared node is refused: {checked:?}");
+    };
+    assert!(
+        matches!(&rejected.reason, Rejection::SharedNode { node, .. } if node == "n1"),
+        "{rejected:?}"
+    );
+    assert!(
+        rejected
+            .reason
+            .to_string()
+            .contains("`worker-0` and `worker-1`"),
+        "{}",
+        rejected.reason
+    );
+    assert_eq!(rejected.reason.metric_label(), "shared-node");
+    // Apart: accepted; in two placements of one decision, the second may not join the first.
+    let apart = place("spread", &[("worker-0", "n1"), ("worker-1", "n2")]);
+    assert_eq!(decide(&snapshot, vec![apart]).accepted.len(), 1);
+    let checked = decide(
+        &snapshot,
+        vec![
+            place("spread", &[("worker-0", "n2")]),
+            place("spread", &[("worker-1", "n2")]),
+        ],
+    );
+    assert_eq!((checked.accepted.len(), checked.rejected.len()), (1, 1));
+    // A job without the label may pack its tasks.
+    let packed = place("packed", &[("worker-0", "n3"), ("worker-1", "n3")]);
+    assert_eq!(decide(&snapshot, vec![packed]).accepted.len(), 1);
+    // Moving one task onto its sibling's node, or growing onto it, is refused.
+    let mut snapshot = snapshot;
+    std::sync::Arc::make_mut(&mut snapshot.jobs[1]).tasks[1].node = Some("n2".into());
+    let migrate_to = |node: &str| {
+        action(Operation::Migrate {
+            job: "running".into(),
+            task: Some("worker-0".into()),
+            node: node.into(),
+            purpose: String::new(),
+        })
+    };
+    assert!(matches!(
+        decide(&snapshot, vec![migrate_to("n2")]).rejected[0].reason,
+        Rejection::SharedNode { .. }
+    ));
+    assert_eq!(decide(&snapshot, vec![migrate_to("n3")]).accepted.len(), 1);
+    assert!(
+        matches!(
+            decide(&snapshot, vec![migrate("running", "n3", "")]).rejected[0].reason,
+            Rejection::SharedNode { .. }
+        ),
+        "the whole job onto one node"
+    );
+    let grow = |nodes: &[&str]| {
+        action(Operation::Scale {
+            job: "running".into(),
+            replicas: 2 + nodes.len() as u32,
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+        })
+    };
+    for refused in [&["n3", "n3"][..], &["n1"]] {
+        assert!(matches!(
+            decide(&snapshot, vec![grow(refused)]).rejected[0].reason,
+            Rejection::SharedNode { .. }
+        ));
+    }
+    assert_eq!(decide(&snapshot, vec![grow(&["n3"])]).accepted.len(), 1);
+}
+
+#[test]
 fn placing_on_a_cordoned_node_is_rejected() {
     let snapshot = cluster()
         .node(node("n1").unschedulable())

@@ -125,6 +125,14 @@ impl JobBuilder {
         });
         self
     }
+    /// Carries the host's label saying no two of its tasks may share a node.
+    pub(crate) fn one_task_per_node(mut self) -> Self {
+        std::sync::Arc::make_mut(&mut self.0.labels).insert(
+            switchyard_core::model::ONE_TASK_PER_NODE_LABEL.into(),
+            "true".into(),
+        );
+        self
+    }
     pub(crate) fn not_checkpointable(mut self) -> Self {
         self.0.checkpointable = false;
         self

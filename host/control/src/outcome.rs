@@ -35,6 +35,10 @@ pub enum FailureReason {
     Stale,
     /// The job's pods carry scheduling gates that someone else must lift first.
     Gated,
+    /// The job's claims are not ready for it: a volume is being provisioned for the
+    /// node chosen (the job is placed again once it is bound), or a claim is missing,
+    /// lost or unbound.
+    WaitingForVolume,
     /// The backend does not carry this operation out.
     Unsupported,
     /// A fault the simulator injected (the workload's `faults` rates).
@@ -58,6 +62,7 @@ impl FailureReason {
             FailureReason::NotLeading => "not-leading",
             FailureReason::Stale => "stale",
             FailureReason::Gated => "gated",
+            FailureReason::WaitingForVolume => "waiting-for-volume",
             FailureReason::Unsupported => "unsupported",
             FailureReason::Injected => "injected",
             FailureReason::Other => "other",

@@ -217,7 +217,20 @@ pub struct Job {
     pub labels: Arc<BTreeMap<String, String>>,
 }
 
+/// The job label saying no two of its tasks may share a node (value `true`): its pod
+/// template asks for required anti-affinity against the job's own pods per node, or for a
+/// host port. The host sets it; policies read it ([`Job::one_task_per_node`]) and the
+/// validator refuses a decision that puts two of the job's tasks on one node.
+pub const ONE_TASK_PER_NODE_LABEL: &str = "switchyard.dev/one-task-per-node";
+
 impl Job {
+    /// Whether no two of this job's tasks may share a node ([`ONE_TASK_PER_NODE_LABEL`]).
+    pub fn one_task_per_node(&self) -> bool {
+        self.labels
+            .get(ONE_TASK_PER_NODE_LABEL)
+            .is_some_and(|v| v == "true")
+    }
+
     /// The task named `name`.
     pub fn task(&self, name: &str) -> Option<&Task> {
         self.tasks.iter().find(|t| t.name == name)

@@ -132,6 +132,18 @@ pub enum Rejection {
         /// Why not.
         why: String,
     },
+    /// Two tasks of a job that asks for one task per node would share a node.
+    #[error(
+        "job `{job}` runs at most one task per node (its pod template has required anti-affinity against its own pods, or a host port): tasks {tasks} would share node `{node}`"
+    )]
+    SharedNode {
+        /// Job id.
+        job: String,
+        /// The node.
+        node: String,
+        /// The tasks that would share it.
+        tasks: String,
+    },
     /// The job already had a move (migration, rescale, preemption) accepted in this
     /// decision: a job moves at most once per round.
     #[error(
@@ -161,6 +173,7 @@ impl Rejection {
             Rejection::WeightOutOfRange { .. } => "weight-out-of-range",
             Rejection::BadReplicaCount { .. } => "bad-replica-count",
             Rejection::ConflictingAction { .. } => "conflicting-action",
+            Rejection::SharedNode { .. } => "shared-node",
         }
     }
 }
@@ -279,10 +292,44 @@ struct Account<'a> {
     /// snapshot says.
     free: FxHashMap<&'a str, Resources>,
     placed: HashSet<(&'a str, &'a str)>,
+    /// Per job, (task, node) of the placements accepted so far in this decision.
+    placed_on: FxHashMap<&'a str, Vec<(&'a str, &'a str)>>,
     moved_jobs: HashSet<&'a str>,
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
+}
+
+/// (task, node) of every task of `job` that is on a node.
+fn where_tasks_run(job: &Job) -> impl Iterator<Item = (&str, &str)> {
+    job.tasks
+        .iter()
+        .filter_map(|t| Some((t.name.as_str(), t.node.as_deref()?)))
+}
+
+/// Refuses a task of `moving` (task, node) on a node where another task of job `job_id`
+/// stays (`staying`) or goes. Tasks that already share a node are left alone.
+fn one_per_node<'n>(
+    job_id: &str,
+    staying: impl Iterator<Item = (&'n str, &'n str)>,
+    moving: impl Iterator<Item = (&'n str, &'n str)>,
+) -> Result<(), Rejection> {
+    let mut taken: FxHashMap<&str, &str> = FxHashMap::default();
+    for (task, node) in staying {
+        taken.entry(node).or_insert(task);
+    }
+    for (task, node) in moving {
+        if let Some(other) = taken.insert(node, task)
+            && other != task
+        {
+            return Err(Rejection::SharedNode {
+                job: job_id.into(),
+                node: node.into(),
+                tasks: format!("`{other}` and `{task}`"),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn show(r: &Resources) -> String {
@@ -311,6 +358,7 @@ impl<'a> Account<'a> {
                 .collect(),
             free: FxHashMap::default(),
             placed: HashSet::new(),
+            placed_on: FxHashMap::default(),
             moved_jobs: HashSet::new(),
             snapshot,
             eligible: FxHashMap::default(),
@@ -467,8 +515,20 @@ impl<'a> Account<'a> {
             self.check_eligible(job_id, task, &a.node)?;
             charges.push((a.task.as_str(), a.node.as_str(), task.requests));
         }
+        if job.one_task_per_node() {
+            let before = self.placed_on.get(job_id).into_iter().flatten().copied();
+            let new = assignments
+                .iter()
+                .map(|a| (a.task.as_str(), a.node.as_str()));
+            one_per_node(job_id, where_tasks_run(job).chain(before), new)?;
+        }
         self.charge_all(job_id, &charges)?;
         self.placed.extend(in_group);
+        self.placed_on.entry(job_id).or_default().extend(
+            assignments
+                .iter()
+                .map(|a| (a.task.as_str(), a.node.as_str())),
+        );
         Ok(())
     }
 
@@ -519,6 +579,12 @@ impl<'a> Account<'a> {
         }
         for t in moving.iter().filter(|t| t.node.as_deref() != Some(node)) {
             self.check_eligible(job_id, t, node)?;
+        }
+        if job.one_task_per_node() {
+            let moved = |name: &str| moving.iter().any(|t| t.name == name);
+            let staying = where_tasks_run(job).filter(|(task, _)| !moved(task));
+            let new = moving.iter().map(|t| (t.name.as_str(), node));
+            one_per_node(job_id, staying, new)?;
         }
         let charges: Vec<_> = moving
             .iter()
@@ -572,6 +638,17 @@ impl<'a> Account<'a> {
             }
             for n in nodes {
                 self.check_eligible(job_id, template, n)?;
+            }
+            if job.one_task_per_node() {
+                // The added replicas take the next indices of the role.
+                let added_names: Vec<String> = (r.current..replicas)
+                    .map(|i| format!("{}-{i}", r.role))
+                    .collect();
+                let added = added_names
+                    .iter()
+                    .zip(nodes)
+                    .map(|(task, node)| (task.as_str(), node.as_str()));
+                one_per_node(job_id, where_tasks_run(job), added)?;
             }
             let charges: Vec<_> = nodes
                 .iter()

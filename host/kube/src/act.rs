@@ -153,13 +153,60 @@ impl Actor {
         Ok(())
     }
 
+    /// Has each of `claims` (claim name, node), waiting for its first consumer,
+    /// provisioned for the node chosen for it, as kube-scheduler does: the claim is
+    /// annotated `volume.kubernetes.io/selected-node`, and no pod is made or bound until
+    /// the claim is bound (a later placement, within the new volume's topology). Returns
+    /// the error that says so, reported as the `PodsCreated=False` condition
+    /// (`WaitingForVolumes`) and an Event; or the annotation's failure.
+    pub async fn provision(&self, job: &TrainingJob, claims: &[(String, String)]) -> Error {
+        let api: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &namespace(job));
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        for (claim, node) in claims {
+            let body = Patch::Merge(json!({"metadata": {"annotations": {
+                crate::volumes::SELECTED_NODE_ANNOTATION: node}}}));
+            let annotated = retry::with_backoff("claim annotation", || {
+                self.guard.call(api.patch(claim, &params, &body))
+            })
+            .await
+            .map_err(Error::api(format!(
+                "choosing node {node} for PersistentVolumeClaim {claim}"
+            )));
+            if let Err(error) = annotated {
+                return self.placement_failed(job, "Place", error).await;
+            }
+        }
+        let chosen: Vec<String> = claims
+            .iter()
+            .map(|(claim, node)| format!("{claim} on {node}"))
+            .collect();
+        let error = Error::WaitingForVolumes {
+            job: job.name_any(),
+            message: format!(
+                "provisioning PersistentVolumeClaims {}; the pods are bound once the claims are",
+                chosen.join(", ")
+            ),
+        };
+        self.placement_failed(job, "Place", error).await
+    }
+
     /// Reports a failed create-and-bind as the `PodsCreated=False` condition and a
-    /// Warning Event; returns the error.
+    /// Warning Event (a Normal one while volumes are provisioned: nothing is wrong);
+    /// returns the error.
     async fn placement_failed(&self, job: &TrainingJob, action: &str, error: Error) -> Error {
         let reason = match error {
             Error::InvalidSpec { .. } => "TemplateRejected",
             Error::Gated { .. } => "SchedulingGated",
+            Error::WaitingForVolumes { .. } => "WaitingForVolumes",
             _ => "PlacementFailed",
+        };
+        let event_type = match error {
+            Error::WaitingForVolumes { .. } => EventType::Normal,
+            _ => EventType::Warning,
         };
         let message = error.to_string();
         if let Err(e) = self
@@ -171,8 +218,7 @@ impl Actor {
             tracing::warn!(error = %e, "recording the failed placement in the status");
         }
         let note = format!("{}: {message}", error.failure_reason());
-        self.event(job, EventType::Warning, reason, action, &note)
-            .await;
+        self.event(job, event_type, reason, action, &note).await;
         error
     }
 

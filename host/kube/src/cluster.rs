@@ -28,6 +28,7 @@ use crate::observe::{self, Caches, job_id};
 use crate::pod_index::PodsByJob;
 use crate::pods;
 use crate::progress::LogPattern;
+use crate::volumes::{self, VolumeCaches};
 use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
 use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
@@ -78,6 +79,8 @@ pub struct KubeCluster {
     /// the next round's `job-preempted` triggers.
     preempted: Vec<String>,
     finished: usize,
+    /// Per job id, the `VolumesReady` condition last written (status, reason, message).
+    volume_conditions: HashMap<String, (&'static str, String, String)>,
 }
 
 impl KubeCluster {
@@ -108,6 +111,7 @@ impl KubeCluster {
             was_leading: false,
             preempted: Vec::new(),
             finished: 0,
+            volume_conditions: HashMap::new(),
         }
     }
 
@@ -278,6 +282,68 @@ impl KubeCluster {
         }
         let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
         self.actor.forget_deletes(&present);
+    }
+
+    /// Gives each job whose claims hold it the `VolumesReady=False` condition, with the
+    /// reason and the claim named, and `True` once they no longer do (only a job that
+    /// had it `False`). Written when what it says changes, once per change even while
+    /// the job cache lags behind the write.
+    fn drive_volume_conditions(&mut self) {
+        for job in self.caches.jobs.state() {
+            if !self.may_act() {
+                return;
+            }
+            let phase = job.status.as_ref().and_then(|s| s.phase);
+            if !volumes::mounts_claims(&job)
+                || matches!(phase, Some(Phase::Succeeded | Phase::Failed))
+            {
+                continue;
+            }
+            let current = job.status.as_ref().and_then(|s| {
+                s.conditions
+                    .iter()
+                    .find(|c| c.type_ == volumes::VOLUMES_CONDITION)
+            });
+            let wanted = match self.caches.volumes.of_job(&job).held {
+                Some(held) => ("False", held.reason.to_string(), held.message),
+                None if current.is_some_and(|c| c.status == "False") => (
+                    "True",
+                    "Ready".to_string(),
+                    "every claim is bound, or waits for the node its first pod is placed on"
+                        .to_string(),
+                ),
+                None => continue,
+            };
+            let shown = current.is_some_and(|c| {
+                (c.status.as_str(), &c.reason, &c.message) == (wanted.0, &wanted.1, &wanted.2)
+            });
+            let id = job_id(&job);
+            if shown || self.volume_conditions.get(&id) == Some(&wanted) {
+                continue;
+            }
+            let written = self.handle.block_on(self.actor.update_status(&job, |s| {
+                act::set_condition(
+                    s,
+                    volumes::VOLUMES_CONDITION,
+                    wanted.0,
+                    &wanted.1,
+                    &wanted.2,
+                )
+            }));
+            match written {
+                Ok(_) => {
+                    self.volume_conditions.insert(id, wanted);
+                }
+                Err(error) => {
+                    tracing::warn!(%error, job = id, "writing the VolumesReady condition")
+                }
+            }
+        }
+        if !self.volume_conditions.is_empty() {
+            let present: HashSet<String> =
+                self.caches.jobs.state().iter().map(|j| job_id(j)).collect();
+            self.volume_conditions.retain(|id, _| present.contains(id));
+        }
     }
 
     /// Carries every job's restart on as far as the caches allow; never waits.
@@ -500,6 +566,7 @@ impl KubeCluster {
         let pods = PodsByJob::of(self.caches.pods.state());
         self.drive_failures(&pods);
         self.drive_restarts(&pods);
+        self.drive_volume_conditions();
         self.write_loss();
         self.follow_logs(&pods);
         let mut triggers = self.changes(&pods);
@@ -549,6 +616,44 @@ impl KubeCluster {
     }
 }
 
+/// The claims of `job` to provision before its tasks are bound to `pairs` (task, node):
+/// each claim waiting for its first consumer, for the node of the first task of the
+/// role that mounts it. An error when the job's claims hold it (the cache changed since
+/// the snapshot the decision was taken on).
+fn claims_to_provision(
+    caches: &VolumeCaches,
+    job: &TrainingJob,
+    pairs: &[(String, String)],
+) -> crate::Result<Vec<(String, String)>> {
+    if !volumes::mounts_claims(job) {
+        return Ok(Vec::new());
+    }
+    let verdict = caches.of_job(job);
+    if let Some(held) = verdict.held {
+        return Err(Error::WaitingForVolumes {
+            job: job.name_any(),
+            message: held.message,
+        });
+    }
+    let tasks = pods::tasks(job);
+    let role_of = |task: &str| {
+        tasks
+            .iter()
+            .find(|t| t.name == task)
+            .map(|t| t.role.as_str())
+    };
+    Ok(verdict
+        .to_select
+        .into_iter()
+        .filter_map(|selection| {
+            let (_, node) = pairs
+                .iter()
+                .find(|(task, _)| role_of(task) == Some(selection.role.as_str()))?;
+            Some((selection.claim, node.clone()))
+        })
+        .collect())
+}
+
 /// Seconds since the Unix epoch.
 pub fn unix_now() -> f64 {
     std::time::SystemTime::now()
@@ -573,6 +678,9 @@ impl Cluster for KubeCluster {
     fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
         let now = self.now_timestamp();
         let mut outcomes = Vec::with_capacity(accepted.len());
+        // One grouping of the pod cache for every action of the decision, not one per
+        // action: each action reads its job's pods as the round found them.
+        let index = PodsByJob::of(self.caches.pods.state());
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
             if !self.may_act() {
@@ -583,7 +691,7 @@ impl Cluster for KubeCluster {
                 outcomes.push(Err(error.to_failure()));
                 continue;
             }
-            let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
+            let Some((job, pods)) = self.caches.job_and_pods(action.op.job(), &index) else {
                 tracing::warn!(job = action.op.job(), "job vanished before its action ran");
                 let error = Error::NotFound(format!(
                     "TrainingJob {} is no longer in the cluster",
@@ -603,6 +711,13 @@ impl Cluster for KubeCluster {
                             .iter()
                             .map(|a| (a.task.clone(), a.node.clone()))
                             .collect();
+                        match claims_to_provision(&self.caches.volumes, &job, &pairs) {
+                            Ok(claims) if claims.is_empty() => {}
+                            Ok(claims) => return Err(actor.provision(&job, &claims).await),
+                            Err(held) => {
+                                return Err(actor.action_failed(&job, "Place", held).await);
+                            }
+                        }
                         let placed = actor.place(&job, &pairs, reason).await;
                         if placed.is_ok() {
                             self.assume(&job, &pairs);

@@ -10,7 +10,7 @@
 //! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
 //!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
-//! - [`observe`]: reflectors on Nodes, Pods and TrainingJobs, metrics, log followers, and
+//! - [`observe`]: reflectors on Nodes, Pods, TrainingJobs and storage, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
 //! - [`views`]: the snapshot's node and job views, kept until what they are made of
 //!   changes.
@@ -18,6 +18,10 @@
 //! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
 //! - [`rules`]: where a pod may run (taints, node selectors, required affinity), as the
 //!   contract's eligibility sets.
+//! - [`spread`]: one task per node for a job whose template asks for it (required
+//!   anti-affinity against its own pods, host ports), and nodes whose host ports are taken.
+//! - [`volumes`]: where a job's PersistentVolumeClaims let it run, and which claims wait
+//!   for a node to be chosen (kube-scheduler's volume binding).
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`leader_label`]: the label on the leader's own pod that the Service selects on.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
@@ -45,9 +49,11 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod rules;
+pub mod spread;
 pub mod state;
 pub mod trim;
 pub mod views;
+pub mod volumes;
 
 pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
 use switchyard_control::{ActionFailure, FailureReason};
@@ -145,6 +151,15 @@ pub enum Error {
         /// The gated pods.
         pods: Vec<String>,
     },
+    /// The job's claims keep it from being bound now: a volume is being provisioned for
+    /// the node chosen, or a claim is missing, lost or unbound ([`volumes`]).
+    #[error("TrainingJob `{job}`: {message}")]
+    WaitingForVolumes {
+        /// Job name.
+        job: String,
+        /// Which claims, and what they wait for.
+        message: String,
+    },
     /// Reading a followed log failed mid-stream.
     #[error("reading the log of pod {pod}: {source}")]
     Log {
@@ -193,6 +208,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::Stale { .. } => "stale",
             Error::Gated { .. } => "gated",
+            Error::WaitingForVolumes { .. } => "waiting_for_volumes",
             Error::Event { .. } => "event",
         }
     }
@@ -226,6 +242,7 @@ impl Error {
             Error::Unsupported(_) => FailureReason::Unsupported,
             Error::InvalidSpec { .. } => FailureReason::Invalid,
             Error::Gated { .. } => FailureReason::Gated,
+            Error::WaitingForVolumes { .. } => FailureReason::WaitingForVolume,
             Error::Stale { .. } => FailureReason::Stale,
             Error::BadPattern { .. }
             | Error::PatternWithoutValue { .. }

@@ -26,7 +26,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
-use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
+use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, LogParams};
 use kube::runtime::reflector::{self, Store};
@@ -40,11 +41,13 @@ use crate::charges::{self, Charges};
 use crate::crd::{self, Phase, RestartAction, TrainingJob};
 use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
-use crate::rules;
 use crate::views::{JobKey, Views};
+use crate::volumes::{self, VolumeCaches};
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
+use crate::{rules, spread};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
+use switchyard_core::eligibility::SelectorTerm;
 use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
@@ -220,6 +223,8 @@ pub struct Caches {
     pub changed: Arc<Notify>,
     /// The snapshot's views, kept between rounds.
     pub views: Arc<Mutex<Views>>,
+    /// Claims, volumes and storage classes.
+    pub volumes: VolumeCaches,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
@@ -277,7 +282,14 @@ impl Caches {
             assumed: Arc::default(),
             changed: Arc::new(Notify::new()),
             views: Arc::default(),
+            volumes: VolumeCaches::listed_empty(),
         }
+    }
+
+    /// These caches reading claims, volumes and storage classes from `volumes`.
+    pub fn with_volumes(mut self, volumes: VolumeCaches) -> Self {
+        self.volumes = volumes;
+        self
     }
 
     /// Starts the reflectors on `client`; the returned futures must be spawned. The
@@ -313,6 +325,24 @@ impl Caches {
             trim::job,
             changed.clone(),
         );
+        let (claims, c) = reflect(
+            Api::<PersistentVolumeClaim>::all(client.clone()),
+            watcher::Config::default(),
+            trim::claim,
+            changed.clone(),
+        );
+        let (volumes, v) = reflect(
+            Api::<PersistentVolume>::all(client.clone()),
+            watcher::Config::default(),
+            trim::volume,
+            changed.clone(),
+        );
+        let (classes, s) = reflect(
+            Api::<StorageClass>::all(client.clone()),
+            watcher::Config::default(),
+            trim::class,
+            changed.clone(),
+        );
         let caches = Caches {
             nodes,
             pods,
@@ -323,10 +353,23 @@ impl Caches {
             assumed: Arc::default(),
             changed,
             views: Arc::default(),
+            volumes: VolumeCaches {
+                claims,
+                volumes,
+                classes,
+            },
         };
         (
             caches,
-            vec![Box::pin(n), Box::pin(p), Box::pin(o), Box::pin(j)],
+            vec![
+                Box::pin(n),
+                Box::pin(p),
+                Box::pin(o),
+                Box::pin(j),
+                Box::pin(c),
+                Box::pin(v),
+                Box::pin(s),
+            ],
         )
     }
 
@@ -342,6 +385,9 @@ impl Caches {
             && listed(self.pods.wait_until_ready().now_or_never())
             && self.others.listed()
             && listed(self.jobs.wait_until_ready().now_or_never())
+            && listed(self.volumes.claims.wait_until_ready().now_or_never())
+            && listed(self.volumes.volumes.wait_until_ready().now_or_never())
+            && listed(self.volumes.classes.wait_until_ready().now_or_never())
     }
 
     /// Resolves once every reflector has finished its first list (see
@@ -352,10 +398,20 @@ impl Caches {
             self.pods.wait_until_ready(),
             self.jobs.wait_until_ready()
         );
+        let (claims, volumes, classes) = futures::join!(
+            self.volumes.claims.wait_until_ready(),
+            self.volumes.volumes.wait_until_ready(),
+            self.volumes.classes.wait_until_ready()
+        );
         while !self.others.listed() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        nodes.is_ok() && pods.is_ok() && jobs.is_ok()
+        nodes.is_ok()
+            && pods.is_ok()
+            && jobs.is_ok()
+            && claims.is_ok()
+            && volumes.is_ok()
+            && classes.is_ok()
     }
 
     /// Where to start reading a log of job `id` that this process has not read yet: the
@@ -471,6 +527,7 @@ impl Caches {
             .collect();
         // Where each role's pods may run, as positions in `nodes` (sorted by name).
         views.eligibility_for(&cluster_nodes);
+        let ports_in_use = host_ports_in_use(&jobs_now, &pods, &self.others);
         let loss = self.loss.lock().expect("loss lock");
         let mut sets_used = std::collections::HashSet::new();
         let mut jobs: Vec<(f64, Arc<model::Job>)> = jobs_now
@@ -490,8 +547,28 @@ impl Caches {
                         .map(|r| (r.name.clone(), rules::of_pod_spec(r.template.spec.as_ref())))
                         .collect()
                 });
-                let eligible: Vec<Option<u32>> =
-                    rules.iter().map(|(_, r)| views.eligible(r)).collect();
+                // A claim bound to a zonal or local volume narrows its role's nodes; a
+                // claim not ready holds the job (see `crate::volumes`).
+                // A role with host ports stays off the nodes where another job's pod, or
+                // another scheduler's, uses them (see `crate::spread`).
+                let claims = volumes::mounts_claims(job).then(|| self.volumes.of_job(job));
+                let eligible: Vec<Option<u32>> = rules
+                    .iter()
+                    .map(|(role, r)| {
+                        let mut extra: Vec<Vec<SelectorTerm>> = claims
+                            .as_ref()
+                            .and_then(|c| c.restrictions.get(role).cloned())
+                            .unwrap_or_default();
+                        if !ports_in_use.is_empty() {
+                            extra.extend(port_exclusion(job, role, &ports_in_use));
+                        }
+                        match extra.is_empty() {
+                            true => views.eligible(r),
+                            false => views.eligible(&rules::restricted(r, &extra)),
+                        }
+                    })
+                    .collect();
+                let held = claims.and_then(|c| c.held);
                 sets_used.extend(eligible.iter().copied());
                 let key = JobKey {
                     version: version.unwrap_or_default().to_string(),
@@ -507,6 +584,7 @@ impl Caches {
                     usage: usage.as_ref().map(|u| Arc::as_ptr(u) as usize),
                     loss: loss.version(&id),
                     eligible: eligible.clone(),
+                    held: held.clone(),
                 };
                 // A pod without a version (made by hand) can change unseen.
                 let key = match key.pods.iter().any(|(_, v)| v.is_empty()) {
@@ -524,7 +602,14 @@ impl Caches {
                             .find(|((name, _), _)| name == role)
                             .and_then(|(_, set)| *set)
                     };
-                    self.job(job, &pods, usage.as_deref(), &loss, eligible_of)
+                    self.job(
+                        job,
+                        &pods,
+                        usage.as_deref(),
+                        &loss,
+                        eligible_of,
+                        held.is_some(),
+                    )
                 })
             })
             .collect();
@@ -542,7 +627,7 @@ impl Caches {
     }
 
     /// The job as the policy sees it; `eligible` gives the eligibility set of a role's
-    /// tasks.
+    /// tasks; `held_by_volumes`: its claims keep its pending tasks from being placed.
     fn job(
         &self,
         job: &TrainingJob,
@@ -550,6 +635,7 @@ impl Caches {
         usage: Option<&Usage>,
         loss_book: &LossBook,
         mut eligible: impl FnMut(&str) -> Option<u32>,
+        held_by_volumes: bool,
     ) -> Option<(f64, model::Job)> {
         let status = job.status.clone().unwrap_or_default();
         if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
@@ -614,6 +700,13 @@ impl Caches {
                 task.node = None;
             }
         }
+        // A job whose claims are not ready keeps what runs; what is not placed yet
+        // waits for the claims.
+        if held_by_volumes {
+            for task in tasks.iter_mut().filter(|t| t.phase == TaskPhase::Pending) {
+                task.phase = TaskPhase::Restarting;
+            }
+        }
         if let Some(restart) = &status.restart {
             let whole_job = matches!(
                 restart.action,
@@ -675,7 +768,7 @@ impl Caches {
                 metric_rises: job.spec.metric_rises,
                 moves: status.moves.iter().map(Into::into).collect(),
                 checkpointable: job.spec.checkpoint.is_some(),
-                labels: Arc::new(job.labels().clone()),
+                labels: Arc::new(job_labels(job)),
                 id,
             },
         ))
@@ -686,10 +779,15 @@ impl Caches {
         self.jobs.find(|j| job_id(j) == id)
     }
 
-    /// The job with id `id` (`namespace/name`) and its current pods.
-    pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
+    /// The job with id `id` (`namespace/name`) and its current pods, found in `index`
+    /// (the pod cache grouped by job once for all the lookups of a pass).
+    pub fn job_and_pods(
+        &self,
+        id: &str,
+        index: &PodsByJob,
+    ) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
         let job = self.training_job(id)?;
-        let pods = job_pods(&job, &PodsByJob::of(self.pods.state()))
+        let pods = job_pods(&job, index)
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
@@ -697,9 +795,88 @@ impl Caches {
     }
 }
 
+/// Host ports taken on each node, with the UID of the job whose pod takes them (none:
+/// another scheduler's pod); empty, without looking, when no job asks for one.
+fn host_ports_in_use(
+    jobs: &[Arc<TrainingJob>],
+    pods: &PodsByJob,
+    others: &Charges,
+) -> Vec<(Arc<str>, spread::HostPort, Option<String>)> {
+    let wanted = jobs.iter().any(|j| {
+        j.spec.roles.iter().any(|r| {
+            r.template
+                .spec
+                .as_ref()
+                .is_some_and(|s| !spread::host_ports(s).is_empty())
+        })
+    });
+    if !wanted {
+        return Vec::new();
+    }
+    let mut in_use: Vec<(Arc<str>, spread::HostPort, Option<String>)> = others
+        .host_ports()
+        .into_iter()
+        .map(|(node, port)| (node, port, None))
+        .collect();
+    for pod in pods.all() {
+        let (Some(node), Some(spec)) = (node_of(pod), pod.spec.as_ref()) else {
+            continue;
+        };
+        if !holds_resources(pod) {
+            continue;
+        }
+        let uid = pod.labels().get(crate::JOB_UID_LABEL).cloned();
+        let node: Arc<str> = Arc::from(node);
+        for port in spread::host_ports(spec) {
+            in_use.push((node.clone(), port, uid.clone()));
+        }
+    }
+    in_use
+}
+
+/// The exclusion keeping `role` of `job` off nodes where its host ports are taken by
+/// other jobs' pods or other schedulers' (its own job's pods are kept apart by
+/// [`spread::one_task_per_node`]).
+fn port_exclusion(
+    job: &TrainingJob,
+    role: &str,
+    in_use: &[(Arc<str>, spread::HostPort, Option<String>)],
+) -> Option<Vec<SelectorTerm>> {
+    let spec = job
+        .spec
+        .roles
+        .iter()
+        .find(|r| r.name == role)?
+        .template
+        .spec
+        .as_ref()?;
+    let wanted = spread::host_ports(spec);
+    if wanted.is_empty() {
+        return None;
+    }
+    let uid = job.metadata.uid.as_deref();
+    spread::port_exclusion(
+        &wanted,
+        in_use
+            .iter()
+            .filter(|(_, _, owner)| owner.as_deref().is_none_or(|o| Some(o) != uid))
+            .map(|(node, port, _)| (&**node, port)),
+    )
+}
+
 /// The field selector of the watch on other schedulers' pods: bound and not finished.
 pub const OTHERS_HOLDING_RESOURCES: &str =
     "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
+
+/// The labels the policy sees on `job`: its own, and
+/// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node.
+fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
+    let mut labels = job.labels().clone();
+    if spread::one_task_per_node(job) {
+        labels.insert(spread::ONE_TASK_PER_NODE_LABEL.into(), "true".into());
+    }
+    labels
+}
 
 /// A job's id in the snapshot: `namespace/name`.
 pub fn job_id(job: &TrainingJob) -> String {

@@ -6,8 +6,8 @@
 //! Honoured: `nodeSelector`; tolerations of `NoSchedule` and `NoExecute` taints (a
 //! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` of
 //! `requiredDuringSchedulingIgnoredDuringExecution` node affinity. Not honoured here:
-//! `matchFields`, preferred affinity, pod affinity and anti-affinity, host ports,
-//! volume topology.
+//! `matchFields`, preferred affinity, pod affinity and anti-affinity. Volume topology
+//! is added by [`crate::volumes`].
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -42,10 +42,12 @@ impl RuledKubeNode {
                 })
             })
             .collect();
-        Self {
-            labels: node.labels().clone(),
-            taints,
-        }
+        let mut labels = node.labels().clone();
+        // The kubelet sets it; exclusions by node ([`crate::spread`]) are written on it.
+        labels
+            .entry(crate::spread::HOSTNAME_LABEL.to_string())
+            .or_insert_with(|| node.name_any());
+        Self { labels, taints }
     }
 }
 
@@ -120,9 +122,45 @@ pub fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
     })
 }
 
+/// `rules` with `restrictions` added: a node must still match one of the rules' own
+/// affinity terms, and now also one term of each restriction (terms are ANDed by
+/// concatenating their requirements, one combination per pair).
+pub fn restricted(
+    rules: &Arc<PlacementRules>,
+    restrictions: &[Vec<SelectorTerm>],
+) -> Arc<PlacementRules> {
+    if restrictions.is_empty() {
+        return Arc::clone(rules);
+    }
+    let mut terms = rules.required_node_affinity.clone();
+    for restriction in restrictions {
+        terms = if terms.is_empty() {
+            restriction.clone()
+        } else {
+            terms
+                .iter()
+                .flat_map(|a| {
+                    restriction.iter().map(move |b| SelectorTerm {
+                        match_expressions: a
+                            .match_expressions
+                            .iter()
+                            .chain(&b.match_expressions)
+                            .cloned()
+                            .collect(),
+                    })
+                })
+                .collect()
+        };
+    }
+    Arc::new(PlacementRules {
+        required_node_affinity: terms,
+        ..(**rules).clone()
+    })
+}
+
 /// An operator the API server accepts; an unknown one matches nothing (`In` of no
 /// values), as kube-scheduler refuses to place such a pod.
-fn operator(text: &str) -> SelectorOperator {
+pub(crate) fn operator(text: &str) -> SelectorOperator {
     match text {
         "NotIn" => SelectorOperator::NotIn,
         "Exists" => SelectorOperator::Exists,

@@ -7,12 +7,15 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Node, NodeSpec, NodeStatus, Pod, PodSpec, PodStatus,
-    ResourceRequirements,
+    Container, ContainerStatus, Node, NodeSpec, NodeStatus, PersistentVolume,
+    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
+    PersistentVolumeSpec, Pod, PodSpec, PodStatus, ResourceRequirements,
 };
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::ObjectMeta;
 
 use crate::crd::TrainingJob;
+use crate::volumes::SELECTED_NODE_ANNOTATION;
 use crate::{CHECKPOINT_ANNOTATION, SCHEDULER_NAME};
 
 /// Conditions of a pod that are read: a disruption, and an in-place resize's progress.
@@ -114,6 +117,50 @@ pub fn job(job: &mut TrainingJob) {
     }
 }
 
+/// Keeps of a claim its identity, the node chosen for its volume, its class, the
+/// volume it is bound to and its phase: what [`crate::volumes`] reads.
+pub fn claim(claim: &mut PersistentVolumeClaim) {
+    common_meta(&mut claim.metadata);
+    claim.metadata.labels = None;
+    claim.metadata.owner_references = None;
+    claim.metadata.annotations = claim
+        .metadata
+        .annotations
+        .take()
+        .map(|a| keep_keys(a, |k| k == SELECTED_NODE_ANNOTATION))
+        .filter(|a| !a.is_empty());
+    claim.spec = claim.spec.take().map(|s| PersistentVolumeClaimSpec {
+        storage_class_name: s.storage_class_name,
+        volume_name: s.volume_name,
+        ..PersistentVolumeClaimSpec::default()
+    });
+    claim.status = claim.status.take().map(|s| PersistentVolumeClaimStatus {
+        phase: s.phase,
+        ..PersistentVolumeClaimStatus::default()
+    });
+}
+
+/// Keeps of a volume its name and node affinity (where it can be mounted).
+pub fn volume(volume: &mut PersistentVolume) {
+    common_meta(&mut volume.metadata);
+    volume.metadata.labels = None;
+    volume.metadata.annotations = None;
+    volume.spec = volume.spec.take().map(|s| PersistentVolumeSpec {
+        node_affinity: s.node_affinity,
+        ..PersistentVolumeSpec::default()
+    });
+    volume.status = None;
+}
+
+/// Keeps of a storage class its name, binding mode and allowed topologies.
+pub fn class(class: &mut StorageClass) {
+    common_meta(&mut class.metadata);
+    class.metadata.labels = None;
+    class.metadata.annotations = None;
+    class.parameters = None;
+    class.mount_options = None;
+}
+
 fn common_meta(meta: &mut ObjectMeta) {
     meta.managed_fields = None;
     meta.generate_name = None;
@@ -125,6 +172,15 @@ fn container(c: Container) -> Container {
         name: c.name,
         resources: c.resources.map(requests_only),
         restart_policy: c.restart_policy,
+        // Only host ports: they keep other pods off the node.
+        ports: c
+            .ports
+            .map(|p| {
+                p.into_iter()
+                    .filter(|p| p.host_port.is_some())
+                    .collect::<Vec<_>>()
+            })
+            .filter(|p| !p.is_empty()),
         ..Container::default()
     }
 }

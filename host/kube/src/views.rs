@@ -54,6 +54,8 @@ pub struct JobKey {
     pub pods: Vec<(String, String)>,
     /// Each role's eligibility set.
     pub eligible: Vec<Option<u32>>,
+    /// Why the job's claims hold it, if they do.
+    pub held: Option<crate::volumes::Held>,
     /// The usage reading, by identity (a new reading is a new `Arc`).
     pub usage: Option<usize>,
     /// The version of the loss series the controller keeps for it.

@@ -569,6 +569,18 @@ fn ratio(part: f64, whole: f64) -> f64 {
     if whole <= 0.0 { 0.0 } else { part / whole }
 }
 
+/// The job label the host sets (value `true`) when no two of a job's tasks may share a
+/// node: its pod template asks for required anti-affinity against the job's own pods per
+/// node, or for a host port. The host refuses a decision that puts two of them on one.
+pub const ONE_TASK_PER_NODE_LABEL: &str = "switchyard.dev/one-task-per-node";
+
+/// Whether no two tasks of `job` may share a node ([`ONE_TASK_PER_NODE_LABEL`]).
+pub fn one_task_per_node(job: &Job) -> bool {
+    job.labels
+        .iter()
+        .any(|l| l.key == ONE_TASK_PER_NODE_LABEL && l.value == "true")
+}
+
 /// The tasks of `job` not yet on a node.
 pub fn pending_tasks(job: &Job) -> Vec<&Task> {
     job.tasks

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Ledger, ResourcesExt, nodes_of, pending_tasks};
+use crate::cluster::{Ledger, ResourcesExt, nodes_of, one_task_per_node, pending_tasks};
 use crate::shown::match_previous;
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
@@ -241,16 +241,26 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
     // task asking at least as much of the same set finds none either.
     let mut fit_nowhere: Vec<(Resources, Option<u32>)> = Vec::new();
     for job in &snapshot.jobs {
+        // A job whose tasks may not share a node skips the nodes it is on already.
+        let apart = one_task_per_node(job);
+        let mut taken: Vec<String> = match apart {
+            true => nodes_of(job).into_iter().map(str::to_string).collect(),
+            false => Vec::new(),
+        };
         for task in pending_tasks(job) {
-            if fit_nowhere
-                .iter()
-                .any(|(failed, set)| *set == task.eligible && task.requests.covers(failed))
+            if !apart
+                && fit_nowhere
+                    .iter()
+                    .any(|(failed, set)| *set == task.eligible && task.requests.covers(failed))
             {
                 continue;
             }
             let mut looked_at = nodes;
             let mut best: Option<(&str, f64)> = None;
-            for (found, (step, room)) in ledger.rooms_for_from(task, start).enumerate() {
+            let rooms = ledger
+                .rooms_for_from(task, start)
+                .filter(|(_, room)| !taken.iter().any(|t| t == room.name));
+            for (found, (step, room)) in rooms.enumerate() {
                 let spread = room.least_allocated_score(&task.requests);
                 let score = match scoring {
                     Scoring::LeastAllocated => spread,
@@ -268,10 +278,16 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
                 start = (start + looked_at) % nodes;
             }
             let Some((node, score)) = best.map(|(node, score)| (node.to_string(), score)) else {
-                // A failed search looked at every node, so `start` has not moved.
-                fit_nowhere.push((task.requests, task.eligible));
+                // A failed search looked at every node, so `start` has not moved. A job
+                // kept apart may have skipped nodes another task could still use.
+                if !apart {
+                    fit_nowhere.push((task.requests, task.eligible));
+                }
                 continue;
             };
+            if apart {
+                taken.push(node.clone());
+            }
             ledger.charge(&node, &task.requests);
             let reason = format!(
                 "{} fits on {node}, {} score {score:.0}",
@@ -325,6 +341,26 @@ mod tests {
         assert_eq!(feasible_nodes_to_find(1_000), 420); // 42 %
         assert_eq!(feasible_nodes_to_find(5_000), 500); // 10 %
         assert_eq!(feasible_nodes_to_find(20_000), 1_000); // floor of 5 %
+    }
+
+    #[test]
+    fn a_job_kept_one_task_per_node_gets_a_node_for_each_task_or_waits() {
+        use crate::cluster::ONE_TASK_PER_NODE_LABEL;
+        use crate::testing::JobBuilder;
+        let nodes = vec![node("n0", 8000), node("n1", 8000), node("n2", 8000)];
+        let apart = job("a")
+            .distributed(0, 2, 2, 2)
+            .requests(1000, 0)
+            .task_on("worker-0", "n0")
+            .label(ONE_TASK_PER_NODE_LABEL, "true");
+        let s = snapshot(0.0, nodes, vec![apart]);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::MostAllocated);
+        // Bin-packing would pick n0 (worker-0 is there); the job's rule sends it elsewhere.
+        assert_eq!(placed_on(&actions), ["n1"]);
+        let packed = job("b").distributed(0, 2, 2, 2).requests(1000, 0);
+        let s = snapshot(0.0, vec![node("n0", 8000), node("n1", 8000)], vec![packed]);
+        let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::MostAllocated);
+        assert_eq!(placed_on(&actions), ["n0", "n0"], "no label: packed");
     }
 
     #[test]

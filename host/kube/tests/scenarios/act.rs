@@ -691,7 +691,7 @@ pub(crate) async fn policy_labels_are_one_merge_patch() -> Vec<Access> {
 }
 
 /// Serves one LIST and one WATCH of `path`, then waits for the store to hold `expect` objects.
-async fn reflect<K>(
+pub(crate) async fn reflect<K>(
     api: impl FnOnce(kube::Client) -> Api<K>,
     path: &str,
     trim: fn(&mut K),

@@ -8,7 +8,9 @@
 use k8s_openapi::api::core::v1::Pod;
 
 use serde_json::json;
-use switchyard_control::{Cluster, ControlLoop, Leader, LiveCluster, LossAck, PolicySlot, Step};
+use switchyard_control::{
+    Cluster, ControlLoop, DecisionRecord, Leader, LiveCluster, LossAck, PolicySlot, Step,
+};
 use switchyard_core::model::{Action, Assignment, Operation, Trigger};
 use switchyard_kube::crd::{CheckpointMethod, Phase, TrainingJobStatus};
 use switchyard_runtime::registry::PolicyRef;
@@ -28,6 +30,17 @@ pub(crate) fn default_policy(runtime: &Runtime) -> PolicySlot {
         .load(runtime)
         .expect("the built-in default policy");
     PolicySlot::configure(module, &Default::default()).unwrap()
+}
+
+/// One round of the default policy through the control loop, from the wait for it:
+/// the decision record.
+pub(crate) fn default_round(cluster: &mut switchyard_kube::cluster::KubeCluster) -> DecisionRecord {
+    let slot = default_policy(&runtime());
+    let mut control = ControlLoop::new(slot.clone(), slot, 0);
+    let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
+        panic!("the new job makes a round due");
+    };
+    control.decide_round(cluster, triggers).record
 }
 
 pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() -> Vec<Access> {

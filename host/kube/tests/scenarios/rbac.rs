@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::support::mock::Access;
 use crate::{
     act, cluster, events, failures, fencing, lease, logs, others, outcomes, ownership, rendezvous,
-    restarts, startup, state, wedges,
+    restarts, spread, startup, state, volumes, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -118,6 +118,17 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(outcomes::a_bind_an_admission_webhook_denies_is_a_failed_action().await);
     used.extend(outcomes::a_resize_the_api_server_forbids_is_a_failed_action().await);
     used.extend(outcomes::a_preemption_checkpoints_stops_and_requeues_the_job().await);
+    used.extend(volumes::a_claim_bound_to_a_zonal_volume_keeps_the_job_in_its_zone().await);
+    used.extend(
+        volumes::a_claim_waiting_for_its_first_consumer_is_provisioned_for_the_chosen_node_then_bound()
+            .await,
+    );
+    used.extend(volumes::a_missing_claim_holds_the_job_with_a_condition_naming_it().await);
+    used.extend(volumes::claims_volumes_and_classes_are_watched_and_trimmed().await);
+    used.extend(volumes::a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so().await);
+    used.extend(
+        spread::the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await,
+    );
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../deploy/rbac.yaml"

@@ -68,6 +68,24 @@ impl JobBuilder {
         self
     }
 
+    /// Every role's training container asks for host port `port`.
+    pub fn host_port(mut self, port: u16) -> Self {
+        for role in self.value["spec"]["roles"].as_array_mut().unwrap() {
+            role["template"]["spec"]["containers"][0]["ports"] =
+                json!([{"containerPort": port, "hostPort": port}]);
+        }
+        self
+    }
+
+    /// Every role's pods mount claim `claim`.
+    pub fn mounting(mut self, claim: &str) -> Self {
+        for role in self.value["spec"]["roles"].as_array_mut().unwrap() {
+            role["template"]["spec"]["volumes"] =
+                json!([{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]);
+        }
+        self
+    }
+
     /// Sets the status.
     pub fn status(mut self, status: TrainingJobStatus) -> Self {
         self.value["status"] = serde_json::to_value(status).unwrap();

@@ -4,7 +4,8 @@
 
 use std::sync::{Arc, Mutex};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
@@ -12,6 +13,7 @@ use switchyard_control::Leader;
 use switchyard_kube::cluster::KubeCluster;
 use switchyard_kube::crd::TrainingJob;
 use switchyard_kube::observe::Caches;
+use switchyard_kube::volumes::VolumeCaches;
 
 use super::fixtures::{JobBuilder, NS, actor, at, event_json};
 use super::mock::Expect;
@@ -23,6 +25,9 @@ pub struct World {
     nodes: Writer<Node>,
     pods: Writer<Pod>,
     jobs: Writer<TrainingJob>,
+    claims: Writer<PersistentVolumeClaim>,
+    volumes: Writer<PersistentVolume>,
+    classes: Writer<StorageClass>,
     clock: Arc<Mutex<f64>>,
     /// The resourceVersion the next object gets, as an API server gives every write one:
     /// the snapshot keeps views until it changes.
@@ -37,6 +42,51 @@ impl World {
         world.pods.apply_watcher_event(&watcher::Event::InitDone);
         world.jobs.apply_watcher_event(&watcher::Event::InitDone);
         world
+    }
+
+    /// A storage class named `name` with `volumeBindingMode: mode`.
+    pub fn class(mut self, name: &str, mode: &str) -> Self {
+        let class: StorageClass = serde_json::from_value(json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "resourceVersion": self.next_version()},
+            "provisioner": "pd.csi.storage.gke.io", "volumeBindingMode": mode}))
+        .unwrap();
+        self.classes
+            .apply_watcher_event(&watcher::Event::Apply(class));
+        self
+    }
+
+    /// A volume named `name` that only nodes labelled `zone` can mount.
+    pub fn zonal_volume(mut self, name: &str, zone: &str) -> Self {
+        let volume: PersistentVolume = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "resourceVersion": self.next_version()},
+            "spec": {"capacity": {"storage": "10Gi"}, "accessModes": ["ReadWriteOnce"],
+                "csi": {"driver": "pd.csi.storage.gke.io", "volumeHandle": name},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "topology.kubernetes.io/zone", "operator": "In", "values": [zone]}]}]}}},
+            "status": {"phase": "Bound"}}))
+        .unwrap();
+        self.volumes
+            .apply_watcher_event(&watcher::Event::Apply(volume));
+        self
+    }
+
+    /// Claim `name` in the fixtures' namespace, as `value` describes it (its
+    /// `spec`, `status`, `metadata.annotations`), or its new state.
+    pub fn claim(&mut self, name: &str, value: Value) {
+        let mut claim = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": NS, "resourceVersion": self.next_version()}});
+        for (key, part) in value.as_object().expect("an object") {
+            match key.as_str() {
+                "annotations" => claim["metadata"]["annotations"] = part.clone(),
+                _ => claim[key] = part.clone(),
+            }
+        }
+        let claim: PersistentVolumeClaim = serde_json::from_value(claim).unwrap();
+        self.claims
+            .apply_watcher_event(&watcher::Event::Apply(claim));
+        self.caches.changed.notify_one();
     }
 
     /// A cluster whose node and job reflectors have listed while the pod reflector's
@@ -63,11 +113,24 @@ impl World {
         let (nodes_store, nodes) = reflector::store();
         let (pods_store, pods) = reflector::store();
         let (jobs_store, jobs) = reflector::store();
+        let (claims_store, mut claims) = reflector::store();
+        let (volumes_store, mut volumes) = reflector::store();
+        let (classes_store, mut classes) = reflector::store();
+        claims.apply_watcher_event(&watcher::Event::InitDone);
+        volumes.apply_watcher_event(&watcher::Event::InitDone);
+        classes.apply_watcher_event(&watcher::Event::InitDone);
         Self {
-            caches: Caches::new(nodes_store, pods_store, jobs_store),
+            caches: Caches::new(nodes_store, pods_store, jobs_store).with_volumes(VolumeCaches {
+                claims: claims_store,
+                volumes: volumes_store,
+                classes: classes_store,
+            }),
             nodes,
             pods,
             jobs,
+            claims,
+            volumes,
+            classes,
             clock: Arc::new(Mutex::new(at(0).as_second() as f64)),
             versions: 1000,
         }
@@ -147,6 +210,25 @@ pub fn status_write_of(job: &str, read: &JobBuilder, wanted: Value) -> [Expect; 
 /// A merge patch of `job`'s status that must contain `wanted`; answered with `read`.
 pub fn status_patch_of(job: &str, read: &JobBuilder, wanted: Value) -> Expect {
     Expect::patch(&status_of(job)).body(wanted).ok(read.json())
+}
+
+/// The first placement of `job`'s `task` (of `role`, generation 0) on `node`: its
+/// Service, the pod created and bound, the placement in the status, the Event.
+pub fn first_placement(job: &JobBuilder, task: &str, role: &str, node: &str) -> Vec<Expect> {
+    let name = job.build().metadata.name.unwrap_or_default();
+    let pod = format!("{name}-{task}-0");
+    let mut script = vec![
+        super::fixtures::service(&name),
+        super::fixtures::create(&pod, &name, task, role),
+        super::fixtures::bind(&pod, node),
+    ];
+    script.extend(status_write_of(
+        &name,
+        job,
+        json!({"status": {"placements": [{"task": task, "node": node}]}}),
+    ));
+    script.push(event_on(&name, "Placed", "Place"));
+    script
 }
 
 pub fn event_on(job: &str, reason: &str, action: &str) -> Expect {
