@@ -82,3 +82,68 @@ fn every_placement_of_every_sdk_policy_stays_inside_the_nodes_its_rules_allow() 
         assert!(placed >= s.jobs, "{policy}: {placed} tasks placed");
     }
 }
+
+/// Jobs whose tasks may not share a node (the label the Kubernetes backend sets for a
+/// host port or required anti-affinity against the job's own pods), on a cluster where
+/// each job would otherwise fit on one node.
+const APART: &str = "
+seed: 3
+cluster:
+  nodes:
+    - {name: node, count: 4, cpus: 16, memory_gib: 64}
+templates:
+  apart:
+    work: 600
+    speed: 1.0
+    curve: none
+    labels: {switchyard.dev/one-task-per-node: 'true'}
+    roles:
+      - {name: ps, cpus: 1, memory_gib: 1}
+      - {name: worker, count: 3, cpus: 1, memory_gib: 1}
+jobs:
+  - {template: apart, count: 6, every: 20}
+";
+
+#[test]
+fn every_sdk_policy_places_a_job_whose_tasks_may_not_share_a_node_one_to_a_node() {
+    let workload = Workload::parse(APART, std::path::Path::new("apart.yaml")).unwrap();
+    let runtime = offline_runtime::generous();
+    let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
+    for policy in ["default", "gang", "tiresias", "dragon", "even"] {
+        let scenario = workload.scenario(workload.seed()).unwrap();
+        let mut rejected = Vec::new();
+        let mut spread = Vec::new();
+        let run = offline::run(
+            &runtime,
+            policy,
+            &BTreeMap::new(),
+            &fallback,
+            scenario,
+            workload.seed(),
+            offline::Records::Stream,
+            |_, record| {
+                rejected.extend(record.arm_a.rejected.iter().map(|r| format!("{r:?}")));
+                for action in &record.arm_a.accepted {
+                    if let Operation::Place { assignments, .. } = &action.op {
+                        let mut nodes: Vec<&str> =
+                            assignments.iter().map(|a| a.node.as_str()).collect();
+                        nodes.sort_unstable();
+                        nodes.dedup();
+                        spread.push((assignments.len(), nodes.len()));
+                    }
+                }
+            },
+        )
+        .unwrap_or_else(|e| panic!("{policy}: {e}"));
+        let s = &run.result.summary;
+        assert!(
+            rejected.is_empty(),
+            "{policy}: the host refused {rejected:?}"
+        );
+        assert_eq!(s.finished, s.jobs, "{policy}: every job finishes: {s:?}");
+        assert!(
+            spread.iter().all(|(tasks, nodes)| tasks == nodes),
+            "{policy}: a placement put two tasks on one node: {spread:?}"
+        );
+    }
+}

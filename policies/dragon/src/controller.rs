@@ -88,7 +88,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
         .min_by_key(|j| size_key(&total_requests(&j.tasks)))
     {
         let tasks = pending_tasks(target);
-        if ledger.clone().pack_gang(&tasks).is_none() {
+        if ledger.clone().pack_gang_of(target, &tasks).is_none() {
             let victims: Vec<&Job> = snapshot
                 .jobs
                 .iter()
@@ -124,7 +124,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     // 2. Adapted FCFS: every waiting job that fits, in queue order, gang onto the fewest nodes.
     for job in &waiting {
         let tasks = pending_tasks(job);
-        if let Some(assignments) = ledger.pack_gang(&tasks) {
+        if let Some(assignments) = ledger.pack_gang_of(job, &tasks) {
             let mut nodes: Vec<&str> = assignments.iter().map(|a| a.node.as_str()).collect();
             nodes.dedup();
             let reason = format!(

@@ -149,7 +149,7 @@ pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
             outcomes.push((at, Outcome::Waiting, Some(Why::Behind { head })));
             continue;
         }
-        if let Some(assignments) = ledger.pack_gang(&tasks) {
+        if let Some(assignments) = ledger.pack_gang_of(job, &tasks) {
             let nodes = distinct(assignments.iter().map(|a| a.node.as_str())).join(", ");
             let count = nodes.split(", ").count();
             actions.push(Action {

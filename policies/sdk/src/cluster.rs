@@ -479,6 +479,39 @@ impl Ledger {
         assignments
     }
 
+    /// Packs the pending `tasks` of `job` as a gang, as [`Ledger::pack_gang`] does, except
+    /// for a job whose tasks may not share a node ([`one_task_per_node`]): those go one
+    /// to a node, each on a node none of the job's tasks is on yet (first fit, in
+    /// snapshot order), since the host refuses anything else. All or nothing, as
+    /// `pack_gang`.
+    pub fn pack_gang_of(&mut self, job: &Job, tasks: &[&Task]) -> Option<Vec<Assignment>> {
+        if !one_task_per_node(job) {
+            return self.pack_gang(tasks);
+        }
+        let mut taken: Vec<usize> = nodes_of(job)
+            .into_iter()
+            .filter_map(|node| self.position(node))
+            .collect();
+        let mut trial = self.capacity.clone();
+        let mut assignments = Vec::with_capacity(tasks.len());
+        for task in tasks {
+            let node = (0..trial.len()).find(|&at| {
+                !taken.contains(&at)
+                    && self.eligibility.allows(task, at)
+                    && trial[at].fits(&task.requests)
+            })?;
+            trial[node].free = trial[node].free.saturating_minus(&task.requests);
+            taken.push(node);
+            assignments.push(Assignment {
+                task: task.name.clone(),
+                node: self.names.in_order[node].clone(),
+            });
+        }
+        self.capacity = trial;
+        self.misses.charged();
+        Some(assignments)
+    }
+
     /// Whether `tasks` could be packed as a gang now, charging nothing; like
     /// [`Ledger::pack_gang`], a gang of identical tasks that cannot is remembered, and
     /// so is one that can, until the ledger is next charged: asked for every waiting

@@ -140,6 +140,12 @@ fn place_even(
     workers: &[&str],
     ledger: &mut Ledger,
 ) -> Option<Action> {
+    // Neither "join its other tasks" nor "all on one worker" is allowed for such a job.
+    if one_task_per_node(job) {
+        let assignments = ledger.pack_gang_of(job, pending)?;
+        let why = "its tasks may not share a node: one to a node, first fit".to_string();
+        return Some(place(job, assignments, why));
+    }
     if let Some(home) = nodes_of(job).first().map(|n| n.to_string())
         && let Some(assignments) = charge_all_on(ledger, pending, &home)
     {
@@ -169,7 +175,7 @@ fn place_even(
             return Some(place(job, assignments, why));
         }
     }
-    let assignments = ledger.pack_gang(pending)?;
+    let assignments = ledger.pack_gang_of(job, pending)?;
     Some(place(
         job,
         assignments,
@@ -361,6 +367,60 @@ mod tests {
         let s = snapshot(0.0, vec![node("n0", 8000), node("n1", 8000)], vec![packed]);
         let actions = pod_by_pod(&s, &mut Ledger::new(&s), Scoring::MostAllocated);
         assert_eq!(placed_on(&actions), ["n0", "n0"], "no label: packed");
+    }
+
+    #[test]
+    fn a_gang_whose_tasks_may_not_share_a_node_is_packed_one_to_a_node_or_not_at_all() {
+        use crate::cluster::{ONE_TASK_PER_NODE_LABEL, pending_tasks};
+        use crate::testing::JobBuilder;
+        let three = || vec![node("n0", 8000), node("n1", 8000), node("n2", 8000)];
+        let apart = job("a")
+            .distributed(0, 3, 3, 3)
+            .requests(1000, 0)
+            .label(ONE_TASK_PER_NODE_LABEL, "true");
+        let s = snapshot(0.0, three(), vec![apart.clone()]);
+        let mut ledger = Ledger::new(&s);
+        let nodes: Vec<String> = ledger
+            .pack_gang_of(&apart, &pending_tasks(&apart))
+            .expect("three nodes for three tasks")
+            .into_iter()
+            .map(|a| a.node)
+            .collect();
+        assert_eq!(nodes, ["n0", "n1", "n2"]);
+        let together = job("b").distributed(0, 3, 3, 3).requests(1000, 0);
+        let s = snapshot(0.0, three(), vec![together.clone()]);
+        let packed = Ledger::new(&s).pack_gang_of(&together, &pending_tasks(&together));
+        let nodes: Vec<String> = packed.unwrap().into_iter().map(|a| a.node).collect();
+        assert_eq!(nodes, ["n0", "n0", "n0"], "no label: the fewest nodes");
+        // Two nodes for three tasks that may not share one: nothing, and nothing charged.
+        let two = vec![node("n0", 8000), node("n1", 8000)];
+        let s = snapshot(0.0, two, vec![apart.clone()]);
+        let mut ledger = Ledger::new(&s);
+        assert!(
+            ledger
+                .pack_gang_of(&apart, &pending_tasks(&apart))
+                .is_none()
+        );
+        let untouched = Ledger::new(&s);
+        assert!(
+            ["n0", "n1"]
+                .iter()
+                .all(|n| format!("{:?}", ledger.free(n)) == format!("{:?}", untouched.free(n))),
+            "a failed packing charges nothing"
+        );
+        // The even spread, which would put a job on one worker, keeps them apart too.
+        let s = snapshot(0.0, three(), vec![apart]);
+        let actions = EvenSpread::default().place(&s, &mut Ledger::new(&s));
+        let Operation::Place(placement) = &actions[0].op else {
+            panic!("not a placement: {actions:?}")
+        };
+        let mut nodes: Vec<&str> = placement
+            .assignments
+            .iter()
+            .map(|a| a.node.as_str())
+            .collect();
+        nodes.dedup();
+        assert_eq!(nodes.len(), 3, "{actions:?}");
     }
 
     #[test]

@@ -155,7 +155,7 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
                 if tasks.is_empty() {
                     continue;
                 }
-                if let Some(assignments) = ledger.pack_gang(&tasks) {
+                if let Some(assignments) = ledger.pack_gang_of(job, &tasks) {
                     actions.push(Action {
                         op: Operation::Place(Placement {
                             job: job.id.clone(),
