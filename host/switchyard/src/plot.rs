@@ -47,18 +47,17 @@ pub fn write_all(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError
         (PLOTS[2], &figures::Distribution::new(&context, results)),
     ];
     for (name, figure) in figures {
-        let failed = |file: &Path| {
-            let file = file.display().to_string();
-            move |message| PlotError { file, message }
+        let file = |extension: &str| dir.join(format!("{name}.{extension}"));
+        let failed = |extension: &str, message: String| PlotError {
+            file: file(extension).display().to_string(),
+            message,
         };
-        let svg_file = dir.join(format!("{name}.svg"));
-        let svg = draw_svg(figure).map_err(failed(&svg_file))?;
-        std::fs::write(&svg_file, &svg).map_err(|e| failed(&svg_file)(e.to_string()))?;
-        written.push(format!("{name}.svg"));
-        let png_file = dir.join(format!("{name}.png"));
-        let png = rasterise(&svg).map_err(failed(&png_file))?;
-        std::fs::write(&png_file, png).map_err(|e| failed(&png_file)(e.to_string()))?;
-        written.push(format!("{name}.png"));
+        let svg = draw_svg(figure).map_err(|message| failed("svg", message))?;
+        let png = rasterise(&svg).map_err(|message| failed("png", message))?;
+        for (extension, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
+            std::fs::write(file(extension), bytes).map_err(|e| failed(extension, e.to_string()))?;
+            written.push(format!("{name}.{extension}"));
+        }
     }
     Ok(written)
 }
