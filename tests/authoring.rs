@@ -3,6 +3,9 @@
 //! producing a crate whose `cargo build` yields a valid component, and a policy written
 //! in Python running beside the Rust ones.
 
+#[path = "support/outer_build.rs"]
+mod outer_build;
+
 use std::path::{Path, PathBuf};
 use std::process::Command as Process;
 
@@ -224,14 +227,7 @@ fn against_lists_the_rounds_in_which_two_policies_decide_differently() {
 /// Cargo for building guest crates, without the outer build's flags.
 fn cargo() -> Process {
     let mut cmd = Process::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()));
-    for var in [
-        "CARGO_TARGET_DIR",
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
-    ] {
+    for var in outer_build::OUTER_BUILD_VARS {
         cmd.env_remove(var);
     }
     cmd

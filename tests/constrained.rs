@@ -13,6 +13,7 @@ use std::path::PathBuf;
 
 use switchyard_core::model::Operation;
 use switchyard_sim::offline;
+use switchyard_sim::report::Summary;
 use switchyard_sim::workload::Workload;
 
 /// The node-name prefixes each template's rules allow in the example.
@@ -29,56 +30,67 @@ fn allowed_prefixes(job: &str) -> &'static [&'static str] {
     }
 }
 
+/// Runs `policy` over `workload` offline (`default` as the fallback), hands every
+/// accepted action to `accepted`, checks that the host refused nothing and that every
+/// job finished, and returns the run's summary.
+fn run_refusing_nothing(
+    workload: &Workload,
+    policy: &str,
+    mut accepted: impl FnMut(&Operation),
+) -> Summary {
+    let runtime = offline_runtime::generous();
+    let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
+    let mut rejected = Vec::new();
+    let run = offline::run(
+        &runtime,
+        policy,
+        &BTreeMap::new(),
+        &fallback,
+        workload.scenario(workload.seed()).unwrap(),
+        workload.seed(),
+        offline::Records::Stream,
+        |_, record| {
+            rejected.extend(record.arm_a.rejected.iter().map(|r| format!("{r:?}")));
+            record.arm_a.accepted.iter().for_each(|a| accepted(&a.op));
+        },
+    )
+    .unwrap_or_else(|e| panic!("{policy}: {e}"));
+    let s = run.result.summary;
+    assert!(
+        rejected.is_empty(),
+        "{policy}: the host refused {rejected:?}"
+    );
+    assert_eq!(s.finished, s.jobs, "{policy}: every job finishes: {s:?}");
+    s
+}
+
 #[test]
 fn every_placement_of_every_sdk_policy_stays_inside_the_nodes_its_rules_allow() {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../examples/constrained-gpus.yaml");
     let workload = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
-    let runtime = offline_runtime::generous();
-    let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
     for policy in ["default", "gang", "tiresias", "dragon"] {
-        let scenario = workload.scenario(workload.seed()).unwrap();
         let mut placed = 0;
-        let mut rejected = Vec::new();
-        let run = offline::run(
-            &runtime,
-            policy,
-            &BTreeMap::new(),
-            &fallback,
-            scenario,
-            workload.seed(),
-            offline::Records::Stream,
-            |_, record| {
-                rejected.extend(record.arm_a.rejected.iter().map(|r| format!("{r:?}")));
-                for action in &record.arm_a.accepted {
-                    let (job, nodes): (&str, Vec<&str>) = match &action.op {
-                        Operation::Place { job, assignments } => {
-                            (job, assignments.iter().map(|a| a.node.as_str()).collect())
-                        }
-                        Operation::Migrate { job, node, .. } => (job, vec![node.as_str()]),
-                        Operation::Scale { job, nodes, .. } => {
-                            (job, nodes.iter().map(String::as_str).collect())
-                        }
-                        _ => continue,
-                    };
-                    for node in nodes {
-                        assert!(
-                            allowed_prefixes(job).iter().any(|p| node.starts_with(p)),
-                            "{policy}: {job} went to {node}"
-                        );
-                        placed += 1;
-                    }
+        let s = run_refusing_nothing(&workload, policy, |op| {
+            let (job, nodes): (&str, Vec<&str>) = match op {
+                Operation::Place { job, assignments } => {
+                    (job, assignments.iter().map(|a| a.node.as_str()).collect())
                 }
-            },
-        )
-        .unwrap_or_else(|e| panic!("{policy}: {e}"));
-        let s = &run.result.summary;
-        assert!(
-            rejected.is_empty(),
-            "{policy}: the host refused {rejected:?}"
-        );
+                Operation::Migrate { job, node, .. } => (job, vec![node.as_str()]),
+                Operation::Scale { job, nodes, .. } => {
+                    (job, nodes.iter().map(String::as_str).collect())
+                }
+                _ => return,
+            };
+            for node in nodes {
+                assert!(
+                    allowed_prefixes(job).iter().any(|p| node.starts_with(p)),
+                    "{policy}: {job} went to {node}"
+                );
+                placed += 1;
+            }
+        });
         assert_eq!(s.policy_failures, 0, "{policy}");
-        assert_eq!(s.finished, s.jobs, "{policy}: every job finishes: {s:?}");
         assert!(placed >= s.jobs, "{policy}: {placed} tasks placed");
     }
 }
@@ -107,40 +119,16 @@ jobs:
 #[test]
 fn every_sdk_policy_places_a_job_whose_tasks_may_not_share_a_node_one_to_a_node() {
     let workload = Workload::parse(APART, std::path::Path::new("apart.yaml")).unwrap();
-    let runtime = offline_runtime::generous();
-    let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
     for policy in ["default", "gang", "tiresias", "dragon", "even"] {
-        let scenario = workload.scenario(workload.seed()).unwrap();
-        let mut rejected = Vec::new();
         let mut spread = Vec::new();
-        let run = offline::run(
-            &runtime,
-            policy,
-            &BTreeMap::new(),
-            &fallback,
-            scenario,
-            workload.seed(),
-            offline::Records::Stream,
-            |_, record| {
-                rejected.extend(record.arm_a.rejected.iter().map(|r| format!("{r:?}")));
-                for action in &record.arm_a.accepted {
-                    if let Operation::Place { assignments, .. } = &action.op {
-                        let mut nodes: Vec<&str> =
-                            assignments.iter().map(|a| a.node.as_str()).collect();
-                        nodes.sort_unstable();
-                        nodes.dedup();
-                        spread.push((assignments.len(), nodes.len()));
-                    }
-                }
-            },
-        )
-        .unwrap_or_else(|e| panic!("{policy}: {e}"));
-        let s = &run.result.summary;
-        assert!(
-            rejected.is_empty(),
-            "{policy}: the host refused {rejected:?}"
-        );
-        assert_eq!(s.finished, s.jobs, "{policy}: every job finishes: {s:?}");
+        run_refusing_nothing(&workload, policy, |op| {
+            if let Operation::Place { assignments, .. } = op {
+                let mut nodes: Vec<&str> = assignments.iter().map(|a| a.node.as_str()).collect();
+                nodes.sort_unstable();
+                nodes.dedup();
+                spread.push((assignments.len(), nodes.len()));
+            }
+        });
         assert!(
             spread.iter().all(|(tasks, nodes)| tasks == nodes),
             "{policy}: a placement put two tasks on one node: {spread:?}"

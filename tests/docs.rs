@@ -16,6 +16,9 @@
 //! hours) says ```` ```sh docs-skip ````; a test fails on a shell block that says
 //! neither, so a new walkthrough is tested unless someone decides it cannot be.
 
+#[path = "support/outer_build.rs"]
+mod outer_build;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -155,17 +158,12 @@ fn run_blocks(name: &str, blocks: &[&Block]) -> Outcome {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     // The outer build's settings are not a reader's.
-    for var in [
-        "CARGO_TARGET_DIR",
-        "RUSTFLAGS",
-        "CARGO_ENCODED_RUSTFLAGS",
-        "CARGO_BUILD_TARGET",
-        "RUSTC_WRAPPER",
-        "RUSTC_WORKSPACE_WRAPPER",
+    let controller = [
         "SWITCHYARD_URL",
         "SWITCHYARD_TOKEN",
         "SWITCHYARD_TOKEN_FILE",
-    ] {
+    ];
+    for var in outer_build::OUTER_BUILD_VARS.iter().chain(&controller) {
         command.env_remove(var);
     }
     let mut child = command.spawn().unwrap();
