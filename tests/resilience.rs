@@ -47,13 +47,19 @@ jobs:
     )
 }
 
-/// Runs `workload` under `policy` to the end; the loop and the simulator after it.
-fn run(runtime: &Runtime, policy: &str, workload: &str, seed: u64) -> (ControlLoop, Simulator) {
-    let scenario = Workload::parse(workload, Path::new("faults.yaml"))
+/// The simulator of `workload` (YAML) with `seed`.
+fn simulator(workload: &str, seed: u64) -> Simulator {
+    let scenario = Workload::parse(workload, Path::new("workload.yaml"))
         .unwrap_or_else(|e| panic!("{e}"))
         .scenario(seed)
         .unwrap();
-    let mut sim = Simulator::new(scenario);
+    Simulator::new(scenario)
+}
+
+/// Runs `workload` under `policy` (a name or a path) to the end, `default` falling back;
+/// the loop and the simulator after it.
+fn run(runtime: &Runtime, policy: &str, workload: &str, seed: u64) -> (ControlLoop, Simulator) {
+    let mut sim = simulator(workload, seed);
     let mut control = ControlLoop::new(slot(runtime, policy), slot(runtime, "default"), seed);
     let end = control.run(&mut sim, |_, _| {});
     assert_eq!(end, RunEnd::Idle, "the run ends with nothing left to do");
@@ -168,11 +174,7 @@ templates:
 jobs:
   - {template: small, count: 10000, at: 0}
 ";
-    let scenario = Workload::parse(workload, Path::new("burst.yaml"))
-        .unwrap()
-        .scenario(1)
-        .unwrap();
-    let mut sim = Simulator::new(scenario);
+    let mut sim = simulator(workload, 1);
     // The fallback is as slow as the policy: a window for the policy alone would not do.
     let mut control = ControlLoop::new(queue_bound(&runtime), queue_bound(&runtime), 1);
     // The rounds before the first job finishes (at 600 s): the burst's own.
@@ -249,15 +251,7 @@ templates:
 jobs:
   - {template: small, count: 40, uniform: 600}
 ";
-    let scenario = Workload::parse(workload, Path::new("prime.yaml"))
-        .unwrap()
-        .scenario(1)
-        .unwrap();
-    let mut sim = Simulator::new(scenario);
-    let policy = slot(&runtime, &guests::path("slow-to-prime"));
-    let mut control = ControlLoop::new(policy, slot(&runtime, "default"), 1);
-    let end = control.run(&mut sim, |_, _| {});
-    assert_eq!(end, RunEnd::Idle);
+    let (control, sim) = run(&runtime, &guests::path("slow-to-prime"), workload, 1);
     assert_eq!(sim.finished_jobs(), 40, "every job finished");
     let records = control.records();
     let failures: Vec<(u64, &str)> = records
@@ -292,7 +286,7 @@ jobs:
         .collect();
     assert!(!reasons.is_empty());
     assert!(
-        reasons.iter().all(|r| *r == "first fit after 2 resets"),
+        reasons.iter().all(|r| *r == "packed after 2 resets"),
         "{reasons:?}"
     );
 }

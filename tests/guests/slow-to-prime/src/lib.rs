@@ -1,13 +1,14 @@
 //! An incremental policy whose cost is in its first call, as a policy that indexes the
 //! whole cluster when an instance starts: a reset works a fixed amount per node, a
-//! change costs next to nothing. Its second instance-call stalls until the deadline stops
-//! it, once, as a round that overran on a busy machine would. Its state counts the resets
+//! change costs next to nothing. The first change its first instance is sent stalls until
+//! the deadline stops it, as a round that overran on a busy machine would. Its state counts the resets
 //! it was sent, and every placement's reason names the count, so a test sees whether the
-//! instance was kept afterwards. It places waiting single-task jobs first fit.
+//! instance was kept afterwards. It places waiting jobs with the SDK's ledger.
 
+use switchyard_policy_sdk::cluster::{Ledger, pending_tasks};
 use switchyard_policy_sdk::{
-    Action, Assignment, Decision, Description, IncrementalGuest, JobPhase, Operation, Placement,
-    Setting, Snapshot, SnapshotDelta, incremental,
+    Action, Decision, Description, IncrementalGuest, JobPhase, Operation, Placement, Setting,
+    Snapshot, SnapshotDelta, incremental,
 };
 
 pub struct SlowToPrime;
@@ -20,7 +21,8 @@ impl IncrementalGuest for SlowToPrime {
         Description {
             name: "slow-to-prime".into(),
             version: "0.0.0".into(),
-            summary: "slow on an instance's first call, stalls once, then places first fit".into(),
+            summary: "slow on an instance's first call, stalls once, then packs waiting jobs"
+                .into(),
             parameters: vec![],
         }
     }
@@ -46,7 +48,8 @@ impl IncrementalGuest for SlowToPrime {
                 std::hint::black_box(&resets);
             }
         }
-        let actions = incremental::with_applied(change, |snapshot| first_fit(snapshot, resets))?;
+        let actions =
+            incremental::with_applied(change, |snapshot| place_waiting(snapshot, resets))?;
         Ok(Decision {
             actions,
             labels: vec![],
@@ -56,56 +59,24 @@ impl IncrementalGuest for SlowToPrime {
     }
 }
 
-/// Places each waiting job's tasks on the first nodes with room, oldest job first.
-fn first_fit(snapshot: &Snapshot, resets: u8) -> Vec<Action> {
-    let mut free: Vec<(u64, u64, u32)> = snapshot
-        .nodes
-        .iter()
-        .map(|n| {
-            let (a, r) = (&n.allocatable, &n.requested);
-            (
-                a.cpu_millis.saturating_sub(r.cpu_millis),
-                a.memory_bytes.saturating_sub(r.memory_bytes),
-                a.gpus.saturating_sub(r.gpus),
-            )
-        })
-        .collect();
-    let mut actions = Vec::new();
-    for job in snapshot
+/// Places each waiting job's gang where the SDK's ledger packs it, oldest job first.
+fn place_waiting(snapshot: &Snapshot, resets: u8) -> Vec<Action> {
+    let mut ledger = Ledger::new(snapshot);
+    snapshot
         .jobs
         .iter()
         .filter(|j| j.phase == JobPhase::Waiting)
-    {
-        let mut taken = free.clone();
-        let mut assignments = Vec::new();
-        for task in &job.tasks {
-            let r = &task.requests;
-            let Some(i) = taken
-                .iter()
-                .position(|f| f.0 >= r.cpu_millis && f.1 >= r.memory_bytes && f.2 >= r.gpus)
-            else {
-                break;
-            };
-            taken[i].0 -= r.cpu_millis;
-            taken[i].1 -= r.memory_bytes;
-            taken[i].2 -= r.gpus;
-            assignments.push(Assignment {
-                task: task.name.clone(),
-                node: snapshot.nodes[i].name.clone(),
-            });
-        }
-        if assignments.len() == job.tasks.len() {
-            free = taken;
-            actions.push(Action {
+        .filter_map(|job| {
+            let assignments = ledger.pack_gang_of(job, &pending_tasks(job))?;
+            Some(Action {
                 op: Operation::Place(Placement {
                     job: job.id.clone(),
                     assignments,
                 }),
-                reason: format!("first fit after {resets} resets"),
-            });
-        }
-    }
-    actions
+                reason: format!("packed after {resets} resets"),
+            })
+        })
+        .collect()
 }
 
 // The export names contain `:`, which only the component linker accepts; a native
