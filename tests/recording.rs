@@ -222,3 +222,49 @@ fn replaying_a_recording_under_its_own_policy_agrees_and_under_another_names_the
         "both sides' reasons are given: {job:#?}"
     );
 }
+
+/// A recording of format version 1, made by `switchyard run --cluster
+/// sim:tests/data/recording-v1/workload.yaml --record ...` (see its README), reads with
+/// this host: a change to the format that would misread it must raise the version.
+#[test]
+fn a_checked_in_recording_of_the_current_format_version_reads() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/data/recording-v1");
+    let recording = Recording::open(&dir).unwrap();
+    let mut rounds = recording.rounds();
+    let read: Vec<_> = rounds.by_ref().map(Result::unwrap).collect();
+    assert!(rounds.cut_short().is_empty(), "{:?}", rounds.cut_short());
+    let first = &read[0];
+    assert_eq!(first.header.version, 1);
+    assert_eq!(
+        first.header.version,
+        switchyard_control::recording::format::FORMAT_VERSION
+    );
+    assert_eq!(first.header.cluster, "sim:workload.yaml");
+    assert_eq!(first.policy.active.name, "default");
+    assert!(first.policy.active.digest.starts_with("sha256:"));
+    assert_eq!(first.snapshot.nodes.len(), 2);
+    let jobs: std::collections::BTreeSet<&str> = read
+        .iter()
+        .flat_map(|r| r.record.changes.jobs.iter().map(|j| j.id.as_str()))
+        .collect();
+    assert_eq!(jobs.len(), 4, "every job arrives: {jobs:?}");
+    let finished = read
+        .iter()
+        .flat_map(|r| &r.record.decision.triggers)
+        .filter(|t| matches!(t, switchyard_core::model::Trigger::JobFinished(_)))
+        .count();
+    assert_eq!(finished, 4, "every job finishes");
+    let placed = read
+        .iter()
+        .flat_map(|r| &r.record.decision.arm_a.accepted)
+        .filter(|a| a.op.name() == "place")
+        .count();
+    assert!(placed >= 4, "each job was placed");
+    assert!(read.windows(2).all(|w| w[1].continues));
+    assert!(
+        read.iter()
+            .flat_map(|r| &r.snapshot.jobs)
+            .any(|j| !j.loss.is_empty()),
+        "loss samples are recorded"
+    );
+}
