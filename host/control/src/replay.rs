@@ -8,7 +8,8 @@
 //! where a run restarts or segments are missing, every policy starts afresh, except that
 //! the recorded policy resumes from the state the recording kept. Two decisions agree
 //! when they ask for the same operations, ignoring order and reasons (as a shadow
-//! experiment compares). Rounds the recorded policy did not decide itself (its fallback
+//! experiment compares), placements counted task by task (a gang placed in one action
+//! agrees with its tasks placed one action each). Rounds the recorded policy did not decide itself (its fallback
 //! did) and rounds of a split experiment (arm A saw only its jobs) are counted but not
 //! compared. Nothing is applied: a replayed decision does not change the next round's
 //! snapshot, which is the recorded one.
@@ -20,7 +21,7 @@ use serde::Serialize;
 use crate::PolicySlot;
 use crate::recording::{CutShort, RecordedRound, Recording, RecordingError};
 use crate::window;
-use switchyard_core::model::{Action, Snapshot};
+use switchyard_core::model::{Action, Operation, Snapshot};
 use switchyard_runtime::Session;
 
 /// Rounds with differences kept in full per policy; the rest are counted.
@@ -274,6 +275,19 @@ impl Replayed {
     }
 }
 
+/// What an operation asks for, as comparable keys. A placement counts per task (where
+/// each task goes), so a gang placed in one action and the same tasks placed one action
+/// each agree; every other operation is its whole content.
+fn operation_keys(op: &Operation) -> Vec<String> {
+    match op {
+        Operation::Place { assignments, .. } => assignments
+            .iter()
+            .map(|a| format!("place {} {}", a.task, a.node))
+            .collect(),
+        other => vec![serde_json::to_string(other).unwrap_or_default()],
+    }
+}
+
 /// The jobs whose requested operations differ between the two sides (ignoring order and
 /// reasons), each with both sides' actions.
 fn differing_jobs(recorded: &[&Action], replayed: &[&Action]) -> Vec<JobDifference> {
@@ -287,7 +301,7 @@ fn differing_jobs(recorded: &[&Action], replayed: &[&Action]) -> Vec<JobDifferen
             } else {
                 (&mut entry.1.0, &mut entry.1.1)
             };
-            keys.push(serde_json::to_string(&action.op).unwrap_or_default());
+            keys.extend(operation_keys(&action.op));
             kept.push((*action).clone());
         }
     }
