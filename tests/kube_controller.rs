@@ -624,7 +624,12 @@ async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
     .unwrap();
     until_ready(&controller).await;
     tokio::time::timeout(std::time::Duration::from_secs(60), async {
-        while !controller.status().decisions.iter().any(|d| !d.arm_a.failed.is_empty()) {
+        while !controller
+            .status()
+            .decisions
+            .iter()
+            .any(|d| !d.arm_a.failed.is_empty())
+        {
             tokio::time::sleep(std::time::Duration::from_millis(20)).await;
         }
     })

@@ -123,7 +123,10 @@ fn a_recording_gives_back_every_snapshot_the_policy_saw_and_every_decision() {
     assert_eq!(rounds.len(), seen.records.len(), "every round is recorded");
     for (i, round) in rounds.iter().enumerate() {
         assert_eq!(round.snapshot, seen.snapshots[i], "round {i}'s snapshot");
-        assert_eq!(round.record.decision, seen.records[i], "round {i}'s decision");
+        assert_eq!(
+            round.record.decision, seen.records[i],
+            "round {i}'s decision"
+        );
         assert_eq!(round.policy.active.name, "tiresias");
         assert_eq!(round.continues, i > 0);
     }
@@ -186,12 +189,28 @@ fn a_bounded_recording_deletes_its_oldest_segments_and_each_left_reads_on_its_ow
     assert!(total <= max, "{total} bytes on disk, bound {max}");
     let rounds: Vec<_> = segments.rounds().map(Result::unwrap).collect();
     let first = rounds[0].record.decision.round as usize;
-    assert!(!rounds[0].continues, "rounds before the first kept segment are gone");
+    assert!(
+        !rounds[0].continues,
+        "rounds before the first kept segment are gone"
+    );
     assert!(rounds[0].record.changes.reset);
-    assert_eq!(first + rounds.len(), seen.records.len(), "every later round is kept");
+    assert_eq!(
+        first + rounds.len(),
+        seen.records.len(),
+        "every later round is kept"
+    );
     for (i, round) in rounds.iter().enumerate() {
-        assert_eq!(round.snapshot, seen.snapshots[first + i], "round {}", first + i);
-        assert_eq!(round.continues, i > 0, "segments of one run follow each other");
+        assert_eq!(
+            round.snapshot,
+            seen.snapshots[first + i],
+            "round {}",
+            first + i
+        );
+        assert_eq!(
+            round.continues,
+            i > 0,
+            "segments of one run follow each other"
+        );
     }
 }
 

@@ -33,11 +33,11 @@ use crate::metrics::Metrics;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use kept::Persistence;
 use switchyard_control::experiment::{ExperimentError, ExperimentMode};
+use switchyard_control::recording::{RecordOptions, Recorder, RecordingError};
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore,
     RunEnd, StateError, StateStore,
 };
-use switchyard_control::recording::{RecordOptions, Recorder, RecordingError};
 use switchyard_control::{Leader, LiveCluster, LossAck, RefusalHook, SnapshotSummary};
 use switchyard_core::model::Settings;
 use switchyard_runtime::Runtime;

@@ -3,7 +3,8 @@
 //! hash throughout, so the recording still replays and its rounds still line up. Names
 //! inside the policies' reasons are replaced too (each word that is a known name). The
 //! host's own labels (`switchyard.dev/...`) keep their keys and values: policies act on
-//! them. What is not a name (times, requests, loss values, policies) is kept.
+//! them. What is not a name (times, requests, loss values, policies) is kept; the
+//! policies' state blobs, which may hold names in the policy's own encoding, are dropped.
 
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
@@ -56,7 +57,10 @@ impl Anonymiser {
     pub fn record(&mut self, record: &mut Record) {
         match record {
             Record::Header(header) => self.header(header),
-            Record::Policy(_) => {}
+            // A state blob is the policy's own encoding, which may hold job ids: it
+            // cannot be anonymised, so it is dropped (a replay of the copy starts the
+            // recorded policy afresh).
+            Record::Policy(policy) => policy.active_state.clear(),
             Record::Round(round) => self.round(round),
         }
     }
@@ -189,7 +193,9 @@ impl Anonymiser {
                     self.rename("node", &mut a.node);
                 }
             }
-            Operation::Migrate { job, task, node, .. } => {
+            Operation::Migrate {
+                job, task, node, ..
+            } => {
                 self.rename("job", job);
                 if let Some(task) = task.as_mut() {
                     self.rename("task", task);
@@ -215,7 +221,8 @@ impl Anonymiser {
     /// of characters a Kubernetes name may hold; trailing dots (end of a sentence) are
     /// not part of it.
     fn text(&self, text: &str) -> String {
-        let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
+        let is_name_char =
+            |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/');
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         while !rest.is_empty() {

@@ -337,7 +337,11 @@ fn changes(change: &Change, now: &Snapshot) -> SnapshotChanges {
             .map(|n| (**n).clone())
             .collect(),
         jobs_removed: delta.jobs.removed.clone(),
-        jobs: delta.jobs.upserted(&now.jobs).map(|j| (**j).clone()).collect(),
+        jobs: delta
+            .jobs
+            .upserted(&now.jobs)
+            .map(|j| (**j).clone())
+            .collect(),
         loss: delta
             .loss_updates
             .iter()

@@ -53,10 +53,7 @@ pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exi
             _ => random_salt()?,
         };
         let written = anonymise::export(&recording, out, &salt)?;
-        eprintln!(
-            "wrote {written} anonymised segment(s) to {}",
-            out.display()
-        );
+        eprintln!("wrote {written} anonymised segment(s) to {}", out.display());
         if args.policies.is_empty() {
             return Ok(ExitCode::SUCCESS);
         }
@@ -212,10 +209,9 @@ fn operation(op: &Operation) -> String {
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
-        Operation::Migrate { task, node, .. } => format!(
-            "migrate {}→{node}",
-            task.as_deref().unwrap_or("all tasks")
-        ),
+        Operation::Migrate { task, node, .. } => {
+            format!("migrate {}→{node}", task.as_deref().unwrap_or("all tasks"))
+        }
         Operation::SetCpuWeight { task, weight, .. } => {
             format!("set-cpu-weight {task}={weight}")
         }

@@ -40,6 +40,9 @@ struct Driver {
     save_failures_seen: u64,
 }
 
+// The loop's parts (policies, state store, recorder) are handed over one by one: the
+// loop is built on the decision thread that owns it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn<C: LiveCluster>(
     controller: Controller,
     mut cluster: C,
