@@ -2,7 +2,7 @@
 //! back for replay.
 //!
 //! A recording is a directory of segments (`segment-NNNNNN.jsonl.zst`), each one zstd
-//! frame of JSON lines ([`format`], documented in `docs/recording.md`): a header with
+//! frame of JSON lines ([`mod@format`], documented in `docs/recording.md`): a header with
 //! the format's version, the policies, then one record per round holding what changed
 //! in the snapshot since the previous round (the contract's delta: nodes and jobs new,
 //! changed or gone, loss samples appended, eligibility sets) and the decision record
