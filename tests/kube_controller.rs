@@ -569,3 +569,91 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
     stop(driver).await;
     server.finish().await;
 }
+
+/// The Kubernetes controller records through the control loop's observer, as the
+/// simulated one does: the job's arrival with its spec, and the decision with its
+/// failed bind and the API server's reason.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
+    use support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
+    use switchyard_control::recording::{RecordOptions, Recording};
+    let mut world = World::new().node(node("n1", 8));
+    let job = JobBuilder::new("a");
+    world.job(&job);
+    let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
+    let (client, server) = MockServer::start(vec![
+        service("a"),
+        create("a-main-0-0", "a", "main-0", "main"),
+        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+            400,
+            "BadRequest",
+            "admission webhook \"gpu-quota.example.com\" denied the request: team ml is over its GPU quota",
+        ),
+        delete("a-main-0-0", None),
+        Expect::get(status).ok(job.json()),
+        Expect::put(status).ok(job.json()),
+        Expect::post(EVENTS)
+            .body(json!({"type": "Warning", "reason": "PlacementFailed",
+                "note": "admission-refused: *", "regarding": {"name": "a", "namespace": NS}}))
+            .respond(201, event_json()),
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = LiveConfig {
+        record: Some(RecordOptions {
+            dir: dir.path().to_path_buf(),
+            max_bytes: 64 << 20,
+            cluster: "kube".into(),
+            seed: 0,
+        }),
+        ..LiveConfig::default()
+    };
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let leader = cluster.leader();
+    let (controller, driver) = tokio::task::spawn_blocking(move || {
+        Controller::start(
+            runtime(),
+            cluster,
+            config,
+            Box::new(MemoryStateStore),
+            Arc::new(MemoryStateStore),
+            leader,
+        )
+        .unwrap()
+    })
+    .await
+    .unwrap();
+    until_ready(&controller).await;
+    tokio::time::timeout(std::time::Duration::from_secs(60), async {
+        while !controller
+            .status()
+            .decisions
+            .iter()
+            .any(|d| !d.arm_a.failed.is_empty())
+        {
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the round was decided");
+    stop(driver).await;
+    server.finish().await;
+
+    let recording = Recording::open(dir.path()).unwrap();
+    let rounds: Vec<_> = recording.rounds().map(Result::unwrap).collect();
+    let first = &rounds[0];
+    assert_eq!(first.header.cluster, "kube");
+    assert_eq!(first.policy.active.name, "default");
+    assert!(first.record.changes.reset);
+    let arrived = first.record.changes.jobs.iter().find(|j| j.id == "ml/a");
+    let arrived = arrived.expect("the job arrives in the recording with its spec");
+    assert_eq!(arrived.tasks.len(), 1);
+    assert_eq!(arrived.tasks[0].role, "main");
+    assert_eq!(first.snapshot.nodes[0].name, "n1");
+    let failed: Vec<_> = rounds
+        .iter()
+        .flat_map(|r| &r.record.decision.arm_a.failed)
+        .collect();
+    assert_eq!(failed.len(), 1, "{failed:#?}");
+    assert_eq!(failed[0].action.op.job(), "ml/a");
+    assert!(failed[0].failed_because.contains("over its GPU quota"));
+}

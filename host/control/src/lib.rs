@@ -13,14 +13,19 @@
 //! Besides the loop: [`live`] (what the live controller needs of a cluster beyond
 //! [`Cluster`]: [`LiveCluster`]), [`leader`] (whether this replica may act), [`loss`]
 //! (the bounded loss series a cluster keeps per job), [`state`] (state blobs and kept
-//! components) and [`experiment`] (A/B experiments).
+//! components), [`experiment`] (A/B experiments), [`observe`] (what an observer of the
+//! rounds is told), [`recording`] (a run written to disk as it happens, and read back)
+//! and [`replay`] (a recording's rounds decided again by other policies).
 
 pub mod experiment;
 pub mod leader;
 pub mod live;
 pub mod loss;
+pub mod observe;
 pub mod outcome;
 mod record;
+pub mod recording;
+pub mod replay;
 pub mod state;
 pub mod window;
 
@@ -31,6 +36,7 @@ pub use experiment::{Experiment, ExperimentReport};
 pub use leader::Leader;
 pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
 pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
+pub use observe::{RoundObserver, RoundStart};
 pub use outcome::{ActionFailure, ActionOutcome, FailureReason};
 pub use record::{
     ArmRecord, DecisionRecord, FailedRecord, QueueWindowRecord, RejectedLabelRecord,
@@ -205,6 +211,8 @@ pub struct ControlLoop {
     failing_rounds: u32,
     keep_records: bool,
     records: Vec<DecisionRecord>,
+    /// Told about every round (the recorder); none costs nothing.
+    observer: Option<Box<dyn RoundObserver>>,
 }
 
 /// After a round in which an accepted action failed, the loop calls the policy again
@@ -245,7 +253,14 @@ impl ControlLoop {
             failing_rounds: 0,
             keep_records: true,
             records: Vec::new(),
+            observer: None,
         }
+    }
+
+    /// Tells `observer` about every round from now on (see [`observe`]).
+    pub fn with_observer(mut self, observer: Box<dyn RoundObserver>) -> Self {
+        self.observer = Some(observer);
+        self
     }
 
     /// Reads and persists state blobs through `store` (a restart resumes each policy).
@@ -411,6 +426,18 @@ impl ControlLoop {
         let round = self.rounds;
         let seed = self.seed ^ round.wrapping_mul(0x9E37_79B9_7F4A_7C15);
         self.rounds += 1;
+        let mut observer = self.observer.take();
+        if let Some(observer) = observer.as_mut() {
+            let fallback = self.fallback_for_active().clone();
+            observer.round_started(RoundStart {
+                round,
+                seed,
+                snapshot: &snapshot,
+                active: &self.active,
+                fallback: &fallback,
+                active_state: self.states.get(self.active.name()),
+            });
+        }
         let mut calls = RoundCalls::default();
         let mut experiment = self.experiment.take();
         if let Some(e) = experiment.as_mut() {
@@ -516,6 +543,10 @@ impl ControlLoop {
             next_tick = earliest(next_tick, Some(snapshot.time + 1e-3));
         }
         self.next_tick = next_tick;
+        if let Some(observer) = observer.as_mut() {
+            observer.round_decided(&record);
+        }
+        self.observer = observer;
         if self.keep_records {
             self.records.push(record.clone());
         }

@@ -4,12 +4,12 @@
 //! and asks for a round soon after, so the policy can try again. This module only names
 //! the outcomes; mapping a backend's errors to a [`FailureReason`] is the backend's job.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Why an accepted action did not happen. One label per reason, used in decision
 /// records, metrics and experiment reports; the kinds follow the API server's answers
 /// so the simulator's injected faults and a real cluster's failures read alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum FailureReason {
     /// The object changed under the write (409 after the retries).

@@ -1,13 +1,13 @@
 //! What the loop remembers of each round, for results and the decision trace.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ActionOutcome, FailureReason};
 use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
 use switchyard_core::validate::Checked;
 
 /// A rejected action and the validator's reason, as text.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RejectedRecord {
     /// The action as the policy sent it.
     #[serde(flatten)]
@@ -17,7 +17,7 @@ pub struct RejectedRecord {
 }
 
 /// An accepted action the cluster failed to carry out.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct FailedRecord {
     /// The action as the policy sent it.
     #[serde(flatten)]
@@ -30,7 +30,7 @@ pub struct FailedRecord {
 
 /// How much of the queue a policy was shown, when the loop showed it only the oldest
 /// waiting jobs (see `ControlLoop`'s queue window).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QueueWindowRecord {
     /// Waiting jobs the deciding policy saw, the oldest first.
     pub shown: usize,
@@ -39,7 +39,7 @@ pub struct QueueWindowRecord {
 }
 
 /// One round of the control loop.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
     /// Round number, from 0, consecutive.
     pub round: u64,
@@ -66,7 +66,7 @@ pub struct DecisionRecord {
 }
 
 /// The shadow policy's side of a round.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowRecord {
     /// The shadow policy.
     pub policy: String,
@@ -82,7 +82,7 @@ pub struct ShadowRecord {
 
 /// One arm's side of a round: the policy that decided, and what of its decision was
 /// applied.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArmRecord {
     /// The policy that decided (the fallback's name when the arm's own policy failed).
     pub policy: String,
@@ -92,21 +92,21 @@ pub struct ArmRecord {
     /// Actions applied, with the policy's reasons.
     pub accepted: Vec<Action>,
     /// Actions the validator accepted that the cluster failed to carry out.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<FailedRecord>,
     /// Actions turned down, with the validator's reasons.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected: Vec<RejectedRecord>,
     /// Labels the policy set.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<JobLabel>,
     /// Labels turned down, with the validator's reasons.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub rejected_labels: Vec<RejectedLabelRecord>,
 }
 
 /// A rejected label and the validator's reason, as text.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct RejectedLabelRecord {
     /// The label as the policy sent it.
     #[serde(flatten)]

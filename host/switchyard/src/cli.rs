@@ -6,6 +6,7 @@ mod experiment;
 mod kube;
 mod openapi;
 mod policy;
+mod replay;
 mod run;
 mod simulate;
 
@@ -187,6 +188,10 @@ pub(crate) enum Command {
     /// see `run --cluster kube --help`).
     #[command(disable_help_flag = true)]
     Run(RunCommand),
+    /// Decide the rounds of a recording (`run --record DIR`) again under other policies
+    /// and report where they agree with what was recorded, and why not; or export the
+    /// recording anonymised.
+    Replay(replay::ReplayArgs),
     /// Write the HTTP API's OpenAPI document (docs/openapi.json).
     Openapi(openapi::OpenapiArgs),
     /// Operate a running controller over its HTTP API: status, policies, upload,
@@ -202,6 +207,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
         Command::Crd => kube::crd(),
         Command::Run(cmd) => cmd.run(&cli.sandbox),
+        Command::Replay(args) => replay::run(args, &cli.sandbox),
         Command::Openapi(args) => openapi::run(args),
         Command::Ctl(args) => ctl::run(args),
     }

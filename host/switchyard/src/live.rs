@@ -33,6 +33,7 @@ use crate::metrics::Metrics;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use kept::Persistence;
 use switchyard_control::experiment::{ExperimentError, ExperimentMode};
+use switchyard_control::recording::{RecordOptions, Recorder, RecordingError};
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore,
     RunEnd, StateError, StateStore,
@@ -74,6 +75,9 @@ pub struct LiveConfig {
     /// restarts the container), when it has not looked at the cluster for this long.
     /// Every API call is bounded, so only a fault holds it longer.
     pub stalled_after: Duration,
+    /// Record every round to this directory ([`switchyard_control::recording`]); the
+    /// options' seed is set to [`LiveConfig::seed`] at start.
+    pub record: Option<RecordOptions>,
 }
 
 /// Utilisation samples kept by default: an hour at one sample a second.
@@ -92,6 +96,7 @@ impl Default for LiveConfig {
             keep_utilisation: DEFAULT_KEEP_UTILISATION,
             utilisation_every: Duration::from_secs(1),
             stalled_after: Duration::from_secs(120),
+            record: None,
         }
     }
 }
@@ -108,6 +113,9 @@ pub enum LiveError {
     /// The state directory cannot be used.
     #[error(transparent)]
     State(#[from] StateError),
+    /// The recording directory cannot be used.
+    #[error("recording: {0}")]
+    Recording(#[from] RecordingError),
     /// No experiment is running.
     #[error("no experiment is running; start one with POST /v1/experiment")]
     NoExperiment,
@@ -390,6 +398,13 @@ impl Controller {
             None => catalog.get(&config.policy)?,
         };
         let fallback = catalog.get(&config.fallback)?;
+        let recorder = match &config.record {
+            Some(options) => Some(Recorder::open(RecordOptions {
+                seed: config.seed,
+                ..options.clone()
+            })?),
+            None => None,
+        };
         let (tx, rx) = mpsc::channel();
         let stop = Arc::new(AtomicBool::new(false));
         let shared = Arc::new(Shared {
@@ -419,6 +434,7 @@ impl Controller {
             active,
             fallback,
             store,
+            recorder,
             rx,
         );
         Ok((

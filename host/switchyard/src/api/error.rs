@@ -76,7 +76,7 @@ impl From<LiveError> for ApiError {
             LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::OwnedBySettings { .. } => StatusCode::CONFLICT,
             LiveError::NotDurable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            LiveError::State(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            LiveError::State(_) | LiveError::Recording(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         Self::new(status, error.to_string())
     }

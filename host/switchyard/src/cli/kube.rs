@@ -75,7 +75,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         metrics_every: Duration::from_secs(30),
         listen: args.listen,
         policies_dir: args.live.policies_dir.clone(),
-        live: args.live.config(0),
+        live: args.live.config(0, "kube"),
         // An optional Secret that was not created leaves the API read-only.
         api: args.live.api(true)?,
     };

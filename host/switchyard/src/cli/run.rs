@@ -10,6 +10,7 @@ use anyhow::{Context as _, bail};
 use switchyard::api::{self, ApiConfig, Token};
 use switchyard::live::{Controller, LiveConfig};
 use switchyard::policy_dir::{self, PolicyDir};
+use switchyard_control::recording::RecordOptions;
 use switchyard_sim::workload::Workload;
 
 use super::SandboxArgs;
@@ -44,16 +45,64 @@ pub(super) struct LiveArgs {
     /// Seed of the policies' randomness (the simulator: overrides the workload's).
     #[arg(long)]
     pub seed: Option<u64>,
+    /// Record every round (snapshot changes, decisions, outcomes) to this directory,
+    /// for `switchyard replay` (docs/recording.md).
+    #[arg(long, value_name = "DIR")]
+    pub record: Option<PathBuf>,
+    /// The most the recording directory may hold; the oldest segments are deleted to
+    /// stay within it. Bytes, or with a unit: `500MiB`, `2GiB`, `1GB`.
+    #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_size, requires = "record")]
+    pub record_max_bytes: u64,
+}
+
+/// A size in bytes: a number, optionally followed by `KiB`, `MiB`, `GiB`, `TiB` (powers
+/// of 1024) or `kB`, `MB`, `GB`, `TB` (powers of 1000).
+fn parse_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a size: expected a whole number of bytes, optionally with a unit (500MiB, 2GiB, 1GB)"))?;
+    let scale: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "TiB" => 1 << 40,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        "TB" => 1_000_000_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit `{other}`: use KiB, MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB"
+            ));
+        }
+    };
+    number
+        .checked_mul(scale)
+        .ok_or_else(|| format!("`{text}` is too large"))
 }
 
 impl LiveArgs {
-    /// The controller's configuration; `seed` when --seed is not given.
-    pub(super) fn config(&self, seed: u64) -> LiveConfig {
+    /// The controller's configuration; `seed` when --seed is not given. `cluster` names
+    /// the cluster in a recording's header.
+    pub(super) fn config(&self, seed: u64, cluster: &str) -> LiveConfig {
+        let seed = self.seed.unwrap_or(seed);
         LiveConfig {
             policy: self.policy.clone(),
             fallback: self.fallback.clone(),
             keep_decisions: self.keep_decisions,
-            seed: self.seed.unwrap_or(seed),
+            seed,
+            record: self.record.as_ref().map(|dir| RecordOptions {
+                dir: dir.clone(),
+                max_bytes: self.record_max_bytes,
+                cluster: cluster.to_string(),
+                seed,
+            }),
             ..LiveConfig::default()
         }
     }
@@ -114,7 +163,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     let config = LiveConfig {
         speed: args.speed,
         state_dir: args.state_dir.clone(),
-        ..args.live.config(workload.seed())
+        ..args.live.config(workload.seed(), &args.cluster)
     };
     let scenario = workload.scenario(config.seed)?;
     let api_config = args.live.api(false)?;

@@ -4,7 +4,7 @@
 mod runs;
 mod table;
 
-pub(super) use runs::policy_of;
+pub(super) use runs::{plan, policy_of};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};

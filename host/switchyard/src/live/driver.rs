@@ -15,6 +15,7 @@ use super::{
     Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
     UtilisationSample,
 };
+use switchyard_control::recording::Recorder;
 use switchyard_control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
 use switchyard_core::model::Trigger;
 use switchyard_sim::paced::SLICE;
@@ -39,6 +40,9 @@ struct Driver {
     save_failures_seen: u64,
 }
 
+// The loop's parts (policies, state store, recorder) are handed over one by one: the
+// loop is built on the decision thread that owns it.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn spawn<C: LiveCluster>(
     controller: Controller,
     mut cluster: C,
@@ -46,14 +50,18 @@ pub(super) fn spawn<C: LiveCluster>(
     active: CatalogEntry,
     fallback: CatalogEntry,
     store: Box<dyn switchyard_control::StateStore>,
+    recorder: Option<Recorder>,
     commands: mpsc::Receiver<Command>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("switchyard-decide".into())
         .spawn(move || {
-            let control = ControlLoop::new(active.slot, fallback.slot, config.seed)
+            let mut control = ControlLoop::new(active.slot, fallback.slot, config.seed)
                 .with_state_store(store)
                 .keep_records(false);
+            if let Some(recorder) = recorder {
+                control = control.with_observer(Box::new(recorder));
+            }
             let was_leading = controller.leader().is_leading();
             let mut driver = Driver {
                 controller,

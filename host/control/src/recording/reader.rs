@@ -1,0 +1,461 @@
+//! Reading a recording back: the segments in order, each record decoded and each
+//! round's snapshot rebuilt from the recorded changes.
+//!
+//! A segment cut short (the controller was killed while writing) reads up to its last
+//! complete record: zstd decodes every block that reached the file, a record is one
+//! line, and a line without its end is dropped. The reader notes such an end and goes on
+//! with the next segment, which starts with a whole snapshot.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, BufReader, Read};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::RecordingError;
+use super::format::{FORMAT_NAME, FORMAT_VERSION, Header, PolicyRecord, Record, RoundRecord};
+use super::writer::list_segments;
+use switchyard_core::model::{Job, Node, NodeSet, Snapshot};
+
+/// A recording on disk: a directory of segments, or one segment file.
+#[derive(Clone, Debug)]
+pub struct Recording {
+    segments: Vec<PathBuf>,
+}
+
+/// One recorded round, with the snapshot the policy was shown.
+#[derive(Clone, Debug)]
+pub struct RecordedRound {
+    /// The header of the segment it is in.
+    pub header: Arc<Header>,
+    /// The policies in effect (the latest policy record before it).
+    pub policy: Arc<PolicyRecord>,
+    /// Whether a policy record came right before this round (a segment's start, a swap):
+    /// its `active_state` is the active policy's state before this round.
+    pub policy_written: bool,
+    /// Whether it follows the previous round read in the same run without a gap.
+    /// False at the first round, at a new run (a restart) and after deleted or damaged
+    /// segments.
+    pub continues: bool,
+    /// The round as recorded.
+    pub record: RoundRecord,
+    /// The snapshot rebuilt from the recorded changes, with the round's time and
+    /// triggers.
+    pub snapshot: Snapshot,
+}
+
+/// A segment that ended before its last record was complete, or could not be decoded
+/// past some point. The records before it were read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CutShort {
+    /// The segment.
+    pub path: PathBuf,
+    /// Complete records read from it.
+    pub records: u64,
+    /// What ended it (`the file ends inside a record`, the decoder's error).
+    pub reason: String,
+}
+
+impl Recording {
+    /// The recording at `path`: a directory holding `segment-NNNNNN.jsonl.zst` files,
+    /// or one such file.
+    pub fn open(path: &Path) -> Result<Self, RecordingError> {
+        let io_error = |source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        };
+        let meta = std::fs::metadata(path).map_err(io_error)?;
+        let segments = if meta.is_dir() {
+            list_segments(path)
+                .map_err(io_error)?
+                .into_iter()
+                .map(|(_, p)| p)
+                .collect()
+        } else {
+            vec![path.to_path_buf()]
+        };
+        if segments.is_empty() {
+            return Err(RecordingError::Empty {
+                path: path.to_path_buf(),
+            });
+        }
+        Ok(Self { segments })
+    }
+
+    /// The segment files, in order.
+    pub fn segments(&self) -> &[PathBuf] {
+        &self.segments
+    }
+
+    /// The rounds, oldest first, each with its rebuilt snapshot.
+    pub fn rounds(&self) -> Rounds {
+        Rounds {
+            pending: self.segments.iter().cloned().collect(),
+            segment: None,
+            cut_short: Vec::new(),
+            last: None,
+        }
+    }
+
+    /// Every record of every segment, undecoded further (for tools that rewrite a
+    /// recording, such as anonymising it). Segments cut short are noted in the second
+    /// value.
+    pub fn records(&self) -> Result<(Vec<Vec<Record>>, Vec<CutShort>), RecordingError> {
+        let mut all = Vec::new();
+        let mut cut = Vec::new();
+        for path in &self.segments {
+            let mut lines = Lines::open(path)?;
+            let mut records = Vec::new();
+            while let Some(record) = lines.next_record()? {
+                records.push(record);
+            }
+            if let Some(c) = lines.cut_short() {
+                cut.push(c);
+            }
+            all.push(records);
+        }
+        Ok((all, cut))
+    }
+}
+
+/// The complete lines of one segment, decoded as records.
+struct Lines {
+    path: PathBuf,
+    decoder: zstd::stream::read::Decoder<'static, BufReader<File>>,
+    buffer: Vec<u8>,
+    /// Where the unread part of `buffer` starts.
+    start: usize,
+    /// The decoder has nothing more; why, when it ended early.
+    ended: Option<Option<String>>,
+    records: u64,
+}
+
+const READ_CHUNK: usize = 64 << 10;
+
+impl Lines {
+    fn open(path: &Path) -> Result<Self, RecordingError> {
+        let file = File::open(path).map_err(|source| RecordingError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        let decoder =
+            zstd::stream::read::Decoder::new(file).map_err(|source| RecordingError::Io {
+                path: path.to_path_buf(),
+                source,
+            })?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            decoder,
+            buffer: Vec::new(),
+            start: 0,
+            ended: None,
+            records: 0,
+        })
+    }
+
+    /// The next complete line, without its end; none at the end of what can be read.
+    fn next_line(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Some(at) = self.buffer[self.start..].iter().position(|&b| b == b'\n') {
+                let line = self.buffer[self.start..self.start + at].to_vec();
+                self.start += at + 1;
+                return Some(line);
+            }
+            if self.ended.is_some() {
+                return None;
+            }
+            self.buffer.drain(..self.start);
+            self.start = 0;
+            let filled = self.buffer.len();
+            self.buffer.resize(filled + READ_CHUNK, 0);
+            let read = self.decoder.read(&mut self.buffer[filled..]);
+            match read {
+                Ok(0) => {
+                    self.buffer.truncate(filled);
+                    self.ended = Some(None);
+                }
+                Ok(n) => self.buffer.truncate(filled + n),
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => {
+                    self.buffer.truncate(filled);
+                }
+                Err(error) => {
+                    self.buffer.truncate(filled);
+                    let reason = if error.kind() == io::ErrorKind::UnexpectedEof {
+                        "the file ends inside a record (the recorder stopped while writing)"
+                            .to_string()
+                    } else {
+                        format!("cannot decode past this point: {error}")
+                    };
+                    self.ended = Some(Some(reason));
+                }
+            }
+        }
+    }
+
+    /// The next record; none at the end. A complete line that is not a record is an
+    /// error naming the segment and the line.
+    fn next_record(&mut self) -> Result<Option<Record>, RecordingError> {
+        let Some(line) = self.next_line() else {
+            return Ok(None);
+        };
+        let record: Record =
+            serde_json::from_slice(&line).map_err(|source| RecordingError::BadRecord {
+                path: self.path.clone(),
+                line: self.records + 1,
+                source,
+            })?;
+        if self.records == 0 {
+            let Record::Header(header) = &record else {
+                return Err(RecordingError::NoHeader {
+                    path: self.path.clone(),
+                });
+            };
+            if header.format != FORMAT_NAME {
+                return Err(RecordingError::NoHeader {
+                    path: self.path.clone(),
+                });
+            }
+            if header.version != FORMAT_VERSION {
+                return Err(RecordingError::Version {
+                    path: self.path.clone(),
+                    found: header.version,
+                });
+            }
+        }
+        self.records += 1;
+        Ok(Some(record))
+    }
+
+    /// How the segment ended early, once read to its end: a partial last line, or a
+    /// decoder error.
+    fn cut_short(&self) -> Option<CutShort> {
+        let partial = self.start < self.buffer.len();
+        let reason = match &self.ended {
+            Some(Some(reason)) => Some(reason.clone()),
+            Some(None) if partial => {
+                Some("the file ends inside a record (the recorder stopped while writing)".into())
+            }
+            _ => None,
+        }?;
+        Some(CutShort {
+            path: self.path.clone(),
+            records: self.records,
+            reason,
+        })
+    }
+}
+
+/// The snapshot being rebuilt within a segment.
+#[derive(Default)]
+struct Held {
+    nodes: Vec<Arc<Node>>,
+    jobs: Vec<Arc<Job>>,
+    node_sets: Arc<Vec<NodeSet>>,
+}
+
+impl Held {
+    fn apply(&mut self, record: &RoundRecord) {
+        let changes = &record.changes;
+        if changes.reset {
+            *self = Held::default();
+        }
+        remove(&mut self.nodes, &changes.nodes_removed, |n| &n.name);
+        upsert(&mut self.nodes, &changes.nodes, |n| &n.name);
+        remove(&mut self.jobs, &changes.jobs_removed, |j| &j.id);
+        upsert(&mut self.jobs, &changes.jobs, |j| &j.id);
+        if !changes.loss.is_empty() {
+            let at: FxHashMap<&str, usize> = self
+                .jobs
+                .iter()
+                .enumerate()
+                .map(|(i, j)| (j.id.as_str(), i))
+                .collect();
+            let mut updates = Vec::new();
+            for append in &changes.loss {
+                if let Some(&i) = at.get(append.job.as_str()) {
+                    updates.push((i, append));
+                }
+            }
+            for (i, append) in updates {
+                let job = Arc::make_mut(&mut self.jobs[i]);
+                let dropped = (append.dropped as usize).min(job.loss.len());
+                job.loss.drain(..dropped);
+                job.loss.extend_from_slice(&append.samples);
+            }
+        }
+        if let Some(sets) = &changes.node_sets {
+            self.node_sets = Arc::new(sets.clone());
+        }
+    }
+
+    fn snapshot(&self, record: &RoundRecord) -> Snapshot {
+        Snapshot {
+            time: record.decision.time,
+            triggers: record.decision.triggers.clone(),
+            nodes: self.nodes.clone(),
+            jobs: self.jobs.clone(),
+            node_sets: Arc::clone(&self.node_sets),
+        }
+    }
+}
+
+fn remove<T>(items: &mut Vec<Arc<T>>, removed: &[String], key: impl Fn(&T) -> &str) {
+    if removed.is_empty() {
+        return;
+    }
+    let gone: rustc_hash::FxHashSet<&str> = removed.iter().map(String::as_str).collect();
+    items.retain(|item| !gone.contains(key(item)));
+}
+
+/// Replaces each item of `upserted` where an item of its key stands, or appends it.
+fn upsert<T: Clone>(items: &mut Vec<Arc<T>>, upserted: &[T], key: impl Fn(&T) -> &str) {
+    if upserted.is_empty() {
+        return;
+    }
+    let at: FxHashMap<String, usize> = items
+        .iter()
+        .enumerate()
+        .map(|(i, item)| (key(item).to_string(), i))
+        .collect();
+    for item in upserted {
+        match at.get(key(item)) {
+            Some(&i) => items[i] = Arc::new(item.clone()),
+            None => items.push(Arc::new(item.clone())),
+        }
+    }
+}
+
+/// The rounds of a recording, oldest first ([`Recording::rounds`]).
+pub struct Rounds {
+    pending: VecDeque<PathBuf>,
+    segment: Option<SegmentState>,
+    cut_short: Vec<CutShort>,
+    /// The run and round of the last round read.
+    last: Option<(String, u64)>,
+}
+
+struct SegmentState {
+    lines: Lines,
+    header: Arc<Header>,
+    policy: Option<Arc<PolicyRecord>>,
+    policy_written: bool,
+    held: Held,
+    rounds: u64,
+}
+
+impl Rounds {
+    /// Segments that ended early, among those read so far.
+    pub fn cut_short(&self) -> &[CutShort] {
+        &self.cut_short
+    }
+
+    fn next_segment(&mut self) -> Result<bool, RecordingError> {
+        let Some(path) = self.pending.pop_front() else {
+            return Ok(false);
+        };
+        let mut lines = Lines::open(&path)?;
+        let Some(Record::Header(header)) = lines.next_record()? else {
+            // An empty file: the recorder stopped before its header reached the disk.
+            if let Some(c) = lines.cut_short() {
+                self.cut_short.push(c);
+            }
+            self.segment = None;
+            return Ok(true);
+        };
+        self.segment = Some(SegmentState {
+            lines,
+            header: Arc::new(header),
+            policy: None,
+            policy_written: false,
+            held: Held::default(),
+            rounds: 0,
+        });
+        Ok(true)
+    }
+
+    fn next_round(&mut self) -> Result<Option<RecordedRound>, RecordingError> {
+        loop {
+            let Some(segment) = self.segment.as_mut() else {
+                if !self.next_segment()? {
+                    return Ok(None);
+                }
+                continue;
+            };
+            let record = match segment.lines.next_record()? {
+                Some(record) => record,
+                None => {
+                    if let Some(c) = segment.lines.cut_short() {
+                        self.cut_short.push(c);
+                    }
+                    self.segment = None;
+                    continue;
+                }
+            };
+            match record {
+                Record::Header(_) => {
+                    return Err(RecordingError::Malformed {
+                        path: segment.lines.path.clone(),
+                        line: segment.lines.records,
+                        message: "a second header inside a segment".into(),
+                    });
+                }
+                Record::Policy(policy) => {
+                    segment.policy = Some(Arc::new(policy));
+                    segment.policy_written = true;
+                }
+                Record::Round(round) => {
+                    let malformed = |message: &str| RecordingError::Malformed {
+                        path: segment.lines.path.clone(),
+                        line: segment.lines.records,
+                        message: message.into(),
+                    };
+                    if segment.rounds == 0 && !round.changes.reset {
+                        return Err(malformed(
+                            "the segment's first round does not carry the whole snapshot (reset)",
+                        ));
+                    }
+                    let Some(policy) = segment.policy.clone() else {
+                        return Err(malformed("a round before any policy record"));
+                    };
+                    segment.rounds += 1;
+                    segment.held.apply(&round);
+                    let snapshot = segment.held.snapshot(&round);
+                    let run = segment.header.run.clone();
+                    let continues = self
+                        .last
+                        .as_ref()
+                        .is_some_and(|(r, n)| *r == run && n + 1 == round.decision.round);
+                    self.last = Some((run, round.decision.round));
+                    let policy_written = std::mem::take(&mut segment.policy_written);
+                    return Ok(Some(RecordedRound {
+                        header: Arc::clone(&segment.header),
+                        policy,
+                        policy_written,
+                        continues,
+                        record: *round,
+                        snapshot,
+                    }));
+                }
+            }
+        }
+    }
+}
+
+impl Iterator for Rounds {
+    type Item = Result<RecordedRound, RecordingError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_round() {
+            Ok(Some(round)) => Some(Ok(round)),
+            Ok(None) => None,
+            Err(error) => {
+                // An error ends the reading: the rounds after it cannot be rebuilt.
+                self.pending.clear();
+                self.segment = None;
+                Some(Err(error))
+            }
+        }
+    }
+}

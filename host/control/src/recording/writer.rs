@@ -1,0 +1,408 @@
+//! Writing a recording: the [`Recorder`] (the loop's observer that turns each round into
+//! a record) and the segment files it writes through zstd.
+//!
+//! Each record is one JSON line, compressed into the segment's zstd frame and flushed
+//! at once: the flush ends a zstd block, so every record written so far can be decoded
+//! from the file even when the process dies before the frame is finished, and the
+//! window of the earlier records still compresses the later ones. A crash loses at most
+//! the record being written. Segments rotate at a quarter of the size bound, and the
+//! oldest are deleted to keep the directory within it; each segment starts with a
+//! header, the policies and the whole snapshot, so it reads on its own.
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use super::RecordingError;
+use super::format::{
+    FORMAT_NAME, FORMAT_VERSION, Header, LossAppend, PolicyIdentity, PolicyRecord, Record,
+    RoundRecord, SnapshotChanges,
+};
+use crate::PolicySlot;
+use crate::observe::{RoundObserver, RoundStart};
+use crate::record::DecisionRecord;
+use switchyard_core::delta::{Change, HeldSnapshot};
+use switchyard_core::model::Snapshot;
+
+/// The smallest size bound a recording accepts: a segment (a quarter of it) must hold a
+/// large cluster's whole snapshot and many rounds after it.
+pub const MIN_MAX_BYTES: u64 = 1 << 20;
+
+/// The zstd level: the default's speed, since a record is written inside the round.
+const ZSTD_LEVEL: i32 = 3;
+
+/// Where and how to record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordOptions {
+    /// The directory the segments go to (made when missing).
+    pub dir: PathBuf,
+    /// The most bytes the directory's segments may hold together; the oldest segments
+    /// are deleted to stay within it (the open one may pass its share by one record).
+    pub max_bytes: u64,
+    /// The cluster recorded, for the header (`sim:WORKLOAD.yaml`, `kube`).
+    pub cluster: String,
+    /// The loop's seed, for the header.
+    pub seed: u64,
+}
+
+/// The segment files of one recording directory.
+struct Segments {
+    options: RecordOptions,
+    /// Size at which the open segment is finished and the next one started.
+    segment_bytes: u64,
+    run: String,
+    /// The next segment's place in this run.
+    segment_in_run: u64,
+    /// The number of the next segment file in the directory.
+    next_file: u64,
+    open: Option<OpenSegment>,
+    /// Finished segments (this run's and earlier runs'), oldest first, with sizes.
+    closed: VecDeque<(PathBuf, u64)>,
+}
+
+struct OpenSegment {
+    path: PathBuf,
+    encoder: zstd::stream::write::Encoder<'static, CountingFile>,
+}
+
+/// A file that counts the bytes written to it: the compressed size of a segment.
+struct CountingFile {
+    file: File,
+    written: u64,
+}
+
+impl Write for CountingFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.written += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.file.flush()
+    }
+}
+
+/// The name of segment number `n`: zero-padded, so names sort in order.
+pub(crate) fn segment_name(n: u64) -> String {
+    format!("segment-{n:06}.jsonl.zst")
+}
+
+/// The number of a segment file named by [`segment_name`].
+pub(crate) fn segment_number(path: &Path) -> Option<u64> {
+    let name = path.file_name()?.to_str()?;
+    name.strip_prefix("segment-")?
+        .strip_suffix(".jsonl.zst")?
+        .parse()
+        .ok()
+}
+
+/// The segment files in `dir`, in order.
+pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
+    let mut segments = Vec::new();
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if let Some(n) = segment_number(&path) {
+            segments.push((n, path));
+        }
+    }
+    segments.sort();
+    Ok(segments)
+}
+
+impl Segments {
+    fn open(options: RecordOptions) -> Result<Self, RecordingError> {
+        if options.max_bytes < MIN_MAX_BYTES {
+            return Err(RecordingError::TooSmall {
+                max_bytes: options.max_bytes,
+            });
+        }
+        let dir = &options.dir;
+        let io_error = |source| RecordingError::Io {
+            path: dir.clone(),
+            source,
+        };
+        std::fs::create_dir_all(dir).map_err(io_error)?;
+        let existing = list_segments(dir).map_err(io_error)?;
+        let next_file = existing.last().map_or(0, |(n, _)| n + 1);
+        let mut closed = VecDeque::new();
+        for (_, path) in existing {
+            let size = std::fs::metadata(&path)
+                .map_err(|source| RecordingError::Io {
+                    path: path.clone(),
+                    source,
+                })?
+                .len();
+            closed.push_back((path, size));
+        }
+        let started = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let mut segments = Self {
+            segment_bytes: options.max_bytes / 4,
+            run: format!("{}-{}", started.as_millis(), std::process::id()),
+            segment_in_run: 0,
+            next_file,
+            open: None,
+            closed,
+            options,
+        };
+        segments.prune();
+        Ok(segments)
+    }
+
+    /// Whether a segment is open (a new one starts with a header and a reset).
+    fn is_open(&self) -> bool {
+        self.open.is_some()
+    }
+
+    /// Starts the next segment and writes its header.
+    fn start(&mut self) -> io::Result<()> {
+        let path = self.options.dir.join(segment_name(self.next_file));
+        self.next_file += 1;
+        let file = File::options().write(true).create_new(true).open(&path)?;
+        let encoder =
+            zstd::stream::write::Encoder::new(CountingFile { file, written: 0 }, ZSTD_LEVEL)?;
+        self.open = Some(OpenSegment { path, encoder });
+        let header = Header {
+            format: FORMAT_NAME.into(),
+            version: FORMAT_VERSION,
+            switchyard: env!("CARGO_PKG_VERSION").into(),
+            run: self.run.clone(),
+            segment: self.segment_in_run,
+            cluster: self.options.cluster.clone(),
+            seed: self.options.seed,
+            started_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .unwrap_or_default()
+                .as_secs_f64(),
+        };
+        self.segment_in_run += 1;
+        self.write(&Record::Header(header))
+    }
+
+    /// Appends `record` to the open segment and flushes it to the file.
+    fn write(&mut self, record: &Record) -> io::Result<()> {
+        let Some(open) = self.open.as_mut() else {
+            return Err(io::Error::other("no segment is open"));
+        };
+        let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
+        line.push(b'\n');
+        open.encoder.write_all(&line)?;
+        open.encoder.flush()
+    }
+
+    /// Whether the open segment has reached its share of the bound.
+    fn full(&self) -> bool {
+        self.open
+            .as_ref()
+            .is_some_and(|o| o.encoder.get_ref().written >= self.segment_bytes)
+    }
+
+    /// Finishes the open segment's frame and deletes the oldest segments beyond the
+    /// bound.
+    fn finish(&mut self) -> io::Result<()> {
+        let Some(open) = self.open.take() else {
+            return Ok(());
+        };
+        let file = open.encoder.finish()?;
+        self.closed.push_back((open.path, file.written));
+        self.prune();
+        Ok(())
+    }
+
+    /// Drops the open segment after a failed write, keeping what reached the file.
+    fn abandon(&mut self) {
+        if let Some(open) = self.open.take() {
+            let written = open.encoder.get_ref().written;
+            self.closed.push_back((open.path, written));
+        }
+    }
+
+    /// Deletes the oldest finished segments until they leave room for a full open one.
+    fn prune(&mut self) {
+        let room = self.options.max_bytes - self.segment_bytes;
+        let mut total: u64 = self.closed.iter().map(|(_, size)| size).sum();
+        while total > room {
+            let Some((path, size)) = self.closed.pop_front() else {
+                break;
+            };
+            if let Err(error) = std::fs::remove_file(&path)
+                && error.kind() != io::ErrorKind::NotFound
+            {
+                tracing::warn!(%error, path = %path.display(), "cannot delete an old recording segment");
+            }
+            total -= size;
+        }
+    }
+}
+
+/// The loop's recorder: every round becomes a [`Record::Round`] holding what changed in
+/// the snapshot (the contract's delta, so a round costs what changed, not the cluster's
+/// size) and the decision record; a change of policy becomes a [`Record::Policy`].
+pub struct Recorder {
+    segments: Segments,
+    /// What the previous round's snapshot held (the snapshot's own `Arc`s).
+    held: HeldSnapshot,
+    /// The policies last written in this segment.
+    policies: Option<(PolicyIdentity, PolicyIdentity)>,
+    /// The started round's record, waiting for its decision.
+    pending: Option<Pending>,
+    /// A write failed; the next round starts a new segment.
+    failing: bool,
+}
+
+struct Pending {
+    policy: Option<PolicyRecord>,
+    seed: u64,
+    changes: SnapshotChanges,
+}
+
+impl Recorder {
+    /// Opens the recording directory (made when missing; a directory that holds an
+    /// earlier run's segments gets the next numbers) and deletes its oldest segments
+    /// beyond the bound.
+    pub fn open(options: RecordOptions) -> Result<Self, RecordingError> {
+        Ok(Self {
+            segments: Segments::open(options)?,
+            held: HeldSnapshot::default(),
+            policies: None,
+            pending: None,
+            failing: false,
+        })
+    }
+
+    /// Finishes the open segment, so its zstd frame is complete.
+    pub fn finish(&mut self) -> Result<(), RecordingError> {
+        let path = self.segments.options.dir.clone();
+        self.segments
+            .finish()
+            .map_err(|source| RecordingError::Io { path, source })
+    }
+
+    fn write_round(&mut self, pending: Pending, record: &DecisionRecord) -> io::Result<()> {
+        if !self.segments.is_open() {
+            self.segments.start()?;
+        }
+        if let Some(policy) = pending.policy {
+            self.segments.write(&Record::Policy(policy))?;
+        }
+        self.segments.write(&Record::Round(Box::new(RoundRecord {
+            seed: pending.seed,
+            changes: pending.changes,
+            decision: record.clone(),
+        })))?;
+        if self.segments.full() {
+            self.segments.finish()?;
+            self.start_afresh();
+        }
+        Ok(())
+    }
+
+    /// The next round starts a segment: whole snapshot, policies written again.
+    fn start_afresh(&mut self) {
+        self.held = HeldSnapshot::default();
+        self.policies = None;
+    }
+}
+
+fn identity(slot: &PolicySlot) -> PolicyIdentity {
+    PolicyIdentity {
+        name: slot.name().to_string(),
+        version: slot.module.description().version.clone(),
+        digest: slot.module.digest().to_hex(),
+        settings: slot.settings.clone(),
+    }
+}
+
+/// What changed from the held snapshot to `now`, as a record says it.
+fn changes(change: &Change, now: &Snapshot) -> SnapshotChanges {
+    let Change::Delta(delta) = change else {
+        return SnapshotChanges {
+            reset: true,
+            nodes: now.nodes.iter().map(|n| (**n).clone()).collect(),
+            jobs: now.jobs.iter().map(|j| (**j).clone()).collect(),
+            node_sets: Some(now.node_sets.to_vec()),
+            ..SnapshotChanges::default()
+        };
+    };
+    SnapshotChanges {
+        reset: false,
+        nodes_removed: delta.nodes.removed.clone(),
+        nodes: delta
+            .nodes
+            .upserted(&now.nodes)
+            .map(|n| (**n).clone())
+            .collect(),
+        jobs_removed: delta.jobs.removed.clone(),
+        jobs: delta
+            .jobs
+            .upserted(&now.jobs)
+            .map(|j| (**j).clone())
+            .collect(),
+        loss: delta
+            .loss_updates
+            .iter()
+            .map(|update| {
+                let job = &now.jobs[update.job];
+                LossAppend {
+                    job: job.id.clone(),
+                    dropped: update.dropped,
+                    samples: job.loss[update.kept..].to_vec(),
+                }
+            })
+            .collect(),
+        node_sets: delta.node_sets_changed.then(|| now.node_sets.to_vec()),
+    }
+}
+
+impl RoundObserver for Recorder {
+    fn round_started(&mut self, start: RoundStart<'_>) {
+        let change = self.held.change_to(start.snapshot);
+        let changes = changes(&change, start.snapshot);
+        self.held.commit(start.snapshot, &change);
+        let now = (identity(start.active), identity(start.fallback));
+        let policy = (self.policies.as_ref() != Some(&now)).then(|| PolicyRecord {
+            active: now.0.clone(),
+            fallback: now.1.clone(),
+            active_state: hex::encode(start.active_state),
+        });
+        self.policies = Some(now);
+        self.pending = Some(Pending {
+            policy,
+            seed: start.seed,
+            changes,
+        });
+    }
+
+    fn round_decided(&mut self, record: &DecisionRecord) {
+        let Some(pending) = self.pending.take() else {
+            return;
+        };
+        match self.write_round(pending, record) {
+            Ok(()) => {
+                if std::mem::take(&mut self.failing) {
+                    tracing::info!(dir = %self.segments.options.dir.display(), "recording again");
+                }
+            }
+            Err(error) => {
+                if !self.failing {
+                    tracing::error!(%error, dir = %self.segments.options.dir.display(), round = record.round, "cannot write the recording; the rounds until a write succeeds are not recorded");
+                }
+                self.failing = true;
+                self.segments.abandon();
+                self.start_afresh();
+            }
+        }
+    }
+}
+
+impl Drop for Recorder {
+    fn drop(&mut self) {
+        if let Err(error) = self.finish() {
+            tracing::warn!(%error, "cannot finish the recording's last segment; its records stay readable");
+        }
+    }
+}
