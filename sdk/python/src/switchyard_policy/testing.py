@@ -280,6 +280,8 @@ class Harness:
 
     def __init__(self, policy: Policy, settings: Optional[Dict[str, str]] = None) -> None:
         self.policy = policy
+        # What a fresh instance starts from: the policy as the module built it.
+        self._pristine = copy.deepcopy(policy)
         self.settings = [Setting(name=k, value=v) for k, v in (settings or {}).items()]
         self._kept = export(policy)()
         self._held: Optional[Snapshot] = None
@@ -295,7 +297,7 @@ class Harness:
         given = self.state if state is None else state
         change = delta(self._held, s)
         kept = _unwrap(lambda: self._kept.decide(self.settings, copy.deepcopy(change), given))
-        fresh = _unwrap(lambda: export(self.policy)().decide(self.settings, reset_of(copy.deepcopy(s)), given))
+        fresh = _unwrap(lambda: export(copy.deepcopy(self._pristine))().decide(self.settings, reset_of(copy.deepcopy(s)), given))
         if kept != fresh:
             raise AssertionError(
                 f"{self.policy.name} decided differently on a kept instance than on a fresh one "
