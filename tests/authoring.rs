@@ -328,14 +328,20 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     };
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
+    // The SDK from this checkout's source (`-p`), so the test checks the SDK as it is
+    // here rather than whatever copy a virtual environment holds; the SDK carries the
+    // WIT and bindings, so no `-d`.
     let status = Process::new(&tool)
         .current_dir(repo().join("examples/python-policy"))
+        .env_remove("VIRTUAL_ENV")
         .args([
-            "-d",
-            "../../wit",
             "-w",
-            "switchyard:policy/policy@0.2.0",
+            "switchyard:policy/incremental-policy@0.2.0",
             "componentize",
+            "-p",
+            ".",
+            "-p",
+            "../../sdk/python/src",
             "app",
             "-o",
         ])
@@ -347,7 +353,9 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
     let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("least-loaded 0.2.0"), "{out}");
+    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
+    assert!(ok && out.contains("incremental"), "not the incremental world:\n{out}");
     let (ok, out) = run(&[
         "--cache-dir",
         cache,
