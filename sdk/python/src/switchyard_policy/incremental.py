@@ -85,29 +85,37 @@ def _job_id(job) -> str:
 
 
 def _apply_loss(snapshot: Snapshot, change: SnapshotDelta) -> None:
+    # In a steady round every running job reported a sample: this loop is most of what
+    # the SDK does then, so it touches each update's fields once and checks by
+    # catching rather than comparing.
     jobs = snapshot.jobs
     appended = change.appended_loss
     at = 0
     for update in change.loss_updates:
-        if update.job >= len(jobs):
+        dropped, count = update.dropped, update.appended
+        try:
+            job = jobs[update.job]
+        except IndexError:
             raise PolicyError(
                 f"loss update for job #{update.job}, but {len(jobs)} jobs are held"
-            )
-        job = jobs[update.job]
+            ) from None
         loss = job.loss
-        if update.dropped > len(loss):
+        if dropped > len(loss):
             raise PolicyError(
-                f"loss update drops {update.dropped} samples of job `{job.id}`, "
-                f"which has {len(loss)}"
+                f"loss update drops {dropped} samples of job `{job.id}`, which has {len(loss)}"
             )
-        if at + update.appended > len(appended):
+        end = at + count
+        if end > len(appended):
             raise PolicyError(
-                f"loss update appends {update.appended} samples to job `{job.id}`, "
-                "more than were sent"
+                f"loss update appends {count} samples to job `{job.id}`, more than were sent"
             )
-        del loss[: update.dropped]
-        loss.extend(appended[at : at + update.appended])
-        at += update.appended
+        if dropped:
+            del loss[:dropped]
+        if count == 1:
+            loss.append(appended[at])
+        elif count:
+            loss.extend(appended[at:end])
+        at = end
     if at != len(appended):
         raise PolicyError("more appended loss samples were sent than the loss updates use")
 
