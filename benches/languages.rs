@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use switchyard_core::model::{LossSample, Settings, Snapshot, TaskPhase, JobPhase};
+use switchyard_core::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase};
 use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
 
 const NODES: usize = 1_000;
@@ -38,16 +38,25 @@ const NODES: usize = 1_000;
 fn python_component() -> Vec<u8> {
     let tool = std::env::var("COMPONENTIZE_PY").unwrap_or_else(|_| "componentize-py".into());
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let wasm = std::env::temp_dir().join(format!("switchyard-languages-{}.wasm", std::process::id()));
+    let wasm =
+        std::env::temp_dir().join(format!("switchyard-languages-{}.wasm", std::process::id()));
     let status = Command::new(&tool)
         .current_dir(repo.join("examples/python-policy"))
         .env_remove("VIRTUAL_ENV")
-        .args(["-q", "-w", "switchyard:policy/incremental-policy@0.2.0", "componentize"])
+        .args([
+            "-q",
+            "-w",
+            "switchyard:policy/incremental-policy@0.2.0",
+            "componentize",
+        ])
         .args(["-p", ".", "-p", "../../sdk/python/src", "app", "-o"])
         .arg(&wasm)
         .status()
         .unwrap_or_else(|e| panic!("cannot run {tool} (set COMPONENTIZE_PY): {e}"));
-    assert!(status.success(), "componentize-py failed to build the Python example");
+    assert!(
+        status.success(),
+        "componentize-py failed to build the Python example"
+    );
     let bytes = std::fs::read(&wasm).expect("the built component");
     let _ = std::fs::remove_file(&wasm);
     bytes
@@ -90,7 +99,11 @@ fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
     let at = *serial % snapshot.nodes.len();
     let host = snapshot.nodes[at].name.clone();
     let mut taken = switchyard_core::model::Resources::default();
-    for job in snapshot.jobs.iter_mut().filter(|j| j.phase == JobPhase::Waiting) {
+    for job in snapshot
+        .jobs
+        .iter_mut()
+        .filter(|j| j.phase == JobPhase::Waiting)
+    {
         let job = Arc::make_mut(job);
         job.phase = JobPhase::Running;
         job.start_time = Some(snapshot.time);
@@ -104,12 +117,18 @@ fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
     let node = Arc::make_mut(&mut snapshot.nodes[at]);
     node.requested = node.requested.plus(&taken);
     for task in &gone.tasks {
-        if let Some(was) = snapshot.nodes.iter_mut().find(|n| Some(&n.name) == task.node.as_ref()) {
+        if let Some(was) = snapshot
+            .nodes
+            .iter_mut()
+            .find(|n| Some(&n.name) == task.node.as_ref())
+        {
             let was = Arc::make_mut(was);
             was.requested = was.requested.saturating_minus(&task.requests);
         }
     }
-    snapshot.jobs.push(synthetic::waiting_job(100_000 + *serial).into());
+    snapshot
+        .jobs
+        .push(synthetic::waiting_job(100_000 + *serial).into());
 }
 
 /// Kept-instance rounds of `module`, each on the snapshot `step` makes of the last.
@@ -149,10 +168,24 @@ fn languages(c: &mut Criterion) {
     for (lang, bytes) in [("python", &python_bytes), ("rust", &rust_bytes)] {
         let module = &runtime.load(bytes, lang).expect("the policy loads");
         // Both decide the same on the same cluster: the same job, on the same nodes.
-        let decision = module.decide(&Settings::default(), &whole, &[], 1).expect("decides");
-        eprintln!("languages/{lang}: {:?}", decision.actions.iter().map(|a| format!("{:?}", a.op)).collect::<Vec<_>>());
+        let decision = module
+            .decide(&Settings::default(), &whole, &[], 1)
+            .expect("decides");
+        eprintln!(
+            "languages/{lang}: {:?}",
+            decision
+                .actions
+                .iter()
+                .map(|a| format!("{:?}", a.op))
+                .collect::<Vec<_>>()
+        );
         let defaults = Runtime::new(RuntimeOptions::default()).expect("runtime");
-        let fits = match defaults.load(bytes, lang).expect("loads").decide(&Settings::default(), &whole, &[], 1) {
+        let fits = match defaults.load(bytes, lang).expect("loads").decide(
+            &Settings::default(),
+            &whole,
+            &[],
+            1,
+        ) {
             Ok(_) => "fits the default sandbox (100 ms, 64 MiB)".to_string(),
             Err(e) => format!("does not fit the default sandbox: {e}"),
         };
@@ -160,7 +193,13 @@ fn languages(c: &mut Criterion) {
         bench_kept(c, "loss", lang, module, |s, _| report_loss(s));
         bench_kept(c, "churn", lang, module, churn);
         c.bench_function(&format!("languages/reset/{lang}"), |b| {
-            b.iter(|| black_box(module.decide(&Settings::default(), &whole, &[], 1).expect("decides")))
+            b.iter(|| {
+                black_box(
+                    module
+                        .decide(&Settings::default(), &whole, &[], 1)
+                        .expect("decides"),
+                )
+            })
         });
     }
 }

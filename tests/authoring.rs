@@ -355,7 +355,10 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
     assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
     let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
-    assert!(ok && out.contains("incremental"), "not the incremental world:\n{out}");
+    assert!(
+        ok && out.contains("incremental"),
+        "not the incremental world:\n{out}"
+    );
     let (ok, out) = run(&[
         "--cache-dir",
         cache,
@@ -437,14 +440,20 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
             .arg("-q")
             .status()
             .unwrap();
-        assert!(status.success(), "the new project's own pytest tests failed");
+        assert!(
+            status.success(),
+            "the new project's own pytest tests failed"
+        );
     } else {
         assert!(
             std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
             "pytest is required beside {} (.ci/run installs it)",
             tool.display()
         );
-        eprintln!("SKIPPED the pytest step: no pytest beside {}", tool.display());
+        eprintln!(
+            "SKIPPED the pytest step: no pytest beside {}",
+            tool.display()
+        );
     }
     let status = Process::new(&tool)
         .current_dir(&moved)
@@ -463,7 +472,10 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
         ])
         .status()
         .unwrap();
-    assert!(status.success(), "componentize-py failed on the new project");
+    assert!(
+        status.success(),
+        "componentize-py failed on the new project"
+    );
     let wasm = moved.join("first_fit.wasm");
     let wasm = wasm.to_str().unwrap();
     let cache = dir.path().join("cache");

@@ -182,7 +182,10 @@ pub(crate) fn with_eligibility(mut snapshot: Snapshot, named: bool) -> Snapshot 
 }
 
 /// A waiting two-task job of the synthetic shape, numbered `i` (ids `job-{i:06}`).
-#[allow(dead_code, reason = "only the languages bench adds jobs round by round")]
+#[allow(
+    dead_code,
+    reason = "only the languages bench adds jobs round by round"
+)]
 pub(crate) fn waiting_job(i: usize) -> Job {
     let request = Resources {
         cpu_millis: 2_000,

@@ -9,8 +9,8 @@
 
 use switchyard_policy_sdk::cluster::{Ledger, one_task_per_node, pending_tasks};
 use switchyard_policy_sdk::{
-    Action, Assignment, Decision, Description, Operation, Parameter, Placement, Setting,
-    Snapshot, Task,
+    Action, Assignment, Decision, Description, Operation, Parameter, Placement, Setting, Snapshot,
+    Task,
 };
 
 /// The policy's functions, as `policy_binding!` expects them.
@@ -22,7 +22,9 @@ pub mod policy {
         Description {
             name: "least-loaded-rust".into(),
             version: "0.3.0".into(),
-            summary: "places each job whole on the least-loaded nodes (the Python example, in Rust)".into(),
+            summary:
+                "places each job whole on the least-loaded nodes (the Python example, in Rust)"
+                    .into(),
             parameters: vec![Parameter {
                 name: "resource".into(),
                 default_value: "any".into(),
@@ -34,7 +36,10 @@ pub mod policy {
     /// Accepts `resource=any` only: the bench measures the default.
     pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
         match settings {
-            [] => Ok(vec![Setting { name: "resource".into(), value: "any".into() }]),
+            [] => Ok(vec![Setting {
+                name: "resource".into(),
+                value: "any".into(),
+            }]),
             [s] if s.name == "resource" && s.value == "any" => Ok(settings.to_vec()),
             _ => Err("this twin takes only resource=any".into()),
         }
@@ -61,7 +66,10 @@ pub mod policy {
                 if let Some(taken) = taken.as_mut() {
                     taken.push(node.clone());
                 }
-                assignments.push(Assignment { task: task.name.clone(), node });
+                assignments.push(Assignment {
+                    task: task.name.clone(),
+                    node,
+                });
             }
             if assignments.len() < pending.len() {
                 actions.push(Action {
@@ -76,7 +84,10 @@ pub mod policy {
             nodes.dedup();
             let reason = format!("least any load: {}", nodes.join(", "));
             actions.push(Action {
-                op: Operation::Place(Placement { job: job.id.clone(), assignments }),
+                op: Operation::Place(Placement {
+                    job: job.id.clone(),
+                    assignments,
+                }),
                 reason,
             });
         }
@@ -96,11 +107,27 @@ pub mod policy {
                 continue;
             }
             let share = |offered: u64, left: u64, take: u64| {
-                if offered == 0 { 0.0 } else { 1.0 - (left as f64 - take as f64) / offered as f64 }
+                if offered == 0 {
+                    0.0
+                } else {
+                    1.0 - (left as f64 - take as f64) / offered as f64
+                }
             };
-            let load = share(room.allocatable.cpu_millis, room.free.cpu_millis, want.cpu_millis)
-                .max(share(room.allocatable.memory_bytes, room.free.memory_bytes, want.memory_bytes))
-                .max(share(room.allocatable.gpus as u64, room.free.gpus as u64, want.gpus as u64));
+            let load = share(
+                room.allocatable.cpu_millis,
+                room.free.cpu_millis,
+                want.cpu_millis,
+            )
+            .max(share(
+                room.allocatable.memory_bytes,
+                room.free.memory_bytes,
+                want.memory_bytes,
+            ))
+            .max(share(
+                room.allocatable.gpus as u64,
+                room.free.gpus as u64,
+                want.gpus as u64,
+            ));
             if best.is_none_or(|(_, b)| load < b) {
                 best = Some((room.name, load));
             }

@@ -31,14 +31,23 @@ pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
     };
     let files: [(&str, &str); 8] = [
         ("app.py", include_str!("../template/python/app.py.in")),
-        ("test_app.py", include_str!("../template/python/test_app.py.in")),
-        ("pytest.ini", include_str!("../template/python/pytest.ini.in")),
+        (
+            "test_app.py",
+            include_str!("../template/python/test_app.py.in"),
+        ),
+        (
+            "pytest.ini",
+            include_str!("../template/python/pytest.ini.in"),
+        ),
         (
             "requirements.txt",
             include_str!("../template/python/requirements.txt.in"),
         ),
         ("README.md", include_str!("../template/python/README.md.in")),
-        (".gitignore", include_str!("../template/python/gitignore.in")),
+        (
+            ".gitignore",
+            include_str!("../template/python/gitignore.in"),
+        ),
         (
             "policy-tests/workload.yaml",
             include_str!("../template/workload.yaml.in"),

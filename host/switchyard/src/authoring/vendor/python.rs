@@ -94,7 +94,9 @@ const SOURCES: &[(&str, &str)] = &[
     ),
     (
         "src/switchyard_policy/wit/exports/incremental_scheduler.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/exports/incremental_scheduler.py"),
+        include_str!(
+            "../../../../../sdk/python/src/switchyard_policy/wit/exports/incremental_scheduler.py"
+        ),
     ),
     (
         "src/switchyard_policy/wit/imports/__init__.py",
@@ -121,8 +123,8 @@ const MARKER: &str = "name = \"switchyard-policy\"";
 /// holding an earlier vendored SDK (its package is replaced whole, so no stale module
 /// stays). Returns the files written.
 pub fn write(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let is_sdk = std::fs::read_to_string(dir.join("pyproject.toml"))
-        .is_ok_and(|text| text.contains(MARKER));
+    let is_sdk =
+        std::fs::read_to_string(dir.join("pyproject.toml")).is_ok_and(|text| text.contains(MARKER));
     let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
     if !empty && !is_sdk {
         return Err(ScaffoldError::NotAnSdk {
@@ -178,7 +180,11 @@ mod tests {
             .collect();
         embedded.sort();
         assert_eq!(on_disk, embedded);
-        assert!(SOURCES.iter().any(|(path, text)| *path == "pyproject.toml" && text.contains(MARKER)));
+        assert!(
+            SOURCES
+                .iter()
+                .any(|(path, text)| *path == "pyproject.toml" && text.contains(MARKER))
+        );
     }
 
     #[test]
@@ -189,7 +195,11 @@ mod tests {
         std::fs::write(&stale, "# from an older SDK").unwrap();
         write(dir.path()).unwrap();
         assert!(!stale.exists());
-        assert!(dir.path().join("src/switchyard_policy/wit/policy.wit").is_file());
+        assert!(
+            dir.path()
+                .join("src/switchyard_policy/wit/policy.wit")
+                .is_file()
+        );
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("notes.txt"), "mine").unwrap();
         let error = write(other.path()).unwrap_err();
