@@ -427,7 +427,10 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
         project.to_str().unwrap(),
     ]);
     assert!(ok, "{out}");
-    assert!(out.contains("componentize app -o first_fit.wasm"), "{out}");
+    assert!(
+        out.contains("-p switchyard-sdk/src app -o first_fit.wasm"),
+        "{out}"
+    );
     // It names nothing of this checkout: it builds wherever it is moved.
     let moved = dir.path().join("moved-elsewhere");
     std::fs::rename(&project, &moved).unwrap();
