@@ -1,12 +1,14 @@
 //! The control loop when things go wrong, on the simulator: actions that fail (the
-//! workload's `simulator.faults`), and a burst of arrivals too large for a policy to
-//! decide on within its deadline (the queue window).
+//! workload's `simulator.faults`), a burst of arrivals too large for a policy to
+//! decide on within its deadline (the queue window), and a kept instance lost to an
+//! overrun (the priming deadline).
 
 mod support;
 use support::guests;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use switchyard_control::{
     CallRole, Cluster, ControlLoop, DecisionRecord, FailureReason, PolicySlot, RoundOutcome,
@@ -14,7 +16,7 @@ use switchyard_control::{
 };
 use switchyard_core::model::Operation;
 use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::Simulator;
 use switchyard_sim::workload::Workload;
 
@@ -216,5 +218,81 @@ jobs:
     assert!(
         rounds.iter().all(|r| r.record.time < 1.0),
         "the rounds follow each other at once while jobs wait outside the window"
+    );
+}
+
+/// A policy slow on an instance's first call (work per node) and fast on changes, which
+/// stalls once on its first change: the overrun costs its kept instance. The round's
+/// deadline is far below the first call's cost and the priming deadline far above it,
+/// while a change costs next to nothing, so neither the machine's load nor its speed
+/// decides the outcome.
+#[test]
+fn a_policy_that_overran_decides_again_next_round_its_fresh_instance_primed_under_the_priming_deadline()
+ {
+    let runtime = Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline: Duration::from_millis(50),
+            priming_deadline: Duration::from_secs(30),
+            ..SandboxLimits::default()
+        },
+        ..RuntimeOptions::default()
+    })
+    .expect("a runtime");
+    // 100 nodes: a reset works 0.2-0.3 s on an idle machine, five times the round's
+    // deadline; a change is a few jobs.
+    let workload = "
+cluster:
+  nodes:
+    - {name: cpu, count: 100, cpus: 8, memory_gib: 64}
+templates:
+  small: {work: 300, speed: 1.0, cpus: 1, memory_gib: 1}
+jobs:
+  - {template: small, count: 40, uniform: 600}
+";
+    let scenario = Workload::parse(workload, Path::new("prime.yaml"))
+        .unwrap()
+        .scenario(1)
+        .unwrap();
+    let mut sim = Simulator::new(scenario);
+    let policy = slot(&runtime, &guests::path("slow-to-prime"));
+    let mut control = ControlLoop::new(policy, slot(&runtime, "default"), 1);
+    let end = control.run(&mut sim, |_, _| {});
+    assert_eq!(end, RunEnd::Idle);
+    assert_eq!(sim.finished_jobs(), 40, "every job finished");
+    let records = control.records();
+    let failures: Vec<(u64, &str)> = records
+        .iter()
+        .filter_map(|r| Some((r.round, r.arm_a.failure.as_deref()?)))
+        .collect();
+    assert_eq!(
+        failures.len(),
+        1,
+        "only the stall fails; a first call under the round's deadline would fail every round: {failures:?}"
+    );
+    let (round, failure) = failures[0];
+    assert_eq!(round, 1, "the first instance's first change stalls");
+    assert!(
+        failure.contains("ran past its 50ms deadline") && !failure.contains("first call"),
+        "the stall overran the round's deadline: {failure}"
+    );
+    for record in records.iter().filter(|r| r.round != 1) {
+        assert_eq!(
+            record.arm_a.policy, "slow-to-prime",
+            "round {}",
+            record.round
+        );
+    }
+    // Every placement after the overrun came from the second instance, kept to the end:
+    // a third reset would show in the reasons.
+    let reasons: Vec<&str> = records
+        .iter()
+        .filter(|r| r.round > 1)
+        .flat_map(|r| &r.arm_a.accepted)
+        .map(|a| a.reason.as_str())
+        .collect();
+    assert!(!reasons.is_empty());
+    assert!(
+        reasons.iter().all(|r| *r == "first fit after 2 resets"),
+        "{reasons:?}"
     );
 }

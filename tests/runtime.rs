@@ -297,7 +297,9 @@ fn compiled_code_is_cached_on_disk_when_a_cache_directory_is_given() {
         "nothing was written under {}",
         dir.display()
     );
-    std::fs::remove_dir_all(&dir).unwrap();
+    // wasmtime's cache worker may still be writing its statistics files from a thread
+    // of its own: the directory is removed on a best-effort basis.
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 fn walk(dir: &std::path::Path) -> usize {

@@ -66,14 +66,14 @@ impl LoadError {
 #[derive(Debug, thiserror::Error)]
 pub enum PolicyError {
     /// The policy ran past its epoch deadline and was stopped.
-    #[error("policy {policy} ({digest}) ran past its {deadline:?} deadline and was stopped")]
+    #[error("policy {policy} ({digest}) ran past its {deadline} and was stopped")]
     DeadlineExceeded {
         /// Policy name.
         policy: String,
         /// Short digest.
         digest: String,
         /// The deadline it overran.
-        deadline: Duration,
+        deadline: CallDeadline,
     },
     /// The policy tried to grow its memory past the cap.
     #[error(
@@ -128,6 +128,37 @@ impl PolicyError {
             PolicyError::Trap { .. } => "trap",
             PolicyError::Refused { .. } => "refused",
             PolicyError::InvalidResult { .. } => "invalid",
+        }
+    }
+}
+
+/// The deadline a call ran under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CallDeadline {
+    /// A round's deadline ([`crate::SandboxLimits::deadline`]).
+    Round(Duration),
+    /// The first call of a kept instance, which takes the whole cluster
+    /// ([`crate::SandboxLimits::priming_deadline`]).
+    Priming(Duration),
+}
+
+impl CallDeadline {
+    /// How long the call could run.
+    pub fn duration(self) -> Duration {
+        match self {
+            CallDeadline::Round(d) | CallDeadline::Priming(d) => d,
+        }
+    }
+}
+
+impl std::fmt::Display for CallDeadline {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CallDeadline::Round(d) => write!(f, "{d:?} deadline"),
+            CallDeadline::Priming(d) => write!(
+                f,
+                "{d:?} deadline for a fresh instance's first call (the whole cluster)"
+            ),
         }
     }
 }

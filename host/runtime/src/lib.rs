@@ -40,7 +40,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
-pub use error::{LoadError, PolicyError};
+pub use error::{CallDeadline, LoadError, PolicyError};
 pub use session::Session;
 pub use tier::Compiler;
 
@@ -58,6 +58,14 @@ use switchyard_core::model::{Decision, Description, Settings, Snapshot};
 pub struct SandboxLimits {
     /// Wall time a single call may take before it is stopped.
     pub deadline: Duration,
+    /// Wall time the first call of a kept instance (an `incremental-policy` component
+    /// called through a [`Session`]) may take: instantiation and the whole cluster as a
+    /// reset. It is paid once per instance and grows with the cluster, while later calls
+    /// grow with what changed, so it gets more room than [`SandboxLimits::deadline`]
+    /// (never less). Under the round's deadline, a busy machine that made one round
+    /// overrun would make every fresh instance's first call overrun too, and the
+    /// policy would never decide again.
+    pub priming_deadline: Duration,
     /// Linear memory a policy instance may grow to.
     pub memory_bytes: usize,
     /// Largest state blob a policy may hand back.
@@ -73,6 +81,7 @@ impl Default for SandboxLimits {
     fn default() -> Self {
         Self {
             deadline: Duration::from_millis(100),
+            priming_deadline: Duration::from_secs(1),
             memory_bytes: 64 << 20,
             state_bytes: 16 << 20,
             budget: ResultBudget::default(),
@@ -794,8 +803,22 @@ impl PolicyModule {
 
     /// Starts the deadline of one call on `store`.
     fn arm_deadline(&self, store: &mut Store<GuestState>) {
+        self.arm(store, CallDeadline::Round(self.limits.deadline));
+    }
+
+    /// Starts the deadline of a kept instance's first call on `store`.
+    fn arm_priming_deadline(&self, store: &mut Store<GuestState>) {
+        let limits = &self.limits;
+        self.arm(
+            store,
+            CallDeadline::Priming(limits.priming_deadline.max(limits.deadline)),
+        );
+    }
+
+    fn arm(&self, store: &mut Store<GuestState>, deadline: CallDeadline) {
+        store.data_mut().deadline = deadline;
         if !self.unsandboxed {
-            store.set_epoch_deadline(epoch::ticks_for(self.limits.deadline));
+            store.set_epoch_deadline(epoch::ticks_for(deadline.duration()));
             store.epoch_deadline_trap();
         }
     }
@@ -841,7 +864,7 @@ impl PolicyModule {
             return PolicyError::DeadlineExceeded {
                 policy,
                 digest,
-                deadline: self.limits.deadline,
+                deadline: state.deadline,
             };
         }
         let printed = state.guest_output();

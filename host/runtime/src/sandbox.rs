@@ -11,9 +11,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::p2::pipe::MemoryOutputPipe;
 use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, WasiView};
 
-use crate::ResultBudget;
 use crate::contract::bindings::switchyard::policy::host::{Host, LogLevel};
 use crate::contract::bindings::switchyard::policy::types;
+use crate::{CallDeadline, ResultBudget};
 
 /// How much a guest may print to stdout/stderr in one call before the rest is dropped.
 const GUEST_OUTPUT_CAPACITY: usize = 64 * 1024;
@@ -29,6 +29,8 @@ pub(crate) struct GuestState {
     output_mark: usize,
     /// What this call may still write through `log`.
     log: LogBudget,
+    /// The deadline the current call runs under, for the error that names it.
+    pub(crate) deadline: CallDeadline,
 }
 
 /// What one call may still write through the `log` import, and what it wrote past
@@ -89,6 +91,7 @@ impl GuestState {
             stderr,
             output_mark: 0,
             log: LogBudget::new(budget.log_lines, budget.log_bytes),
+            deadline: CallDeadline::Round(Duration::ZERO),
         }
     }
 

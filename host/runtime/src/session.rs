@@ -5,7 +5,9 @@
 //! `incremental-policy` component and the host's copy of the snapshot it holds, and
 //! hands each call only the difference. The host stays the owner of the truth: the
 //! first call, any failure, a session moved to another component, or a guest that
-//! printed too much starts a fresh instance with the whole snapshot.
+//! printed too much starts a fresh instance with the whole snapshot. That first call runs
+//! under the longer priming deadline ([`crate::SandboxLimits::priming_deadline`]): its
+//! cost grows with the cluster, not with the round.
 
 use std::sync::{Arc, Mutex};
 
@@ -67,7 +69,7 @@ impl PolicyModule {
             Some(kept) if Arc::ptr_eq(&kept.compiled, &compiled) => kept,
             _ => {
                 let mut store = self.new_store(&compiled, snapshot.time, seed);
-                self.arm_deadline(&mut store);
+                self.arm_priming_deadline(&mut store);
                 let policy = compiled
                     .pre
                     .instantiate(&mut store)
@@ -81,11 +83,16 @@ impl PolicyModule {
             }
         };
         kept.store.data_mut().begin_call(snapshot.time, seed);
-        self.arm_deadline(&mut kept.store);
-        let change = kept
-            .held
-            .as_ref()
-            .map_or(Change::Reset, |held| held.change_to(snapshot));
+        let change = match &kept.held {
+            Some(held) => {
+                self.arm_deadline(&mut kept.store);
+                held.change_to(snapshot)
+            }
+            None => {
+                self.arm_priming_deadline(&mut kept.store);
+                Change::Reset
+            }
+        };
         let answer = kept.policy.decide_change(
             &mut kept.store,
             &contract::settings_to_wit(settings),

@@ -41,6 +41,12 @@ pub(crate) struct SandboxArgs {
     #[arg(long, global = true, value_name = "MS")]
     pub policy_deadline_ms: Option<u64>,
 
+    /// Deadline of the first call of a kept policy instance, in milliseconds: the call
+    /// that hands it the whole cluster after a start, a swap or a failure. Its cost grows
+    /// with the cluster, not the round; never less than `--policy-deadline-ms`.
+    #[arg(long, global = true, default_value_t = SandboxLimits::default().priming_deadline.as_millis() as u64, value_name = "MS")]
+    pub policy_priming_deadline_ms: u64,
+
     /// Memory cap of one policy instance, in MiB.
     #[arg(long, global = true, default_value_t = 64, value_name = "MIB")]
     pub policy_memory_mib: usize,
@@ -118,6 +124,7 @@ impl SandboxArgs {
         let options = RuntimeOptions {
             limits: SandboxLimits {
                 deadline: Duration::from_millis(self.policy_deadline_ms.unwrap_or(default_ms)),
+                priming_deadline: Duration::from_millis(self.policy_priming_deadline_ms),
                 memory_bytes: self.policy_memory_mib << 20,
                 budget: ResultBudget {
                     actions: self.policy_max_actions,

@@ -168,7 +168,7 @@ pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
             continue;
         }
         let count = tasks.len();
-        if !empty.could_pack(&tasks) {
+        if !empty.could_pack_of(job, &tasks) {
             outcomes.push((at, Outcome::NeverFits, Some(Why::NeverFits { count })));
             continue;
         }
@@ -204,6 +204,7 @@ fn distinct<'a>(names: impl Iterator<Item = &'a str>) -> Vec<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_policy_sdk::cluster::ONE_TASK_PER_NODE_LABEL;
     use switchyard_policy_sdk::testing::*;
 
     fn placed(actions: &[Action]) -> Vec<(String, usize)> {
@@ -306,6 +307,36 @@ mod tests {
             actions[1].reason.contains("behind big"),
             "{}",
             actions[1].reason
+        );
+    }
+
+    #[test]
+    fn a_gang_whose_tasks_may_not_share_a_node_and_outnumber_the_nodes_never_fits_and_never_blocks()
+    {
+        // Four one-CPU tasks, one to a node, on three roomy nodes: packed together they
+        // would fit on one, apart they never can; starving, the job must not block the
+        // queue behind it.
+        let apart = job("apart")
+            .distributed(1, 3, 3, 3)
+            .label(ONE_TASK_PER_NODE_LABEL, "true");
+        let nodes = vec![node("a", 8000), node("b", 8000), node("c", 8000)];
+        let jobs = vec![apart, job("small").submitted_at(1.0)];
+        let (actions, outcomes) = decide(&snapshot(1000.0, nodes.clone(), jobs), 300.0);
+        assert_eq!(outcomes[0], ("apart".to_string(), Outcome::NeverFits));
+        assert_eq!(placed(&actions), [("small".to_string(), 1)]);
+        // With a fourth node it fits, one task on each.
+        let mut nodes = nodes;
+        nodes.push(node("d", 8000));
+        let apart = job("apart")
+            .distributed(1, 3, 3, 3)
+            .label(ONE_TASK_PER_NODE_LABEL, "true");
+        let (actions, _) = decide(&snapshot(0.0, nodes, vec![apart]), 300.0);
+        let Operation::Place(p) = &actions[0].op else {
+            panic!("{actions:?}")
+        };
+        assert_eq!(
+            distinct(p.assignments.iter().map(|a| a.node.as_str())).len(),
+            4
         );
     }
 }

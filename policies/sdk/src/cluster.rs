@@ -535,6 +535,23 @@ impl Ledger {
         fits
     }
 
+    /// Whether the pending `tasks` of `job` could be packed now, charging nothing:
+    /// [`Ledger::could_pack`], except that a job whose tasks may not share a node
+    /// ([`one_task_per_node`]) needs a node for each, as [`Ledger::pack_gang_of`] places
+    /// them. Asked on the empty cluster, it tells a job that never fits (more such tasks
+    /// than eligible nodes) from one that waits for room.
+    pub fn could_pack_of(&mut self, job: &Job, tasks: &[&Task]) -> bool {
+        if !one_task_per_node(job) {
+            return self.could_pack(tasks);
+        }
+        let before = self.capacity.clone();
+        let fitted = self.misses.fits.clone();
+        let fits = self.pack_gang_of(job, tasks).is_some();
+        self.capacity = before;
+        self.misses.fits = fitted;
+        fits
+    }
+
     fn pack_gang_searching(&mut self, tasks: &[&Task]) -> Option<Vec<Assignment>> {
         let mut trial = self.capacity.clone();
         let mut remaining: Vec<&Task> = tasks.to_vec();

@@ -33,6 +33,12 @@
 //! 5. Jobs that cannot checkpoint are never preempted: their resources are set aside
 //!    before the others are ranked.
 //! 6. Each job carries the label `tiresias.queue=Q<k>` (0 is the highest priority).
+//! 7. Rounds come every `interval` seconds, as the artifact's, only while a round has
+//!    something in flight (it asked for actions, or a job to preempt is mid-restart).
+//!    Otherwise the ranking cannot change before a job changes queue, so the next round
+//!    is the first of the artifact's (a multiple of `interval` from now) at which one
+//!    does, or none until something arrives or leaves: the same decisions at the same
+//!    times, without a round per minute over a trace of months.
 
 pub mod policy;
 pub mod queues;

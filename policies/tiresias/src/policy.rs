@@ -137,11 +137,15 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     let admitted = admit(snapshot, &order);
     let mut ledger = Ledger::new(snapshot);
     let mut actions = Vec::new();
+    // A running job left out that cannot be preempted yet (mid-restart) is preempted in
+    // a later round, which no event announces.
+    let mut preemption_pending = false;
     for (rank, &i) in order.iter().enumerate() {
         let job = &snapshot.jobs[i];
         let standing = &standings[i];
         match (holds_resources(job), admitted[i]) {
-            (true, false) if preemptible(job) => actions.push(Action {
+            (true, false) if !preemptible(job) => preemption_pending = true,
+            (true, false) => actions.push(Action {
                 op: Operation::Preempt(job.id.clone()),
                 reason: format!(
                     "Q{} rank {}: jobs ranked above it need its resources (service {:.0})",
@@ -174,6 +178,12 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
     }
     let labels = queue_labels(snapshot, &mut standings);
+    let next_call_after = if actions.is_empty() && !preemption_pending {
+        next_transition(snapshot, &standings, &params)
+    } else {
+        // Something was asked for: the next round sees whether it happened.
+        Some(params.interval)
+    };
     let state = State {
         jobs: ids.into_iter().zip(standings).collect(),
         tickets,
@@ -181,9 +191,27 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     Ok(Decision {
         actions,
         labels,
-        next_call_after: Some(params.interval),
+        next_call_after,
         state: state::encode_kept(state),
     })
+}
+
+/// When the next round should come, with nothing arriving or leaving: the first of the
+/// artifact's rounds (every `interval` seconds from now) at which a job changes queue;
+/// none when no job ever will. Between two such rounds the ranking, and so the
+/// admission and every action, stays what it is now, which this round already asked
+/// for: calling at each `interval` would change nothing but the cost of a long trace.
+fn next_transition(snapshot: &Snapshot, standings: &[Standing], params: &Params) -> Option<f64> {
+    let soonest = snapshot
+        .jobs
+        .iter()
+        .zip(standings)
+        .filter_map(|(job, s)| s.until_transition(holds_resources(job), width(job), &params.queues))
+        .fold(None, |soonest: Option<f64>, t| {
+            Some(soonest.map_or(t, |s| s.min(t)))
+        })?;
+    let rounds = (soonest / params.interval).ceil().max(1.0);
+    Some(rounds * params.interval)
 }
 
 /// The previous round's standings, in its snapshot order, taken by job id. The
@@ -376,6 +404,47 @@ mod tests {
         assert_eq!(moves(&d), (vec![], vec!["a".into(), "c".into()]));
         assert_eq!(label_of(&d, "b").as_deref(), Some("Q0"));
         assert_eq!(d.next_call_after, Some(60.0));
+    }
+
+    #[test]
+    fn with_nothing_to_do_the_next_round_is_the_first_at_which_a_job_changes_queue() {
+        let settings = [set("queue_thresholds", "1000")];
+        // 4 GPUs in use: 1000 GPU-s after 250 s, first seen at the round at 300 s. A
+        // waiting job that does not fit changes nothing before then.
+        let jobs = vec![
+            job("old").requests(1000, 4).running_on("n0"),
+            job("big").requests(1000, 8).submitted_at(1.0),
+        ];
+        let at = |time: f64| snapshot(time, gpu_nodes(1, 4), jobs.clone());
+        let first = decide(&settings, &at(0.0), &[]).unwrap();
+        assert_eq!(moves(&first), (vec![], vec![]));
+        assert_eq!(first.next_call_after, Some(300.0));
+        // The artifact's rounds in between would decide nothing and label nothing.
+        let mut blob = first.state.clone();
+        for time in [60.0, 120.0, 180.0, 240.0] {
+            let d = decide(&settings, &at(time), &blob).unwrap();
+            assert!(d.actions.is_empty() && d.labels.is_empty(), "{time}: {d:?}");
+            assert_eq!(d.next_call_after, Some(300.0 - time), "{time}");
+            blob = d.state;
+        }
+        let jumped = decide(&settings, &at(300.0), &first.state).unwrap();
+        let ticked = decide(&settings, &at(300.0), &blob).unwrap();
+        assert_eq!(
+            format!("{jumped:?}"),
+            format!("{ticked:?}"),
+            "jumping to 300 s decides as ticking to it"
+        );
+        assert_eq!(label_of(&jumped, "old").as_deref(), Some("Q1"));
+        // In the last queue, with no starvation rule, nothing changes without an event.
+        assert_eq!(jumped.next_call_after, None);
+    }
+
+    #[test]
+    fn a_round_that_asked_for_something_is_followed_by_one_an_interval_later() {
+        let s = snapshot(0.0, gpu_nodes(1, 4), vec![job("a").requests(1000, 2)]);
+        let d = decide(&[], &s, &[]).unwrap();
+        assert_eq!(moves(&d), (vec![], vec!["a".into()]));
+        assert_eq!(d.next_call_after, Some(60.0), "to see the placement happen");
     }
 
     #[test]

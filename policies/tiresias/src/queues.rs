@@ -132,6 +132,19 @@ impl Standing {
         None
     }
 
+    /// Seconds until [`Standing::advance`] would move the job to another queue if it
+    /// kept holding resources (`running`) or kept waiting: its service reaching its
+    /// queue's threshold, or its wait reaching the starvation rule's; none when neither
+    /// ever will.
+    pub fn until_transition(&self, running: bool, width: f64, queues: &Queues) -> Option<f64> {
+        if running {
+            let threshold = self.thresholds_from(queues)?;
+            return Some(((threshold - self.service(width)) / width).max(0.0));
+        }
+        let can_starve = queues.promote_knob > 0.0 && self.queue > 0 && self.executed > 0.0;
+        can_starve.then(|| (self.executed * queues.promote_knob - self.waited).max(0.0))
+    }
+
     /// The threshold of its current queue; none in the last queue.
     fn thresholds_from(&self, queues: &Queues) -> Option<f64> {
         queues.thresholds.get(self.queue).copied()
