@@ -328,14 +328,20 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     };
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
+    // The SDK from this checkout's source (`-p`), so the test checks the SDK as it is
+    // here rather than whatever copy a virtual environment holds; the SDK carries the
+    // WIT and bindings, so no `-d`.
     let status = Process::new(&tool)
         .current_dir(repo().join("examples/python-policy"))
+        .env_remove("VIRTUAL_ENV")
         .args([
-            "-d",
-            "../../wit",
             "-w",
-            "switchyard:policy/policy@0.2.0",
+            "switchyard:policy/incremental-policy@0.2.0",
             "componentize",
+            "-p",
+            ".",
+            "-p",
+            "../../sdk/python/src",
             "app",
             "-o",
         ])
@@ -347,7 +353,12 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
     let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("least-loaded 0.2.0"), "{out}");
+    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
+    assert!(
+        ok && out.contains("incremental"),
+        "not the incremental world:\n{out}"
+    );
     let (ok, out) = run(&[
         "--cache-dir",
         cache,
@@ -391,4 +402,101 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
         "examples/python-policy/expect.yaml",
     ]);
     assert!(ok, "{out}");
+}
+
+#[test]
+fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_passes_its_expectations()
+ {
+    let Some(tool) = componentize_py() else {
+        assert!(
+            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
+            "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
+        );
+        eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("first-fit");
+    let (ok, out) = run(&[
+        "policy",
+        "new",
+        "first-fit",
+        "--lang",
+        "python",
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("-p switchyard-sdk/src app -o first_fit.wasm"),
+        "{out}"
+    );
+    // It names nothing of this checkout: it builds wherever it is moved.
+    let moved = dir.path().join("moved-elsewhere");
+    std::fs::rename(&project, &moved).unwrap();
+    // The README's steps, with the tools of the environment that holds componentize-py
+    // (a new virtual environment would download them on every run).
+    let pytest = tool.with_file_name("pytest");
+    if pytest.is_file() {
+        let status = Process::new(&pytest)
+            .current_dir(&moved)
+            .arg("-q")
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "the new project's own pytest tests failed"
+        );
+    } else {
+        assert!(
+            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
+            "pytest is required beside {} (.ci/run installs it)",
+            tool.display()
+        );
+        eprintln!(
+            "SKIPPED the pytest step: no pytest beside {}",
+            tool.display()
+        );
+    }
+    let status = Process::new(&tool)
+        .current_dir(&moved)
+        .env_remove("VIRTUAL_ENV")
+        .args([
+            "-w",
+            "switchyard:policy/incremental-policy@0.2.0",
+            "componentize",
+            "-p",
+            ".",
+            "-p",
+            "switchyard-sdk/src",
+            "app",
+            "-o",
+            "first_fit.wasm",
+        ])
+        .status()
+        .unwrap();
+    assert!(
+        status.success(),
+        "componentize-py failed on the new project"
+    );
+    let wasm = moved.join("first_fit.wasm");
+    let wasm = wasm.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
+    let workload = moved.join("policy-tests/workload.yaml");
+    let expect = moved.join("policy-tests/expect.yaml");
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        workload.to_str().unwrap(),
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("6 of 6 expectations held"), "{out}");
 }

@@ -180,3 +180,17 @@ pub(crate) fn with_eligibility(mut snapshot: Snapshot, named: bool) -> Snapshot 
     }
     snapshot
 }
+
+/// A waiting two-task job of the synthetic shape, numbered `i` (ids `job-{i:06}`).
+#[allow(
+    dead_code,
+    reason = "only the languages bench adds jobs round by round"
+)]
+pub(crate) fn waiting_job(i: usize) -> Job {
+    let request = Resources {
+        cpu_millis: 2_000,
+        memory_bytes: 4 * GIB,
+        gpus: 0,
+    };
+    job(i, None, &request)
+}

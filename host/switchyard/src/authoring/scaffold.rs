@@ -5,8 +5,14 @@
 //! ([`super::vendor`], in `switchyard-sdk/`), the lock file of the shipped policies, and
 //! the pinned toolchain with the `wasm32-wasip2` target, so `cargo build` in it produces
 //! a component wherever the folder is moved or shared.
+//!
+//! A Python policy (`--lang python`, [`python`]) is a folder with the policy, its first
+//! tests, the same test workload and expectations, and the Python SDK vendored beside
+//! it.
 
 use std::path::{Path, PathBuf};
+
+pub mod python;
 
 /// Why a crate could not be created.
 #[derive(Debug, thiserror::Error)]
@@ -36,8 +42,8 @@ pub enum ScaffoldError {
     },
     /// `policy sdk --dir` names a folder holding something else than a vendored SDK.
     #[error(
-        "{path} is not empty and holds no switchyard-policy-sdk crate; give the folder of \
-         the vendored SDK (a policy crate's switchyard-sdk/) or a new one"
+        "{path} is not empty and holds no vendored switchyard policy SDK; give the folder \
+         of the vendored SDK (a policy's switchyard-sdk/) or a new one"
     )]
     NotAnSdk {
         /// The folder.
@@ -54,12 +60,13 @@ pub enum ScaffoldError {
     },
 }
 
-/// The language of the new policy. Rust is the one the SDK serves; a Python example
-/// lives in the repository's `examples/python-policy`.
+/// The language of the new policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Lang {
-    /// A Rust crate on the guest SDK.
+    /// A Rust crate on the guest SDK (`policies/sdk`), built with cargo.
     Rust,
+    /// A Python project on the Python SDK (`sdk/python`), built with componentize-py.
+    Python,
 }
 
 /// What [`create`] made.
@@ -69,8 +76,10 @@ pub struct Created {
     pub dir: PathBuf,
     /// Whether it joined the switchyard workspace.
     pub in_workspace: bool,
-    /// Where `cargo build --release` writes the component, relative to `dir`.
+    /// Where the build command writes the component, relative to `dir`.
     pub wasm_path: String,
+    /// The command that builds the component, run in `dir`.
+    pub build: String,
     /// Every file written.
     pub files: Vec<PathBuf>,
 }
@@ -205,6 +214,7 @@ pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldErro
         dir: dir.to_path_buf(),
         in_workspace,
         wasm_path,
+        build: "cargo build --release".into(),
         files: written,
     })
 }
@@ -238,7 +248,7 @@ codegen-units = 1
 strip = true
 ";
 
-fn check_name(name: &str) -> Result<(), ScaffoldError> {
+pub(crate) fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
@@ -254,7 +264,7 @@ fn check_name(name: &str) -> Result<(), ScaffoldError> {
 }
 
 /// `least-loaded` -> `LeastLoadedPolicy`.
-fn type_name(name: &str) -> String {
+pub(crate) fn type_name(name: &str) -> String {
     let mut out: String = name
         .split('-')
         .map(|part| {

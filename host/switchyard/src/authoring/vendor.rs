@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 
 use super::scaffold::ScaffoldError;
 
+pub mod python;
+
 /// The folder of the vendored SDK inside a new policy crate.
 pub const SDK_DIR: &str = "switchyard-sdk";
 

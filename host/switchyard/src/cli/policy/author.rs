@@ -19,14 +19,15 @@ use crate::cli::SandboxArgs;
 pub(crate) struct NewArgs {
     /// The policy's name (lowercase letters, digits and `-`).
     pub name: String,
-    /// Where to create the crate (default: ./NAME). Inside this repository's `policies/`
-    /// folder the crate joins the workspace.
+    /// Where to create the policy (default: ./NAME). Inside this repository's
+    /// `policies/` folder a Rust crate joins the workspace.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The policy's language.
+    /// The policy's language: a Rust crate built with cargo, or a Python project built
+    /// with componentize-py.
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
-    /// Depend on this guest SDK crate by its path (a switchyard checkout's
+    /// Rust only: depend on this guest SDK crate by its path (a switchyard checkout's
     /// `policies/sdk`) instead of writing the SDK and WIT this binary was built with into
     /// the crate's `switchyard-sdk/`.
     #[arg(long, value_name = "DIR")]
@@ -36,10 +37,13 @@ pub(crate) struct NewArgs {
 /// Arguments of `policy sdk`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SdkArgs {
-    /// The folder to write the SDK into: a policy crate's `switchyard-sdk/` (its files
-    /// are replaced) or a new folder.
+    /// The folder to write the SDK into: a policy's `switchyard-sdk/` (its files are
+    /// replaced) or a new folder.
     #[arg(long, value_name = "DIR", default_value = switchyard::authoring::vendor::SDK_DIR)]
     pub dir: PathBuf,
+    /// Which SDK: the Rust crate or the Python package.
+    #[arg(long, value_enum, default_value = "rust")]
+    pub lang: Lang,
 }
 
 /// Arguments of `policy test`.
@@ -80,12 +84,23 @@ pub(crate) struct TestArgs {
 }
 
 pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
-    let Lang::Rust = args.lang;
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
-    let sdk = args
-        .sdk
-        .map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
-    let created = scaffold::create(&args.name, &dir, &sdk)?;
+    let created = match args.lang {
+        Lang::Rust => {
+            let sdk = args
+                .sdk
+                .map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
+            scaffold::create(&args.name, &dir, &sdk)?
+        }
+        Lang::Python => {
+            anyhow::ensure!(
+                args.sdk.is_none(),
+                "--sdk names a Rust SDK crate; a Python policy gets the Python SDK in its \
+                 switchyard-sdk/ (leave --sdk out)"
+            );
+            scaffold::python::create(&args.name, &dir)?
+        }
+    };
     println!(
         "created policy `{}` in {}{}",
         args.name,
@@ -99,10 +114,17 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     for file in &created.files {
         println!("  {}", file.display());
     }
+    let setup = match args.lang {
+        Lang::Rust => "",
+        Lang::Python => {
+            "\n  python3 -m venv .venv\n  .venv/bin/pip install -r requirements.txt\n  .venv/bin/pytest -q"
+        }
+    };
     println!(
-        "\nnext:\n  cd {}\n  cargo build --release\n  switchyard policy validate {}\n  \
+        "\nnext:\n  cd {}{setup}\n  {}\n  switchyard policy validate {}\n  \
          switchyard policy test {} policy-tests/workload.yaml --expect policy-tests/expect.yaml",
         created.dir.display(),
+        created.build,
         created.wasm_path,
         created.wasm_path
     );
@@ -110,7 +132,10 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
 }
 
 pub(super) fn sdk(args: SdkArgs) -> anyhow::Result<ExitCode> {
-    let files = switchyard::authoring::vendor::write(&args.dir)?;
+    let files = match args.lang {
+        Lang::Rust => switchyard::authoring::vendor::write(&args.dir)?,
+        Lang::Python => switchyard::authoring::vendor::python::write(&args.dir)?,
+    };
     println!(
         "wrote the policy SDK and WIT of switchyard {} ({} files) to {}",
         env!("CARGO_PKG_VERSION"),

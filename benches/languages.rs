@@ -1,0 +1,212 @@
+//! least-loaded in Python (`examples/python-policy`, on the Python SDK) beside the same
+//! policy in Rust (`tests/guests/least-loaded`, on the Rust SDK), both components on a
+//! kept instance, in one run: what a policy author gives up by writing Python.
+//!
+//! `cargo bench -p switchyard-runtime --bench languages`; componentize-py builds the
+//! Python component first (`COMPONENTIZE_PY`, or `componentize-py` on the `PATH`). The
+//! figures and their reading are in `docs/performance.md`.
+//!
+//! The cluster is the decision bench's synthetic one at 1,000 nodes: 5,000 running
+//! two-task jobs (10,000 tasks) with 20 loss samples each. Groups, per language:
+//! - `languages/loss/<lang>`: the steady state of a controller: every job reported one
+//!   new loss sample since the previous round (5,000 loss updates), nothing else moved;
+//! - `languages/churn/<lang>`: the same, and the job that arrived in the previous round
+//!   started on a node, the oldest job finished and a new one arrived, so the policy has
+//!   a job to place and the delta carries jobs and nodes as well as loss;
+//! - `languages/reset/<lang>`: a fresh instance given the whole snapshot (the first call,
+//!   and every call after a failure).
+
+#[path = "../tests/support/guests.rs"]
+mod guests;
+#[path = "support/synthetic.rs"]
+mod synthetic;
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
+use switchyard_core::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase};
+use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
+
+const NODES: usize = 1_000;
+
+/// Builds the Python example into a component with componentize-py, from this
+/// checkout's SDK source.
+fn python_component() -> Vec<u8> {
+    let tool = std::env::var("COMPONENTIZE_PY").unwrap_or_else(|_| "componentize-py".into());
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let wasm =
+        std::env::temp_dir().join(format!("switchyard-languages-{}.wasm", std::process::id()));
+    let status = Command::new(&tool)
+        .current_dir(repo.join("examples/python-policy"))
+        .env_remove("VIRTUAL_ENV")
+        .args([
+            "-q",
+            "-w",
+            "switchyard:policy/incremental-policy@0.2.0",
+            "componentize",
+        ])
+        .args(["-p", ".", "-p", "../../sdk/python/src", "app", "-o"])
+        .arg(&wasm)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run {tool} (set COMPONENTIZE_PY): {e}"));
+    assert!(
+        status.success(),
+        "componentize-py failed to build the Python example"
+    );
+    let bytes = std::fs::read(&wasm).expect("the built component");
+    let _ = std::fs::remove_file(&wasm);
+    bytes
+}
+
+/// Room for the reset rows (a fresh Python instance takes the whole cluster); the
+/// rows report whether a round fits the controller's defaults as well.
+fn runtime() -> Runtime {
+    Runtime::new(RuntimeOptions {
+        limits: SandboxLimits {
+            deadline: Duration::from_secs(30),
+            memory_bytes: 1 << 30,
+            ..SandboxLimits::default()
+        },
+        ..RuntimeOptions::default()
+    })
+    .expect("runtime")
+}
+
+/// Every job with a loss series reported one new sample (the oldest leaves the window).
+fn report_loss(snapshot: &mut Snapshot) {
+    for job in &mut snapshot.jobs {
+        if let Some(last) = job.loss.last().copied() {
+            let job = Arc::make_mut(job);
+            job.loss.remove(0);
+            job.loss.push(LossSample {
+                time: last.time,
+                step: last.step + 100,
+                value: last.value * 0.999,
+            });
+        }
+    }
+}
+
+/// A round with churn: loss as in [`report_loss`], the waiting job (if any) starts on
+/// node `serial mod NODES`, the oldest job finishes, and job `serial` arrives.
+fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
+    report_loss(snapshot);
+    *serial += 1;
+    let at = *serial % snapshot.nodes.len();
+    let host = snapshot.nodes[at].name.clone();
+    let mut taken = switchyard_core::model::Resources::default();
+    for job in snapshot
+        .jobs
+        .iter_mut()
+        .filter(|j| j.phase == JobPhase::Waiting)
+    {
+        let job = Arc::make_mut(job);
+        job.phase = JobPhase::Running;
+        job.start_time = Some(snapshot.time);
+        for task in &mut job.tasks {
+            task.node = Some(host.clone());
+            task.phase = TaskPhase::Running;
+            taken = taken.plus(&task.requests);
+        }
+    }
+    let gone = snapshot.jobs.remove(0);
+    let node = Arc::make_mut(&mut snapshot.nodes[at]);
+    node.requested = node.requested.plus(&taken);
+    for task in &gone.tasks {
+        if let Some(was) = snapshot
+            .nodes
+            .iter_mut()
+            .find(|n| Some(&n.name) == task.node.as_ref())
+        {
+            let was = Arc::make_mut(was);
+            was.requested = was.requested.saturating_minus(&task.requests);
+        }
+    }
+    snapshot
+        .jobs
+        .push(synthetic::waiting_job(100_000 + *serial).into());
+}
+
+/// Kept-instance rounds of `module`, each on the snapshot `step` makes of the last.
+fn bench_kept(
+    c: &mut Criterion,
+    group: &str,
+    lang: &str,
+    module: &PolicyModule,
+    step: impl Fn(&mut Snapshot, &mut usize),
+) {
+    let session = Session::default();
+    let decide = |s: &Snapshot| {
+        module
+            .decide_in(&session, &Settings::default(), s, &[], 1)
+            .unwrap_or_else(|e| panic!("{lang} decides: {e}"))
+    };
+    let current = std::cell::RefCell::new((synthetic::cluster(NODES, 0, synthetic::NOW), 0));
+    decide(&current.borrow().0);
+    c.bench_function(&format!("languages/{group}/{lang}"), |b| {
+        b.iter_batched(
+            || {
+                let (s, serial) = &mut *current.borrow_mut();
+                step(s, serial);
+                s.clone()
+            },
+            |s| black_box(decide(&s)),
+            BatchSize::LargeInput,
+        )
+    });
+}
+
+fn languages(c: &mut Criterion) {
+    let runtime = runtime();
+    let python_bytes = python_component();
+    let rust_bytes = std::fs::read(guests::path("least-loaded")).expect("the Rust twin is built");
+    let whole = synthetic::cluster(NODES, 2, synthetic::NOW);
+    for (lang, bytes) in [("python", &python_bytes), ("rust", &rust_bytes)] {
+        let module = &runtime.load(bytes, lang).expect("the policy loads");
+        // Both decide the same on the same cluster: the same job, on the same nodes.
+        let decision = module
+            .decide(&Settings::default(), &whole, &[], 1)
+            .expect("decides");
+        eprintln!(
+            "languages/{lang}: {:?}",
+            decision
+                .actions
+                .iter()
+                .map(|a| format!("{:?}", a.op))
+                .collect::<Vec<_>>()
+        );
+        let defaults = Runtime::new(RuntimeOptions::default()).expect("runtime");
+        let fits = match defaults.load(bytes, lang).expect("loads").decide(
+            &Settings::default(),
+            &whole,
+            &[],
+            1,
+        ) {
+            Ok(_) => "fits the default sandbox (100 ms, 64 MiB)".to_string(),
+            Err(e) => format!("does not fit the default sandbox: {e}"),
+        };
+        eprintln!("languages/reset/{lang}: {fits}");
+        bench_kept(c, "loss", lang, module, |s, _| report_loss(s));
+        bench_kept(c, "churn", lang, module, churn);
+        c.bench_function(&format!("languages/reset/{lang}"), |b| {
+            b.iter(|| {
+                black_box(
+                    module
+                        .decide(&Settings::default(), &whole, &[], 1)
+                        .expect("decides"),
+                )
+            })
+        });
+    }
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(20).measurement_time(Duration::from_secs(10));
+    targets = languages
+}
+criterion_main!(benches);
