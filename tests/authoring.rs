@@ -314,16 +314,24 @@ fn componentize_py() -> Option<PathBuf> {
         .then(|| PathBuf::from("componentize-py"))
 }
 
-#[test]
-fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
-    let Some(tool) = componentize_py() else {
-        // CI installs the tool and sets SWITCHYARD_REQUIRE_COMPONENTIZE_PY, so there this
-        // test always runs; on a machine without Python tooling it is skipped, loudly.
+/// [`componentize_py`], or `None` once the test has said it is skipped. CI installs the
+/// tool and sets SWITCHYARD_REQUIRE_COMPONENTIZE_PY, so there a test that needs it always
+/// runs; on a machine without Python tooling it is skipped, loudly.
+fn componentize_py_or_skip() -> Option<PathBuf> {
+    let tool = componentize_py();
+    if tool.is_none() {
         assert!(
             std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
             "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
         );
         eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
+    }
+    tool
+}
+
+#[test]
+fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
+    let Some(tool) = componentize_py_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -407,12 +415,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
 #[test]
 fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_passes_its_expectations()
  {
-    let Some(tool) = componentize_py() else {
-        assert!(
-            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
-            "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
-        );
-        eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
+    let Some(tool) = componentize_py_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();

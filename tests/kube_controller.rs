@@ -500,14 +500,16 @@ async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kep
     server.finish().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events() {
+/// Job `a` on one node, and the API server's script for its one pod: created, its bind
+/// denied by an admission webhook (GPU quota), the pod deleted, the job's status updated
+/// and a Warning Event written.
+fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
     use support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
     let mut world = World::new().node(node("n1", 8));
     let job = JobBuilder::new("a");
     world.job(&job);
     let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
-    let (client, server) = MockServer::start(vec![
+    let script = vec![
         service("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
@@ -522,7 +524,14 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
             .body(json!({"type": "Warning", "reason": "PlacementFailed",
                 "note": "admission-refused: *", "regarding": {"name": "a", "namespace": NS}}))
             .respond(201, event_json()),
-    ]);
+    ];
+    (world, script)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events() {
+    let (world, script) = a_bind_refused_by_a_webhook();
+    let (client, server) = MockServer::start(script);
     let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
     let failed = tokio::time::timeout(std::time::Duration::from_secs(60), async {
@@ -575,28 +584,9 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
 /// failed bind and the API server's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
-    use support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
     use switchyard_control::recording::{RecordOptions, Recording};
-    let mut world = World::new().node(node("n1", 8));
-    let job = JobBuilder::new("a");
-    world.job(&job);
-    let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
-    let (client, server) = MockServer::start(vec![
-        service("a"),
-        create("a-main-0-0", "a", "main-0", "main"),
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
-            400,
-            "BadRequest",
-            "admission webhook \"gpu-quota.example.com\" denied the request: team ml is over its GPU quota",
-        ),
-        delete("a-main-0-0", None),
-        Expect::get(status).ok(job.json()),
-        Expect::put(status).ok(job.json()),
-        Expect::post(EVENTS)
-            .body(json!({"type": "Warning", "reason": "PlacementFailed",
-                "note": "admission-refused: *", "regarding": {"name": "a", "namespace": NS}}))
-            .respond(201, event_json()),
-    ]);
+    let (world, script) = a_bind_refused_by_a_webhook();
+    let (client, server) = MockServer::start(script);
     let dir = tempfile::tempdir().unwrap();
     let config = LiveConfig {
         record: Some(RecordOptions {
