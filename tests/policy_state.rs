@@ -1,11 +1,14 @@
 //! Each policy keeps its own state blob across swaps and controller restarts.
 
+#[path = "support/offline_loop.rs"]
+mod offline_loop;
+use offline_loop::slot;
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use switchyard_control::{ControlLoop, DirStateStore, PolicySlot, StateError, StateStore};
-use switchyard_runtime::registry::PolicyRef;
+use switchyard_control::{ControlLoop, DirStateStore, StateError, StateStore};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 use switchyard_sim::simulator::Simulator;
 use switchyard_sim::workload::Workload;
@@ -38,17 +41,8 @@ jobs:
   - {template: vae, count: 12, every: 40}
 ";
 
-fn slot(runtime: &Runtime, name: &str) -> PolicySlot {
-    let module = PolicyRef::parse(name).unwrap().load(runtime).unwrap();
-    PolicySlot::configure(module, &Default::default()).unwrap()
-}
-
 fn simulator() -> Simulator {
-    let scenario = Workload::parse(WORKLOAD, Path::new("state.yaml"))
-        .unwrap()
-        .scenario(3)
-        .unwrap();
-    Simulator::new(scenario)
+    offline_loop::simulator(WORKLOAD, 3)
 }
 
 /// Runs `rounds` rounds (or until the cluster is idle).

@@ -3,20 +3,20 @@
 //! any byte of its last record, stays within its size bound, replays under its own
 //! policy in full agreement and under another with the differences named.
 
+#[path = "support/offline_loop.rs"]
+mod offline_loop;
 #[path = "support/offline_runtime.rs"]
 mod offline_runtime;
+use offline_loop::{simulator, slot};
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use switchyard_control::recording::{RecordOptions, Recorder, Recording};
 use switchyard_control::replay::{self, ReplayPolicy};
-use switchyard_control::{ControlLoop, DecisionRecord, PolicySlot, RoundObserver, RoundStart};
+use switchyard_control::{ControlLoop, DecisionRecord, RoundObserver, RoundStart};
 use switchyard_core::model::Snapshot;
 use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
 
 const WORKLOAD: &str = "
 seed: 5
@@ -30,19 +30,6 @@ jobs:
   - {template: vae, count: 10, every: 40}
   - {template: gru, count: 6, poisson: 0.02}
 ";
-
-fn slot(runtime: &Runtime, name: &str) -> PolicySlot {
-    let module = PolicyRef::parse(name).unwrap().load(runtime).unwrap();
-    PolicySlot::configure(module, &Default::default()).unwrap()
-}
-
-fn simulator(workload: &str) -> Simulator {
-    let scenario = Workload::parse(workload, Path::new("recorded.yaml"))
-        .unwrap()
-        .scenario(5)
-        .unwrap();
-    Simulator::new(scenario)
-}
 
 /// What the test saw of each round besides the recording: the snapshot and record, and
 /// the segment's size once the round was written.
@@ -105,7 +92,7 @@ fn record(
     };
     let mut control = ControlLoop::new(slot(runtime, policy), slot(runtime, "default"), 5)
         .with_observer(Box::new(watched));
-    let mut sim = simulator(workload);
+    let mut sim = simulator(workload, 5);
     control.run(&mut sim, |_, _| {});
     drop(control);
     seen

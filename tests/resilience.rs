@@ -3,7 +3,10 @@
 //! decide on within its deadline (the queue window), and a kept instance lost to an
 //! overrun (the priming deadline).
 
+#[path = "support/offline_loop.rs"]
+mod offline_loop;
 mod support;
+use offline_loop::{simulator, slot};
 use support::guests;
 
 use std::collections::BTreeMap;
@@ -15,18 +18,12 @@ use switchyard_control::{
     RunEnd, Step,
 };
 use switchyard_core::model::Operation;
-use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::Simulator;
 use switchyard_sim::workload::Workload;
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")
-}
-
-fn slot(runtime: &Runtime, name: &str) -> PolicySlot {
-    let module = PolicyRef::parse(name).unwrap().load(runtime).unwrap();
-    PolicySlot::configure(module, &Default::default()).unwrap()
 }
 
 /// `jobs` one-core jobs arriving over ten minutes on four 8-core nodes, with `faults`
@@ -45,15 +42,6 @@ jobs:
   - {{template: small, count: {jobs}, uniform: 600}}
 "
     )
-}
-
-/// The simulator of `workload` (YAML) with `seed`.
-fn simulator(workload: &str, seed: u64) -> Simulator {
-    let scenario = Workload::parse(workload, Path::new("workload.yaml"))
-        .unwrap_or_else(|e| panic!("{e}"))
-        .scenario(seed)
-        .unwrap();
-    Simulator::new(scenario)
 }
 
 /// Runs `workload` under `policy` (a name or a path) to the end, `default` falling back;

@@ -1,0 +1,25 @@
+//! What the control-loop tests on the simulator share: a configured policy slot and a
+//! simulator built from workload YAML.
+
+use std::path::Path;
+
+use switchyard_control::PolicySlot;
+use switchyard_runtime::Runtime;
+use switchyard_runtime::registry::PolicyRef;
+use switchyard_sim::simulator::Simulator;
+use switchyard_sim::workload::Workload;
+
+/// Policy `name` (a built-in name or a `.wasm` path) with its default settings.
+pub(crate) fn slot(runtime: &Runtime, name: &str) -> PolicySlot {
+    let module = PolicyRef::parse(name).unwrap().load(runtime).unwrap();
+    PolicySlot::configure(module, &Default::default()).unwrap()
+}
+
+/// The simulator of `workload` (YAML) with `seed`.
+pub(crate) fn simulator(workload: &str, seed: u64) -> Simulator {
+    let scenario = Workload::parse(workload, Path::new("workload.yaml"))
+        .unwrap_or_else(|e| panic!("{e}"))
+        .scenario(seed)
+        .unwrap();
+    Simulator::new(scenario)
+}
