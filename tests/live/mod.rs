@@ -28,6 +28,13 @@ jobs:
   - {template: small, count: 200000, every: 1}
 ";
 
+/// The compile cache the tests' controllers share, in the build directory's scratch
+/// space: each start compiles the shipped policies, and a cache makes every start
+/// after the first (within a test run, and across runs) load their code instead.
+fn compile_cache() -> std::path::PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache")
+}
+
 /// A running controller and a client for it.
 pub(crate) struct Live {
     pub base: String,
@@ -58,7 +65,7 @@ pub(crate) async fn start_with(workload: &str, config: LiveConfig, deadline: Dur
             deadline,
             ..SandboxLimits::default()
         },
-        cache_dir: None,
+        cache_dir: Some(compile_cache()),
         ..Default::default()
     })
     .unwrap();
