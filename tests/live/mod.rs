@@ -12,6 +12,9 @@ use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::workload::Workload;
 use tokio::sync::oneshot;
 
+#[path = "../support/compile_cache.rs"]
+mod compile_cache;
+
 pub(crate) const TOKEN: &str = "test-token-5f0c";
 
 /// A steady stream of one-core jobs that each run 20 virtual seconds: at a high speed
@@ -27,13 +30,6 @@ templates:
 jobs:
   - {template: small, count: 200000, every: 1}
 ";
-
-/// The compile cache the tests' controllers share, in the build directory's scratch
-/// space: each start compiles the shipped policies, and a cache makes every start
-/// after the first (within a test run, and across runs) load their code instead.
-fn compile_cache() -> std::path::PathBuf {
-    Path::new(env!("CARGO_TARGET_TMPDIR")).join("compile-cache")
-}
 
 /// A running controller and a client for it.
 pub(crate) struct Live {
@@ -65,7 +61,7 @@ pub(crate) async fn start_with(workload: &str, config: LiveConfig, deadline: Dur
             deadline,
             ..SandboxLimits::default()
         },
-        cache_dir: Some(compile_cache()),
+        cache_dir: Some(compile_cache::dir()),
         ..Default::default()
     })
     .unwrap();
