@@ -363,6 +363,14 @@ fn a_recording_run_in_the_simulator_under_its_own_policy_finishes_every_job_when
         recorded.keys().collect::<Vec<_>>(),
         "every recorded job finishes in the replay"
     );
+    let worst = recorded
+        .iter()
+        .map(|(job, &was)| (replayed_jct[job] - was).abs() / was)
+        .fold(0.0, f64::max);
+    println!(
+        "under its own policy: worst per-job completion change {:.2}%",
+        100.0 * worst
+    );
     for (job, &was) in &recorded {
         let now = replayed_jct[job];
         assert!(
@@ -376,11 +384,23 @@ fn a_recording_run_in_the_simulator_under_its_own_policy_finishes_every_job_when
 fn a_recording_run_under_another_policy_averages_as_the_workload_simulated_under_it() {
     let runtime = offline_runtime::generous();
     let dir = tempfile::tempdir().unwrap();
-    record(&runtime, "default", ROUND_TRIP, dir.path(), 1 << 30);
+    let quickstart = std::fs::read_to_string("../../examples/quickstart.yaml").unwrap();
+    let quickstart = quickstart.replace("seed: 42", "seed: 5");
+    record(&runtime, "default", &quickstart, dir.path(), 1 << 30);
     let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
     let yaml = estimated.to_yaml("the recording").unwrap();
-    for policy in ["tiresias", "gang"] {
-        let direct = simulated(&runtime, policy, ROUND_TRIP);
+    let replayed = simulated(&runtime, "default", &yaml);
+    let recorded = completions(&estimated.recorded);
+    let worst = completions(&replayed)
+        .iter()
+        .map(|(job, now)| (now - recorded[job]).abs() / recorded[job])
+        .fold(0.0, f64::max);
+    println!(
+        "quickstart under its own policy: worst per-job completion change {:.2}%",
+        100.0 * worst
+    );
+    for policy in ["tiresias", "even"] {
+        let direct = simulated(&runtime, policy, &quickstart);
         let replayed = simulated(&runtime, policy, &yaml);
         assert_eq!(
             replayed.summary.finished, direct.summary.finished,
@@ -398,6 +418,10 @@ fn a_recording_run_under_another_policy_averages_as_the_workload_simulated_under
                 replayed.summary.makespan,
             ),
         ] {
+            println!(
+                "{policy}: {figure} {now:.1} s from the recording, {was:.1} s simulated directly ({:+.2}%)",
+                100.0 * (now - was) / was
+            );
             assert!(
                 (now - was).abs() <= 0.10 * was,
                 "{policy}: {figure} {now:.1} s from the recording, {was:.1} s simulated directly"

@@ -318,18 +318,43 @@ pub(crate) fn read(recording: &Recording) -> Result<History, RecordingError> {
             now.push(index);
         }
         if let Some((before, jobs_before)) = &previous {
+            // Nodes that jobs finishing now left: their neighbours' cores in this
+            // snapshot are those after the finish, not those they ran with until it.
+            let freed: HashSet<&str> = jobs_before
+                .iter()
+                .map(|&i| &history.jobs[i])
+                .filter(|j| finished.contains(&j.first.id.as_str()))
+                .filter(|j| !now.iter().any(|&n| history.jobs[n].first.id == j.first.id))
+                .flat_map(|j| j.last_view.tasks.iter().filter_map(|t| t.node.as_deref()))
+                .collect();
+            let freed: HashSet<String> = freed.into_iter().map(str::to_string).collect();
             let mut here = vec![false; history.jobs.len()];
+            let mut ran_in: Vec<Option<RunState>> = vec![None; history.jobs.len()];
             for (&i, view) in now.iter().zip(&snapshot.jobs) {
                 here[i] = true;
                 let job = &mut history.jobs[i];
                 if !Arc::ptr_eq(&job.last_view, view) {
+                    let before = job.last_state.clone();
                     job.read(view, time);
+                    let beside_freed = view
+                        .tasks
+                        .iter()
+                        .any(|t| t.node.as_deref().is_some_and(|n| freed.contains(n)));
+                    // Running before and after with the same tasks: until the finish
+                    // it had the cores the previous snapshot showed.
+                    if beside_freed
+                        && before.progressing
+                        && job.last_state.progressing
+                        && before.cores_millis.len() == job.last_state.cores_millis.len()
+                    {
+                        ran_in[i] = Some(before);
+                    }
                 }
             }
             for &i in jobs_before {
                 let job = &mut history.jobs[i];
                 if here[i] {
-                    let state = job.last_state.clone();
+                    let state = ran_in[i].take().unwrap_or_else(|| job.last_state.clone());
                     job.push(*before, time, state);
                     continue;
                 }
