@@ -3,7 +3,7 @@
 //! replicas and limits, priority, utility, labels, checkpoints) and the cluster its
 //! nodes; what the recording cannot hold directly, each job's speed, work and loss
 //! curve, is estimated from its progress over time at the sizes and placements it ran
-//! with ([`fit`]). The result is a [`WorkloadFile`] a person can read, edit and feed to
+//! with (the `fit` module). The result is a [`WorkloadFile`] a person can read, edit and feed to
 //! `simulate`, and the recorded run itself as a [`RunResult`] to compare against.
 //! `docs/recording.md` says how and what cannot be estimated.
 
@@ -324,4 +324,54 @@ fn mean_utilisation(series: &[UtilPoint], until: f64) -> (f64, f64) {
         }
     }
     (cpu / until, gpu / until)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchyard_core::model::Resources;
+
+    fn node(name: &str, cpus: u64) -> Node {
+        Node {
+            name: name.into(),
+            allocatable: Resources {
+                cpu_millis: cpus * 1000,
+                memory_bytes: 1 << 30,
+                gpus: 0,
+            },
+            requested: Resources::default(),
+            usage: None,
+            labels: Default::default(),
+            schedulable: true,
+        }
+    }
+
+    #[test]
+    fn numbered_nodes_of_one_shape_group_back_and_others_stay_apart() {
+        let nodes = [
+            node("cpu-0", 8),
+            node("cpu-1", 8),
+            node("cpu-2", 8),
+            node("gpu", 16),
+            node("big-1", 32),
+            node("big-2", 32),
+            node("odd-0", 4),
+            node("odd-1", 2),
+        ];
+        let groups: Vec<(String, u32)> = node_groups(&nodes)
+            .into_iter()
+            .map(|g| (g.name, g.count))
+            .collect();
+        let expected = [
+            ("cpu", 3),
+            ("gpu", 1),
+            ("big-1", 1),
+            ("big-2", 1),
+            ("odd-0", 1),
+            ("odd-1", 1),
+        ];
+        let expected: Vec<(String, u32)> =
+            expected.iter().map(|(n, c)| (n.to_string(), *c)).collect();
+        assert_eq!(groups, expected);
+    }
 }

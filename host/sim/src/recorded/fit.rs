@@ -487,11 +487,12 @@ fn least_squares(rows: &[Vec<f64>], values: &[f64]) -> Option<Vec<f64>> {
             return None;
         }
         a.swap(col, pivot);
-        for row in 0..n {
-            if row != col {
-                let factor = a[row][col] / a[col][col];
-                for k in col..=n {
-                    a[row][k] -= factor * a[col][k];
+        let pivot_row = a[col].clone();
+        for (r, row) in a.iter_mut().enumerate() {
+            if r != col {
+                let factor = row[col] / pivot_row[col];
+                for (x, p) in row.iter_mut().zip(&pivot_row).skip(col) {
+                    *x -= factor * p;
                 }
             }
         }
@@ -599,4 +600,40 @@ pub(super) fn significant(value: f64) -> f64 {
     let digits = 6 - 1 - value.abs().log10().floor() as i32;
     let scale = 10f64.powi(digits);
     (value * scale).round() / scale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn least_squares_solves_an_overdetermined_consistent_system() {
+        // 2 a + 1 b = 7, 1 a + 3 b = 11, 1 a + 1 b = 5: a = 2, b = 3.
+        let rows = vec![vec![2.0, 1.0], vec![1.0, 3.0], vec![1.0, 1.0]];
+        let x = least_squares(&rows, &[7.0, 11.0, 5.0]).unwrap();
+        assert!(
+            (x[0] - 2.0).abs() < 1e-9 && (x[1] - 3.0).abs() < 1e-9,
+            "{x:?}"
+        );
+        assert_eq!(
+            least_squares(&[vec![1.0, 2.0], vec![2.0, 4.0]], &[1.0, 2.0]),
+            None
+        );
+    }
+
+    #[test]
+    fn counts_never_run_with_take_the_nearest_count_in_proportion() {
+        let table = fill_table(&[2, 3], &[100.0, 140.0], 5);
+        assert_eq!(
+            table,
+            [50.0, 100.0, 140.0, 140.0 * 4.0 / 3.0, 140.0 * 5.0 / 3.0]
+        );
+    }
+
+    #[test]
+    fn six_significant_digits() {
+        assert_eq!(significant(1234.5678), 1234.57);
+        assert_eq!(significant(0.000123456789), 0.000123457);
+        assert_eq!(significant(0.0), 0.0);
+    }
 }
