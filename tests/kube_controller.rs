@@ -27,8 +27,15 @@ use switchyard_control::{
 use switchyard_kube::crd::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
+#[path = "support/compile_cache.rs"]
+mod compile_cache;
+
 fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions::default()).expect("a runtime")
+    Runtime::new(RuntimeOptions {
+        cache_dir: Some(compile_cache::dir()),
+        ..RuntimeOptions::default()
+    })
+    .expect("a runtime")
 }
 async fn live(
     world: &World,

@@ -12,6 +12,9 @@ use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::workload::Workload;
 use tokio::sync::oneshot;
 
+#[path = "../support/compile_cache.rs"]
+mod compile_cache;
+
 pub(crate) const TOKEN: &str = "test-token-5f0c";
 
 /// A steady stream of one-core jobs that each run 20 virtual seconds: at a high speed
@@ -58,7 +61,7 @@ pub(crate) async fn start_with(workload: &str, config: LiveConfig, deadline: Dur
             deadline,
             ..SandboxLimits::default()
         },
-        cache_dir: None,
+        cache_dir: Some(compile_cache::dir()),
         ..Default::default()
     })
     .unwrap();

@@ -342,38 +342,34 @@ impl Actor {
         }
     }
 
-    /// Starts moving `task` (or every task) of `job` to `node` at `now`: records the
-    /// move and the restart in the status, then asks the pods to checkpoint. Returns at
-    /// once; [`Actor::advance_restart`] carries the move on. `job_pods` are the job's
-    /// current pods. A failure is reported on the job ([`Actor::action_failed`]).
-    #[allow(clippy::too_many_arguments)]
+    /// Starts `migration` of `job` at `now`: records the move and the restart in the
+    /// status, then asks the pods to checkpoint. Returns at once;
+    /// [`Actor::advance_restart`] carries the move on. `job_pods` are the job's current
+    /// pods. A failure is reported on the job ([`Actor::action_failed`]).
     pub async fn migrate(
         &self,
         job: &TrainingJob,
         job_pods: &[Pod],
-        task: Option<&str>,
-        node: &str,
-        purpose: &str,
-        reason: &str,
+        migration: Migration<'_>,
         now: Timestamp,
     ) -> Result<()> {
-        let started = self
-            .start_migration(job, job_pods, task, node, purpose, reason, now)
-            .await;
+        let started = self.start_migration(job, job_pods, migration, now).await;
         self.reported(job, "Migrate", started).await
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn start_migration(
         &self,
         job: &TrainingJob,
         job_pods: &[Pod],
-        task: Option<&str>,
-        node: &str,
-        purpose: &str,
-        reason: &str,
+        migration: Migration<'_>,
         now: Timestamp,
     ) -> Result<()> {
+        let Migration {
+            task,
+            node,
+            purpose,
+            reason,
+        } = migration;
         let named: Vec<&Pod> = job_pods
             .iter()
             .filter(|p| task.is_none_or(|t| task_of(p) == Some(t)))
@@ -592,6 +588,13 @@ impl Actor {
         delete_pod(&self.pods(job), &self.guard, &pod.name_any(), uid, grace).await?;
         self.deletes_sent.lock().expect("deletes lock").insert(key);
         Ok(())
+    }
+
+    /// Whether any pod's delete or annotation is remembered, so that a pass needs the
+    /// keys of the pods present to forget those gone ([`Actor::forget_deletes`]).
+    pub fn remembers_pods(&self) -> bool {
+        !self.deletes_sent.lock().expect("deletes lock").is_empty()
+            || !self.annotated.lock().expect("annotations lock").is_empty()
     }
 
     /// Forgets the deletes sent for pods no longer in the cache (`present` holds the
@@ -1674,6 +1677,20 @@ fn truncate(text: &str, max: usize) -> String {
         end -= 1;
     }
     text[..end].to_string()
+}
+
+/// A move a policy asked for ([`Actor::migrate`]): which task (every task when `None`),
+/// to which node, and the decision's purpose and reason, recorded in the job's history.
+#[derive(Clone, Copy, Debug)]
+pub struct Migration<'a> {
+    /// The task that moves; `None` moves the whole job.
+    pub task: Option<&'a str>,
+    /// Where it goes.
+    pub node: &'a str,
+    /// The decision's purpose (`reallocate`, `rebalance`, ...).
+    pub purpose: &'a str,
+    /// The policy's reason.
+    pub reason: &'a str,
 }
 
 /// The key under which a delete of `pod` is remembered: its UID, else its name.

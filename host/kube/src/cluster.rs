@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio::runtime::Handle;
 
 use crate::Error;
-use crate::act::{self, Actor, RestartProgress, delete_key, node_of};
+use crate::act::{self, Actor, Migration, RestartProgress, delete_key, node_of};
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::observe::{self, Caches, job_id};
 use crate::pod_index::PodsByJob;
@@ -280,8 +280,11 @@ impl KubeCluster {
                 }
             }
         }
-        let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
-        self.actor.forget_deletes(&present);
+        // A key per pod in the cache is made only when there is something to forget.
+        if self.actor.remembers_pods() {
+            let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
+            self.actor.forget_deletes(&present);
+        }
     }
 
     /// Gives each job whose claims hold it the `VolumesReady=False` condition, with the
@@ -730,9 +733,13 @@ impl Cluster for KubeCluster {
                         purpose,
                         ..
                     } => {
-                        actor
-                            .migrate(&job, &pods, task.as_deref(), node, purpose, reason, now)
-                            .await
+                        let migration = Migration {
+                            task: task.as_deref(),
+                            node,
+                            purpose,
+                            reason,
+                        };
+                        actor.migrate(&job, &pods, migration, now).await
                     }
                     Operation::SetCpuWeight { task, weight, .. } => {
                         match pods

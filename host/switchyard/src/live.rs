@@ -427,16 +427,13 @@ impl Controller {
             uploading: tokio::sync::Mutex::new(()),
         });
         let controller = Controller { shared };
-        let thread = driver::spawn(
-            controller.clone(),
-            cluster,
-            config,
+        let parts = driver::LoopParts {
             active,
             fallback,
             store,
             recorder,
-            rx,
-        );
+        };
+        let thread = driver::spawn(controller.clone(), cluster, config, parts, rx);
         Ok((
             controller,
             DriverHandle {

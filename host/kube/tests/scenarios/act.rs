@@ -11,7 +11,7 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use switchyard_core::model::{JobPhase, TaskPhase};
-use switchyard_kube::act::RestartProgress;
+use switchyard_kube::act::{Migration, RestartProgress};
 use switchyard_kube::crd::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJob,
     TrainingJobStatus,
@@ -350,10 +350,12 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
         .migrate(
             &job.build(),
             std::slice::from_ref(&old),
-            None,
-            "n2",
-            "reallocate",
-            "loss flattened",
+            Migration {
+                task: None,
+                node: "n2",
+                purpose: "reallocate",
+                reason: "loss flattened",
+            },
             at(0),
         )
         .await
@@ -433,10 +435,12 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
         .migrate(
             &job.build(),
             std::slice::from_ref(&old),
-            Some("main-0"),
-            "n3",
-            "rebalance",
-            "even out",
+            Migration {
+                task: Some("main-0"),
+                node: "n3",
+                purpose: "rebalance",
+                reason: "even out",
+            },
             at(0),
         )
         .await
@@ -475,10 +479,12 @@ pub(crate) async fn migrating_to_the_current_node_only_marks() -> Vec<Access> {
         .migrate(
             &job.build(),
             &[pod("a", "main-0", 0, Some("n1"))],
-            None,
-            "n1",
-            "reallocate",
-            "stay",
+            Migration {
+                task: None,
+                node: "n1",
+                purpose: "reallocate",
+                reason: "stay",
+            },
             at(0),
         )
         .await

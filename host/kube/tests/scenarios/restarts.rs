@@ -8,6 +8,7 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::model::TaskPhase;
 use switchyard_kube::Error;
+use switchyard_kube::act::Migration;
 use switchyard_kube::crd::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
 
 use crate::support::fixtures::*;
@@ -89,10 +90,12 @@ pub(crate) async fn a_migration_decided_on_a_stale_cache_starts_no_second_restar
         .migrate(
             &cached.build(),
             &[pod("a", "main-0", 0, Some("n1"))],
-            None,
-            "n2",
-            "reallocate",
-            "loss flattened",
+            Migration {
+                task: None,
+                node: "n2",
+                purpose: "reallocate",
+                reason: "loss flattened",
+            },
             at(0),
         )
         .await

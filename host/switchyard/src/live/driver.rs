@@ -40,22 +40,35 @@ struct Driver {
     save_failures_seen: u64,
 }
 
-// The loop's parts (policies, state store, recorder) are handed over one by one: the
-// loop is built on the decision thread that owns it.
-#[allow(clippy::too_many_arguments)]
+/// What the decision thread builds its control loop from. The loop is built on the
+/// thread that owns it, so its parts travel there whole.
+pub(super) struct LoopParts {
+    /// The policy that decides at start.
+    pub(super) active: CatalogEntry,
+    /// The policy that decides a round the active one failed.
+    pub(super) fallback: CatalogEntry,
+    /// Where state blobs and the active policy are kept.
+    pub(super) store: Box<dyn switchyard_control::StateStore>,
+    /// What records each round, when `--record` asks for it.
+    pub(super) recorder: Option<Recorder>,
+}
+
 pub(super) fn spawn<C: LiveCluster>(
     controller: Controller,
     mut cluster: C,
     config: LiveConfig,
-    active: CatalogEntry,
-    fallback: CatalogEntry,
-    store: Box<dyn switchyard_control::StateStore>,
-    recorder: Option<Recorder>,
+    parts: LoopParts,
     commands: mpsc::Receiver<Command>,
 ) -> JoinHandle<()> {
     std::thread::Builder::new()
         .name("switchyard-decide".into())
         .spawn(move || {
+            let LoopParts {
+                active,
+                fallback,
+                store,
+                recorder,
+            } = parts;
             let mut control = ControlLoop::new(active.slot, fallback.slot, config.seed)
                 .with_state_store(store)
                 .keep_records(false);
