@@ -1,7 +1,9 @@
 //! Recordings: a run recorded through the control loop's observer reads back round for
 //! round (every snapshot the policy saw, every decision), survives being cut short at
 //! any byte of its last record, stays within its size bound, replays under its own
-//! policy in full agreement and under another with the differences named.
+//! policy in full agreement and under another with the differences named, and runs in
+//! the simulator as the load it recorded (counterfactual replay): under its own policy
+//! every job finishes when it did, under another as the workload itself would.
 
 #[path = "support/offline_loop.rs"]
 mod offline_loop;
@@ -17,6 +19,10 @@ use switchyard_control::replay::{self, ReplayPolicy};
 use switchyard_control::{ControlLoop, DecisionRecord, RoundObserver, RoundStart};
 use switchyard_core::model::Snapshot;
 use switchyard_runtime::Runtime;
+use switchyard_sim::offline;
+use switchyard_sim::recorded;
+use switchyard_sim::report::RunResult;
+use switchyard_sim::workload::{CurveFile, Workload};
 
 const WORKLOAD: &str = "
 seed: 5
@@ -273,4 +279,215 @@ fn a_checked_in_recording_of_the_current_format_version_reads() {
             .any(|j| !j.loss.is_empty()),
         "loss samples are recorded"
     );
+}
+
+/// The round-trip workload: CPU jobs whose cores change as their neighbours come and go
+/// (each may use up to four cores, asks for one or two), and distributed GPU jobs with a
+/// parameter server and two workers on a measured throughput table.
+const ROUND_TRIP: &str = "
+seed: 5
+cluster:
+  nodes:
+    - {name: cpu, count: 3, cpus: 8, memory_gib: 32}
+    - {name: gpu, cpus: 16, memory_gib: 64, gpus: 4}
+templates:
+  vae: {work: 600, speed: 1.0, cpus: 1, max_cores: 4, memory_gib: 2, curve: vae}
+  gru: {work: 900, speed: 1.0, cpus: 2, max_cores: 4, memory_gib: 4, curve: gru}
+  resnet:
+    work: 100000
+    model: resnet50
+    curve: gru
+    roles:
+      - {name: ps, cpus: 2, memory_gib: 4}
+      - {name: worker, count: 2, cpus: 2, memory_gib: 8, gpus: 1}
+    scale: {role: worker, min: 1, max: 4}
+jobs:
+  - {template: vae, count: 10, every: 40}
+  - {template: gru, count: 6, poisson: 0.02}
+  - {template: resnet, count: 2, every: 300}
+";
+
+/// `workload` (YAML) under `policy` in the simulator, as `simulate` runs it, with the
+/// workload's seed (5, the seed [`record`] runs with).
+fn simulated(runtime: &Runtime, policy: &str, workload: &str) -> RunResult {
+    let workload =
+        Workload::parse(workload, Path::new("workload.yaml")).unwrap_or_else(|e| panic!("{e}"));
+    let seed = workload.seed();
+    let scenario = workload.scenario(seed).unwrap();
+    offline::run(
+        runtime,
+        policy,
+        &Default::default(),
+        &slot(runtime, "default"),
+        scenario,
+        seed,
+        offline::Records::Stream,
+        |_, _| {},
+    )
+    .unwrap()
+    .result
+}
+
+/// Completion time of each finished job, by id.
+fn completions(run: &RunResult) -> std::collections::BTreeMap<String, f64> {
+    run.jobs
+        .iter()
+        .filter_map(|j| Some((j.id.clone(), j.finish_time? - j.submit_time)))
+        .collect()
+}
+
+#[test]
+fn a_recording_run_in_the_simulator_under_its_own_policy_finishes_every_job_when_it_did() {
+    let runtime = offline_runtime::generous();
+    let dir = tempfile::tempdir().unwrap();
+    let original = simulated(&runtime, "default", ROUND_TRIP);
+    record(&runtime, "default", ROUND_TRIP, dir.path(), 1 << 30);
+    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    assert!(estimated.left_out.is_empty(), "{:?}", estimated.left_out);
+    let recorded = completions(&estimated.recorded);
+    assert_eq!(
+        recorded,
+        completions(&original),
+        "the recorded run is the run the workload makes"
+    );
+    let yaml = estimated.to_yaml("the recording").unwrap();
+    let replayed = simulated(&runtime, "default", &yaml);
+    let replayed_jct = completions(&replayed);
+    assert_eq!(
+        replayed.jobs.len(),
+        18,
+        "every recorded job is in the workload"
+    );
+    assert_eq!(
+        replayed_jct.keys().collect::<Vec<_>>(),
+        recorded.keys().collect::<Vec<_>>(),
+        "every recorded job finishes in the replay"
+    );
+    let worst = recorded
+        .iter()
+        .map(|(job, &was)| (replayed_jct[job] - was).abs() / was)
+        .fold(0.0, f64::max);
+    println!(
+        "under its own policy: worst per-job completion change {:.2}%",
+        100.0 * worst
+    );
+    for (job, &was) in &recorded {
+        let now = replayed_jct[job];
+        assert!(
+            (now - was).abs() <= 0.05 * was,
+            "{job}: completion {now:.1} s replayed, {was:.1} s recorded"
+        );
+    }
+}
+
+#[test]
+fn a_recording_run_under_another_policy_averages_as_the_workload_simulated_under_it() {
+    let runtime = offline_runtime::generous();
+    let dir = tempfile::tempdir().unwrap();
+    let quickstart = std::fs::read_to_string("../../examples/quickstart.yaml").unwrap();
+    let quickstart = quickstart.replace("seed: 42", "seed: 5");
+    record(&runtime, "default", &quickstart, dir.path(), 1 << 30);
+    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    let yaml = estimated.to_yaml("the recording").unwrap();
+    let replayed = simulated(&runtime, "default", &yaml);
+    let recorded = completions(&estimated.recorded);
+    let worst = completions(&replayed)
+        .iter()
+        .map(|(job, now)| (now - recorded[job]).abs() / recorded[job])
+        .fold(0.0, f64::max);
+    println!(
+        "quickstart under its own policy: worst per-job completion change {:.2}%",
+        100.0 * worst
+    );
+    for policy in ["tiresias", "even"] {
+        let direct = simulated(&runtime, policy, &quickstart);
+        let replayed = simulated(&runtime, policy, &yaml);
+        assert_eq!(
+            replayed.summary.finished, direct.summary.finished,
+            "{policy}"
+        );
+        for (figure, was, now) in [
+            (
+                "average completion",
+                direct.summary.avg_completion,
+                replayed.summary.avg_completion,
+            ),
+            (
+                "makespan",
+                direct.summary.makespan,
+                replayed.summary.makespan,
+            ),
+        ] {
+            println!(
+                "{policy}: {figure} {now:.1} s from the recording, {was:.1} s simulated directly ({:+.2}%)",
+                100.0 * (now - was) / was
+            );
+            assert!(
+                (now - was).abs() <= 0.10 * was,
+                "{policy}: {figure} {now:.1} s from the recording, {was:.1} s simulated directly"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_estimated_workload_says_what_it_fitted_and_refuses_nothing_it_wrote() {
+    let runtime = offline_runtime::generous();
+    let dir = tempfile::tempdir().unwrap();
+    record(&runtime, "default", ROUND_TRIP, dir.path(), 1 << 30);
+    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    let yaml = estimated.to_yaml("the recording").unwrap();
+    let workload = Workload::parse(&yaml, Path::new("exported.yaml"))
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    let file = &workload.file;
+    let groups: Vec<(&str, u32)> = file
+        .cluster
+        .nodes
+        .iter()
+        .map(|g| (g.name.as_str(), g.count))
+        .collect();
+    assert_eq!(
+        groups,
+        [("cpu", 3), ("gpu", 1)],
+        "the nodes, grouped as written"
+    );
+    // A CPU job: its speed per core and its work, fitted to what it did.
+    let vae = &file.templates["vae-0"];
+    let speed = vae.speed.unwrap();
+    assert!((speed - 1.0).abs() < 0.02, "vae-0 speed {speed}");
+    assert!((vae.work - 600.0).abs() < 6.0, "vae-0 work {}", vae.work);
+    assert_eq!(vae.max_cores, Some(4.0), "it was seen using four cores");
+    let Some(CurveFile::Shape(shape)) = &vae.curve else {
+        panic!("vae-0 has a fitted curve: {:?}", vae.curve)
+    };
+    assert!(
+        (shape.first - 1.0).abs() < 0.05 && (shape.last - 0.1).abs() < 0.05,
+        "vae-0 curve {shape:?}"
+    );
+    assert!(
+        (shape.share_at_20 - 0.65).abs() < 0.05,
+        "vae-0 curve {shape:?}"
+    );
+    // A GPU job: its throughput with the two workers it ran with, DRAGON's 176.65/s.
+    let resnet = file
+        .templates
+        .values()
+        .find(|t| !t.roles.is_empty())
+        .unwrap();
+    let table = resnet.throughput.as_ref().unwrap();
+    assert_eq!(
+        table.len(),
+        4,
+        "a rate for each replica count it may scale to"
+    );
+    assert!(
+        (table[1] - 176.65).abs() < 2.0,
+        "resnet with two workers: {table:?}"
+    );
+    assert!(
+        (resnet.work - 100_000.0).abs() < 1000.0,
+        "resnet work {}",
+        resnet.work
+    );
+    assert!(yaml.starts_with("# Estimated from the recording"), "{yaml}");
 }

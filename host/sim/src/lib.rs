@@ -9,6 +9,8 @@
 //!   the live controller runs on.
 //! - [`offline`]: one scenario under one policy, start to finish (`switchyard simulate`
 //!   and the reproduction tests).
+//! - [`recorded`]: a recording as a workload (counterfactual replay): the recorded
+//!   arrivals and nodes, each job's speed, work and loss curve estimated.
 //! - [`report`]: what a run measured: per-job outcomes, summaries, `results.json`.
 //! - [`yaml`]: reading YAML written by people, with errors that locate the fault.
 //!
@@ -17,6 +19,7 @@
 
 pub mod offline;
 pub mod paced;
+pub mod recorded;
 pub mod report;
 pub mod simulator;
 pub mod workload;

@@ -36,6 +36,7 @@ use events::{EventKind, EventQueue};
 pub use faults::Faults;
 use faults::Injector;
 pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
+pub(crate) use state::table_rate;
 use state::{JobState, SimJob, SimNode};
 use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_core::eligibility::EligibilitySets;

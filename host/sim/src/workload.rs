@@ -19,7 +19,8 @@ use rand_pcg::Pcg64;
 use crate::simulator::curve::Curve;
 use crate::simulator::{Faults, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub use schema::{
-    Arrival, ClusterFile, ImportFile, JobEntry, NodeGroup, RoleFile, Template, WorkloadFile,
+    Arrival, ClusterFile, CurveFile, CurveShape, ImportFile, JobEntry, NodeGroup, RoleFile,
+    ScaleFile, SimulatorFile, Template, WorkloadFile,
 };
 use switchyard_core::eligibility::PlacementRules;
 use switchyard_core::model::Resources;
@@ -399,16 +400,45 @@ impl Workload {
             }
         };
         let (curve, metric_rises) = match (&t.curve, &t.replay) {
-            (Some(c), None) if c == "none" => (None, false),
-            (Some(c), None) => (
+            (Some(CurveFile::Preset(c)), None) if c == "none" => (None, false),
+            (Some(CurveFile::Preset(c)), None) => (
                 Some(Arc::new(Curve::preset(c).ok_or_else(|| {
                     invalid(
                         field("curve"),
-                        format!("unknown curve `{c}` (known: vae, birnn, gru, none)"),
+                        format!(
+                            "unknown curve `{c}` (known: vae, birnn, gru, none, or \
+                             {{first, last, share_at_20}})"
+                        ),
                     )
                 })?)),
                 false,
             ),
+            (Some(CurveFile::Shape(shape)), None) => {
+                let CurveShape {
+                    first,
+                    last,
+                    share_at_20,
+                } = *shape;
+                if !(first.is_finite() && last.is_finite()) {
+                    return Err(invalid(
+                        field("curve"),
+                        format!("first and last must be finite numbers, got {first} and {last}"),
+                    ));
+                }
+                if !(0.2..1.0).contains(&share_at_20) {
+                    return Err(invalid(
+                        field("curve.share_at_20"),
+                        format!(
+                            "must be in [0.2, 1) (the share of the change done by 20% of \
+                             the work; 0.2 is a straight line), got {share_at_20}"
+                        ),
+                    ));
+                }
+                (
+                    Some(Arc::new(Curve::parametric(first, last, share_at_20))),
+                    last > first,
+                )
+            }
             (None, Some(replay)) => {
                 let base = self.path.parent().unwrap_or(Path::new("."));
                 let (curve, _) = import::replay_curve(&base.join(&replay.path))?;

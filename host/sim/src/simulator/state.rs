@@ -296,7 +296,7 @@ impl SimJob {
 }
 
 /// Throughput with `replicas` replicas; past the table it grows by the last increment.
-fn table_rate(table: &[f64], replicas: u32) -> f64 {
+pub(crate) fn table_rate(table: &[f64], replicas: u32) -> f64 {
     let n = replicas as usize;
     match (n, table.len()) {
         (0, _) | (_, 0) => 0.0,

@@ -4,11 +4,11 @@
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use switchyard_core::eligibility::{SelectorTerm, Taint, Toleration};
 
 /// A whole workload file.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadFile {
     /// Seed for generated arrivals and evaluation noise (`--seed` overrides it).
@@ -20,18 +20,18 @@ pub struct WorkloadFile {
     #[serde(default)]
     pub simulator: SimulatorFile,
     /// Job templates by name.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub templates: BTreeMap<String, Template>,
     /// Jobs to submit: a template, a count and how they arrive.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<JobEntry>,
     /// Jobs imported from real traces.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub import: Option<ImportFile>,
 }
 
 /// The cluster's shape.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClusterFile {
     /// Node groups.
@@ -39,7 +39,7 @@ pub struct ClusterFile {
 }
 
 /// `count` identical nodes, named `name-0`, `name-1`, ... (just `name` when one).
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct NodeGroup {
     /// Name, or prefix of the names.
@@ -55,16 +55,16 @@ pub struct NodeGroup {
     #[serde(default)]
     pub gpus: u32,
     /// Node labels.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Node taints (`{key, value, effect: NoSchedule|PreferNoSchedule|NoExecute}`):
     /// only jobs whose template tolerates them are placed there.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub taints: Vec<Taint>,
 }
 
 /// Simulator knobs.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct SimulatorFile {
     /// Seconds of checkpoint/restore per migration (SpeCon measured under 5 s).
@@ -98,7 +98,7 @@ pub struct SimulatorFile {
 }
 
 /// Failure rates per operation, each in [0, 1].
-#[derive(Clone, Debug, Default, Deserialize)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct FaultsFile {
     /// Placements (the binds of a gang, all or none).
@@ -134,7 +134,7 @@ impl Default for SimulatorFile {
 }
 
 /// One role of a distributed job.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RoleFile {
     /// Role name (`ps`, `worker`, `scheduler`, `server`).
@@ -150,7 +150,7 @@ pub struct RoleFile {
     #[serde(default)]
     pub gpus: u32,
     /// Most cores one task can use (default: its request).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cores: Option<f64>,
     /// Seconds after the job's submission at which this role's tasks are created
     /// (default 0: with the job).
@@ -159,21 +159,21 @@ pub struct RoleFile {
 }
 
 /// Which role scales, and between which bounds.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ScaleFile {
     /// The scalable role.
     pub role: String,
     /// Fewest replicas (default: the role's count).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min: Option<u32>,
     /// Most replicas (default: the role's count).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u32>,
 }
 
 /// A real evaluation curve to replay.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ReplayFile {
     /// A Pollux `validation-<batch>.csv` (relative to the workload file).
@@ -184,22 +184,22 @@ pub struct ReplayFile {
 }
 
 /// What a kind of job is.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct Template {
     /// Work to do (steps, samples: the unit of `speed` or `throughput`).
     pub work: f64,
     /// CPU job: work per second on one core.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<f64>,
     /// Serial fraction of the CPU speed-up curve `c / (1 + s (c - 1))`.
     #[serde(default = "serial_fraction")]
     pub serial_fraction: f64,
     /// GPU job: work per second with 1, 2, ... replicas of the scalable role.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub throughput: Option<Vec<f64>>,
     /// GPU job: a DRAGON Fig. 2 table by model (`inceptionv3`, `resnet50`, `alexnet`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     /// Single-container job: CPU cores requested.
     #[serde(default = "one_f")]
@@ -211,25 +211,27 @@ pub struct Template {
     #[serde(default)]
     pub gpus: u32,
     /// Most cores a task can use (default: its request).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_cores: Option<f64>,
     /// Distributed job: its roles (replaces cpus/memory_gib/gpus).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub roles: Vec<RoleFile>,
     /// Elastic replicas.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale: Option<ScaleFile>,
-    /// Parametric evaluation curve: `vae`, `birnn`, `gru` or `none`.
-    #[serde(default)]
-    pub curve: Option<String>,
+    /// Parametric evaluation curve: a preset (`vae`, `birnn`, `gru`, or `none`) or a
+    /// shape of its own (`{first, last, share_at_20}`, what `replay --export-workload`
+    /// fits to a recorded job's loss samples).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub curve: Option<CurveFile>,
     /// Replayed evaluation curve.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replay: Option<ReplayFile>,
     /// Relative noise of each evaluation (standard deviation / value).
     #[serde(default = "noise")]
     pub noise: f64,
     /// Work between evaluation reports (default: work / 20).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eval_every: Option<f64>,
     /// Throughput multiplier when tasks span nodes.
     #[serde(default = "comm_penalty")]
@@ -244,23 +246,48 @@ pub struct Template {
     #[serde(default = "one_f")]
     pub utility: f64,
     /// Submission labels.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
     /// Node labels its tasks require (Kubernetes' `nodeSelector`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub node_selector: BTreeMap<String, String>,
     /// Taints its tasks tolerate (Kubernetes' `tolerations`).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tolerations: Vec<Toleration>,
     /// Node selector terms, one of which a node must match (Kubernetes'
     /// `requiredDuringSchedulingIgnoredDuringExecution` node affinity).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_node_affinity: Vec<SelectorTerm>,
+}
+
+/// A template's evaluation curve: a named preset, or the parametric family's own
+/// parameters.
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(untagged)]
+pub enum CurveFile {
+    /// `vae`, `birnn`, `gru` (SpeCon Fig. 1, from 1.0 down to 0.1) or `none`.
+    Preset(String),
+    /// From `first` to `last`, having done `share_at_20` of the change at 20% of the
+    /// work (in [0.2, 1): 0.2 is a straight line). The metric rises when `last` is
+    /// above `first`.
+    Shape(CurveShape),
+}
+
+/// The parametric curve's parameters ([`CurveFile::Shape`]).
+#[derive(Clone, Copy, Debug, PartialEq, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CurveShape {
+    /// Value at the start.
+    pub first: f64,
+    /// Value at the end of the work.
+    pub last: f64,
+    /// Share of the whole change done by 20% of the work.
+    pub share_at_20: f64,
 }
 
 /// Jobs of one template and how they arrive: exactly one of `at`, `every`, `uniform`,
 /// `poisson`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct JobEntry {
     /// Template name.
@@ -269,19 +296,19 @@ pub struct JobEntry {
     #[serde(default = "one")]
     pub count: u32,
     /// Job id (with count 1) or id prefix.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// All at this time.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub at: Option<f64>,
     /// One every this many seconds from `start`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub every: Option<f64>,
     /// Uniformly random in `[start, start + uniform]`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uniform: Option<f64>,
     /// Poisson arrivals at this rate (jobs per second) from `start`.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub poisson: Option<f64>,
     /// Start of generated arrivals.
     #[serde(default)]
@@ -340,41 +367,41 @@ impl JobEntry {
 }
 
 /// Real traces to import.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ImportFile {
     /// The Philly trace.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub philly: Option<PhillyImport>,
     /// A Pollux evaluation workload.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pollux: Option<PolluxImport>,
 }
 
 /// `philly.csv`, filtered by virtual cluster.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PhillyImport {
     /// Path of `philly.csv` (relative to the workload file).
     pub path: PathBuf,
     /// Virtual cluster id, e.g. `6214e9`; every cluster's jobs (the whole trace) when
     /// absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cluster: Option<String>,
     /// Take the first this many jobs (by submission time); all when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jobs: Option<usize>,
 }
 
 /// `workloads/workload-N.csv` of the Pollux artifact.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct PolluxImport {
     /// Path of the workload CSV (relative to the workload file).
     pub path: PathBuf,
     /// The folder holding `<model>/scalability.csv` and `validation-*.csv` (default:
     /// the workload CSV's grandparent folder).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<PathBuf>,
 }
 

@@ -1,7 +1,9 @@
 //! `switchyard replay`: a recording made by `run --record` decided again by other
-//! policies (decision replay), or exported with its names anonymised. The work is in
-//! `switchyard_control::replay` and `switchyard_control::recording`; this module reads
-//! the flags and prints the report.
+//! policies (decision replay), run as a simulator workload under other policies
+//! (counterfactual replay, `--simulate`) or exported as that workload or with its names
+//! anonymised. The work is in `switchyard_control::replay`,
+//! `switchyard_control::recording` and `switchyard_sim::recorded`; this module reads the
+//! flags and prints the report.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -13,6 +15,8 @@ use switchyard_control::recording::{Recording, anonymise};
 use switchyard_control::replay::{self, Agreement, ReplayPolicy, ReplayReport};
 use switchyard_core::model::{Action, Operation};
 use switchyard_runtime::registry::PolicyRef;
+use switchyard_sim::Workload;
+use switchyard_sim::recorded;
 
 use super::SandboxArgs;
 
@@ -39,6 +43,29 @@ pub(crate) struct ReplayArgs {
     /// replaced by salted hashes (needs --anonymise).
     #[arg(long, value_name = "DIR", requires = "anonymise")]
     pub export_recording: Option<PathBuf>,
+    /// Counterfactual replay: run the recorded load (its arrivals, nodes, and each
+    /// job's speed, work and loss curve estimated from what it did) in the simulator
+    /// under each --policy, and compare with the recorded run, as `simulate` does.
+    #[arg(long, conflicts_with = "json")]
+    pub simulate: bool,
+    /// Write the recorded load as a workload file (YAML, see docs/workloads.md) to
+    /// edit and run with `simulate`.
+    #[arg(long, value_name = "FILE")]
+    pub export_workload: Option<PathBuf>,
+    /// With --simulate: directory for results.json, decision traces and plots.
+    #[arg(long, value_name = "DIR", requires = "simulate")]
+    pub out: Option<PathBuf>,
+    /// With --simulate: the seed of the simulated runs (default: the recording's).
+    #[arg(long, requires = "simulate")]
+    pub seed: Option<u64>,
+    /// With --simulate: the policy that decides a round when the tested one fails.
+    #[arg(
+        long,
+        default_value = "default",
+        value_name = "NAME|FILE.wasm",
+        requires = "simulate"
+    )]
+    pub fallback: String,
     /// Anonymise the exported recording, with the salt from SWITCHYARD_ANONYMISE_SALT
     /// (the same salt gives the same hashes) or a random one.
     #[arg(long)]
@@ -55,6 +82,13 @@ pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exi
         let written = anonymise::export(&recording, out, &salt)?;
         eprintln!("wrote {written} anonymised segment(s) to {}", out.display());
         if args.policies.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+    }
+    if args.simulate || args.export_workload.is_some() {
+        counterfactual(&args, &recording, sandbox)?;
+        // An export alone may go with a decision replay; a simulation is the report.
+        if args.simulate || args.policies.is_empty() {
             return Ok(ExitCode::SUCCESS);
         }
     }
@@ -85,6 +119,94 @@ pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exi
         print!("{}", text(&args.recording, &report, args.show));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `--export-workload` and `--simulate`: the recording as a workload, written out or run
+/// under the policies beside the recorded run.
+fn counterfactual(
+    args: &ReplayArgs,
+    recording: &Recording,
+    sandbox: &SandboxArgs,
+) -> anyhow::Result<()> {
+    if args.simulate && args.policies.is_empty() {
+        bail!(
+            "name the policies to run the recorded load under with --policy NAME|FILE.wasm \
+             (repeat to compare); the recorded run is the table's first row"
+        );
+    }
+    let estimated = recorded::estimate(recording)?;
+    let source = args.recording.display().to_string();
+    let yaml = estimated
+        .to_yaml(&source)
+        .context("writing the estimated workload as YAML")?;
+    for note in &estimated.notes {
+        eprintln!("note: {note}");
+    }
+    list_some(
+        "left out (cannot be estimated)",
+        estimated
+            .left_out
+            .iter()
+            .map(|(job, why)| format!("{job}: {why}")),
+    );
+    list_some(
+        "assumed",
+        estimated
+            .assumed
+            .iter()
+            .flat_map(|(job, what)| what.iter().map(move |w| format!("{job}: {w}"))),
+    );
+    let jobs = estimated.workload.jobs.len();
+    let label = match &args.export_workload {
+        Some(file) => {
+            std::fs::write(file, &yaml).with_context(|| format!("writing {}", file.display()))?;
+            eprintln!(
+                "wrote the recorded load ({jobs} jobs, {} node groups) to {}",
+                estimated.workload.cluster.nodes.len(),
+                file.display()
+            );
+            file.clone()
+        }
+        None => PathBuf::from(format!("{source} (estimated workload)")),
+    };
+    if !args.simulate {
+        return Ok(());
+    }
+    if jobs == 0 {
+        bail!("{source}: no job of the recording could be estimated, so there is nothing to run");
+    }
+    // Read back from the text written, so a run here and `simulate` of the exported
+    // file are the same run.
+    let workload = Workload::parse(&yaml, &label)?;
+    let seed = args.seed.unwrap_or(workload.seed());
+    super::simulate::compare(
+        super::simulate::Comparison {
+            workload: &workload,
+            label: &label,
+            policies: args.policies.clone(),
+            sets: &args.sets,
+            seed,
+            out: args.out.as_deref(),
+            fallback: &args.fallback,
+            baseline: Some(estimated.recorded),
+        },
+        sandbox,
+    )
+}
+
+/// Prints the first few items under `title` on stderr, and how many more there are.
+fn list_some(title: &str, items: impl Iterator<Item = String>) {
+    const SHOWN: usize = 5;
+    let items: Vec<String> = items.collect();
+    for item in items.iter().take(SHOWN) {
+        eprintln!("{title}: {item}");
+    }
+    if items.len() > SHOWN {
+        eprintln!(
+            "{title}: ... {} more (all are listed at the top of --export-workload FILE)",
+            items.len() - SHOWN
+        );
+    }
 }
 
 /// A salt nobody can guess, from the system's random source.

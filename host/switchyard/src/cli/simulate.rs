@@ -63,7 +63,6 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
     }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
-    let scenario = workload.scenario(seed)?;
     let mut policies = args.policies.clone();
     if policies.is_empty() {
         let (defaults, why) = workload.default_policies();
@@ -83,32 +82,84 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             policies.join(", ")
         );
     }
+    compare(
+        Comparison {
+            workload: &workload,
+            label: &args.workload,
+            policies,
+            sets: &args.sets,
+            seed,
+            out: args.out.as_deref(),
+            fallback: &args.fallback,
+            baseline: None,
+        },
+        sandbox,
+    )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A workload to run under several policies and report as `simulate` does.
+pub(super) struct Comparison<'a> {
+    /// The workload.
+    pub workload: &'a Workload,
+    /// What names it in `results.json` (its file).
+    pub label: &'a Path,
+    /// `--policy` arguments, `[NAME=]POLICY`.
+    pub policies: Vec<String>,
+    /// `--set` arguments.
+    pub sets: &'a [String],
+    /// The seed of the scenario and the runs.
+    pub seed: u64,
+    /// Where results, traces and plots go.
+    pub out: Option<&'a Path>,
+    /// The policy standing in when a run's policy fails.
+    pub fallback: &'a str,
+    /// A run already made (a recorded one), reported first: the others are compared
+    /// with it.
+    pub baseline: Option<RunResult>,
+}
+
+/// Runs the workload under each policy and prints the table, the per-job changes and
+/// the legend; writes results, traces and plots to `out`.
+pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Result<()> {
+    let scenario = c.workload.scenario(c.seed)?;
     let runtime = sandbox.offline_runtime()?;
     // A run without an alias is named by its policy's own name (compiling here is no
     // extra cost: the runtime keeps the module for the run).
-    let specs = runs::plan(&policies, &args.sets, |policy| {
+    let specs = runs::plan(&c.policies, c.sets, |policy| {
         Ok(PolicyRef::parse(policy)?.load(&runtime)?.name().to_string())
     })?;
+    if let Some(base) = &c.baseline
+        && let Some(clash) = specs.iter().find(|s| s.name == base.policy)
+    {
+        bail!(
+            "--policy {}: `{}` names the recorded run in the table; give this run another \
+             name, e.g. --policy {}-2={}",
+            clash.policy,
+            clash.name,
+            clash.name,
+            clash.policy
+        );
+    }
     let fallback = PolicySlot::configure(
-        PolicyRef::parse(&args.fallback)?.load(&runtime)?,
+        PolicyRef::parse(c.fallback)?.load(&runtime)?,
         &Default::default(),
     )?;
-    if let Some(dir) = &args.out {
+    if let Some(dir) = c.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
-    let mut results = Vec::new();
+    let mut results: Vec<RunResult> = c.baseline.into_iter().collect();
     for spec in specs {
         // Run names are letters, digits, `-` and `_`: safe as file names.
-        let trace = args
+        let trace = c
             .out
-            .as_ref()
             .map(|dir| dir.join(format!("decisions-{}.jsonl", spec.name)));
         let mut run = run_one(
             &runtime,
             &spec,
             &fallback,
             scenario.clone(),
-            seed,
+            c.seed,
             trace.as_deref(),
         )?;
         run.policy = spec.name;
@@ -119,11 +170,11 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
         println!("\n{per_job}");
     }
     println!("\n{}", table::LEGEND);
-    if let Some(dir) = &args.out {
-        let written = write_out(dir, &args.workload, seed, results)?;
+    if let Some(dir) = c.out {
+        let written = write_out(dir, c.label, c.seed, results)?;
         println!("\nwrote to {}: {}", dir.display(), written.join(", "));
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(())
 }
 
 /// Runs one policy; its decision records go to `trace` as they are made (JSON lines),
