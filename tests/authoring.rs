@@ -1,7 +1,7 @@
 //! The policy author's kit as an author uses it: golden decision traces of the shipped
 //! policies, `policy test` with expectations, goldens and comparisons, `policy new`
-//! producing a crate whose `cargo build` yields a valid component, and a policy written
-//! in Python running beside the Rust ones.
+//! producing a crate whose `cargo build` yields a valid component, and policies written
+//! in Python and JavaScript running beside the Rust ones.
 
 #[path = "support/outer_build.rs"]
 mod outer_build;
@@ -533,17 +533,6 @@ fn componentize_js_or_skip() -> Option<PathBuf> {
     modules
 }
 
-/// A compile cache kept between runs of the JavaScript tests (outside the temporary
-/// folders): componentize-js builds the same bytes from the same sources, so a rerun
-/// loads the 12 MB component's compiled code instead of compiling it for a minute.
-fn js_compile_cache() -> String {
-    repo()
-        .join("target/js-policy-cache")
-        .to_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Runs `npm run SCRIPT` in `dir`, failing the test with npm's output when it fails.
 fn npm_run(dir: &Path, script: &str) {
     let output = Process::new("npm")
@@ -581,17 +570,22 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
         String::from_utf8_lossy(&output.stderr)
     );
     let wasm = wasm.to_str().unwrap();
-    let cache = js_compile_cache();
-    let (ok, out) = run(&["--cache-dir", &cache, "policy", "validate", wasm]);
+    // One compile of the 12 MB component for the whole test: the first command fills the
+    // cache, the others load from it. (componentize-js does not build the same bytes
+    // twice, since its temporary folder's name is inside the component, so a cache kept
+    // between runs would only grow.)
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
     assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
-    let (ok, out) = run(&["--cache-dir", &cache, "policy", "inspect", wasm]);
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
     assert!(
         ok && out.contains("incremental"),
         "not the incremental world:\n{out}"
     );
     let (ok, out) = run(&[
         "--cache-dir",
-        &cache,
+        cache,
         "simulate",
         "examples/quickstart.yaml",
         "--policy",
@@ -620,7 +614,7 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
     }
     let (ok, out) = run(&[
         "--cache-dir",
-        &cache,
+        cache,
         "policy",
         "test",
         wasm,
@@ -632,7 +626,7 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
     // A refusal is the operator's sentence, not a trap.
     let (ok, out) = run(&[
         "--cache-dir",
-        &cache,
+        cache,
         "policy",
         "test",
         wasm,
@@ -676,14 +670,15 @@ fn a_new_javascript_policy_passes_its_own_tests_and_builds_into_a_component_that
     npm_run(&moved, "build");
     let wasm = moved.join("first_fit.wasm");
     let wasm = wasm.to_str().unwrap();
-    let cache = js_compile_cache();
-    let (ok, out) = run(&["--cache-dir", &cache, "policy", "validate", wasm]);
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
     assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
     let workload = moved.join("policy-tests/workload.yaml");
     let expect = moved.join("policy-tests/expect.yaml");
     let (ok, out) = run(&[
         "--cache-dir",
-        &cache,
+        cache,
         "policy",
         "test",
         wasm,

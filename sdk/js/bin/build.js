@@ -11,6 +11,7 @@
 // re-exports the app's `incrementalScheduler`. The WIT is the copy the SDK carries.
 // HTTP and the fetch event are turned off: the sandbox offers neither.
 
+import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
 import { rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
@@ -71,7 +72,10 @@ async function main() {
   }
 
   const root = commonFolder(dirname(app), join(sdk, 'src'));
-  const entry = join(root, `.switchyard-entry-${process.pid}.js`);
+  // Named after the app, not the process: builds of two apps in one folder do not
+  // clash, and a build that was killed leaves one file that the next build replaces.
+  const tag = createHash('sha256').update(relative(root, app)).digest('hex').slice(0, 12);
+  const entry = join(root, `.switchyard-entry-${tag}.js`);
   await writeFile(
     entry,
     `import { log } from 'switchyard:policy/host@0.2.0';\n` +
