@@ -58,7 +58,15 @@ async function main() {
 
   // Loading the app in Node first catches a missing export with a clear message rather
   // than componentize-js's.
-  const module = await import(pathToFileURL(app).href);
+  let module;
+  try {
+    module = await import(pathToFileURL(app).href);
+  } catch (error) {
+    const hint = /outside a module|require is not defined/.test(error.message)
+      ? ' (a policy is an ES module: its package.json says "type": "module")'
+      : '';
+    fail(`cannot load ${positionals[0]} in Node${hint}:\n${error.stack ?? error}`);
+  }
   const scheduler = module.incrementalScheduler;
   if (!scheduler || ['describe', 'configure', 'decide'].some((f) => typeof scheduler[f] !== 'function')) {
     fail(`${positionals[0]} must export \`incrementalScheduler\` (export const incrementalScheduler = exportPolicy(new MyPolicy());)`);
