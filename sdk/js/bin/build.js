@@ -80,6 +80,13 @@ async function main() {
   }
 
   const root = commonFolder(dirname(app), join(sdk, 'src'));
+  if (root === sep) {
+    // componentize-js cannot take the file system's root as the sandbox's.
+    fail(
+      `${positionals[0]} and the SDK (${sdk}) share no folder but ${sep}: put the SDK in the ` +
+        'policy\'s folder (`switchyard policy sdk --lang js --dir switchyard-sdk`) and import it from there',
+    );
+  }
   // Named after the app, not the process: builds of two apps in one folder do not
   // clash, and a build that was killed leaves one file that the next build replaces.
   const tag = createHash('sha256').update(relative(root, app)).digest('hex').slice(0, 12);
