@@ -31,6 +31,10 @@ export function exportPolicy(policy) {
       return call();
     } catch (error) {
       if (error instanceof PolicyError) throw asWitError(error);
+      // A bug traps the call. componentize-js would report only that the error is not
+      // a string, so the error and its stack go to stderr first, which the host shows
+      // with the trap ("the policy printed: ...").
+      console.error(`${policy.name}: uncaught ${error?.stack ?? error}`);
       throw error;
     }
   };
