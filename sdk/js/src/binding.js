@@ -34,7 +34,7 @@ export function exportPolicy(policy) {
       // A bug traps the call. componentize-js would report only that the error is not
       // a string, so the error and its stack go to stderr first, which the host shows
       // with the trap ("the policy printed: ...").
-      console.error(`${policy.name}: uncaught ${error?.stack ?? error}`);
+      console.error(`${policy.name}: uncaught ${described(error)}`);
       throw error;
     }
   };
@@ -47,4 +47,12 @@ export function exportPolicy(policy) {
         return policy.decide(settingsOf(settings), new Cluster(snapshot, held), state);
       }),
   };
+}
+
+/** An error with its stack. SpiderMonkey's `stack` leaves the message out, V8's starts
+ * with it. */
+function described(error) {
+  if (!(error instanceof Error) || !error.stack) return String(error);
+  const head = String(error);
+  return error.stack.startsWith(head) ? error.stack : `${head}\n${error.stack}`;
 }
