@@ -636,7 +636,9 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
     ]);
     assert!(!ok, "{out}");
     assert!(
-        out.contains("refused: parameter `resource` must be one of any, cpu, memory, gpu, got `disk`"),
+        out.contains(
+            "refused: parameter `resource` must be one of any, cpu, memory, gpu, got `disk`"
+        ),
         "{out}"
     );
 }

@@ -33,8 +33,14 @@ pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
             "app.test.js",
             fill(include_str!("../template/js/app.test.js.in")),
         ),
-        ("README.md", fill(include_str!("../template/js/README.md.in"))),
-        (".gitignore", fill(include_str!("../template/js/gitignore.in"))),
+        (
+            "README.md",
+            fill(include_str!("../template/js/README.md.in")),
+        ),
+        (
+            ".gitignore",
+            fill(include_str!("../template/js/gitignore.in")),
+        ),
         (
             "package.json",
             vendor::js::project_manifest(name, &wasm_path),
@@ -74,7 +80,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let created = create("first-fit", &dir.path().join("first-fit")).unwrap();
         let app = std::fs::read_to_string(created.dir.join("app.js")).unwrap();
-        assert!(app.contains("class FirstFitPolicy extends Policy {"), "{app}");
+        assert!(
+            app.contains("class FirstFitPolicy extends Policy {"),
+            "{app}"
+        );
         assert!(app.contains("name = 'first-fit';"), "{app}");
         assert!(app.contains("exportPolicy(new FirstFitPolicy())"), "{app}");
         let manifest = std::fs::read_to_string(created.dir.join("package.json")).unwrap();

@@ -20,10 +20,7 @@ const SOURCES: &[(&str, &str)] = &[
         "package.json",
         include_str!("../../../../../sdk/js/package.json"),
     ),
-    (
-        "README.md",
-        include_str!("../../../../../sdk/js/README.md"),
-    ),
+    ("README.md", include_str!("../../../../../sdk/js/README.md")),
     (
         "bin/build.js",
         include_str!("../../../../../sdk/js/bin/build.js"),
@@ -129,7 +126,8 @@ pub fn project_manifest(name: &str, wasm_path: &str) -> String {
 /// The `package-lock.json` of a new policy `name`: the SDK's, with the project as its
 /// root package, so `npm ci` installs the versions the SDK was tested with.
 pub fn project_lock(name: &str) -> String {
-    let mut lock: serde_json::Value = serde_json::from_str(SDK_LOCK).expect("the SDK's lock is JSON");
+    let mut lock: serde_json::Value =
+        serde_json::from_str(SDK_LOCK).expect("the SDK's lock is JSON");
     lock["name"] = name.into();
     lock["version"] = "0.1.0".into();
     lock["packages"][""] = serde_json::json!({
