@@ -594,6 +594,13 @@ impl Actor {
         Ok(())
     }
 
+    /// Whether any pod's delete or annotation is remembered, so that a pass needs the
+    /// keys of the pods present to forget those gone ([`Actor::forget_deletes`]).
+    pub fn remembers_pods(&self) -> bool {
+        !self.deletes_sent.lock().expect("deletes lock").is_empty()
+            || !self.annotated.lock().expect("annotations lock").is_empty()
+    }
+
     /// Forgets the deletes sent for pods no longer in the cache (`present` holds the
     /// keys of those that are, see [`delete_key`]).
     pub fn forget_deletes(&self, present: &HashSet<String>) {

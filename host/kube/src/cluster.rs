@@ -280,8 +280,11 @@ impl KubeCluster {
                 }
             }
         }
-        let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
-        self.actor.forget_deletes(&present);
+        // A key per pod in the cache is made only when there is something to forget.
+        if self.actor.remembers_pods() {
+            let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
+            self.actor.forget_deletes(&present);
+        }
     }
 
     /// Gives each job whose claims hold it the `VolumesReady=False` condition, with the

@@ -4,20 +4,31 @@
 //! is offered and the validator allows only nodes kube-scheduler would have allowed.
 //!
 //! Honoured: `nodeSelector`; tolerations of `NoSchedule` and `NoExecute` taints (a
-//! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` of
-//! `requiredDuringSchedulingIgnoredDuringExecution` node affinity. Not honoured here:
-//! `matchFields`, preferred affinity, pod affinity and anti-affinity. Volume topology
-//! is added by [`crate::volumes`].
+//! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` and
+//! `matchFields` of `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
+//! Not honoured here: preferred affinity, pod affinity and anti-affinity. Volume
+//! topology is added by [`crate::volumes`].
+//!
+//! `matchFields` selects on the node object's fields, of which the API server accepts
+//! only `metadata.name`. The eligibility sets match labels, so each node also carries its
+//! name under [`NODE_NAME_FIELD`], a key no label can have (a label key has no `:`), and
+//! a field requirement becomes a requirement on that key. A field the API server would
+//! not accept matches no node, as kube-scheduler places no pod whose selector it cannot
+//! parse.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{Node, PodSpec};
+use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use kube::ResourceExt;
 use switchyard_core::eligibility::{
     PlacementRules, RuledNode, SelectorOperator, SelectorRequirement, SelectorTerm, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
+
+/// The key a node's `metadata.name` is matched under, for `matchFields`: not a valid
+/// label key, so no label of the node can shadow it.
+pub const NODE_NAME_FIELD: &str = "field:metadata.name";
 
 /// What eligibility needs of a node: its labels and taints.
 pub struct RuledKubeNode {
@@ -47,6 +58,7 @@ impl RuledKubeNode {
         labels
             .entry(crate::spread::HOSTNAME_LABEL.to_string())
             .or_insert_with(|| node.name_any());
+        labels.insert(NODE_NAME_FIELD.to_string(), node.name_any());
         Self { labels, taints }
     }
 }
@@ -96,30 +108,51 @@ pub fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
             n.required_during_scheduling_ignored_during_execution
                 .as_ref()
         })
-        .map(|selector| {
-            selector
-                .node_selector_terms
-                .iter()
-                .map(|term| SelectorTerm {
-                    match_expressions: term
-                        .match_expressions
-                        .iter()
-                        .flatten()
-                        .map(|r| SelectorRequirement {
-                            key: r.key.clone(),
-                            operator: operator(&r.operator),
-                            values: r.values.clone().unwrap_or_default(),
-                        })
-                        .collect(),
-                })
-                .collect()
-        })
+        .map(|selector| selector.node_selector_terms.iter().map(term).collect())
         .unwrap_or_default();
     Arc::new(PlacementRules {
         node_selector: spec.node_selector.clone().unwrap_or_default(),
         tolerations,
         required_node_affinity,
     })
+}
+
+/// A node selector term (a pod's required node affinity, a volume's node affinity) as
+/// the eligibility sets match it: its label expressions and its field requirements,
+/// all of which a node must meet.
+pub(crate) fn term(term: &NodeSelectorTerm) -> SelectorTerm {
+    let labels = term
+        .match_expressions
+        .iter()
+        .flatten()
+        .map(|r| SelectorRequirement {
+            key: r.key.clone(),
+            operator: operator(&r.operator),
+            values: r.values.clone().unwrap_or_default(),
+        });
+    let fields = term.match_fields.iter().flatten().map(field_requirement);
+    SelectorTerm {
+        match_expressions: labels.chain(fields).collect(),
+    }
+}
+
+/// A `matchFields` requirement: on [`NODE_NAME_FIELD`] for `metadata.name` with `In` or
+/// `NotIn` (all the API server accepts), otherwise one no node meets.
+fn field_requirement(requirement: &NodeSelectorRequirement) -> SelectorRequirement {
+    let accepted = requirement.key == "metadata.name"
+        && matches!(requirement.operator.as_str(), "In" | "NotIn");
+    if !accepted {
+        return SelectorRequirement {
+            key: format!("field:{}", requirement.key),
+            operator: SelectorOperator::In,
+            values: Vec::new(),
+        };
+    }
+    SelectorRequirement {
+        key: NODE_NAME_FIELD.to_string(),
+        operator: operator(&requirement.operator),
+        values: requirement.values.clone().unwrap_or_default(),
+    }
 }
 
 /// `rules` with `restrictions` added: a node must still match one of the rules' own
@@ -224,5 +257,47 @@ mod tests {
             [1, 3],
             "PreferNoSchedule excludes nothing"
         );
+    }
+
+    #[test]
+    fn match_fields_pin_nodes_by_name_and_a_field_the_api_server_refuses_matches_no_node() {
+        let nodes = [
+            node(serde_json::json!({"metadata": {"name": "a", "labels": {"gpu": "a100"}}})),
+            node(serde_json::json!({"metadata": {"name": "b", "labels": {"gpu": "a100"}}})),
+            node(serde_json::json!({"metadata": {"name": "c", "labels": {"gpu": "v100"}}})),
+        ];
+        let affinity = |terms: serde_json::Value| {
+            spec(
+                serde_json::json!({"containers": [], "affinity": {"nodeAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}}}),
+            )
+        };
+        let mut sets = EligibilitySets::default();
+        let mut nodes_of = |rules: &Arc<PlacementRules>| {
+            sets.id_for(rules, &nodes)
+                .map(|id| sets.sets()[id as usize].nodes.clone())
+        };
+        let on_b = affinity(serde_json::json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b"]}]}
+        ]));
+        assert_eq!(nodes_of(&on_b), Some(vec![1]));
+        let not_a = affinity(serde_json::json!([
+            {"matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]}
+        ]));
+        assert_eq!(nodes_of(&not_a), Some(vec![1, 2]));
+        // Expressions and fields of one term must both hold; terms are alternatives.
+        let a100_not_a_or_c = affinity(serde_json::json!([
+            {"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["a100"]}],
+             "matchFields": [{"key": "metadata.name", "operator": "NotIn", "values": ["a"]}]},
+            {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}
+        ]));
+        assert_eq!(nodes_of(&a100_not_a_or_c), Some(vec![1, 2]));
+        for refused in [
+            serde_json::json!({"key": "metadata.uid", "operator": "In", "values": ["a"]}),
+            serde_json::json!({"key": "metadata.name", "operator": "Exists"}),
+        ] {
+            let rules = affinity(serde_json::json!([{"matchFields": [refused]}]));
+            assert_eq!(nodes_of(&rules), Some(vec![]), "{refused}");
+        }
     }
 }

@@ -18,16 +18,13 @@
 //!
 //! A held job's pending tasks are not offered for placement and the job gets the
 //! `VolumesReady=False` condition (see [`crate::cluster`]). Not honoured: generic
-//! ephemeral volumes (their claims are made with the pod), `matchFields` in a volume's
-//! node affinity, and binding a `WaitForFirstConsumer` claim to a pre-provisioned volume
+//! ephemeral volumes (their claims are made with the pod), and binding a `WaitForFirstConsumer` claim to a pre-provisioned volume
 //! kube-scheduler would pick (the PV controller binds it, once a node is chosen, to a
 //! volume it matches, and the job then follows that volume). It reads; it must not write.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{
-    NodeSelectorTerm, PersistentVolume, PersistentVolumeClaim, PodSpec,
-};
+use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodSpec};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::runtime::reflector::{ObjectRef, Store};
 use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
@@ -187,7 +184,12 @@ impl VolumeCaches {
                 .as_ref()
                 .and_then(|s| s.node_affinity.as_ref())
                 .and_then(|a| a.required.as_ref())
-                .map(|r| r.node_selector_terms.iter().map(term).collect())
+                .map(|r| {
+                    r.node_selector_terms
+                        .iter()
+                        .map(crate::rules::term)
+                        .collect()
+                })
                 .unwrap_or_default();
             return Ok(ClaimVerdict::Restricts(terms));
         }
@@ -255,21 +257,6 @@ enum ClaimVerdict {
     Restricts(Vec<SelectorTerm>),
     /// Waits for its first consumer; the class's allowed topologies (an OR; none: any).
     AwaitsConsumer(Vec<SelectorTerm>),
-}
-
-fn term(t: &NodeSelectorTerm) -> SelectorTerm {
-    SelectorTerm {
-        match_expressions: t
-            .match_expressions
-            .iter()
-            .flatten()
-            .map(|r| SelectorRequirement {
-                key: r.key.clone(),
-                operator: crate::rules::operator(&r.operator),
-                values: r.values.clone().unwrap_or_default(),
-            })
-            .collect(),
-    }
 }
 
 #[cfg(test)]
