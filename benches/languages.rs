@@ -1,10 +1,13 @@
-//! least-loaded in Python (`examples/python-policy`, on the Python SDK) beside the same
-//! policy in Rust (`tests/guests/least-loaded`, on the Rust SDK), both components on a
-//! kept instance, in one run: what a policy author gives up by writing Python.
+//! least-loaded in Python (`examples/python-policy`, on the Python SDK) and in JavaScript
+//! (`examples/js-policy`, on the JavaScript SDK) beside the same policy in Rust
+//! (`tests/guests/least-loaded`, on the Rust SDK), all three components on a kept
+//! instance, in one run: what a policy author gives up by writing Python or JavaScript.
 //!
 //! `cargo bench -p switchyard-runtime --bench languages`; componentize-py builds the
-//! Python component first (`COMPONENTIZE_PY`, or `componentize-py` on the `PATH`). The
-//! figures and their reading are in `docs/performance.md`.
+//! Python component first (`COMPONENTIZE_PY`, or `componentize-py` on the `PATH`), and
+//! the JavaScript SDK's build script the JavaScript one (`npm ci` in `sdk/js` installs
+//! componentize-js; `node` on the `PATH`). The figures and their reading are in
+//! `docs/performance.md`.
 //!
 //! The cluster is the decision bench's synthetic one at 1,000 nodes: 5,000 running
 //! two-task jobs (10,000 tasks) with 20 loss samples each. Groups, per language:
@@ -62,7 +65,30 @@ fn python_component() -> Vec<u8> {
     bytes
 }
 
-/// Room for the reset rows (a fresh Python instance takes the whole cluster); the
+/// Builds the JavaScript example into a component with the JavaScript SDK's build script
+/// (componentize-js), from this checkout's SDK source.
+fn javascript_component() -> Vec<u8> {
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let wasm = std::env::temp_dir().join(format!(
+        "switchyard-languages-js-{}.wasm",
+        std::process::id()
+    ));
+    let status = Command::new("node")
+        .current_dir(repo.join("examples/js-policy"))
+        .args(["../../sdk/js/bin/build.js", "app.js", "-o"])
+        .arg(&wasm)
+        .status()
+        .unwrap_or_else(|e| panic!("cannot run node: {e}"));
+    assert!(
+        status.success(),
+        "the JavaScript SDK's build failed (npm ci in sdk/js installs componentize-js)"
+    );
+    let bytes = std::fs::read(&wasm).expect("the built component");
+    let _ = std::fs::remove_file(&wasm);
+    bytes
+}
+
+/// Room for the reset rows (a fresh Python or JavaScript instance takes the whole cluster); the
 /// rows report whether a round fits the controller's defaults as well.
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions {
@@ -163,9 +189,14 @@ fn bench_kept(
 fn languages(c: &mut Criterion) {
     let runtime = runtime();
     let python_bytes = python_component();
+    let javascript_bytes = javascript_component();
     let rust_bytes = std::fs::read(guests::path("least-loaded")).expect("the Rust twin is built");
     let whole = synthetic::cluster(NODES, 2, synthetic::NOW);
-    for (lang, bytes) in [("python", &python_bytes), ("rust", &rust_bytes)] {
+    for (lang, bytes) in [
+        ("python", &python_bytes),
+        ("javascript", &javascript_bytes),
+        ("rust", &rust_bytes),
+    ] {
         let module = &runtime.load(bytes, lang).expect("the policy loads");
         // Both decide the same on the same cluster: the same job, on the same nodes.
         let decision = module

@@ -1,7 +1,7 @@
 //! The policy author's kit as an author uses it: golden decision traces of the shipped
 //! policies, `policy test` with expectations, goldens and comparisons, `policy new`
-//! producing a crate whose `cargo build` yields a valid component, and a policy written
-//! in Python running beside the Rust ones.
+//! producing a crate whose `cargo build` yields a valid component, and policies written
+//! in Python and JavaScript running beside the Rust ones.
 
 #[path = "support/outer_build.rs"]
 mod outer_build;
@@ -482,6 +482,194 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
         status.success(),
         "componentize-py failed on the new project"
     );
+    let wasm = moved.join("first_fit.wasm");
+    let wasm = wasm.to_str().unwrap();
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
+    let workload = moved.join("policy-tests/workload.yaml");
+    let expect = moved.join("policy-tests/expect.yaml");
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        workload.to_str().unwrap(),
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("6 of 6 expectations held"), "{out}");
+}
+
+/// The SDK's componentize-js (`npm ci` in `sdk/js`, which `.ci/run` does), and `node`:
+/// the JavaScript SDK's build script imports componentize-js from the `node_modules`
+/// above it, so a checkout has it exactly when that folder holds it.
+fn componentize_js() -> Option<PathBuf> {
+    let modules = repo().join("sdk/js/node_modules");
+    let node = Process::new("node").arg("--version").output();
+    (node.is_ok_and(|o| o.status.success())
+        && modules
+            .join("@bytecodealliance/componentize-js/package.json")
+            .is_file())
+    .then_some(modules)
+}
+
+/// [`componentize_js`], or `None` once the test has said it is skipped. CI installs the
+/// tool and sets SWITCHYARD_REQUIRE_COMPONENTIZE_JS, so there a test that needs it
+/// always runs; on a machine without Node.js tooling it is skipped, loudly.
+fn componentize_js_or_skip() -> Option<PathBuf> {
+    let modules = componentize_js();
+    if modules.is_none() {
+        assert!(
+            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_JS").is_none(),
+            "componentize-js is required here but sdk/js/node_modules does not hold it \
+             (run `npm ci` in sdk/js; Node.js 20 or later)"
+        );
+        eprintln!("SKIPPED: componentize-js not installed (npm ci in sdk/js)");
+    }
+    modules
+}
+
+/// Runs `npm run SCRIPT` in `dir`, failing the test with npm's output when it fails.
+fn npm_run(dir: &Path, script: &str) {
+    let output = Process::new("npm")
+        .current_dir(dir)
+        .args(["run", "--silent", script])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "npm run {script} failed in {}:\n{}{}",
+        dir.display(),
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
+
+#[test]
+fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
+    if componentize_js_or_skip().is_none() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let wasm = dir.path().join("least_loaded.wasm");
+    // The example's build script with another output: the SDK from this checkout's
+    // source, the WIT it carries.
+    let output = Process::new("node")
+        .current_dir(repo().join("examples/js-policy"))
+        .args(["../../sdk/js/bin/build.js", "app.js", "-o"])
+        .arg(&wasm)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "the JavaScript build failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let wasm = wasm.to_str().unwrap();
+    // One compile of the 12 MB component for the whole test: the first command fills the
+    // cache, the others load from it. (componentize-js does not build the same bytes
+    // twice, since its temporary folder's name is inside the component, so a cache kept
+    // between runs would only grow.)
+    let cache = dir.path().join("cache");
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
+    assert!(
+        ok && out.contains("incremental"),
+        "not the incremental world:\n{out}"
+    );
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "simulate",
+        "examples/quickstart.yaml",
+        "--policy",
+        wasm,
+        "--policy",
+        "specon",
+    ]);
+    assert!(ok, "{out}");
+    for policy in ["least-loaded", "specon"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{policy} ")))
+            .unwrap_or_else(|| panic!("no row for {policy}:\n{out}"));
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(fields[1], fields[2], "not every job finished: {row}");
+        assert_eq!(
+            fields[fields.len() - 2],
+            "0",
+            "the policy failed rounds: {row}"
+        );
+        assert_eq!(
+            fields.last(),
+            Some(&"done"),
+            "the run did not end done: {row}"
+        );
+    }
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        "examples/quickstart.yaml",
+        "--expect",
+        "examples/js-policy/expect.yaml",
+    ]);
+    assert!(ok && out.contains("8 of 8 expectations held"), "{out}");
+    // A refusal is the operator's sentence, not a trap.
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        "examples/quickstart.yaml",
+        "--set",
+        "resource=disk",
+    ]);
+    assert!(!ok, "{out}");
+    assert!(
+        out.contains(
+            "refused: parameter `resource` must be one of any, cpu, memory, gpu, got `disk`"
+        ),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_new_javascript_policy_passes_its_own_tests_and_builds_into_a_component_that_passes_its_expectations()
+ {
+    let Some(modules) = componentize_js_or_skip() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("first-fit");
+    let (ok, out) = run(&[
+        "policy",
+        "new",
+        "first-fit",
+        "--lang",
+        "js",
+        "--dir",
+        project.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("npm run build"), "{out}");
+    // It names nothing of this checkout: it builds wherever it is moved.
+    let moved = dir.path().join("moved-elsewhere");
+    std::fs::rename(&project, &moved).unwrap();
+    // The README's steps, with the tools `npm ci` in sdk/js installed from the same lock
+    // (a fresh `npm ci` would download 390 MB on every run).
+    std::os::unix::fs::symlink(&modules, moved.join("node_modules")).unwrap();
+    npm_run(&moved, "test");
+    npm_run(&moved, "build");
     let wasm = moved.join("first_fit.wasm");
     let wasm = wasm.to_str().unwrap();
     let cache = dir.path().join("cache");

@@ -6,12 +6,13 @@
 //! the pinned toolchain with the `wasm32-wasip2` target, so `cargo build` in it produces
 //! a component wherever the folder is moved or shared.
 //!
-//! A Python policy (`--lang python`, [`python`]) is a folder with the policy, its first
-//! tests, the same test workload and expectations, and the Python SDK vendored beside
-//! it.
+//! A Python policy (`--lang python`, [`python`]) or a JavaScript one (`--lang js`,
+//! [`js`]) is a folder with the policy, its first tests, the same test workload and
+//! expectations, and that language's SDK vendored beside it.
 
 use std::path::{Path, PathBuf};
 
+pub mod js;
 pub mod python;
 
 /// Why a crate could not be created.
@@ -67,6 +68,10 @@ pub enum Lang {
     Rust,
     /// A Python project on the Python SDK (`sdk/python`), built with componentize-py.
     Python,
+    /// A JavaScript project on the JavaScript SDK (`sdk/js`), built with
+    /// componentize-js.
+    #[value(alias = "javascript")]
+    Js,
 }
 
 /// What [`create`] made.

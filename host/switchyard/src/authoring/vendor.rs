@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::scaffold::ScaffoldError;
 
+pub mod js;
 pub mod python;
 
 /// The folder of the vendored SDK inside a new policy crate.

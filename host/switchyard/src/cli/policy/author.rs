@@ -23,8 +23,8 @@ pub(crate) struct NewArgs {
     /// `policies/` folder a Rust crate joins the workspace.
     #[arg(long, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// The policy's language: a Rust crate built with cargo, or a Python project built
-    /// with componentize-py.
+    /// The policy's language: a Rust crate built with cargo, a Python project built
+    /// with componentize-py, or a JavaScript project built with componentize-js.
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
     /// Rust only: depend on this guest SDK crate by its path (a switchyard checkout's
@@ -41,7 +41,7 @@ pub(crate) struct SdkArgs {
     /// replaced) or a new folder.
     #[arg(long, value_name = "DIR", default_value = switchyard::authoring::vendor::SDK_DIR)]
     pub dir: PathBuf,
-    /// Which SDK: the Rust crate or the Python package.
+    /// Which SDK: the Rust crate, the Python package or the JavaScript modules.
     #[arg(long, value_enum, default_value = "rust")]
     pub lang: Lang,
 }
@@ -100,6 +100,14 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
             );
             scaffold::python::create(&args.name, &dir)?
         }
+        Lang::Js => {
+            anyhow::ensure!(
+                args.sdk.is_none(),
+                "--sdk names a Rust SDK crate; a JavaScript policy gets the JavaScript SDK in \
+                 its switchyard-sdk/ (leave --sdk out)"
+            );
+            scaffold::js::create(&args.name, &dir)?
+        }
     };
     println!(
         "created policy `{}` in {}{}",
@@ -119,6 +127,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
         Lang::Python => {
             "\n  python3 -m venv .venv\n  .venv/bin/pip install -r requirements.txt\n  .venv/bin/pytest -q"
         }
+        Lang::Js => "\n  npm ci\n  npm test",
     };
     println!(
         "\nnext:\n  cd {}{setup}\n  {}\n  switchyard policy validate {}\n  \
@@ -135,6 +144,7 @@ pub(super) fn sdk(args: SdkArgs) -> anyhow::Result<ExitCode> {
     let files = match args.lang {
         Lang::Rust => switchyard::authoring::vendor::write(&args.dir)?,
         Lang::Python => switchyard::authoring::vendor::python::write(&args.dir)?,
+        Lang::Js => switchyard::authoring::vendor::js::write(&args.dir)?,
     };
     println!(
         "wrote the policy SDK and WIT of switchyard {} ({} files) to {}",
