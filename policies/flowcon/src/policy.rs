@@ -1,6 +1,7 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
 //! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
 
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -9,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, CpuWeight, Decision, Description, Job, JobPhase, Operation, Setting, Snapshot, Trigger,
     cluster::{Ledger, nodes_of},
+    incremental,
     placement::{Scoring, pod_by_pod},
     progress::{Normalisation, Scale, value_at},
     settings::{ParamSpec, Settings, parameters},
@@ -196,7 +198,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     st.jobs.retain(|id, _| live.contains(id.as_str()));
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
-    let mut actions = pod_by_pod(snapshot, &mut ledger, Scoring::LeastAllocated);
+    let mut actions = initial_placement(snapshot, &mut ledger);
 
     let event = snapshot
         .triggers
@@ -295,6 +297,27 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         next_call_after: next,
         state: state::encode_kept(st),
     })
+}
+
+thread_local! {
+    /// The held version ([`incremental::held_version`]) of this instance's last
+    /// placement pass that placed nothing.
+    static PLACED_NOTHING_AT: Cell<Option<u64>> = const { Cell::new(None) };
+}
+
+/// The baseline placement (deviation 1), a function of the nodes and jobs alone: on
+/// the nodes and jobs of a pass that placed nothing (a tick of Algorithm 1's
+/// interval: most rounds of a long trace), it places nothing again, and the queue is
+/// not walked.
+fn initial_placement(snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
+    let version = incremental::held_version();
+    if version.is_some() && PLACED_NOTHING_AT.with(Cell::get) == version {
+        return Vec::new();
+    }
+    let actions = pod_by_pod(snapshot, ledger, Scoring::LeastAllocated);
+    let nothing = version.filter(|_| actions.is_empty());
+    PLACED_NOTHING_AT.with(|at| at.set(nothing));
+    actions
 }
 
 /// Smallest weight sent: the contract wants weights in (0, 1].
@@ -526,6 +549,49 @@ mod tests {
             out.push(d);
         }
         out
+    }
+
+    /// A kept instance ticked with changes that move the clock only skips the placement
+    /// pass that placed nothing, and decides as a fresh instance on the same snapshot.
+    #[test]
+    fn ticks_on_a_kept_instance_decide_as_a_fresh_instance_would() {
+        use switchyard_policy_sdk::{SnapshotDelta, incremental};
+        let nodes = vec![node("w1", 8000)];
+        let jobs = vec![
+            job("a").running_on("w1").loss(FAST).requests(4000, 0),
+            job("b").running_on("w1").loss(FLAT).requests(3000, 0),
+            job("big").requests(9000, 0),
+        ];
+        let delta = |t: f64, reset: bool| SnapshotDelta {
+            reset,
+            time: t,
+            triggers: vec![Trigger::Tick],
+            nodes: if reset { nodes.clone() } else { vec![] },
+            removed_nodes: vec![],
+            jobs: if reset { jobs.clone() } else { vec![] },
+            removed_jobs: vec![],
+            loss_updates: vec![],
+            appended_loss: vec![],
+            node_sets: None,
+        };
+        let mut blob = Vec::new();
+        for round in 0..6 {
+            let t = 30.0 * round as f64;
+            let (kept, held) = incremental::with_applied(delta(t, round == 0), |s| {
+                (decide(&[], s, &blob).unwrap(), s.clone())
+            })
+            .unwrap();
+            let mine = PLACED_NOTHING_AT.with(Cell::get);
+            assert!(mine.is_some(), "the pass placed nothing and remembers it");
+            let fresh = decide(&[], &held, &blob).unwrap();
+            assert_eq!(format!("{:?}", kept.actions), format!("{:?}", fresh.actions));
+            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
+            assert_eq!(kept.state, fresh.state);
+            assert_eq!(kept.next_call_after, fresh.next_call_after);
+            // The fresh call forgot the pass; the kept instance's memory is put back.
+            PLACED_NOTHING_AT.with(|at| at.set(mine));
+            blob = kept.state;
+        }
     }
 
     #[test]
