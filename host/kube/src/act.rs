@@ -40,7 +40,8 @@ use crate::crd::{
 };
 use crate::retry::Guard;
 use crate::{
-    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, observe, pods, quantity, retry,
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, ephemeral, observe, pods,
+    quantity, retry,
 };
 use switchyard_control::Leader;
 
@@ -278,6 +279,11 @@ impl Actor {
                         break;
                     }
                     _ => made.push(Made {
+                        claims: ephemeral::claims_of(
+                            &pod,
+                            created.uid.as_deref().unwrap_or_default(),
+                            node,
+                        ),
                         name,
                         node: node.clone(),
                         uid: created.uid,
@@ -305,6 +311,19 @@ impl Actor {
                 job: job.name_any(),
                 pods: gated,
             });
+        }
+        // Each ephemeral volume's claim, for the node its pod is bound to next.
+        if outcome.is_ok() {
+            let claims = Api::namespaced(self.client.clone(), &namespace(job));
+            let unbound = made.iter().filter(|p| !p.bound_before);
+            for claim in unbound.flat_map(|p| &p.claims) {
+                if let Err(error) =
+                    ephemeral::ensure(&claims, &self.guard, &job.name_any(), claim).await
+                {
+                    outcome = Err(error);
+                    break;
+                }
+            }
         }
         if outcome.is_ok() {
             for pod in made.iter_mut().filter(|p| !p.bound_before) {
@@ -1364,6 +1383,8 @@ struct WholeRestart<'a> {
 /// One pod of a placement, and what this call did to it.
 struct Made {
     name: String,
+    /// The claims of its ephemeral volumes, to be made before it is bound.
+    claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     node: String,
     uid: Option<String>,
     /// This call created it.

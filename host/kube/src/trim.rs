@@ -152,11 +152,14 @@ pub fn volume(volume: &mut PersistentVolume) {
     volume.status = None;
 }
 
-/// Keeps of a storage class its name, binding mode and allowed topologies.
+/// Keeps of a storage class its name, binding mode, allowed topologies and whether it
+/// is the default (the class of an ephemeral volume's claim that names none).
 pub fn class(class: &mut StorageClass) {
     common_meta(&mut class.metadata);
     class.metadata.labels = None;
-    class.metadata.annotations = None;
+    if let Some(annotations) = &mut class.metadata.annotations {
+        annotations.retain(|k, _| k == crate::volumes::DEFAULT_CLASS_ANNOTATION);
+    }
     class.parameters = None;
     class.mount_options = None;
 }

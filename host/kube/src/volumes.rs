@@ -16,16 +16,25 @@
 //!   consumer (an `Immediate` class, a class that does not exist, no class): held, with
 //!   the claim named in the reason ([`Held`]).
 //!
+//! For each generic ephemeral volume (`volumes[].ephemeral`), whose claim is made with
+//! the pod ([`crate::ephemeral`]): its storage class (the template's, else the
+//! cluster's default) must wait for its first consumer, and its allowed topologies
+//! restrict the role's nodes; a class that does not exist or binds `Immediate`ly holds
+//! the job.
+//!
 //! A held job's pending tasks are not offered for placement and the job gets the
-//! `VolumesReady=False` condition (see [`crate::cluster`]). Not honoured: generic
-//! ephemeral volumes (their claims are made with the pod), and binding a `WaitForFirstConsumer` claim to a pre-provisioned volume
-//! kube-scheduler would pick (the PV controller binds it, once a node is chosen, to a
-//! volume it matches, and the job then follows that volume). It reads; it must not write.
+//! `VolumesReady=False` condition (see [`crate::cluster`]). Not honoured: binding a
+//! `WaitForFirstConsumer` claim to a pre-provisioned volume kube-scheduler would pick
+//! (the PV controller binds it, once a node is chosen, to a volume it matches, and the
+//! job then follows that volume). It reads; it must not write.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim, PodSpec};
+use k8s_openapi::api::core::v1::{
+    PersistentVolume, PersistentVolumeClaim, PersistentVolumeClaimTemplate, PodSpec,
+};
 use k8s_openapi::api::storage::v1::StorageClass;
+use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
 
@@ -34,6 +43,9 @@ use crate::crd::TrainingJob;
 /// The annotation kube-scheduler sets on a `WaitForFirstConsumer` claim to have its
 /// volume provisioned for a node.
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+/// The annotation (`"true"`) that makes a storage class the cluster's default, the one
+/// a claim naming no class gets.
+pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 /// The condition a job whose claims keep it from being placed gets (`False`), and loses
 /// (`True`) once they no longer do.
 pub const VOLUMES_CONDITION: &str = "VolumesReady";
@@ -53,7 +65,8 @@ pub struct VolumeCaches {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Held {
     /// The condition's reason: `ClaimNotFound`, `ClaimLost`, `VolumeNotFound`,
-    /// `ClaimUnbound` or `VolumeProvisioning`.
+    /// `ClaimUnbound`, `VolumeProvisioning`, or for an ephemeral volume
+    /// `StorageClassNotFound` or `BindsImmediately`.
     pub reason: &'static str,
     /// What is wrong, naming the claim (`namespace/name`) and what would fix it.
     pub message: String,
@@ -89,12 +102,26 @@ pub fn claims_of(spec: Option<&PodSpec>) -> Vec<&str> {
         .collect()
 }
 
-/// Whether any of `job`'s roles mounts a claim (most do not: nothing to look up).
+/// The generic ephemeral volumes of `spec`: each volume's name and claim template.
+pub fn ephemeral_of(
+    spec: Option<&PodSpec>,
+) -> impl Iterator<Item = (&str, &PersistentVolumeClaimTemplate)> {
+    spec.and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let template = v.ephemeral.as_ref()?.volume_claim_template.as_ref()?;
+            Some((v.name.as_str(), template))
+        })
+}
+
+/// Whether any of `job`'s roles mounts a claim or an ephemeral volume (most do not:
+/// nothing to look up).
 pub fn mounts_claims(job: &TrainingJob) -> bool {
-    job.spec
-        .roles
-        .iter()
-        .any(|r| !claims_of(r.template.spec.as_ref()).is_empty())
+    job.spec.roles.iter().any(|r| {
+        let spec = r.template.spec.as_ref();
+        !claims_of(spec).is_empty() || ephemeral_of(spec).next().is_some()
+    })
 }
 
 impl VolumeCaches {
@@ -143,8 +170,92 @@ impl VolumeCaches {
                     });
                 }
             }
+            for (volume, template) in ephemeral_of(role.template.spec.as_ref()) {
+                match self.ephemeral(&role.name, volume, template) {
+                    Ok(terms) if terms.is_empty() => {}
+                    Ok(terms) => out
+                        .restrictions
+                        .entry(role.name.clone())
+                        .or_default()
+                        .push(terms),
+                    Err(held) => {
+                        out.held.get_or_insert(held);
+                    }
+                }
+            }
         }
         out
+    }
+
+    /// Where role `role`'s ephemeral volume `volume` can be provisioned (its class's
+    /// allowed topologies, an OR; none: anywhere), or why it cannot be.
+    fn ephemeral(
+        &self,
+        role: &str,
+        volume: &str,
+        template: &PersistentVolumeClaimTemplate,
+    ) -> Result<Vec<SelectorTerm>, Held> {
+        let what = format!("role {role}'s ephemeral volume {volume}");
+        let class = match template.spec.storage_class_name.as_deref() {
+            Some("") => {
+                return Err(Held {
+                    reason: "StorageClassNotFound",
+                    message: format!(
+                        "{what} names no storage class (\"\"), so only a pre-provisioned volume \
+                         could bind its claim, and a claim made with its pod cannot wait for \
+                         one; name a WaitForFirstConsumer class"
+                    ),
+                });
+            }
+            Some(name) => self
+                .classes
+                .get(&ObjectRef::new(name))
+                .ok_or_else(|| Held {
+                    reason: "StorageClassNotFound",
+                    message: format!("{what}: its storage class {name} does not exist"),
+                })?,
+            None => self.default_class().ok_or_else(|| Held {
+                reason: "StorageClassNotFound",
+                message: format!(
+                    "{what} names no storage class and the cluster has no default one \
+                     (annotated {DEFAULT_CLASS_ANNOTATION}: \"true\"); name a \
+                     WaitForFirstConsumer class"
+                ),
+            })?,
+        };
+        if class.volume_binding_mode.as_deref() != Some("WaitForFirstConsumer") {
+            return Err(Held {
+                reason: "BindsImmediately",
+                message: format!(
+                    "{what}: its storage class {} binds Immediately, so its volume would be \
+                     made before its pod's node is chosen, possibly where that node cannot \
+                     mount it; use a WaitForFirstConsumer class",
+                    class.name_any()
+                ),
+            });
+        }
+        Ok(allowed_topology(&class))
+    }
+
+    /// The cluster's default storage class: of those annotated as the default, the
+    /// newest (as the API server chooses when there are several), then by name.
+    fn default_class(&self) -> Option<std::sync::Arc<StorageClass>> {
+        self.classes
+            .state()
+            .into_iter()
+            .filter(|c| {
+                c.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(DEFAULT_CLASS_ANNOTATION))
+                    .is_some_and(|v| v == "true")
+            })
+            .max_by(|a, b| {
+                let created = |c: &StorageClass| c.metadata.creation_timestamp.clone();
+                created(a)
+                    .cmp(&created(b))
+                    .then_with(|| b.name_any().cmp(&a.name_any()))
+            })
     }
 
     fn claim(&self, namespace: &str, name: &str) -> Result<ClaimVerdict, Held> {
@@ -231,25 +342,30 @@ impl VolumeCaches {
                 ),
             });
         }
-        let topology = class
-            .and_then(|c| c.allowed_topologies.clone())
-            .unwrap_or_default()
-            .iter()
-            .map(|t| SelectorTerm {
-                match_expressions: t
-                    .match_label_expressions
-                    .iter()
-                    .flatten()
-                    .map(|r| SelectorRequirement {
-                        key: r.key.clone(),
-                        operator: SelectorOperator::In,
-                        values: r.values.clone(),
-                    })
-                    .collect(),
-            })
-            .collect();
+        let topology = class.map(|c| allowed_topology(&c)).unwrap_or_default();
         Ok(ClaimVerdict::AwaitsConsumer(topology))
     }
+}
+
+/// A storage class's `allowedTopologies` as node selector terms (an OR; none: any node).
+fn allowed_topology(class: &StorageClass) -> Vec<SelectorTerm> {
+    class
+        .allowed_topologies
+        .iter()
+        .flatten()
+        .map(|t| SelectorTerm {
+            match_expressions: t
+                .match_label_expressions
+                .iter()
+                .flatten()
+                .map(|r| SelectorRequirement {
+                    key: r.key.clone(),
+                    operator: SelectorOperator::In,
+                    values: r.values.clone(),
+                })
+                .collect(),
+        })
+        .collect()
 }
 
 enum ClaimVerdict {
@@ -333,6 +449,85 @@ mod tests {
             .unwrap();
             self.caches.of_job(&job)
         }
+    }
+
+    impl Storage {
+        /// A class annotated as the cluster's default, created at `created`.
+        fn default_class(mut self, name: &str, mode: &str, created: &str) -> Self {
+            let class = serde_json::from_value(json!({"metadata": {"name": name,
+                    "creationTimestamp": created,
+                    "annotations": {DEFAULT_CLASS_ANNOTATION: "true"}},
+                "provisioner": "p", "volumeBindingMode": mode}))
+            .unwrap();
+            self.classes.apply_watcher_event(&Event::Apply(class));
+            self
+        }
+
+        /// What job `a`, whose worker role has an ephemeral volume of `class` (none:
+        /// the template names no class), gets from it.
+        fn ephemeral_verdict(&self, class: Option<&str>) -> JobVolumes {
+            let mut spec = json!({"accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}}});
+            if let Some(class) = class {
+                spec["storageClassName"] = json!(class);
+            }
+            let job: TrainingJob = serde_json::from_value(json!({
+                "apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                "metadata": {"name": "a", "namespace": "ml"},
+                "spec": {"roles": [{"name": "worker", "replicas": 2, "template": {"spec": {
+                    "containers": [{"name": "c", "image": "i"}],
+                    "volumes": [{"name": "scratch",
+                        "ephemeral": {"volumeClaimTemplate": {"spec": spec}}}]}}}]}
+            }))
+            .unwrap();
+            assert!(mounts_claims(&job));
+            self.caches.of_job(&job)
+        }
+    }
+
+    #[test]
+    fn an_ephemeral_volume_needs_a_class_that_waits_for_its_consumer_and_keeps_to_its_topology() {
+        let storage = Storage::new()
+            .class("wffc", "WaitForFirstConsumer")
+            .class("fast", "Immediate");
+        let placeable = storage.ephemeral_verdict(Some("wffc"));
+        assert_eq!(placeable.held, None);
+        assert!(
+            placeable.to_select.is_empty(),
+            "its claim is made with the pod"
+        );
+        assert_eq!(
+            placeable.restrictions["worker"][0][0].match_expressions[0].values,
+            ["a", "b"],
+            "the class's allowed zones"
+        );
+        let (reason, message) = held(&storage.ephemeral_verdict(Some("fast")));
+        assert_eq!(reason, "BindsImmediately");
+        assert!(
+            message.contains("worker") && message.contains("scratch") && message.contains("fast"),
+            "{message}"
+        );
+        let (reason, message) = held(&storage.ephemeral_verdict(Some("nope")));
+        assert_eq!(reason, "StorageClassNotFound");
+        assert!(message.contains("nope does not exist"), "{message}");
+        assert_eq!(
+            held(&storage.ephemeral_verdict(Some(""))).0,
+            "StorageClassNotFound"
+        );
+        // No class named: the cluster's default, the newest when several claim to be.
+        let (reason, message) = held(&storage.ephemeral_verdict(None));
+        assert_eq!(reason, "StorageClassNotFound");
+        assert!(message.contains("no default"), "{message}");
+        let storage = storage
+            .default_class("old-default", "Immediate", "2025-01-01T00:00:00Z")
+            .default_class(
+                "new-default",
+                "WaitForFirstConsumer",
+                "2026-01-01T00:00:00Z",
+            );
+        assert_eq!(storage.ephemeral_verdict(None).held, None);
+        let storage = storage.default_class("newest", "Immediate", "2026-06-01T00:00:00Z");
+        assert!(held(&storage.ephemeral_verdict(None)).1.contains("newest"));
     }
 
     fn held(verdict: &JobVolumes) -> (&'static str, String) {

@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim};
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
-use serde_json::json;
+use serde_json::{Value, json};
 use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader};
 use switchyard_core::model::{JobPhase, Snapshot, TaskPhase};
 use switchyard_kube::crd::{Condition, TrainingJobStatus};
@@ -281,6 +281,148 @@ pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<
         Some("WaitForFirstConsumer")
     );
     seen
+}
+
+/// The claim of pod `a-main-0-0`'s ephemeral volume `scratch`, as made for `node`.
+fn ephemeral_claim(node: &str) -> Value {
+    json!({"metadata": {"name": "a-main-0-0-scratch", "namespace": NS,
+        "labels": {"kind": "scratch"},
+        "annotations": {SELECTED_NODE_ANNOTATION: node},
+        "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": "a-main-0-0",
+            "uid": "uid-a-main-0-0", "controller": true, "blockOwnerDeletion": true}]},
+        "spec": {"storageClassName": "wffc", "accessModes": ["ReadWriteOnce"],
+            "resources": {"requests": {"storage": "10Gi"}}}})
+}
+
+/// Places task `main-0` of job `a` (with an ephemeral volume) on `n2`, the API server
+/// answering the claim's creation with `claim_calls` between the pod's creation and
+/// its binding.
+async fn place_with_ephemeral_volume(claim_calls: Vec<Expect>) -> Vec<Access> {
+    let job = JobBuilder::new("a").ephemeral("wffc");
+    let mut script = vec![service("a"), create("a-main-0-0", "a", "main-0", "main")];
+    script.extend(claim_calls);
+    script.push(bind("a-main-0-0", "n2"));
+    script.extend(status_write(
+        &job,
+        json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n2"}]}}),
+        &job,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .place(&job.build(), &[("main-0".into(), "n2".into())], "fits")
+        .await
+        .expect("placed, its volume to be provisioned on n2");
+    server.finish().await
+}
+
+pub(crate) async fn an_ephemeral_volume_s_claim_is_made_for_the_pod_s_node_before_it_is_bound()
+-> Vec<Access> {
+    place_with_ephemeral_volume(vec![
+        Expect::post(CLAIMS)
+            .body(ephemeral_claim("n2"))
+            .respond(201, ephemeral_claim("n2")),
+    ])
+    .await
+}
+
+pub(crate) async fn a_claim_the_ephemeral_volume_controller_made_first_gets_the_node() -> Vec<Access>
+{
+    let mut made_first = ephemeral_claim("n2");
+    made_first["metadata"]["annotations"] = json!({});
+    place_with_ephemeral_volume(vec![
+        Expect::post(CLAIMS).fail(
+            409,
+            "AlreadyExists",
+            "persistentvolumeclaims \"a-main-0-0-scratch\" already exists",
+        ),
+        Expect::get(&format!("{CLAIMS}/a-main-0-0-scratch")).ok(made_first),
+        Expect::patch(&format!("{CLAIMS}/a-main-0-0-scratch"))
+            .body(json!({"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: "n2"}}}))
+            .ok(ephemeral_claim("n2")),
+    ])
+    .await
+}
+
+pub(crate) async fn a_claim_left_by_an_earlier_pod_of_the_same_name_fails_the_placement()
+-> Vec<Access> {
+    let job = JobBuilder::new("a").ephemeral("wffc");
+    let mut earlier = ephemeral_claim("n1");
+    earlier["metadata"]["ownerReferences"][0]["uid"] = json!("uid-of-an-earlier-pod");
+    let mut script = vec![
+        service("a"),
+        create("a-main-0-0", "a", "main-0", "main"),
+        Expect::post(CLAIMS).fail(
+            409,
+            "AlreadyExists",
+            "persistentvolumeclaims \"a-main-0-0-scratch\" already exists",
+        ),
+        Expect::get(&format!("{CLAIMS}/a-main-0-0-scratch")).ok(earlier),
+        // Not bound: the pod this call made goes again (its claim would go with it).
+        delete("a-main-0-0", None),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+            "reason": "PlacementFailed",
+            "message": "PersistentVolumeClaim a-main-0-0-scratch exists and was not made for pod a-main-0-0*"}]}}),
+        &job,
+    ));
+    script.push(event("PlacementFailed", "Place", "Warning"));
+    let (client, server) = MockServer::start(script);
+    let error = actor(client)
+        .place(&job.build(), &[("main-0".into(), "n2".into())], "fits")
+        .await
+        .expect_err("the claim is another pod's");
+    assert!(
+        error.to_string().contains("waiting for it to go"),
+        "{error}"
+    );
+    server.finish().await
+}
+
+pub(crate) async fn an_ephemeral_volume_of_a_class_that_binds_immediately_holds_the_job()
+-> Vec<Access> {
+    let mut world = World::new().node(node("n1", 8)).class("fast", "Immediate");
+    let job = JobBuilder::new("a").push_progress().ephemeral("fast");
+    world.job(&job);
+    let script = status_write_of(
+        "a",
+        &job,
+        json!({"status": {"conditions": [{"type": "VolumesReady", "status": "False",
+            "reason": "BindsImmediately",
+            "message": "role main's ephemeral volume scratch: its storage class fast binds Immediately*"}]}}),
+    );
+    let (client, server) = MockServer::start(script.to_vec());
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (_, record) = blocking(cluster, default_round).await;
+    assert!(
+        record.arm_a.accepted.is_empty() && record.arm_a.failed.is_empty(),
+        "{record:#?}"
+    );
+    let snapshot = world.caches.snapshot(0.0, vec![]);
+    assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Restarting);
+    server.finish().await
+}
+
+#[tokio::test]
+async fn a_pod_s_ephemeral_volume_claim_is_made_for_its_node_owned_by_it_before_it_is_bound() {
+    an_ephemeral_volume_s_claim_is_made_for_the_pod_s_node_before_it_is_bound().await;
+}
+
+#[tokio::test]
+async fn when_the_ephemeral_volume_controller_made_the_claim_first_it_is_annotated_with_the_node() {
+    a_claim_the_ephemeral_volume_controller_made_first_gets_the_node().await;
+}
+
+#[tokio::test]
+async fn a_claim_left_by_an_earlier_pod_of_the_same_name_fails_the_placement_and_rolls_it_back() {
+    a_claim_left_by_an_earlier_pod_of_the_same_name_fails_the_placement().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ephemeral_volume_whose_class_binds_immediately_holds_the_job_with_a_condition() {
+    an_ephemeral_volume_of_a_class_that_binds_immediately_holds_the_job().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
