@@ -5,13 +5,17 @@
 //!
 //! - bound: the volume's `spec.nodeAffinity.required` (a zonal disk, a local volume)
 //!   restricts the role's nodes, added to the template's own rules;
-//! - unbound, of a `WaitForFirstConsumer` class, no node chosen yet: placeable, within
-//!   the class's `allowedTopologies`; placing it chooses the node first
-//!   ([`Selection`]): the claim is annotated `volume.kubernetes.io/selected-node`, as
-//!   kube-scheduler does for dynamic provisioning, and the pods are bound only once
-//!   the claim is bound, by a later placement within the new volume's topology;
-//! - unbound, of a `WaitForFirstConsumer` class, node chosen: held while the volume is
-//!   provisioned;
+//! - unbound, of a `WaitForFirstConsumer` class, no node chosen yet: placeable on the
+//!   nodes of the pre-provisioned volumes that match it ([`matching`]) and, unless the
+//!   class has no provisioner, within the class's `allowedTopologies`; placing it gets
+//!   it a volume on the node chosen first ([`Selection`], [`Provision`]): the smallest
+//!   matching volume the node can mount is promised to it (`claimRef`), else the claim
+//!   is annotated `volume.kubernetes.io/selected-node` for dynamic provisioning, as
+//!   kube-scheduler does; the pods are bound only once the claim is bound, by a later
+//!   placement within the volume's topology;
+//! - unbound, of a `WaitForFirstConsumer` class, node chosen or a volume promised: held
+//!   while the volume is provisioned or bound; with no provisioner and no matching
+//!   volume: held;
 //! - missing, `Lost`, bound to a volume that is gone, or unbound and not waiting for a
 //!   consumer (an `Immediate` class, a class that does not exist, no class): held, with
 //!   the claim named in the reason ([`Held`]).
@@ -23,10 +27,8 @@
 //! the job.
 //!
 //! A held job's pending tasks are not offered for placement and the job gets the
-//! `VolumesReady=False` condition (see [`crate::cluster`]). Not honoured: binding a
-//! `WaitForFirstConsumer` claim to a pre-provisioned volume kube-scheduler would pick
-//! (the PV controller binds it, once a node is chosen, to a volume it matches, and the
-//! job then follows that volume). It reads; it must not write.
+//! `VolumesReady=False` condition (see [`crate::cluster`]). It reads; it must not
+//! write.
 
 use std::collections::BTreeMap;
 
@@ -36,13 +38,20 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
+use switchyard_core::eligibility::{
+    PlacementRules, SelectorOperator, SelectorRequirement, SelectorTerm,
+};
 
 use crate::crd::TrainingJob;
+
+pub mod matching;
 
 /// The annotation kube-scheduler sets on a `WaitForFirstConsumer` claim to have its
 /// volume provisioned for a node.
 pub const SELECTED_NODE_ANNOTATION: &str = "volume.kubernetes.io/selected-node";
+/// The annotation (`"yes"`) on a volume whose `claimRef` a controller set (not an
+/// administrator), which lets the PersistentVolume controller clear it on release.
+pub const BOUND_BY_CONTROLLER_ANNOTATION: &str = "pv.kubernetes.io/bound-by-controller";
 /// The annotation (`"true"`) that makes a storage class the cluster's default, the one
 /// a claim naming no class gets.
 pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
@@ -65,7 +74,8 @@ pub struct VolumeCaches {
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Held {
     /// The condition's reason: `ClaimNotFound`, `ClaimLost`, `VolumeNotFound`,
-    /// `ClaimUnbound`, `VolumeProvisioning`, or for an ephemeral volume
+    /// `ClaimUnbound`, `VolumeProvisioning`, `VolumeBinding`, `NoMatchingVolume`, or
+    /// for an ephemeral volume
     /// `StorageClassNotFound` or `BindsImmediately`.
     pub reason: &'static str,
     /// What is wrong, naming the claim (`namespace/name`) and what would fix it.
@@ -310,10 +320,10 @@ impl VolumeCaches {
         let class = (!class_name.is_empty())
             .then(|| self.classes.get(&ObjectRef::new(class_name)))
             .flatten();
-        let waits = class
-            .as_ref()
-            .is_some_and(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
-        if !waits {
+        let waiting = class
+            .clone()
+            .filter(|c| c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"));
+        let Some(class) = waiting else {
             let why = match (class_name.is_empty(), class.is_some()) {
                 (true, _) => {
                     "it names no storage class, so only a pre-provisioned volume can bind it"
@@ -328,7 +338,7 @@ impl VolumeCaches {
                 reason: "ClaimUnbound",
                 message: format!("PersistentVolumeClaim {id} is not bound: {why}"),
             });
-        }
+        };
         let selected = claim
             .metadata
             .annotations
@@ -342,9 +352,106 @@ impl VolumeCaches {
                 ),
             });
         }
-        let topology = class.map(|c| allowed_topology(&c)).unwrap_or_default();
+        let volumes = self.volumes.state();
+        if let Some(volume) = volumes.iter().find(|v| matching::promised_to(v, &claim)) {
+            return Err(Held {
+                reason: "VolumeBinding",
+                message: format!(
+                    "PersistentVolumeClaim {id} is being bound to PersistentVolume {}; the job is placed once it is bound",
+                    volume.name_any()
+                ),
+            });
+        }
+        // Where it can get a volume: on a pre-provisioned one, or on one its class makes.
+        let mut places: Vec<Vec<SelectorTerm>> = matching::candidates(&claim, &self.volumes)
+            .into_iter()
+            .map(|c| c.terms)
+            .collect();
+        if class.provisioner != matching::NO_PROVISIONER {
+            places.push(allowed_topology(&class));
+        } else if places.is_empty() {
+            return Err(Held {
+                reason: "NoMatchingVolume",
+                message: format!(
+                    "PersistentVolumeClaim {id} waits for a pre-provisioned volume (its storage class {class_name} makes none), and no Available PersistentVolume of that class has its size, access modes, volume mode and selector"
+                ),
+            });
+        }
+        let topology = match places.iter().any(Vec::is_empty) {
+            true => Vec::new(),
+            false => places.concat(),
+        };
         Ok(ClaimVerdict::AwaitsConsumer(topology))
     }
+
+    /// How claim `name` (in `namespace`), waiting for its first consumer, gets a volume
+    /// on `node` (its labels as [`crate::rules::RuledKubeNode`] has them): the smallest
+    /// pre-provisioned volume the node can mount is bound to it, as kube-scheduler's
+    /// volume binding does; else the class's provisioner makes one for the node. None
+    /// when neither can (the caches changed since the decision was taken).
+    pub fn provision_on(
+        &self,
+        namespace: &str,
+        name: &str,
+        node: &str,
+        labels: &BTreeMap<String, String>,
+    ) -> Option<Provision> {
+        let claim = self.claims.get(&ObjectRef::new(name).within(namespace))?;
+        let mounts = |terms: &[SelectorTerm]| {
+            let rules = PlacementRules {
+                required_node_affinity: terms.to_vec(),
+                ..PlacementRules::default()
+            };
+            rules.allow(labels, &[])
+        };
+        let found = matching::candidates(&claim, &self.volumes)
+            .into_iter()
+            .find(|c| mounts(&c.terms));
+        if let Some(candidate) = found {
+            return Some(Provision::Volume {
+                claim: name.to_string(),
+                claim_uid: claim.metadata.uid.clone().unwrap_or_default(),
+                volume: candidate.volume.name_any(),
+                version: candidate.volume.resource_version().unwrap_or_default(),
+                node: node.to_string(),
+            });
+        }
+        let class_name = claim.spec.as_ref()?.storage_class_name.as_deref()?;
+        let class = self.classes.get(&ObjectRef::new(class_name))?;
+        (class.provisioner != matching::NO_PROVISIONER && mounts(&allowed_topology(&class))).then(
+            || Provision::ForNode {
+                claim: name.to_string(),
+                node: node.to_string(),
+            },
+        )
+    }
+}
+
+/// How a claim waiting for its first consumer gets its volume on the node chosen.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Provision {
+    /// The class's provisioner makes one for the node: the claim is annotated
+    /// [`SELECTED_NODE_ANNOTATION`].
+    ForNode {
+        /// The claim's name (in the job's namespace).
+        claim: String,
+        /// The node.
+        node: String,
+    },
+    /// A pre-provisioned volume the node can mount is promised to the claim (its
+    /// `claimRef`), for the PersistentVolume controller to bind.
+    Volume {
+        /// The claim's name (in the job's namespace).
+        claim: String,
+        /// The claim's UID.
+        claim_uid: String,
+        /// The volume's name.
+        volume: String,
+        /// The volume's resourceVersion as seen: the promise is refused if it changed.
+        version: String,
+        /// The node chosen, which can mount it.
+        node: String,
+    },
 }
 
 /// A storage class's `allowedTopologies` as node selector terms (an OR; none: any node).
@@ -625,6 +732,171 @@ mod tests {
             |host: &str| BTreeMap::from([("kubernetes.io/hostname".to_string(), host.to_string())]);
         assert!(rules.allow(&labels("n3"), &[]));
         assert!(!rules.allow(&labels("n1"), &[]));
+    }
+
+    impl Storage {
+        /// A `WaitForFirstConsumer` class whose volumes are all pre-provisioned.
+        fn local_class(mut self, name: &str) -> Self {
+            let class = serde_json::from_value(json!({"metadata": {"name": name},
+                "provisioner": matching::NO_PROVISIONER,
+                "volumeBindingMode": "WaitForFirstConsumer"}))
+            .unwrap();
+            self.classes.apply_watcher_event(&Event::Apply(class));
+            self
+        }
+
+        /// A volume of `class` and `size` on node `host`, with `extra` merged into its
+        /// JSON (an object of top-level parts, e.g. `status`).
+        fn volume(
+            mut self,
+            name: &str,
+            class: &str,
+            size: &str,
+            host: &str,
+            extra: serde_json::Value,
+        ) -> Self {
+            let mut volume = json!({"metadata": {"name": name, "resourceVersion": "7"},
+                "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                    "storageClassName": class,
+                    "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}},
+                "status": {"phase": "Available"}});
+            for (key, part) in extra.as_object().unwrap() {
+                for (inner, value) in part.as_object().unwrap() {
+                    volume[key][inner] = value.clone();
+                }
+            }
+            let volume = serde_json::from_value(volume).unwrap();
+            self.volumes.apply_watcher_event(&Event::Apply(volume));
+            self
+        }
+
+        /// An unbound claim `name` of `class` asking for `size`.
+        fn unbound(self, name: &str, class: &str, size: &str) -> Self {
+            self.claim(
+                name,
+                json!({"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": size}}}),
+                "Pending",
+            )
+        }
+    }
+
+    fn host(name: &str) -> BTreeMap<String, String> {
+        BTreeMap::from([("kubernetes.io/hostname".to_string(), name.to_string())])
+    }
+
+    #[test]
+    fn a_claim_waiting_for_its_consumer_is_offered_the_nodes_of_the_volumes_that_match_it_and_gets_the_smallest()
+     {
+        let none = json!({});
+        let storage = Storage::new()
+            .local_class("local")
+            .volume("small", "local", "10Gi", "n1", none.clone())
+            .volume("big", "local", "100Gi", "n2", none.clone())
+            .volume("huge", "local", "1Ti", "n2", none.clone())
+            .volume("other-class", "fast", "500Gi", "n3", none.clone())
+            .volume(
+                "read-only",
+                "local",
+                "500Gi",
+                "n3",
+                json!({"spec": {"accessModes": ["ReadOnlyMany"]}}),
+            )
+            .volume(
+                "block",
+                "local",
+                "500Gi",
+                "n3",
+                json!({"spec": {"volumeMode": "Block"}}),
+            )
+            .volume(
+                "released",
+                "local",
+                "500Gi",
+                "n4",
+                json!({"status": {"phase": "Released"}}),
+            )
+            .volume(
+                "promised-elsewhere",
+                "local",
+                "500Gi",
+                "n5",
+                json!({"spec": {"claimRef": {"namespace": "ml", "name": "someone-else"}}}),
+            )
+            .unbound("data", "local", "50Gi")
+            .unbound("too-big", "local", "2Ti");
+        let waiting = storage.verdict("data");
+        assert_eq!(waiting.held, None, "{:?}", waiting.held);
+        let rules = restricted(&Arc::default(), &waiting.restrictions["worker"]);
+        for (node, offered) in [
+            ("n1", false),
+            ("n2", true),
+            ("n3", false),
+            ("n4", false),
+            ("n5", false),
+        ] {
+            assert_eq!(rules.allow(&host(node), &[]), offered, "node {node}");
+        }
+        assert_eq!(
+            storage.caches.provision_on("ml", "data", "n2", &host("n2")),
+            Some(Provision::Volume {
+                claim: "data".into(),
+                claim_uid: String::new(),
+                volume: "big".into(),
+                version: "7".into(),
+                node: "n2".into(),
+            }),
+            "the smallest volume that fits, on the node chosen"
+        );
+        assert_eq!(
+            storage.caches.provision_on("ml", "data", "n1", &host("n1")),
+            None,
+            "no volume of its own on n1, and the class makes none"
+        );
+        let (reason, message) = held(&storage.verdict("too-big"));
+        assert_eq!(reason, "NoMatchingVolume");
+        assert!(
+            message.contains("ml/too-big") && message.contains("local"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_class_that_provisions_offers_its_topology_beside_the_matching_volumes_and_a_promised_volume_holds_the_job()
+     {
+        let storage = Storage::new()
+            .class("wffc", "WaitForFirstConsumer")
+            .volume("local-n9", "wffc", "100Gi", "n9", json!({}))
+            .volume(
+                "promised",
+                "wffc",
+                "100Gi",
+                "n8",
+                json!({"spec": {"claimRef": {"namespace": "ml", "name": "taken"}}}),
+            )
+            .unbound("data", "wffc", "50Gi")
+            .unbound("taken", "wffc", "50Gi");
+        let waiting = storage.verdict("data");
+        let rules = restricted(&Arc::default(), &waiting.restrictions["worker"]);
+        let zone =
+            |z: &str| BTreeMap::from([("topology.kubernetes.io/zone".to_string(), z.to_string())]);
+        assert!(
+            rules.allow(&host("n9"), &[]),
+            "the pre-provisioned volume's node"
+        );
+        assert!(rules.allow(&zone("a"), &[]), "where the class provisions");
+        assert!(!rules.allow(&zone("c"), &[]));
+        assert_eq!(
+            storage.caches.provision_on("ml", "data", "n7", &zone("a")),
+            Some(Provision::ForNode {
+                claim: "data".into(),
+                node: "n7".into()
+            })
+        );
+        let (reason, message) = held(&storage.verdict("taken"));
+        assert_eq!(reason, "VolumeBinding");
+        assert!(message.contains("promised"), "{message}");
     }
 
     #[test]

@@ -240,7 +240,9 @@ pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<
         trim::volume,
         vec![json!({"apiVersion": "v1", "kind": "PersistentVolume",
             "metadata": {"name": "pv-data", "resourceVersion": "4"},
-            "spec": {"capacity": {"storage": "10Gi"}, "csi": {"driver": "d", "volumeHandle": "h"},
+            "spec": {"capacity": {"storage": "10Gi", "example.com/iops": "3000"},
+                "csi": {"driver": "d", "volumeHandle": "h"}, "storageClassName": "wffc",
+                "mountOptions": ["noatime"],
                 "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
                     {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["b"]}]}]}}},
             "status": {"phase": "Bound"}})],
@@ -273,7 +275,15 @@ pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<
     );
     let volume = &volumes.state()[0];
     let spec = volume.spec.as_ref().unwrap();
-    assert!(spec.node_affinity.is_some() && spec.csi.is_none() && spec.capacity.is_none());
+    assert!(spec.node_affinity.is_some() && spec.csi.is_none() && spec.mount_options.is_none());
+    // What matching a claim to a pre-provisioned volume reads stays.
+    let capacity = spec.capacity.as_ref().expect("the size is kept");
+    assert_eq!(capacity.keys().collect::<Vec<_>>(), ["storage"]);
+    assert_eq!(spec.storage_class_name.as_deref(), Some("wffc"));
+    assert_eq!(
+        volume.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Bound")
+    );
     let class = &classes.state()[0];
     assert!(class.parameters.is_none());
     assert_eq!(
@@ -281,6 +291,56 @@ pub(crate) async fn claims_volumes_and_classes_are_watched_and_trimmed() -> Vec<
         Some("WaitForFirstConsumer")
     );
     seen
+}
+
+pub(crate) async fn a_claim_waiting_for_its_consumer_is_bound_to_the_smallest_pre_provisioned_volume_the_node_can_mount()
+-> Vec<Access> {
+    let mut world = World::new()
+        .node(node("n1", 8))
+        .node(node("n2", 8))
+        .local_class("local")
+        .local_volume("pv-n1", ("local", "10Gi"), "n1", None)
+        .local_volume("pv-n2-big", ("local", "1Ti"), "n2", None)
+        .local_volume("pv-n2", ("local", "100Gi"), "n2", None);
+    let data = json!({"spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "50Gi"}}}, "status": {"phase": "Pending"}});
+    world.claim("data", data.clone());
+    let job = JobBuilder::new("a").push_progress().mounting("data");
+    world.job(&job);
+    assert_eq!(
+        eligible_nodes(&world.caches.snapshot(0.0, vec![])),
+        ["n2"],
+        "only n2 has a volume of 50Gi or more"
+    );
+    let script = vec![
+        // The smallest volume that fits is promised to the claim, on the version seen.
+        Expect::patch("/api/v1/persistentvolumes/pv-n2")
+            .body(json!({"metadata": {"resourceVersion": "*",
+                    "annotations": {"pv.kubernetes.io/bound-by-controller": "yes"}},
+                "spec": {"claimRef": {"kind": "PersistentVolumeClaim", "namespace": NS, "name": "data"}}}))
+            .ok(json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv-n2"}})),
+        Expect::get(STATUS).ok(job.json()),
+        Expect::put(STATUS)
+            .body(
+                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
+                "reason": "WaitingForVolumes",
+                "message": "TrainingJob `a`: provisioning PersistentVolumeClaims data to PersistentVolume pv-n2 on n2*"}]}}),
+            )
+            .ok(job.json()),
+        event_on("a", "WaitingForVolumes", "Place"),
+    ];
+    let (client, server) = MockServer::start(script);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (_, record) = blocking(cluster, default_round).await;
+    let [failed] = record.arm_a.failed.as_slice() else {
+        panic!("the placement waits for the volume: {record:#?}");
+    };
+    assert_eq!(failed.failure, FailureReason::WaitingForVolume);
+    // Promised, not yet bound: the job is held, and no other volume is promised.
+    world = world.local_volume("pv-n2", ("local", "100Gi"), "n2", Some("data"));
+    let held = world.caches.snapshot(1.0, vec![]);
+    assert_eq!(held.job("ml/a").unwrap().phase, JobPhase::Restarting);
+    server.finish().await
 }
 
 /// The claim of pod `a-main-0-0`'s ephemeral volume `scratch`, as made for `node`.
@@ -403,6 +463,12 @@ pub(crate) async fn an_ephemeral_volume_of_a_class_that_binds_immediately_holds_
     let snapshot = world.caches.snapshot(0.0, vec![]);
     assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Restarting);
     server.finish().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_of_a_class_without_provisioner_is_bound_to_a_matching_local_volume_on_the_chosen_node()
+ {
+    a_claim_waiting_for_its_consumer_is_bound_to_the_smallest_pre_provisioned_volume_the_node_can_mount().await;
 }
 
 #[tokio::test]
