@@ -22,9 +22,9 @@
 //!
 //! For each generic ephemeral volume (`volumes[].ephemeral`), whose claim is made with
 //! the pod ([`crate::ephemeral`]): its storage class (the template's, else the
-//! cluster's default) must wait for its first consumer, and its allowed topologies
-//! restrict the role's nodes; a class that does not exist or binds `Immediate`ly holds
-//! the job.
+//! cluster's default) must wait for its first consumer and have a provisioner, and its
+//! allowed topologies restrict the role's nodes; a class that does not exist, binds
+//! `Immediate`ly or makes no volumes holds the job.
 //!
 //! A held job's pending tasks are not offered for placement and the job gets the
 //! `VolumesReady=False` condition (see [`crate::cluster`]). It reads; it must not
@@ -75,8 +75,8 @@ pub struct VolumeCaches {
 pub struct Held {
     /// The condition's reason: `ClaimNotFound`, `ClaimLost`, `VolumeNotFound`,
     /// `ClaimUnbound`, `VolumeProvisioning`, `VolumeBinding`, `NoMatchingVolume`, or
-    /// for an ephemeral volume
-    /// `StorageClassNotFound` or `BindsImmediately`.
+    /// for an ephemeral volume `StorageClassNotFound`, `BindsImmediately` or
+    /// `NoProvisioner`.
     pub reason: &'static str,
     /// What is wrong, naming the claim (`namespace/name`) and what would fix it.
     pub message: String,
@@ -240,6 +240,17 @@ impl VolumeCaches {
                     "{what}: its storage class {} binds Immediately, so its volume would be \
                      made before its pod's node is chosen, possibly where that node cannot \
                      mount it; use a WaitForFirstConsumer class",
+                    class.name_any()
+                ),
+            });
+        }
+        if class.provisioner == matching::NO_PROVISIONER {
+            return Err(Held {
+                reason: "NoProvisioner",
+                message: format!(
+                    "{what}: its storage class {} makes no volumes, and a claim made with its \
+                     pod is not matched to a pre-provisioned one here; mount a \
+                     PersistentVolumeClaim instead, or use a class with a provisioner",
                     class.name_any()
                 ),
             });
@@ -613,6 +624,11 @@ mod tests {
         assert!(
             message.contains("worker") && message.contains("scratch") && message.contains("fast"),
             "{message}"
+        );
+        let storage = storage.local_class("local");
+        assert_eq!(
+            held(&storage.ephemeral_verdict(Some("local"))).0,
+            "NoProvisioner"
         );
         let (reason, message) = held(&storage.ephemeral_verdict(Some("nope")));
         assert_eq!(reason, "StorageClassNotFound");
