@@ -311,19 +311,7 @@ impl VolumeCaches {
                     ),
                 });
             };
-            let terms = volume
-                .spec
-                .as_ref()
-                .and_then(|s| s.node_affinity.as_ref())
-                .and_then(|a| a.required.as_ref())
-                .map(|r| {
-                    r.node_selector_terms
-                        .iter()
-                        .map(crate::rules::term)
-                        .collect()
-                })
-                .unwrap_or_default();
-            return Ok(ClaimVerdict::Restricts(terms));
+            return Ok(ClaimVerdict::Restricts(matching::node_terms(&volume)));
         }
         let class_name = spec
             .and_then(|s| s.storage_class_name.as_deref())

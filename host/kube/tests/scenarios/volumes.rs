@@ -157,20 +157,13 @@ pub(crate) async fn a_claim_waiting_for_its_first_consumer_is_provisioned_for_th
     server.finish().await
 }
 
-pub(crate) async fn a_missing_claim_holds_the_job_with_a_condition_naming_it() -> Vec<Access> {
-    let mut world = World::new().node(node("n1", 8));
-    let job = JobBuilder::new("a").push_progress().mounting("absent");
-    world.job(&job);
-    let mut script = Vec::new();
-    script.extend(status_write_of(
-        "a",
-        &job,
-        json!({"status": {"conditions": [{"type": "VolumesReady", "status": "False",
-            "reason": "ClaimNotFound", "message": "PersistentVolumeClaim ml/absent does not exist*"}]}}),
-    ));
-    let (client, server) = MockServer::start(script);
+/// Runs a round on `world`, whose job `a` (`job`) its volumes hold: the leader's pass
+/// writes the `VolumesReady=False` condition `condition` once, and nothing is placed.
+async fn held_by_its_volumes(mut world: World, job: &JobBuilder, condition: Value) -> Vec<Access> {
+    world.job(job);
+    let script = status_write_of("a", job, json!({"status": {"conditions": [condition]}}));
+    let (client, server) = MockServer::start(script.to_vec());
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    // The leader's pass writes the condition, once; the round places nothing.
     let (_, record) = blocking(cluster, default_round).await;
     assert!(
         record.arm_a.accepted.is_empty() && record.arm_a.failed.is_empty(),
@@ -179,6 +172,16 @@ pub(crate) async fn a_missing_claim_holds_the_job_with_a_condition_naming_it() -
     let snapshot = world.caches.snapshot(0.0, vec![]);
     assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Restarting);
     server.finish().await
+}
+
+pub(crate) async fn a_missing_claim_holds_the_job_with_a_condition_naming_it() -> Vec<Access> {
+    held_by_its_volumes(
+        World::new().node(node("n1", 8)),
+        &JobBuilder::new("a").push_progress().mounting("absent"),
+        json!({"type": "VolumesReady", "status": "False", "reason": "ClaimNotFound",
+            "message": "PersistentVolumeClaim ml/absent does not exist*"}),
+    )
+    .await
 }
 
 pub(crate) async fn a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so() -> Vec<Access>
@@ -443,26 +446,13 @@ pub(crate) async fn a_claim_left_by_an_earlier_pod_of_the_same_name_fails_the_pl
 
 pub(crate) async fn an_ephemeral_volume_of_a_class_that_binds_immediately_holds_the_job()
 -> Vec<Access> {
-    let mut world = World::new().node(node("n1", 8)).class("fast", "Immediate");
-    let job = JobBuilder::new("a").push_progress().ephemeral("fast");
-    world.job(&job);
-    let script = status_write_of(
-        "a",
-        &job,
-        json!({"status": {"conditions": [{"type": "VolumesReady", "status": "False",
-            "reason": "BindsImmediately",
-            "message": "role main's ephemeral volume scratch: its storage class fast binds Immediately*"}]}}),
-    );
-    let (client, server) = MockServer::start(script.to_vec());
-    let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    let (_, record) = blocking(cluster, default_round).await;
-    assert!(
-        record.arm_a.accepted.is_empty() && record.arm_a.failed.is_empty(),
-        "{record:#?}"
-    );
-    let snapshot = world.caches.snapshot(0.0, vec![]);
-    assert_eq!(snapshot.job("ml/a").unwrap().phase, JobPhase::Restarting);
-    server.finish().await
+    held_by_its_volumes(
+        World::new().node(node("n1", 8)).class("fast", "Immediate"),
+        &JobBuilder::new("a").push_progress().ephemeral("fast"),
+        json!({"type": "VolumesReady", "status": "False", "reason": "BindsImmediately",
+            "message": "role main's ephemeral volume scratch: its storage class fast binds Immediately*"}),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
