@@ -584,7 +584,10 @@ mod tests {
             let mine = PLACED_NOTHING_AT.with(Cell::get);
             assert!(mine.is_some(), "the pass placed nothing and remembers it");
             let fresh = decide(&[], &held, &blob).unwrap();
-            assert_eq!(format!("{:?}", kept.actions), format!("{:?}", fresh.actions));
+            assert_eq!(
+                format!("{:?}", kept.actions),
+                format!("{:?}", fresh.actions)
+            );
             assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
             assert_eq!(kept.state, fresh.state);
             assert_eq!(kept.next_call_after, fresh.next_call_after);

@@ -46,9 +46,7 @@ thread_local! {
 /// queue need not be walked again. `None` outside such a call (a policy handed a whole
 /// snapshot), where nothing is known.
 pub fn held_version() -> Option<u64> {
-    DECIDING
-        .with(Cell::get)
-        .then(|| VERSION.with(Cell::get))
+    DECIDING.with(Cell::get).then(|| VERSION.with(Cell::get))
 }
 
 /// True when `change` leaves the held nodes and jobs as they were.

@@ -11,8 +11,7 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Job, incremental, placement::EvenSpread, progress::Scale, shown::id_hash,
-    state::same_bytes,
+    Job, incremental, placement::EvenSpread, progress::Scale, shown::id_hash, state::same_bytes,
 };
 
 use std::collections::HashMap;

@@ -112,7 +112,10 @@ mod tests {
 
     fn state(jobs: &[(&str, Standing)], seen: f64) -> State {
         State {
-            jobs: jobs.iter().map(|(id, s)| (id.to_string(), s.clone())).collect(),
+            jobs: jobs
+                .iter()
+                .map(|(id, s)| (id.to_string(), s.clone()))
+                .collect(),
             tickets: 9,
             seen: Some(seen),
         }
