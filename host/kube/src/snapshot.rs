@@ -49,21 +49,17 @@ impl Caches {
         let visit: Vec<Arc<TrainingJob>> = if whole {
             self.jobs.state()
         } else {
-            let ids: HashSet<&String> = dirty
-                .jobs
-                .iter()
-                .chain(&loss_changed)
-                .chain(views.watched())
-                .collect();
-            let (found, gone): (Vec<_>, Vec<_>) = ids
-                .into_iter()
-                .map(|id| (id, self.training_job(id)))
-                .partition(|(_, job)| job.is_some());
-            let gone: Vec<String> = gone.into_iter().map(|(id, _)| id.clone()).collect();
-            for id in gone {
-                views.drop_job(&id);
+            let mut ids: HashSet<String> = views.watched().clone();
+            ids.extend(dirty.jobs);
+            ids.extend(loss_changed);
+            let mut found = Vec::with_capacity(ids.len());
+            for id in ids {
+                match self.training_job(&id) {
+                    Some(job) => found.push(job),
+                    None => views.drop_job(&id),
+                }
             }
-            found.into_iter().filter_map(|(_, job)| job).collect()
+            found
         };
         let wants_ports = |job: &TrainingJob| {
             job.spec.roles.iter().any(|r| {
