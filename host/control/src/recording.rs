@@ -18,7 +18,7 @@ mod writer;
 
 use std::path::PathBuf;
 
-pub use reader::{CutShort, RecordedRound, Recording, Rounds};
+pub use reader::{CutShort, RecordedRound, Recording, Rounds, SegmentRecords};
 pub use writer::{MIN_MAX_BYTES, RecordOptions, Recorder};
 
 /// A recording that cannot be written or read.

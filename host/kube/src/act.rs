@@ -39,8 +39,10 @@ use crate::crd::{
     RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
 };
 use crate::retry::Guard;
+use crate::volumes::{BOUND_BY_CONTROLLER_ANNOTATION, Provision};
 use crate::{
-    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, observe, pods, quantity, retry,
+    CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, TASK_LABEL, ephemeral, observe, pods,
+    quantity, retry,
 };
 use switchyard_control::Leader;
 
@@ -153,37 +155,68 @@ impl Actor {
         Ok(())
     }
 
-    /// Has each of `claims` (claim name, node), waiting for its first consumer,
-    /// provisioned for the node chosen for it, as kube-scheduler does: the claim is
-    /// annotated `volume.kubernetes.io/selected-node`, and no pod is made or bound until
-    /// the claim is bound (a later placement, within the new volume's topology). Returns
-    /// the error that says so, reported as the `PodsCreated=False` condition
-    /// (`WaitingForVolumes`) and an Event; or the annotation's failure.
-    pub async fn provision(&self, job: &TrainingJob, claims: &[(String, String)]) -> Error {
-        let api: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
-            Api::namespaced(self.client.clone(), &namespace(job));
+    /// Gets each of `claims`, waiting for its first consumer, a volume on the node chosen
+    /// for it, as kube-scheduler's volume binding does: a pre-provisioned volume is
+    /// promised to the claim (its `claimRef`, on the resourceVersion seen, for the
+    /// PersistentVolume controller to bind), or the claim is annotated
+    /// `volume.kubernetes.io/selected-node` for its class's provisioner. No pod is made or
+    /// bound until the claim is bound (a later placement, within the volume's topology).
+    /// Returns the error that says so, reported as the `PodsCreated=False` condition
+    /// (`WaitingForVolumes`) and a Normal Event, or the failed call's.
+    pub async fn provision(&self, job: &TrainingJob, claims: &[Provision]) -> Error {
+        let namespace = namespace(job);
+        let claims_api: Api<k8s_openapi::api::core::v1::PersistentVolumeClaim> =
+            Api::namespaced(self.client.clone(), &namespace);
+        let volumes_api: Api<k8s_openapi::api::core::v1::PersistentVolume> =
+            Api::all(self.client.clone());
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        for (claim, node) in claims {
-            let body = Patch::Merge(json!({"metadata": {"annotations": {
-                crate::volumes::SELECTED_NODE_ANNOTATION: node}}}));
-            let annotated = retry::with_backoff("claim annotation", || {
-                self.guard.call(api.patch(claim, &params, &body))
-            })
-            .await
-            .map_err(Error::api(format!(
-                "choosing node {node} for PersistentVolumeClaim {claim}"
-            )));
-            if let Err(error) = annotated {
+        let mut chosen = Vec::new();
+        for provision in claims {
+            let sent = match provision {
+                Provision::ForNode { claim, node } => {
+                    let body = Patch::Merge(json!({"metadata": {"annotations": {
+                        crate::volumes::SELECTED_NODE_ANNOTATION: node}}}));
+                    chosen.push(format!("{claim} on {node}"));
+                    retry::with_backoff("claim annotation", || {
+                        self.guard.call(claims_api.patch(claim, &params, &body))
+                    })
+                    .await
+                    .map(drop)
+                    .map_err(Error::api(format!(
+                        "choosing node {node} for PersistentVolumeClaim {claim}"
+                    )))
+                }
+                Provision::Volume {
+                    claim,
+                    claim_uid,
+                    volume,
+                    version,
+                    node,
+                } => {
+                    // The resourceVersion makes the promise conditional: a volume taken
+                    // or changed since it was seen is refused (409), not promised twice.
+                    let body = Patch::Merge(json!({
+                        "metadata": {"resourceVersion": version,
+                            "annotations": {BOUND_BY_CONTROLLER_ANNOTATION: "yes"}},
+                        "spec": {"claimRef": {"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+                            "namespace": namespace, "name": claim, "uid": claim_uid}}}));
+                    chosen.push(format!("{claim} to PersistentVolume {volume} on {node}"));
+                    self.guard
+                        .call(volumes_api.patch(volume, &params, &body))
+                        .await
+                        .map(drop)
+                        .map_err(Error::api(format!(
+                            "binding PersistentVolumeClaim {claim} to PersistentVolume {volume}"
+                        )))
+                }
+            };
+            if let Err(error) = sent {
                 return self.placement_failed(job, "Place", error).await;
             }
         }
-        let chosen: Vec<String> = claims
-            .iter()
-            .map(|(claim, node)| format!("{claim} on {node}"))
-            .collect();
         let error = Error::WaitingForVolumes {
             job: job.name_any(),
             message: format!(
@@ -278,6 +311,11 @@ impl Actor {
                         break;
                     }
                     _ => made.push(Made {
+                        claims: ephemeral::claims_of(
+                            &pod,
+                            created.uid.as_deref().unwrap_or_default(),
+                            node,
+                        ),
                         name,
                         node: node.clone(),
                         uid: created.uid,
@@ -305,6 +343,19 @@ impl Actor {
                 job: job.name_any(),
                 pods: gated,
             });
+        }
+        // Each ephemeral volume's claim, for the node its pod is bound to next.
+        if outcome.is_ok() {
+            let claims = Api::namespaced(self.client.clone(), &namespace(job));
+            let unbound = made.iter().filter(|p| !p.bound_before);
+            for claim in unbound.flat_map(|p| &p.claims) {
+                if let Err(error) =
+                    ephemeral::ensure(&claims, &self.guard, &job.name_any(), claim).await
+                {
+                    outcome = Err(error);
+                    break;
+                }
+            }
         }
         if outcome.is_ok() {
             for pod in made.iter_mut().filter(|p| !p.bound_before) {
@@ -1364,6 +1415,8 @@ struct WholeRestart<'a> {
 /// One pod of a placement, and what this call did to it.
 struct Made {
     name: String,
+    /// The claims of its ephemeral volumes, to be made before it is bound.
+    claims: Vec<k8s_openapi::api::core::v1::PersistentVolumeClaim>,
     node: String,
     uid: Option<String>,
     /// This call created it.

@@ -27,11 +27,12 @@ use crate::act::{self, Actor, Migration, RestartProgress, delete_key, node_of};
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::changes::{Dirty, Reader};
 use crate::observe::{self, Caches, job_id};
-use crate::pods;
 use crate::progress::LogPattern;
-use crate::volumes::{self, VolumeCaches};
+use crate::volumes;
+use crate::{pods, rules};
 use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
+use switchyard_core::eligibility::RuledNode;
 use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
 
 /// The longest a wait lasts before the driver's commands are served again.
@@ -764,24 +765,27 @@ impl KubeCluster {
     }
 }
 
-/// The claims of `job` to provision before its tasks are bound to `pairs` (task, node):
-/// each claim waiting for its first consumer, for the node of the first task of the
-/// role that mounts it. An error when the job's claims hold it (the cache changed since
-/// the snapshot the decision was taken on).
+/// How the claims of `job` waiting for their first consumer get volumes before its
+/// tasks are bound to `pairs` (task, node): each on the node of the first task of the
+/// role that mounts it, bound to a pre-provisioned volume that node can mount or made
+/// for it (see [`VolumeCaches::provision_on`]). An error when the job's claims hold it,
+/// or a claim can no longer get a volume there (the caches changed since the snapshot
+/// the decision was taken on).
 fn claims_to_provision(
-    caches: &VolumeCaches,
+    caches: &Caches,
     job: &TrainingJob,
     pairs: &[(String, String)],
-) -> crate::Result<Vec<(String, String)>> {
+) -> crate::Result<Vec<volumes::Provision>> {
     if !volumes::mounts_claims(job) {
         return Ok(Vec::new());
     }
-    let verdict = caches.of_job(job);
-    if let Some(held) = verdict.held {
-        return Err(Error::WaitingForVolumes {
-            job: job.name_any(),
-            message: held.message,
-        });
+    let verdict = caches.volumes.of_job(job);
+    let held = |message: String| Error::WaitingForVolumes {
+        job: job.name_any(),
+        message,
+    };
+    if let Some(found) = verdict.held {
+        return Err(held(found.message));
     }
     let tasks = pods::tasks(job);
     let role_of = |task: &str| {
@@ -790,16 +794,32 @@ fn claims_to_provision(
             .find(|t| t.name == task)
             .map(|t| t.role.as_str())
     };
-    Ok(verdict
-        .to_select
-        .into_iter()
-        .filter_map(|selection| {
-            let (_, node) = pairs
-                .iter()
-                .find(|(task, _)| role_of(task) == Some(selection.role.as_str()))?;
-            Some((selection.claim, node.clone()))
-        })
-        .collect())
+    let namespace = job.namespace().unwrap_or_default();
+    let mut provisions = Vec::new();
+    for selection in verdict.to_select {
+        let Some((_, node)) = pairs
+            .iter()
+            .find(|(task, _)| role_of(task) == Some(selection.role.as_str()))
+        else {
+            continue;
+        };
+        let labels = caches
+            .nodes
+            .get(&ObjectRef::new(node))
+            .map(|n| rules::RuledKubeNode::of(&n).labels().clone())
+            .unwrap_or_default();
+        let provision = caches
+            .volumes
+            .provision_on(&namespace, &selection.claim, node, &labels)
+            .ok_or_else(|| {
+                held(format!(
+                    "PersistentVolumeClaim {} can no longer get a volume on node {node}",
+                    selection.claim
+                ))
+            })?;
+        provisions.push(provision);
+    }
+    Ok(provisions)
 }
 
 /// Seconds since the Unix epoch.
@@ -856,7 +876,7 @@ impl Cluster for KubeCluster {
                             .iter()
                             .map(|a| (a.task.clone(), a.node.clone()))
                             .collect();
-                        match claims_to_provision(&self.caches.volumes, &job, &pairs) {
+                        match claims_to_provision(&self.caches, &job, &pairs) {
                             Ok(claims) if claims.is_empty() => {}
                             Ok(claims) => return Err(actor.provision(&job, &claims).await),
                             Err(held) => {

@@ -27,6 +27,8 @@
 //!   anti-affinity against its own pods, host ports), and nodes whose host ports are taken.
 //! - [`volumes`]: where a job's PersistentVolumeClaims let it run, and which claims wait
 //!   for a node to be chosen (kube-scheduler's volume binding).
+//! - [`ephemeral`]: the claims of generic ephemeral volumes, made with their pod for its
+//!   node.
 //! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
 //! - [`leader_label`]: the label on the leader's own pod that the Service selects on.
 //! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
@@ -45,6 +47,7 @@ pub mod changes;
 pub mod charges;
 pub mod cluster;
 pub mod crd;
+pub mod ephemeral;
 pub mod events;
 pub mod leader_label;
 pub mod lease;

@@ -118,8 +118,9 @@ pub fn one_task_per_node(job: &TrainingJob) -> bool {
     })
 }
 
-/// Whether `selector` selects a pod with `labels` (an empty selector selects every pod).
-fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+/// Whether `selector` selects an object (a pod, a volume) with `labels` (an empty
+/// selector selects every one).
+pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
     let exact = selector
         .match_labels
         .iter()

@@ -7,11 +7,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Node, NodeSpec, NodeStatus, PersistentVolume,
+    Container, ContainerStatus, Node, NodeSpec, NodeStatus, ObjectReference, PersistentVolume,
     PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
-    PersistentVolumeSpec, Pod, PodSpec, PodStatus, ResourceRequirements,
+    PersistentVolumeSpec, PersistentVolumeStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
+    VolumeResourceRequirements,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 
 use crate::crd::TrainingJob;
@@ -129,9 +131,17 @@ pub fn claim(claim: &mut PersistentVolumeClaim) {
         .take()
         .map(|a| keep_keys(a, |k| k == SELECTED_NODE_ANNOTATION))
         .filter(|a| !a.is_empty());
+    // What matching it to a pre-provisioned volume reads, too (`volumes::matching`).
     claim.spec = claim.spec.take().map(|s| PersistentVolumeClaimSpec {
         storage_class_name: s.storage_class_name,
         volume_name: s.volume_name,
+        access_modes: s.access_modes,
+        volume_mode: s.volume_mode,
+        selector: s.selector,
+        resources: s.resources.map(|r| VolumeResourceRequirements {
+            requests: r.requests.map(|q| keep_quantity(q, "storage")),
+            limits: None,
+        }),
         ..PersistentVolumeClaimSpec::default()
     });
     claim.status = claim.status.take().map(|s| PersistentVolumeClaimStatus {
@@ -140,23 +150,45 @@ pub fn claim(claim: &mut PersistentVolumeClaim) {
     });
 }
 
-/// Keeps of a volume its name and node affinity (where it can be mounted).
+/// Keeps of a volume its name, labels and node affinity (where it can be mounted), and
+/// what matching a claim to it reads (`volumes::matching`): size, access modes, class,
+/// volume mode, the claim it is promised to, and its phase.
 pub fn volume(volume: &mut PersistentVolume) {
     common_meta(&mut volume.metadata);
-    volume.metadata.labels = None;
     volume.metadata.annotations = None;
     volume.spec = volume.spec.take().map(|s| PersistentVolumeSpec {
         node_affinity: s.node_affinity,
+        capacity: s.capacity.map(|q| keep_quantity(q, "storage")),
+        access_modes: s.access_modes,
+        storage_class_name: s.storage_class_name,
+        volume_mode: s.volume_mode,
+        claim_ref: s.claim_ref.map(|r| ObjectReference {
+            name: r.name,
+            namespace: r.namespace,
+            uid: r.uid,
+            ..ObjectReference::default()
+        }),
         ..PersistentVolumeSpec::default()
     });
-    volume.status = None;
+    volume.status = volume.status.take().map(|s| PersistentVolumeStatus {
+        phase: s.phase,
+        ..PersistentVolumeStatus::default()
+    });
 }
 
-/// Keeps of a storage class its name, binding mode and allowed topologies.
+/// `quantities` with only `key`.
+fn keep_quantity(quantities: BTreeMap<String, Quantity>, key: &str) -> BTreeMap<String, Quantity> {
+    quantities.into_iter().filter(|(k, _)| k == key).collect()
+}
+
+/// Keeps of a storage class its name, binding mode, allowed topologies and whether it
+/// is the default (the class of an ephemeral volume's claim that names none).
 pub fn class(class: &mut StorageClass) {
     common_meta(&mut class.metadata);
     class.metadata.labels = None;
-    class.metadata.annotations = None;
+    if let Some(annotations) = &mut class.metadata.annotations {
+        annotations.retain(|k, _| k == crate::volumes::DEFAULT_CLASS_ANNOTATION);
+    }
     class.parameters = None;
     class.mount_options = None;
 }

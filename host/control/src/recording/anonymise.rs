@@ -276,20 +276,24 @@ pub fn export(
         });
     }
     let mut anonymiser = Anonymiser::new(salt);
-    let (segments, _) = recording.records()?;
-    for (index, records) in segments.into_iter().enumerate() {
+    // Record by record: a recording may be far larger than memory.
+    for index in 0..recording.segments().len() {
+        let records = recording.segment_records(index)?;
         let path = out.join(super::writer::segment_name(index as u64));
         let file = std::fs::File::create(&path).map_err(io_error(&path))?;
-        let write = || -> std::io::Result<()> {
-            let mut encoder = zstd::stream::write::Encoder::new(file, 3)?;
-            for mut record in records {
-                anonymiser.record(&mut record);
-                serde_json::to_writer(&mut encoder, &record).map_err(std::io::Error::other)?;
-                encoder.write_all(b"\n")?;
-            }
-            encoder.finish()?.sync_all()
-        };
-        write().map_err(io_error(&path))?;
+        let mut encoder = zstd::stream::write::Encoder::new(file, 3).map_err(io_error(&path))?;
+        for record in records {
+            let mut record = record?;
+            anonymiser.record(&mut record);
+            serde_json::to_writer(&mut encoder, &record)
+                .map_err(std::io::Error::other)
+                .and_then(|()| encoder.write_all(b"\n"))
+                .map_err(io_error(&path))?;
+        }
+        encoder
+            .finish()
+            .and_then(|file| file.sync_all())
+            .map_err(io_error(&path))?;
     }
     Ok(recording.segments().len())
 }

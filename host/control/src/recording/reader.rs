@@ -99,24 +99,43 @@ impl Recording {
         }
     }
 
-    /// Every record of every segment, undecoded further (for tools that rewrite a
-    /// recording, such as anonymising it). Segments cut short are noted in the second
-    /// value.
-    pub fn records(&self) -> Result<(Vec<Vec<Record>>, Vec<CutShort>), RecordingError> {
-        let mut all = Vec::new();
-        let mut cut = Vec::new();
-        for path in &self.segments {
-            let mut lines = Lines::open(path)?;
-            let mut records = Vec::new();
-            while let Some(record) = lines.next_record()? {
-                records.push(record);
-            }
-            if let Some(c) = lines.cut_short() {
-                cut.push(c);
-            }
-            all.push(records);
-        }
-        Ok((all, cut))
+    /// The records of segment `index` (of [`Recording::segments`]), undecoded further
+    /// and read as they are asked for, so a tool that rewrites a recording (such as
+    /// anonymising it) holds one record at a time, not the recording.
+    pub fn segment_records(&self, index: usize) -> Result<SegmentRecords, RecordingError> {
+        let path = self.segments.get(index).ok_or_else(|| RecordingError::Io {
+            path: self.segments.last().cloned().unwrap_or_default(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                format!(
+                    "no segment {index}: the recording has {}",
+                    self.segments.len()
+                ),
+            ),
+        })?;
+        Ok(SegmentRecords {
+            lines: Lines::open(path)?,
+        })
+    }
+}
+
+/// One segment's records, oldest first ([`Recording::segment_records`]).
+pub struct SegmentRecords {
+    lines: Lines,
+}
+
+impl SegmentRecords {
+    /// Why the segment ended before its last record, once the records are read.
+    pub fn cut_short(&self) -> Option<CutShort> {
+        self.lines.cut_short()
+    }
+}
+
+impl Iterator for SegmentRecords {
+    type Item = Result<Record, RecordingError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        self.lines.next_record().transpose()
     }
 }
 

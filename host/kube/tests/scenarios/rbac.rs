@@ -127,6 +127,14 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(volumes::claims_volumes_and_classes_are_watched_and_trimmed().await);
     used.extend(volumes::a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so().await);
     used.extend(
+        volumes::an_ephemeral_volume_s_claim_is_made_for_the_pod_s_node_before_it_is_bound().await,
+    );
+    used.extend(volumes::a_claim_the_ephemeral_volume_controller_made_first_gets_the_node().await);
+    used.extend(
+        volumes::a_claim_waiting_for_its_consumer_is_bound_to_the_smallest_pre_provisioned_volume_the_node_can_mount()
+            .await,
+    );
+    used.extend(
         spread::the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await,
     );
     let granted = granted(concat!(

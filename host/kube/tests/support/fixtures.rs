@@ -86,6 +86,17 @@ impl JobBuilder {
         self
     }
 
+    /// Gives every role a generic ephemeral volume `scratch` of storage class `class`.
+    pub fn ephemeral(mut self, class: &str) -> Self {
+        for role in self.value["spec"]["roles"].as_array_mut().unwrap() {
+            role["template"]["spec"]["volumes"] = json!([{"name": "scratch", "ephemeral": {
+                "volumeClaimTemplate": {"metadata": {"labels": {"kind": "scratch"}},
+                    "spec": {"storageClassName": class, "accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "10Gi"}}}}}}]);
+        }
+        self
+    }
+
     /// Sets the status.
     pub fn status(mut self, status: TrainingJobStatus) -> Self {
         self.value["status"] = serde_json::to_value(status).unwrap();

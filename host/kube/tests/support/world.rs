@@ -56,6 +56,47 @@ impl World {
         self
     }
 
+    /// A `WaitForFirstConsumer` class `name` without a provisioner (kube's
+    /// `kubernetes.io/no-provisioner`: only pre-provisioned volumes bind its claims).
+    pub fn local_class(mut self, name: &str) -> Self {
+        let class: StorageClass = serde_json::from_value(json!({
+            "apiVersion": "storage.k8s.io/v1", "kind": "StorageClass",
+            "metadata": {"name": name, "resourceVersion": self.next_version()},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer"}))
+        .unwrap();
+        self.classes
+            .apply_watcher_event(&watcher::Event::Apply(class));
+        self
+    }
+
+    /// An `Available` pre-provisioned volume `name` of class `class` and `size` on node
+    /// `host` (a local volume), promised to claim `promised` if given.
+    pub fn local_volume(
+        mut self,
+        name: &str,
+        (class, size): (&str, &str),
+        host: &str,
+        promised: Option<&str>,
+    ) -> Self {
+        let mut volume = json!({
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": name, "resourceVersion": self.next_version()},
+            "spec": {"capacity": {"storage": size}, "accessModes": ["ReadWriteOnce"],
+                "storageClassName": class, "local": {"path": "/mnt/disks/ssd0"},
+                "nodeAffinity": {"required": {"nodeSelectorTerms": [{"matchExpressions": [
+                    {"key": "kubernetes.io/hostname", "operator": "In", "values": [host]}]}]}}},
+            "status": {"phase": "Available"}});
+        if let Some(claim) = promised {
+            volume["spec"]["claimRef"] = json!({"namespace": NS, "name": claim});
+        }
+        let volume: PersistentVolume = serde_json::from_value(volume).unwrap();
+        self.volumes
+            .apply_watcher_event(&watcher::Event::Apply(volume));
+        self.caches.changed.notify_one();
+        self
+    }
+
     /// A volume named `name` that only nodes labelled `zone` can mount.
     pub fn zonal_volume(mut self, name: &str, zone: &str) -> Self {
         let volume: PersistentVolume = serde_json::from_value(json!({
