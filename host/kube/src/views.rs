@@ -41,8 +41,11 @@ pub struct Views {
     /// Each node's labels and taints, in `node_names` order, for new eligibility sets.
     ruled: Vec<RuledKubeNode>,
     eligibility: EligibilitySets,
-    /// How many distinct sets the last round's jobs used.
+    /// How many distinct sets the jobs' views use.
     sets_in_use: usize,
+    /// Whether a job's view was built or dropped this round (so `sets_in_use` is
+    /// counted again).
+    jobs_changed: bool,
     /// The identity of the last usage reading; `None` before the first round.
     usage: Option<Option<usize>>,
     jobs: HashMap<String, JobView>,
@@ -351,6 +354,7 @@ impl Views {
             view.round = round;
             return;
         }
+        self.jobs_changed = true;
         let built = build().map(|(submit, job)| (submit, Arc::new(job)));
         if let Some(old) = self.jobs.get(id).and_then(|v| v.built.as_ref()) {
             self.job_list.remove(&JobOrder(old.0, id.to_string()));
@@ -372,10 +376,11 @@ impl Views {
 
     /// Forgets job `id` (it is gone).
     pub fn drop_job(&mut self, id: &str) {
-        if let Some(view) = self.jobs.remove(id)
-            && let Some((submit, _)) = view.built
-        {
-            self.job_list.remove(&JobOrder(submit, id.to_string()));
+        if let Some(view) = self.jobs.remove(id) {
+            self.jobs_changed = true;
+            if let Some((submit, _)) = view.built {
+                self.job_list.remove(&JobOrder(submit, id.to_string()));
+            }
         }
         self.watched.remove(id);
         self.with_ports.remove(id);
@@ -396,9 +401,11 @@ impl Views {
         }
     }
 
-    /// Ends the round: notes the sets in use.
+    /// Ends the round: counts the sets in use again if a job's view changed.
     pub fn end(&mut self) {
-        self.count_sets_used();
+        if std::mem::take(&mut self.jobs_changed) {
+            self.count_sets_used();
+        }
     }
 
     /// Jobs visited every round (see the module docs).
