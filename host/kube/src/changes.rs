@@ -144,7 +144,10 @@ mod tests {
         assert_eq!(changes.take(Reader::Snapshot).nodes.len(), 1, "its own set");
         changes.node_event(&watcher::Event::Init);
         changes.node_event(&watcher::Event::InitApply(node("n2")));
-        assert!(!changes.take(Reader::Pass).all, "not before the list is complete");
+        assert!(
+            !changes.take(Reader::Pass).all,
+            "not before the list is complete"
+        );
         changes.node_event(&watcher::Event::InitDone);
         assert!(changes.take(Reader::Pass).all);
         assert!(changes.take(Reader::Snapshot).all);

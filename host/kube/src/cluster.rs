@@ -24,8 +24,8 @@ use tokio::runtime::Handle;
 
 use crate::Error;
 use crate::act::{self, Actor, Migration, RestartProgress, delete_key, node_of};
-use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::changes::{Dirty, Reader};
+use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::observe::{self, Caches, job_id};
 use crate::progress::LogPattern;
 use crate::volumes;
@@ -286,7 +286,9 @@ impl KubeCluster {
         triggers.extend(arrived.into_iter().map(Trigger::JobArrived));
         triggers.extend(finished.into_iter().map(Trigger::JobFinished));
         let mut changed: Vec<String> = Vec::new();
-        let mut look = |known_nodes: &mut HashMap<String, bool>, name: &str, node: Option<&KubeNode>| {
+        let mut look = |known_nodes: &mut HashMap<String, bool>,
+                        name: &str,
+                        node: Option<&KubeNode>| {
             match (node.map(observe::schedulable), known_nodes.get_mut(name)) {
                 (Some(now), Some(known)) if *known == now => {}
                 (Some(now), Some(known)) => {

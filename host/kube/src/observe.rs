@@ -39,9 +39,9 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::act::node_of;
+use crate::changes::Changes;
 use crate::charges::{self, Charges};
 use crate::crd::{self, TrainingJob};
-use crate::changes::Changes;
 use crate::pod_index::PodIndex;
 use crate::progress::LogPattern;
 use crate::views::Views;
@@ -270,7 +270,10 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
-    (store, reflect_into(writer, api, config, trim, changed, |_| {}))
+    (
+        store,
+        reflect_into(writer, api, config, trim, changed, |_| {}),
+    )
 }
 
 /// [`reflect`] into `writer`, handing each event to `note` once the store applied it

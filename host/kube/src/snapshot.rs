@@ -21,8 +21,8 @@ use crate::changes::Reader;
 use crate::charges::Charges;
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::observe::{
-    Caches, LossBook, Usage, has_foreign_pods, holds_resources, job_id, own_of, own_pods,
-    phase_of, pod_requests, schedulable,
+    Caches, LossBook, Usage, has_foreign_pods, holds_resources, job_id, own_of, own_pods, phase_of,
+    pod_requests, schedulable,
 };
 use crate::pod_index::PodIndex;
 use crate::views::{JobKey, JobTraits, Views};
@@ -466,7 +466,6 @@ fn port_exclusion(
     )
 }
 
-
 /// The labels the policy sees on `job`: its own, and
 /// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node.
 fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
@@ -476,7 +475,6 @@ fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
     }
     labels
 }
-
 
 /// What a restart under way holds on its target nodes: each replacement's requests,
 /// from when the restart is recorded until its pod is in the cache, so that nothing else
@@ -506,4 +504,3 @@ fn reserved(job: &TrainingJob, all: &PodIndex) -> Vec<(String, Resources)> {
         })
         .collect()
 }
-

@@ -121,7 +121,9 @@ impl PartialOrd for JobOrder {
 }
 impl Ord for JobOrder {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.total_cmp(&other.0).then_with(|| self.1.cmp(&other.1))
+        self.0
+            .total_cmp(&other.0)
+            .then_with(|| self.1.cmp(&other.1))
     }
 }
 
@@ -201,7 +203,8 @@ impl Views {
                 .enumerate()
                 .map(|(i, n)| (n.clone(), i))
                 .collect();
-            self.nodes.retain(|name, _| self.node_positions.contains_key(name));
+            self.nodes
+                .retain(|name, _| self.node_positions.contains_key(name));
             self.node_names = names;
             self.ruled = ruled;
             self.node_list.clear();

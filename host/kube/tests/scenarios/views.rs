@@ -94,7 +94,10 @@ async fn a_pod_added_changed_or_deleted_by_a_watch_event_shows_in_the_next_snaps
     world.pod_gone(pod("a", "main-0", 0, Some("n1")));
     let deleted = world.caches.snapshot(3.0, vec![]);
     let a = job(&deleted, "ml/a");
-    assert_eq!((a.tasks[0].phase, a.tasks[0].node.as_deref()), (TaskPhase::Pending, None));
+    assert_eq!(
+        (a.tasks[0].phase, a.tasks[0].node.as_deref()),
+        (TaskPhase::Pending, None)
+    );
 
     // b saw none of it: its view is the same `Arc` throughout, and so is n2's.
     for snapshot in [&added, &changed, &deleted] {
@@ -131,7 +134,11 @@ async fn a_relist_that_no_longer_lists_a_pod_a_job_or_a_node_removes_it() {
         ["ml/a"]
     );
     assert_eq!(
-        after.nodes.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+        after
+            .nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>(),
         ["n1"]
     );
     assert_eq!(world.caches.views.lock().unwrap().kept(), (1, 1));
