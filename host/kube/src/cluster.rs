@@ -174,7 +174,7 @@ impl KubeCluster {
 
     /// The jobs this pass looks at: every job when `dirty.all` (the first pass as
     /// leader, or a relist), else those whose object or pods changed, those a follower
-    /// of stopped, and those an earlier pass left work on ([`KubeCluster::revisit`]).
+    /// of stopped, and those an earlier pass left work on (`revisit`).
     /// Each comes with the pods labelled with it, read once for the whole pass.
     fn jobs_to_visit(&mut self, dirty: &Dirty, followers_done: Vec<String>) -> Vec<Visit> {
         let revisit = std::mem::take(&mut self.revisit);
@@ -700,7 +700,7 @@ impl KubeCluster {
 
     /// The leader's work between rounds; returns the triggers of a round, if one is due.
     /// It looks at what the watch events marked since the last pass, and at the jobs
-    /// that an earlier pass left work on ([`KubeCluster::revisit`]).
+    /// that an earlier pass left work on (`revisit`).
     fn leader_pass(&mut self) -> Vec<Trigger> {
         let mut dirty = self.caches.changes.take(Reader::Pass);
         if !self.was_leading {
