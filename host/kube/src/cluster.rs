@@ -810,9 +810,16 @@ fn claims_to_provision(
             .get(&ObjectRef::new(node))
             .map(|n| rules::RuledKubeNode::of(&n).labels().clone())
             .unwrap_or_default();
+        let taken: Vec<String> = provisions
+            .iter()
+            .filter_map(|p| match p {
+                volumes::Provision::Volume { volume, .. } => Some(volume.clone()),
+                volumes::Provision::ForNode { .. } => None,
+            })
+            .collect();
         let provision = caches
             .volumes
-            .provision_on(&namespace, &selection.claim, node, &labels)
+            .provision_on((&namespace, &selection.claim), node, &labels, &taken)
             .ok_or_else(|| {
                 held(format!(
                     "PersistentVolumeClaim {} can no longer get a volume on node {node}",
