@@ -42,6 +42,62 @@ fn run(args: &[&str]) -> (bool, String) {
     (output.status.success(), text)
 }
 
+/// What every least-loaded example goes through, whatever its language: `policy
+/// validate` and `inspect` (the incremental world), a `simulate` beside SpeCon in which
+/// both finish every job without a failed round, and `policy test` against `expect`
+/// (its result returned). `cache` is the compile cache the commands share.
+fn checked_like_a_rust_policy(wasm: &str, cache: &str, expect: &str) -> (bool, String) {
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
+    assert!(
+        ok && out.contains("incremental"),
+        "not the incremental world:\n{out}"
+    );
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "simulate",
+        "examples/quickstart.yaml",
+        "--policy",
+        wasm,
+        "--policy",
+        "specon",
+    ]);
+    assert!(ok, "{out}");
+    // Rows are named by the policy's own name, not the file's path.
+    for policy in ["least-loaded", "specon"] {
+        let row = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{policy} ")))
+            .unwrap_or_else(|| panic!("no row for {policy}:\n{out}"));
+        // jobs done, no round in which the policy failed (`fails`), and the run ended
+        // with every job done (`end`)
+        let fields: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(fields[1], fields[2], "not every job finished: {row}");
+        assert_eq!(
+            fields[fields.len() - 2],
+            "0",
+            "the policy failed rounds: {row}"
+        );
+        assert_eq!(
+            fields.last(),
+            Some(&"done"),
+            "the run did not end done: {row}"
+        );
+    }
+    run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        "examples/quickstart.yaml",
+        "--expect",
+        expect,
+    ])
+}
+
 /// The trace of a shipped policy on one of the paper workloads, as `policy test
 /// --golden` renders it.
 fn trace_of(policy: &str, workload: &str) -> String {
@@ -360,55 +416,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
     let wasm = wasm.to_str().unwrap();
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
-    assert!(
-        ok && out.contains("incremental"),
-        "not the incremental world:\n{out}"
-    );
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "simulate",
-        "examples/quickstart.yaml",
-        "--policy",
-        wasm,
-        "--policy",
-        "specon",
-    ]);
-    assert!(ok, "{out}");
-    // Rows are named by the policy's own name, not the file's path.
-    for policy in ["least-loaded", "specon"] {
-        let row = out
-            .lines()
-            .find(|l| l.starts_with(&format!("{policy} ")))
-            .unwrap_or_else(|| panic!("no row for {policy}:\n{out}"));
-        // jobs done, no round in which the policy failed (`fails`), and the run ended
-        // with every job done (`end`)
-        let fields: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(fields[1], fields[2], "not every job finished: {row}");
-        assert_eq!(
-            fields[fields.len() - 2],
-            "0",
-            "the policy failed rounds: {row}"
-        );
-        assert_eq!(
-            fields.last(),
-            Some(&"done"),
-            "the run did not end done: {row}"
-        );
-    }
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "policy",
-        "test",
-        wasm,
-        "examples/quickstart.yaml",
-        "--expect",
-        "examples/python-policy/expect.yaml",
-    ]);
+    let (ok, out) = checked_like_a_rust_policy(wasm, cache, "examples/python-policy/expect.yaml");
     assert!(ok, "{out}");
 }
 
@@ -576,52 +584,7 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
     // between runs would only grow.)
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("least-loaded 0.3.0"), "{out}");
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "inspect", wasm]);
-    assert!(
-        ok && out.contains("incremental"),
-        "not the incremental world:\n{out}"
-    );
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "simulate",
-        "examples/quickstart.yaml",
-        "--policy",
-        wasm,
-        "--policy",
-        "specon",
-    ]);
-    assert!(ok, "{out}");
-    for policy in ["least-loaded", "specon"] {
-        let row = out
-            .lines()
-            .find(|l| l.starts_with(&format!("{policy} ")))
-            .unwrap_or_else(|| panic!("no row for {policy}:\n{out}"));
-        let fields: Vec<&str> = row.split_whitespace().collect();
-        assert_eq!(fields[1], fields[2], "not every job finished: {row}");
-        assert_eq!(
-            fields[fields.len() - 2],
-            "0",
-            "the policy failed rounds: {row}"
-        );
-        assert_eq!(
-            fields.last(),
-            Some(&"done"),
-            "the run did not end done: {row}"
-        );
-    }
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "policy",
-        "test",
-        wasm,
-        "examples/quickstart.yaml",
-        "--expect",
-        "examples/js-policy/expect.yaml",
-    ]);
+    let (ok, out) = checked_like_a_rust_policy(wasm, cache, "examples/js-policy/expect.yaml");
     assert!(ok && out.contains("8 of 8 expectations held"), "{out}");
     // A refusal is the operator's sentence, not a trap.
     let (ok, out) = run(&[

@@ -350,6 +350,25 @@ fn a_recording_run_in_the_simulator_under_its_own_policy_finishes_every_job_when
         completions(&original),
         "the recorded run is the run the workload makes"
     );
+    // The recorded shares count every job until the round that saw it leave, so they are
+    // the run's own, give or take the rounds' lag (the CPU share is read from usage).
+    let (was, now) = (&original.summary, &estimated.recorded.summary);
+    println!(
+        "shares: GPU {:.3} simulated, {:.3} recorded; CPU {:.3} simulated, {:.3} recorded",
+        was.gpu_utilisation, now.gpu_utilisation, was.cpu_utilisation, now.cpu_utilisation
+    );
+    assert!(
+        (was.gpu_utilisation - now.gpu_utilisation).abs() <= 0.01,
+        "GPU share {} recorded, {} simulated",
+        now.gpu_utilisation,
+        was.gpu_utilisation
+    );
+    assert!(
+        (was.cpu_utilisation - now.cpu_utilisation).abs() <= 0.05,
+        "CPU share {} recorded, {} simulated",
+        now.cpu_utilisation,
+        was.cpu_utilisation
+    );
     let yaml = estimated.to_yaml("the recording").unwrap();
     let replayed = simulated(&runtime, "default", &yaml);
     let replayed_jct = completions(&replayed);

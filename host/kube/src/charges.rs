@@ -5,9 +5,11 @@
 //! map from pod to (node, requests), filled by a watch on the pods that are bound and
 //! have not finished (kube-scheduler's assigned-pods selector), with the reflector's
 //! semantics: the first list replaces the map when it is complete, and the map counts
-//! as listed from then on. It reads; it must not write to the cluster.
+//! as listed from then on. The nodes whose sum changed are kept until the snapshot takes
+//! them ([`Charges::take_changed`]), so that a round looks at those nodes only; a relist
+//! changes them all. It reads; it must not write to the cluster.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
@@ -43,6 +45,11 @@ struct Inner {
     ports: HashMap<String, (Arc<str>, Vec<HostPort>)>,
     /// `ports` of the list under way.
     ports_listing: HashMap<String, (Arc<str>, Vec<HostPort>)>,
+    /// Nodes whose sum changed since the snapshot last looked.
+    changed: HashSet<Arc<str>>,
+    /// Whether the snapshot looked since the last (re)list; until it does, every node
+    /// counts as changed.
+    looked: bool,
 }
 
 impl Inner {
@@ -50,6 +57,7 @@ impl Inner {
         self.discharge(&key);
         let sum = self.per_node.entry(charge.0.clone()).or_default();
         *sum = sum.plus(&charge.1);
+        self.changed.insert(charge.0.clone());
         self.by_pod.insert(key, charge);
     }
 
@@ -63,6 +71,7 @@ impl Inner {
                 self.per_node.remove(&node);
             }
         }
+        self.changed.insert(node);
     }
 }
 
@@ -108,6 +117,8 @@ impl Charges {
                     inner.by_pod = listing;
                     inner.per_node = per_node;
                     inner.ports = std::mem::take(&mut inner.ports_listing);
+                    inner.changed.clear();
+                    inner.looked = false;
                 }
                 self.listed.store(true, Ordering::SeqCst);
             }
@@ -135,6 +146,21 @@ impl Charges {
     /// The requests of the pods charged, per node.
     pub fn per_node(&self) -> HashMap<Arc<str>, Resources> {
         self.inner.read().expect("charges lock").per_node.clone()
+    }
+
+    /// The requests of the pods charged to `node`.
+    pub fn on_node(&self, node: &str) -> Resources {
+        let inner = self.inner.read().expect("charges lock");
+        inner.per_node.get(node).copied().unwrap_or_default()
+    }
+
+    /// The nodes whose charges changed since the last call; `None` when every node may
+    /// have (the first call, or a relist since the last).
+    pub fn take_changed(&self) -> Option<HashSet<Arc<str>>> {
+        let mut inner = self.inner.write().expect("charges lock");
+        let changed = std::mem::take(&mut inner.changed);
+        let looked = std::mem::replace(&mut inner.looked, true);
+        looked.then_some(changed)
     }
 
     /// The host ports the pods charged use, with their nodes.

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node as KubeNode, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
 use kube::runtime::reflector::ObjectRef;
@@ -24,9 +24,9 @@ use tokio::runtime::Handle;
 
 use crate::Error;
 use crate::act::{self, Actor, Migration, RestartProgress, delete_key, node_of};
+use crate::changes::{Dirty, Reader};
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::observe::{self, Caches, job_id};
-use crate::pod_index::PodsByJob;
 use crate::progress::LogPattern;
 use crate::volumes;
 use crate::{pods, rules};
@@ -66,9 +66,14 @@ pub struct KubeCluster {
     clock: Clock,
     known_jobs: HashSet<String>,
     known_nodes: HashMap<String, bool>,
-    followed: HashMap<String, tokio::task::JoinHandle<crate::Result<usize>>>,
-    /// Per pod whose follower failed: when to try again, and the wait that was.
-    follow_backoff: HashMap<String, (Instant, Duration)>,
+    /// Per followed pod (`namespace/name`): its job's id and the follower.
+    followed: HashMap<String, (String, tokio::task::JoinHandle<crate::Result<usize>>)>,
+    /// Per pod whose follower failed: when to try again.
+    follow_backoff: HashMap<String, Backoff>,
+    /// Jobs the next pass looks at whatever the watch events say: a restart under way,
+    /// failed pods or a resize not handled yet, claims, a follower to start, an end
+    /// not recorded yet. Every pass makes it anew from the jobs it visits.
+    revisit: HashSet<String>,
     /// The batch of loss writes under way, if any.
     loss_writes: Option<tokio::task::JoinHandle<()>>,
     /// Restarts finished here (job id to `requestedAt`) that the job cache may still
@@ -107,6 +112,7 @@ impl KubeCluster {
             known_nodes: HashMap::new(),
             followed: HashMap::new(),
             follow_backoff: HashMap::new(),
+            revisit: HashSet::new(),
             loss_writes: None,
             restarts_done: HashMap::new(),
             last_pass: None,
@@ -166,111 +172,199 @@ impl KubeCluster {
         }
     }
 
+    /// The jobs this pass looks at: every job when `dirty.all` (the first pass as
+    /// leader, or a relist), else those whose object or pods changed, those a follower
+    /// of stopped, and those an earlier pass left work on (`revisit`).
+    /// Each comes with the pods labelled with it, read once for the whole pass.
+    fn jobs_to_visit(&mut self, dirty: &Dirty, followers_done: Vec<String>) -> Vec<Visit> {
+        let revisit = std::mem::take(&mut self.revisit);
+        if dirty.all {
+            return self
+                .caches
+                .jobs
+                .state()
+                .into_iter()
+                .map(|job| Visit::of(job_id(&job), Some(job), &self.caches))
+                .collect();
+        }
+        let mut ids: Vec<String> = dirty
+            .jobs
+            .iter()
+            .cloned()
+            .chain(revisit)
+            .chain(followers_done)
+            .collect();
+        ids.sort();
+        ids.dedup();
+        ids.into_iter()
+            .map(|id| {
+                let job = self.caches.training_job(&id);
+                Visit::of(id, job, &self.caches)
+            })
+            .collect()
+    }
+
+    /// Whether the visited job is still active (not finished); a job whose pods say it
+    /// succeeded gets its final phase and loss samples (and is looked at again next
+    /// pass while that write fails).
+    fn still_active(&mut self, visit: &Visit) -> bool {
+        let Some(job) = &visit.job else {
+            return false;
+        };
+        let phase = job.status.as_ref().and_then(|s| s.phase);
+        if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
+            return false;
+        }
+        if !observe::succeeded(job, &visit.own) {
+            return true;
+        }
+        let id = &visit.id;
+        let loss = self
+            .caches
+            .loss
+            .lock()
+            .expect("loss lock")
+            .samples(id)
+            .map(|s| observe::status_loss(&s));
+        let outcome = self.handle.block_on(self.actor.update_status(job, |s| {
+            s.phase = Some(Phase::Succeeded);
+            if let Some(loss) = &loss {
+                s.loss = loss.clone();
+            }
+        }));
+        match outcome {
+            Ok(_) => {
+                self.finished += 1;
+                self.caches.loss.lock().expect("loss lock").forget(id);
+            }
+            Err(error) => {
+                tracing::warn!(%error, job = id, "recording the end of a job");
+                self.revisit.insert(id.clone());
+            }
+        }
+        false
+    }
+
     /// What changed since the last look: jobs that arrived or finished, nodes that
     /// appeared, left or changed schedulability. Finished jobs get their final phase
-    /// and loss samples.
-    fn changes(&mut self, pods: &PodsByJob) -> Vec<Trigger> {
+    /// and loss samples. Only the visited jobs and the dirty nodes are looked at, but
+    /// every one of both after a relist.
+    fn changes(&mut self, visits: &[Visit], dirty: &Dirty) -> Vec<Trigger> {
         let mut triggers = Vec::new();
-        let mut active = HashSet::new();
-        for job in self.caches.jobs.state() {
-            let id = job_id(&job);
-            let phase = job.status.as_ref().and_then(|s| s.phase);
-            if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {
-                continue;
-            }
-            if observe::succeeded(&job, &observe::own_pods(&job, pods)) {
-                let loss = self
-                    .caches
-                    .loss
-                    .lock()
-                    .expect("loss lock")
-                    .samples(&id)
-                    .map(|s| observe::status_loss(&s));
-                let outcome = self.handle.block_on(self.actor.update_status(&job, |s| {
-                    s.phase = Some(Phase::Succeeded);
-                    if let Some(loss) = &loss {
-                        s.loss = loss.clone();
-                    }
-                }));
-                match outcome {
-                    Ok(_) => {
-                        self.finished += 1;
-                        self.caches.loss.lock().expect("loss lock").forget(&id);
-                    }
-                    Err(error) => tracing::warn!(%error, job = id, "recording the end of a job"),
+        let mut arrived: Vec<String> = Vec::new();
+        let mut finished: Vec<String> = Vec::new();
+        if dirty.all {
+            let mut active = HashSet::new();
+            for visit in visits {
+                if self.still_active(visit) {
+                    active.insert(visit.id.clone());
                 }
-                continue;
             }
-            active.insert(id);
+            // Hash sets, not ordered ones: a pass over thousands of jobs compares
+            // strings only for what changed; the triggers are sorted below.
+            arrived.extend(active.difference(&self.known_jobs).cloned());
+            finished.extend(self.known_jobs.difference(&active).cloned());
+            self.known_jobs = active;
+        } else {
+            for visit in visits {
+                let active = self.still_active(visit);
+                match (active, self.known_jobs.contains(&visit.id)) {
+                    (true, false) => {
+                        self.known_jobs.insert(visit.id.clone());
+                        arrived.push(visit.id.clone());
+                    }
+                    (false, true) => {
+                        self.known_jobs.remove(&visit.id);
+                        finished.push(visit.id.clone());
+                    }
+                    _ => {}
+                }
+            }
         }
-        // Hash sets, not ordered ones: a pass over thousands of jobs and nodes compares
-        // strings only for what changed; the triggers are sorted for a stable order.
-        let mut arrived: Vec<&String> = active.difference(&self.known_jobs).collect();
         arrived.sort();
-        let mut finished: Vec<&String> = self.known_jobs.difference(&active).collect();
         finished.sort();
-        triggers.extend(arrived.into_iter().cloned().map(Trigger::JobArrived));
-        triggers.extend(finished.into_iter().cloned().map(Trigger::JobFinished));
-        self.known_jobs = active;
-        let nodes = self.caches.nodes.state();
+        triggers.extend(arrived.into_iter().map(Trigger::JobArrived));
+        triggers.extend(finished.into_iter().map(Trigger::JobFinished));
         let mut changed: Vec<String> = Vec::new();
-        for node in &nodes {
-            let name = node.metadata.name.as_deref().unwrap_or_default();
-            let schedulable = observe::schedulable(node);
-            match self.known_nodes.get_mut(name) {
-                Some(known) if *known == schedulable => {}
-                Some(known) => {
-                    *known = schedulable;
+        let mut look = |known_nodes: &mut HashMap<String, bool>,
+                        name: &str,
+                        node: Option<&KubeNode>| {
+            match (node.map(observe::schedulable), known_nodes.get_mut(name)) {
+                (Some(now), Some(known)) if *known == now => {}
+                (Some(now), Some(known)) => {
+                    *known = now;
                     changed.push(name.to_string());
                 }
-                None => {
-                    self.known_nodes.insert(name.to_string(), schedulable);
+                (Some(now), None) => {
+                    known_nodes.insert(name.to_string(), now);
                     changed.push(name.to_string());
                 }
+                (None, Some(_)) => {
+                    known_nodes.remove(name);
+                    changed.push(name.to_string());
+                }
+                (None, None) => {}
             }
-        }
-        if self.known_nodes.len() > nodes.len() {
+        };
+        if dirty.all {
+            let nodes = self.caches.nodes.state();
+            for node in &nodes {
+                let name = node.metadata.name.as_deref().unwrap_or_default();
+                look(&mut self.known_nodes, name, Some(&**node));
+            }
             let present: HashSet<&str> = nodes
                 .iter()
                 .filter_map(|n| n.metadata.name.as_deref())
                 .collect();
-            self.known_nodes.retain(|name, _| {
-                let kept = present.contains(name.as_str());
-                if !kept {
-                    changed.push(name.clone());
-                }
-                kept
-            });
+            let gone: Vec<String> = self
+                .known_nodes
+                .keys()
+                .filter(|name| !present.contains(name.as_str()))
+                .cloned()
+                .collect();
+            for name in gone {
+                look(&mut self.known_nodes, &name, None);
+            }
+        } else {
+            for name in &dirty.nodes {
+                let node = self.caches.nodes.get(&ObjectRef::new(name));
+                look(&mut self.known_nodes, name, node.as_deref());
+            }
         }
         changed.sort();
         triggers.extend(changed.into_iter().map(Trigger::NodeChanged));
         triggers
     }
 
-    /// Sends every job with a failed pod back to the queue (or fails it past its
-    /// `backoffLimit`), deletes the pods of finished jobs that still hold resources, and
-    /// reports how requested resizes went.
-    fn drive_failures(&mut self, pods: &PodsByJob) {
+    /// Sends every visited job with a failed pod back to the queue (or fails it past
+    /// its `backoffLimit`), deletes the pods of finished jobs that still hold resources,
+    /// and reports how requested resizes went. A job with such work is looked at again
+    /// next pass, until the caches show it done.
+    fn drive_failures(&mut self, visits: &[Visit]) {
         let now = self.now_timestamp();
-        for job in self.caches.jobs.state() {
+        for visit in visits {
             if !self.may_act() {
                 return;
             }
-            let Some(work) = FailureWork::of(&job, &observe::own_pods(&job, pods)) else {
+            let Some(job) = &visit.job else {
                 continue;
             };
+            let Some(work) = FailureWork::of(job, &visit.own) else {
+                continue;
+            };
+            self.revisit.insert(visit.id.clone());
             // Only a job with something to do has its pods copied for the actor.
-            let own = observe::job_pods(&job, pods);
-            let id = job_id(&job);
+            let own: Vec<Pod> = visit.own.iter().map(|p| (**p).clone()).collect();
+            let id = &visit.id;
             let outcome = match work {
-                FailureWork::StopFinished => self.handle.block_on(self.actor.stop_pods(&job, &own)),
+                FailureWork::StopFinished => self.handle.block_on(self.actor.stop_pods(job, &own)),
                 FailureWork::ReportResize => {
-                    self.handle.block_on(self.actor.report_resize(&job, &own))
+                    self.handle.block_on(self.actor.report_resize(job, &own))
                 }
                 FailureWork::Recover => {
                     let failed = observe::failed_pods(&own);
                     self.handle
-                        .block_on(self.actor.recover(&job, &own, &failed, now))
+                        .block_on(self.actor.recover(job, &own, &failed, now))
                 }
             };
             match outcome {
@@ -284,32 +378,44 @@ impl KubeCluster {
         }
         // A key per pod in the cache is made only when there is something to forget.
         if self.actor.remembers_pods() {
-            let present: HashSet<String> = pods.all().iter().map(|p| delete_key(p)).collect();
+            let present: HashSet<String> = self
+                .caches
+                .pods
+                .state()
+                .iter()
+                .map(|p| delete_key(p))
+                .collect();
             self.actor.forget_deletes(&present);
         }
     }
 
-    /// Gives each job whose claims hold it the `VolumesReady=False` condition, with the
-    /// reason and the claim named, and `True` once they no longer do (only a job that
-    /// had it `False`). Written when what it says changes, once per change even while
-    /// the job cache lags behind the write.
-    fn drive_volume_conditions(&mut self) {
-        for job in self.caches.jobs.state() {
+    /// Gives each visited job whose claims hold it the `VolumesReady=False` condition,
+    /// with the reason and the claim named, and `True` once they no longer do (only a
+    /// job that had it `False`). Written when what it says changes, once per change even
+    /// while the job cache lags behind the write. A job mounting claims is looked at
+    /// every pass: its claims change apart from it.
+    fn drive_volume_conditions(&mut self, visits: &[Visit], whole: bool) {
+        for visit in visits {
             if !self.may_act() {
                 return;
             }
+            let Some(job) = &visit.job else {
+                self.volume_conditions.remove(&visit.id);
+                continue;
+            };
             let phase = job.status.as_ref().and_then(|s| s.phase);
-            if !volumes::mounts_claims(&job)
+            if !volumes::mounts_claims(job)
                 || matches!(phase, Some(Phase::Succeeded | Phase::Failed))
             {
                 continue;
             }
+            self.revisit.insert(visit.id.clone());
             let current = job.status.as_ref().and_then(|s| {
                 s.conditions
                     .iter()
                     .find(|c| c.type_ == volumes::VOLUMES_CONDITION)
             });
-            let wanted = match self.caches.volumes.of_job(&job).held {
+            let wanted = match self.caches.volumes.of_job(job).held {
                 Some(held) => ("False", held.reason.to_string(), held.message),
                 None if current.is_some_and(|c| c.status == "False") => (
                     "True",
@@ -322,11 +428,11 @@ impl KubeCluster {
             let shown = current.is_some_and(|c| {
                 (c.status.as_str(), &c.reason, &c.message) == (wanted.0, &wanted.1, &wanted.2)
             });
-            let id = job_id(&job);
-            if shown || self.volume_conditions.get(&id) == Some(&wanted) {
+            let id = &visit.id;
+            if shown || self.volume_conditions.get(id) == Some(&wanted) {
                 continue;
             }
-            let written = self.handle.block_on(self.actor.update_status(&job, |s| {
+            let written = self.handle.block_on(self.actor.update_status(job, |s| {
                 act::set_condition(
                     s,
                     volumes::VOLUMES_CONDITION,
@@ -337,45 +443,50 @@ impl KubeCluster {
             }));
             match written {
                 Ok(_) => {
-                    self.volume_conditions.insert(id, wanted);
+                    self.volume_conditions.insert(id.clone(), wanted);
                 }
                 Err(error) => {
                     tracing::warn!(%error, job = id, "writing the VolumesReady condition")
                 }
             }
         }
-        if !self.volume_conditions.is_empty() {
-            let present: HashSet<String> =
-                self.caches.jobs.state().iter().map(|j| job_id(j)).collect();
-            self.volume_conditions.retain(|id, _| present.contains(id));
+        if whole && !self.volume_conditions.is_empty() {
+            let present: HashSet<&str> = visits.iter().map(|v| v.id.as_str()).collect();
+            self.volume_conditions
+                .retain(|id, _| present.contains(id.as_str()));
         }
     }
 
-    /// Carries every job's restart on as far as the caches allow; never waits.
-    fn drive_restarts(&mut self, pods: &PodsByJob) {
+    /// Carries every visited job's restart on as far as the caches allow; never waits.
+    /// A job with a restart under way is looked at every pass (its steps wait for
+    /// grace periods and deadlines, not only for the caches).
+    fn drive_restarts(&mut self, visits: &[Visit]) {
         let now = self.now_timestamp();
-        let jobs = self.caches.jobs.state();
+        let caches = &self.caches;
         self.restarts_done.retain(|id, requested| {
-            jobs.iter().any(|j| {
-                job_id(j) == *id
-                    && j.status
-                        .as_ref()
-                        .and_then(|s| s.restart.as_ref())
-                        .is_some_and(|r| r.requested_at == *requested)
+            caches.training_job(id).is_some_and(|j| {
+                j.status
+                    .as_ref()
+                    .and_then(|s| s.restart.as_ref())
+                    .is_some_and(|r| r.requested_at == *requested)
             })
         });
-        for job in jobs {
+        for visit in visits {
+            let Some(job) = &visit.job else {
+                continue;
+            };
             let Some(restart) = job.status.as_ref().and_then(|s| s.restart.clone()) else {
                 continue;
             };
-            let id = job_id(&job);
+            self.revisit.insert(visit.id.clone());
+            let id = visit.id.clone();
             if self.restarts_done.get(&id) == Some(&restart.requested_at) {
                 continue;
             }
             // Terminating pods are included: the replacement waits until they are gone;
             // except those a lost node will never confirm stopped, past their grace
             // period (the pod garbage collector removes them in time).
-            let mut job_pods = observe::job_pods(&job, pods);
+            let mut job_pods: Vec<Pod> = visit.own.iter().map(|p| (**p).clone()).collect();
             job_pods.retain(|p| {
                 let lost = observe::stuck_on_lost_node(p, &self.caches.nodes, now);
                 if lost {
@@ -389,7 +500,7 @@ impl KubeCluster {
             });
             match self
                 .handle
-                .block_on(self.actor.advance_restart(&job, &job_pods, now))
+                .block_on(self.actor.advance_restart(job, &job_pods, now))
             {
                 Ok(RestartProgress::Done) if restart.action == RestartAction::Preempt => {
                     tracing::info!(job = id, "preemption finished; the job waits again");
@@ -403,7 +514,7 @@ impl KubeCluster {
                         .iter()
                         .map(|t| (t.task.clone(), t.node.clone()))
                         .collect();
-                    self.assume(&job, &targets);
+                    self.assume(job, &targets);
                     self.restarts_done.insert(id, restart.requested_at);
                 }
                 Ok(_) => {}
@@ -458,21 +569,19 @@ impl KubeCluster {
         }));
     }
 
-    /// Starts a log follower for every running pod of a job that reads progress from
-    /// logs, naming the container (a pod with a sidecar refuses an unnamed log request),
-    /// at most [`MAX_FOLLOWERS`] at a time. A pod whose follower failed is followed again
-    /// only after a back-off ([`FOLLOW_BACKOFF`], doubling to [`FOLLOW_BACKOFF_MAX`]);
-    /// one whose stream simply ended is followed again at the next look.
-    fn follow_logs(&mut self, pods: &PodsByJob) {
+    /// Takes in the followers whose streams ended: a failed one's pod waits a back-off
+    /// before it is followed again. Returns their jobs, to be looked at this pass.
+    fn reap_followers(&mut self) -> Vec<String> {
         let now = Instant::now();
         let finished: Vec<String> = self
             .followed
             .iter()
-            .filter(|(_, f)| f.is_finished())
+            .filter(|(_, (_, f))| f.is_finished())
             .map(|(k, _)| k.clone())
             .collect();
+        let mut jobs = Vec::new();
         for key in finished {
-            let Some(task) = self.followed.remove(&key) else {
+            let Some((job, task)) = self.followed.remove(&key) else {
                 continue;
             };
             let failed = !matches!(futures::FutureExt::now_or_never(task), Some(Ok(Ok(_))));
@@ -480,37 +589,65 @@ impl KubeCluster {
                 let wait = self
                     .follow_backoff
                     .get(&key)
-                    .map_or(FOLLOW_BACKOFF, |(_, w)| (*w * 2).min(FOLLOW_BACKOFF_MAX));
-                self.follow_backoff.insert(key, (now + wait, wait));
+                    .map_or(FOLLOW_BACKOFF, |b| (b.wait * 2).min(FOLLOW_BACKOFF_MAX));
+                self.follow_backoff.insert(
+                    key,
+                    Backoff {
+                        until: now + wait,
+                        wait,
+                        job: job.clone(),
+                    },
+                );
             } else {
                 self.follow_backoff.remove(&key);
             }
+            jobs.push(job);
         }
+        jobs
+    }
+
+    /// Starts a log follower for every running pod of a visited job that reads progress
+    /// from logs, naming the container (a pod with a sidecar refuses an unnamed log
+    /// request), at most [`MAX_FOLLOWERS`] at a time. A pod whose follower failed is
+    /// followed again only after a back-off ([`FOLLOW_BACKOFF`], doubling to
+    /// [`FOLLOW_BACKOFF_MAX`]); one whose stream simply ended is followed again at the
+    /// next look. A job with a running pod left unfollowed (back-off, limit) is looked
+    /// at again next pass.
+    fn follow_logs(&mut self, visits: &[Visit], whole: bool) {
+        let now = Instant::now();
         let mut present = HashSet::new();
-        for job in self.caches.jobs.state() {
+        for visit in visits {
+            let Some(job) = &visit.job else {
+                self.follow_backoff.retain(|_, b| b.job != visit.id);
+                continue;
+            };
             let Some(log) = job.spec.progress.log.as_ref() else {
                 continue;
             };
-            let id = job_id(&job);
+            let id = &visit.id;
             // Compiled only for a pod that gets a follower, not for every job each pass.
             let mut pattern: Option<LogPattern> = None;
-            for pod in observe::own_pods(&job, pods) {
+            let mut own_keys = HashSet::new();
+            for pod in &visit.own {
                 let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+                own_keys.insert(key.clone());
                 present.insert(key.clone());
                 let running = observe::phase_of(pod) == Some("Running");
-                let waiting = self.follow_backoff.get(&key).is_some_and(|(t, _)| now < *t);
-                if !running || node_of(pod).is_none() || waiting || self.followed.contains_key(&key)
-                {
+                if !running || node_of(pod).is_none() || self.followed.contains_key(&key) {
                     continue;
                 }
-                if self.followed.len() >= MAX_FOLLOWERS {
-                    tracing::warn!(
-                        limit = MAX_FOLLOWERS,
-                        "following as many logs as allowed; the others wait"
-                    );
-                    return;
+                let waiting = self.follow_backoff.get(&key).is_some_and(|b| now < b.until);
+                if waiting || self.followed.len() >= MAX_FOLLOWERS {
+                    if !waiting {
+                        tracing::warn!(
+                            limit = MAX_FOLLOWERS,
+                            "following as many logs as allowed; the others wait"
+                        );
+                    }
+                    self.revisit.insert(id.clone());
+                    continue;
                 }
-                let Some(container) = pods::log_container(&job, pod) else {
+                let Some(container) = pods::log_container(job, pod) else {
                     continue;
                 };
                 let pattern = match &pattern {
@@ -525,7 +662,7 @@ impl KubeCluster {
                 };
                 let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                let (caches, name, id, clock) = (
+                let (caches, name, job_id, clock) = (
                     self.caches.clone(),
                     pod.name_any(),
                     id.clone(),
@@ -538,7 +675,7 @@ impl KubeCluster {
                         Some(container),
                         pattern,
                         &caches,
-                        &id,
+                        &job_id,
                         || clock(),
                     )
                     .await;
@@ -547,17 +684,25 @@ impl KubeCluster {
                     }
                     followed
                 });
-                // One follower per pod at a time; when its stream ends, the next look
-                // starts another from where this one stopped.
-                self.followed.insert(key, task);
+                // One follower per pod at a time; when its stream ends, the next pass
+                // looks at the job again and starts another from where this one stopped.
+                self.followed.insert(key, (id.clone(), task));
             }
+            // This job's pods gone: their followers end with their streams; their
+            // back-offs go now.
+            self.follow_backoff
+                .retain(|key, b| b.job != *id || own_keys.contains(key));
         }
-        // Pods gone: their followers end with their streams; their back-offs go now.
-        self.follow_backoff.retain(|key, _| present.contains(key));
+        if whole {
+            self.follow_backoff.retain(|key, _| present.contains(key));
+        }
     }
 
     /// The leader's work between rounds; returns the triggers of a round, if one is due.
+    /// It looks at what the watch events marked since the last pass, and at the jobs
+    /// that an earlier pass left work on (`revisit`).
     fn leader_pass(&mut self) -> Vec<Trigger> {
+        let mut dirty = self.caches.changes.take(Reader::Pass);
         if !self.was_leading {
             // What this replica saw while it followed (or led before) may be stale: the
             // first round as leader hears of every job and node again.
@@ -565,16 +710,17 @@ impl KubeCluster {
             self.known_jobs.clear();
             self.known_nodes.clear();
             self.restarts_done.clear();
+            dirty.all = true;
         }
         self.last_pass = Some(Instant::now());
-        // One look at the pod cache for the whole pass.
-        let pods = PodsByJob::of(self.caches.pods.state());
-        self.drive_failures(&pods);
-        self.drive_restarts(&pods);
-        self.drive_volume_conditions();
+        let followers_done = self.reap_followers();
+        let visits = self.jobs_to_visit(&dirty, followers_done);
+        self.drive_failures(&visits);
+        self.drive_restarts(&visits);
+        self.drive_volume_conditions(&visits, dirty.all);
         self.write_loss();
-        self.follow_logs(&pods);
-        let mut triggers = self.changes(&pods);
+        self.follow_logs(&visits, dirty.all);
+        let mut triggers = self.changes(&visits, &dirty);
         triggers.extend(self.preempted.drain(..).map(Trigger::JobPreempted));
         triggers
     }
@@ -664,9 +810,16 @@ fn claims_to_provision(
             .get(&ObjectRef::new(node))
             .map(|n| rules::RuledKubeNode::of(&n).labels().clone())
             .unwrap_or_default();
+        let taken: Vec<String> = provisions
+            .iter()
+            .filter_map(|p| match p {
+                volumes::Provision::Volume { volume, .. } => Some(volume.clone()),
+                volumes::Provision::ForNode { .. } => None,
+            })
+            .collect();
         let provision = caches
             .volumes
-            .provision_on(&namespace, &selection.claim, node, &labels)
+            .provision_on((&namespace, &selection.claim), node, &labels, &taken)
             .ok_or_else(|| {
                 held(format!(
                     "PersistentVolumeClaim {} can no longer get a volume on node {node}",
@@ -702,9 +855,6 @@ impl Cluster for KubeCluster {
     fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
         let now = self.now_timestamp();
         let mut outcomes = Vec::with_capacity(accepted.len());
-        // One grouping of the pod cache for every action of the decision, not one per
-        // action: each action reads its job's pods as the round found them.
-        let index = PodsByJob::of(self.caches.pods.state());
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
             if !self.may_act() {
@@ -715,7 +865,7 @@ impl Cluster for KubeCluster {
                 outcomes.push(Err(error.to_failure()));
                 continue;
             }
-            let Some((job, pods)) = self.caches.job_and_pods(action.op.job(), &index) else {
+            let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
                 tracing::warn!(job = action.op.job(), "job vanished before its action ran");
                 let error = Error::NotFound(format!(
                     "TrainingJob {} is no longer in the cluster",
@@ -864,6 +1014,34 @@ impl LiveCluster for KubeCluster {
     }
 }
 
+/// A job a pass looks at: its id, the job (none: it is gone) and its own pods, read
+/// once for the whole pass.
+struct Visit {
+    id: String,
+    job: Option<Arc<TrainingJob>>,
+    /// The pods the job controls, by name.
+    own: Vec<Arc<Pod>>,
+}
+
+impl Visit {
+    fn of(id: String, job: Option<Arc<TrainingJob>>, caches: &Caches) -> Self {
+        let own = match &job {
+            Some(job) => observe::own_of(job, caches.pod_index.labelled_id(&id)),
+            None => Vec::new(),
+        };
+        Visit { id, job, own }
+    }
+}
+
+/// When a pod whose follower failed is followed again.
+struct Backoff {
+    until: Instant,
+    /// The wait that was, doubled at the next failure.
+    wait: Duration,
+    /// The pod's job's id.
+    job: String,
+}
+
 /// What [`KubeCluster::drive_failures`] has to do for a job, judged from the cache
 /// without copying its pods.
 enum FailureWork {
@@ -876,7 +1054,7 @@ enum FailureWork {
 }
 
 impl FailureWork {
-    fn of(job: &TrainingJob, own: &[&Pod]) -> Option<Self> {
+    fn of(job: &TrainingJob, own: &[Arc<Pod>]) -> Option<Self> {
         let status = job.status.as_ref();
         let phase = status.and_then(|s| s.phase);
         if matches!(phase, Some(Phase::Succeeded | Phase::Failed)) {

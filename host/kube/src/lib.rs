@@ -5,13 +5,18 @@
 //! - [`crd`]: the `TrainingJob` custom resource and the generated CRD YAML.
 //! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
 //! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
-//! - [`pod_index`]: the controller's pods grouped by job, once per pass.
+//! - [`changes`]: what changed since the pass and the snapshot last looked, marked by
+//!   the watch events, so that a round visits only that.
+//! - [`pod_index`]: the controller's pods grouped by job, kept in step by the watch
+//!   events.
 //! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
 //! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
 //!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods, TrainingJobs and storage, metrics, log followers, and
 //!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//! - [`snapshot`]: the snapshot handed to the policy, built from the caches, visiting
+//!   what changed.
 //! - [`views`]: the snapshot's node and job views, kept until what they are made of
 //!   changes.
 //! - [`trim`]: what the caches keep of each object.
@@ -38,6 +43,7 @@
 //! It must not decide anything: decisions come from the policy through the control loop.
 
 pub mod act;
+pub mod changes;
 pub mod charges;
 pub mod cluster;
 pub mod crd;
@@ -52,6 +58,7 @@ pub mod progress;
 pub mod quantity;
 pub mod retry;
 pub mod rules;
+pub mod snapshot;
 pub mod spread;
 pub mod state;
 pub mod trim;

@@ -1,9 +1,10 @@
 //! Observing the cluster: reflectors (kube-runtime watchers feeding in-memory stores) on
 //! Nodes, Pods and TrainingJobs; measured usage from `metrics.k8s.io` when the cluster
 //! serves it; loss samples from following training containers' logs (and, kept in the
-//! same [`LossBook`], from pushes); and the [`Snapshot`] the policy sees, built from
-//! those caches. Watches restart on their own with back-off when the API server drops
-//! them. This module reads; it must not write to the cluster.
+//! same [`LossBook`], from pushes); the snapshot the policy sees is built from those
+//! caches in [`crate::snapshot`]. Watches restart on their own with back-off when the
+//! API server drops them; each event also marks what it changed ([`crate::changes`]).
+//! This module reads; it must not write to the cluster.
 //!
 //! A followed log is read with timestamps, each sample keeps its line's time, and each
 //! pod's follower remembers the timestamp of the last line it read: when the stream ends
@@ -22,7 +23,7 @@
 //! is read ([`crate::trim`]) before it is stored.
 
 use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
@@ -30,25 +31,25 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentV
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, LogParams};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::act::{node_of, task_of};
+use crate::act::node_of;
+use crate::changes::Changes;
 use crate::charges::{self, Charges};
-use crate::crd::{self, Phase, RestartAction, TrainingJob};
-use crate::pod_index::PodsByJob;
+use crate::crd::{self, TrainingJob};
+use crate::pod_index::PodIndex;
 use crate::progress::LogPattern;
-use crate::views::{JobKey, Views};
-use crate::volumes::{self, VolumeCaches};
+use crate::views::Views;
+use crate::volumes::VolumeCaches;
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
-use crate::{rules, spread};
 pub use switchyard_control::loss::LOSS_WINDOW;
 use switchyard_control::loss::LossSeries;
-use switchyard_core::eligibility::SelectorTerm;
-use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
+use switchyard_core::model::{self, Resources};
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
 /// followed log has been read.
@@ -57,6 +58,8 @@ pub struct LossBook {
     id_to_series: HashMap<String, JobLoss>,
     /// Per followed pod (`<job id>:<pod>`), the timestamp of the last line read.
     pod_to_read_until: HashMap<String, Timestamp>,
+    /// Jobs whose series changed since the snapshot last looked.
+    changed: HashSet<String>,
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +81,7 @@ impl LossBook {
 
     /// Starts job `id`'s series from the samples its status holds.
     pub fn seed(&mut self, id: &str, from_status: &[crd::LossSample]) {
+        self.changed.insert(id.to_string());
         self.id_to_series
             .entry(id.to_string())
             .or_insert_with(|| JobLoss {
@@ -96,6 +100,7 @@ impl LossBook {
         let taken = job.series.record(time, step, value);
         if taken {
             job.version += 1;
+            self.changed.insert(id.to_string());
         }
         taken
     }
@@ -139,8 +144,14 @@ impl LossBook {
         }
     }
 
+    /// The jobs whose series changed since the last call (for the snapshot).
+    pub fn take_changed(&mut self) -> HashSet<String> {
+        std::mem::take(&mut self.changed)
+    }
+
     /// Drops a finished job's series and cursors.
     pub fn forget(&mut self, id: &str) {
+        self.changed.insert(id.to_string());
         self.id_to_series.remove(id);
         let prefix = format!("{id}:");
         self.pod_to_read_until
@@ -176,11 +187,16 @@ impl Assumed {
         self.pods.is_empty()
     }
 
-    /// The charges of pods `cached` (the pod cache, by `namespace/name`) does not show
-    /// bound; forgets those it shows, and those assumed too long ago.
-    fn pending(&mut self, cached: &HashMap<String, &Pod>) -> Vec<(String, Resources)> {
+    /// The charges of pods the pod cache (`cached`, by namespace and name) does not
+    /// show bound; forgets those it shows, and those assumed too long ago.
+    pub(crate) fn pending(&mut self, cached: &Store<Pod>) -> Vec<(String, Resources)> {
         self.pods.retain(|key, (_, _, at)| {
-            at.elapsed() < ASSUME_FOR && cached.get(key).is_none_or(|p| node_of(p).is_none())
+            let shown_bound = key.split_once('/').is_some_and(|(namespace, name)| {
+                cached
+                    .get(&ObjectRef::new(name).within(namespace))
+                    .is_some_and(|p| node_of(&p).is_some())
+            });
+            at.elapsed() < ASSUME_FOR && !shown_bound
         });
         self.pods
             .values()
@@ -208,6 +224,11 @@ pub struct Caches {
     pub nodes: Store<KubeNode>,
     /// The controller's pods (those with its job label).
     pub pods: Store<Pod>,
+    /// The controller's pods by job, kept in step with `pods` by its watch events.
+    pub pod_index: PodIndex,
+    /// What changed since the pass and the snapshot last looked, marked by the watch
+    /// events on nodes, the controller's pods and TrainingJobs.
+    pub changes: Changes,
     /// Every other pod while it is bound and holds resources, as what it takes from its
     /// node ([`Charges`]).
     pub others: Charges,
@@ -249,31 +270,60 @@ where
         + 'static,
 {
     let (store, writer) = reflector::store();
+    (
+        store,
+        reflect_into(writer, api, config, trim, changed, |_| {}),
+    )
+}
+
+/// [`reflect`] into `writer`, handing each event to `note` once the store applied it
+/// (to mark what changed, [`crate::changes`]).
+pub fn reflect_into<K>(
+    writer: Writer<K>,
+    api: Api<K>,
+    config: watcher::Config,
+    trim: fn(&mut K),
+    changed: Arc<Notify>,
+    note: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> impl std::future::Future<Output = ()> + Send + 'static
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
     let stream = watcher(api, config)
         .modify(trim)
         .default_backoff()
-        .reflect(writer)
-        .touched_objects();
-    let driver = async move {
+        .reflect(writer);
+    async move {
         let mut stream = std::pin::pin!(stream);
         loop {
             match stream.next().await {
-                Some(Ok(_)) => changed.notify_one(),
+                Some(Ok(event)) => {
+                    note(&event);
+                    changed.notify_one();
+                }
                 // The watcher retries on its own with back-off; the error is only news.
                 Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying with back-off"),
                 None => break,
             }
         }
-    };
-    (store, driver)
+    }
 }
 
 impl Caches {
     /// Caches over three stores (filled by reflectors, or by hand in tests), with no
     /// other pods, usage, loss series or assumed pods yet.
     pub fn new(nodes: Store<KubeNode>, pods: Store<Pod>, jobs: Store<TrainingJob>) -> Self {
+        let changes = Changes::default();
         Caches {
             nodes,
+            pod_index: PodIndex::new(pods.clone(), changes.clone()),
+            changes,
             pods,
             others: Charges::listed_empty(),
             jobs,
@@ -284,6 +334,22 @@ impl Caches {
             views: Arc::default(),
             volumes: VolumeCaches::listed_empty(),
         }
+    }
+
+    /// Notes a watch event on the nodes, once the node store applied it (the reflectors
+    /// of [`Caches::start`] do; caches filled by hand call it).
+    pub fn node_event(&self, event: &watcher::Event<KubeNode>) {
+        self.changes.node_event(event);
+    }
+
+    /// Notes a watch event on the controller's pods, once the pod store applied it.
+    pub fn pod_event(&self, event: &watcher::Event<Pod>) {
+        self.pod_index.apply(event);
+    }
+
+    /// Notes a watch event on the TrainingJobs, once the job store applied it.
+    pub fn job_event(&self, event: &watcher::Event<TrainingJob>) {
+        self.changes.job_event(event);
     }
 
     /// These caches reading claims, volumes and storage classes from `volumes`.
@@ -298,17 +364,31 @@ impl Caches {
     /// all a node's `requested` needs of them.
     pub fn start(client: &Client) -> (Caches, Vec<futures::future::BoxFuture<'static, ()>>) {
         let changed = Arc::new(Notify::new());
-        let (nodes, n) = reflect(
+        let changes = Changes::default();
+        let (nodes, nodes_writer) = reflector::store();
+        let n = reflect_into(
+            nodes_writer,
             Api::<KubeNode>::all(client.clone()),
             watcher::Config::default(),
             trim::node,
             changed.clone(),
+            {
+                let changes = changes.clone();
+                move |event| changes.node_event(event)
+            },
         );
-        let (pods, p) = reflect(
+        let (pods, pods_writer) = reflector::store();
+        let pod_index = PodIndex::new(pods.clone(), changes.clone());
+        let p = reflect_into(
+            pods_writer,
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(JOB_LABEL),
             trim::pod,
             changed.clone(),
+            {
+                let index = pod_index.clone();
+                move |event| index.apply(event)
+            },
         );
         let others = Charges::default();
         let o = charges::watch(
@@ -319,11 +399,17 @@ impl Caches {
             others.clone(),
             changed.clone(),
         );
-        let (jobs, j) = reflect(
+        let (jobs, jobs_writer) = reflector::store();
+        let j = reflect_into(
+            jobs_writer,
             Api::<TrainingJob>::all(client.clone()),
             watcher::Config::default(),
             trim::job,
             changed.clone(),
+            {
+                let changes = changes.clone();
+                move |event| changes.job_event(event)
+            },
         );
         let (claims, c) = reflect(
             Api::<PersistentVolumeClaim>::all(client.clone()),
@@ -346,6 +432,8 @@ impl Caches {
         let caches = Caches {
             nodes,
             pods,
+            pod_index,
+            changes,
             others,
             jobs,
             usage: Arc::default(),
@@ -447,347 +535,16 @@ impl Caches {
         book.record(id, time, step, value)
     }
 
-    /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only. Views
-    /// of nodes and jobs that did not change since the last snapshot are the same `Arc`s
-    /// again ([`Views`]).
-    pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
-        let pods = PodsByJob::of(self.pods.state());
-        let usage = self.usage.lock().expect("usage lock").clone();
-        let mut views = self.views.lock().expect("views lock");
-        views.begin();
-        let mut requested: HashMap<&str, Resources> = HashMap::new();
-        for pod in pods.all() {
-            if let (Some(node), true) = (node_of(pod), holds_resources(pod)) {
-                let requests = views.pod_requests(pod, pod_requests);
-                let sum = requested.entry(node).or_default();
-                *sum = sum.plus(&requests);
-            }
-        }
-        // Charges whose node names the maps above cannot borrow (other pods, assumed
-        // pods, reservations), summed apart and added per node below.
-        let mut extra: HashMap<String, Resources> = HashMap::new();
-        let mut charge = |node: &str, requests: &Resources| match extra.get_mut(node) {
-            Some(sum) => *sum = sum.plus(requests),
-            None => {
-                extra.insert(node.to_string(), *requests);
-            }
-        };
-        for (node, requests) in self.others.per_node() {
-            charge(&node, &requests);
-        }
-        {
-            let mut assumed = self.assumed.lock().expect("assumed lock");
-            if !assumed.is_empty() {
-                let by_key: HashMap<String, &Pod> = pods
-                    .all()
-                    .iter()
-                    .map(|p| {
-                        (
-                            format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
-                            &**p,
-                        )
-                    })
-                    .collect();
-                for (node, requests) in assumed.pending(&by_key) {
-                    charge(&node, &requests);
-                }
-            }
-        }
-        let jobs_now = self.jobs.state();
-        for job in &jobs_now {
-            for (node, requests) in reserved(job, &pods) {
-                charge(&node, &requests);
-            }
-        }
-        let mut cluster_nodes = self.nodes.state();
-        cluster_nodes.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-        let nodes: Vec<Arc<model::Node>> = cluster_nodes
-            .iter()
-            .map(|node| {
-                let name = node.metadata.name.as_deref().unwrap_or_default();
-                let mut sum = requested.get(name).copied().unwrap_or_default();
-                if let Some(more) = extra.get(name) {
-                    sum = sum.plus(more);
-                }
-                let node_usage = usage.as_ref().and_then(|u| u.nodes.get(name).copied());
-                views.node(node, name, sum, node_usage, || model::Node {
-                    usage: node_usage,
-                    requested: sum,
-                    labels: node.labels().clone(),
-                    schedulable: schedulable(node),
-                    allocatable: node
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.allocatable.as_ref())
-                        .map(quantity::resources)
-                        .unwrap_or_default(),
-                    name: name.to_string(),
-                })
-            })
-            .collect();
-        // Where each role's pods may run, as positions in `nodes` (sorted by name).
-        views.eligibility_for(&cluster_nodes);
-        let ports_in_use = host_ports_in_use(&jobs_now, &pods, &self.others);
-        let loss = self.loss.lock().expect("loss lock");
-        let mut sets_used = std::collections::HashSet::new();
-        let mut jobs: Vec<(f64, Arc<model::Job>)> = jobs_now
-            .iter()
-            .filter_map(|job| {
-                let id = job_id(job);
-                let version = job
-                    .metadata
-                    .resource_version
-                    .as_deref()
-                    .filter(|v| !v.is_empty());
-                // Once per role, not per task: a role's pods share its template.
-                let rules = views.job_rules(&id, version, || {
-                    job.spec
-                        .roles
-                        .iter()
-                        .map(|r| (r.name.clone(), rules::of_pod_spec(r.template.spec.as_ref())))
-                        .collect()
-                });
-                // A claim bound to a zonal or local volume narrows its role's nodes; a
-                // claim not ready holds the job (see `crate::volumes`).
-                // A role with host ports stays off the nodes where another job's pod, or
-                // another scheduler's, uses them (see `crate::spread`).
-                let claims = volumes::mounts_claims(job).then(|| self.volumes.of_job(job));
-                let eligible: Vec<Option<u32>> = rules
-                    .iter()
-                    .map(|(role, r)| {
-                        let mut extra: Vec<Vec<SelectorTerm>> = claims
-                            .as_ref()
-                            .and_then(|c| c.restrictions.get(role).cloned())
-                            .unwrap_or_default();
-                        if !ports_in_use.is_empty() {
-                            extra.extend(port_exclusion(job, role, &ports_in_use));
-                        }
-                        match extra.is_empty() {
-                            true => views.eligible(r),
-                            false => views.eligible(&rules::restricted(r, &extra)),
-                        }
-                    })
-                    .collect();
-                let held = claims.and_then(|c| c.held);
-                sets_used.extend(eligible.iter().copied());
-                let key = JobKey {
-                    version: version.unwrap_or_default().to_string(),
-                    pods: pods
-                        .labelled(job)
-                        .map(|p| {
-                            (
-                                p.metadata.uid.clone().unwrap_or_default(),
-                                p.metadata.resource_version.clone().unwrap_or_default(),
-                            )
-                        })
-                        .collect(),
-                    usage: usage.as_ref().map(|u| Arc::as_ptr(u) as usize),
-                    loss: loss.version(&id),
-                    eligible: eligible.clone(),
-                    held: held.clone(),
-                };
-                // A pod without a version (made by hand) can change unseen.
-                let key = match key.pods.iter().any(|(_, v)| v.is_empty()) {
-                    true => JobKey {
-                        version: String::new(),
-                        ..key
-                    },
-                    false => key,
-                };
-                views.job(&id, key, rules.clone(), || {
-                    let eligible_of = |role: &str| {
-                        rules
-                            .iter()
-                            .zip(&eligible)
-                            .find(|((name, _), _)| name == role)
-                            .and_then(|(_, set)| *set)
-                    };
-                    self.job(
-                        job,
-                        &pods,
-                        usage.as_deref(),
-                        &loss,
-                        eligible_of,
-                        held.is_some(),
-                    )
-                })
-            })
-            .collect();
-        drop(loss);
-        views.sets_used(sets_used.len());
-        views.end();
-        jobs.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.id.cmp(&b.1.id)));
-        Snapshot {
-            time: now,
-            triggers,
-            nodes,
-            jobs: jobs.into_iter().map(|(_, j)| j).collect(),
-            node_sets: views.node_sets(),
-        }
-    }
-
-    /// The job as the policy sees it; `eligible` gives the eligibility set of a role's
-    /// tasks; `held_by_volumes`: its claims keep its pending tasks from being placed.
-    fn job(
-        &self,
-        job: &TrainingJob,
-        all_pods: &PodsByJob,
-        usage: Option<&Usage>,
-        loss_book: &LossBook,
-        mut eligible: impl FnMut(&str) -> Option<u32>,
-        held_by_volumes: bool,
-    ) -> Option<(f64, model::Job)> {
-        let status = job.status.clone().unwrap_or_default();
-        if matches!(status.phase, Some(Phase::Succeeded | Phase::Failed)) {
-            return None;
-        }
-        let id = job_id(job);
-        let own = own_pods(job, all_pods);
-        let tasks: Vec<model::Task> = pods::tasks(job)
-            .into_iter()
-            .map(|spec| {
-                // The task's newest pod: an old one a restart has not deleted yet is
-                // not what runs the task.
-                let pod = own
-                    .iter()
-                    .filter(|p| {
-                        task_of(p) == Some(spec.name.as_str())
-                            && p.metadata.deletion_timestamp.is_none()
-                    })
-                    .max_by_key(|p| pods::generation_of(p));
-                let phase = match pod {
-                    // A failed pod is replaced with its gang; it no longer runs.
-                    Some(p) if phase_of(p) == Some("Failed") => TaskPhase::Restarting,
-                    Some(p) if node_of(p).is_some() => TaskPhase::Running,
-                    Some(_) | None
-                        if own.iter().any(|p| {
-                            task_of(p) == Some(spec.name.as_str())
-                                && p.metadata.deletion_timestamp.is_some()
-                        }) =>
-                    {
-                        TaskPhase::Restarting
-                    }
-                    _ => TaskPhase::Pending,
-                };
-                model::Task {
-                    node: pod.and_then(|p| node_of(p)).map(str::to_string),
-                    phase,
-                    cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
-                    usage: pod
-                        .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
-                    // The pod, once made, says what admission added (LimitRange
-                    // defaults, the runtime class's overhead).
-                    requests: pod.map(|p| pod_requests(p)).unwrap_or(spec.requests),
-                    eligible: eligible(&spec.role),
-                    name: spec.name,
-                    role: spec.role,
-                }
-            })
-            .collect();
-        let mut tasks = tasks;
-        // A restart under way holds its tasks until the replacements are recorded, even
-        // when the old pods are gone and the new ones not yet in the cache: the policy
-        // must not place them a second time.
-        // Held back: pods of a deleted job of the same name still there (their names
-        // would collide), or pods of this one waiting for their scheduling gates to be
-        // lifted (they cannot be bound until then).
-        let gated = own
-            .iter()
-            .any(|p| node_of(p).is_none() && crate::act::gated(p));
-        if gated || has_foreign_pods(job, all_pods) {
-            for task in &mut tasks {
-                task.phase = TaskPhase::Restarting;
-                task.node = None;
-            }
-        }
-        // A job whose claims are not ready keeps what runs; what is not placed yet
-        // waits for the claims.
-        if held_by_volumes {
-            for task in tasks.iter_mut().filter(|t| t.phase == TaskPhase::Pending) {
-                task.phase = TaskPhase::Restarting;
-            }
-        }
-        if let Some(restart) = &status.restart {
-            let whole_job = matches!(
-                restart.action,
-                RestartAction::Recover | RestartAction::Preempt
-            );
-            for task in &mut tasks {
-                if whole_job || restart.targets.iter().any(|t| t.task == task.name) {
-                    task.phase = TaskPhase::Restarting;
-                    task.node = None;
-                }
-            }
-        }
-        let phase = if tasks.iter().any(|t| t.phase == TaskPhase::Restarting) {
-            JobPhase::Restarting
-        } else if tasks.iter().all(|t| t.phase == TaskPhase::Pending) {
-            JobPhase::Waiting
-        } else {
-            JobPhase::Running
-        };
-        let role = job.spec.scalable_role()?;
-        let current = status.replicas.unwrap_or(role.replicas);
-        let submit = job
-            .creation_timestamp()
-            .map(|t| t.0.as_millisecond() as f64 / 1000.0)
-            .unwrap_or(0.0);
-        let start = own
-            .iter()
-            .filter_map(|p| p.status.as_ref()?.start_time.as_ref())
-            .map(|t| t.0.as_millisecond() as f64 / 1000.0)
-            .reduce(f64::min);
-        let loss: Vec<model::LossSample> = match loss_book.samples(&id) {
-            Some(samples) => samples,
-            None => status
-                .loss
-                .iter()
-                .map(|s| model::LossSample {
-                    time: s.time,
-                    step: s.step,
-                    value: s.value,
-                })
-                .collect(),
-        };
-        Some((
-            submit,
-            model::Job {
-                phase,
-                submit_time: submit,
-                start_time: start,
-                priority: job.spec.priority,
-                utility: job.spec.utility,
-                tasks,
-                replicas: model::Replicas {
-                    role: role.name.clone(),
-                    current,
-                    min: role.min_replicas.unwrap_or(role.replicas).min(current),
-                    max: role.max_replicas.unwrap_or(role.replicas).max(current),
-                },
-                loss,
-                metric_rises: job.spec.metric_rises,
-                moves: status.moves.iter().map(Into::into).collect(),
-                checkpointable: job.spec.checkpoint.is_some(),
-                labels: Arc::new(job_labels(job)),
-                id,
-            },
-        ))
-    }
-
     /// The job with id `id` (`namespace/name`), without its pods.
     pub fn training_job(&self, id: &str) -> Option<Arc<TrainingJob>> {
-        self.jobs.find(|j| job_id(j) == id)
+        let (namespace, name) = id.split_once('/')?;
+        self.jobs.get(&ObjectRef::new(name).within(namespace))
     }
 
-    /// The job with id `id` (`namespace/name`) and its current pods, found in `index`
-    /// (the pod cache grouped by job once for all the lookups of a pass).
-    pub fn job_and_pods(
-        &self,
-        id: &str,
-        index: &PodsByJob,
-    ) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
+    /// The job with id `id` (`namespace/name`) and its current pods.
+    pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {
         let job = self.training_job(id)?;
-        let pods = job_pods(&job, index)
+        let pods = job_pods(&job, &self.pod_index)
             .into_iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
             .collect();
@@ -795,88 +552,9 @@ impl Caches {
     }
 }
 
-/// Host ports taken on each node, with the UID of the job whose pod takes them (none:
-/// another scheduler's pod); empty, without looking, when no job asks for one.
-fn host_ports_in_use(
-    jobs: &[Arc<TrainingJob>],
-    pods: &PodsByJob,
-    others: &Charges,
-) -> Vec<(Arc<str>, spread::HostPort, Option<String>)> {
-    let wanted = jobs.iter().any(|j| {
-        j.spec.roles.iter().any(|r| {
-            r.template
-                .spec
-                .as_ref()
-                .is_some_and(|s| !spread::host_ports(s).is_empty())
-        })
-    });
-    if !wanted {
-        return Vec::new();
-    }
-    let mut in_use: Vec<(Arc<str>, spread::HostPort, Option<String>)> = others
-        .host_ports()
-        .into_iter()
-        .map(|(node, port)| (node, port, None))
-        .collect();
-    for pod in pods.all() {
-        let (Some(node), Some(spec)) = (node_of(pod), pod.spec.as_ref()) else {
-            continue;
-        };
-        if !holds_resources(pod) {
-            continue;
-        }
-        let uid = pod.labels().get(crate::JOB_UID_LABEL).cloned();
-        let node: Arc<str> = Arc::from(node);
-        for port in spread::host_ports(spec) {
-            in_use.push((node.clone(), port, uid.clone()));
-        }
-    }
-    in_use
-}
-
-/// The exclusion keeping `role` of `job` off nodes where its host ports are taken by
-/// other jobs' pods or other schedulers' (its own job's pods are kept apart by
-/// [`spread::one_task_per_node`]).
-fn port_exclusion(
-    job: &TrainingJob,
-    role: &str,
-    in_use: &[(Arc<str>, spread::HostPort, Option<String>)],
-) -> Option<Vec<SelectorTerm>> {
-    let spec = job
-        .spec
-        .roles
-        .iter()
-        .find(|r| r.name == role)?
-        .template
-        .spec
-        .as_ref()?;
-    let wanted = spread::host_ports(spec);
-    if wanted.is_empty() {
-        return None;
-    }
-    let uid = job.metadata.uid.as_deref();
-    spread::port_exclusion(
-        &wanted,
-        in_use
-            .iter()
-            .filter(|(_, _, owner)| owner.as_deref().is_none_or(|o| Some(o) != uid))
-            .map(|(node, port, _)| (&**node, port)),
-    )
-}
-
 /// The field selector of the watch on other schedulers' pods: bound and not finished.
 pub const OTHERS_HOLDING_RESOURCES: &str =
     "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
-
-/// The labels the policy sees on `job`: its own, and
-/// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node.
-fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
-    let mut labels = job.labels().clone();
-    if spread::one_task_per_node(job) {
-        labels.insert(spread::ONE_TASK_PER_NODE_LABEL.into(), "true".into());
-    }
-    labels
-}
 
 /// A job's id in the snapshot: `namespace/name`.
 pub fn job_id(job: &TrainingJob) -> String {
@@ -897,26 +575,27 @@ pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
 
 /// The pods `job` controls (its namespace, its job label, and its UID in their
 /// controller owner reference), by name.
-pub fn job_pods(job: &TrainingJob, all: &PodsByJob) -> Vec<Pod> {
-    own_pods(job, all).into_iter().cloned().collect()
+pub fn job_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Pod> {
+    own_pods(job, all).iter().map(|p| (**p).clone()).collect()
 }
 
 /// [`job_pods`] without copying them, for passes that only look.
-pub fn own_pods<'a>(job: &TrainingJob, all: &'a PodsByJob) -> Vec<&'a Pod> {
-    let mut own: Vec<&Pod> = all
-        .labelled(job)
-        .map(|p| &**p)
-        .filter(|p| owned_by(p, job))
-        .collect();
-    own.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+pub fn own_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Arc<Pod>> {
+    own_of(job, all.labelled(job))
+}
+
+/// Those of `labelled` (a job's labelled pods, by name) that `job` controls.
+pub fn own_of(job: &TrainingJob, labelled: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
+    let mut own = labelled;
+    own.retain(|p| owned_by(p, job));
     own
 }
 
 /// Whether pods carry `job`'s name but belong to another object: those of a job of the
 /// same name that was deleted, which the garbage collector has not removed yet. Their
 /// names would collide with the new job's, so it is not placed until they are gone.
-pub fn has_foreign_pods(job: &TrainingJob, all: &PodsByJob) -> bool {
-    all.labelled(job).any(|p| !owned_by(p, job))
+pub fn has_foreign_pods(job: &TrainingJob, labelled: &[Arc<Pod>]) -> bool {
+    labelled.iter().any(|p| !owned_by(p, job))
 }
 
 /// Whether `job` has succeeded: every task of the roles its success policy names has a
@@ -999,42 +678,13 @@ pub fn stuck_on_lost_node(pod: &Pod, nodes: &Store<KubeNode>, now: Timestamp) ->
     let Some(node) = node_of(pod) else {
         return false;
     };
-    let node = nodes.state().into_iter().find(|n| n.name_any() == node);
+    let node = nodes.get(&ObjectRef::new(node));
     deleting_by.0 < now && node.is_none_or(|n| !ready(&n))
 }
 
 /// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
 pub fn phase_of(pod: &Pod) -> Option<&str> {
     pod.status.as_ref()?.phase.as_deref()
-}
-
-/// What a restart under way holds on its target nodes: each replacement's requests,
-/// from when the restart is recorded until its pod is in the cache, so that nothing else
-/// is placed in the room it will need (kube-scheduler's nominated node). A target on the
-/// node its old pod still runs on is covered by that pod.
-fn reserved(job: &TrainingJob, all: &PodsByJob) -> Vec<(String, Resources)> {
-    let Some(restart) = job.status.as_ref().and_then(|s| s.restart.as_ref()) else {
-        return Vec::new();
-    };
-    let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
-    let own = own_pods(job, all);
-    let tasks = pods::tasks(job);
-    restart
-        .targets
-        .iter()
-        .filter(|target| {
-            !own.iter().any(|p| {
-                task_of(p) == Some(target.task.as_str())
-                    && holds_resources(p)
-                    && (pods::generation_of(p) == generation
-                        || node_of(p) == Some(target.node.as_str()))
-            })
-        })
-        .filter_map(|target| {
-            let spec = tasks.iter().find(|t| t.name == target.task)?;
-            Some((target.node.clone(), spec.requests))
-        })
-        .collect()
 }
 
 /// Whether a pod still holds its node's resources (it has not finished).

@@ -386,14 +386,16 @@ impl VolumeCaches {
     /// How claim `name` (in `namespace`), waiting for its first consumer, gets a volume
     /// on `node` (its labels as [`crate::rules::RuledKubeNode`] has them): the smallest
     /// pre-provisioned volume the node can mount is bound to it, as kube-scheduler's
-    /// volume binding does; else the class's provisioner makes one for the node. None
-    /// when neither can (the caches changed since the decision was taken).
+    /// volume binding does; else the class's provisioner makes one for the node. A
+    /// volume in `taken` (promised to another claim of the same placement) is not
+    /// offered again. None when neither can (the caches changed since the decision was
+    /// taken).
     pub fn provision_on(
         &self,
-        namespace: &str,
-        name: &str,
+        (namespace, name): (&str, &str),
         node: &str,
         labels: &BTreeMap<String, String>,
+        taken: &[String],
     ) -> Option<Provision> {
         let claim = self.claims.get(&ObjectRef::new(name).within(namespace))?;
         let mounts = |terms: &[SelectorTerm]| {
@@ -405,7 +407,7 @@ impl VolumeCaches {
         };
         let found = matching::candidates(&claim, &self.volumes)
             .into_iter()
-            .find(|c| mounts(&c.terms));
+            .find(|c| mounts(&c.terms) && !taken.contains(&c.volume.name_any()));
         if let Some(candidate) = found {
             return Some(Provision::Volume {
                 claim: name.to_string(),
@@ -843,7 +845,9 @@ mod tests {
             assert_eq!(rules.allow(&host(node), &[]), offered, "node {node}");
         }
         assert_eq!(
-            storage.caches.provision_on("ml", "data", "n2", &host("n2")),
+            storage
+                .caches
+                .provision_on(("ml", "data"), "n2", &host("n2"), &[]),
             Some(Provision::Volume {
                 claim: "data".into(),
                 claim_uid: String::new(),
@@ -853,8 +857,17 @@ mod tests {
             }),
             "the smallest volume that fits, on the node chosen"
         );
+        assert!(
+            matches!(
+                storage.caches.provision_on(("ml", "data"), "n2", &host("n2"), &["big".into()]),
+                Some(Provision::Volume { volume, .. }) if volume == "huge"
+            ),
+            "a volume promised to another claim of the placement is not offered twice"
+        );
         assert_eq!(
-            storage.caches.provision_on("ml", "data", "n1", &host("n1")),
+            storage
+                .caches
+                .provision_on(("ml", "data"), "n1", &host("n1"), &[]),
             None,
             "no volume of its own on n1, and the class makes none"
         );
@@ -892,7 +905,9 @@ mod tests {
         assert!(rules.allow(&zone("a"), &[]), "where the class provisions");
         assert!(!rules.allow(&zone("c"), &[]));
         assert_eq!(
-            storage.caches.provision_on("ml", "data", "n7", &zone("a")),
+            storage
+                .caches
+                .provision_on(("ml", "data"), "n7", &zone("a"), &[]),
             Some(Provision::ForNode {
                 claim: "data".into(),
                 node: "n7".into()

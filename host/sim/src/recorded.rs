@@ -16,7 +16,7 @@ use switchyard_control::RunEnd;
 use switchyard_control::recording::{Recording, RecordingError};
 use switchyard_core::model::Node;
 
-use crate::report::{RunOutcome, RunResult, SERIES_POINTS, Summary, downsample, mean, percentile};
+use crate::report::{RunFacts, RunResult, SERIES_POINTS, Summary, downsample};
 use crate::simulator::{JobOutcome, UtilPoint};
 use crate::workload::{ClusterFile, JobEntry, NodeGroup, SimulatorFile, WorkloadFile};
 
@@ -254,50 +254,22 @@ fn recorded_run(
     rounds: u64,
     policy_failures: u64,
 ) -> RunResult {
-    let mut completions: Vec<f64> = jobs
-        .iter()
-        .filter_map(|j| Some(j.finish_time? - j.submit_time))
-        .collect();
-    completions.sort_by(f64::total_cmp);
-    let waits: Vec<f64> = jobs
-        .iter()
-        .filter_map(|j| Some(j.start_time? - j.submit_time))
-        .collect();
-    let finished = completions.len();
-    let last_finish = jobs
-        .iter()
-        .filter_map(|j| j.finish_time)
-        .fold(0.0, f64::max);
-    let makespan = if finished == jobs.len() {
-        last_finish
-    } else {
-        end.max(last_finish)
-    };
-    let (cpu, gpu) = mean_utilisation(utilisation, makespan);
-    let never_started = jobs
-        .iter()
-        .filter(|j| j.finish_time.is_none() && j.start_time.is_none())
-        .count();
-    let ended = RunEnd::Idle;
-    let summary = Summary {
-        jobs: jobs.len(),
-        finished,
-        avg_completion: mean(&completions),
-        p50_completion: percentile(&completions, 0.50),
-        p95_completion: percentile(&completions, 0.95),
-        makespan,
-        avg_wait: mean(&waits),
-        cpu_utilisation: cpu,
-        gpu_utilisation: gpu,
-        migrations: jobs.iter().map(|j| u64::from(j.migrations)).sum(),
-        rescales: jobs.iter().map(|j| u64::from(j.rescales)).sum(),
-        preemptions: jobs.iter().map(|j| u64::from(j.preemptions)).sum(),
-        deadlocked: 0,
-        never_started,
+    let facts = RunFacts {
+        end,
         rounds,
         policy_failures,
-        ended,
-        outcome: RunOutcome::of(jobs.len(), finished, 0, ended),
+        ended: RunEnd::Idle,
+    };
+    let summary = Summary {
+        // A recorded job that is not finished may have started: only those that did
+        // not are never started.
+        never_started: jobs
+            .iter()
+            .filter(|j| j.finish_time.is_none() && j.start_time.is_none())
+            .count(),
+        ..Summary::of(&jobs, facts, |makespan| {
+            mean_utilisation(utilisation, makespan)
+        })
     };
     RunResult {
         policy: "recorded".into(),

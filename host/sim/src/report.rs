@@ -109,16 +109,27 @@ pub struct RunResult {
     pub utilisation: Vec<UtilPoint>,
 }
 
-impl RunResult {
-    /// Gathers a finished run.
-    pub fn collect(
-        policy: String,
-        control: &ControlLoop,
-        sim: &Simulator,
-        ended: RunEnd,
-        settings: std::collections::BTreeMap<String, String>,
+/// What only the run knows, beside its jobs' outcomes.
+pub(crate) struct RunFacts {
+    /// The run's clock when it stopped (the makespan of a run that left jobs unfinished).
+    pub(crate) end: f64,
+    /// Rounds decided.
+    pub(crate) rounds: u64,
+    /// Rounds in which the policy failed.
+    pub(crate) policy_failures: u64,
+    /// Why it stopped.
+    pub(crate) ended: RunEnd,
+}
+
+impl Summary {
+    /// The figures of a run whose jobs ended as `jobs` say; `shares(makespan)` gives the
+    /// mean CPU and GPU shares up to the makespan. A job neither finished nor deadlocked
+    /// counts as never started.
+    pub(crate) fn of(
+        jobs: &[JobOutcome],
+        facts: RunFacts,
+        shares: impl FnOnce(f64) -> (f64, f64),
     ) -> Self {
-        let jobs = sim.outcomes();
         let mut completions: Vec<f64> = jobs
             .iter()
             .filter_map(|j| Some(j.finish_time? - j.submit_time))
@@ -136,13 +147,12 @@ impl RunResult {
         let makespan = if finished == jobs.len() {
             last_finish
         } else {
-            sim_now(sim).max(last_finish)
+            facts.end.max(last_finish)
         };
-        let (cpu, gpu) = sim.mean_utilisation(makespan);
+        let (cpu, gpu) = shares(makespan);
         let unfinished = jobs.iter().filter(|j| j.finish_time.is_none());
         let deadlocked = unfinished.clone().filter(|j| j.deadlocked).count();
-        let outcome = RunOutcome::of(jobs.len(), finished, deadlocked, ended);
-        let summary = Summary {
+        Summary {
             jobs: jobs.len(),
             finished,
             avg_completion: mean(&completions),
@@ -152,16 +162,36 @@ impl RunResult {
             avg_wait: mean(&waits),
             cpu_utilisation: cpu,
             gpu_utilisation: gpu,
-            migrations: jobs.iter().map(|j| j.migrations as u64).sum(),
-            rescales: jobs.iter().map(|j| j.rescales as u64).sum(),
-            preemptions: jobs.iter().map(|j| j.preemptions as u64).sum(),
+            migrations: jobs.iter().map(|j| u64::from(j.migrations)).sum(),
+            rescales: jobs.iter().map(|j| u64::from(j.rescales)).sum(),
+            preemptions: jobs.iter().map(|j| u64::from(j.preemptions)).sum(),
             deadlocked,
             never_started: unfinished.filter(|j| !j.deadlocked).count(),
+            rounds: facts.rounds,
+            policy_failures: facts.policy_failures,
+            ended: facts.ended,
+            outcome: RunOutcome::of(jobs.len(), finished, deadlocked, facts.ended),
+        }
+    }
+}
+
+impl RunResult {
+    /// Gathers a finished run.
+    pub fn collect(
+        policy: String,
+        control: &ControlLoop,
+        sim: &Simulator,
+        ended: RunEnd,
+        settings: std::collections::BTreeMap<String, String>,
+    ) -> Self {
+        let jobs = sim.outcomes();
+        let facts = RunFacts {
+            end: sim_now(sim),
             rounds: control.rounds(),
             policy_failures: control.failures(),
             ended,
-            outcome,
         };
+        let summary = Summary::of(&jobs, facts, |makespan| sim.mean_utilisation(makespan));
         Self {
             source: policy.clone(),
             policy,

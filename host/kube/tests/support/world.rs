@@ -38,9 +38,9 @@ impl World {
     /// A cluster whose reflectors have all listed (their caches are synced).
     pub fn new() -> Self {
         let mut world = Self::unsynced();
-        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
-        world.pods.apply_watcher_event(&watcher::Event::InitDone);
-        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world.on_nodes(&watcher::Event::InitDone);
+        world.on_pods(&watcher::Event::InitDone);
+        world.on_jobs(&watcher::Event::InitDone);
         world
     }
 
@@ -134,19 +134,43 @@ impl World {
     /// first list has not come back yet: its cache is empty, whatever runs.
     pub fn pods_unlisted() -> Self {
         let mut world = Self::unsynced();
-        world.nodes.apply_watcher_event(&watcher::Event::InitDone);
-        world.jobs.apply_watcher_event(&watcher::Event::InitDone);
+        world.on_nodes(&watcher::Event::InitDone);
+        world.on_jobs(&watcher::Event::InitDone);
         world
     }
 
     /// The pod reflector's first list comes back with `pods`.
     pub fn pods_listed(&mut self, pods: Vec<Pod>) {
-        self.pods.apply_watcher_event(&watcher::Event::Init);
+        self.on_pods(&watcher::Event::Init);
         for mut p in pods {
             p.metadata.resource_version = Some(self.next_version());
-            self.pods.apply_watcher_event(&watcher::Event::InitApply(p));
+            self.on_pods(&watcher::Event::InitApply(p));
         }
-        self.pods.apply_watcher_event(&watcher::Event::InitDone);
+        self.on_pods(&watcher::Event::InitDone);
+        self.caches.changed.notify_one();
+    }
+
+    /// The job reflector lists again (its watch was restarted) and finds `jobs`: those
+    /// it does not list are gone, which only their absence says.
+    pub fn jobs_listed(&mut self, jobs: &[&JobBuilder]) {
+        self.on_jobs(&watcher::Event::Init);
+        for j in jobs {
+            let mut job = j.build();
+            job.metadata.resource_version = Some(self.next_version());
+            self.on_jobs(&watcher::Event::InitApply(job));
+        }
+        self.on_jobs(&watcher::Event::InitDone);
+        self.caches.changed.notify_one();
+    }
+
+    /// The node reflector lists again and finds `nodes`.
+    pub fn nodes_listed(&mut self, nodes: Vec<Node>) {
+        self.on_nodes(&watcher::Event::Init);
+        for mut n in nodes {
+            n.metadata.resource_version = Some(self.next_version());
+            self.on_nodes(&watcher::Event::InitApply(n));
+        }
+        self.on_nodes(&watcher::Event::InitDone);
         self.caches.changed.notify_one();
     }
 
@@ -177,6 +201,24 @@ impl World {
         }
     }
 
+    /// Applies `event` to the node cache, and notes it as the node reflector does.
+    fn on_nodes(&mut self, event: &watcher::Event<Node>) {
+        self.nodes.apply_watcher_event(event);
+        self.caches.node_event(event);
+    }
+
+    /// Applies `event` to the pod cache, and notes it as the pod reflector does.
+    pub fn on_pods(&mut self, event: &watcher::Event<Pod>) {
+        self.pods.apply_watcher_event(event);
+        self.caches.pod_event(event);
+    }
+
+    /// Applies `event` to the job cache, and notes it as the job reflector does.
+    fn on_jobs(&mut self, event: &watcher::Event<TrainingJob>) {
+        self.jobs.apply_watcher_event(event);
+        self.caches.job_event(event);
+    }
+
     fn next_version(&mut self) -> String {
         self.versions += 1;
         self.versions.to_string()
@@ -184,25 +226,25 @@ impl World {
 
     pub fn node(mut self, mut n: Node) -> Self {
         n.metadata.resource_version = Some(self.next_version());
-        self.nodes.apply_watcher_event(&watcher::Event::Apply(n));
+        self.on_nodes(&watcher::Event::Apply(n));
         self
     }
 
     pub fn pod(&mut self, mut p: Pod) {
         p.metadata.resource_version = Some(self.next_version());
-        self.pods.apply_watcher_event(&watcher::Event::Apply(p));
+        self.on_pods(&watcher::Event::Apply(p));
         self.caches.changed.notify_one();
     }
 
     pub fn pod_gone(&mut self, p: Pod) {
-        self.pods.apply_watcher_event(&watcher::Event::Delete(p));
+        self.on_pods(&watcher::Event::Delete(p));
         self.caches.changed.notify_one();
     }
 
     pub fn job(&mut self, j: &JobBuilder) {
         let mut job = j.build();
         job.metadata.resource_version = Some(self.next_version());
-        self.jobs.apply_watcher_event(&watcher::Event::Apply(job));
+        self.on_jobs(&watcher::Event::Apply(job));
         self.caches.changed.notify_one();
     }
 

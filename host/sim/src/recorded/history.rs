@@ -317,6 +317,9 @@ pub(crate) fn read(recording: &Recording) -> Result<History, RecordingError> {
             };
             now.push(index);
         }
+        // Jobs that left at this round, as the previous one showed them: they ran until
+        // it, though this snapshot no longer has them.
+        let mut gone: Vec<Arc<Job>> = Vec::new();
         if let Some((before, jobs_before)) = &previous {
             // Nodes that jobs finishing now left: their neighbours' cores in this
             // snapshot are those after the finish, not those they ran with until it.
@@ -353,6 +356,9 @@ pub(crate) fn read(recording: &Recording) -> Result<History, RecordingError> {
             }
             for &i in jobs_before {
                 let job = &mut history.jobs[i];
+                if !here[i] {
+                    gone.push(job.last_view.clone());
+                }
                 if here[i] {
                     let state = ran_in[i].take().unwrap_or_else(|| job.last_state.clone());
                     job.push(*before, time, state);
@@ -378,7 +384,7 @@ pub(crate) fn read(recording: &Recording) -> Result<History, RecordingError> {
         // The cluster between the previous round and this one, as this one shows it
         // (the previous round's decision applied).
         let since = previous.as_ref().map_or(time, |(before, _)| *before);
-        utilisation(&mut history, snapshot, since);
+        utilisation(&mut history, snapshot, &gone, since);
         previous = Some((time, now));
     }
     history.cut_short = rounds.cut_short().to_vec();
@@ -449,21 +455,33 @@ fn read_nodes(
     }
 }
 
-fn utilisation(history: &mut History, snapshot: &switchyard_core::model::Snapshot, time: f64) {
+/// The cluster's use from `time` (the previous round) to this round, as `snapshot` shows
+/// it, with the jobs `gone` at this round (their last views) added: they ran until it.
+fn utilisation(
+    history: &mut History,
+    snapshot: &switchyard_core::model::Snapshot,
+    gone: &[Arc<Job>],
+    time: f64,
+) {
     let (mut cores, mut total_cores, mut gpus, mut total_gpus) = (0.0, 0.0, 0.0, 0.0);
     for node in &snapshot.nodes {
         total_cores += node.allocatable.cpu_millis as f64 / 1000.0;
         total_gpus += node.allocatable.gpus as f64;
         cores += node.usage.map_or(0.0, |u| u.cpu_millis as f64 / 1000.0);
     }
-    for job in &snapshot.jobs {
-        if RunState::of(job).progressing {
-            gpus += job
-                .tasks
-                .iter()
-                .map(|t| t.requests.gpus as f64)
-                .sum::<f64>();
-        }
+    let running_gpus = |job: &Job| match RunState::of(job).progressing {
+        true => job.tasks.iter().map(|t| t.requests.gpus as f64).sum(),
+        false => 0.0,
+    };
+    gpus += snapshot.jobs.iter().map(|j| running_gpus(j)).sum::<f64>();
+    for job in gone {
+        gpus += running_gpus(job);
+        cores += job
+            .tasks
+            .iter()
+            .filter_map(|t| t.usage)
+            .map(|u| u.cpu_millis as f64 / 1000.0)
+            .sum::<f64>();
     }
     let share = |used: f64, total: f64| if total > 0.0 { used / total } else { 0.0 };
     let point = UtilPoint {
