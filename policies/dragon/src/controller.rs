@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use switchyard_policy_sdk::{
     Action, Job, JobPhase, Operation, Placement, Resources, Scaling, Snapshot, Task,
-    cluster::{Ledger, nodes_of, pending_tasks, total_requests},
+    cluster::{Ledger, has_pending_tasks, nodes_of, pending_tasks, total_requests},
 };
 
 /// Order of the waiting queue.
@@ -42,8 +42,9 @@ pub struct Round {
     pub idle_since: BTreeMap<String, f64>,
     /// Seconds until the next alarm (a job turning urgent, an idle resource reaching mu).
     pub next_alarm: Option<f64>,
-    /// Urgent job ids.
-    pub urgent: Vec<String>,
+    /// Urgent jobs, by position in the snapshot (ids are not copied: on a long trace
+    /// nearly every queued job is urgent, every round).
+    pub urgent: Vec<usize>,
 }
 
 /// Runs one round. `idle_since` is the clock from the previous round.
@@ -51,19 +52,22 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
     let mut out = Round::default();
-    let mut waiting: Vec<&Job> = snapshot
+    // The queue with each job's position in the snapshot.
+    let mut queue: Vec<(usize, &Job)> = snapshot
         .jobs
         .iter()
-        .filter(|j| j.phase == JobPhase::Waiting && !pending_tasks(j).is_empty())
+        .enumerate()
+        .filter(|(_, j)| j.phase == JobPhase::Waiting && has_pending_tasks(j))
         .collect();
-    sort_queue(&mut waiting, params.queue);
+    sort_queue(&mut queue, params.queue);
+    let waiting: Vec<&Job> = queue.iter().map(|&(_, j)| j).collect();
 
     // 1. Scale-down alarm.
-    let urgent: Vec<&Job> = match params.queue {
-        Queue::Fcfs => waiting
+    let urgent: Vec<(usize, &Job)> = match params.queue {
+        Queue::Fcfs => queue
             .iter()
             .copied()
-            .filter(|j| now - j.submit_time > params.tau)
+            .filter(|(_, j)| now - j.submit_time > params.tau)
             .collect(),
         Queue::Utility => {
             let top = snapshot
@@ -72,18 +76,19 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
                 .filter(|j| j.phase != JobPhase::Waiting)
                 .map(|j| j.utility)
                 .fold(f64::NEG_INFINITY, f64::max);
-            waiting
+            queue
                 .first()
                 .into_iter()
                 .copied()
-                .filter(|j| j.utility > top)
+                .filter(|(_, j)| j.utility > top)
                 .collect()
         }
     };
-    out.urgent = urgent.iter().map(|j| j.id.clone()).collect();
+    out.urgent = urgent.iter().map(|&(at, _)| at).collect();
     let mut shrunk: Vec<String> = Vec::new();
     if let Some(target) = urgent
         .iter()
+        .map(|&(_, j)| j)
         .filter(|_| params.scaling)
         .min_by_key(|j| size_key(&total_requests(&j.tasks)))
     {
@@ -225,10 +230,10 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     out
 }
 
-fn sort_queue(queue: &mut [&Job], order: Queue) {
+fn sort_queue(queue: &mut [(usize, &Job)], order: Queue) {
     match order {
-        Queue::Fcfs => queue.sort_by(|a, b| a.submit_time.total_cmp(&b.submit_time)),
-        Queue::Utility => queue.sort_by(|a, b| {
+        Queue::Fcfs => queue.sort_by(|(_, a), (_, b)| a.submit_time.total_cmp(&b.submit_time)),
+        Queue::Utility => queue.sort_by(|(_, a), (_, b)| {
             let size = |j: &Job| {
                 let r = total_requests(&j.tasks);
                 r.cpu_millis as f64 / 1000.0 + r.memory_bytes as f64 / (1u64 << 30) as f64
@@ -355,7 +360,7 @@ mod tests {
             job("u").requests(1000, 1).distributed(0, 2, 2, 2),
         ];
         let r = round(&snapshot(150.0, gpu_nodes(), jobs), P, &BTreeMap::new());
-        assert_eq!(r.urgent, ["u"]);
+        assert_eq!(r.urgent, [2], "u (the third job) is urgent");
         // One replica of `a` plus the GPU left on n2 is just enough: no second replica stops.
         assert_eq!(ops(&r), ["scale a 3 []", "place u n1+n2"]);
         assert!(
@@ -500,7 +505,7 @@ mod tests {
             job("w2").submitted_at(2.0).requests(1000, 2).utility(5.0),
         ];
         let r = round(&snapshot(5.0, nodes, jobs), p, &BTreeMap::new());
-        assert_eq!(r.urgent, ["w2"]);
+        assert_eq!(r.urgent, [2], "w2 (the third job) is urgent");
         assert_eq!(ops(&r), ["scale low 2 []", "place w2 n1"]);
     }
 }

@@ -1,7 +1,7 @@
 //! DRAGON as a plain function of (settings, snapshot, state): parameters, the idle
 //! clock in the state blob, labels. The procedures live in [`crate::controller`].
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
@@ -81,14 +81,22 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let p = params(given)?;
     let mut st: State = state::decode_kept(blob)?;
     let round = controller::round(snapshot, p, &st.idle_since);
-    let urgent: HashSet<&str> = round.urgent.iter().map(String::as_str).collect();
-    let labels = st.shown.changed(snapshot, "state", |j| {
-        Some(match j.phase {
-            JobPhase::Waiting if urgent.contains(j.id.as_str()) => "urgent",
-            JobPhase::Waiting => "waiting",
-            _ => "running",
+    let mut urgent = vec![false; snapshot.jobs.len()];
+    for &at in &round.urgent {
+        urgent[at] = true;
+    }
+    let labels = st
+        .shown
+        .changed_at(snapshot, "state", |at, j| {
+            Some(match j.phase {
+                JobPhase::Waiting if urgent[at] => "urgent",
+                JobPhase::Waiting => "waiting",
+                _ => "running",
+            })
         })
-    });
+        .into_iter()
+        .map(|(_, label)| label)
+        .collect();
     Ok(Decision {
         actions: round.actions,
         labels,

@@ -639,6 +639,14 @@ pub fn pending_tasks(job: &Job) -> Vec<&Task> {
         .collect()
 }
 
+/// Whether `job` has a task not yet on a node: [`pending_tasks`] is not empty, asked
+/// without collecting them (a round asks it of every job in a long queue).
+pub fn has_pending_tasks(job: &Job) -> bool {
+    job.tasks
+        .iter()
+        .any(|t| t.phase == TaskPhase::Pending && t.node.is_none())
+}
+
 /// Sum of the requests of `tasks`.
 pub fn total_requests<'a>(tasks: impl IntoIterator<Item = &'a Task>) -> Resources {
     tasks

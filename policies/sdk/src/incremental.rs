@@ -5,7 +5,7 @@
 //! applies each change here before calling the policy's `decide` on the whole snapshot,
 //! so a policy is written against [`Snapshot`] alone and cannot tell the two apart.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use crate::{Snapshot, SnapshotDelta};
 
@@ -31,6 +31,33 @@ pub use bindings::exports::switchyard::policy::incremental_scheduler::Guest as I
 thread_local! {
     /// The snapshot this instance reached on its last call.
     static HELD: RefCell<Option<Snapshot>> = const { RefCell::new(None) };
+    /// Counts the changes to the held nodes and jobs ([`held_version`]).
+    static VERSION: Cell<u64> = const { Cell::new(0) };
+    /// True while `decide` runs on the held snapshot.
+    static DECIDING: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While a kept instance decides: a number that changes whenever the nodes or jobs it
+/// holds change (a reset included), and stays the same when the host's change only
+/// moved the clock and the triggers (a timer round). A policy that keeps what it
+/// computed from the nodes and jobs alone (with the state it returned, see
+/// [`crate::state::decode_kept`]) and the number it was computed at may use it again
+/// while the number is the same: on a long trace most rounds are such ticks, and the
+/// queue need not be walked again. `None` outside such a call (a policy handed a whole
+/// snapshot), where nothing is known.
+pub fn held_version() -> Option<u64> {
+    DECIDING.with(Cell::get).then(|| VERSION.with(Cell::get))
+}
+
+/// True when `change` leaves the held nodes and jobs as they were.
+fn leaves_cluster_alone(change: &SnapshotDelta) -> bool {
+    !change.reset
+        && change.nodes.is_empty()
+        && change.removed_nodes.is_empty()
+        && change.jobs.is_empty()
+        && change.removed_jobs.is_empty()
+        && change.loss_updates.is_empty()
+        && change.node_sets.is_none()
 }
 
 /// Applies `change` to the snapshot this instance holds and runs `decide` on the
@@ -42,11 +69,17 @@ pub fn with_applied<R>(
 ) -> Result<R, String> {
     HELD.with(|held| {
         let mut held = held.borrow_mut();
+        if held.is_none() || !leaves_cluster_alone(&change) {
+            VERSION.with(|v| v.set(v.get().wrapping_add(1)));
+        }
         if let Err(message) = apply(&mut held, change) {
             *held = None;
             return Err(message);
         }
-        Ok(decide(held.as_ref().expect("applied")))
+        DECIDING.with(|flag| flag.set(true));
+        let decided = decide(held.as_ref().expect("applied"));
+        DECIDING.with(|flag| flag.set(false));
+        Ok(decided)
     })
 }
 
@@ -266,6 +299,45 @@ mod tests {
         apply(&mut held, delta).unwrap();
         let steps: Vec<u64> = held.unwrap().jobs[0].loss.iter().map(|s| s.step).collect();
         assert_eq!(steps, [3, 4]);
+    }
+
+    #[test]
+    fn the_held_version_moves_with_every_change_but_the_clock_and_triggers() {
+        HELD.with(|h| *h.borrow_mut() = None);
+        assert_eq!(held_version(), None, "only while deciding");
+        let reset = SnapshotDelta {
+            reset: true,
+            jobs: vec![job("a")],
+            ..change()
+        };
+        let first = with_applied(reset, |_| held_version()).unwrap().unwrap();
+        let tick = SnapshotDelta {
+            triggers: vec![crate::Trigger::Tick],
+            ..change()
+        };
+        assert_eq!(with_applied(tick, |_| held_version()).unwrap(), Some(first));
+        let arrival = SnapshotDelta {
+            jobs: vec![job("b")],
+            ..change()
+        };
+        let second = with_applied(arrival, |_| held_version()).unwrap().unwrap();
+        assert_ne!(second, first);
+        let samples = SnapshotDelta {
+            loss_updates: vec![LossUpdate {
+                job: 0,
+                dropped: 0,
+                appended: 1,
+            }],
+            appended_loss: vec![crate::LossSample {
+                time: 1.0,
+                step: 1,
+                value: 1.0,
+            }],
+            ..change()
+        };
+        let third = with_applied(samples, |_| held_version()).unwrap().unwrap();
+        assert_ne!(third, second);
+        assert_eq!(held_version(), None);
     }
 
     #[test]

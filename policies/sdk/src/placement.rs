@@ -9,7 +9,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::cluster::{Ledger, ResourcesExt, nodes_of, one_task_per_node, pending_tasks};
+use crate::cluster::{
+    Ledger, ResourcesExt, has_pending_tasks, nodes_of, one_task_per_node, pending_tasks,
+};
 use crate::shown::match_previous;
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
@@ -246,7 +248,7 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
     // Requests (and the eligibility set they were limited to) that found no node: a
     // task asking at least as much of the same set finds none either.
     let mut fit_nowhere: Vec<(Resources, Option<u32>)> = Vec::new();
-    for job in &snapshot.jobs {
+    for job in snapshot.jobs.iter().filter(|j| has_pending_tasks(j)) {
         // A job whose tasks may not share a node skips the nodes it is on already.
         let apart = one_task_per_node(job);
         let mut taken: Vec<String> = match apart {

@@ -170,8 +170,13 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
     // Jobs that left are forgotten here: `jobs[i]` belongs to `snapshot.jobs[i]`.
-    let (mut spread, mut last_round, mut jobs) = match state::take_kept(blob, &snapshot.jobs) {
-        Some(kept) => kept,
+    let mut taken = state::take_kept(blob, &snapshot.jobs);
+    let (mut spread, mut last_round, mut jobs) = match taken.as_mut() {
+        Some(kept) => (
+            std::mem::take(&mut kept.spread),
+            kept.last_round,
+            std::mem::take(&mut kept.jobs),
+        ),
         None => {
             let bytes = state::unarmour(blob)?;
             let State {
@@ -185,7 +190,15 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let now = snapshot.time;
 
     let mut ledger = Ledger::new(snapshot);
-    let mut actions = spread.place(snapshot, &mut ledger);
+    // The initial placement reads the nodes, the jobs and the arrival numbers only: on
+    // the same ones as a call that placed nothing, it places nothing again.
+    let unchanged = taken.as_ref().and_then(|t| t.unchanged.as_ref());
+    let (mut actions, numbered) = match unchanged {
+        Some(u) if !u.placed => (Vec::new(), Vec::new()),
+        _ => spread.place_numbering(snapshot, &mut ledger),
+    };
+    let placed = !actions.is_empty();
+    let spread_same = unchanged.is_some() && numbered.is_empty();
 
     let round_due = last_round.is_none_or(|t| now - t >= params.interval - 1e-6);
     let mut requests = Vec::new();
@@ -214,8 +227,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
             .zip(jobs)
             .collect(),
     };
-    let blob = state.encode();
-    state::keep(&blob, state);
+    let blob = state::encode_and_keep(state, taken, spread_same, placed);
     Ok(Decision {
         actions,
         labels,

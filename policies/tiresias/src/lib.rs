@@ -13,7 +13,8 @@
 //!
 //! - [`queues`]: the per-job bookkeeping (service, demotion, the starvation rule) and
 //!   the ranking, with no cluster in sight;
-//! - [`policy`]: the decision: admission, preemption, placement, labels, the state blob.
+//! - [`policy`]: the decision: admission, preemption, placement, labels;
+//! - [`blob`]: the state blob, a job's entry copied from the last blob when unchanged.
 //!
 //! Interpretations and deviations (each a choice the paper leaves open):
 //! 1. Defaults follow the artifact's simulator as the Pollux artifact ships it: two
@@ -34,6 +35,7 @@
 //!    before the others are ranked.
 //! 6. Each job carries the label `tiresias.queue=Q<k>` (0 is the highest priority).
 
+pub mod blob;
 pub mod policy;
 pub mod queues;
 

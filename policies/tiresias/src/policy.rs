@@ -10,9 +10,9 @@ use switchyard_policy_sdk::{
     cluster::{Ledger, ResourcesExt, pending_tasks, total_requests},
     log,
     settings::{ParamSpec, Settings, parameters},
-    state,
 };
 
+use crate::blob;
 use crate::queues::{Queues, Standing, Transition, ranking};
 
 /// Tiresias's parameters, with the artifact's values as defaults.
@@ -37,13 +37,16 @@ pub const SPEC: &[ParamSpec] = &[
 /// The label each job carries: its queue.
 pub const QUEUE_LABEL: &str = "tiresias.queue";
 
-/// What survives between calls.
+/// What survives between calls (written by [`crate::blob`]).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct State {
     /// Each active job's standing, in snapshot order.
-    jobs: Vec<(String, Standing)>,
+    pub(crate) jobs: Vec<(String, Standing)>,
     /// The next queue ticket.
-    tickets: u64,
+    pub(crate) tickets: u64,
+    /// The time of the round that wrote it, which every standing was brought to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) seen: Option<f64>,
 }
 
 struct Params {
@@ -108,14 +111,20 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// capacity lasts, preempt the running ones left out, place the waiting ones let in.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = params(settings)?;
-    let st: State = state::decode_kept(blob)?;
+    let (st, written) = blob::read(blob)?;
     let mut tickets = st.tickets;
     let mut saved = Saved::new(st.jobs);
     let now = snapshot.time;
     let mut standings: Vec<Standing> = Vec::with_capacity(snapshot.jobs.len());
     let mut ids: Vec<String> = Vec::with_capacity(snapshot.jobs.len());
+    // Each job's position in the previous state, where it had one.
+    let mut previous: Vec<Option<usize>> = Vec::with_capacity(snapshot.jobs.len());
     for job in &snapshot.jobs {
-        let (id, standing) = saved.take(&job.id);
+        let (at, id, standing) = match saved.take(&job.id) {
+            Some((at, id, standing)) => (Some(at), Some(id), Some(standing)),
+            None => (None, None, None),
+        };
+        previous.push(at);
         ids.push(id.unwrap_or_else(|| job.id.clone()));
         let mut standing = standing.unwrap_or_else(|| {
             tickets += 1;
@@ -174,15 +183,22 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
     }
     let labels = queue_labels(snapshot, &mut standings);
+    // An entry whose standing is as the previous blob wrote it is copied from there.
+    let reuse: Vec<Option<usize>> = previous
+        .iter()
+        .zip(&standings)
+        .map(|(&at, now)| at.filter(|&at| blob::same_entry(&saved.jobs[at].1, now)))
+        .collect();
     let state = State {
         jobs: ids.into_iter().zip(standings).collect(),
         tickets,
+        seen: Some(now),
     };
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: state::encode_kept(state),
+        state: blob::write(state, &reuse, written.as_ref()),
     })
 }
 
@@ -205,8 +221,8 @@ impl Saved {
         }
     }
 
-    /// The saved id string and standing of job `id`, each `None` when there is none.
-    fn take(&mut self, id: &str) -> (Option<String>, Option<Standing>) {
+    /// The position, saved id string and standing of job `id`, when it has one.
+    fn take(&mut self, id: &str) -> Option<(usize, String, Standing)> {
         let at = if self
             .jobs
             .get(self.next)
@@ -225,16 +241,14 @@ impl Saved {
                 .get(id)
                 .copied()
         };
-        let Some(at) = at else {
-            return (None, None);
-        };
+        let at = at?;
         self.next = at + 1;
         let (saved, standing) = &mut self.jobs[at];
         if saved.is_empty() {
             // Taken already (an id twice in one snapshot): a fresh standing.
-            return (None, None);
+            return None;
         }
-        (Some(std::mem::take(saved)), Some(standing.clone()))
+        Some((at, std::mem::take(saved), standing.clone()))
     }
 }
 
@@ -324,7 +338,7 @@ fn describe_transition(job: &str, queue: usize, transition: &Transition) -> Stri
 mod tests {
     use super::*;
     use switchyard_policy_sdk::testing::*;
-    use switchyard_policy_sdk::{Operation, Trigger};
+    use switchyard_policy_sdk::{Operation, Trigger, state};
 
     fn set(name: &str, value: &str) -> Setting {
         Setting {

@@ -33,8 +33,11 @@ pub struct Standing {
     /// Seconds it has waited since it last ran (what promotes it).
     #[serde(rename = "p")]
     pub waited: f64,
-    /// The host time of the last round that saw it.
-    #[serde(rename = "c")]
+    /// The host time of the last round that saw it. Not written per job: every job is
+    /// brought to the round's time, so the blob holds that time once
+    /// ([`crate::blob`]) and a waiting job's entry stays the same from round to round.
+    /// A blob that still has it per job reads as well.
+    #[serde(rename = "c", default, skip_serializing)]
     pub seen: f64,
     /// The queue label last handed to the host, so a label goes out only on a change.
     #[serde(rename = "s", default, skip_serializing_if = "Option::is_none")]
