@@ -98,6 +98,31 @@ fn checked_like_a_rust_policy(wasm: &str, cache: &str, expect: &str) -> (bool, S
     ])
 }
 
+/// A new `first-fit` project built in `project` (its `first_fit.wasm`): it validates,
+/// and passes the expectations its scaffold wrote (`policy-tests/`). `cache` is the
+/// compile cache the two commands share.
+fn new_project_passes_its_expectations(project: &Path, cache: &Path) {
+    let wasm = project.join("first_fit.wasm");
+    let wasm = wasm.to_str().unwrap();
+    let cache = cache.to_str().unwrap();
+    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
+    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
+    let workload = project.join("policy-tests/workload.yaml");
+    let expect = project.join("policy-tests/expect.yaml");
+    let (ok, out) = run(&[
+        "--cache-dir",
+        cache,
+        "policy",
+        "test",
+        wasm,
+        workload.to_str().unwrap(),
+        "--expect",
+        expect.to_str().unwrap(),
+    ]);
+    assert!(ok, "{out}");
+    assert!(out.contains("6 of 6 expectations held"), "{out}");
+}
+
 /// The trace of a shipped policy on one of the paper workloads, as `policy test
 /// --golden` renders it.
 fn trace_of(policy: &str, workload: &str) -> String {
@@ -490,26 +515,7 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
         status.success(),
         "componentize-py failed on the new project"
     );
-    let wasm = moved.join("first_fit.wasm");
-    let wasm = wasm.to_str().unwrap();
-    let cache = dir.path().join("cache");
-    let cache = cache.to_str().unwrap();
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
-    let workload = moved.join("policy-tests/workload.yaml");
-    let expect = moved.join("policy-tests/expect.yaml");
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "policy",
-        "test",
-        wasm,
-        workload.to_str().unwrap(),
-        "--expect",
-        expect.to_str().unwrap(),
-    ]);
-    assert!(ok, "{out}");
-    assert!(out.contains("6 of 6 expectations held"), "{out}");
+    new_project_passes_its_expectations(&moved, &dir.path().join("cache"));
 }
 
 /// The SDK's componentize-js (`npm ci` in `sdk/js`, which `.ci/run` does), and `node`:
@@ -633,24 +639,5 @@ fn a_new_javascript_policy_passes_its_own_tests_and_builds_into_a_component_that
     std::os::unix::fs::symlink(&modules, moved.join("node_modules")).unwrap();
     npm_run(&moved, "test");
     npm_run(&moved, "build");
-    let wasm = moved.join("first_fit.wasm");
-    let wasm = wasm.to_str().unwrap();
-    let cache = dir.path().join("cache");
-    let cache = cache.to_str().unwrap();
-    let (ok, out) = run(&["--cache-dir", cache, "policy", "validate", wasm]);
-    assert!(ok && out.contains("first-fit 0.1.0"), "{out}");
-    let workload = moved.join("policy-tests/workload.yaml");
-    let expect = moved.join("policy-tests/expect.yaml");
-    let (ok, out) = run(&[
-        "--cache-dir",
-        cache,
-        "policy",
-        "test",
-        wasm,
-        workload.to_str().unwrap(),
-        "--expect",
-        expect.to_str().unwrap(),
-    ]);
-    assert!(ok, "{out}");
-    assert!(out.contains("6 of 6 expectations held"), "{out}");
+    new_project_passes_its_expectations(&moved, &dir.path().join("cache"));
 }

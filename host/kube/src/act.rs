@@ -177,17 +177,8 @@ impl Actor {
         for provision in claims {
             let sent = match provision {
                 Provision::ForNode { claim, node } => {
-                    let body = Patch::Merge(json!({"metadata": {"annotations": {
-                        crate::volumes::SELECTED_NODE_ANNOTATION: node}}}));
                     chosen.push(format!("{claim} on {node}"));
-                    retry::with_backoff("claim annotation", || {
-                        self.guard.call(claims_api.patch(claim, &params, &body))
-                    })
-                    .await
-                    .map(drop)
-                    .map_err(Error::api(format!(
-                        "choosing node {node} for PersistentVolumeClaim {claim}"
-                    )))
+                    ephemeral::select_node(&claims_api, &self.guard, claim, node).await
                 }
                 Provision::Volume {
                     claim,

@@ -11,6 +11,8 @@
 //! ephemeral volume controller was first, its claim gets the annotation. The kubelet
 //! starts the pod once the volume is provisioned and bound.
 //!
+//! [`select_node`] is that annotation, for every claim waiting for its first consumer.
+//!
 //! Which classes can be used this way is judged in [`crate::volumes`]: a claim made with
 //! its pod cannot wait for a pre-provisioned volume or be made before the node is
 //! known, so a class that binds `Immediate`ly holds the job.
@@ -132,6 +134,17 @@ pub async fn ensure(
     if annotated.is_some() {
         return Ok(());
     }
+    select_node(api, guard, &name, &node).await
+}
+
+/// Annotates claim `name` `volume.kubernetes.io/selected-node: node`, as kube-scheduler
+/// does to have its class's provisioner make the volume there.
+pub async fn select_node(
+    api: &Api<PersistentVolumeClaim>,
+    guard: &Guard,
+    name: &str,
+    node: &str,
+) -> Result<()> {
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
         ..PatchParams::default()
@@ -139,7 +152,7 @@ pub async fn ensure(
     let body = Patch::Merge(json!({"metadata": {"annotations": {
         SELECTED_NODE_ANNOTATION: node}}}));
     retry::with_backoff("claim annotation", || {
-        guard.call(api.patch(&name, &params, &body))
+        guard.call(api.patch(name, &params, &body))
     })
     .await
     .map(drop)

@@ -555,25 +555,14 @@ mod tests {
     /// pass that placed nothing, and decides as a fresh instance on the same snapshot.
     #[test]
     fn ticks_on_a_kept_instance_decide_as_a_fresh_instance_would() {
-        use switchyard_policy_sdk::{SnapshotDelta, incremental};
+        use switchyard_policy_sdk::incremental;
         let nodes = vec![node("w1", 8000)];
         let jobs = vec![
             job("a").running_on("w1").loss(FAST).requests(4000, 0),
             job("b").running_on("w1").loss(FLAT).requests(3000, 0),
             job("big").requests(9000, 0),
         ];
-        let delta = |t: f64, reset: bool| SnapshotDelta {
-            reset,
-            time: t,
-            triggers: vec![Trigger::Tick],
-            nodes: if reset { nodes.clone() } else { vec![] },
-            removed_nodes: vec![],
-            jobs: if reset { jobs.clone() } else { vec![] },
-            removed_jobs: vec![],
-            loss_updates: vec![],
-            appended_loss: vec![],
-            node_sets: None,
-        };
+        let delta = |t: f64, reset: bool| tick_delta(t, reset, &nodes, &jobs);
         let mut blob = Vec::new();
         for round in 0..6 {
             let t = 30.0 * round as f64;

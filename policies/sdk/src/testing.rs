@@ -6,7 +6,7 @@
 
 use crate::{
     Job, JobMove, JobPhase, Label, LossSample, MoveKind, Node, NodeSet, Replicas, Resources,
-    Snapshot, Task, TaskPhase, Trigger, cluster::ResourcesExt,
+    Snapshot, SnapshotDelta, Task, TaskPhase, Trigger, cluster::ResourcesExt,
 };
 
 /// One GiB in bytes.
@@ -240,6 +240,23 @@ impl JobBuilder for Job {
             value: value.into(),
         });
         self
+    }
+}
+
+/// The change a kept instance gets for a `tick` at `time`: with `reset`, the whole
+/// cluster (`nodes` and `jobs` as given); otherwise nothing but the clock moved.
+pub fn tick_delta(time: f64, reset: bool, nodes: &[Node], jobs: &[Job]) -> SnapshotDelta {
+    SnapshotDelta {
+        reset,
+        time,
+        triggers: vec![Trigger::Tick],
+        nodes: if reset { nodes.to_vec() } else { vec![] },
+        removed_nodes: vec![],
+        jobs: if reset { jobs.to_vec() } else { vec![] },
+        removed_jobs: vec![],
+        loss_updates: vec![],
+        appended_loss: vec![],
+        node_sets: None,
     }
 }
 

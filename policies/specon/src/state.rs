@@ -331,8 +331,8 @@ mod tests {
     /// against a fresh instance given the same snapshot and blob every round.
     #[test]
     fn ticks_on_a_kept_instance_decide_and_write_as_a_fresh_instance_would() {
-        use switchyard_policy_sdk::testing::{JobBuilder, node};
-        use switchyard_policy_sdk::{Decision, SnapshotDelta, Trigger, incremental};
+        use switchyard_policy_sdk::testing::{JobBuilder, node, tick_delta};
+        use switchyard_policy_sdk::{Decision, incremental};
         const CONVERGING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.995), (60.0, 0.992)];
         let nodes = vec![node("w1", 8000), node("w2", 8000)];
         let jobs = vec![
@@ -341,18 +341,7 @@ mod tests {
             job("big").requests(16_000, 0),
             job("bigger").requests(20_000, 0),
         ];
-        let delta = |t: f64, reset: bool| SnapshotDelta {
-            reset,
-            time: t,
-            triggers: vec![Trigger::Tick],
-            nodes: if reset { nodes.clone() } else { vec![] },
-            removed_nodes: vec![],
-            jobs: if reset { jobs.clone() } else { vec![] },
-            removed_jobs: vec![],
-            loss_updates: vec![],
-            appended_loss: vec![],
-            node_sets: None,
-        };
+        let delta = |t: f64, reset: bool| tick_delta(t, reset, &nodes, &jobs);
         let same = |a: &Decision, b: &Decision| {
             assert_eq!(format!("{:?}", a.actions), format!("{:?}", b.actions));
             assert_eq!(format!("{:?}", a.labels), format!("{:?}", b.labels));
