@@ -16,8 +16,8 @@
 //!   GPU-hours, a round every 60 s, 30 s of restart on every allocation including a
 //!   resumed one, a free checkpoint): the average within 10 %.
 //!
-//! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the tables
-//! that `docs/reproduction.md` shows.
+//! `cargo test -p switchyard-sim --test sim peer_agreement:: -- --nocapture` prints the
+//! tables that `docs/reproduction.md` shows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
