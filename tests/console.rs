@@ -21,7 +21,7 @@
 //! SWITCHYARD_CONSOLE_SCREENSHOTS=docs/console cargo test -p switchyard --test switchyard console::
 //! ```
 
-mod live;
+use crate::live;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

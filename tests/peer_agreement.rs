@@ -22,8 +22,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-#[path = "support/offline_runtime.rs"]
-mod offline_runtime;
+use crate::offline_runtime;
 
 use serde::Deserialize;
 use switchyard_runtime::Runtime;

@@ -3,6 +3,9 @@
 //! it installs a counting global allocator whose figures other tests running beside it
 //! would inflate.
 
+#[path = "../support/mod.rs"]
+mod support;
+
 #[path = "../incremental.rs"]
 mod incremental;
 #[path = "../runtime.rs"]

@@ -2,9 +2,17 @@
 //! module here, under its own name (`simulator::...`, `peer_agreement::...`), so a test
 //! keeps its file and its name and only one binary links the host.
 //!
-//! A file is declared by `#[path]`, which makes it a directory owner: its own `mod
-//! support;` and `#[path = "support/..."]` lines resolve against `tests/`, as they did
-//! when the file was a binary of its own.
+//! A file is declared by `#[path]`, which makes it a directory owner: a `mod` or
+//! `#[path]` line of its own resolves against `tests/`, as it did when the file was a
+//! binary of its own. What several files share is declared once, here, and each file
+//! `use`s it: a file loaded as two modules would be compiled twice.
+
+#[path = "../support/offline_loop.rs"]
+mod offline_loop;
+#[path = "../support/offline_runtime.rs"]
+mod offline_runtime;
+#[path = "../support/mod.rs"]
+mod support;
 
 #[path = "../constrained.rs"]
 mod constrained;

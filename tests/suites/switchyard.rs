@@ -4,6 +4,13 @@
 //! own: it moves the process into the repository's root, where the relative paths of the
 //! others (`cli::...`) would no longer resolve.
 
+#[path = "../support/compile_cache.rs"]
+mod compile_cache;
+#[path = "../live/mod.rs"]
+mod live;
+#[path = "../support/mod.rs"]
+mod support;
+
 #[path = "../api_fuzz.rs"]
 mod api_fuzz;
 #[path = "../cli.rs"]
