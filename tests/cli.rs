@@ -1,7 +1,6 @@
 //! The `switchyard policy` commands as a user runs them.
 
-#[path = "support/guests.rs"]
-mod guests;
+use crate::support::guests;
 
 use assert_cmd::Command;
 

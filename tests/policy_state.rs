@@ -1,7 +1,6 @@
 //! Each policy keeps its own state blob across swaps and controller restarts.
 
-#[path = "support/offline_loop.rs"]
-mod offline_loop;
+use crate::offline_loop;
 use offline_loop::slot;
 
 use std::collections::BTreeMap;

@@ -1,7 +1,7 @@
 //! The sandboxed runtime, exercised with real components built from the guest crates in
 //! this repository (`tests/guests/*`, `policies/*`).
 
-mod support;
+use crate::support;
 use support::guests;
 
 use std::time::{Duration, Instant};
