@@ -113,15 +113,21 @@ function applyLoss(jobs, updates) {
     if (end > sent) {
       throw new PolicyError(`loss update appends ${counts[k]} samples to job \`${job.id}\`, more than were sent`);
     }
-    if (dropped) {
-      loss.times.splice(0, dropped);
-      loss.steps.splice(0, dropped);
-      loss.values.splice(0, dropped);
+    const { times: heldTimes, steps: heldSteps, values: heldValues } = loss;
+    if (dropped === 1) {
+      heldTimes.shift();
+      heldSteps.shift();
+      heldValues.shift();
+    } else if (dropped) {
+      heldTimes.splice(0, dropped);
+      heldSteps.splice(0, dropped);
+      heldValues.splice(0, dropped);
     }
     for (; at < end; at += 1) {
-      loss.times.push(times[at]);
-      loss.steps.push(exact(steps[at], 'loss step'));
-      loss.values.push(values[at]);
+      heldTimes.push(times[at]);
+      const step = steps[at];
+      heldSteps.push(typeof step === 'bigint' ? exact(step, 'loss step') : step);
+      heldValues.push(values[at]);
     }
   }
   if (at !== sent) {
