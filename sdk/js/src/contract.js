@@ -65,12 +65,22 @@ export function seriesLength(series, whose) {
   return count;
 }
 
-/** A job's loss series as the SDK holds it: three plain arrays of numbers. */
+/** A job's loss series as the SDK holds it: three plain arrays of numbers. One indexed
+ * loop rather than `Array.from`, which walks an iterator per element in the engine's
+ * interpreter (a reset converts every job's series). */
 function seriesToNumbers(series, whose) {
   const count = seriesLength(series, whose);
+  const { times: fromTimes, steps: fromSteps, values: fromValues } = series;
+  const times = new Array(count);
   const steps = new Array(count);
-  for (let i = 0; i < count; i += 1) steps[i] = exact(series.steps[i], 'loss step');
-  return { times: Array.from(series.times), steps, values: Array.from(series.values) };
+  const values = new Array(count);
+  for (let i = 0; i < count; i += 1) {
+    times[i] = fromTimes[i];
+    const step = fromSteps[i];
+    steps[i] = typeof step === 'bigint' ? exact(step, 'loss step') : step;
+    values[i] = fromValues[i];
+  }
+  return { times, steps, values };
 }
 
 /** Converts a job's u64 fields (task requests and usage, loss steps) in place, and its
