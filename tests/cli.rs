@@ -25,7 +25,7 @@ fn stdout_of(args: &[&str]) -> String {
 fn inspect_prints_the_world_and_the_default_policys_parameters() {
     let out = stdout_of(&["policy", "inspect", "default"]);
     assert!(
-        out.contains("world:    switchyard:policy/incremental-scheduler@0.2.0"),
+        out.contains("world:    switchyard:policy/incremental-scheduler@0.3.0"),
         "{out}"
     );
     assert!(
