@@ -36,7 +36,6 @@ use std::time::Duration;
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use switchyard_core::delta::{Change, HeldSnapshot};
 use switchyard_core::model::{LossSample, Settings, Snapshot};
-use switchyard_policy_sdk::Guest;
 use switchyard_runtime::contract;
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
@@ -75,19 +74,21 @@ fn load(runtime: &Runtime, name: &str) -> Arc<PolicyModule> {
 struct Subject {
     name: &'static str,
     module: Arc<PolicyModule>,
+    /// The policy module's own `decide`, as `policy_binding!` calls it: on a borrowed
+    /// snapshot, so dropping the snapshot is not part of the round.
     native: fn(
-        Vec<switchyard_policy_sdk::Setting>,
-        switchyard_policy_sdk::Snapshot,
-        Vec<u8>,
+        &[switchyard_policy_sdk::Setting],
+        &switchyard_policy_sdk::Snapshot,
+        &[u8],
     ) -> Result<switchyard_policy_sdk::Decision, String>,
 }
 
 impl Subject {
     fn new(runtime: &Runtime, name: &'static str) -> Self {
         let native = match name {
-            "specon" => switchyard_policy_specon::SpeconPolicy::decide,
-            "dragon" => switchyard_policy_dragon::DragonPolicy::decide,
-            "default" => switchyard_policy_default::DefaultPolicy::decide,
+            "specon" => switchyard_policy_specon::policy::decide,
+            "dragon" => switchyard_policy_dragon::policy::decide,
+            "default" => switchyard_policy_default::policy::decide,
             other => panic!("no native build of {other} in this bench"),
         };
         // A build of the policy with its symbols, for profiles (`docs/performance.md`).
@@ -135,14 +136,14 @@ impl Subject {
         let current = std::cell::RefCell::new(snapshot.clone());
         let state = std::cell::RefCell::new(decide(&current.borrow(), state).state);
         g.bench_function(BenchmarkId::new("kept", label), |b| {
-            b.iter_batched(
+            b.iter_batched_ref(
                 || {
                     let mut s = current.borrow_mut();
                     next_round(&mut s);
                     s.clone()
                 },
                 |s| {
-                    let decision = decide(&s, &state.borrow());
+                    let decision = decide(s, &state.borrow());
                     *state.borrow_mut() = decision.state;
                     black_box(decision.actions)
                 },
@@ -164,14 +165,14 @@ impl Subject {
         let current = std::cell::RefCell::new(snapshot.clone());
         let state = std::cell::RefCell::new(state.to_vec());
         g.bench_function(BenchmarkId::new("native-kept", label), |b| {
-            b.iter_batched(
+            b.iter_batched_ref(
                 || {
                     let mut s = current.borrow_mut();
                     next_round(&mut s);
                     native::snapshot_to_wit(&s)
                 },
                 |s| {
-                    let decision = (self.native)(vec![], s, state.take()).expect("native decides");
+                    let decision = (self.native)(&[], s, &state.borrow()).expect("native decides");
                     *state.borrow_mut() = decision.state;
                     black_box(decision.actions)
                 },
@@ -184,7 +185,7 @@ impl Subject {
         let state = self.warmed_state(snapshot);
         let actions = self.wasm(snapshot, &state).actions.len();
         let lowered = native::snapshot_to_wit(snapshot);
-        let native_actions = (self.native)(vec![], lowered.clone(), state.clone())
+        let native_actions = (self.native)(&[], &lowered, &state)
             .expect("native decides")
             .actions
             .len();
@@ -202,11 +203,7 @@ impl Subject {
             self.bench_kept(&mut g, label, snapshot, &state);
         }
         g.bench_function(BenchmarkId::new("native", label), |b| {
-            b.iter_batched(
-                || (lowered.clone(), state.clone()),
-                |(s, st)| black_box((self.native)(vec![], s, st)),
-                BatchSize::LargeInput,
-            )
+            b.iter(|| black_box((self.native)(&[], &lowered, &state)))
         });
         if kept {
             self.bench_native_kept(&mut g, label, snapshot, &state);

@@ -93,6 +93,7 @@ test-support = []
 wit-bindgen = {{ version = \"0.61\", default-features = false, features = [\"macros\", \"realloc\"] }}
 serde = {{ version = \"1\", features = [\"derive\", \"rc\"] }}
 serde_json = \"1\"
+rustc-hash = \"2\"
 "
     )
 }
@@ -188,8 +189,18 @@ mod tests {
     #[test]
     fn the_vendored_manifest_asks_for_the_workspaces_dependency_versions() {
         let workspace = std::fs::read_to_string(repository().join("Cargo.toml")).unwrap();
+        let sdk = std::fs::read_to_string(repository().join("policies/sdk/Cargo.toml")).unwrap();
         let vendored = manifest();
-        for dependency in ["wit-bindgen", "serde", "serde_json"] {
+        // Every dependency of the SDK's own manifest, so a new one cannot be left out.
+        let dependencies: Vec<&str> = sdk
+            .split("[dependencies]")
+            .nth(1)
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.strip_suffix(".workspace = true"))
+            .collect();
+        assert!(dependencies.contains(&"serde"), "{sdk}");
+        for dependency in dependencies {
             let line = |text: &str| {
                 text.lines()
                     .find(|l| l.starts_with(&format!("{dependency} = ")))
