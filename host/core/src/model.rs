@@ -147,6 +147,13 @@ pub fn record_move(history: &mut Vec<JobMove>, moved: JobMove) {
     if history.len() >= MOVE_HISTORY {
         history.drain(..=history.len() - MOVE_HISTORY);
     }
+    if history.len() == history.capacity() {
+        // Most jobs move once or twice: a `push` into an empty vector reserves room for
+        // four moves, which a cluster of long-running jobs would keep for each of them.
+        // Doubling from one keeps the growth amortised.
+        let more = history.len().clamp(1, MOVE_HISTORY - history.len());
+        history.reserve_exact(more);
+    }
     history.push(moved);
 }
 

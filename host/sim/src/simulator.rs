@@ -20,6 +20,8 @@ pub mod curve;
 mod events;
 pub mod faults;
 pub mod goodput;
+#[cfg(test)]
+mod kept_bytes;
 pub mod share;
 pub mod spec;
 mod state;
@@ -551,9 +553,8 @@ impl Simulator {
         }
         self.gpus_in_use += gpus_delta;
         let jobs = &self.jobs;
-        self.queue.drop_stale(self.active.len(), |job, version| {
-            jobs[job].version == version
-        });
+        self.queue
+            .drop_stale(|job, version| jobs[job].version == version);
         let point = UtilPoint {
             time: self.now,
             cpu: if self.total_cores > 0.0 {
@@ -719,6 +720,9 @@ impl Simulator {
         let now = self.now;
         match self.jobs[job].moves.last_mut() {
             Some(last) if !was_waiting && last.kind == MoveKind::Placed && last.time == now => {
+                // Kept for the job's life: sized exactly, not to the doubled capacity
+                // `extend` would reserve.
+                last.to_nodes.reserve_exact(to.len());
                 last.to_nodes.extend(to);
             }
             _ if was_waiting && !to.is_empty() => {

@@ -13,6 +13,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     restore_default_sigpipe();
+    disable_transparent_huge_pages();
     let args = cli::Cli::parse();
     let live = matches!(args.command, cli::Command::Run(_));
     cli::init_tracing(args.log_json, live);
@@ -33,6 +34,22 @@ fn restore_default_sigpipe() {
     // disposition to the default has no other precondition.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
+}
+
+/// mimalloc asks the kernel for transparent huge pages on its arenas, and a huge page is
+/// resident whole as soon as one byte of it is used. The controller's heap is many small
+/// objects kept for a job's life, interleaved with what each round builds and drops, so
+/// after a burst of rounds huge pages keep far more resident than is live; with the
+/// kernel's ordinary pages the same work takes the same CPU time (see
+/// `docs/performance.md`, "Controller footprint"). The flag is the process's own and its
+/// children's; a kernel without it leaves things as they were.
+fn disable_transparent_huge_pages() {
+    #[cfg(target_os = "linux")]
+    // SAFETY: PR_SET_THP_DISABLE sets a flag on this process and touches no memory of
+    // ours; the unused arguments are zero, as the call requires.
+    unsafe {
+        libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0);
     }
 }
 
