@@ -627,7 +627,7 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
                         min: min.min(current),
                         max: max.max(current),
                     },
-                    loss: vec![],
+                    loss: Default::default(),
                     metric_rises: false,
                     moves: vec![],
                     checkpointable,

@@ -133,7 +133,7 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
             min: 1,
             max: 4,
         },
-        loss,
+        loss: loss.into(),
         metric_rises: false,
         moves: vec![],
         checkpointable: true,

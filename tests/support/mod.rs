@@ -66,7 +66,7 @@ pub(crate) fn job(id: &str) -> JobBuilder {
             min: 1,
             max: 1,
         },
-        loss: vec![],
+        loss: Default::default(),
         metric_rises: false,
         moves: vec![],
         checkpointable: true,

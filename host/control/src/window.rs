@@ -165,7 +165,7 @@ mod tests {
                 min: 1,
                 max: 1,
             },
-            loss: Vec::new(),
+            loss: Arc::default(),
             metric_rises: false,
             moves: Vec::new(),
             checkpointable: true,

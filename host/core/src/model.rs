@@ -212,8 +212,11 @@ pub struct Job {
     pub tasks: Vec<Task>,
     /// Its scalable role.
     pub replicas: Replicas,
-    /// Recent evaluation samples, oldest first.
-    pub loss: Vec<LossSample>,
+    /// Recent evaluation samples, oldest first. Shared, like the snapshot's jobs: a
+    /// series moves on as a new list, so a source can keep one copy of the current series
+    /// for itself and every view of the job, and a snapshot still holding an older view
+    /// keeps the older list.
+    pub loss: Arc<[LossSample]>,
     /// The metric improves by rising.
     pub metric_rises: bool,
     /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]).

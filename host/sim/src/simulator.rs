@@ -451,15 +451,15 @@ impl Simulator {
             } else {
                 0.0
             };
-            if j.loss.len() == LOSS_HISTORY {
-                j.loss.pop_front();
-            }
-            let step = j.work_done.round() as u64;
-            j.loss.push_back(LossSample {
+            let sample = LossSample {
                 time: now,
-                step,
+                step: j.work_done.round() as u64,
                 value: clean * (1.0 + noise),
-            });
+            };
+            // A new list rather than the old one changed: the job's views (and a
+            // snapshot a policy instance still holds) share the old one.
+            let kept = &j.loss[j.loss.len().saturating_sub(LOSS_HISTORY - 1)..];
+            j.loss = kept.iter().copied().chain([sample]).collect();
         }
         j.next_eval += j.spec.eval_every;
         self.dirty_jobs.push(job);
@@ -877,7 +877,7 @@ impl Simulator {
                 min: j.spec.min_replicas,
                 max: j.spec.max_replicas,
             },
-            loss: j.loss.iter().copied().collect(),
+            loss: Arc::clone(&j.loss),
             metric_rises: j.spec.metric_rises,
             moves: j.moves.clone(),
             checkpointable: j.spec.checkpointable,
