@@ -243,7 +243,7 @@ fn a_job_s_moves_are_recorded_in_order_with_their_nodes() {
         to_nodes: names(to),
     };
     assert_eq!(
-        moves,
+        *moves,
         [
             moved(0.0, MoveKind::Placed, "", &[], &["n1"]),
             moved(10.0, MoveKind::Migrated, "defrag", &["n1"], &["n2"]),

@@ -629,7 +629,7 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
                     },
                     loss: Default::default(),
                     metric_rises: false,
-                    moves: vec![],
+                    moves: Default::default(),
                     checkpointable,
                     labels: Default::default(),
                 }

@@ -135,7 +135,7 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
         },
         loss: loss.into(),
         metric_rises: false,
-        moves: vec![],
+        moves: Default::default(),
         checkpointable: true,
         labels: Default::default(),
     }

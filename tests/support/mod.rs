@@ -68,7 +68,7 @@ pub(crate) fn job(id: &str) -> JobBuilder {
         },
         loss: Default::default(),
         metric_rises: false,
-        moves: vec![],
+        moves: Default::default(),
         checkpointable: true,
         labels: Default::default(),
     })

@@ -167,7 +167,7 @@ mod tests {
             },
             loss: Arc::default(),
             metric_rises: false,
-            moves: Vec::new(),
+            moves: Arc::default(),
             checkpointable: true,
             labels: Arc::default(),
         })

@@ -141,20 +141,16 @@ pub struct JobMove {
 /// The most recent moves a job's history keeps.
 pub const MOVE_HISTORY: usize = 32;
 
-/// Adds `moved` to `history`, dropping the oldest beyond [`MOVE_HISTORY`]: what every
-/// backend keeps of a job's moves.
-pub fn record_move(history: &mut Vec<JobMove>, moved: JobMove) {
-    if history.len() >= MOVE_HISTORY {
-        history.drain(..=history.len() - MOVE_HISTORY);
-    }
-    if history.len() == history.capacity() {
-        // Most jobs move once or twice: a `push` into an empty vector reserves room for
-        // four moves, which a cluster of long-running jobs would keep for each of them.
-        // Doubling from one keeps the growth amortised.
-        let more = history.len().clamp(1, MOVE_HISTORY - history.len());
-        history.reserve_exact(more);
-    }
-    history.push(moved);
+/// `history` with `moved` added, the oldest dropped beyond [`MOVE_HISTORY`]: what every
+/// backend keeps of a job's moves. A new list, sized exactly, rather than the old one
+/// changed: views of the job share the old one, and moves are rare.
+pub fn with_move(history: &[JobMove], moved: JobMove) -> Arc<[JobMove]> {
+    let oldest_kept = (history.len() + 1).saturating_sub(MOVE_HISTORY);
+    history[oldest_kept..]
+        .iter()
+        .cloned()
+        .chain([moved])
+        .collect()
 }
 
 /// One evaluation of a job's training objective.
@@ -219,8 +215,9 @@ pub struct Job {
     pub loss: Arc<[LossSample]>,
     /// The metric improves by rising.
     pub metric_rises: bool,
-    /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]).
-    pub moves: Vec<JobMove>,
+    /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]). Shared, like the loss
+    /// series: a source keeps one copy for itself and every view of the job.
+    pub moves: Arc<[JobMove]>,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
     /// Submission labels, shared: jobs of one template carry the same ones.
@@ -248,7 +245,7 @@ impl Job {
 
     /// Adds `moved` to the history, dropping the oldest beyond [`MOVE_HISTORY`].
     pub fn record_move(&mut self, moved: JobMove) {
-        record_move(&mut self.moves, moved);
+        self.moves = with_move(&self.moves, moved);
     }
 }
 

@@ -371,7 +371,7 @@ impl Simulator {
         j.work_done = j.spec.work;
         j.finish_time = Some(self.now);
         // Nobody asks a finished job's history; a long trace would keep it all.
-        j.moves = Vec::new();
+        j.moves = Arc::default();
         j.state = JobState::Finished;
         j.view = None;
         j.rate = 0.0;
@@ -711,15 +711,18 @@ impl Simulator {
             from_nodes,
             to_nodes,
         };
-        model::record_move(&mut self.jobs[job].moves, moved);
+        let j = &mut self.jobs[job];
+        j.moves = model::with_move(&j.moves, moved);
     }
 
     /// Records a placement from waiting; tasks placed one by one in the same round join
     /// that one move.
     fn note_placed(&mut self, job: usize, was_waiting: bool, to: Vec<String>) {
         let now = self.now;
-        match self.jobs[job].moves.last_mut() {
+        let moves = &mut self.jobs[job].moves;
+        match moves.last() {
             Some(last) if !was_waiting && last.kind == MoveKind::Placed && last.time == now => {
+                let last = Arc::make_mut(moves).last_mut().expect("the last move");
                 // Kept for the job's life: sized exactly, not to the doubled capacity
                 // `extend` would reserve.
                 last.to_nodes.reserve_exact(to.len());
@@ -879,7 +882,7 @@ impl Simulator {
             },
             loss: Arc::clone(&j.loss),
             metric_rises: j.spec.metric_rises,
-            moves: j.moves.clone(),
+            moves: Arc::clone(&j.moves),
             checkpointable: j.spec.checkpointable,
             labels: Arc::clone(&j.labels),
         }

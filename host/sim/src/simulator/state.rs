@@ -88,8 +88,9 @@ pub(crate) struct SimJob {
     pub(crate) next_eval: f64,
     /// Its most recent evaluation samples, shared with the job's views.
     pub(crate) loss: Arc<[LossSample]>,
-    /// Its moves, oldest first (the contract's bounded history).
-    pub(crate) moves: Vec<JobMove>,
+    /// Its moves, oldest first (the contract's bounded history), shared with the job's
+    /// views.
+    pub(crate) moves: Arc<[JobMove]>,
     /// Saving a checkpoint after a preemption: its nodes go when the restart is done.
     pub(crate) checkpointing: bool,
     /// Preempted and waiting: its next whole placement restores the checkpoint.
@@ -157,7 +158,7 @@ impl SimJob {
             version: 0,
             restart_until: None,
             loss: Arc::default(),
-            moves: Vec::new(),
+            moves: Arc::default(),
             checkpointing: false,
             resuming: false,
             eligible: None,
