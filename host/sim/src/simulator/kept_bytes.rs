@@ -103,9 +103,11 @@ fn place_arrivals(sim: &mut Simulator, triggers: &[Trigger], next_node: &mut usi
 
 /// The most bytes the simulator and the held snapshot may keep per running job, nodes
 /// included (a node per five jobs, as in the workload above), once its loss series is
-/// full. A job's full series is `LOSS_HISTORY` samples of 24 bytes, in the simulator and
-/// in its view; the rest is its spec, tasks, move history and view.
-const KEPT_PER_JOB: isize = 3_500;
+/// full. Of it, the series is `LOSS_HISTORY` samples of 24 bytes, kept once for the
+/// simulator and every view; the rest is the job's spec, tasks, move history and view.
+/// A series or move history copied into each view, or specs not shared by the jobs of a
+/// template, go over it.
+const KEPT_PER_JOB: isize = 3_000;
 
 #[test]
 fn a_running_job_with_a_full_loss_series_costs_the_simulator_and_its_held_snapshot_a_bounded_number_of_bytes()
