@@ -105,8 +105,7 @@ fn place_arrivals(sim: &mut Simulator, triggers: &[Trigger], next_node: &mut usi
 /// included (a node per five jobs, as in the workload above), once its loss series is
 /// full. Of it, the series is `LOSS_HISTORY` samples of 24 bytes, kept once for the
 /// simulator and every view; the rest is the job's spec, tasks, move history and view.
-/// A series or move history copied into each view, or specs not shared by the jobs of a
-/// template, go over it.
+/// A series copied into each view (another `LOSS_HISTORY` × 24 bytes) goes over it.
 const KEPT_PER_JOB: isize = 3_000;
 
 #[test]
