@@ -8,10 +8,12 @@
 //! Groups:
 //! - `round/<policy>/<impl>/<nodes>`: a SpeCon round (second call, so jobs are
 //!   categorised) and a DRAGON round, `wasm` (host lowering, fresh instance, the whole
-//!   snapshot, decision back), `kept` (the steady state of a controller: the instance
-//!   kept from the previous round, every job reported one new loss sample since, so the
-//!   host sends a loss update per job) against `native` (the policy's `decide` on an
-//!   owned snapshot);
+//!   snapshot, decision back) against `native` (the policy's `decide` on an owned
+//!   snapshot, the same state), and `kept` (the steady state of a controller: the
+//!   instance kept from the previous round, every job reported one new loss sample
+//!   since, so the host sends a loss update per job, and the state is the one the
+//!   previous round returned) against `native-kept` (the same rounds and states,
+//!   natively);
 //! - `steady/diff/<nodes>`: the host's half of a `kept` round alone: diffing the
 //!   snapshot against the held copy and lowering the delta;
 //! - `breakdown/<part>/<nodes>`: the host's lowering of the snapshot to WIT values, a
@@ -88,9 +90,16 @@ impl Subject {
             "default" => switchyard_policy_default::DefaultPolicy::decide,
             other => panic!("no native build of {other} in this bench"),
         };
+        // A build of the policy with its symbols, for profiles (`docs/performance.md`).
+        let module = match std::env::var_os(format!("DECISION_BENCH_{}", name.to_uppercase())) {
+            Some(path) => runtime
+                .load(&std::fs::read(&path).expect("the component file"), name)
+                .expect("the component loads"),
+            None => load(runtime, name),
+        };
         Self {
             name,
-            module: load(runtime, name),
+            module,
             native,
         }
     }
@@ -108,7 +117,8 @@ impl Subject {
             .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
     }
 
-    /// Rounds on an instance kept between them, each on the next round's snapshot.
+    /// Rounds on an instance kept between them, each on the next round's snapshot and
+    /// the state the previous round returned, as a controller hands them in.
     fn bench_kept(
         &self,
         g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
@@ -117,13 +127,13 @@ impl Subject {
         state: &[u8],
     ) {
         let session = Session::default();
-        let decide = |s: &Snapshot| {
+        let decide = |s: &Snapshot, state: &[u8]| {
             self.module
                 .decide_in(&session, &Settings::default(), s, state, 1)
                 .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
         };
         let current = std::cell::RefCell::new(snapshot.clone());
-        decide(&current.borrow());
+        let state = std::cell::RefCell::new(decide(&current.borrow(), state).state);
         g.bench_function(BenchmarkId::new("kept", label), |b| {
             b.iter_batched(
                 || {
@@ -131,7 +141,40 @@ impl Subject {
                     next_round(&mut s);
                     s.clone()
                 },
-                |s| black_box(decide(&s)),
+                |s| {
+                    let decision = decide(&s, &state.borrow());
+                    *state.borrow_mut() = decision.state;
+                    black_box(decision.actions)
+                },
+                BatchSize::LargeInput,
+            )
+        });
+    }
+
+    /// The same rounds as [`Subject::bench_kept`], natively (`native-kept`): each on the
+    /// next round's snapshot (lowered outside the measurement) and the state the
+    /// previous round returned.
+    fn bench_native_kept(
+        &self,
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        label: &str,
+        snapshot: &Snapshot,
+        state: &[u8],
+    ) {
+        let current = std::cell::RefCell::new(snapshot.clone());
+        let state = std::cell::RefCell::new(state.to_vec());
+        g.bench_function(BenchmarkId::new("native-kept", label), |b| {
+            b.iter_batched(
+                || {
+                    let mut s = current.borrow_mut();
+                    next_round(&mut s);
+                    native::snapshot_to_wit(&s)
+                },
+                |s| {
+                    let decision = (self.native)(vec![], s, state.take()).expect("native decides");
+                    *state.borrow_mut() = decision.state;
+                    black_box(decision.actions)
+                },
                 BatchSize::LargeInput,
             )
         });
@@ -165,6 +208,9 @@ impl Subject {
                 BatchSize::LargeInput,
             )
         });
+        if kept {
+            self.bench_native_kept(&mut g, label, snapshot, &state);
+        }
         g.finish();
     }
 }

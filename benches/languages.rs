@@ -49,7 +49,7 @@ fn python_component() -> Vec<u8> {
         .args([
             "-q",
             "-w",
-            "switchyard:policy/incremental-policy@0.2.0",
+            "switchyard:policy/incremental-policy@0.3.0",
             "componentize",
         ])
         .args(["-p", ".", "-p", "../../sdk/python/src", "app", "-o"])

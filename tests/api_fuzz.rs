@@ -2,7 +2,7 @@
 //! it never panics and never answers a 5xx other than the documented 503; without the
 //! token nothing changes; with it, the controller still answers afterwards.
 
-mod live;
+use crate::live;
 
 use std::time::Duration;
 

@@ -425,7 +425,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
         .env_remove("VIRTUAL_ENV")
         .args([
             "-w",
-            "switchyard:policy/incremental-policy@0.2.0",
+            "switchyard:policy/incremental-policy@0.3.0",
             "componentize",
             "-p",
             ".",
@@ -499,7 +499,7 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
         .env_remove("VIRTUAL_ENV")
         .args([
             "-w",
-            "switchyard:policy/incremental-policy@0.2.0",
+            "switchyard:policy/incremental-policy@0.3.0",
             "componentize",
             "-p",
             ".",

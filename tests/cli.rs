@@ -1,7 +1,6 @@
 //! The `switchyard policy` commands as a user runs them.
 
-#[path = "support/guests.rs"]
-mod guests;
+use crate::support::guests;
 
 use assert_cmd::Command;
 
@@ -26,7 +25,7 @@ fn stdout_of(args: &[&str]) -> String {
 fn inspect_prints_the_world_and_the_default_policys_parameters() {
     let out = stdout_of(&["policy", "inspect", "default"]);
     assert!(
-        out.contains("world:    switchyard:policy/incremental-scheduler@0.2.0"),
+        out.contains("world:    switchyard:policy/incremental-scheduler@0.3.0"),
         "{out}"
     );
     assert!(

@@ -18,10 +18,10 @@
 //! The screenshots of `docs/console.md` come from this test:
 //!
 //! ```sh
-//! SWITCHYARD_CONSOLE_SCREENSHOTS=docs/console cargo test -p switchyard --test console
+//! SWITCHYARD_CONSOLE_SCREENSHOTS=docs/console cargo test -p switchyard --test switchyard console::
 //! ```
 
-mod live;
+use crate::live;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

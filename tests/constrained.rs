@@ -5,8 +5,7 @@
 //! the nodes its rules allow, without a line about rules of its own, and the host
 //! refuses nothing.
 
-#[path = "support/offline_runtime.rs"]
-mod offline_runtime;
+use crate::offline_runtime;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

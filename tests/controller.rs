@@ -1,10 +1,9 @@
 //! The live controller over a real HTTP server on loopback, driving the simulator in
 //! scaled real time: hot swaps, uploads, a runaway policy, authentication, experiments.
 
-#[path = "support/guests.rs"]
-mod guests;
+use crate::support::guests;
 
-mod live;
+use crate::live;
 
 use std::collections::HashSet;
 use std::time::Duration;

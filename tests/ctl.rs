@@ -2,10 +2,9 @@
 //! operator runs it, with the address and the token from flags or the environment, and
 //! what it says is checked against what the controller then does.
 
-#[path = "support/guests.rs"]
-mod guests;
+use crate::support::guests;
 
-mod live;
+use crate::live;
 
 use std::time::Duration;
 

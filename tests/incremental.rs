@@ -2,7 +2,7 @@
 //! exactly the snapshot a fresh instance would receive whole, round after round, and the
 //! shipped policies must decide the same either way.
 
-mod support;
+use crate::support;
 use support::guests;
 
 use std::sync::Arc;

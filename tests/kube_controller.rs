@@ -3,8 +3,7 @@
 //! follower refusing changes, uploads kept in ConfigMaps and loaded again by the next
 //! leader. The caches are filled by hand, standing for the reflectors.
 
-#[path = "support/guests.rs"]
-mod guests;
+use crate::support::guests;
 #[path = "../host/kube/tests/support/mod.rs"]
 mod support;
 
@@ -27,8 +26,7 @@ use switchyard_control::{
 use switchyard_kube::crd::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
-#[path = "support/compile_cache.rs"]
-mod compile_cache;
+use crate::compile_cache;
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions {

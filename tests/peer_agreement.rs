@@ -16,14 +16,13 @@
 //!   GPU-hours, a round every 60 s, 30 s of restart on every allocation including a
 //!   resumed one, a free checkpoint): the average within 10 %.
 //!
-//! `cargo test -p switchyard-sim --test peer_agreement -- --nocapture` prints the tables
-//! that `docs/reproduction.md` shows.
+//! `cargo test -p switchyard-sim --test sim peer_agreement:: -- --nocapture` prints the
+//! tables that `docs/reproduction.md` shows.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
-#[path = "support/offline_runtime.rs"]
-mod offline_runtime;
+use crate::offline_runtime;
 
 use serde::Deserialize;
 use switchyard_runtime::Runtime;

@@ -2,8 +2,8 @@
 //! timestamped directory, a `..data` symlink swapped by renaming a temporary one, and
 //! the visible files as symlinks into `..data`.
 
-mod live;
-mod support;
+use crate::live;
+use crate::support;
 use support::guests;
 
 use std::path::Path;

@@ -1,7 +1,7 @@
 //! Each policy keeps its own state blob across swaps and controller restarts.
 
-#[path = "support/offline_loop.rs"]
-mod offline_loop;
+use crate::offline_loop;
+use crate::offline_runtime;
 use offline_loop::slot;
 
 use std::collections::BTreeMap;
@@ -9,7 +9,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use switchyard_control::{ControlLoop, DirStateStore, StateError, StateStore};
-use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_runtime::Runtime;
 use switchyard_sim::simulator::Simulator;
 use switchyard_sim::workload::Workload;
 
@@ -59,7 +59,9 @@ fn run_rounds(control: &mut ControlLoop, sim: &mut Simulator, rounds: usize) {
 
 #[test]
 fn swapping_back_resumes_each_policys_own_state_blob() {
-    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    // What is checked is state, not time: a slow round on a loaded machine must not
+    // become a fallback round.
+    let runtime = offline_runtime::generous();
     let spy = Spy::default();
     // `default` hands back whatever state it is given, so its blob shows what it got.
     spy.save("default", b"default's own memory").unwrap();
@@ -103,7 +105,9 @@ fn swapping_back_resumes_each_policys_own_state_blob() {
 
 #[test]
 fn a_restarted_loop_reads_each_policys_blob_back_from_the_state_directory() {
-    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    // What is checked is state, not time: a slow round on a loaded machine must not
+    // become a fallback round.
+    let runtime = offline_runtime::generous();
     let dir = tempfile::tempdir().unwrap();
     let store = DirStateStore::new(dir.path()).unwrap();
     let mut sim = simulator();
@@ -195,7 +199,9 @@ fn long_run(runtime: &Runtime, policy: &str) -> (Vec<u8>, switchyard_core::model
 
 #[test]
 fn no_policy_s_state_grows_with_the_jobs_that_have_left() {
-    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    // What is checked is state, not time: a slow round on a loaded machine must not
+    // become a fallback round.
+    let runtime = offline_runtime::generous();
     for policy in [
         "default", "dragon", "even", "flowcon", "gang", "specon", "tiresias",
     ] {

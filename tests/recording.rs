@@ -5,10 +5,8 @@
 //! the simulator as the load it recorded (counterfactual replay): under its own policy
 //! every job finishes when it did, under another as the workload itself would.
 
-#[path = "support/offline_loop.rs"]
-mod offline_loop;
-#[path = "support/offline_runtime.rs"]
-mod offline_runtime;
+use crate::offline_loop;
+use crate::offline_runtime;
 use offline_loop::{simulator, slot};
 
 use std::path::Path;

@@ -12,8 +12,7 @@
 //! schedule) and the thesis's makespan gains (none: ties), DRAGON's utilisation on some
 //! arrival orders.
 
-#[path = "support/offline_runtime.rs"]
-mod offline_runtime;
+use crate::offline_runtime;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

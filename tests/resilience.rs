@@ -3,9 +3,8 @@
 //! decide on within its deadline (the queue window), and a kept instance lost to an
 //! overrun (the priming deadline).
 
-#[path = "support/offline_loop.rs"]
-mod offline_loop;
-mod support;
+use crate::offline_loop;
+use crate::support;
 use offline_loop::{simulator, slot};
 use support::guests;
 

@@ -1,7 +1,7 @@
 //! The sandboxed runtime, exercised with real components built from the guest crates in
 //! this repository (`tests/guests/*`, `policies/*`).
 
-mod support;
+use crate::support;
 use support::guests;
 
 use std::time::{Duration, Instant};
@@ -171,24 +171,25 @@ fn a_component_of_another_world_is_refused_naming_what_it_exports() {
     let message = error.to_string();
     assert!(message.contains("exports greet"), "{message}");
     assert!(
-        message.contains("switchyard:policy/scheduler@0.2.0"),
+        message.contains("switchyard:policy/scheduler@0.3.0"),
         "{message}"
     );
 }
 
 #[test]
-fn a_policy_built_against_contract_0_1_is_refused_naming_both_versions_and_how_to_rebuild() {
+fn a_policy_built_against_contract_0_2_is_refused_naming_both_versions_and_how_to_rebuild() {
     let runtime = runtime_with(Duration::from_secs(1));
-    let bytes = std::fs::read(guests::path("contract-0-1")).unwrap();
+    let bytes = std::fs::read(guests::path("contract-0-2")).unwrap();
     let error = runtime.load(&bytes, "old.wasm").unwrap_err();
     assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
     let message = error.to_string();
     for needed in [
-        "built against switchyard:policy@0.1.0",
-        "this host speaks switchyard:policy@0.2.0",
-        "rebuild it against the switchyard:policy@0.2.0 WIT",
+        "built against switchyard:policy@0.2.0",
+        "this host speaks switchyard:policy@0.3.0",
+        "rebuild it against the switchyard:policy@0.3.0 WIT",
         "cargo build --release --target wasm32-wasip2",
-        "componentize-py -w switchyard:policy/policy@0.2.0",
+        "componentize-py -w switchyard:policy/incremental-policy@0.3.0",
+        "the current JavaScript SDK's `bin/build.js`",
     ] {
         assert!(message.contains(needed), "missing `{needed}` in: {message}");
     }

@@ -1,7 +1,7 @@
 //! The simulator and the control loop, as specified in issue 3: processor sharing,
 //! completion times, checkpoint costs, determinism, workload errors and policy fallback.
 
-mod support;
+use crate::support;
 use support::guests;
 
 use std::collections::BTreeMap;

@@ -4,8 +4,8 @@
 //! the policy's answer was refused), what the host keeps bounded, and the refusal
 //! visible in the records, the status and the metrics.
 
-mod live;
-mod support;
+use crate::live;
+use crate::support;
 
 use std::time::Duration;
 

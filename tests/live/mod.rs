@@ -12,8 +12,7 @@ use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::workload::Workload;
 use tokio::sync::oneshot;
 
-#[path = "../support/compile_cache.rs"]
-mod compile_cache;
+use crate::compile_cache;
 
 pub(crate) const TOKEN: &str = "test-token-5f0c";
 

@@ -89,13 +89,24 @@ macro_rules! snapshot_lowering {
                 .collect()
         }
 
+        /// A run of samples as the contract's columns.
         #[allow(dead_code)]
-        pub fn loss_sample(s: &model::LossSample) -> wit::LossSample {
-            wit::LossSample {
-                time: s.time,
-                step: s.step,
-                value: s.value,
+        pub fn loss_series<'a>(
+            samples: impl IntoIterator<Item = &'a model::LossSample>,
+        ) -> wit::LossSeries {
+            let samples = samples.into_iter();
+            let (count, _) = samples.size_hint();
+            let mut series = wit::LossSeries {
+                times: Vec::with_capacity(count),
+                steps: Vec::with_capacity(count),
+                values: Vec::with_capacity(count),
+            };
+            for s in samples {
+                series.times.push(s.time);
+                series.steps.push(s.step);
+                series.values.push(s.value);
             }
+            series
         }
 
         #[allow(dead_code)]
@@ -118,7 +129,7 @@ macro_rules! snapshot_lowering {
                     min: j.replicas.min,
                     max: j.replicas.max,
                 },
-                loss: j.loss.iter().map(loss_sample).collect(),
+                loss: loss_series(&j.loss),
                 metric_rises: j.metric_rises,
                 moves: j.moves.iter().map(job_move).collect(),
                 checkpointable: j.checkpointable,

@@ -4,7 +4,7 @@
 //! Nothing outside this module touches a generated type, so a change to the WIT shows
 //! up as compile errors here and nowhere else.
 
-use switchyard_core::delta::Change;
+use switchyard_core::delta::{Change, LossUpdate};
 use switchyard_core::model;
 
 /// Generated host bindings of the `switchyard:policy/policy` world.
@@ -12,7 +12,7 @@ use switchyard_core::model;
 pub(crate) mod bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "switchyard:policy/policy@0.2.0",
+        world: "switchyard:policy/policy@0.3.0",
     });
 }
 
@@ -22,7 +22,7 @@ pub(crate) mod bindings {
 pub(crate) mod incremental_bindings {
     wasmtime::component::bindgen!({
         path: "../../wit",
-        world: "switchyard:policy/incremental-policy@0.2.0",
+        world: "switchyard:policy/incremental-policy@0.3.0",
         with: {
             "switchyard:policy/types": super::bindings::switchyard::policy::types,
             "switchyard:policy/host": super::bindings::switchyard::policy::host,
@@ -35,7 +35,7 @@ use bindings::switchyard::policy::types as wit;
 /// The contract version this host speaks (the WIT package's), as a literal.
 macro_rules! contract_version {
     () => {
-        "0.2.0"
+        "0.3.0"
     };
 }
 
@@ -87,8 +87,7 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             removed_nodes: vec![],
             jobs: now.jobs.iter().map(|j| lowering::job(j)).collect(),
             removed_jobs: vec![],
-            loss_updates: vec![],
-            appended_loss: vec![],
+            loss_updates: loss_updates(now, &[]),
             node_sets: Some(lowering::node_sets(&now.node_sets)),
         },
         Change::Delta(delta) => wit::SnapshotDelta {
@@ -107,26 +106,34 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
                 .map(|j| lowering::job(j))
                 .collect(),
             removed_jobs: delta.jobs.removed.clone(),
-            loss_updates: delta
-                .loss_updates
-                .iter()
-                .map(|update| wit::LossUpdate {
-                    job: update.held_at as u32,
-                    dropped: update.dropped,
-                    appended: (now.jobs[update.job].loss.len() - update.kept) as u32,
-                })
-                .collect(),
-            appended_loss: delta
-                .loss_updates
-                .iter()
-                .flat_map(|update| &now.jobs[update.job].loss[update.kept..])
-                .map(lowering::loss_sample)
-                .collect(),
+            loss_updates: loss_updates(now, &delta.loss_updates),
             node_sets: delta
                 .node_sets_changed
                 .then(|| lowering::node_sets(&now.node_sets)),
         },
     }
+}
+
+/// The loss updates as the contract's columns.
+fn loss_updates(now: &model::Snapshot, updates: &[LossUpdate]) -> wit::LossUpdates {
+    let mut columns = wit::LossUpdates {
+        jobs: Vec::with_capacity(updates.len()),
+        dropped: Vec::with_capacity(updates.len()),
+        appended: Vec::with_capacity(updates.len()),
+        samples: lowering::loss_series(
+            updates
+                .iter()
+                .flat_map(|update| &now.jobs[update.job].loss[update.kept..]),
+        ),
+    };
+    for update in updates {
+        columns.jobs.push(update.held_at as u32);
+        columns.dropped.push(update.dropped);
+        columns
+            .appended
+            .push((now.jobs[update.job].loss.len() - update.kept) as u32);
+    }
+    columns
 }
 
 /// Settings in the order the WIT carries them (sorted by name).

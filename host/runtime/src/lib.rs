@@ -469,8 +469,10 @@ fn check_world(
                 "it was built against switchyard:policy@{built} (it exports `{other}`), and \
                  this host speaks {PACKAGE}, whose types differ: rebuild it against the \
                  {PACKAGE} WIT (a Rust policy: the current switchyard-policy-sdk, then \
-                 `cargo build --release --target wasm32-wasip2`; a Python one: \
-                 `componentize-py -w switchyard:policy/policy@{CONTRACT_VERSION} ...`; see \
+                 `cargo build --release --target wasm32-wasip2`; a Python one: the current \
+                 Python SDK, then `componentize-py -w \
+                 switchyard:policy/incremental-policy@{CONTRACT_VERSION} ...`; a JavaScript \
+                 one: the current JavaScript SDK's `bin/build.js`; see \
                  docs/policy-authoring.md)"
             )
         }

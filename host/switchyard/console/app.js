@@ -124,10 +124,14 @@ function renderPolicies(list) {
 }
 
 /** Replaces a select's options, keeping the choice when it is still there. */
+// Options are replaced only when the list changed: replacing them on every refresh
+// would close a list the operator has open and take the option they are picking.
 function fillSelect(select, names, first) {
+  const wanted = [...(first ? [first] : []), ...names.map((n) => [n, n])];
+  const current = [...select.options].map((o) => [o.value, o.textContent]);
+  if (current.length === wanted.length && current.every(([v, t], i) => v === wanted[i][0] && t === wanted[i][1])) return;
   const chosen = select.value;
-  const options = names.map((n) => h('option', { value: n }, n));
-  select.replaceChildren(...(first ? [h('option', { value: first[0] }, first[1])] : []), ...options);
+  select.replaceChildren(...wanted.map(([value, label]) => h('option', { value }, label)));
   if ([...select.options].some((o) => o.value === chosen)) select.value = chosen;
 }
 

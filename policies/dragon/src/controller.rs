@@ -3,11 +3,11 @@
 //! nodes whose resources idled longer than mu. Pure apart from the idle clock, which the
 //! caller keeps in the state blob.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::idle::{IdleClock, Tick};
 
 use switchyard_policy_sdk::{
     Action, Job, JobPhase, Operation, Placement, Resources, Scaling, Snapshot, Task,
-    cluster::{Ledger, has_pending_tasks, nodes_of, pending_tasks, total_requests},
+    cluster::{Ledger, has_pending_tasks, pending_tasks, total_requests},
 };
 
 /// Order of the waiting queue.
@@ -38,8 +38,9 @@ pub struct Params {
 pub struct Round {
     /// Actions in order: scale-downs, placements, scale-ups.
     pub actions: Vec<Action>,
-    /// Nodes whose idle resources were first seen idle at the given time (updated clock).
-    pub idle_since: BTreeMap<String, f64>,
+    /// The idle clock this round leaves, node by node in snapshot order
+    /// ([`IdleClock::after_round`] makes the next round's clock of it).
+    pub idle_ticks: Vec<Tick>,
     /// Seconds until the next alarm (a job turning urgent, an idle resource reaching mu).
     pub next_alarm: Option<f64>,
     /// Urgent jobs, by position in the snapshot (ids are not copied: on a long trace
@@ -47,8 +48,8 @@ pub struct Round {
     pub urgent: Vec<usize>,
 }
 
-/// Runs one round. `idle_since` is the clock from the previous round.
-pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, f64>) -> Round {
+/// Runs one round. `idle` is the clock the previous round left.
+pub fn round(snapshot: &Snapshot, params: Params, idle: &IdleClock) -> Round {
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
     let mut out = Round::default();
@@ -85,7 +86,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
         }
     };
     out.urgent = urgent.iter().map(|&(at, _)| at).collect();
-    let mut shrunk: Vec<String> = Vec::new();
+    let mut shrunk = vec![false; snapshot.jobs.len()];
     if let Some(target) = urgent
         .iter()
         .map(|&(_, j)| j)
@@ -103,7 +104,9 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
             if let Some((plan, trial)) = scale_down_plan(&ledger, &victims, &tasks) {
                 ledger = trial;
                 for (job, replicas) in plan {
-                    shrunk.push(job.id.clone());
+                    if let Some(at) = snapshot.jobs.iter().position(|j| std::ptr::eq(j, job)) {
+                        shrunk[at] = true;
+                    }
                     out.actions.push(Action {
                         op: Operation::Scale(Scaling { job: job.id.clone(), replicas, nodes: vec![] }),
                         reason: format!(
@@ -153,68 +156,8 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     }
 
     // 3. Scale-up alarm: idle resources on a node, idle for mu, go to jobs already there.
-    let running: Vec<&Job> = snapshot
-        .jobs
-        .iter()
-        .filter(|_| params.scaling)
-        .filter(|j| j.phase == JobPhase::Running && j.checkpointable && !shrunk.contains(&j.id))
-        .filter(|j| j.replicas.current < j.replicas.max)
-        .collect();
-    // The running jobs with tasks on each node, in job order: who may use its idle room.
-    let mut on_node: HashMap<&str, Vec<&Job>> = HashMap::new();
-    for &job in &running {
-        for node in nodes_of(job) {
-            on_node.entry(node).or_default().push(job);
-        }
-    }
-    let mut grow: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for node in snapshot.nodes.iter().filter(|n| n.schedulable) {
-        let here = on_node
-            .get(node.name.as_str())
-            .map_or(&[][..], Vec::as_slice);
-        let users = |ledger: &Ledger, grow: &BTreeMap<String, Vec<String>>| -> Option<&Job> {
-            here.iter().copied().find(|j| {
-                let added = grow.get(&j.id).map_or(0, Vec::len) as u32;
-                j.replicas.current + added < j.replicas.max
-                    && replica_template(j).is_some_and(|t| ledger.fits_task(&node.name, t))
-            })
-        };
-        if users(&ledger, &grow).is_none() {
-            continue;
-        }
-        let since = *idle_since.get(&node.name).unwrap_or(&now);
-        out.idle_since.insert(node.name.clone(), since);
-        if now - since < params.mu {
-            let due = since + params.mu - now;
-            out.next_alarm = Some(out.next_alarm.map_or(due, |a: f64| a.min(due)));
-            continue;
-        }
-        while let Some(job) = users(&ledger, &grow) {
-            let template = replica_template(job).expect("checked by users");
-            ledger.charge_task(&node.name, template);
-            grow.entry(job.id.clone())
-                .or_default()
-                .push(node.name.clone());
-        }
-        out.idle_since.remove(&node.name);
-    }
-    for job in &running {
-        if let Some(nodes) = grow.remove(&job.id) {
-            let replicas = job.replicas.current + nodes.len() as u32;
-            out.actions.push(Action {
-                reason: format!(
-                    "resources idle over mu = {}s on {}, where {} already runs: {} -> {} {} replicas (max {})",
-                    params.mu,
-                    nodes.join(", "),
-                    job.id,
-                    job.replicas.current,
-                    replicas,
-                    job.replicas.role,
-                    job.replicas.max
-                ),
-                op: Operation::Scale(Scaling { job: job.id.clone(), replicas, nodes }),
-            });
-        }
+    if params.scaling {
+        scale_up(snapshot, params, &mut ledger, &shrunk, idle, &mut out);
     }
 
     // Alarms: the next job to turn urgent (only scaling acts on urgency).
@@ -228,6 +171,142 @@ pub fn round(snapshot: &Snapshot, params: Params, idle_since: &BTreeMap<String, 
     }
     out.next_alarm = out.next_alarm.map(|a| a + 0.001);
     out
+}
+
+/// A running job that may grow: its position in the snapshot, itself, and the task a
+/// new replica copies.
+struct Grower<'a> {
+    job: &'a Job,
+    template: &'a Task,
+    /// Replicas added this round.
+    added: u32,
+    /// Where they go, one node name per replica.
+    nodes: Vec<String>,
+}
+
+/// Step 3: on each schedulable node whose idle room some job already there could use,
+/// start or read the node's idle clock; once it has run for mu, give the room to those
+/// jobs, a replica at a time, in job order, up to their max. Nodes and jobs are found by
+/// position (the growers on each node are listed once, in job order), so a round on a
+/// large cluster compares no names but the idle clock's one per idle node.
+fn scale_up(
+    snapshot: &Snapshot,
+    params: Params,
+    ledger: &mut Ledger,
+    shrunk: &[bool],
+    idle: &IdleClock,
+    out: &mut Round,
+) {
+    let now = snapshot.time;
+    let mut growers: Vec<Grower> = snapshot
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|&(at, j)| j.phase == JobPhase::Running && j.checkpointable && !shrunk[at])
+        .filter(|(_, j)| j.replicas.current < j.replicas.max)
+        .filter_map(|(_, job)| {
+            replica_template(job).map(|template| Grower {
+                job,
+                template,
+                added: 0,
+                nodes: Vec::new(),
+            })
+        })
+        .collect();
+    // The growers with tasks on each node, in job order, as one list per node (`start`
+    // marks where each node's part of `on_node` begins).
+    let node_count = snapshot.nodes.len();
+    let mut start = vec![0u32; node_count + 1];
+    let mut node_of_task: Vec<(u32, u32)> = Vec::new();
+    for (g, grower) in growers.iter().enumerate() {
+        let mut last = None;
+        for node in grower.job.tasks.iter().filter_map(|t| t.node.as_deref()) {
+            let Some(at) = ledger.position(node) else {
+                continue;
+            };
+            // A job's tasks on one node are usually next to each other; a repeat further
+            // on is caught below.
+            if last == Some(at) {
+                continue;
+            }
+            last = Some(at);
+            node_of_task.push((at as u32, g as u32));
+        }
+    }
+    // Stable by node: each node's growers stay in job order; a job listed twice on a
+    // node (tasks there apart) keeps its first place.
+    node_of_task.sort_by_key(|&(at, _)| at);
+    node_of_task.dedup();
+    for &(at, _) in &node_of_task {
+        start[at as usize + 1] += 1;
+    }
+    for at in 0..node_count {
+        start[at + 1] += start[at];
+    }
+    let on_node: Vec<u32> = node_of_task.iter().map(|&(_, g)| g).collect();
+
+    let mut clock = idle.reader();
+    let mut ticks: Vec<Tick> = Vec::new();
+    for (at, node) in snapshot
+        .nodes
+        .iter()
+        .enumerate()
+        .filter(|(_, n)| n.schedulable)
+    {
+        let here = &on_node[start[at] as usize..start[at + 1] as usize];
+        let user = |ledger: &Ledger, growers: &[Grower]| {
+            here.iter().copied().find(|&g| {
+                let grower = &growers[g as usize];
+                grower.job.replicas.current + grower.added < grower.job.replicas.max
+                    && ledger.fits_task_at(at, grower.template)
+            })
+        };
+        if user(ledger, &growers).is_none() {
+            continue;
+        }
+        let (since, from) = match clock.find(&node.name) {
+            Some((from, since)) => (since, Some(from)),
+            None => (now, None),
+        };
+        if now - since < params.mu {
+            ticks.push(Tick {
+                node: at,
+                since,
+                from,
+            });
+            let due = since + params.mu - now;
+            out.next_alarm = Some(out.next_alarm.map_or(due, |a: f64| a.min(due)));
+            continue;
+        }
+        while let Some(g) = user(ledger, &growers) {
+            let grower = &mut growers[g as usize];
+            ledger.charge_task_at(at, grower.template);
+            grower.added += 1;
+            grower.nodes.push(node.name.clone());
+        }
+    }
+    out.idle_ticks = ticks;
+    for grower in growers.into_iter().filter(|g| g.added > 0) {
+        let job = grower.job;
+        let replicas = job.replicas.current + grower.added;
+        out.actions.push(Action {
+            reason: format!(
+                "resources idle over mu = {}s on {}, where {} already runs: {} -> {} {} replicas (max {})",
+                params.mu,
+                grower.nodes.join(", "),
+                job.id,
+                job.replicas.current,
+                replicas,
+                job.replicas.role,
+                job.replicas.max
+            ),
+            op: Operation::Scale(Scaling {
+                job: job.id.clone(),
+                replicas,
+                nodes: grower.nodes,
+            }),
+        });
+    }
 }
 
 fn sort_queue(queue: &mut [(usize, &Job)], order: Queue) {
@@ -359,7 +438,11 @@ mod tests {
                 .running_on("n2"),
             job("u").requests(1000, 1).distributed(0, 2, 2, 2),
         ];
-        let r = round(&snapshot(150.0, gpu_nodes(), jobs), P, &BTreeMap::new());
+        let r = round(
+            &snapshot(150.0, gpu_nodes(), jobs),
+            P,
+            &IdleClock::default(),
+        );
         assert_eq!(r.urgent, [2], "u (the third job) is urgent");
         // One replica of `a` plus the GPU left on n2 is just enough: no second replica stops.
         assert_eq!(ops(&r), ["scale a 3 []", "place u n1+n2"]);
@@ -379,7 +462,7 @@ mod tests {
             job("u").requests(1000, 4).distributed(0, 2, 2, 2),
         ];
         let nodes = vec![node("n1", 16000).gpus(4)];
-        let r = round(&snapshot(150.0, nodes, jobs), P, &BTreeMap::new());
+        let r = round(&snapshot(150.0, nodes, jobs), P, &IdleClock::default());
         assert!(
             ops(&r).iter().all(|o| !o.starts_with("scale a")),
             "{:?}",
@@ -405,11 +488,11 @@ mod tests {
         let r = round(
             &snapshot(150.0, gpu_nodes(), jobs),
             locality,
-            &BTreeMap::new(),
+            &IdleClock::default(),
         );
         assert!(r.actions.is_empty(), "{:?}", ops(&r));
         // The same round with scaling shrinks `a` (see the test above): the flag decides.
-        let idle = BTreeMap::from([("n1".to_string(), 0.0)]);
+        let idle = IdleClock::from_pairs([("n1".to_string(), 0.0)]);
         let jobs = vec![elastic("a", 2, "n1"), elastic("b", 4, "n2")];
         let r = round(&snapshot(100.0, gpu_nodes(), jobs.clone()), locality, &idle);
         assert!(r.actions.is_empty(), "{:?}", ops(&r));
@@ -424,7 +507,11 @@ mod tests {
             elastic("b", 4, "n2"),
             job("u").submitted_at(100.0).requests(1000, 1),
         ];
-        let r = round(&snapshot(150.0, gpu_nodes(), jobs), P, &BTreeMap::new());
+        let r = round(
+            &snapshot(150.0, gpu_nodes(), jobs),
+            P,
+            &IdleClock::default(),
+        );
         assert!(r.actions.is_empty(), "{:?}", ops(&r));
         assert!((r.next_alarm.unwrap() - 50.001).abs() < 1e-6);
     }
@@ -442,7 +529,7 @@ mod tests {
                 .requests(1000, 1)
                 .distributed(0, 2, 2, 2),
         ];
-        let r = round(&snapshot(10.0, gpu_nodes(), jobs), P, &BTreeMap::new());
+        let r = round(&snapshot(10.0, gpu_nodes(), jobs), P, &IdleClock::default());
         assert_eq!(ops(&r), ["place small n2"]);
     }
 
@@ -456,7 +543,7 @@ mod tests {
                 vec![job("g").requests(1000, 1).distributed(1, 3, 3, 3)],
             ),
             P,
-            &BTreeMap::new(),
+            &IdleClock::default(),
         );
         assert_eq!(ops(&r), ["place g n2"]);
     }
@@ -468,13 +555,14 @@ mod tests {
         let r = round(
             &snapshot(0.0, gpu_nodes(), jobs.clone()),
             P,
-            &BTreeMap::new(),
+            &IdleClock::default(),
         );
         assert!(r.actions.is_empty());
-        assert_eq!(r.idle_since.get("n1"), Some(&0.0));
-        assert!(!r.idle_since.contains_key("n2"));
+        let clock = IdleClock::default().after_round(&r.idle_ticks, &gpu_nodes());
+        assert_eq!(clock.get("n1"), Some(0.0));
+        assert_eq!(clock.get("n2"), None);
         // After mu: a grows onto n1 only, up to its max.
-        let r = round(&snapshot(60.0, gpu_nodes(), jobs), P, &r.idle_since);
+        let r = round(&snapshot(60.0, gpu_nodes(), jobs), P, &clock);
         assert_eq!(ops(&r), ["scale a 4 [n1,n1]"]);
     }
 
@@ -487,7 +575,7 @@ mod tests {
                 .distributed(0, 4, 1, 8)
                 .running_on("n1"),
         ];
-        let idle = BTreeMap::from([("n2".to_string(), 0.0)]);
+        let idle = IdleClock::from_pairs([("n2".to_string(), 0.0)]);
         let r = round(&snapshot(100.0, nodes, jobs), P, &idle);
         assert!(r.actions.is_empty(), "{:?}", ops(&r));
     }
@@ -504,7 +592,7 @@ mod tests {
             job("w1").submitted_at(1.0).requests(1000, 1).utility(2.0),
             job("w2").submitted_at(2.0).requests(1000, 2).utility(5.0),
         ];
-        let r = round(&snapshot(5.0, nodes, jobs), p, &BTreeMap::new());
+        let r = round(&snapshot(5.0, nodes, jobs), p, &IdleClock::default());
         assert_eq!(r.urgent, [2], "w2 (the third job) is urgent");
         assert_eq!(ops(&r), ["scale low 2 []", "place w2 n1"]);
     }

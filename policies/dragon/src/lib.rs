@@ -14,8 +14,8 @@
 //!    replicas (up to max) to running jobs that already have tasks on that node
 //!    (`scale` with one node entry per added replica).
 //!
-//! Modules: [`controller`] (the procedures), [`policy`] (parameters, state, labels
-//! `state=waiting|urgent|running`).
+//! Modules: [`controller`] (the procedures), [`idle`] (the idle clock), [`policy`]
+//! (parameters, state, labels `state=waiting|urgent|running`).
 //!
 //! Interpretations and deviations:
 //! 1. "Smallest" job = fewest GPUs, then CPU, then memory of all its tasks.
@@ -39,6 +39,7 @@
 //!    baseline ("DRAGON without the feature of auto-scaling", greedy packing).
 
 pub mod controller;
+pub mod idle;
 pub mod policy;
 
 switchyard_policy_sdk::policy_binding!(DragonPolicy, policy);

@@ -1,8 +1,6 @@
 //! DRAGON as a plain function of (settings, snapshot, state): parameters, the idle
 //! clock in the state blob, labels. The procedures live in [`crate::controller`].
 
-use std::collections::BTreeMap;
-
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Decision, Description, JobPhase, Setting, Snapshot,
@@ -12,6 +10,7 @@ use switchyard_policy_sdk::{
 };
 
 use crate::controller::{self, Params, Queue};
+use crate::idle::IdleClock;
 
 /// DRAGON's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -38,9 +37,9 @@ pub const SPEC: &[ParamSpec] = &[
 ];
 
 /// The state blob: when each node's usable idle resources were first seen idle.
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct State {
-    idle_since: BTreeMap<String, f64>,
+    idle_since: IdleClock,
     /// The `state` label each job was last shown: it goes out again only when it changes.
     #[serde(default)]
     shown: ShownLabels,
@@ -81,6 +80,8 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let p = params(given)?;
     let mut st: State = state::decode_kept(blob)?;
     let round = controller::round(snapshot, p, &st.idle_since);
+    let shown_before = st.shown.clone();
+    let idle_kept = st.idle_since.carried_over(&round.idle_ticks);
     let mut urgent = vec![false; snapshot.jobs.len()];
     for &at in &round.urgent {
         urgent[at] = true;
@@ -97,13 +98,22 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .into_iter()
         .map(|(_, label)| label)
         .collect();
+    let after = State {
+        idle_since: st
+            .idle_since
+            .after_round(&round.idle_ticks, &snapshot.nodes),
+        shown: st.shown,
+    };
+    // In a steady round (nothing placed, scaled or newly idle) the state is the one
+    // handed in: its bytes go back without encoding a clock per node again.
+    let unchanged = idle_kept && after.shown == shown_before;
     Ok(Decision {
         actions: round.actions,
         labels,
         next_call_after: round.next_alarm,
-        state: state::encode_kept(State {
-            idle_since: round.idle_since,
-            shown: st.shown,
-        }),
+        state: match unchanged {
+            true => state::keep_unchanged(after, blob),
+            false => state::encode_kept(after),
+        },
     })
 }

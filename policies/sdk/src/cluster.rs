@@ -12,6 +12,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use rustc_hash::FxHashMap;
+
 use crate::{Assignment, Job, Node, Resources, Snapshot, Task, TaskPhase};
 
 /// Resource arithmetic on the WIT record.
@@ -202,10 +204,44 @@ impl Eligibility {
     }
 }
 
-#[derive(Debug)]
+/// The nodes' names in snapshot order and each name's position. Hashed with FxHash:
+/// SipHash's rounds are most of a lookup in Wasm, and a lookup per task per round is
+/// what a large cluster asks of it (the names are the cluster's, and a slow round is
+/// bounded by the host's deadline).
+#[derive(Debug, PartialEq)]
 struct NodeNames {
     in_order: Vec<String>,
-    position: HashMap<String, usize>,
+    position: FxHashMap<String, usize>,
+}
+
+impl NodeNames {
+    /// The names of `nodes`, shared with the previous ledger built in this instance
+    /// when they are the same names in the same order: a round's nodes rarely change,
+    /// and comparing the names costs a fraction of hashing and copying them.
+    fn of(nodes: &[Node]) -> Arc<Self> {
+        thread_local! {
+            static LAST: std::cell::RefCell<Option<Arc<NodeNames>>> =
+                const { std::cell::RefCell::new(None) };
+        }
+        LAST.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some(names) = last.as_ref()
+                && names.in_order.len() == nodes.len()
+                && names.in_order.iter().zip(nodes).all(|(a, n)| *a == n.name)
+            {
+                return names.clone();
+            }
+            let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+            let mut position =
+                FxHashMap::with_capacity_and_hasher(in_order.len(), Default::default());
+            for (i, name) in in_order.iter().enumerate() {
+                position.entry(name.clone()).or_insert(i);
+            }
+            let names = Arc::new(NodeNames { in_order, position });
+            *last = Some(names.clone());
+            names
+        })
+    }
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -284,11 +320,6 @@ impl Ledger {
 
     /// Same as [`Ledger::new`] from a node list, where every task may run anywhere.
     pub fn from_nodes(nodes: &[Node]) -> Self {
-        let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        let mut position = HashMap::with_capacity(in_order.len());
-        for (i, name) in in_order.iter().enumerate() {
-            position.entry(name.clone()).or_insert(i);
-        }
         let capacity = nodes
             .iter()
             .map(|n| Capacity {
@@ -298,7 +329,7 @@ impl Ledger {
             })
             .collect();
         Self {
-            names: Arc::new(NodeNames { in_order, position }),
+            names: NodeNames::of(nodes),
             capacity,
             eligibility: Arc::default(),
             misses: Misses::default(),
@@ -588,8 +619,29 @@ impl Ledger {
         Some(assignments)
     }
 
-    fn position(&self, node: &str) -> Option<usize> {
+    /// The position of `node` in the snapshot's node list, which the `*_at` methods
+    /// take: a round that visits nodes in order, or looks the same node up many times,
+    /// finds it once.
+    pub fn position(&self, node: &str) -> Option<usize> {
         self.names.position.get(node).copied()
+    }
+
+    /// [`Ledger::fits_task`] for the node at position `at`.
+    pub fn fits_task_at(&self, at: usize, task: &Task) -> bool {
+        self.capacity
+            .get(at)
+            .is_some_and(|c| self.eligibility.allows(task, at) && c.fits(&task.requests))
+    }
+
+    /// [`Ledger::charge_task`] for the node at position `at`.
+    pub fn charge_task_at(&mut self, at: usize, task: &Task) -> bool {
+        if !self.fits_task_at(at, task) {
+            return false;
+        }
+        let c = &mut self.capacity[at];
+        c.free = c.free.saturating_minus(&task.requests);
+        self.misses.charged();
+        true
     }
 
     fn capacity_of(&self, node: &str) -> Option<&Capacity> {
@@ -728,6 +780,39 @@ mod tests {
     fn only_in_set_0(mut t: Task) -> Task {
         t.eligible = Some(0);
         t
+    }
+
+    #[test]
+    fn a_ledger_finds_nodes_by_the_names_of_its_own_snapshot_when_they_change() {
+        let first = Ledger::from_nodes(&[node("a", 1000, 0), node("b", 2000, 0)]);
+        let same = Ledger::from_nodes(&[node("a", 3000, 0), node("b", 4000, 0)]);
+        assert!(
+            Arc::ptr_eq(&first.names, &same.names),
+            "the same names are shared"
+        );
+        assert_eq!(same.free("b").map(|r| r.cpu_millis), Some(4000));
+        let swapped = Ledger::from_nodes(&[node("b", 5000, 0), node("a", 6000, 0)]);
+        assert_eq!(swapped.position("a"), Some(1));
+        assert_eq!(swapped.free("a").map(|r| r.cpu_millis), Some(6000));
+        let fewer = Ledger::from_nodes(&[node("b", 7000, 0)]);
+        assert_eq!(fewer.position("a"), None);
+        assert_eq!(fewer.node_names().collect::<Vec<_>>(), ["b"]);
+        assert_eq!(
+            first.position("b"),
+            Some(1),
+            "an older ledger keeps its own names"
+        );
+    }
+
+    #[test]
+    fn a_task_fits_and_is_charged_by_position_as_by_name() {
+        let mut ledger = Ledger::from_nodes(&[node("a", 1000, 1), node("b", 4000, 1)]);
+        let t = task("w0", 1);
+        assert_eq!(ledger.fits_task_at(0, &t), ledger.fits_task("a", &t));
+        assert!(ledger.charge_task_at(1, &t));
+        assert!(!ledger.fits_task_at(1, &t), "b's one GPU is taken");
+        assert!(!ledger.charge_task_at(1, &t));
+        assert!(!ledger.fits_task_at(7, &t), "no node at 7");
     }
 
     #[test]

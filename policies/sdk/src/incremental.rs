@@ -7,7 +7,7 @@
 
 use std::cell::{Cell, RefCell};
 
-use crate::{Snapshot, SnapshotDelta};
+use crate::{Job, LossSeries, LossUpdates, Snapshot, SnapshotDelta};
 
 /// Bindings of the `switchyard:policy/incremental-policy` world; its types and the
 /// `host` import are those of [`crate::bindings`].
@@ -15,10 +15,10 @@ use crate::{Snapshot, SnapshotDelta};
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "switchyard:policy/incremental-policy@0.2.0",
+        world: "switchyard:policy/incremental-policy@0.3.0",
         with: {
-            "switchyard:policy/types@0.2.0": crate::bindings::switchyard::policy::types,
-            "switchyard:policy/host@0.2.0": crate::bindings::switchyard::policy::host,
+            "switchyard:policy/types@0.3.0": crate::bindings::switchyard::policy::types,
+            "switchyard:policy/host@0.3.0": crate::bindings::switchyard::policy::host,
         },
         default_bindings_module: "switchyard_policy_sdk::incremental::bindings",
         pub_export_macro: true,
@@ -56,7 +56,7 @@ fn leaves_cluster_alone(change: &SnapshotDelta) -> bool {
         && change.removed_nodes.is_empty()
         && change.jobs.is_empty()
         && change.removed_jobs.is_empty()
-        && change.loss_updates.is_empty()
+        && change.loss_updates.jobs.is_empty()
         && change.node_sets.is_none()
 }
 
@@ -94,7 +94,6 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
         jobs,
         removed_jobs,
         loss_updates,
-        appended_loss,
         node_sets,
     } = change;
     if reset {
@@ -118,38 +117,85 @@ pub fn apply(held: &mut Option<Snapshot>, change: SnapshotDelta) -> Result<(), S
     merge(&mut snapshot.nodes, nodes, &removed_nodes, |n| &n.name)
         .map_err(|e| format!("node {e}"))?;
     merge(&mut snapshot.jobs, jobs, &removed_jobs, |j| &j.id).map_err(|e| format!("job {e}"))?;
-    let mut appended = appended_loss.into_iter();
-    for update in loss_updates {
-        let Some(job) = snapshot.jobs.get_mut(update.job as usize) else {
+    apply_loss(&mut snapshot.jobs, loss_updates)
+}
+
+/// Drops each updated job's oldest samples and appends its new ones, in the order the
+/// updates come.
+fn apply_loss(jobs: &mut [Job], updates: LossUpdates) -> Result<(), String> {
+    let LossUpdates {
+        jobs: positions,
+        dropped,
+        appended,
+        samples,
+    } = updates;
+    if dropped.len() != positions.len() || appended.len() != positions.len() {
+        return Err(format!(
+            "loss updates name {} jobs but give {} drop counts and {} append counts",
+            positions.len(),
+            dropped.len(),
+            appended.len()
+        ));
+    }
+    let sent = series_len(&samples).map_err(|e| format!("appended loss samples: {e}"))?;
+    let mut at: usize = 0;
+    let mut previous: Option<u32> = None;
+    for ((&position, &dropped), &count) in positions.iter().zip(&dropped).zip(&appended) {
+        if let Some(before) = previous.filter(|&before| before >= position) {
             return Err(format!(
-                "loss update for job #{}, but {} jobs are held",
-                update.job,
-                snapshot.jobs.len()
+                "loss update for job #{position} follows one for job #{before}: positions must increase"
+            ));
+        }
+        previous = Some(position);
+        let held = jobs.len();
+        let Some(job) = jobs.get_mut(position as usize) else {
+            return Err(format!(
+                "loss update for job #{position}, but {held} jobs are held"
             ));
         };
-        let dropped = update.dropped as usize;
-        if dropped > job.loss.len() {
+        let has = series_len(&job.loss).map_err(|e| format!("job `{}`: {e}", job.id))?;
+        let dropped = dropped as usize;
+        if dropped > has {
             return Err(format!(
-                "loss update drops {dropped} samples of job `{}`, which has {}",
-                job.id,
-                job.loss.len()
+                "loss update drops {dropped} samples of job `{}`, which has {has}",
+                job.id
             ));
         }
-        job.loss.drain(..dropped);
-        let before = job.loss.len();
-        job.loss
-            .extend(appended.by_ref().take(update.appended as usize));
-        if job.loss.len() - before != update.appended as usize {
+        let Some(end) = at.checked_add(count as usize).filter(|&end| end <= sent) else {
             return Err(format!(
-                "loss update appends {} samples to job `{}`, more than were sent",
-                update.appended, job.id
+                "loss update appends {count} samples to job `{}`, more than were sent",
+                job.id
             ));
-        }
+        };
+        let loss = &mut job.loss;
+        shift(&mut loss.times, dropped, &samples.times[at..end]);
+        shift(&mut loss.steps, dropped, &samples.steps[at..end]);
+        shift(&mut loss.values, dropped, &samples.values[at..end]);
+        at = end;
     }
-    if appended.next().is_some() {
+    if at != sent {
         return Err("more appended loss samples were sent than the loss updates use".into());
     }
     Ok(())
+}
+
+/// The number of samples in `series`, whose three columns must be as long as each other.
+fn series_len(series: &LossSeries) -> Result<usize, String> {
+    let count = series.times.len();
+    if series.steps.len() != count || series.values.len() != count {
+        return Err(format!(
+            "a loss series has {count} times, {} steps and {} values",
+            series.steps.len(),
+            series.values.len()
+        ));
+    }
+    Ok(count)
+}
+
+/// One column of a loss update: the oldest `dropped` leave, `new` follows the rest.
+fn shift<T: Copy>(column: &mut Vec<T>, dropped: usize, new: &[T]) {
+    column.drain(..dropped);
+    column.extend_from_slice(new);
 }
 
 /// Removes the `removed` keys (given in held order), replaces changed items in place
@@ -195,8 +241,29 @@ fn merge<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::LossUpdate;
     use crate::testing::{job, node};
+
+    fn no_loss() -> LossSeries {
+        crate::testing::loss_series(&[])
+    }
+
+    /// Samples at times and steps `steps`, each of value 1.
+    fn series(steps: &[u64]) -> LossSeries {
+        LossSeries {
+            times: steps.iter().map(|&s| s as f64).collect(),
+            steps: steps.to_vec(),
+            values: vec![1.0; steps.len()],
+        }
+    }
+
+    fn updates(positions: &[(u32, u32, u32)], samples: LossSeries) -> LossUpdates {
+        LossUpdates {
+            jobs: positions.iter().map(|u| u.0).collect(),
+            dropped: positions.iter().map(|u| u.1).collect(),
+            appended: positions.iter().map(|u| u.2).collect(),
+            samples,
+        }
+    }
 
     fn change() -> SnapshotDelta {
         SnapshotDelta {
@@ -207,8 +274,7 @@ mod tests {
             removed_nodes: vec![],
             jobs: vec![],
             removed_jobs: vec![],
-            loss_updates: vec![],
-            appended_loss: vec![],
+            loss_updates: updates(&[], no_loss()),
             node_sets: None,
         }
     }
@@ -280,25 +346,75 @@ mod tests {
 
     #[test]
     fn a_loss_update_drops_the_oldest_samples_and_appends_the_new_ones() {
-        let mut held = held_with_jobs(&["a"]);
-        let sample = |step| crate::LossSample {
-            time: step as f64,
-            step,
-            value: 1.0,
-        };
-        held.as_mut().unwrap().jobs[0].loss = vec![sample(1), sample(2), sample(3)];
+        let mut held = held_with_jobs(&["a", "b"]);
+        held.as_mut().unwrap().jobs[0].loss = series(&[1, 2, 3]);
+        held.as_mut().unwrap().jobs[1].loss = series(&[7]);
         let delta = SnapshotDelta {
-            loss_updates: vec![LossUpdate {
-                job: 0,
-                dropped: 2,
-                appended: 1,
-            }],
-            appended_loss: vec![sample(4)],
+            loss_updates: updates(&[(0, 2, 1), (1, 0, 2)], series(&[4, 8, 9])),
             ..change()
         };
         apply(&mut held, delta).unwrap();
-        let steps: Vec<u64> = held.unwrap().jobs[0].loss.iter().map(|s| s.step).collect();
-        assert_eq!(steps, [3, 4]);
+        let jobs = &held.as_ref().unwrap().jobs;
+        assert_eq!(jobs[0].loss.steps, [3, 4]);
+        assert_eq!(jobs[0].loss.times, [3.0, 4.0]);
+        assert_eq!(jobs[1].loss.steps, [7, 8, 9]);
+        assert_eq!(jobs[1].loss.values, [1.0; 3]);
+    }
+
+    #[test]
+    fn loss_updates_that_do_not_add_up_are_refused() {
+        let refused = |loss_updates| {
+            let mut held = held_with_jobs(&["a", "b"]);
+            held.as_mut().unwrap().jobs[0].loss = series(&[1, 2]);
+            apply(
+                &mut held,
+                SnapshotDelta {
+                    loss_updates,
+                    ..change()
+                },
+            )
+            .unwrap_err()
+        };
+        let cases = [
+            (
+                updates(&[(2, 0, 1)], series(&[3])),
+                "job #2, but 2 jobs are held",
+            ),
+            (
+                updates(&[(0, 3, 0)], no_loss()),
+                "drops 3 samples of job `a`, which has 2",
+            ),
+            (
+                updates(&[(0, 0, 2)], series(&[3])),
+                "appends 2 samples to job `a`, more than were sent",
+            ),
+            (
+                updates(&[(0, 0, u32::MAX)], series(&[3])),
+                "more than were sent",
+            ),
+            (
+                updates(&[(0, 0, 1)], series(&[3, 4])),
+                "more appended loss samples were sent",
+            ),
+            (
+                updates(&[(1, 0, 0), (0, 0, 0)], no_loss()),
+                "job #0 follows one for job #1",
+            ),
+            (
+                updates(&[(0, 0, 0), (0, 0, 0)], no_loss()),
+                "positions must increase",
+            ),
+        ];
+        for (loss_updates, expected) in cases {
+            let message = refused(loss_updates);
+            assert!(message.contains(expected), "{expected}: {message}");
+        }
+        let mut ragged = updates(&[(0, 0, 1)], series(&[3]));
+        ragged.samples.steps.clear();
+        assert!(refused(ragged).contains("1 times, 0 steps and 1 values"));
+        let mut short = updates(&[(0, 0, 0)], no_loss());
+        short.dropped.clear();
+        assert!(refused(short).contains("name 1 jobs but give 0 drop counts"));
     }
 
     #[test]
@@ -323,16 +439,7 @@ mod tests {
         let second = with_applied(arrival, |_| held_version()).unwrap().unwrap();
         assert_ne!(second, first);
         let samples = SnapshotDelta {
-            loss_updates: vec![LossUpdate {
-                job: 0,
-                dropped: 0,
-                appended: 1,
-            }],
-            appended_loss: vec![crate::LossSample {
-                time: 1.0,
-                step: 1,
-                value: 1.0,
-            }],
+            loss_updates: updates(&[(0, 0, 1)], series(&[1])),
             ..change()
         };
         let third = with_applied(samples, |_| held_version()).unwrap().unwrap();
@@ -359,11 +466,7 @@ mod tests {
 
         HELD.with(|h| *h.borrow_mut() = held_with_jobs(&["a"]));
         let too_many = SnapshotDelta {
-            loss_updates: vec![LossUpdate {
-                job: 0,
-                dropped: 5,
-                appended: 0,
-            }],
+            loss_updates: updates(&[(0, 5, 0)], no_loss()),
             ..change()
         };
         let refused = with_applied(too_many, |_| ()).unwrap_err();

@@ -41,7 +41,7 @@ pub mod testing;
 pub mod bindings {
     wit_bindgen::generate!({
         path: "../../wit",
-        world: "switchyard:policy/policy@0.2.0",
+        world: "switchyard:policy/policy@0.3.0",
         default_bindings_module: "switchyard_policy_sdk::bindings",
         pub_export_macro: true,
         export_macro_name: "export",

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::LossSample;
+use crate::LossSeries;
 
 /// What a job's evaluation values are divided by.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -43,14 +43,14 @@ pub struct Scale {
 
 impl Scale {
     /// Takes the job's current samples into account (idempotent for repeated samples).
-    pub fn observe(&mut self, mode: Normalisation, samples: &[LossSample]) {
+    pub fn observe(&mut self, mode: Normalisation, samples: &LossSeries) {
         // An initial base never changes: policies call this for every job every round,
         // and walking the samples again would only confirm it.
         if mode == Normalisation::Initial && self.base.is_some() {
             return;
         }
-        for sample in samples {
-            let magnitude = sample.value.abs();
+        for value in &samples.values {
+            let magnitude = value.abs();
             if !magnitude.is_finite() || magnitude == 0.0 {
                 continue;
             }
@@ -70,29 +70,21 @@ impl Scale {
 
 /// The evaluation value as of `time`: the latest sample taken at or before it (the papers:
 /// "when queried in the middle of an iteration, the previous value is returned").
-pub fn value_at(samples: &[LossSample], time: f64) -> Option<f64> {
+pub fn value_at(samples: &LossSeries, time: f64) -> Option<f64> {
     samples
+        .times
         .iter()
+        .zip(&samples.values)
         .rev()
-        .find(|s| s.time <= time + 1e-9)
-        .map(|s| s.value)
+        .find(|&(&taken, _)| taken <= time + 1e-9)
+        .map(|(_, &value)| value)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn samples(points: &[(f64, f64)]) -> Vec<LossSample> {
-        points
-            .iter()
-            .enumerate()
-            .map(|(i, &(time, value))| LossSample {
-                time,
-                step: i as u64,
-                value,
-            })
-            .collect()
-    }
+    use crate::testing::loss_series as samples;
 
     #[test]
     fn initial_normalisation_keeps_the_first_value_for_ever() {

@@ -5,8 +5,8 @@
 //! policy at run time.
 
 use crate::{
-    Job, JobMove, JobPhase, Label, LossSample, MoveKind, Node, NodeSet, Replicas, Resources,
-    Snapshot, SnapshotDelta, Task, TaskPhase, Trigger, cluster::ResourcesExt,
+    Job, JobMove, JobPhase, Label, LossSeries, LossUpdates, MoveKind, Node, NodeSet, Replicas,
+    Resources, Snapshot, SnapshotDelta, Task, TaskPhase, Trigger, cluster::ResourcesExt,
 };
 
 /// One GiB in bytes.
@@ -101,7 +101,7 @@ pub fn job(id: &str) -> Job {
             min: 1,
             max: 1,
         },
-        loss: vec![],
+        loss: loss_series(&[]),
         metric_rises: false,
         moves: vec![],
         checkpointable: true,
@@ -188,15 +188,7 @@ impl JobBuilder for Job {
         self
     }
     fn loss(mut self, points: &[(f64, f64)]) -> Job {
-        self.loss = points
-            .iter()
-            .enumerate()
-            .map(|(i, &(time, value))| LossSample {
-                time,
-                step: i as u64,
-                value,
-            })
-            .collect();
+        self.loss = loss_series(points);
         self
     }
     fn cpu_usage(mut self, cpu_millis: u64) -> Job {
@@ -254,9 +246,22 @@ pub fn tick_delta(time: f64, reset: bool, nodes: &[Node], jobs: &[Job]) -> Snaps
         removed_nodes: vec![],
         jobs: if reset { jobs.to_vec() } else { vec![] },
         removed_jobs: vec![],
-        loss_updates: vec![],
-        appended_loss: vec![],
+        loss_updates: LossUpdates {
+            jobs: vec![],
+            dropped: vec![],
+            appended: vec![],
+            samples: loss_series(&[]),
+        },
         node_sets: None,
+    }
+}
+
+/// A loss series of `(time, value)` points, oldest first, at steps 0, 1, 2...
+pub fn loss_series(points: &[(f64, f64)]) -> LossSeries {
+    LossSeries {
+        times: points.iter().map(|&(time, _)| time).collect(),
+        steps: (0..points.len() as u64).collect(),
+        values: points.iter().map(|&(_, value)| value).collect(),
     }
 }
 

@@ -13,7 +13,7 @@
 
 import { createHash } from 'node:crypto';
 import { existsSync, statSync } from 'node:fs';
-import { rm, writeFile } from 'node:fs/promises';
+import { readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -91,9 +91,14 @@ async function main() {
   // clash, and a build that was killed leaves one file that the next build replaces.
   const tag = createHash('sha256').update(relative(root, app)).digest('hex').slice(0, 12);
   const entry = join(root, `.switchyard-entry-${tag}.js`);
+  // The host interface is imported under the version of the WIT the SDK carries, so a
+  // contract change cannot leave this script naming the previous one.
+  const wit = await readFile(join(sdk, 'wit/policy.wit'), 'utf8');
+  const version = /^package switchyard:policy@([^;\s]+);/m.exec(wit)?.[1];
+  if (!version) fail(`${join(sdk, 'wit/policy.wit')} names no \`package switchyard:policy@VERSION;\``);
   await writeFile(
     entry,
-    `import { log } from 'switchyard:policy/host@0.2.0';\n` +
+    `import { log } from 'switchyard:policy/host@${version}';\n` +
       `import { useHostLog } from '${importPath(root, join(sdk, 'src/log.js'))}';\n` +
       `useHostLog(log);\n` +
       `export { incrementalScheduler } from '${importPath(root, app)}';\n`,

@@ -6,7 +6,9 @@
 // Its `u64` arrives as a BigInt; the SDK turns the resource amounts and loss steps into
 // plain numbers once, where a changed node or job enters the held snapshot
 // (`toNumbers`), so policy code does arithmetic on numbers (exact below 2^53: 8 PiB of
-// memory). `index.d.ts` declares every type.
+// memory). Lists of numbers arrive as typed arrays (`Float64Array`, `BigUint64Array`,
+// `Uint32Array`); a job's loss series is held as plain arrays, which a loss update
+// grows. `index.d.ts` declares every type.
 
 /** A refusal the operator reads: bad settings in `configure`, an undecidable round in
  * `decide`. The binding hands its message to the host as the WIT `result`'s error (a
@@ -25,10 +27,12 @@ export function asWitError(error) {
   return { payload: error.message };
 }
 
+const MAX_EXACT = BigInt(Number.MAX_SAFE_INTEGER);
+
 /** A u64 from the host as a number; refused when a number cannot hold it exactly. */
-function exact(value, what) {
+export function exact(value, what) {
   if (typeof value !== 'bigint') return value;
-  if (value > BigInt(Number.MAX_SAFE_INTEGER)) {
+  if (value > MAX_EXACT) {
     throw new PolicyError(`${what} ${value} is beyond what the JavaScript SDK holds exactly (2^53)`);
   }
   return Number(value);
@@ -49,18 +53,43 @@ export function nodeToNumbers(node) {
   return node;
 }
 
-/** Converts a loss sample's step in place. */
-export function sampleToNumbers(sample) {
-  if (typeof sample.step === 'bigint') sample.step = exact(sample.step, 'loss step');
-  return sample;
+/** The number of samples in `series`, whose three columns must be as long as each
+ * other; `whose` begins the refusal. */
+export function seriesLength(series, whose) {
+  const count = series.times.length;
+  if (series.steps.length !== count || series.values.length !== count) {
+    throw new PolicyError(
+      `${whose}a loss series has ${count} times, ${series.steps.length} steps and ${series.values.length} values`,
+    );
+  }
+  return count;
 }
 
-/** Converts a job's u64 fields (task requests and usage, loss steps) in place. */
+/** A job's loss series as the SDK holds it: three plain arrays of numbers. One indexed
+ * loop rather than `Array.from`, which walks an iterator per element in the engine's
+ * interpreter (a reset converts every job's series). */
+function seriesToNumbers(series, whose) {
+  const count = seriesLength(series, whose);
+  const { times: fromTimes, steps: fromSteps, values: fromValues } = series;
+  const times = new Array(count);
+  const steps = new Array(count);
+  const values = new Array(count);
+  for (let i = 0; i < count; i += 1) {
+    times[i] = fromTimes[i];
+    const step = fromSteps[i];
+    steps[i] = typeof step === 'bigint' ? exact(step, 'loss step') : step;
+    values[i] = fromValues[i];
+  }
+  return { times, steps, values };
+}
+
+/** Converts a job's u64 fields (task requests and usage, loss steps) in place, and its
+ * loss series into arrays. */
 export function jobToNumbers(job) {
   for (const task of job.tasks) {
     resourcesToNumbers(task.requests);
     resourcesToNumbers(task.usage);
   }
-  for (const sample of job.loss) sampleToNumbers(sample);
+  job.loss = seriesToNumbers(job.loss, `job \`${job.id}\`: `);
   return job;
 }

@@ -12,7 +12,7 @@
 // derived from them (which jobs wait, the free capacity per node) are recomputed only
 // when something they read moved: in a steady round only loss series move.
 
-import { PolicyError, jobToNumbers, nodeToNumbers, sampleToNumbers } from './contract.js';
+import { PolicyError, exact, jobToNumbers, nodeToNumbers, seriesLength } from './contract.js';
 
 /** The snapshot this instance reached on its last call, and how often its job list and
  * its node list (with the eligibility sets) changed. */
@@ -73,7 +73,7 @@ export class Held {
       merge(snapshot.jobs, change.jobs, change.removedJobs, jobId, 'job');
       this.jobsVersion += 1;
     }
-    applyLoss(snapshot, change);
+    applyLoss(snapshot.jobs, change.lossUpdates);
     return snapshot;
   }
 }
@@ -81,30 +81,56 @@ export class Held {
 const nodeName = (node) => node.name;
 const jobId = (job) => job.id;
 
-function applyLoss(snapshot, change) {
+function applyLoss(jobs, updates) {
   // In a steady round every running job reported a sample: this loop is most of what
-  // the SDK does then, so it touches each update's fields once.
-  const jobs = snapshot.jobs;
-  const appended = change.appendedLoss;
+  // the SDK does then, so it touches each column once per job.
+  const { jobs: positions, dropped: drops, appended: counts, samples } = updates;
+  if (drops.length !== positions.length || counts.length !== positions.length) {
+    throw new PolicyError(
+      `loss updates name ${positions.length} jobs but give ${drops.length} drop counts and ${counts.length} append counts`,
+    );
+  }
+  const sent = seriesLength(samples, 'appended loss samples: ');
+  const { times, steps, values } = samples;
   let at = 0;
-  for (const update of change.lossUpdates) {
-    const { dropped, appended: count } = update;
-    const job = jobs[update.job];
+  let previous = -1;
+  for (let k = 0; k < positions.length; k += 1) {
+    const position = positions[k];
+    if (!(position > previous)) {
+      throw new PolicyError(`loss update for job #${position} follows one for job #${previous}: positions must increase`);
+    }
+    previous = position;
+    const job = jobs[position];
     if (job === undefined) {
-      throw new PolicyError(`loss update for job #${update.job}, but ${jobs.length} jobs are held`);
+      throw new PolicyError(`loss update for job #${position}, but ${jobs.length} jobs are held`);
     }
     const loss = job.loss;
-    if (dropped > loss.length) {
-      throw new PolicyError(`loss update drops ${dropped} samples of job \`${job.id}\`, which has ${loss.length}`);
+    const dropped = drops[k];
+    if (dropped > loss.times.length) {
+      throw new PolicyError(`loss update drops ${dropped} samples of job \`${job.id}\`, which has ${loss.times.length}`);
     }
-    const end = at + count;
-    if (end > appended.length) {
-      throw new PolicyError(`loss update appends ${count} samples to job \`${job.id}\`, more than were sent`);
+    const end = at + counts[k];
+    if (end > sent) {
+      throw new PolicyError(`loss update appends ${counts[k]} samples to job \`${job.id}\`, more than were sent`);
     }
-    if (dropped) loss.splice(0, dropped);
-    for (; at < end; at += 1) loss.push(sampleToNumbers(appended[at]));
+    const { times: heldTimes, steps: heldSteps, values: heldValues } = loss;
+    if (dropped === 1) {
+      heldTimes.shift();
+      heldSteps.shift();
+      heldValues.shift();
+    } else if (dropped) {
+      heldTimes.splice(0, dropped);
+      heldSteps.splice(0, dropped);
+      heldValues.splice(0, dropped);
+    }
+    for (; at < end; at += 1) {
+      heldTimes.push(times[at]);
+      const step = steps[at];
+      heldSteps.push(typeof step === 'bigint' ? exact(step, 'loss step') : step);
+      heldValues.push(values[at]);
+    }
   }
-  if (at !== appended.length) {
+  if (at !== sent) {
     throw new PolicyError('more appended loss samples were sent than the loss updates use');
   }
 }

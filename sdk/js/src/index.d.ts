@@ -50,12 +50,16 @@ export interface Task {
   eligible?: number;
 }
 
-/** One evaluation of a job's training objective. */
-export interface LossSample {
-  /** Seconds on the host's clock. */
-  time: number;
-  step: number;
-  value: number;
+/** A job's recent evaluations, oldest first, as three columns of one length:
+ * evaluation `i` is (`times[i]`, `steps[i]`, `values[i]`). Held as plain arrays; the
+ * host's delta carries them as typed arrays, which the SDK converts. */
+export interface LossSeries {
+  /** When each value was taken: seconds on the host's clock. */
+  times: number[];
+  /** The training step each value belongs to. */
+  steps: number[];
+  /** The evaluation values (loss, error rate, or a metric that rises). */
+  values: number[];
 }
 
 export interface Replicas {
@@ -86,8 +90,8 @@ export interface Job {
   utility: number;
   tasks: Task[];
   replicas: Replicas;
-  /** Recent evaluation samples, oldest first. */
-  loss: LossSample[];
+  /** Recent evaluations, oldest first. */
+  loss: LossSeries;
   metricRises: boolean;
   moves: JobMove[];
   checkpointable: boolean;
@@ -116,10 +120,22 @@ export interface Snapshot {
   nodeSets: NodeSet[];
 }
 
-export interface LossUpdate {
-  job: number;
-  dropped: number;
-  appended: number;
+/** A loss series as the host sends it (typed arrays; plain arrays in native tests). */
+export interface LossSeriesWire {
+  times: Float64Array | number[];
+  steps: BigUint64Array | number[];
+  values: Float64Array | number[];
+}
+
+/** The loss series of otherwise unchanged jobs that moved on, as columns: the job at
+ * position `jobs[k]` dropped its oldest `dropped[k]` evaluations and gained the next
+ * `appended[k]` of `samples`. */
+export interface LossUpdates {
+  /** Positions in the held job list once removals are applied, increasing. */
+  jobs: Uint32Array | number[];
+  dropped: Uint32Array | number[];
+  appended: Uint32Array | number[];
+  samples: LossSeriesWire;
 }
 
 /** The cluster as a change to what the instance held (`incremental-scheduler`). */
@@ -131,8 +147,7 @@ export interface SnapshotDelta {
   removedNodes: string[];
   jobs: Job[];
   removedJobs: string[];
-  lossUpdates: LossUpdate[];
-  appendedLoss: LossSample[];
+  lossUpdates: LossUpdates;
   nodeSets?: NodeSet[];
 }
 
@@ -308,13 +323,13 @@ export function parseNormalisation(word: string): Normalisation | undefined;
 export class Scale {
   constructor(base?: number);
   base: number | undefined;
-  observe(mode: Normalisation, samples: LossSample[]): void;
+  observe(mode: Normalisation, samples: LossSeries): void;
   normalise(value: number): number | undefined;
   toJSON(): number | null;
   static fromJSON(value: number | null | undefined): Scale;
 }
-export function valueAt(samples: LossSample[], time: number): number | undefined;
-export function gain(scale: Scale, samples: LossSample[], since: number, now: number): number | undefined;
+export function valueAt(samples: LossSeries, time: number): number | undefined;
+export function gain(scale: Scale, samples: LossSeries, since: number, now: number): number | undefined;
 
 export namespace state {
   function encode(value: unknown): Uint8Array;

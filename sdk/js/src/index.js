@@ -7,7 +7,7 @@
 //     class LeastLoaded extends Policy { name = 'least-loaded'; decide(settings, cluster, state) { ... } }
 //     export const incrementalScheduler = exportPolicy(new LeastLoaded());
 //
-// The component exports `switchyard:policy/incremental-policy@0.2.0`: the host keeps
+// The component exports `switchyard:policy/incremental-policy@0.3.0`: the host keeps
 // the instance and sends only what changed, which the SDK applies to the snapshot it
 // holds (`incremental.js`), so `decide` always sees the whole cluster (`Cluster`).
 //

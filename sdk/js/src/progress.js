@@ -27,8 +27,8 @@ export class Scale {
   observe(mode, samples) {
     // An initial base never changes, and policies call this for every job every round.
     if (mode === Normalisation.INITIAL && this.base !== undefined) return;
-    for (const sample of samples) {
-      const magnitude = Math.abs(sample.value);
+    for (const value of samples.values) {
+      const magnitude = Math.abs(value);
       if (!Number.isFinite(magnitude) || magnitude === 0) continue;
       if (mode === Normalisation.INITIAL) {
         this.base = magnitude;
@@ -56,8 +56,9 @@ export class Scale {
  * papers: "when queried in the middle of an iteration, the previous value is
  * returned"). */
 export function valueAt(samples, time) {
-  for (let i = samples.length - 1; i >= 0; i -= 1) {
-    if (samples[i].time <= time + 1e-9) return samples[i].value;
+  const { times, values } = samples;
+  for (let i = times.length - 1; i >= 0; i -= 1) {
+    if (times[i] <= time + 1e-9) return values[i];
   }
   return undefined;
 }

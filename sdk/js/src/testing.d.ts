@@ -1,6 +1,6 @@
 // Types of the native test harness (`testing.js`).
 
-import type { Decision, Job, Node, Policy, Resources, Snapshot, SnapshotDelta, Trigger } from './index.js';
+import type { Decision, Job, LossSeries, LossUpdates, Node, Policy, Resources, Snapshot, SnapshotDelta, Trigger } from './index.js';
 
 export const GIB: number;
 export function res(cpuMillis?: number, memoryBytes?: number, gpus?: number): Resources;
@@ -34,6 +34,8 @@ export function distributed(
     oneTaskPerNode?: boolean;
   },
 ): Job;
+export function lossSeries(points?: [number, number][]): LossSeries;
+export function noLossUpdates(): LossUpdates;
 export function snapshot(time: number, nodes: Node[], jobs: Job[], triggers?: Trigger[]): Snapshot;
 export function onlyOn(s: Snapshot, jobId: string, nodes: string[]): Snapshot;
 export function resetOf(s: Snapshot): SnapshotDelta;

@@ -86,12 +86,22 @@ function makeJob(id, tasks, replicas, { submitted, priority, loss, labels, oneTa
     utility: 1,
     tasks,
     replicas,
-    loss: loss.map(([time, value], step) => ({ time, step, value })),
+    loss: lossSeries(loss),
     metricRises: false,
     moves: [],
     checkpointable: true,
     labels: allLabels,
   };
+}
+
+/** A loss series of `[time, value]` points, oldest first, at steps 0, 1, 2... */
+export function lossSeries(points = []) {
+  return { times: points.map((p) => p[0]), steps: points.map((_, step) => step), values: points.map((p) => p[1]) };
+}
+
+/** The loss updates of a change in which no loss series moved. */
+export function noLossUpdates() {
+  return { jobs: [], dropped: [], appended: [], samples: lossSeries() };
 }
 
 /** A snapshot at `time` (a `tick` unless `triggers` says), with every bound task's
@@ -133,8 +143,7 @@ export function resetOf(s) {
     removedNodes: [],
     jobs: [...s.jobs],
     removedJobs: [],
-    lossUpdates: [],
-    appendedLoss: [],
+    lossUpdates: noLossUpdates(),
     nodeSets: [...s.nodeSets],
   };
 }
@@ -150,6 +159,9 @@ function removedKeys(held, now, key) {
   if (!isDeepStrictEqual(nowKeys.slice(0, kept.length), kept)) return undefined;
   return heldKeys.filter((k) => !present.has(k));
 }
+
+/** A loss series as `[time, step, value]` triples. */
+const samplesOf = (series) => series.times.map((time, i) => [time, series.steps[i], series.values[i]]);
 
 /** The fewest oldest samples to drop from `old` so that what is left starts `now`. */
 function lossShift(old, now) {
@@ -170,8 +182,8 @@ export function delta(before, after) {
   const nodes = after.nodes.filter((n) => !isDeepStrictEqual(oldNodes.get(n.name), n));
   const oldJobs = new Map(before.jobs.map((j) => [j.id, j]));
   const jobs = [];
-  const lossUpdates = [];
-  const appendedLoss = [];
+  const lossUpdates = noLossUpdates();
+  const { samples } = lossUpdates;
   after.jobs.forEach((j, at) => {
     const old = oldJobs.get(j.id);
     if (isDeepStrictEqual(old, j)) return;
@@ -179,10 +191,16 @@ export function delta(before, after) {
       jobs.push(j);
       return;
     }
-    const dropped = lossShift(old.loss, j.loss);
-    const kept = old.loss.length - dropped;
-    lossUpdates.push({ job: at, dropped, appended: j.loss.length - kept });
-    appendedLoss.push(...j.loss.slice(kept));
+    const was = samplesOf(old.loss);
+    const now = samplesOf(j.loss);
+    const dropped = lossShift(was, now);
+    const kept = was.length - dropped;
+    lossUpdates.jobs.push(at);
+    lossUpdates.dropped.push(dropped);
+    lossUpdates.appended.push(now.length - kept);
+    samples.times.push(...j.loss.times.slice(kept));
+    samples.steps.push(...j.loss.steps.slice(kept));
+    samples.values.push(...j.loss.values.slice(kept));
   });
   // Sets name nodes by position: a node leaving moves the positions after it.
   const setsChanged =
@@ -196,7 +214,6 @@ export function delta(before, after) {
     jobs,
     removedJobs,
     lossUpdates,
-    appendedLoss,
     nodeSets: setsChanged ? [...after.nodeSets] : undefined,
   };
 }

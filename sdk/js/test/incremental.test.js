@@ -18,7 +18,7 @@ import fc from 'fast-check';
 
 import { PolicyError } from '../src/contract.js';
 import { Held } from '../src/incremental.js';
-import { delta, job, node, res, resetOf, snapshot } from '../src/testing.js';
+import { delta, job, lossSeries, node, res, resetOf, snapshot } from '../src/testing.js';
 
 const index = fc.nat(7);
 const STEP = fc.oneof(
@@ -48,11 +48,17 @@ function applyStep(s, [kind, a, b, c], serial) {
     s.triggers.push({ tag: 'job-finished', val: gone.id });
   } else if (kind === 'progress' && jobs.length) {
     const loss = jobs[a % jobs.length].loss;
-    loss.splice(0, b);
-    const last = loss.length ? loss[loss.length - 1].time : 0;
-    for (let k = 1; k <= c; k += 1) loss.push({ time: last + k, step: serial * 10 + k, value: 1 / (serial + k) });
+    loss.times.splice(0, b);
+    loss.steps.splice(0, b);
+    loss.values.splice(0, b);
+    const last = loss.times.length ? loss.times[loss.times.length - 1] : 0;
+    for (let k = 1; k <= c; k += 1) {
+      loss.times.push(last + k);
+      loss.steps.push(serial * 10 + k);
+      loss.values.push(1 / (serial + k));
+    }
   } else if (kind === 'new-loss' && jobs.length) {
-    jobs[a % jobs.length].loss = [{ time: serial, step: 1, value: 9 }];
+    jobs[a % jobs.length].loss = { times: [serial], steps: [1], values: [9] };
   } else if (kind === 'start' && jobs.length && nodes.length) {
     const task = jobs[a % jobs.length].tasks[0];
     task.node = nodes[a % nodes.length].name;
@@ -149,6 +155,14 @@ function heldWith(ids) {
   return held;
 }
 
+/** Loss updates of `[position, dropped, appended]` entries, appending `samples`. */
+const updates = (entries, samples = []) => ({
+  jobs: entries.map((e) => e[0]),
+  dropped: entries.map((e) => e[1]),
+  appended: entries.map((e) => e[2]),
+  samples: lossSeries(samples),
+});
+
 /** A change that changes nothing. */
 const quiet = () => ({ ...resetOf(snapshot(1, [], [])), reset: false, nodeSets: undefined });
 
@@ -160,10 +174,15 @@ for (const [what, breakIt, message] of [
   ['an unknown job to remove', (c) => (c.removedJobs = ['zz']), 'job `zz` to remove is not held (or out of order)'],
   ['removals out of order', (c) => (c.removedJobs = ['b', 'a']), 'job `a` to remove is not held (or out of order)'],
   ['an unknown node to remove', (c) => (c.removedNodes = ['gone']), 'node `gone` to remove is not held (or out of order)'],
-  ['a loss update past the jobs', (c) => (c.lossUpdates = [{ job: 5, dropped: 0, appended: 0 }]), 'loss update for job #5, but 2 jobs are held'],
-  ['more dropped than held', (c) => (c.lossUpdates = [{ job: 0, dropped: 3, appended: 0 }]), 'loss update drops 3 samples of job `a`, which has 2'],
-  ['more appended than sent', (c) => (c.lossUpdates = [{ job: 1, dropped: 0, appended: 2 }]), 'loss update appends 2 samples to job `b`, more than were sent'],
-  ['samples no update uses', (c) => (c.appendedLoss = [{ time: 1, step: 1, value: 1 }]), 'more appended loss samples were sent than the loss updates use'],
+  ['a loss update past the jobs', (c) => (c.lossUpdates = updates([[5, 0, 0]])), 'loss update for job #5, but 2 jobs are held'],
+  ['more dropped than held', (c) => (c.lossUpdates = updates([[0, 3, 0]])), 'loss update drops 3 samples of job `a`, which has 2'],
+  ['more appended than sent', (c) => (c.lossUpdates = updates([[1, 0, 2]], [[1, 1]])), 'loss update appends 2 samples to job `b`, more than were sent'],
+  ['samples no update uses', (c) => (c.lossUpdates = updates([], [[1, 1]])), 'more appended loss samples were sent than the loss updates use'],
+  ['positions out of order', (c) => (c.lossUpdates = updates([[1, 0, 0], [0, 0, 0]])), 'loss update for job #0 follows one for job #1: positions must increase'],
+  ['a job updated twice', (c) => (c.lossUpdates = updates([[1, 0, 0], [1, 0, 0]])), 'loss update for job #1 follows one for job #1: positions must increase'],
+  ['columns of different lengths', (c) => (c.lossUpdates = { ...updates([[0, 0, 0]]), dropped: [] }), 'loss updates name 1 jobs but give 0 drop counts and 1 append counts'],
+  ['ragged appended samples', (c) => (c.lossUpdates = { ...updates([[0, 0, 1]]), samples: { times: [1], steps: [], values: [1] } }), 'appended loss samples: a loss series has 1 times, 0 steps and 1 values'],
+  ['a job with a ragged series', (c) => (c.jobs = [{ ...job('a'), loss: { times: [1], steps: [1], values: [] } }]), 'job `a`: a loss series has 1 times, 1 steps and 0 values'],
 ]) {
   test(`a change with ${what} is refused and forgets everything`, () => {
     const held = heldWith(['a', 'b']);
@@ -174,6 +193,14 @@ for (const [what, breakIt, message] of [
     assert.throws(() => held.apply(quiet()), /holds no snapshot/);
   });
 }
+
+test('loss updates drop the oldest samples and append the new ones in order', () => {
+  const held = heldWith(['a', 'b']);
+  const change = { ...quiet(), lossUpdates: updates([[0, 2, 1], [1, 0, 2]], [[2, 0.25], [3, 0.5], [4, 0.75]]) };
+  const [a, b] = held.apply(change).jobs;
+  assert.deepEqual(a.loss, { times: [2], steps: [0], values: [0.25] });
+  assert.deepEqual(b.loss, { times: [0, 1, 3, 4], steps: [0, 1, 1, 2], values: [1, 0.5, 0.5, 0.75] });
+});
 
 test('node sets are kept until the host sends new ones', () => {
   const held = new Held();
@@ -190,12 +217,20 @@ test("the host's u64 amounts arrive as BigInt and are held as numbers", () => {
   wire.n.allocatable = big(n.allocatable);
   wire.n.requested = big(n.requested);
   wire.j.tasks[0].requests = big(j.tasks[0].requests);
-  wire.j.loss[0].step = 0n;
+  wire.j.loss = { times: Float64Array.from(j.loss.times), steps: BigUint64Array.of(0n), values: Float64Array.from(j.loss.values) };
   const held = new Held();
   const s = held.apply(resetOf(snapshot(0, [wire.n], [wire.j])));
   assert.deepEqual(s, snapshot(0, [n], [j]));
-  const more = { ...quiet(), lossUpdates: [{ job: 0, dropped: 0, appended: 1 }], appendedLoss: [{ time: 2, step: 7n, value: 0.5 }] };
-  assert.equal(held.apply(more).jobs[0].loss[1].step, 7);
+  const more = {
+    ...quiet(),
+    lossUpdates: {
+      jobs: Uint32Array.of(0),
+      dropped: Uint32Array.of(0),
+      appended: Uint32Array.of(1),
+      samples: { times: Float64Array.of(2), steps: BigUint64Array.of(7n), values: Float64Array.of(0.5) },
+    },
+  };
+  assert.deepEqual(held.apply(more).jobs[0].loss, { times: [0, 2], steps: [0, 7], values: [1, 0.5] });
 });
 
 test('an amount a number cannot hold exactly is refused rather than rounded', () => {

@@ -7,6 +7,7 @@ import { PolicyError } from '../src/contract.js';
 import { Normalisation, Scale, gain, parseNormalisation, valueAt } from '../src/progress.js';
 import { Settings } from '../src/settings.js';
 import { decode, encode } from '../src/state.js';
+import { lossSeries } from '../src/testing.js';
 
 const SPEC = [
   { name: 'alpha', default: '0.1', doc: 'a threshold' },
@@ -37,18 +38,18 @@ test('unknown names and bad values are refused with the Rust SDK messages', () =
 });
 
 test('the scale and gain follow the papers', () => {
-  const samples = [
-    { time: 0, step: 0, value: 0 },
-    { time: 10, step: 1, value: 4 },
-    { time: 20, step: 2, value: 2 },
-  ];
+  const samples = lossSeries([
+    [0, 0],
+    [10, 4],
+    [20, 2],
+  ]);
   const initial = new Scale();
   initial.observe(Normalisation.INITIAL, samples);
   assert.equal(initial.base, 4, 'the first non-zero value');
-  initial.observe(Normalisation.INITIAL, [{ time: 30, step: 3, value: 100 }]);
+  initial.observe(Normalisation.INITIAL, lossSeries([[30, 100]]));
   assert.equal(initial.base, 4, 'an initial base never changes');
   const max = new Scale();
-  max.observe(Normalisation.MAX, [...samples, { time: 30, step: 3, value: -8 }]);
+  max.observe(Normalisation.MAX, lossSeries([[0, 0], [10, 4], [20, 2], [30, -8]]));
   assert.equal(max.base, 8);
   assert.equal(valueAt(samples, 15), 4);
   assert.equal(valueAt(samples, -1), undefined);

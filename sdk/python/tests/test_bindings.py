@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "switchyard_policy"
 REPOSITORY_WIT = Path(__file__).resolve().parents[3] / "wit" / "policy.wit"
-WORLD = "switchyard:policy/incremental-policy@0.2.0"
+WORLD = "switchyard:policy/incremental-policy@0.3.0"
 
 
 def test_the_shipped_wit_is_the_repositorys_contract():

@@ -17,9 +17,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from switchyard_policy.contract import LossSample, LossUpdate, NodeSet, PolicyError, TaskPhase, Trigger_JobFinished
+from switchyard_policy.contract import LossSeries, LossUpdates, NodeSet, PolicyError, TaskPhase, Trigger_JobFinished
 from switchyard_policy.incremental import Held
-from switchyard_policy.testing import delta, job, node, res, reset_of, snapshot
+from switchyard_policy.testing import delta, job, loss_series, node, res, reset_of, snapshot
 
 STEPS = st.one_of(
     st.just(("arrive",)),
@@ -50,11 +50,14 @@ def apply_step(s, step, serial):
         s.triggers.append(Trigger_JobFinished(gone.id))
     elif kind == "progress" and jobs:
         loss = jobs[args[0] % len(jobs)].loss
-        del loss[: args[1]]
-        last = loss[-1].time if loss else 0.0
-        loss.extend(LossSample(time=last + k, step=serial * 10 + k, value=1.0 / (serial + k)) for k in range(1, args[2] + 1))
+        del loss.times[: args[1]], loss.steps[: args[1]], loss.values[: args[1]]
+        last = loss.times[-1] if loss.times else 0.0
+        for k in range(1, args[2] + 1):
+            loss.times.append(last + k)
+            loss.steps.append(serial * 10 + k)
+            loss.values.append(1.0 / (serial + k))
     elif kind == "new-loss" and jobs:
-        jobs[args[0] % len(jobs)].loss = [LossSample(time=float(serial), step=1, value=9.0)]
+        jobs[args[0] % len(jobs)].loss = LossSeries(times=[float(serial)], steps=[1], values=[9.0])
     elif kind == "start" and jobs and nodes:
         j = jobs[args[0] % len(jobs)]
         j.tasks[0].node = nodes[args[0] % len(nodes)].name
@@ -130,6 +133,25 @@ def test_removals_changes_and_arrivals_keep_the_order_rule(ids, data):
     assert {j.id: j.priority for j in result.jobs} == {**{i: 0 for i in staying}, **{i: 7 for i in changed}, **{i: 9 for i in arrivals}}
 
 
+def updates(entries, samples=()):
+    """Loss updates of (position, dropped, appended) entries, appending `samples`."""
+    return LossUpdates(
+        jobs=[e[0] for e in entries],
+        dropped=[e[1] for e in entries],
+        appended=[e[2] for e in entries],
+        samples=loss_series(samples),
+    )
+
+
+def test_loss_updates_drop_the_oldest_samples_and_append_the_new_ones_in_order():
+    held = held_with(["a", "b"])
+    change = quiet()
+    change.loss_updates = updates([(0, 2, 1), (1, 0, 2)], [(2, 0.25), (3, 0.5), (4, 0.75)])
+    jobs = held.apply(change).jobs
+    assert jobs[0].loss == LossSeries(times=[2.0], steps=[0], values=[0.25])
+    assert jobs[1].loss == LossSeries(times=[0.0, 1.0, 3.0, 4.0], steps=[0, 1, 1, 2], values=[1.0, 0.5, 0.5, 0.75])
+
+
 def held_with(ids):
     held = Held()
     held.apply(reset_of(snapshot(0, [node("n1")], [job(i, loss=[(0, 1.0), (1, 0.5)]) for i in ids])))
@@ -153,10 +175,15 @@ def test_a_change_to_nothing_held_is_refused():
         (lambda c: setattr(c, "removed_jobs", ["zz"]), "job `zz` to remove is not held"),
         (lambda c: setattr(c, "removed_jobs", ["b", "a"]), "job `a` to remove is not held (or out of order)"),
         (lambda c: setattr(c, "removed_nodes", ["gone"]), "node `gone` to remove is not held"),
-        (lambda c: setattr(c, "loss_updates", [LossUpdate(job=5, dropped=0, appended=0)]), "loss update for job #5, but 2 jobs are held"),
-        (lambda c: setattr(c, "loss_updates", [LossUpdate(job=0, dropped=3, appended=0)]), "drops 3 samples of job `a`, which has 2"),
-        (lambda c: setattr(c, "loss_updates", [LossUpdate(job=1, dropped=0, appended=2)]), "appends 2 samples to job `b`, more than were sent"),
-        (lambda c: setattr(c, "appended_loss", [LossSample(time=1, step=1, value=1)]), "more appended loss samples were sent"),
+        (lambda c: setattr(c, "loss_updates", updates([(5, 0, 0)])), "loss update for job #5, but 2 jobs are held"),
+        (lambda c: setattr(c, "loss_updates", updates([(0, 3, 0)])), "drops 3 samples of job `a`, which has 2"),
+        (lambda c: setattr(c, "loss_updates", updates([(1, 0, 2)], [(1, 1)])), "appends 2 samples to job `b`, more than were sent"),
+        (lambda c: setattr(c, "loss_updates", updates([], [(1, 1)])), "more appended loss samples were sent"),
+        (lambda c: setattr(c, "loss_updates", updates([(1, 0, 0), (0, 0, 0)])), "job #0 follows one for job #1: positions must increase"),
+        (lambda c: setattr(c, "loss_updates", updates([(1, 0, 0), (1, 0, 0)])), "positions must increase"),
+        (lambda c: setattr(c, "loss_updates", LossUpdates(jobs=[0], dropped=[], appended=[0], samples=loss_series())), "name 1 jobs but give 0 drop counts"),
+        (lambda c: setattr(c, "loss_updates", LossUpdates(jobs=[0], dropped=[0], appended=[1], samples=LossSeries(times=[1.0], steps=[], values=[1.0]))), "1 times, 0 steps and 1 values"),
+        (lambda c: setattr(c, "jobs", [job("a", loss=[(0, 1.0)])]) or c.jobs[0].loss.values.clear(), "job `a`: a loss series has 1 times, 1 steps and 0 values"),
     ],
 )
 def test_a_change_that_does_not_fit_is_refused_and_forgets_everything(break_it, message):

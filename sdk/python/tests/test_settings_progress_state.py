@@ -5,10 +5,11 @@ import math
 import pytest
 
 from switchyard_policy import log
-from switchyard_policy.contract import LossSample, PolicyError, Setting
+from switchyard_policy.contract import PolicyError, Setting
 from switchyard_policy.progress import Normalisation, Scale, gain, value_at
 from switchyard_policy.settings import ParamSpec, Settings
 from switchyard_policy.state import decode, encode
+from switchyard_policy.testing import loss_series as samples
 
 SPEC = [ParamSpec("alpha", "0.01", "threshold"), ParamSpec("mode", "strict", "mode")]
 
@@ -40,10 +41,6 @@ def test_ranges_and_booleans_are_checked():
         s.float_in("alpha", 0.0, 1.0)
     with pytest.raises(PolicyError, match="must be true or false, got `yes`"):
         s.bool("mode")
-
-
-def samples(points):
-    return [LossSample(time=t, step=i, value=v) for i, (t, v) in enumerate(points)]
 
 
 def test_initial_normalisation_keeps_the_first_non_zero_value_for_ever():

@@ -13,13 +13,13 @@ class LeastLoaded(Policy):
 IncrementalScheduler = export(LeastLoaded())
 ```
 
-The component exports `switchyard:policy/incremental-policy@0.2.0`: the host keeps the
+The component exports `switchyard:policy/incremental-policy@0.3.0`: the host keeps the
 instance and sends only what changed, which the SDK applies to the snapshot it holds
 (`incremental`), so `decide` always sees the whole cluster (`Cluster`).
 
 Modules, as in the Rust SDK (`policies/sdk`):
 
-- `contract`: the WIT types (`Node`, `Job`, `Task`, `LossSample`, ...) and `PolicyError`;
+- `contract`: the WIT types (`Node`, `Job`, `Task`, `LossSeries`, ...) and `PolicyError`;
 - `policy`: `Policy` and `Cluster`, the round's snapshot with cached views;
 - `decision`: one function per operation (`place`, `wait`, `migrate`, ...);
 - `settings`: parameter specs with defaults and docs, checked and typed;
@@ -36,7 +36,7 @@ from switchyard_policy.cluster import Ledger, one_task_per_node, pending_tasks
 from switchyard_policy.contract import (
     Decision,
     Job,
-    LossSample,
+    LossSeries,
     Node,
     PolicyError,
     Resources,
@@ -52,7 +52,7 @@ __all__ = [
     "Decision",
     "Job",
     "Ledger",
-    "LossSample",
+    "LossSeries",
     "Node",
     "ParamSpec",
     "Policy",

@@ -15,7 +15,7 @@ when something they read moved: in a steady round only loss series move.
 
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, TypeVar
 
-from switchyard_policy.contract import PolicyError, Snapshot, SnapshotDelta
+from switchyard_policy.contract import Job, LossSeries, LossUpdates, PolicyError, Snapshot, SnapshotDelta
 
 T = TypeVar("T")
 
@@ -45,6 +45,8 @@ class Held:
             raise
 
     def _apply(self, change: SnapshotDelta) -> Snapshot:
+        for job in change.jobs:
+            _series_len(job.loss, job)
         if change.reset:
             self.snapshot = Snapshot(
                 time=change.time,
@@ -72,7 +74,7 @@ class Held:
         if change.jobs or change.removed_jobs:
             merge(snapshot.jobs, change.jobs, change.removed_jobs, _job_id, "job")
             self.jobs_version += 1
-        _apply_loss(snapshot, change)
+        _apply_loss(snapshot.jobs, change.loss_updates)
         return snapshot
 
 
@@ -84,39 +86,63 @@ def _job_id(job) -> str:
     return job.id
 
 
-def _apply_loss(snapshot: Snapshot, change: SnapshotDelta) -> None:
+def _series_len(series: LossSeries, job: Optional[Job] = None) -> int:
+    """The number of samples in `series`, whose three columns must be as long as each
+    other (held series are checked once, when their job arrives whole)."""
+    count = len(series.times)
+    if len(series.steps) != count or len(series.values) != count:
+        whose = f"job `{job.id}`: " if job is not None else "appended loss samples: "
+        raise PolicyError(
+            f"{whose}a loss series has {count} times, {len(series.steps)} steps and {len(series.values)} values"
+        )
+    return count
+
+
+def _apply_loss(jobs: List[Job], updates: LossUpdates) -> None:
     # In a steady round every running job reported a sample: this loop is most of what
-    # the SDK does then, so it touches each update's fields once and checks by
-    # catching rather than comparing.
-    jobs = snapshot.jobs
-    appended = change.appended_loss
+    # the SDK does then, so it touches each column once per job and checks by catching
+    # rather than comparing where it can.
+    positions, drops, counts = updates.jobs, updates.dropped, updates.appended
+    if len(drops) != len(positions) or len(counts) != len(positions):
+        raise PolicyError(
+            f"loss updates name {len(positions)} jobs but give {len(drops)} drop counts and {len(counts)} append counts"
+        )
+    samples = updates.samples
+    sent = _series_len(samples)
+    times, steps, values = samples.times, samples.steps, samples.values
     at = 0
-    for update in change.loss_updates:
-        dropped, count = update.dropped, update.appended
+    previous = -1
+    for position, dropped, count in zip(positions, drops, counts):
+        if position <= previous:
+            raise PolicyError(
+                f"loss update for job #{position} follows one for job #{previous}: positions must increase"
+            )
+        previous = position
         try:
-            job = jobs[update.job]
+            job = jobs[position]
         except IndexError:
-            raise PolicyError(
-                f"loss update for job #{update.job}, but {len(jobs)} jobs are held"
-            ) from None
+            raise PolicyError(f"loss update for job #{position}, but {len(jobs)} jobs are held") from None
         loss = job.loss
-        if dropped > len(loss):
+        held_times, held_steps, held_values = loss.times, loss.steps, loss.values
+        if dropped > len(held_times):
             raise PolicyError(
-                f"loss update drops {dropped} samples of job `{job.id}`, which has {len(loss)}"
+                f"loss update drops {dropped} samples of job `{job.id}`, which has {len(held_times)}"
             )
         end = at + count
-        if end > len(appended):
-            raise PolicyError(
-                f"loss update appends {count} samples to job `{job.id}`, more than were sent"
-            )
+        if end > sent:
+            raise PolicyError(f"loss update appends {count} samples to job `{job.id}`, more than were sent")
         if dropped:
-            del loss[:dropped]
+            del held_times[:dropped], held_steps[:dropped], held_values[:dropped]
         if count == 1:
-            loss.append(appended[at])
+            held_times.append(times[at])
+            held_steps.append(steps[at])
+            held_values.append(values[at])
         elif count:
-            loss.extend(appended[at:end])
+            held_times.extend(times[at:end])
+            held_steps.extend(steps[at:end])
+            held_values.extend(values[at:end])
         at = end
-    if at != len(appended):
+    if at != sent:
         raise PolicyError("more appended loss samples were sent than the loss updates use")
 
 

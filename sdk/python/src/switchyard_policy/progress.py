@@ -10,9 +10,9 @@ evaluate is the policy's business.
 
 import math
 from enum import Enum
-from typing import Optional, Sequence
+from typing import Optional
 
-from switchyard_policy.contract import LossSample
+from switchyard_policy.contract import LossSeries
 
 
 class Normalisation(Enum):
@@ -36,13 +36,13 @@ class Scale:
     def __init__(self, base: Optional[float] = None) -> None:
         self.base = base
 
-    def observe(self, mode: Normalisation, samples: Sequence[LossSample]) -> None:
+    def observe(self, mode: Normalisation, samples: LossSeries) -> None:
         """Takes the job's current samples into account (idempotent for repeats)."""
         # An initial base never changes, and policies call this for every job every round.
         if mode is Normalisation.INITIAL and self.base is not None:
             return
-        for sample in samples:
-            magnitude = abs(sample.value)
+        for value in samples.values:
+            magnitude = abs(value)
             if not math.isfinite(magnitude) or magnitude == 0.0:
                 continue
             if mode is Normalisation.INITIAL:
@@ -62,17 +62,18 @@ class Scale:
         return Scale(None if value is None else float(value))
 
 
-def value_at(samples: Sequence[LossSample], time: float) -> Optional[float]:
+def value_at(samples: LossSeries, time: float) -> Optional[float]:
     """The evaluation value as of `time`: the latest sample taken at or before it (the
     papers: "when queried in the middle of an iteration, the previous value is
     returned")."""
-    for sample in reversed(samples):
-        if sample.time <= time + 1e-9:
-            return sample.value
+    times = samples.times
+    for i in range(len(times) - 1, -1, -1):
+        if times[i] <= time + 1e-9:
+            return samples.values[i]
     return None
 
 
-def gain(scale: Scale, samples: Sequence[LossSample], since: float, now: float) -> Optional[float]:
+def gain(scale: Scale, samples: LossSeries, since: float, now: float) -> Optional[float]:
     """SpeCon's gain: the magnitude of the change of the normalised evaluation value
     between its values as of `since` and as of `now`. None while either end has no
     value yet or the scale has seen no non-zero value."""

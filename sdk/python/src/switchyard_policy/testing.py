@@ -1,7 +1,8 @@
 """The native test harness: a policy's logic unit-tested with pytest, no component built.
 
 - Fixtures: `node`, `job`, `distributed`, `snapshot` (every bound task's requests
-  charged to its node, as the host reports them) and `only_on` (an eligibility set).
+  charged to its node, as the host reports them), `only_on` (an eligibility set) and
+  `loss_series` (a job's evaluations from (time, value) pairs).
 - `delta(before, after)`: the change the host would send a kept instance holding
   `before` (the host's rules: changed items whole, removed ones by name, loss series
   that moved on as loss updates, a reset when the order rule cannot say it).
@@ -32,8 +33,8 @@ from switchyard_policy.contract import (
     Job,
     JobPhase,
     Label,
-    LossSample,
-    LossUpdate,
+    LossSeries,
+    LossUpdates,
     Node,
     NodeSet,
     Operation_Place,
@@ -128,6 +129,16 @@ def distributed(
     return _job(id, tasks, replicas, submitted, 0, loss, None, one_task_per_node)
 
 
+def loss_series(points: Sequence[Tuple[float, float]] = ()) -> LossSeries:
+    """A loss series of (time, value) pairs, oldest first, at steps 0, 1, 2..."""
+    return LossSeries(times=[float(t) for t, _ in points], steps=list(range(len(points))), values=[float(v) for _, v in points])
+
+
+def no_loss_updates() -> LossUpdates:
+    """The loss updates of a change in which no loss series moved."""
+    return LossUpdates(jobs=[], dropped=[], appended=[], samples=loss_series())
+
+
 def _job(id, tasks, replicas, submitted, priority, loss, labels, apart) -> Job:
     running = any(t.node for t in tasks)
     all_labels = [Label(key=k, value=v) for k, v in (labels or {}).items()]
@@ -142,7 +153,7 @@ def _job(id, tasks, replicas, submitted, priority, loss, labels, apart) -> Job:
         utility=1.0,
         tasks=tasks,
         replicas=replicas,
-        loss=[LossSample(time=t, step=i, value=v) for i, (t, v) in enumerate(loss)],
+        loss=loss_series(loss),
         metric_rises=False,
         moves=[],
         checkpointable=True,
@@ -195,8 +206,7 @@ def reset_of(s: Snapshot) -> SnapshotDelta:
         removed_nodes=[],
         jobs=list(s.jobs),
         removed_jobs=[],
-        loss_updates=[],
-        appended_loss=[],
+        loss_updates=no_loss_updates(),
         node_sets=list(s.node_sets),
     )
 
@@ -215,7 +225,11 @@ def _removed(held: list, now: list, key) -> Optional[List[str]]:
     return [k for k in held_keys if k not in present]
 
 
-def _loss_shift(old: List[LossSample], new: List[LossSample]) -> int:
+def _samples(series: LossSeries) -> List[Tuple[float, int, float]]:
+    return list(zip(series.times, series.steps, series.values))
+
+
+def _loss_shift(old: List[Tuple[float, int, float]], new: List[Tuple[float, int, float]]) -> int:
     """The fewest oldest samples to drop from `old` so that what is left starts `new`."""
     for d in range(len(old) + 1):
         rest = old[d:]
@@ -236,8 +250,7 @@ def delta(before: Optional[Snapshot], after: Snapshot) -> SnapshotDelta:
     changed_nodes = [n for n in after.nodes if old_nodes.get(n.name) != n]
     old_jobs = {j.id: j for j in before.jobs}
     changed_jobs: List[Job] = []
-    loss_updates: List[LossUpdate] = []
-    appended: List[LossSample] = []
+    updates = no_loss_updates()
     for at, j in enumerate(after.jobs):
         old = old_jobs.get(j.id)
         if old == j:
@@ -245,10 +258,15 @@ def delta(before: Optional[Snapshot], after: Snapshot) -> SnapshotDelta:
         if old is None or {**vars(old), "loss": None} != {**vars(j), "loss": None}:
             changed_jobs.append(j)
             continue
-        dropped = _loss_shift(old.loss, j.loss)
-        kept = len(old.loss) - dropped
-        loss_updates.append(LossUpdate(job=at, dropped=dropped, appended=len(j.loss) - kept))
-        appended.extend(j.loss[kept:])
+        old_samples, new_samples = _samples(old.loss), _samples(j.loss)
+        dropped = _loss_shift(old_samples, new_samples)
+        kept = len(old_samples) - dropped
+        updates.jobs.append(at)
+        updates.dropped.append(dropped)
+        updates.appended.append(len(new_samples) - kept)
+        updates.samples.times.extend(j.loss.times[kept:])
+        updates.samples.steps.extend(j.loss.steps[kept:])
+        updates.samples.values.extend(j.loss.values[kept:])
     # Sets name nodes by position: a node leaving moves the positions after it.
     sets_changed = before.node_sets != after.node_sets or (
         bool(after.node_sets) and bool(removed_nodes)
@@ -261,8 +279,7 @@ def delta(before: Optional[Snapshot], after: Snapshot) -> SnapshotDelta:
         removed_nodes=removed_nodes,
         jobs=changed_jobs,
         removed_jobs=removed_jobs,
-        loss_updates=loss_updates,
-        appended_loss=appended,
+        loss_updates=updates,
         node_sets=list(after.node_sets) if sets_changed else None,
     )
 

@@ -12,7 +12,7 @@ use super::{Created, ScaffoldError, check_name, type_name, write};
 use crate::authoring::vendor;
 
 /// The world the component exports: the SDK implements the incremental one.
-pub const WORLD: &str = "switchyard:policy/incremental-policy@0.2.0";
+pub const WORLD: &str = "switchyard:policy/incremental-policy@0.3.0";
 
 /// Creates the Python project of policy `name` in `dir` (missing or empty).
 pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {

@@ -66,13 +66,17 @@ class Task:
     eligible: Optional[int]
 
 @dataclass
-class LossSample:
+class LossSeries:
     """
-    One evaluation of a job's training objective.
+    A job's recent evaluations of its training objective, oldest first, as three
+    columns of one length: evaluation `i` is (`times[i]`, `steps[i]`, `values[i]`).
+    Columns of numbers rather than a record per evaluation, so that bindings which
+    build an object per record (Python's, JavaScript's) lift a job's series as three
+    arrays.
     """
-    time: float
-    step: int
-    value: float
+    times: List[float]
+    steps: List[int]
+    values: List[float]
 
 @dataclass
 class Replicas:
@@ -125,7 +129,7 @@ class Job:
     utility: float
     tasks: List[Task]
     replicas: Replicas
-    loss: List[LossSample]
+    loss: LossSeries
     metric_rises: bool
     moves: List[JobMove]
     checkpointable: bool
@@ -183,17 +187,18 @@ class Snapshot:
     node_sets: List[NodeSet]
 
 @dataclass
-class LossUpdate:
+class LossUpdates:
     """
-    Where a job's loss series moved on since the previous call: its oldest `dropped`
-    samples left the window and the next `appended` samples of
-    `snapshot-delta.appended-loss` came after its newest. Jobs are named by position
-    and the samples travel in one list, so a round where every job reported costs two
-    lists rather than two per job.
+    The loss series of otherwise unchanged jobs that moved on since the previous call,
+    one entry per job in each of the first three columns: the job at position
+    `jobs[k]` dropped its oldest `dropped[k]` evaluations and gained the next
+    `appended[k]` of `samples` after its newest. Columns, so that a round in which
+    every job reported moves six lists of numbers, whatever the number of jobs.
     """
-    job: int
-    dropped: int
-    appended: int
+    jobs: List[int]
+    dropped: List[int]
+    appended: List[int]
+    samples: LossSeries
 
 @dataclass
 class SnapshotDelta:
@@ -210,8 +215,7 @@ class SnapshotDelta:
     removed_nodes: List[str]
     jobs: List[Job]
     removed_jobs: List[str]
-    loss_updates: List[LossUpdate]
-    appended_loss: List[LossSample]
+    loss_updates: LossUpdates
     node_sets: Optional[List[NodeSet]]
 
 @dataclass

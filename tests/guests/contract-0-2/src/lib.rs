@@ -1,8 +1,8 @@
-//! A policy built against contract `switchyard:policy@0.1.0` (its WIT is kept in `wit/`
-//! as it was released): the host must refuse it with a message that names both
-//! versions and says how to rebuild.
+//! A policy built against the previous contract, `switchyard:policy@0.2.0` (its WIT is
+//! kept in `wit/` as it was released): the host must refuse it with a message that
+//! names both versions and says how to rebuild.
 
-wit_bindgen::generate!({ path: "wit", world: "switchyard:policy/policy@0.1.0" });
+wit_bindgen::generate!({ path: "wit", world: "switchyard:policy/policy@0.2.0" });
 
 use exports::switchyard::policy::scheduler::{Decision, Description, Guest, Setting, Snapshot};
 
@@ -12,8 +12,8 @@ pub struct Idle;
 impl Guest for Idle {
     fn describe() -> Description {
         Description {
-            name: "contract-0-1".into(),
-            version: "0.1.0".into(),
+            name: "contract-0-2".into(),
+            version: "0.2.0".into(),
             summary: "built against the previous contract".into(),
             parameters: vec![],
         }
