@@ -107,12 +107,12 @@ fn report_loss(snapshot: &mut Snapshot) {
     for job in &mut snapshot.jobs {
         if let Some(last) = job.loss.last().copied() {
             let job = Arc::make_mut(job);
-            job.loss.remove(0);
-            job.loss.push(LossSample {
+            let next = LossSample {
                 time: last.time,
                 step: last.step + 100,
                 value: last.value * 0.999,
-            });
+            };
+            job.loss = job.loss[1..].iter().copied().chain([next]).collect();
         }
     }
 }

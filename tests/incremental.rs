@@ -102,7 +102,8 @@ impl Step {
                 s.triggers.push(Trigger::JobFinished(gone.id.clone()));
             }
             Step::Progress(i, drop, add) if jobs > 0 => {
-                let loss = &mut Arc::make_mut(&mut s.jobs[i % jobs]).loss;
+                let job = Arc::make_mut(&mut s.jobs[i % jobs]);
+                let mut loss = job.loss.to_vec();
                 loss.drain(..drop.min(loss.len()));
                 let last = loss.last().map_or(0.0, |l| l.time);
                 for k in 1..=add {
@@ -112,13 +113,15 @@ impl Step {
                         value: 1.0 / (*serial + k) as f64,
                     });
                 }
+                job.loss = loss.into();
             }
             Step::NewLoss(i) if jobs > 0 => {
-                Arc::make_mut(&mut s.jobs[i % jobs]).loss = vec![LossSample {
+                Arc::make_mut(&mut s.jobs[i % jobs]).loss = [LossSample {
                     time: *serial as f64,
                     step: 1,
                     value: 9.0,
-                }];
+                }]
+                .into();
             }
             Step::Start(i) if jobs > 0 && nodes > 0 => {
                 let node = s.nodes[i % nodes].name.clone();

@@ -42,7 +42,8 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
             requests: res(1.0, 1, 0),
             max_cores,
             create_after: 0.0,
-        }],
+        }]
+        .into(),
         scalable_role: "main".into(),
         min_replicas: 1,
         max_replicas: 1,
@@ -242,7 +243,7 @@ fn a_job_s_moves_are_recorded_in_order_with_their_nodes() {
         to_nodes: names(to),
     };
     assert_eq!(
-        moves,
+        *moves,
         [
             moved(0.0, MoveKind::Placed, "", &[], &["n1"]),
             moved(10.0, MoveKind::Migrated, "defrag", &["n1"], &["n2"]),
@@ -262,7 +263,8 @@ fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput
         requests: res(1.0, 1, 1),
         max_cores: 1.0,
         create_after: 0.0,
-    }];
+    }]
+    .into();
     job.scalable_role = "worker".into();
     job.max_replicas = 2;
     job.speed = Speed::Table(vec![10.0, 20.0]);
@@ -441,7 +443,8 @@ fn staged_job(after: f64) -> JobSpec {
             max_cores: 1.0,
             create_after: after,
         },
-    ];
+    ]
+    .into();
     job.scalable_role = "worker".into();
     job
 }
@@ -504,7 +507,7 @@ fn co_located_cpu_jobs_slow_each_other_by_the_interference_factor() {
 #[test]
 fn a_finished_gpu_job_stops_counting_as_gpu_utilisation() {
     let mut job = cpu_job("a", 100.0, 1.0, 1.0);
-    job.roles[0].requests = res(1.0, 1, 2);
+    Arc::make_mut(&mut job.roles)[0].requests = res(1.0, 1, 2);
     job.speed = Speed::Table(vec![1.0]);
     let mut s = sim(vec![node("n1", 8.0)], vec![job]);
     s.advance(None);
@@ -547,7 +550,8 @@ fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
             requests: res(1.0, 1, 0),
             max_cores: 1.0,
             create_after: 0.0,
-        }];
+        }]
+        .into();
         job.scalable_role = "worker".into();
         job.min_replicas = 2;
         job.max_replicas = 2;

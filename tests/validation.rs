@@ -627,9 +627,9 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
                         min: min.min(current),
                         max: max.max(current),
                     },
-                    loss: vec![],
+                    loss: Default::default(),
                     metric_rises: false,
-                    moves: vec![],
+                    moves: Default::default(),
                     checkpointable,
                     labels: Default::default(),
                 }

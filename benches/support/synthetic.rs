@@ -133,9 +133,9 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
             min: 1,
             max: 4,
         },
-        loss,
+        loss: loss.into(),
         metric_rises: false,
-        moves: vec![],
+        moves: Default::default(),
         checkpointable: true,
         labels: Default::default(),
     }

@@ -66,9 +66,9 @@ pub(crate) fn job(id: &str) -> JobBuilder {
             min: 1,
             max: 1,
         },
-        loss: vec![],
+        loss: Default::default(),
         metric_rises: false,
-        moves: vec![],
+        moves: Default::default(),
         checkpointable: true,
         labels: Default::default(),
     })

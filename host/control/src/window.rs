@@ -165,9 +165,9 @@ mod tests {
                 min: 1,
                 max: 1,
             },
-            loss: Vec::new(),
+            loss: Arc::default(),
             metric_rises: false,
-            moves: Vec::new(),
+            moves: Arc::default(),
             checkpointable: true,
             labels: Arc::default(),
         })

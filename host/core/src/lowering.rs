@@ -129,7 +129,7 @@ macro_rules! snapshot_lowering {
                     min: j.replicas.min,
                     max: j.replicas.max,
                 },
-                loss: loss_series(&j.loss),
+                loss: loss_series(j.loss.iter()),
                 metric_rises: j.metric_rises,
                 moves: j.moves.iter().map(job_move).collect(),
                 checkpointable: j.checkpointable,

@@ -141,13 +141,16 @@ pub struct JobMove {
 /// The most recent moves a job's history keeps.
 pub const MOVE_HISTORY: usize = 32;
 
-/// Adds `moved` to `history`, dropping the oldest beyond [`MOVE_HISTORY`]: what every
-/// backend keeps of a job's moves.
-pub fn record_move(history: &mut Vec<JobMove>, moved: JobMove) {
-    if history.len() >= MOVE_HISTORY {
-        history.drain(..=history.len() - MOVE_HISTORY);
-    }
-    history.push(moved);
+/// `history` with `moved` added, the oldest dropped beyond [`MOVE_HISTORY`]: what every
+/// backend keeps of a job's moves. A new list, sized exactly, rather than the old one
+/// changed: views of the job share the old one, and moves are rare.
+pub fn with_move(history: &[JobMove], moved: JobMove) -> Arc<[JobMove]> {
+    let oldest_kept = (history.len() + 1).saturating_sub(MOVE_HISTORY);
+    history[oldest_kept..]
+        .iter()
+        .cloned()
+        .chain([moved])
+        .collect()
 }
 
 /// One evaluation of a job's training objective.
@@ -205,12 +208,16 @@ pub struct Job {
     pub tasks: Vec<Task>,
     /// Its scalable role.
     pub replicas: Replicas,
-    /// Recent evaluation samples, oldest first.
-    pub loss: Vec<LossSample>,
+    /// Recent evaluation samples, oldest first. Shared, like the snapshot's jobs: a
+    /// series moves on as a new list, so a source can keep one copy of the current series
+    /// for itself and every view of the job, and a snapshot still holding an older view
+    /// keeps the older list.
+    pub loss: Arc<[LossSample]>,
     /// The metric improves by rising.
     pub metric_rises: bool,
-    /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]).
-    pub moves: Vec<JobMove>,
+    /// Its moves, oldest first (the most recent [`MOVE_HISTORY`]). Shared, like the loss
+    /// series: a source keeps one copy for itself and every view of the job.
+    pub moves: Arc<[JobMove]>,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
     /// Submission labels, shared: jobs of one template carry the same ones.
@@ -238,7 +245,7 @@ impl Job {
 
     /// Adds `moved` to the history, dropping the oldest beyond [`MOVE_HISTORY`].
     pub fn record_move(&mut self, moved: JobMove) {
-        record_move(&mut self.moves, moved);
+        self.moves = with_move(&self.moves, moved);
     }
 }
 

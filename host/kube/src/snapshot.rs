@@ -397,7 +397,7 @@ impl Caches {
                     min: role.min_replicas.unwrap_or(role.replicas).min(current),
                     max: role.max_replicas.unwrap_or(role.replicas).max(current),
                 },
-                loss,
+                loss: loss.into(),
                 metric_rises: job.spec.metric_rises,
                 moves: status.moves.iter().map(Into::into).collect(),
                 checkpointable: job.spec.checkpoint.is_some(),

@@ -166,7 +166,7 @@ impl<C: Cluster> Cluster for Paced<C> {
                 {
                     // Copied only when the series moved on, so an unchanged job stays
                     // shared with the held snapshot.
-                    Arc::make_mut(job).loss = series.to_vec();
+                    Arc::make_mut(job).loss = series.to_vec().into();
                 }
             }
         }

@@ -20,6 +20,8 @@ pub mod curve;
 mod events;
 pub mod faults;
 pub mod goodput;
+#[cfg(test)]
+mod kept_bytes;
 pub mod share;
 pub mod spec;
 mod state;
@@ -369,7 +371,7 @@ impl Simulator {
         j.work_done = j.spec.work;
         j.finish_time = Some(self.now);
         // Nobody asks a finished job's history; a long trace would keep it all.
-        j.moves = Vec::new();
+        j.moves = Arc::default();
         j.state = JobState::Finished;
         j.view = None;
         j.rate = 0.0;
@@ -449,15 +451,15 @@ impl Simulator {
             } else {
                 0.0
             };
-            if j.loss.len() == LOSS_HISTORY {
-                j.loss.pop_front();
-            }
-            let step = j.work_done.round() as u64;
-            j.loss.push_back(LossSample {
+            let sample = LossSample {
                 time: now,
-                step,
+                step: j.work_done.round() as u64,
                 value: clean * (1.0 + noise),
-            });
+            };
+            // A new list rather than the old one changed: the job's views (and a
+            // snapshot a policy instance still holds) share the old one.
+            let kept = &j.loss[j.loss.len().saturating_sub(LOSS_HISTORY - 1)..];
+            j.loss = kept.iter().copied().chain([sample]).collect();
         }
         j.next_eval += j.spec.eval_every;
         self.dirty_jobs.push(job);
@@ -551,9 +553,8 @@ impl Simulator {
         }
         self.gpus_in_use += gpus_delta;
         let jobs = &self.jobs;
-        self.queue.drop_stale(self.active.len(), |job, version| {
-            jobs[job].version == version
-        });
+        self.queue
+            .drop_stale(|job, version| jobs[job].version == version);
         let point = UtilPoint {
             time: self.now,
             cpu: if self.total_cores > 0.0 {
@@ -710,15 +711,21 @@ impl Simulator {
             from_nodes,
             to_nodes,
         };
-        model::record_move(&mut self.jobs[job].moves, moved);
+        let j = &mut self.jobs[job];
+        j.moves = model::with_move(&j.moves, moved);
     }
 
     /// Records a placement from waiting; tasks placed one by one in the same round join
     /// that one move.
     fn note_placed(&mut self, job: usize, was_waiting: bool, to: Vec<String>) {
         let now = self.now;
-        match self.jobs[job].moves.last_mut() {
+        let moves = &mut self.jobs[job].moves;
+        match moves.last() {
             Some(last) if !was_waiting && last.kind == MoveKind::Placed && last.time == now => {
+                let last = Arc::make_mut(moves).last_mut().expect("the last move");
+                // Kept for the job's life: sized exactly, not to the doubled capacity
+                // `extend` would reserve.
+                last.to_nodes.reserve_exact(to.len());
                 last.to_nodes.extend(to);
             }
             _ if was_waiting && !to.is_empty() => {
@@ -873,9 +880,9 @@ impl Simulator {
                 min: j.spec.min_replicas,
                 max: j.spec.max_replicas,
             },
-            loss: j.loss.iter().copied().collect(),
+            loss: Arc::clone(&j.loss),
             metric_rises: j.spec.metric_rises,
-            moves: j.moves.clone(),
+            moves: Arc::clone(&j.moves),
             checkpointable: j.spec.checkpointable,
             labels: Arc::clone(&j.labels),
         }

@@ -258,13 +258,25 @@ impl Workload {
             let times = arrival_times(&entry.arrival(), entry.count, &mut rng)
                 .map_err(|m| invalid(at.clone(), m))?;
             let prefix = entry.id.clone().unwrap_or_else(|| entry.template.clone());
+            // One spec per entry, its jobs copies of it: they share its roles, curve and
+            // placement rules instead of holding one of each (a scenario of 50,000
+            // jobs keeps them all for its whole run).
+            let mut spec = None;
             for time in times {
                 let id = if entry.count == 1 && entry.id.is_some() {
                     prefix.clone()
                 } else {
                     format!("{prefix}-{}", jobs.len())
                 };
-                jobs.push(self.job(&entry.template, template, id, time)?);
+                let spec = match &spec {
+                    Some(spec) => spec,
+                    None => spec.insert(self.job(&entry.template, template, String::new(), 0.0)?),
+                };
+                jobs.push(JobSpec {
+                    id,
+                    submit_time: time,
+                    ..spec.clone()
+                });
             }
         }
         if let Some(import) = &f.import {
@@ -316,7 +328,7 @@ impl Workload {
                 "must be a positive amount of work".into(),
             ));
         }
-        let roles: Vec<RoleSpec> = if t.roles.is_empty() {
+        let roles: Arc<[RoleSpec]> = if t.roles.is_empty() {
             vec![RoleSpec {
                 name: "main".into(),
                 count: 1,
@@ -324,6 +336,7 @@ impl Workload {
                 max_cores: t.max_cores.unwrap_or(t.cpus),
                 create_after: 0.0,
             }]
+            .into()
         } else {
             t.roles
                 .iter()

@@ -63,7 +63,10 @@ pub struct LiveConfig {
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
     /// The most the kept decision records may hold together, in bytes
-    /// ([`DecisionRecord::footprint`]); the oldest go first.
+    /// ([`DecisionRecord::footprint`]); the oldest go first. [`LiveConfig::keep_decisions`]
+    /// is what binds for rounds of a few actions; this binds when rounds place thousands
+    /// of jobs at once (a controller catching up), whose records would otherwise keep a
+    /// copy of every placement.
     pub keep_decisions_bytes: usize,
     /// Seeds the policies' randomness.
     pub seed: u64,
@@ -80,6 +83,11 @@ pub struct LiveConfig {
     pub record: Option<RecordOptions>,
 }
 
+/// What the kept decision records may hold by default, in bytes: a thousand rounds of a
+/// few actions each fit many times over; the last tens of thousands of actions of a burst
+/// of placements do too.
+pub const DEFAULT_KEEP_DECISIONS_BYTES: usize = 8 << 20;
+
 /// Utilisation samples kept by default: an hour at one sample a second.
 pub const DEFAULT_KEEP_UTILISATION: usize = 3600;
 
@@ -91,7 +99,7 @@ impl Default for LiveConfig {
             fallback: "default".into(),
             state_dir: None,
             keep_decisions: 1000,
-            keep_decisions_bytes: 64 << 20,
+            keep_decisions_bytes: DEFAULT_KEEP_DECISIONS_BYTES,
             seed: 0,
             keep_utilisation: DEFAULT_KEEP_UTILISATION,
             utilisation_every: Duration::from_secs(1),

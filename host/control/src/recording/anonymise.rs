@@ -118,7 +118,7 @@ impl Anonymiser {
                 self.rename("node", node);
             }
         }
-        for moved in &mut job.moves {
+        for moved in std::sync::Arc::make_mut(&mut job.moves) {
             for node in moved.from_nodes.iter_mut().chain(moved.to_nodes.iter_mut()) {
                 self.rename("node", node);
             }

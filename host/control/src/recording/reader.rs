@@ -300,8 +300,11 @@ impl Held {
             for (i, append) in updates {
                 let job = Arc::make_mut(&mut self.jobs[i]);
                 let dropped = (append.dropped as usize).min(job.loss.len());
-                job.loss.drain(..dropped);
-                job.loss.extend_from_slice(&append.samples);
+                job.loss = job.loss[dropped..]
+                    .iter()
+                    .chain(&append.samples)
+                    .copied()
+                    .collect();
             }
         }
         if let Some(sets) = &changes.node_sets {

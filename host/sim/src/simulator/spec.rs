@@ -83,8 +83,8 @@ pub struct JobSpec {
     pub priority: i32,
     /// Utility of finishing it.
     pub utility: f64,
-    /// Its roles, in task order.
-    pub roles: Vec<RoleSpec>,
+    /// Its roles, in task order; shared by the jobs of one template.
+    pub roles: Arc<[RoleSpec]>,
     /// Name of the role whose replica count may change.
     pub scalable_role: String,
     /// Fewest replicas of the scalable role.

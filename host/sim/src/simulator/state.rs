@@ -1,6 +1,6 @@
 //! The simulator's mutable record of each node, job and task.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::share::speedup;
@@ -86,9 +86,11 @@ pub(crate) struct SimJob {
     pub(crate) version: u64,
     pub(crate) restart_until: Option<f64>,
     pub(crate) next_eval: f64,
-    pub(crate) loss: VecDeque<LossSample>,
-    /// Its moves, oldest first (the contract's bounded history).
-    pub(crate) moves: Vec<JobMove>,
+    /// Its most recent evaluation samples, shared with the job's views.
+    pub(crate) loss: Arc<[LossSample]>,
+    /// Its moves, oldest first (the contract's bounded history), shared with the job's
+    /// views.
+    pub(crate) moves: Arc<[JobMove]>,
     /// Saving a checkpoint after a preemption: its nodes go when the restart is done.
     pub(crate) checkpointing: bool,
     /// Preempted and waiting: its next whole placement restores the checkpoint.
@@ -155,8 +157,8 @@ impl SimJob {
             gpus_busy: 0.0,
             version: 0,
             restart_until: None,
-            loss: VecDeque::new(),
-            moves: Vec::new(),
+            loss: Arc::default(),
+            moves: Arc::default(),
             checkpointing: false,
             resuming: false,
             eligible: None,

@@ -124,7 +124,8 @@ pub fn philly(
                     requests: resources(each as f64, 4.0 * each as f64, each),
                     max_cores: each as f64,
                     create_after: 0.0,
-                }],
+                }]
+                .into(),
                 scalable_role: role.into(),
                 min_replicas: count,
                 max_replicas: count,
@@ -250,7 +251,8 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
                 requests: resources(4.0, 16.0, 1),
                 max_cores: 4.0,
                 create_after: 0.0,
-            }],
+            }]
+            .into(),
             scalable_role: "worker".into(),
             min_replicas: 1,
             max_replicas: model.max_measured_replicas().max(replicas),
