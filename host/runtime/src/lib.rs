@@ -645,8 +645,7 @@ impl Exports {
         ), (Answer<metered::Decision>,)>(
             &mut *store, self.functions.decide
         )?;
-        let (answer,) =
-            metered_call(limits, || func.call(&mut *store, (settings, change, state)))?;
+        let (answer,) = metered_call(limits, || func.call(&mut *store, (settings, change, state)))?;
         Ok(answer.map(Into::into).map_err(|m| m.0))
     }
 }
