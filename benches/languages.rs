@@ -3,6 +3,12 @@
 //! (`tests/guests/least-loaded`, on the Rust SDK), all three components on a kept
 //! instance, in one run: what a policy author gives up by writing Python or JavaScript.
 //!
+//! All three say they read no loss series, as least-loaded's examples do, so the host
+//! sends them none. Each is also measured as `<lang>-reading-loss`: the same policy
+//! built to say it reads loss (a subclass with `reads_loss = True` in Python,
+//! `readsLoss = true` in JavaScript, the Rust twin's flag set), which is what a policy
+//! that reads loss pays for the same rounds.
+//!
 //! `cargo bench -p switchyard-runtime --bench languages`; componentize-py builds the
 //! Python component first (`COMPONENTIZE_PY`, or `componentize-py` on the `PATH`), and
 //! the JavaScript SDK's build script the JavaScript one (`npm ci` in `sdk/js` installs
@@ -18,6 +24,9 @@
 //!   a job to place and the delta carries jobs and nodes as well as loss;
 //! - `languages/reset/<lang>`: a fresh instance given the whole snapshot (the first call,
 //!   and every call after a failure).
+//!
+//! The `-reading-loss` variants run `loss` and `reset` only: `churn` adds the same jobs
+//! and nodes to either.
 
 #[path = "../tests/support/guests.rs"]
 mod guests;
@@ -36,15 +45,47 @@ use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, S
 
 const NODES: usize = 1_000;
 
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A module beside the app that exports its policy saying it reads loss series.
+struct ReadingLossApp(PathBuf);
+
+impl ReadingLossApp {
+    fn write(folder: &str, file: &str, text: &str) -> Self {
+        let path = repo().join(folder).join(file);
+        std::fs::write(&path, text).expect("the reading-loss module is written");
+        Self(path)
+    }
+}
+
+impl Drop for ReadingLossApp {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Builds the Python example into a component with componentize-py, from this
-/// checkout's SDK source.
-fn python_component() -> Vec<u8> {
+/// checkout's SDK source; with `reads_loss`, a subclass saying it reads loss series.
+fn python_component(reads_loss: bool) -> Vec<u8> {
     let tool = std::env::var("COMPONENTIZE_PY").unwrap_or_else(|_| "componentize-py".into());
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let wasm =
-        std::env::temp_dir().join(format!("switchyard-languages-{}.wasm", std::process::id()));
+    let id = std::process::id();
+    let wasm = std::env::temp_dir().join(format!("switchyard-languages-{id}.wasm"));
+    let module = format!("languages_bench_reading_loss_{id}");
+    let _wrapper = reads_loss.then(|| {
+        ReadingLossApp::write(
+            "examples/python-policy",
+            &format!("{module}.py"),
+            "from app import LeastLoaded\n\
+             from switchyard_policy import export\n\n\
+             class ReadingLoss(LeastLoaded):\n    reads_loss = True\n\n\
+             IncrementalScheduler = export(ReadingLoss())\n",
+        )
+    });
+    let app = if reads_loss { module.as_str() } else { "app" };
     let status = Command::new(&tool)
-        .current_dir(repo.join("examples/python-policy"))
+        .current_dir(repo().join("examples/python-policy"))
         .env_remove("VIRTUAL_ENV")
         .args([
             "-q",
@@ -52,7 +93,7 @@ fn python_component() -> Vec<u8> {
             "switchyard:policy/incremental-policy@0.3.0",
             "componentize",
         ])
-        .args(["-p", ".", "-p", "../../sdk/python/src", "app", "-o"])
+        .args(["-p", ".", "-p", "../../sdk/python/src", app, "-o"])
         .arg(&wasm)
         .status()
         .unwrap_or_else(|e| panic!("cannot run {tool} (set COMPONENTIZE_PY): {e}"));
@@ -66,16 +107,26 @@ fn python_component() -> Vec<u8> {
 }
 
 /// Builds the JavaScript example into a component with the JavaScript SDK's build script
-/// (componentize-js), from this checkout's SDK source.
-fn javascript_component() -> Vec<u8> {
-    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let wasm = std::env::temp_dir().join(format!(
-        "switchyard-languages-js-{}.wasm",
-        std::process::id()
-    ));
+/// (componentize-js), from this checkout's SDK source; with `reads_loss`, a subclass
+/// saying it reads loss series.
+fn javascript_component(reads_loss: bool) -> Vec<u8> {
+    let id = std::process::id();
+    let wasm = std::env::temp_dir().join(format!("switchyard-languages-js-{id}.wasm"));
+    let module = format!("languages-bench-reading-loss-{id}.js");
+    let _wrapper = reads_loss.then(|| {
+        ReadingLossApp::write(
+            "examples/js-policy",
+            &module,
+            "import { exportPolicy } from '../../sdk/js/src/index.js';\n\
+             import { LeastLoaded } from './app.js';\n\n\
+             class ReadingLoss extends LeastLoaded {\n  readsLoss = true;\n}\n\n\
+             export const incrementalScheduler = exportPolicy(new ReadingLoss());\n",
+        )
+    });
+    let app = if reads_loss { module.as_str() } else { "app.js" };
     let status = Command::new("node")
-        .current_dir(repo.join("examples/js-policy"))
-        .args(["../../sdk/js/bin/build.js", "app.js", "-o"])
+        .current_dir(repo().join("examples/js-policy"))
+        .args(["../../sdk/js/bin/build.js", app, "-o"])
         .arg(&wasm)
         .status()
         .unwrap_or_else(|e| panic!("cannot run node: {e}"));
@@ -188,16 +239,19 @@ fn bench_kept(
 
 fn languages(c: &mut Criterion) {
     let runtime = runtime();
-    let python_bytes = python_component();
-    let javascript_bytes = javascript_component();
-    let rust_bytes = std::fs::read(guests::path("least-loaded")).expect("the Rust twin is built");
+    let components = [
+        ("python", python_component(false)),
+        ("python-reading-loss", python_component(true)),
+        ("javascript", javascript_component(false)),
+        ("javascript-reading-loss", javascript_component(true)),
+        ("rust", guests::reading_loss("least-loaded", false)),
+        ("rust-reading-loss", guests::reading_loss("least-loaded", true)),
+    ];
     let whole = synthetic::cluster(NODES, 2, synthetic::NOW);
-    for (lang, bytes) in [
-        ("python", &python_bytes),
-        ("javascript", &javascript_bytes),
-        ("rust", &rust_bytes),
-    ] {
+    for (lang, bytes) in &components {
+        let (lang, reads_loss) = (*lang, lang.ends_with("-reading-loss"));
         let module = &runtime.load(bytes, lang).expect("the policy loads");
+        assert_eq!(module.description().reads_loss, reads_loss, "{lang}");
         // Both decide the same on the same cluster: the same job, on the same nodes.
         let decision = module
             .decide(&Settings::default(), &whole, &[], 1)
@@ -222,7 +276,9 @@ fn languages(c: &mut Criterion) {
         };
         eprintln!("languages/reset/{lang}: {fits}");
         bench_kept(c, "loss", lang, module, |s, _| report_loss(s));
-        bench_kept(c, "churn", lang, module, churn);
+        if !reads_loss {
+            bench_kept(c, "churn", lang, module, churn);
+        }
         c.bench_function(&format!("languages/reset/{lang}"), |b| {
             b.iter(|| {
                 black_box(

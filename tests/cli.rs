@@ -56,6 +56,20 @@ fn inspect_prints_every_shipped_paper_policys_parameters_and_defaults() {
 }
 
 #[test]
+fn inspect_says_whether_a_policy_reads_loss_series() {
+    for (policy, line) in [
+        ("specon", "loss:     read ("),
+        ("default", "loss:     not read ("),
+    ] {
+        let out = stdout_of(&["policy", "inspect", policy]);
+        assert!(out.lines().any(|l| l.starts_with(line)), "{policy}:\n{out}");
+    }
+    let json: serde_json::Value =
+        serde_json::from_str(&stdout_of(&["policy", "inspect", "--json", "flowcon"])).unwrap();
+    assert_eq!(json["description"]["reads_loss"], true, "{json}");
+}
+
+#[test]
 fn list_names_every_built_in_policy() {
     let out = stdout_of(&["policy", "list"]);
     for name in [

@@ -105,6 +105,16 @@ async fn a_broken_upload_is_refused_with_its_load_error_and_the_active_policy_ke
     live.wait_for_rounds_after(rounds + 10).await;
     let (_, list) = live.get("/v1/policies").await;
     assert_eq!(list["active"], "default");
+    let default = list["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "default")
+        .unwrap_or_else(|| panic!("default is listed: {list}"));
+    assert_eq!(
+        default["reads_loss"], false,
+        "the list says what each policy is sent: {list}"
+    );
     assert!(
         list["load_errors"][0]["error"]
             .as_str()

@@ -59,3 +59,18 @@ test('an unknown resource is refused with the choices', () => {
   });
   assert.deepEqual(new Harness(new LeastLoaded()).configure(), { resource: 'any' });
 });
+
+test('it reads no loss and decides as it would with every series', () => {
+  assert.equal(new LeastLoaded().describe().readsLoss, false);
+  class ReadingLoss extends LeastLoaded {
+    readsLoss = true;
+  }
+  const nodes = [node('n1', 4000), node('n2', 4000, { used: 1000 })];
+  const jobs = [
+    job('a', res(1000), { on: 'n1', loss: [[0, 3], [30, 2]] }),
+    job('b', res(500), { loss: [[0, 9]] }),
+    job('c'),
+  ];
+  const blind = new Harness(new LeastLoaded()).decide(snapshot(30, nodes, jobs));
+  assert.deepEqual(blind, new Harness(new ReadingLoss()).decide(snapshot(30, nodes, jobs)));
+});

@@ -56,3 +56,15 @@ def test_an_unknown_resource_is_refused_with_the_choices():
     with pytest.raises(PolicyError, match="must be one of any, cpu, memory, gpu, got `disk`"):
         Harness(LeastLoaded(), {"resource": "disk"}).configure()
     assert Harness(LeastLoaded()).configure() == {"resource": "any"}
+
+
+def test_it_reads_no_loss_and_decides_as_it_would_with_every_series():
+    assert LeastLoaded().describe().reads_loss is False
+
+    class ReadingLoss(LeastLoaded):
+        reads_loss = True
+
+    nodes = [node("n1", 4000), node("n2", 4000, used=1000)]
+    jobs = [job("a", res(1000), on="n1", loss=[(0, 3.0), (30, 2.0)]), job("b", res(500), loss=[(0, 9.0)]), job("c")]
+    blind, reading = Harness(LeastLoaded()), Harness(ReadingLoss())
+    assert blind.decide(snapshot(30, nodes, jobs)) == reading.decide(snapshot(30, nodes, jobs))

@@ -45,3 +45,22 @@ pub(crate) fn hostile_named(name: &str) -> Vec<u8> {
     slot[..name.len()].copy_from_slice(name.as_bytes());
     bytes
 }
+
+/// The component of the test guest in `tests/guests/<folder>` (`mirror`, `echo` or
+/// `least-loaded`) saying whether it `reads_loss`: its flag after the marker
+/// `SWITCHYARD-READS-LOSS:` set, so one built guest serves both answers.
+pub(crate) fn reading_loss(folder: &str, reads_loss: bool) -> Vec<u8> {
+    const MARKER: &[u8] = b"SWITCHYARD-READS-LOSS:";
+    let mut bytes = std::fs::read(path(folder)).expect("the guest is built");
+    let mut found = bytes
+        .windows(MARKER.len())
+        .enumerate()
+        .filter(|(_, w)| *w == MARKER)
+        .map(|(at, _)| at + MARKER.len());
+    let at = found
+        .next()
+        .unwrap_or_else(|| panic!("the {folder} guest carries no loss flag"));
+    assert!(found.next().is_none(), "the {folder} guest's flag is one");
+    bytes[at] = if reads_loss { b'1' } else { b'0' };
+    bytes
+}

@@ -8,6 +8,11 @@
 //!
 //! Held items are the snapshot's own `Arc`s: holding costs no copy, and an item the
 //! source handed out again unchanged is told apart by its pointer alone.
+//!
+//! A policy that does not read loss series (`description.reads-loss`) holds every job
+//! with an empty series. The held `Arc`s still carry the series, which the diff then
+//! leaves out of every comparison, so such a policy costs no second copy of the jobs
+//! either: it is the same held snapshot, read without its loss.
 
 use std::sync::Arc;
 
@@ -81,16 +86,43 @@ pub struct LossUpdate {
 }
 
 /// What an incremental instance holds: the `Arc`s of the snapshot it last applied.
-#[derive(Debug, Default)]
+/// `default()` is an instance that reads loss series.
+#[derive(Debug)]
 pub struct HeldSnapshot {
     nodes: Vec<Arc<Node>>,
     jobs: Vec<Arc<Job>>,
     node_sets: Arc<Vec<NodeSet>>,
     /// No two held nodes or jobs share a key; otherwise every change goes as a reset.
     keys_unique: bool,
+    /// The instance is sent loss series: false leaves them out of the diff.
+    reads_loss: bool,
+}
+
+impl Default for HeldSnapshot {
+    fn default() -> Self {
+        Self::for_policy(true)
+    }
 }
 
 impl HeldSnapshot {
+    /// Nothing held yet, for a policy whose description says whether it `reads_loss`.
+    /// When it does not, the instance holds every job with an empty loss series: a job
+    /// whose only change is its loss series is unchanged, and no [`LossUpdate`] is made.
+    pub fn for_policy(reads_loss: bool) -> Self {
+        Self {
+            nodes: Vec::new(),
+            jobs: Vec::new(),
+            node_sets: Arc::default(),
+            keys_unique: false,
+            reads_loss,
+        }
+    }
+
+    /// Whether the instance is sent loss series.
+    pub fn reads_loss(&self) -> bool {
+        self.reads_loss
+    }
+
     /// What to send so the instance reaches `now`.
     pub fn change_to(&self, now: &Snapshot) -> Change {
         if !self.keys_unique {
@@ -107,7 +139,10 @@ impl HeldSnapshot {
             &self.jobs,
             &now.jobs,
             |j| &j.id,
-            |old, new, at| job_changed(old, new, at, &mut loss_updates),
+            |old, new, at| match self.reads_loss {
+                true => job_changed(old, new, at, &mut loss_updates),
+                false => !same_but_loss(old, new),
+            },
         );
         let (Some(nodes), Some(jobs)) = (nodes, jobs) else {
             return Change::Reset;

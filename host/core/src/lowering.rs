@@ -7,8 +7,9 @@
 //! harness receives the very snapshot a component would. The macro only reads the model;
 //! it owns no types.
 
-/// Defines `snapshot_to_wit`, the model-to-WIT lowering of a snapshot, over the WIT
-/// types found at the given path.
+/// Defines `snapshot_to_wit` and `snapshot_for`, the model-to-WIT lowering of a
+/// snapshot (as a policy that reads loss series receives it, and as a given policy
+/// does), over the WIT types found at the given path.
 ///
 /// Invoke it inside a module with the path of the generated `types` interface, e.g.
 /// `switchyard_core::snapshot_lowering!(switchyard_policy_sdk);` for the guest SDK's.
@@ -109,8 +110,9 @@ macro_rules! snapshot_lowering {
             series
         }
 
+        /// A job as a policy receives it: its loss series empty unless it `reads_loss`.
         #[allow(dead_code)]
-        pub fn job(j: &model::Job) -> wit::Job {
+        pub fn job(j: &model::Job, reads_loss: bool) -> wit::Job {
             wit::Job {
                 id: j.id.clone(),
                 phase: match j.phase {
@@ -129,7 +131,10 @@ macro_rules! snapshot_lowering {
                     min: j.replicas.min,
                     max: j.replicas.max,
                 },
-                loss: loss_series(j.loss.iter()),
+                loss: match reads_loss {
+                    true => loss_series(j.loss.iter()),
+                    false => loss_series(&[]),
+                },
                 metric_rises: j.metric_rises,
                 moves: j.moves.iter().map(job_move).collect(),
                 checkpointable: j.checkpointable,
@@ -148,13 +153,20 @@ macro_rules! snapshot_lowering {
             }
         }
 
-        /// The snapshot as the policy receives it.
+        /// The snapshot as a policy that reads loss series receives it.
+        #[allow(dead_code)]
         pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
+            snapshot_for(s, true)
+        }
+
+        /// The snapshot as a policy receives it: every job's loss series empty unless it
+        /// `reads_loss` (its description's `reads-loss`).
+        pub fn snapshot_for(s: &model::Snapshot, reads_loss: bool) -> wit::Snapshot {
             wit::Snapshot {
                 time: s.time,
                 triggers: s.triggers.iter().map(trigger).collect(),
                 nodes: s.nodes.iter().map(|n| node(n)).collect(),
-                jobs: s.jobs.iter().map(|j| job(j)).collect(),
+                jobs: s.jobs.iter().map(|j| job(j, reads_loss)).collect(),
                 node_sets: node_sets(&s.node_sets),
             }
         }

@@ -448,6 +448,10 @@ pub struct Description {
     pub summary: String,
     /// Parameters with defaults and docs.
     pub parameters: Vec<Parameter>,
+    /// Whether it is sent jobs' loss series. False: every job's series goes empty, no
+    /// loss update is sent, and a job whose only change is its loss series is unchanged
+    /// ([`crate::delta::HeldSnapshot::for_policy`]).
+    pub reads_loss: bool,
 }
 
 /// Parameter values, by name.

@@ -72,11 +72,20 @@ mod lowering {
     switchyard_core::snapshot_lowering!(super::bindings::switchyard::policy::types);
 }
 
-pub use lowering::snapshot_to_wit;
+pub use lowering::{snapshot_for, snapshot_to_wit};
 
 /// The change that brings an incremental policy's instance from what it holds to `now`,
-/// as the policy receives it.
+/// as a policy that reads loss series receives it.
 pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelta {
+    delta_for(now, change, true)
+}
+
+/// The change that brings an incremental policy's instance from what it holds to `now`,
+/// as the policy receives it: with no loss series unless it `reads_loss` (its
+/// description's `reads-loss`; `change` is then one its
+/// [`switchyard_core::delta::HeldSnapshot::for_policy`] made, which names no job whose
+/// only change is its loss).
+pub fn delta_for(now: &model::Snapshot, change: &Change, reads_loss: bool) -> wit::SnapshotDelta {
     let triggers = now.triggers.iter().map(lowering::trigger).collect();
     match change {
         Change::Reset => wit::SnapshotDelta {
@@ -85,7 +94,11 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             triggers,
             nodes: now.nodes.iter().map(|n| lowering::node(n)).collect(),
             removed_nodes: vec![],
-            jobs: now.jobs.iter().map(|j| lowering::job(j)).collect(),
+            jobs: now
+                .jobs
+                .iter()
+                .map(|j| lowering::job(j, reads_loss))
+                .collect(),
             removed_jobs: vec![],
             loss_updates: loss_updates(now, &[]),
             node_sets: Some(lowering::node_sets(&now.node_sets)),
@@ -103,10 +116,13 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
             jobs: delta
                 .jobs
                 .upserted(now.jobs.as_slice())
-                .map(|j| lowering::job(j))
+                .map(|j| lowering::job(j, reads_loss))
                 .collect(),
             removed_jobs: delta.jobs.removed.clone(),
-            loss_updates: loss_updates(now, &delta.loss_updates),
+            loss_updates: match reads_loss {
+                true => loss_updates(now, &delta.loss_updates),
+                false => loss_updates(now, &[]),
+            },
             node_sets: delta
                 .node_sets_changed
                 .then(|| lowering::node_sets(&now.node_sets)),
@@ -408,6 +424,8 @@ pub(crate) mod metered {
         version: Text,
         summary: Text,
         parameters: Items<Parameter>,
+        #[component(name = "reads-loss")]
+        reads_loss: bool,
     }
 
     #[derive(ComponentType, Lift)]
@@ -503,6 +521,7 @@ pub(crate) mod metered {
                         doc: p.doc.0,
                     })
                     .collect(),
+                reads_loss: d.reads_loss,
             }
         }
     }

@@ -320,6 +320,7 @@ impl Runtime {
                 version: String::new(),
                 summary: String::new(),
                 parameters: vec![],
+                reads_loss: true,
             },
         };
         module.description = module.describe().map_err(|source| LoadError::Describe {
@@ -595,13 +596,15 @@ impl Exports {
         Ok(answer.map(metered::settings).map_err(|m| m.0))
     }
 
-    /// `decide` on the whole snapshot; an incremental policy gets it as a reset.
+    /// `decide` on the whole snapshot; an incremental policy gets it as a reset. Jobs'
+    /// loss series go empty unless the policy `reads_loss`.
     fn decide_whole(
         &self,
         store: &mut Store<GuestState>,
         settings: &[WitSetting],
         snapshot: &Snapshot,
         state: &[u8],
+        reads_loss: bool,
         limits: &SandboxLimits,
     ) -> Result<Result<Decision, Refusal>, CallError> {
         match self.flavor {
@@ -613,25 +616,25 @@ impl Exports {
                 ), (Answer<metered::Decision>,)>(
                     &mut *store, self.functions.decide
                 )?;
-                let snapshot = contract::snapshot_to_wit(snapshot);
+                let snapshot = contract::snapshot_for(snapshot, reads_loss);
                 let (answer,) = metered_call(limits, || {
                     func.call(&mut *store, (settings, &snapshot, state))
                 })?;
                 Ok(answer.map(Into::into).map_err(|m| m.0))
             }
             Flavor::Incremental => {
-                self.decide_change(store, settings, snapshot, &Change::Reset, state, limits)
+                let reset = contract::delta_for(snapshot, &Change::Reset, reads_loss);
+                self.decide_change(store, settings, &reset, state, limits)
             }
         }
     }
 
-    /// `decide` of an incremental policy on the change from what it holds to `now`.
+    /// `decide` of an incremental policy on `change`, lowered from what it holds to now.
     fn decide_change(
         &self,
         store: &mut Store<GuestState>,
         settings: &[WitSetting],
-        now: &Snapshot,
-        change: &Change,
+        change: &bindings::switchyard::policy::types::SnapshotDelta,
         state: &[u8],
         limits: &SandboxLimits,
     ) -> Result<Result<Decision, Refusal>, CallError> {
@@ -642,8 +645,7 @@ impl Exports {
         ), (Answer<metered::Decision>,)>(
             &mut *store, self.functions.decide
         )?;
-        let delta = contract::delta_to_wit(now, change);
-        let (answer,) = metered_call(limits, || func.call(&mut *store, (settings, &delta, state)))?;
+        let (answer,) = metered_call(limits, || func.call(&mut *store, (settings, change, state)))?;
         Ok(answer.map(Into::into).map_err(|m| m.0))
     }
 }
@@ -751,8 +753,16 @@ impl PolicyModule {
         seed: u64,
     ) -> Result<Decision, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
+        let reads_loss = self.description.reads_loss;
         let answer = self.call(snapshot.time, seed, |policy, store| {
-            policy.decide_whole(store, &wit_settings, snapshot, state, &self.limits)
+            policy.decide_whole(
+                store,
+                &wit_settings,
+                snapshot,
+                state,
+                reads_loss,
+                &self.limits,
+            )
         })?;
         self.checked(answer)
     }

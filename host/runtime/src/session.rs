@@ -8,6 +8,10 @@
 //! printed too much starts a fresh instance with the whole snapshot. That first call runs
 //! under the longer priming deadline ([`crate::SandboxLimits::priming_deadline`]): its
 //! cost grows with the cluster, not with the round.
+//!
+//! What a policy is sent follows the description it gave when it was loaded: a policy
+//! that does not read loss series holds jobs without them ([`HeldSnapshot::for_policy`]).
+//! A session moved to another component starts that one afresh with its own.
 
 use std::sync::{Arc, Mutex};
 
@@ -93,11 +97,11 @@ impl PolicyModule {
                 Change::Reset
             }
         };
+        let reads_loss = self.description().reads_loss;
         let answer = kept.policy.decide_change(
             &mut kept.store,
             &contract::settings_to_wit(settings),
-            snapshot,
-            &change,
+            &contract::delta_for(snapshot, &change, reads_loss),
             state,
             &self.limits,
         );
@@ -107,7 +111,7 @@ impl PolicyModule {
             // A refusal may come before or after the guest applied the change; only a
             // decision says for sure what the instance holds.
             kept.held
-                .get_or_insert_with(HeldSnapshot::default)
+                .get_or_insert_with(|| HeldSnapshot::for_policy(reads_loss))
                 .commit(snapshot, &change);
             if !kept.store.data().output_nearly_full() {
                 *slot = Some(kept);

@@ -38,6 +38,7 @@ pub mod policy {
             version: env!("CARGO_PKG_VERSION").into(),
             summary: "kube-scheduler-like baseline: pod by pod, least-allocated, no gang".into(),
             parameters: parameters(SPEC),
+            reads_loss: false, // pods are placed by resources alone
         }
     }
 

@@ -66,6 +66,7 @@ pub fn describe() -> Description {
         version: env!("CARGO_PKG_VERSION").into(),
         summary: "DRAGON: scale down for urgent jobs, FCFS gangs on the fewest nodes, scale up onto idle resources".into(),
         parameters: parameters(SPEC),
+        reads_loss: false, // it scales and places by resources and waiting times alone
     }
 }
 

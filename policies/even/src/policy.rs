@@ -25,6 +25,7 @@ pub fn describe() -> Description {
         version: env!("CARGO_PKG_VERSION").into(),
         summary: "SpeCon's DS baseline: job k on worker k mod |W|, then nothing ever again".into(),
         parameters: parameters(SPEC),
+        reads_loss: false, // jobs go round the workers whatever their progress
     }
 }
 

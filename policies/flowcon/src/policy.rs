@@ -179,6 +179,7 @@ pub fn describe() -> Description {
         version: env!("CARGO_PKG_VERSION").into(),
         summary: "FlowCon: per-worker CPU weights from growth efficiency (NL/WL/CL), exponential back-off".into(),
         parameters: parameters(SPEC),
+        reads_loss: true, // its growth efficiency is read off each job's loss series
     }
 }
 

@@ -71,6 +71,7 @@ pub fn describe() -> Description {
         version: env!("CARGO_PKG_VERSION").into(),
         summary: "gang scheduling: strict all-or-nothing gangs, or the thesis's gang-like queue/filter/score plugins".into(),
         parameters: parameters(SPEC),
+        reads_loss: false, // gangs are queued, filtered and scored without evaluations
     }
 }
 

@@ -63,6 +63,11 @@ pub use incremental::bindings::export_incremental;
 /// cannot carry the WIT export names (`switchyard:policy/...`); the native build is for
 /// unit tests and benches.
 ///
+/// `describe()` also says whether the policy reads jobs' loss series
+/// ([`Description::reads_loss`]): a policy that says false is sent every series empty
+/// and no loss updates, so a round in which jobs only reported progress changes nothing
+/// it holds. Say true whenever a decision depends on `job.loss`.
+///
 /// ```ignore
 /// pub mod policy; // describe, configure, decide
 /// switchyard_policy_sdk::policy_binding!(MyPolicy, policy);

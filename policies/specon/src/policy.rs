@@ -157,6 +157,7 @@ pub fn describe() -> Description {
                   to the lowest-scored worker, rebalance when workers empty"
             .into(),
         parameters: parameters(SPEC),
+        reads_loss: true, // its categories come from each job's normalised progress
     }
 }
 

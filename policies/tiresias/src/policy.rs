@@ -98,6 +98,7 @@ pub fn describe() -> Description {
         version: env!("CARGO_PKG_VERSION").into(),
         summary: "Tiresias (NSDI 2019): discretized 2D least-attained-service queues; lower queues are preempted for higher ones".into(),
         parameters: parameters(SPEC),
+        reads_loss: false, // attained service is time and GPUs, never loss
     }
 }
 

@@ -194,6 +194,8 @@ export interface Description {
   version: string;
   summary: string;
   parameters: { name: string; defaultValue: string; doc: string }[];
+  /** Whether the policy reads jobs' loss series: false, and every series comes empty. */
+  readsLoss: boolean;
 }
 
 /** One parameter a policy accepts. */
@@ -290,6 +292,8 @@ export class Policy {
   version: string;
   summary: string;
   parameters: ParamSpec[];
+  /** Whether it reads jobs' loss series (true unless it says otherwise). */
+  readsLoss: boolean;
   describe(): Description;
   check(settings: Settings): void;
   decide(settings: Settings, cluster: Cluster, state: Uint8Array): Decision;

@@ -72,10 +72,18 @@ export class Cluster {
   }
 }
 
-/** A scheduling policy. Subclasses set `name`, `version`, `summary` and `parameters`
- * (`{ name, default, doc }`), and implement `decide`; `check` refuses bad parameter
- * values. The constructor takes no arguments: the component makes one instance, and the
- * test harness makes a fresh one for every round to compare with.
+/** A scheduling policy. Subclasses set `name`, `version`, `summary`, `parameters`
+ * (`{ name, default, doc }`) and `readsLoss`, and implement `decide`; `check` refuses
+ * bad parameter values. The constructor takes no arguments: the component makes one
+ * instance, and the test harness makes a fresh one for every round to compare with.
+ *
+ * `readsLoss` says whether the policy reads jobs' loss series (`job.loss`). It is true
+ * unless a policy says otherwise, so a policy that reads them cannot be handed empty
+ * ones by forgetting it. A policy that never reads them should say false: the host then
+ * sends every series empty and no loss updates, so a round in which jobs only reported
+ * progress (a busy cluster's most frequent round) is, for it, a round in which nothing
+ * changed, and a fresh instance's first call carries no series. The host asks once,
+ * when it loads the component.
  *
  * Keep nothing on `this` between calls: the host may start a fresh instance whenever it
  * likes (the first call, after a failure, a hot swap, a restart), and only the state
@@ -86,14 +94,20 @@ export class Policy {
   summary = '';
   /** @type {{name: string, default: string, doc: string}[]} */
   parameters = [];
+  readsLoss = true;
 
-  /** Name, version and parameters with their defaults and docs, in WIT form. */
+  /** Name, version, parameters with their defaults and docs, and whether it reads loss
+   * series, in WIT form. */
   describe() {
+    if (typeof this.readsLoss !== 'boolean') {
+      throw new TypeError(`${this.constructor.name}.readsLoss must be true or false, got ${JSON.stringify(this.readsLoss)}`);
+    }
     return {
       name: this.name,
       version: this.version,
       summary: this.summary,
       parameters: this.parameters.map((p) => ({ name: p.name, defaultValue: p.default, doc: p.doc })),
+      readsLoss: this.readsLoss,
     };
   }
 

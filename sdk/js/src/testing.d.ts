@@ -38,8 +38,9 @@ export function lossSeries(points?: [number, number][]): LossSeries;
 export function noLossUpdates(): LossUpdates;
 export function snapshot(time: number, nodes: Node[], jobs: Job[], triggers?: Trigger[]): Snapshot;
 export function onlyOn(s: Snapshot, jobId: string, nodes: string[]): Snapshot;
-export function resetOf(s: Snapshot): SnapshotDelta;
-export function delta(before: Snapshot | undefined, after: Snapshot): SnapshotDelta;
+export function withoutLoss(s: Snapshot): Snapshot;
+export function resetOf(s: Snapshot, readsLoss?: boolean): SnapshotDelta;
+export function delta(before: Snapshot | undefined, after: Snapshot, readsLoss?: boolean): SnapshotDelta;
 
 export class Harness {
   constructor(policy: Policy, settings?: Record<string, string>);

@@ -5,11 +5,13 @@
 //   charged to its node, as the host reports them) and `onlyOn` (an eligibility set).
 // - `delta(before, after)`: the change the host would send a kept instance holding
 //   `before` (the host's rules: changed items whole, removed ones by name, loss series
-//   that moved on as loss updates, a reset when the order rule cannot say it).
+//   that moved on as loss updates, a reset when the order rule cannot say it);
+//   `withoutLoss(s)`: the snapshot as a policy that reads no loss receives it.
 // - `Harness`: runs a policy through the same binding the component exports, round
 //   after round on one kept instance fed deltas, and checks every round against a fresh
 //   instance given the whole snapshot: a policy that keeps anything between calls
-//   outside its state blob fails its tests rather than the cluster.
+//   outside its state blob fails its tests rather than the cluster. A policy whose
+//   `readsLoss` is false is sent what the host would send it: every loss series empty.
 //
 //     import { Harness, job, node, snapshot } from './switchyard-sdk/src/testing.js';
 //     test('a job goes to the emptier node', () => {
@@ -133,8 +135,17 @@ export function onlyOn(s, jobId, nodes) {
   return s;
 }
 
-/** The whole snapshot as a reset: what a fresh instance receives. */
-export function resetOf(s) {
+/** `s` as the host sends it to a policy that reads no loss (`readsLoss` false): every
+ * job's loss series empty, the rest as it is (the jobs are copies; the nodes and tasks
+ * are shared with `s`). */
+export function withoutLoss(s) {
+  return { ...s, jobs: s.jobs.map((j) => ({ ...j, loss: lossSeries() })) };
+}
+
+/** The whole snapshot as a reset: what a fresh instance receives (every loss series
+ * empty unless the policy `readsLoss`). */
+export function resetOf(s, readsLoss = true) {
+  if (!readsLoss) s = withoutLoss(s);
   return {
     reset: true,
     time: s.time,
@@ -172,8 +183,14 @@ function lossShift(old, now) {
   return old.length;
 }
 
-/** The change the host sends an instance holding `before` to bring it to `after`. */
-export function delta(before, after) {
+/** The change the host sends an instance holding `before` to bring it to `after`. For a
+ * policy that reads no loss the host leaves loss series out of both: no loss updates,
+ * and a job whose only change is its loss series is not sent. */
+export function delta(before, after, readsLoss = true) {
+  if (!readsLoss) {
+    before = before == null ? before : withoutLoss(before);
+    after = withoutLoss(after);
+  }
   if (before == null) return resetOf(after);
   const removedNodes = removedKeys(before.nodes, after.nodes, (n) => n.name);
   const removedJobs = removedKeys(before.jobs, after.jobs, (j) => j.id);
@@ -242,9 +259,11 @@ export class Harness {
     return Object.fromEntries(effective.map((s) => [s.name, s.value]));
   }
 
-  /** One round on `s`; the snapshot is copied, so a test may change and reuse it. */
+  /** One round on `s` (without its loss series when the policy reads none); the
+   * snapshot is copied, so a test may change and reuse it. */
   decide(s, state = undefined) {
     s = structuredClone(s);
+    if (!this.kept.describe().readsLoss) s = withoutLoss(s);
     const given = state ?? this.state;
     const change = delta(this.held, s);
     const kept = unwrap(() => this.kept.decide(structuredClone(this.settings), structuredClone(change), given.slice()));

@@ -82,3 +82,35 @@ test('the binding answers refusals as WIT errors and describes the policy', () =
   assert.throws(() => exportPolicy(new Broken()).decide([], resetOf(snapshot(0, [], [])), new Uint8Array()), TypeError);
   assert.throws(() => exportPolicy(FirstFit), /takes a Policy instance/);
 });
+
+/** Hands back how many loss samples each job showed it, so a test sees what it was sent. */
+class CountsSamples extends FirstFit {
+  decide(_settings, cluster) {
+    return decision([], state.encode(Object.fromEntries(cluster.jobs.map((j) => [j.id, j.loss.values.length]))));
+  }
+}
+
+class CountsSamplesWithoutReading extends CountsSamples {
+  readsLoss = false;
+}
+
+test('a policy says it reads loss unless it says otherwise', () => {
+  assert.equal(exportPolicy(new FirstFit()).describe().readsLoss, true);
+  assert.equal(exportPolicy(new CountsSamplesWithoutReading()).describe().readsLoss, false);
+  class Vague extends FirstFit {
+    readsLoss = 'no';
+  }
+  assert.throws(() => exportPolicy(new Vague()).describe(), /readsLoss must be true or false, got "no"/);
+});
+
+test('the harness sends a policy that reads no loss every series empty', () => {
+  const s = snapshot(0, [node('n1')], [job('a', undefined, { loss: [[0, 3], [30, 2]] }), job('b')]);
+  const counts = (h, at) => state.decode(h.decide(at).state, () => ({}));
+  assert.deepEqual(counts(new Harness(new CountsSamples()), s), { a: 2, b: 0 });
+  const h = new Harness(new CountsSamplesWithoutReading());
+  assert.deepEqual(counts(h, s), { a: 0, b: 0 });
+  s.jobs[0].loss.times.push(60);
+  s.jobs[0].loss.steps.push(2);
+  s.jobs[0].loss.values.push(1);
+  assert.deepEqual(counts(h, s), { a: 0, b: 0 });
+});

@@ -13,12 +13,13 @@
 
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { isDeepStrictEqual } from 'node:util';
 
 import fc from 'fast-check';
 
 import { PolicyError } from '../src/contract.js';
 import { Held } from '../src/incremental.js';
-import { delta, job, lossSeries, node, res, resetOf, snapshot } from '../src/testing.js';
+import { delta, job, lossSeries, node, res, resetOf, snapshot, withoutLoss } from '../src/testing.js';
 
 const index = fc.nat(7);
 const STEP = fc.oneof(
@@ -115,6 +116,39 @@ test('a kept instance holds exactly the whole snapshot every round', () => {
       });
     }),
     { numRuns: 200 },
+  );
+});
+
+test('a policy that reads no loss holds the snapshot without it and is sent no loss', () => {
+  fc.assert(
+    fc.property(fc.array(fc.array(STEP, { maxLength: 4 }), { minLength: 1, maxLength: 12 }), (rounds) => {
+      const s = snapshot(0, [node('n1'), node('n2')], [job('j1', res(), { loss: [[0, 5], [1, 4], [2, 3]] }), job('j2')]);
+      const held = new Held();
+      let sent;
+      let serial = 0;
+      rounds.forEach((steps, number) => {
+        s.time = number * 30;
+        s.triggers = [];
+        const before = structuredClone(s);
+        for (const step of steps) {
+          serial += 1;
+          applyStep(s, step, serial);
+        }
+        const context = JSON.stringify({ number, steps });
+        const change = delta(sent, s, false);
+        assert.equal(change.reset, number === 0 || reorders(before, s), context);
+        assert.equal(change.lossUpdates.jobs.length + change.lossUpdates.samples.times.length, 0, context);
+        assert.ok(change.jobs.every((j) => j.loss.times.length === 0), context);
+        if (!change.reset) {
+          const old = new Map(withoutLoss(before).jobs.map((j) => [j.id, j]));
+          const moved = withoutLoss(s).jobs.filter((j) => !isDeepStrictEqual(old.get(j.id), j));
+          assert.deepEqual(change.jobs.map((j) => j.id), moved.map((j) => j.id), context);
+        }
+        assert.deepEqual(held.apply(structuredClone(change)), withoutLoss(structuredClone(s)), context);
+        sent = structuredClone(s);
+      });
+    }),
+    { numRuns: 100 },
   );
 });
 

@@ -72,3 +72,36 @@ def test_the_binding_answers_refusals_as_wit_errors_and_describes_the_policy():
     assert "holds no snapshot" in refused.value.value
     with pytest.raises(TypeError, match="takes a Policy instance"):
         export(FirstFit)
+
+
+class CountsSamples(FirstFit):
+    """Hands back how many loss samples each job showed it, so a test sees what it was sent."""
+
+    def decide(self, settings, cluster, state):
+        return decision([], encode({j.id: len(j.loss.values) for j in cluster.jobs}))
+
+
+class CountsSamplesWithoutReading(CountsSamples):
+    reads_loss = False
+
+
+def test_a_policy_says_it_reads_loss_unless_it_says_otherwise():
+    assert export(FirstFit())().describe().reads_loss is True
+    assert export(CountsSamplesWithoutReading())().describe().reads_loss is False
+
+    class Vague(FirstFit):
+        reads_loss = "no"
+
+    with pytest.raises(TypeError, match="reads_loss must be True or False, got 'no'"):
+        export(Vague())().describe()
+
+
+def test_the_harness_sends_a_policy_that_reads_no_loss_every_series_empty():
+    s = snapshot(0, [node("n1")], [job("a", loss=[(0, 3.0), (30, 2.0)]), job("b")])
+    assert decode(Harness(CountsSamples()).decide(s).state, dict) == {"a": 2, "b": 0}
+    h = Harness(CountsSamplesWithoutReading())
+    assert decode(h.decide(s).state, dict) == {"a": 0, "b": 0}
+    s.jobs[0].loss.values.append(1.0)
+    s.jobs[0].loss.times.append(60.0)
+    s.jobs[0].loss.steps.append(2)
+    assert decode(h.decide(s).state, dict) == {"a": 0, "b": 0}

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from switchyard_policy.contract import LossSeries, LossUpdates, NodeSet, PolicyError, TaskPhase, Trigger_JobFinished
 from switchyard_policy.incremental import Held
-from switchyard_policy.testing import delta, job, loss_series, node, res, reset_of, snapshot
+from switchyard_policy.testing import delta, job, loss_series, node, res, reset_of, snapshot, without_loss
 
 STEPS = st.one_of(
     st.just(("arrive",)),
@@ -107,6 +107,32 @@ def test_a_kept_instance_holds_exactly_the_whole_snapshot_every_round(rounds):
         assert change.reset == (number == 0 or reorders(before, s)), (number, steps)
         # The instance gets its own copy, as it would through the component boundary.
         assert held.apply(copy.deepcopy(change)) == s, (number, steps)
+        sent = copy.deepcopy(s)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.lists(STEPS, max_size=4), min_size=1, max_size=12))
+def test_a_policy_that_reads_no_loss_holds_the_snapshot_without_it_and_is_sent_no_loss(rounds):
+    """The host's rules for a policy whose `reads_loss` is False: every series empty, no
+    loss updates, and only the jobs that changed in more than their loss come whole."""
+    s = snapshot(0, [node("n1"), node("n2")], [job("j1", loss=[(0, 5.0), (1, 4.0), (2, 3.0)]), job("j2")])
+    held, sent, serial = Held(), None, 0
+    for number, steps in enumerate(rounds):
+        s.time = number * 30.0
+        s.triggers = []
+        before = copy.deepcopy(s)
+        for step in steps:
+            serial += 1
+            apply_step(s, step, serial)
+        change = delta(sent, s, reads_loss=False)
+        assert change.reset == (number == 0 or reorders(before, s)), (number, steps)
+        assert not change.loss_updates.jobs and not change.loss_updates.samples.times
+        assert all(not j.loss.times for j in change.jobs)
+        if not change.reset:
+            old = {j.id: without_loss(snapshot(0, [], [j])).jobs[0] for j in before.jobs}
+            moved = [j.id for j in without_loss(s).jobs if old.get(j.id) != j]
+            assert [j.id for j in change.jobs] == moved, (number, steps)
+        assert held.apply(copy.deepcopy(change)) == without_loss(s), (number, steps)
         sent = copy.deepcopy(s)
 
 

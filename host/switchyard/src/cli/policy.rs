@@ -12,7 +12,7 @@ mod author;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum PolicyCommand {
-    /// Print a policy's world, version, name and parameters.
+    /// Print a policy's world, version, name, parameters and whether it reads loss.
     Inspect {
         /// A built-in policy name or a `.wasm` file.
         policy: String,
@@ -59,6 +59,13 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
             println!("world:    {}", module.world());
             println!("source:   {}", reference.source_name());
             println!("digest:   {}", module.digest());
+            println!(
+                "loss:     {}",
+                match d.reads_loss {
+                    true => "read (jobs' loss series and their updates are sent)",
+                    false => "not read (every job's loss series is sent empty)",
+                }
+            );
             if d.parameters.is_empty() {
                 println!("parameters: none");
             } else {

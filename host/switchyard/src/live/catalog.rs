@@ -53,6 +53,9 @@ pub struct PolicyInfo {
     pub source: String,
     /// Declared parameters with defaults and docs.
     pub parameters: Vec<Parameter>,
+    /// Whether it is sent jobs' loss series (as it said when it was loaded); false: every
+    /// series goes to it empty, and a job whose only change is its loss is unchanged.
+    pub reads_loss: bool,
     /// Effective parameter values.
     pub settings: Settings,
 }
@@ -257,6 +260,7 @@ pub fn info(module: &Arc<PolicyModule>, source: &str, settings: &Settings) -> Po
         digest: module.digest().to_hex(),
         source: source.to_string(),
         parameters: d.parameters.clone(),
+        reads_loss: d.reads_loss,
         settings: settings.clone(),
     }
 }

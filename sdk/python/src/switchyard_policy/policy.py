@@ -74,8 +74,17 @@ class Cluster:
 
 
 class Policy:
-    """A scheduling policy. Subclasses set `name`, `version`, `summary` and
-    `parameters`, and implement `decide`; `check` refuses bad parameter values.
+    """A scheduling policy. Subclasses set `name`, `version`, `summary`,
+    `parameters` and `reads_loss`, and implement `decide`; `check` refuses bad
+    parameter values.
+
+    `reads_loss` says whether the policy reads jobs' loss series (`job.loss`). It is
+    True unless a policy says otherwise, so a policy that reads them cannot be handed
+    empty ones by forgetting it. A policy that never reads them should say False: the
+    host then sends every series empty and no loss updates, so a round in which jobs
+    only reported progress (a busy cluster's most frequent round) is, for it, a round
+    in which nothing changed, and a fresh instance's first call carries no series. The
+    host asks once, when it loads the component.
 
     Keep nothing on `self` between calls: the host may start a fresh instance whenever
     it likes (the first call, after a failure, a hot swap, a restart), and only the
@@ -87,13 +96,17 @@ class Policy:
     version: str = "0.1.0"
     summary: str = ""
     parameters: Sequence[ParamSpec] = ()
+    reads_loss: bool = True
 
     def describe(self) -> Description:
+        if not isinstance(self.reads_loss, bool):
+            raise TypeError(f"{type(self).__name__}.reads_loss must be True or False, got {self.reads_loss!r}")
         return Description(
             name=self.name,
             version=self.version,
             summary=self.summary,
             parameters=[p.to_parameter() for p in self.parameters],
+            reads_loss=self.reads_loss,
         )
 
     def check(self, settings: Settings) -> None:

@@ -5,11 +5,13 @@
   `loss_series` (a job's evaluations from (time, value) pairs).
 - `delta(before, after)`: the change the host would send a kept instance holding
   `before` (the host's rules: changed items whole, removed ones by name, loss series
-  that moved on as loss updates, a reset when the order rule cannot say it).
+  that moved on as loss updates, a reset when the order rule cannot say it);
+  `without_loss(s)`: the snapshot as a policy that reads no loss receives it.
 - `Harness`: runs a policy through the same binding the component exports, round after
   round on one kept instance fed deltas, and checks every round against a fresh
   instance given the whole snapshot: a policy that keeps anything between calls outside
-  its state blob fails its tests rather than the cluster.
+  its state blob fails its tests rather than the cluster. A policy whose `reads_loss`
+  is False is sent what the host would send it: every loss series empty.
 
 ```python
 from switchyard_policy.testing import Harness, job, node, snapshot
@@ -22,6 +24,7 @@ def test_a_job_goes_to_the_emptier_node():
 """
 
 import copy
+import dataclasses
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from componentize_py_types import Err
@@ -196,8 +199,18 @@ def only_on(s: Snapshot, job_id: str, nodes: Sequence[str]) -> Snapshot:
     return s
 
 
-def reset_of(s: Snapshot) -> SnapshotDelta:
-    """The whole snapshot as a reset: what a fresh instance receives."""
+def without_loss(s: Snapshot) -> Snapshot:
+    """`s` as the host sends it to a policy that reads no loss (`Policy.reads_loss`
+    False): every job's loss series empty, the rest as it is (the jobs are copies; the
+    nodes and tasks are shared with `s`)."""
+    return dataclasses.replace(s, jobs=[dataclasses.replace(j, loss=loss_series()) for j in s.jobs])
+
+
+def reset_of(s: Snapshot, reads_loss: bool = True) -> SnapshotDelta:
+    """The whole snapshot as a reset: what a fresh instance receives (every loss series
+    empty unless the policy `reads_loss`)."""
+    if not reads_loss:
+        s = without_loss(s)
     return SnapshotDelta(
         reset=True,
         time=s.time,
@@ -238,8 +251,13 @@ def _loss_shift(old: List[Tuple[float, int, float]], new: List[Tuple[float, int,
     return len(old)
 
 
-def delta(before: Optional[Snapshot], after: Snapshot) -> SnapshotDelta:
-    """The change the host sends an instance holding `before` to bring it to `after`."""
+def delta(before: Optional[Snapshot], after: Snapshot, reads_loss: bool = True) -> SnapshotDelta:
+    """The change the host sends an instance holding `before` to bring it to `after`.
+    For a policy that reads no loss the host leaves loss series out of both: no loss
+    updates, and a job whose only change is its loss series is not sent."""
+    if not reads_loss:
+        before = None if before is None else without_loss(before)
+        after = without_loss(after)
     if before is None:
         return reset_of(after)
     removed_nodes = _removed(before.nodes, after.nodes, lambda n: n.name)
@@ -309,8 +327,11 @@ class Harness:
         return {s.name: s.value for s in _unwrap(lambda: self._kept.configure(self.settings))}
 
     def decide(self, s: Snapshot, state: Optional[bytes] = None) -> Decision:
-        """One round on `s`; the snapshot is copied, so a test may change and reuse it."""
+        """One round on `s` (without its loss series when the policy reads none); the
+        snapshot is copied, so a test may change and reuse it."""
         s = copy.deepcopy(s)
+        if not self._kept.describe().reads_loss:
+            s = without_loss(s)
         given = self.state if state is None else state
         change = delta(self._held, s)
         kept = _unwrap(lambda: self._kept.decide(self.settings, copy.deepcopy(change), given))

@@ -63,6 +63,7 @@ impl Guest for Hostile {
                     doc: "how much of it".into(),
                 },
             ],
+            reads_loss: true,
         }
     }
 

@@ -11,6 +11,7 @@ impl Guest for Hungry {
             version: "0.0.0".into(),
             summary: "decide allocates until it is stopped".into(),
             parameters: vec![],
+            reads_loss: true,
         }
     }
     fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {

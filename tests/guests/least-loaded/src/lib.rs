@@ -6,12 +6,26 @@
 //! being the busiest of CPU, memory and GPUs as a share of what the node offers; ties go
 //! to the first node. A job is placed whole or waits; a job kept one task per node gets
 //! a different node for each task.
+//!
+//! Like the Python and JavaScript examples it says it reads no loss series. The bench
+//! flips the byte after [`READS_LOSS`]'s marker in the built component
+//! (`tests/support/guests.rs`) to measure the same policy saying it does.
 
 use switchyard_policy_sdk::cluster::{Ledger, one_task_per_node, pending_tasks};
 use switchyard_policy_sdk::{
     Action, Assignment, Decision, Description, Operation, Parameter, Placement, Setting, Snapshot,
     Task,
 };
+
+/// The marker the bench looks for, then `0` (reads no loss series) or `1`.
+#[used]
+static READS_LOSS: [u8; 23] = *b"SWITCHYARD-READS-LOSS:0";
+
+fn reads_loss() -> bool {
+    // Read through a volatile pointer: the byte changes after compilation.
+    let flag: [u8; 23] = unsafe { std::ptr::read_volatile(&READS_LOSS) };
+    flag[22] == b'1'
+}
 
 /// The policy's functions, as `policy_binding!` expects them.
 pub mod policy {
@@ -30,6 +44,8 @@ pub mod policy {
                 default_value: "any".into(),
                 doc: "only `any` (the busiest of cpu, memory and gpu) in this twin".into(),
             }],
+            // Places by the nodes' load alone.
+            reads_loss: reads_loss(),
         }
     }
 

@@ -11,6 +11,7 @@ impl Guest for Looping {
             version: "0.0.0".into(),
             summary: "decide spins forever".into(),
             parameters: vec![],
+            reads_loss: true,
         }
     }
     fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {

@@ -14,6 +14,9 @@ impl Guest for Null {
             version: "0.0.0".into(),
             summary: "decides nothing, at once".into(),
             parameters: vec![],
+            // It reads no loss either, but a call must move what a loss-reading policy's
+            // does: the decision bench subtracts it from theirs.
+            reads_loss: true,
         }
     }
     fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {

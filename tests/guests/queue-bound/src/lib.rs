@@ -21,6 +21,7 @@ impl Guest for QueueBound {
             version: "0.0.0".into(),
             summary: "works per waiting job, then places first fit".into(),
             parameters: vec![],
+            reads_loss: true,
         }
     }
     fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {

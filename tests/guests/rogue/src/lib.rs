@@ -15,6 +15,7 @@ impl Guest for Rogue {
             version: "0.0.0".into(),
             summary: "returns invalid actions next to one valid one".into(),
             parameters: vec![],
+            reads_loss: true,
         }
     }
     fn configure(settings: Vec<Setting>) -> Result<Vec<Setting>, String> {

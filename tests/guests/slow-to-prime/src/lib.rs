@@ -24,6 +24,7 @@ impl IncrementalGuest for SlowToPrime {
             summary: "slow on an instance's first call, stalls once, then packs waiting jobs"
                 .into(),
             parameters: vec![],
+            reads_loss: true,
         }
     }
 

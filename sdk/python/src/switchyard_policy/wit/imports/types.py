@@ -326,12 +326,13 @@ class Parameter:
 @dataclass
 class Description:
     """
-    Who the policy is and what it can be told.
+    Who the policy is, what it can be told, and what it reads.
     """
     name: str
     version: str
     summary: str
     parameters: List[Parameter]
+    reads_loss: bool
 
 @dataclass
 class Setting:
