@@ -105,7 +105,7 @@ mod packed {
 /// find (new jobs, or an order that changed) are looked up among the entries it did
 /// not take, which are the jobs that left: a round costs a comparison or two per job,
 /// not an index of every job.
-pub(crate) fn match_previous<'a, B, K>(
+pub fn match_previous<'a, B, K>(
     before: &'a [B],
     now: &[&K],
     key: impl Fn(&'a B) -> &'a K,

@@ -20,9 +20,18 @@ use crate::queues::Standing;
 /// A blob this instance wrote, and where each job's entry is in it.
 pub struct Written {
     blob: Vec<u8>,
-    entries: Vec<Range<usize>>,
+    entries: Vec<Entry>,
 }
 
+/// Where one job's entry is in a blob: `["<id>",{standing}]`, the standing starting
+/// `id_len` bytes after `start` (the `[`, the id's JSON string and the comma), so a
+/// changed standing is written after the id copied from there.
+#[derive(Clone, Copy)]
+struct Entry {
+    start: usize,
+    end: usize,
+    id_len: usize,
+}
 /// What this instance last returned: the blob, its entries and the state it encodes.
 struct Kept {
     written: Written,
@@ -64,24 +73,79 @@ pub fn same_entry(before: &Standing, after: &Standing) -> bool {
 }
 
 /// The blob of `st`: the entry of job `i` is copied from `previous`'s entry
-/// `reuse[i]` when there is one (the caller checked [`same_entry`] against the same
-/// id), else written. Keeps the state and the blob for the next [`read`].
-pub fn write(st: State, reuse: &[Option<usize>], previous: Option<&Written>) -> Vec<u8> {
+/// `reuse[i]` when there is one and `same[i]` (the caller checked [`same_entry`]
+/// against the same id); with an entry but a changed standing, the id is copied and
+/// the standing written; else the entry is written. Runs of entries copied whole are
+/// copied in one piece. Keeps the state and the blob for the next [`read`].
+pub fn write(
+    st: State,
+    reuse: &[Option<usize>],
+    same: &[bool],
+    previous: Option<&Written>,
+) -> Vec<u8> {
     let size = previous.map_or(64 * st.jobs.len(), |p| p.blob.len()) + 64;
     let mut blob = Vec::with_capacity(size);
     let mut entries = Vec::with_capacity(st.jobs.len());
     blob.extend_from_slice(b"{\"jobs\":[");
-    for (i, entry) in st.jobs.iter().enumerate() {
+    // Entries of the previous blob to copy whole, not copied yet: they follow one
+    // another there, commas included, and go to `blob` as one piece.
+    let mut pending: Option<Range<usize>> = None;
+    let flush = |blob: &mut Vec<u8>, entries: &mut Vec<Entry>, run: Option<Range<usize>>| {
+        let (Some(run), Some(p)) = (run, previous) else {
+            return;
+        };
+        let (from, to) = (p.entries[run.start].start, p.entries[run.end - 1].end);
+        let start = blob.len();
+        blob.extend_from_slice(&p.blob[from..to]);
+        entries.extend(p.entries[run].iter().map(|e| Entry {
+            start: e.start - from + start,
+            end: e.end - from + start,
+            id_len: e.id_len,
+        }));
+    };
+    for (i, (id, standing)) in st.jobs.iter().enumerate() {
+        let at = previous.and(reuse.get(i).copied().flatten());
+        let whole = at.filter(|_| same.get(i).copied().unwrap_or(false));
+        if let Some(at) = whole {
+            match &mut pending {
+                Some(run) if run.end == at => run.end = at + 1,
+                _ => {
+                    flush(&mut blob, &mut entries, pending.take());
+                    if i > 0 {
+                        blob.push(b',');
+                    }
+                    pending = Some(at..at + 1);
+                }
+            }
+            continue;
+        }
+        flush(&mut blob, &mut entries, pending.take());
         if i > 0 {
             blob.push(b',');
         }
         let start = blob.len();
-        match (previous, reuse.get(i).copied().flatten()) {
-            (Some(p), Some(at)) => blob.extend_from_slice(&p.blob[p.entries[at].clone()]),
-            _ => serde_json::to_writer(&mut blob, entry).expect("a standing serialises"),
-        }
-        entries.push(start..blob.len());
+        let id_len = match (previous, at) {
+            (Some(p), Some(at)) => {
+                let e = p.entries[at];
+                blob.extend_from_slice(&p.blob[e.start..e.start + e.id_len]);
+                e.id_len
+            }
+            _ => {
+                blob.push(b'[');
+                serde_json::to_writer(&mut blob, id).expect("an id serialises");
+                blob.push(b',');
+                blob.len() - start
+            }
+        };
+        serde_json::to_writer(&mut blob, standing).expect("a standing serialises");
+        blob.push(b']');
+        entries.push(Entry {
+            start,
+            end: blob.len(),
+            id_len,
+        });
     }
+    flush(&mut blob, &mut entries, pending.take());
     blob.extend_from_slice(b"],\"tickets\":");
     serde_json::to_writer(&mut blob, &st.tickets).expect("a number serialises");
     if let Some(seen) = st.seen {
@@ -125,7 +189,7 @@ mod tests {
     fn entries_copied_or_written_give_serde_s_own_bytes_and_read_back() {
         let first = state(&[("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))], 10.0);
         let whole = serde_json::to_vec(&first).unwrap();
-        let blob = write(first, &[None, None], None);
+        let blob = write(first, &[None, None], &[false, false], None);
         assert_eq!(blob, whole);
         let (back, written) = read(&blob).unwrap();
         let written = written.expect("this instance wrote it");
@@ -140,13 +204,38 @@ mod tests {
             20.0,
         );
         let whole = serde_json::to_vec(&second).unwrap();
-        let blob = write(second, &[Some(1), None, None], Some(&written));
+        let blob = write(
+            second,
+            &[Some(1), None, None],
+            &[true, false, false],
+            Some(&written),
+        );
+        assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
+        // `b"q` ran (its id, quote escaped, is copied, its standing written), `c` and
+        // `d` are copied in one piece, `e` is new.
+        let (_, written) = read(&blob).unwrap();
+        let third = state(
+            &[
+                ("b\"q", standing(1, 0.75)),
+                ("c", standing(2, 0.0)),
+                ("d", standing(3, 1.0 / 3.0)),
+                ("e", standing(4, 0.0)),
+            ],
+            30.0,
+        );
+        let whole = serde_json::to_vec(&third).unwrap();
+        let blob = write(
+            third,
+            &[Some(0), Some(1), Some(2), None],
+            &[false, true, true, false],
+            written.as_ref(),
+        );
         assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
         // Another instance parses it; the time is given back to every standing.
         KEPT.with(|kept| *kept.borrow_mut() = None);
         let (fresh, written) = read(&blob).unwrap();
         assert!(written.is_none());
-        assert!(fresh.jobs.iter().all(|(_, s)| s.seen == 20.0));
+        assert!(fresh.jobs.iter().all(|(_, s)| s.seen == 30.0));
         assert_eq!(fresh.jobs[2].1.executed, 1.0 / 3.0);
     }
 

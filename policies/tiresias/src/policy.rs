@@ -1,8 +1,6 @@
 //! Tiresias as a plain function of (settings, snapshot, state): ranking, admission,
 //! preemption, placement, labels and the state blob. No WIT glue.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, Decision, Description, Job, JobLabel, JobPhase, Operation, Placement, Resources,
@@ -10,6 +8,7 @@ use switchyard_policy_sdk::{
     cluster::{Ledger, ResourcesExt, pending_tasks, total_requests},
     log,
     settings::{ParamSpec, Settings, parameters},
+    shown::match_previous,
 };
 
 use crate::blob;
@@ -113,50 +112,48 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     let params = params(settings)?;
     let (st, written) = blob::read(blob)?;
     let mut tickets = st.tickets;
-    let mut saved = Saved::new(st.jobs);
+    let mut saved = st.jobs;
     let now = snapshot.time;
     let mut standings: Vec<Standing> = Vec::with_capacity(snapshot.jobs.len());
     let mut ids: Vec<String> = Vec::with_capacity(snapshot.jobs.len());
-    // Each job's position in the previous state, where it had one.
-    let mut previous: Vec<Option<usize>> = Vec::with_capacity(snapshot.jobs.len());
-    for job in &snapshot.jobs {
-        let (at, id, standing) = match saved.take(&job.id) {
-            Some((at, id, standing)) => (Some(at), Some(id), Some(standing)),
-            None => (None, None, None),
-        };
-        previous.push(at);
+    let facts: Vec<Facts> = snapshot.jobs.iter().map(Facts::of).collect();
+    // Each job's position in the previous state, where it had one: the snapshot keeps
+    // its order between rounds, so a walk finds them, and each saved id's string is
+    // handed on instead of copied.
+    let now_ids: Vec<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+    let previous = match_previous(&saved, &now_ids, |(id, _)| id.as_str());
+    for ((job, &at), fact) in snapshot.jobs.iter().zip(&previous).zip(&facts) {
+        let taken = at.map(|at| {
+            let (id, standing) = &mut saved[at];
+            (std::mem::take(id), standing.clone())
+        });
+        let (id, standing) = taken.unzip();
         ids.push(id.unwrap_or_else(|| job.id.clone()));
         let mut standing = standing.unwrap_or_else(|| {
             tickets += 1;
             Standing::new(now, tickets - 1)
         });
-        let moved = standing.advance(
-            now,
-            holds_resources(job),
-            width(job),
-            &params.queues,
-            &mut tickets,
-        );
+        let moved = standing.advance(now, fact.holds, fact.width, &params.queues, &mut tickets);
         if let Some(transition) = moved {
             log::debug(&describe_transition(&job.id, standing.queue, &transition));
         }
         standings.push(standing);
     }
     let order = ranking(&standings);
-    let admitted = admit(snapshot, &order);
+    let admitted = admit(snapshot, &facts, &order);
     let mut ledger = Ledger::new(snapshot);
     let mut actions = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
         let job = &snapshot.jobs[i];
         let standing = &standings[i];
-        match (holds_resources(job), admitted[i]) {
-            (true, false) if preemptible(job) => actions.push(Action {
+        match (facts[i].holds, admitted[i]) {
+            (true, false) if facts[i].preemptible => actions.push(Action {
                 op: Operation::Preempt(job.id.clone()),
                 reason: format!(
                     "Q{} rank {}: jobs ranked above it need its resources (service {:.0})",
                     standing.queue,
                     rank + 1,
-                    standing.service(width(job))
+                    standing.service(facts[i].width)
                 ),
             }),
             (false, true) => {
@@ -183,11 +180,12 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
     }
     let labels = queue_labels(snapshot, &mut standings);
-    // An entry whose standing is as the previous blob wrote it is copied from there.
-    let reuse: Vec<Option<usize>> = previous
+    // An entry whose standing is as the previous blob wrote it is copied from there;
+    // a changed one keeps the id written there.
+    let same: Vec<bool> = previous
         .iter()
         .zip(&standings)
-        .map(|(&at, now)| at.filter(|&at| blob::same_entry(&saved.jobs[at].1, now)))
+        .map(|(&at, now)| at.is_some_and(|at| blob::same_entry(&saved[at].1, now)))
         .collect();
     let state = State {
         jobs: ids.into_iter().zip(standings).collect(),
@@ -198,57 +196,31 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: blob::write(state, &reuse, written.as_ref()),
+        state: blob::write(state, &previous, &same, written.as_ref()),
     })
 }
 
-/// The previous round's standings, in its snapshot order, taken by job id. The
-/// snapshot keeps its order between rounds (jobs leave, new ones come last), so the
-/// next id is almost always the one after the last taken: a walk, with an index by id
-/// only when it misses, and each id's string handed on instead of copied.
-struct Saved {
-    jobs: Vec<(String, Standing)>,
-    next: usize,
-    index: Option<HashMap<String, usize>>,
+/// What a round needs of a job, read from its tasks once.
+struct Facts {
+    /// It has tasks on nodes ([`holds_resources`]).
+    holds: bool,
+    /// The host would accept its preemption now ([`preemptible`]).
+    preemptible: bool,
+    /// The sum of its tasks' requests.
+    demand: Resources,
+    /// What one second of its running counts as ([`width`]).
+    width: f64,
 }
 
-impl Saved {
-    fn new(jobs: Vec<(String, Standing)>) -> Self {
+impl Facts {
+    fn of(job: &Job) -> Self {
+        let demand = total_requests(&job.tasks);
         Self {
-            jobs,
-            next: 0,
-            index: None,
+            holds: holds_resources(job),
+            preemptible: preemptible(job),
+            demand,
+            width: width_of(&demand),
         }
-    }
-
-    /// The position, saved id string and standing of job `id`, when it has one.
-    fn take(&mut self, id: &str) -> Option<(usize, String, Standing)> {
-        let at = if self
-            .jobs
-            .get(self.next)
-            .is_some_and(|(saved, _)| saved == id)
-        {
-            Some(self.next)
-        } else {
-            let jobs = &self.jobs;
-            self.index
-                .get_or_insert_with(|| {
-                    jobs.iter()
-                        .enumerate()
-                        .map(|(i, (saved, _))| (saved.clone(), i))
-                        .collect()
-                })
-                .get(id)
-                .copied()
-        };
-        let at = at?;
-        self.next = at + 1;
-        let (saved, standing) = &mut self.jobs[at];
-        if saved.is_empty() {
-            // Taken already (an id twice in one snapshot): a fresh standing.
-            return None;
-        }
-        Some((at, std::mem::take(saved), standing.clone()))
     }
 }
 
@@ -256,27 +228,26 @@ impl Saved {
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
 /// too large for what is left does not stop smaller ones ranked below it. `order` is
 /// the jobs' positions in rank order ([`ranking`]).
-fn admit(snapshot: &Snapshot, order: &[usize]) -> Vec<bool> {
+fn admit(snapshot: &Snapshot, facts: &[Facts], order: &[usize]) -> Vec<bool> {
     let mut left = snapshot
         .nodes
         .iter()
         .filter(|n| n.schedulable)
         .fold(Resources::zero(), |acc, n| acc.plus(&n.allocatable));
-    let mut admitted = vec![false; snapshot.jobs.len()];
-    for (i, job) in snapshot.jobs.iter().enumerate() {
-        if holds_resources(job) && !preemptible(job) {
-            left = left.saturating_minus(&total_requests(&job.tasks));
+    let mut admitted = vec![false; facts.len()];
+    for (i, fact) in facts.iter().enumerate() {
+        if fact.holds && !fact.preemptible {
+            left = left.saturating_minus(&fact.demand);
             admitted[i] = true;
         }
     }
     for &i in order {
-        let job = &snapshot.jobs[i];
         if admitted[i] {
             continue;
         }
-        let demand = total_requests(&job.tasks);
-        if left.covers(&demand) {
-            left = left.saturating_minus(&demand);
+        let demand = &facts[i].demand;
+        if left.covers(demand) {
+            left = left.saturating_minus(demand);
             admitted[i] = true;
         }
     }
@@ -312,10 +283,10 @@ fn preemptible(job: &Job) -> bool {
     job.checkpointable && job.phase == JobPhase::Running
 }
 
-/// What one second of running counts as: the job's GPUs, or its cores when it has no
-/// GPU (at least a thousandth of a core, so a job asking nothing still ages).
-fn width(job: &Job) -> f64 {
-    let total = total_requests(&job.tasks);
+/// What one second of running counts as for a job asking `total`: its GPUs, or its
+/// cores when it has no GPU (at least a thousandth of a core, so a job asking nothing
+/// still ages).
+fn width_of(total: &Resources) -> f64 {
     if total.gpus > 0 {
         f64::from(total.gpus)
     } else {
