@@ -260,6 +260,47 @@ pub fn tick_delta(time: f64, reset: bool, nodes: &[Node], jobs: &[Job]) -> Snaps
     }
 }
 
+/// The change the host sends a kept instance that saw `before` and must now see
+/// `after`: the jobs of `before` missing from `after` leave, the jobs of `after` that
+/// differ from their `before` (compared whole, loss series included) or are new come
+/// whole, and the nodes come whole when any differs.
+pub fn change_between(before: &Snapshot, after: &Snapshot) -> SnapshotDelta {
+    let same = |a: &Job, b: &Job| format!("{a:?}") == format!("{b:?}");
+    let find = |jobs: &[Job], id: &str| jobs.iter().position(|j| j.id == id);
+    let nodes_changed = format!("{:?}", before.nodes) != format!("{:?}", after.nodes)
+        || format!("{:?}", before.node_sets) != format!("{:?}", after.node_sets);
+    SnapshotDelta {
+        reset: false,
+        time: after.time,
+        triggers: after.triggers.clone(),
+        nodes: if nodes_changed {
+            after.nodes.clone()
+        } else {
+            vec![]
+        },
+        removed_nodes: if nodes_changed {
+            before.nodes.iter().map(|n| n.name.clone()).collect()
+        } else {
+            vec![]
+        },
+        jobs: after
+            .jobs
+            .iter()
+            .filter(|j| find(&before.jobs, &j.id).is_none_or(|at| !same(&before.jobs[at], j)))
+            .cloned()
+            .collect(),
+        removed_jobs: before
+            .jobs
+            .iter()
+            .filter(|j| find(&after.jobs, &j.id).is_none())
+            .map(|j| j.id.clone())
+            .collect(),
+        loss_updates: vec![],
+        appended_loss: vec![],
+        node_sets: nodes_changed.then(|| after.node_sets.clone()),
+    }
+}
+
 /// A snapshot at `time` triggered by a `tick`, with every bound task's requests charged
 /// to its node.
 pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {
