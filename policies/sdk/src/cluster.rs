@@ -239,6 +239,36 @@ struct NodeNames {
     position: HashMap<String, usize>,
 }
 
+thread_local! {
+    /// The names of the last ledger's nodes: a round's nodes are mostly the previous
+    /// round's, and comparing the names costs less than copying and indexing them.
+    static LAST_NAMES: std::cell::RefCell<Option<Arc<NodeNames>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+impl NodeNames {
+    /// The names of `nodes`, shared with the last ledger's when they are the same.
+    fn of(nodes: &[Node]) -> Arc<Self> {
+        LAST_NAMES.with(|last| {
+            let mut last = last.borrow_mut();
+            if let Some(names) = last.as_ref()
+                && names.in_order.len() == nodes.len()
+                && names.in_order.iter().zip(nodes).all(|(a, n)| *a == n.name)
+            {
+                return Arc::clone(names);
+            }
+            let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
+            let mut position = HashMap::with_capacity(in_order.len());
+            for (i, name) in in_order.iter().enumerate() {
+                position.entry(name.clone()).or_insert(i);
+            }
+            let names = Arc::new(Self { in_order, position });
+            *last = Some(Arc::clone(&names));
+            names
+        })
+    }
+}
+
 #[derive(Clone, Copy, Debug)]
 struct Capacity {
     allocatable: Resources,
@@ -315,11 +345,6 @@ impl Ledger {
 
     /// Same as [`Ledger::new`] from a node list, where every task may run anywhere.
     pub fn from_nodes(nodes: &[Node]) -> Self {
-        let in_order: Vec<String> = nodes.iter().map(|n| n.name.clone()).collect();
-        let mut position = HashMap::with_capacity(in_order.len());
-        for (i, name) in in_order.iter().enumerate() {
-            position.entry(name.clone()).or_insert(i);
-        }
         let capacity = nodes
             .iter()
             .map(|n| Capacity {
@@ -329,7 +354,7 @@ impl Ledger {
             })
             .collect();
         Self {
-            names: Arc::new(NodeNames { in_order, position }),
+            names: NodeNames::of(nodes),
             capacity,
             eligibility: Arc::default(),
             misses: Misses::default(),
