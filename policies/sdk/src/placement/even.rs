@@ -101,6 +101,15 @@ impl EvenSpread {
         self.jobs.values().iter().map(|s| (s.id.as_str(), s.number))
     }
 
+    /// The id and arrival number (if it has one) of the job at position `at` of the
+    /// last call's snapshot.
+    pub fn job_at(&self, at: usize) -> Option<(&str, Option<u64>)> {
+        self.jobs
+            .values()
+            .get(at)
+            .map(|s| (s.id.as_str(), s.number))
+    }
+
     /// The arrival number the next new job gets.
     pub fn next_number(&self) -> u64 {
         self.next
