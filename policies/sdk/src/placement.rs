@@ -9,7 +9,7 @@
 
 mod even;
 
-pub use even::EvenSpread;
+pub use even::{EvenSpread, Walk};
 
 use crate::cluster::{
     Ledger, ResourcesExt, has_pending_tasks, nodes_of, one_task_per_node, pending_tasks,

@@ -301,6 +301,51 @@ pub fn change_between(before: &Snapshot, after: &Snapshot) -> SnapshotDelta {
     }
 }
 
+/// `s` after the host applied the placements and migrations of `d`: the tasks bound
+/// where the actions say, running, their requests charged to their nodes (and taken
+/// from the nodes they left).
+pub fn applied(s: &Snapshot, d: &crate::Decision) -> Snapshot {
+    use crate::Operation;
+    let mut s = s.clone();
+    let mut moves: Vec<(String, Option<String>, String)> = Vec::new();
+    for action in &d.actions {
+        match &action.op {
+            Operation::Place(p) => moves.extend(
+                p.assignments
+                    .iter()
+                    .map(|a| (p.job.clone(), Some(a.task.clone()), a.node.clone())),
+            ),
+            Operation::Migrate(m) => moves.push((m.job.clone(), m.task.clone(), m.node.clone())),
+            _ => {}
+        }
+    }
+    for (job, task, node) in moves {
+        let Some(job) = s.jobs.iter_mut().find(|j| j.id == job) else {
+            continue;
+        };
+        job.phase = JobPhase::Running;
+        for t in job
+            .tasks
+            .iter_mut()
+            .filter(|t| task.as_ref().is_none_or(|name| *name == t.name))
+        {
+            if let Some(from) = s
+                .nodes
+                .iter_mut()
+                .find(|n| Some(&n.name) == t.node.as_ref())
+            {
+                from.requested = from.requested.saturating_minus(&t.requests);
+            }
+            if let Some(to) = s.nodes.iter_mut().find(|n| n.name == node) {
+                to.requested = to.requested.plus(&t.requests);
+            }
+            t.node = Some(node.clone());
+            t.phase = TaskPhase::Running;
+        }
+    }
+    s
+}
+
 /// A snapshot at `time` triggered by a `tick`, with every bound task's requests charged
 /// to its node.
 pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {

@@ -42,6 +42,17 @@ pub struct EvenSpread {
     placed: usize,
 }
 
+/// What one walk of the spread did.
+#[derive(Debug, Default)]
+pub struct Walk {
+    /// One `place` action per job placed, in snapshot order.
+    pub actions: Vec<Action>,
+    /// The jobs numbered: `(snapshot position, arrival number)`.
+    pub numbered: Vec<(usize, u64)>,
+    /// The snapshot position of the job of each action.
+    pub placed: Vec<usize>,
+}
+
 /// What the spread keeps of one job.
 #[derive(Clone, Debug, Default)]
 struct Spread {
@@ -84,6 +95,17 @@ impl Need {
 }
 
 impl EvenSpread {
+    /// A spread that gave the jobs `numbers` (in the order of the snapshot they were
+    /// seen in) and gives `next` to the next new job: what a policy that writes the
+    /// numbers in its own blob read back.
+    pub fn from_numbers(numbers: Vec<(String, u64)>, next: u64) -> Self {
+        Self {
+            read: numbers,
+            next,
+            ..Self::default()
+        }
+    }
+
     /// The arrival number given to `job`, if it has one (a scan: for tests and
     /// diagnostics; a round learns the new numbers from [`EvenSpread::place_numbering`]).
     pub fn arrival_of(&self, job: &str) -> Option<u64> {
@@ -138,6 +160,12 @@ impl EvenSpread {
         snapshot: &Snapshot,
         ledger: &mut Ledger,
     ) -> (Vec<Action>, Vec<(usize, u64)>) {
+        let walk = self.walk(snapshot, ledger);
+        (walk.actions, walk.numbered)
+    }
+
+    /// [`EvenSpread::place_numbering`], with the position of each placed job.
+    pub fn walk(&mut self, snapshot: &Snapshot, ledger: &mut Ledger) -> Walk {
         let read = std::mem::take(&mut self.read);
         if !read.is_empty() {
             self.jobs = Follow::unmatched(
@@ -198,6 +226,7 @@ impl EvenSpread {
         };
         let mut actions = Vec::new();
         let mut numbered = Vec::new();
+        let mut positions = Vec::new();
         let spreads = self.jobs.values_mut();
         for at in walk {
             let spread = &mut spreads[at];
@@ -224,12 +253,19 @@ impl EvenSpread {
                     false => self.placed -= 1,
                 }
             }
-            actions.extend(placed);
+            if let Some(action) = placed {
+                positions.push(at);
+                actions.push(action);
+            }
         }
         if !workers.is_empty() {
             self.walked = Some(ledger.headroom());
         }
-        (actions, numbered)
+        Walk {
+            actions,
+            numbered,
+            placed: positions,
+        }
     }
 }
 

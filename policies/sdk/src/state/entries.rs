@@ -51,6 +51,11 @@ impl Entries {
         self.jobs.follow(snapshot, |_, _, _| Entry::Stale, |_| {})
     }
 
+    /// The last blob written (empty before the first).
+    pub fn blob(&self) -> &[u8] {
+        &self.blob
+    }
+
     /// The entry of the job at `at` changed, though the job did not: written anew.
     pub fn changed(&mut self, at: usize) {
         if let Some(entry) = self.jobs.values_mut().get_mut(at) {
@@ -208,7 +213,8 @@ mod tests {
         .unwrap();
         assert_eq!(String::from_utf8(blob).unwrap(), whole(&first));
         let mut rounds = vec![first];
-        let changes: [&dyn Fn(&mut Vec<Job>); 5] = [
+        type Change<'a> = &'a dyn Fn(&mut Vec<Job>);
+        let changes: [Change; 5] = [
             &|jobs| {
                 jobs.remove(3);
                 jobs.remove(0);
