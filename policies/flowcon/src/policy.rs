@@ -4,19 +4,19 @@
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
-
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Action, CpuWeight, Decision, Description, Job, JobPhase, Operation, Setting, Snapshot, Trigger,
-    cluster::{Ledger, nodes_of},
+    Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
+    Snapshot, Trigger,
+    cluster::Ledger,
     incremental,
-    placement::{Scoring, pod_by_pod},
+    placement::{Scoring, pod_by_pod_placing},
     progress::{Normalisation, Scale, value_at},
     settings::{ParamSpec, Settings, parameters},
     shown::ShownLabels,
-    state,
 };
+
+use crate::memory::Memory;
 
 /// FlowCon's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -132,7 +132,7 @@ pub fn next_list(list: List, g: f64, alpha: f64) -> List {
 }
 
 /// Per job.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobState {
     /// Current list.
     pub list: List,
@@ -150,7 +150,7 @@ pub struct JobState {
 }
 
 /// Per worker.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerState {
     /// Current interval (doubles under back-off).
     pub itval: f64,
@@ -191,111 +191,108 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = Params::parse(given)?;
-    let mut st: State = state::decode_kept(blob)?;
-    // Hashed with FxHash (a word at a time, no SipHash rounds): a set of every id
-    // every round, and the state holds few of them.
-    let live: FxHashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
-    st.jobs.retain(|id, _| live.contains(id.as_str()));
+    let mut memory = Memory::read(blob)?;
+    // The states of the jobs that left are forgotten here.
+    memory.follow(snapshot);
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
-    let mut actions = initial_placement(snapshot, &mut ledger);
+    let (mut actions, placed) = initial_placement(snapshot, &mut ledger);
 
     let event = snapshot
         .triggers
         .iter()
         .any(|t| matches!(t, Trigger::JobArrived(_) | Trigger::JobFinished(_)));
-    let mut by_worker: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
-    for job in snapshot
-        .jobs
-        .iter()
-        .filter(|j| j.phase == JobPhase::Running)
-    {
-        if let Some(home) = nodes_of(job).first() {
-            by_worker.entry(home.to_string()).or_default().push(job);
+    // Running jobs (by snapshot position) by the node their first task is on, the
+    // names as the jobs spell them: a worker is a name, whether or not it is a node.
+    let mut by_worker: BTreeMap<&str, Vec<(usize, &Job)>> = BTreeMap::new();
+    for (at, job) in snapshot.jobs.iter().enumerate() {
+        if job.phase != JobPhase::Running {
+            continue;
+        }
+        if let Some(home) = job.tasks.iter().find_map(|t| t.node.as_deref()) {
+            by_worker.entry(home).or_default().push((at, job));
         }
     }
     // Algorithm 2, lines 5-9: a container started on the worker joins NL and Algorithm 1
     // runs with it. A job placed in this round is that container: it counts now, not
     // one interval later.
-    let placements: Vec<(&str, &str)> = actions
-        .iter()
-        .filter_map(|action| match &action.op {
-            Operation::Place(p) => p
-                .assignments
-                .first()
-                .map(|first| (p.job.as_str(), first.node.as_str())),
-            _ => None,
-        })
-        .collect();
-    if !placements.is_empty() {
-        let placed: FxHashSet<&str> = placements.iter().map(|(job, _)| *job).collect();
-        let by_id: FxHashMap<&str, &Job> = snapshot
-            .jobs
-            .iter()
-            .filter(|j| placed.contains(j.id.as_str()))
-            .map(|j| (j.id.as_str(), j))
-            .collect();
-        for (id, node) in placements {
-            if let Some(&job) = by_id.get(id) {
-                by_worker.entry(node.to_string()).or_default().push(job);
-            }
+    for (action, &at) in actions.iter().zip(&placed) {
+        if let Operation::Place(placement) = &action.op
+            && let Some(first) = placement.assignments.first()
+            && let Some(node) = snapshot.nodes.iter().find(|n| n.name == first.node)
+        {
+            let job = &snapshot.jobs[at];
+            by_worker
+                .entry(node.name.as_str())
+                .or_default()
+                .push((at, job));
         }
     }
-    st.workers.retain(|w, _| by_worker.contains_key(w));
+    memory
+        .workers
+        .retain(|w, _| by_worker.contains_key(w.as_str()));
     let cores_of_node: BTreeMap<&str, f64> = snapshot
         .nodes
         .iter()
         .map(|n| (n.name.as_str(), n.allocatable.cpu_millis as f64 / 1000.0))
         .collect();
-    for (worker, jobs) in &by_worker {
-        let mut members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        members.sort();
-        let ws = st
+    let mut changed = Vec::new();
+    for (&worker, jobs) in &by_worker {
+        let mut members: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
+        members.sort_unstable();
+        let ws = memory
             .workers
-            .entry(worker.clone())
+            .entry(worker.to_string())
             .or_insert_with(|| WorkerState {
                 itval: p.itval,
                 due: now,
                 members: vec![],
             });
         // Algorithm 2: a change in the worker's jobs resets itval and runs at once.
-        if event || ws.members != members {
+        let same_members = ws.members.len() == members.len()
+            && ws.members.iter().zip(&members).all(|(a, b)| a == b);
+        if event || !same_members {
             ws.itval = p.itval;
             ws.due = now;
         }
-        ws.members = members;
+        if !same_members {
+            ws.members = members.iter().map(|m| m.to_string()).collect();
+        }
         if now + 1e-6 < ws.due {
             continue;
         }
-        let worker_cores = cores_of_node.get(worker.as_str()).copied().unwrap_or(0.0);
-        let (weights, all_cl) = run_worker(jobs, worker_cores, &mut st.jobs, &p, now);
-        let ws = st.workers.get_mut(worker).expect("inserted above");
+        let worker_cores = cores_of_node.get(worker).copied().unwrap_or(0.0);
+        let (weights, all_cl) =
+            run_worker(jobs, worker_cores, &mut memory.jobs, &p, now, &mut changed);
+        let ws = memory.workers.get_mut(worker).expect("inserted above");
         if all_cl {
             ws.itval *= 2.0;
         }
         ws.due = now + ws.itval;
         actions.extend(weights);
     }
-    let next = st
+    for at in changed {
+        memory.state_changed(at);
+    }
+    let next = memory
         .workers
         .values()
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
-    // A label per job of the state, looked up by hash: a search of the ordered map per
-    // job of the queue compared long, alike ids byte by byte (a third of a round).
-    let lists: FxHashMap<&str, &'static str> = st
-        .jobs
-        .iter()
-        .map(|(id, js)| (id.as_str(), js.list.name()))
+    let labels = memory
+        .changed_labels(snapshot)
+        .into_iter()
+        .map(|(at, list)| JobLabel {
+            job: snapshot.jobs[at].id.clone(),
+            key: "list".into(),
+            value: list.name().into(),
+        })
         .collect();
-    let labels = st
-        .shown
-        .changed(snapshot, "list", |j| lists.get(j.id.as_str()).copied());
     Ok(Decision {
         actions,
         labels,
         next_call_after: next,
-        state: state::encode_kept(st),
+        state: memory.write_and_keep(snapshot),
     })
 }
 
@@ -309,15 +306,15 @@ thread_local! {
 /// the nodes and jobs of a pass that placed nothing (a tick of Algorithm 1's
 /// interval: most rounds of a long trace), it places nothing again, and the queue is
 /// not walked.
-fn initial_placement(snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
+fn initial_placement(snapshot: &Snapshot, ledger: &mut Ledger) -> (Vec<Action>, Vec<usize>) {
     let version = incremental::held_version();
     if version.is_some() && PLACED_NOTHING_AT.with(Cell::get) == version {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let actions = pod_by_pod(snapshot, ledger, Scoring::LeastAllocated);
+    let (actions, placed) = pod_by_pod_placing(snapshot, ledger, Scoring::LeastAllocated);
     let nothing = version.filter(|_| actions.is_empty());
     PLACED_NOTHING_AT.with(|at| at.set(nothing));
-    actions
+    (actions, placed)
 }
 
 /// Smallest weight sent: the contract wants weights in (0, 1].
@@ -409,6 +406,27 @@ pub fn cl_limit(share: f64, floor: f64, capped: Option<f64>, n: usize) -> (f64, 
 /// Algorithm 1 on one worker: lists and weights. Returns the weight actions and whether
 /// every job was in CL (back-off).
 fn run_worker(
+    positioned: &[(usize, &Job)],
+    worker_cores: f64,
+    states: &mut BTreeMap<String, JobState>,
+    p: &Params,
+    now: f64,
+    changed: &mut Vec<usize>,
+) -> (Vec<Action>, bool) {
+    let jobs: Vec<&Job> = positioned.iter().map(|(_, j)| *j).collect();
+    // The state each job had before this run, to tell which ones it changed.
+    let before: Vec<Option<JobState>> = jobs.iter().map(|j| states.get(&j.id).cloned()).collect();
+    let (actions, all_cl) = run_worker_jobs(&jobs, worker_cores, states, p, now);
+    for ((at, job), before) in positioned.iter().zip(before) {
+        if before.as_ref() != states.get(&job.id) {
+            changed.push(*at);
+        }
+    }
+    (actions, all_cl)
+}
+
+/// [`run_worker`] on the worker's `jobs`.
+fn run_worker_jobs(
     jobs: &[&Job],
     worker_cores: f64,
     states: &mut BTreeMap<String, JobState>,
@@ -502,6 +520,7 @@ fn run_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_policy_sdk::state;
     use switchyard_policy_sdk::testing::*;
 
     fn weights(d: &Decision) -> Vec<(String, f64)> {
@@ -551,39 +570,125 @@ mod tests {
         out
     }
 
-    /// A kept instance ticked with changes that move the clock only skips the placement
-    /// pass that placed nothing, and decides as a fresh instance on the same snapshot.
-    #[test]
-    fn ticks_on_a_kept_instance_decide_as_a_fresh_instance_would() {
-        use switchyard_policy_sdk::incremental;
-        let nodes = vec![node("w1", 8000)];
-        let jobs = vec![
-            job("a").running_on("w1").loss(FAST).requests(4000, 0),
-            job("b").running_on("w1").loss(FLAT).requests(3000, 0),
-            job("big").requests(9000, 0),
-        ];
-        let delta = |t: f64, reset: bool| tick_delta(t, reset, &nodes, &jobs);
+    type Change<'a> = &'a dyn Fn(&mut Snapshot);
+
+    /// `id` finished: it leaves, and its requests leave its node.
+    fn finish(s: &mut Snapshot, id: &str) {
+        use switchyard_policy_sdk::cluster::ResourcesExt;
+        let at = s.jobs.iter().position(|j| j.id == id).unwrap();
+        let job = s.jobs.remove(at);
+        for t in &job.tasks {
+            if let Some(n) = s
+                .nodes
+                .iter_mut()
+                .find(|n| Some(&n.name) == t.node.as_ref())
+            {
+                n.requested = n.requested.saturating_minus(&t.requests);
+            }
+        }
+        s.triggers = vec![Trigger::JobFinished(id.into())];
+    }
+
+    /// A kept instance, given only what changed each round (the host's placements
+    /// applied, then each of `changes`), against a fresh instance given the same
+    /// snapshot and blob: the same decisions and the same blob.
+    fn kept_decides_as_fresh(mut round: Snapshot, changes: &[Change]) {
+        use switchyard_policy_sdk::changes::with_applied;
         let mut blob = Vec::new();
-        for round in 0..6 {
-            let t = 30.0 * round as f64;
-            let (kept, held) = incremental::with_applied(delta(t, round == 0), |s| {
-                (decide(&[], s, &blob).unwrap(), s.clone())
-            })
-            .unwrap();
-            let mine = PLACED_NOTHING_AT.with(Cell::get);
-            assert!(mine.is_some(), "the pass placed nothing and remembers it");
-            let fresh = decide(&[], &held, &blob).unwrap();
+        let mut before: Option<Snapshot> = None;
+        for change in changes.iter().map(Some).chain([None]) {
+            let delta = match &before {
+                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+                Some(b) => change_between(b, &round),
+            };
+            let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
+            // A fresh instance: nothing kept (the kept instance's memory is put back).
+            let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
+            let held = mine.0.as_ref().map_or(0, |m| m.jobs.len());
+            assert_eq!(
+                held,
+                fresh_states(&round, &kept),
+                "no state of a job that left"
+            );
+            PLACED_NOTHING_AT.with(|at| at.set(None));
+            let fresh = decide(&[], &round, &blob).unwrap();
+            crate::memory::put_back(mine.0);
+            PLACED_NOTHING_AT.with(|at| at.set(mine.1));
+            let t = round.time;
             assert_eq!(
                 format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions)
+                format!("{:?}", fresh.actions),
+                "t={t}"
             );
-            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
-            assert_eq!(kept.state, fresh.state);
-            assert_eq!(kept.next_call_after, fresh.next_call_after);
-            // The fresh call forgot the pass; the kept instance's memory is put back.
-            PLACED_NOTHING_AT.with(|at| at.set(mine));
-            blob = kept.state;
+            assert_eq!(
+                format!("{:?}", kept.labels),
+                format!("{:?}", fresh.labels),
+                "t={t}"
+            );
+            assert_eq!(kept.next_call_after, fresh.next_call_after, "t={t}");
+            assert_eq!(
+                String::from_utf8(kept.state.clone()),
+                String::from_utf8(fresh.state),
+                "t={t}"
+            );
+            let read: State = state::decode(&kept.state).unwrap();
+            assert_eq!(read.jobs.len(), fresh_states(&round, &kept), "t={t}");
+            blob = kept.state.clone();
+            let mut next = applied(&round, &kept);
+            if let Some(change) = change {
+                change(&mut next);
+            }
+            before = Some(round);
+            round = next;
         }
+    }
+
+    /// How many jobs of `s` ran on a worker in `d`'s round or before (and so have a
+    /// state): the running ones and the ones `d` placed.
+    fn fresh_states(s: &Snapshot, d: &Decision) -> usize {
+        let placed = d.actions.iter().filter_map(|a| match &a.op {
+            Operation::Place(p) => Some(p.job.as_str()),
+            _ => None,
+        });
+        let mut ids: Vec<&str> = s
+            .jobs
+            .iter()
+            .filter(|j| j.phase == JobPhase::Running)
+            .map(|j| j.id.as_str())
+            .chain(placed)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+
+    #[test]
+    fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
+        let first = snapshot(
+            0.0,
+            vec![node("w1", 8000), node("w2", 8000)],
+            vec![
+                job("a").running_on("w1").loss(FAST).requests(4000, 0),
+                job("b").running_on("w1").loss(FLAT).requests(3000, 0),
+                job("big").requests(9000, 0),
+            ],
+        );
+        let changes: [Change; 6] = [
+            &|s| s.time = 30.0,
+            &|s| {
+                s.time = 40.0;
+                s.jobs.push(job("c").loss(FAST).requests(2000, 0));
+                s.triggers = vec![Trigger::JobArrived("c".into())];
+            },
+            &|s| s.time = 60.0,
+            &|s| s.time = 90.0,
+            &|s| {
+                s.time = 100.0;
+                finish(s, "a");
+            },
+            &|s| s.time = 160.0,
+        ];
+        kept_decides_as_fresh(first, &changes);
     }
 
     #[test]

@@ -122,6 +122,15 @@ impl Scoring {
 /// queue behind a full cluster costs a comparison per pod instead of a pass over every
 /// node.
 pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) -> Vec<Action> {
+    pod_by_pod_placing(snapshot, ledger, scoring).0
+}
+
+/// [`pod_by_pod`], with the snapshot position of the job of each action.
+pub fn pod_by_pod_placing(
+    snapshot: &Snapshot,
+    ledger: &mut Ledger,
+    scoring: Scoring,
+) -> (Vec<Action>, Vec<usize>) {
     let nodes = ledger.node_count();
     let to_find = feasible_nodes_to_find(nodes);
     let mut start = 0;
@@ -129,7 +138,13 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
     // Requests (and the eligibility set they were limited to) that found no node: a
     // task asking at least as much of the same set finds none either.
     let mut fit_nowhere: Vec<(Resources, Option<u32>)> = Vec::new();
-    for job in snapshot.jobs.iter().filter(|j| has_pending_tasks(j)) {
+    let mut positions = Vec::new();
+    for (at, job) in snapshot
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| has_pending_tasks(j))
+    {
         // A job whose tasks may not share a node skips the nodes it is on already.
         let apart = one_task_per_node(job);
         let mut taken: Vec<String> = match apart {
@@ -188,9 +203,10 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
                 node,
             };
             actions.push(place(job, vec![assignment], reason));
+            positions.push(at);
         }
     }
-    actions
+    (actions, positions)
 }
 
 /// kube-scheduler's `numFeasibleNodesToFind` with the default (adaptive)

@@ -1,0 +1,252 @@
+//! What FlowCon keeps between the calls of an instance, and the blob it writes.
+//!
+//! The blob is the JSON of [`State`] (each job's list, each worker's interval, the
+//! labels shown), so any reader sees the same state; it is written a part at a time:
+//! a job's entry and a label's only when the job or its state changed ([`Entries`]), a
+//! worker's only when its state did. Which jobs changed comes from the host's change
+//! ([`Follow`]), so a round over a long queue reads the queue's jobs only where they
+//! changed.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashSet;
+use switchyard_policy_sdk::{
+    Snapshot,
+    changes::Follow,
+    shown::{ShownLabels, id_hash},
+    state::{self, Entries, same_bytes},
+};
+
+use crate::policy::{JobState, List, State, WorkerState};
+
+/// The values of the `list` label, numbered in this order in the blob written.
+const LIST_VALUES: [&str; 3] = ["NL", "WL", "CL"];
+
+/// What FlowCon keeps of one job of the snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Slot {
+    /// The job's id.
+    id: String,
+    /// The job has a state in [`Memory::jobs`].
+    pub has_state: bool,
+    /// The position in `values` of the label last shown, if any.
+    shown: Option<u32>,
+}
+
+/// FlowCon's memory.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Per job that ran, by id.
+    pub jobs: BTreeMap<String, JobState>,
+    /// Per worker.
+    pub workers: BTreeMap<String, WorkerState>,
+    /// Each job of the snapshot, in its order.
+    slots: Follow<Slot>,
+    /// The label values the blob numbers: [`LIST_VALUES`], then any other a blob read
+    /// back held.
+    values: Vec<String>,
+    /// The `jobs` map's entries, in snapshot order.
+    job_entries: Entries,
+    /// The remembered labels' entries, in snapshot order.
+    label_entries: Entries,
+    /// Each worker's entry as last written, with the state it holds.
+    worker_entries: BTreeMap<String, (WorkerState, Vec<u8>)>,
+    /// The blob returned last.
+    blob: Vec<u8>,
+}
+
+thread_local! {
+    /// What this instance returned last.
+    static KEPT: RefCell<Option<Memory>> = const { RefCell::new(None) };
+}
+
+impl Memory {
+    /// The memory `blob` holds: the one this instance kept when `blob` is what it
+    /// returned last, else decoded.
+    pub fn read(blob: &[u8]) -> Result<Self, String> {
+        if let Some(kept) = KEPT.with(|k| k.borrow_mut().take())
+            && same_bytes(&kept.blob, blob)
+        {
+            return Ok(kept);
+        }
+        let st: State = state::decode(blob)?;
+        let mut values: Vec<String> = LIST_VALUES.iter().map(|v| v.to_string()).collect();
+        let positions: Vec<u32> = st
+            .shown
+            .values()
+            .iter()
+            .map(|value| match values.iter().position(|v| v == value) {
+                Some(at) => at as u32,
+                None => {
+                    values.push(value.clone());
+                    values.len() as u32 - 1
+                }
+            })
+            .collect();
+        let slots = st
+            .shown
+            .remembered()
+            .iter()
+            .map(|&(hash, at)| {
+                let slot = Slot {
+                    shown: positions.get(at as usize).copied(),
+                    ..Slot::default()
+                };
+                (hash, slot)
+            })
+            .collect();
+        Ok(Self {
+            jobs: st.jobs,
+            workers: st.workers,
+            slots: Follow::unmatched(slots),
+            values,
+            job_entries: Entries::new(b","),
+            label_entries: Entries::new(b""),
+            worker_entries: BTreeMap::new(),
+            blob: Vec::new(),
+        })
+    }
+
+    /// Brings the memory to `snapshot`: the states of the jobs that left are dropped.
+    pub fn follow(&mut self, snapshot: &Snapshot) {
+        self.job_entries.follow(snapshot);
+        self.label_entries.follow(snapshot);
+        let jobs = &mut self.jobs;
+        let mut left = Vec::new();
+        let followed = self.slots.follow(
+            snapshot,
+            |_, job, old| {
+                let shown = old.and_then(|o| o.shown);
+                Slot {
+                    id: job.id.clone(),
+                    has_state: jobs.contains_key(&job.id),
+                    shown,
+                }
+            },
+            |gone| {
+                if gone.has_state {
+                    left.push(gone.id);
+                }
+            },
+        );
+        for id in left {
+            jobs.remove(&id);
+        }
+        if followed.whole {
+            // Matched afresh: a state of a job that is not in the snapshot goes.
+            let live: FxHashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
+            self.jobs.retain(|id, _| live.contains(id.as_str()));
+        }
+    }
+
+    /// Each job of the snapshot, in its order.
+    pub fn slots(&self) -> &[Slot] {
+        self.slots.values()
+    }
+
+    /// The state of the job at `at` changed (or is new).
+    pub fn state_changed(&mut self, at: usize) {
+        if let Some(slot) = self.slots.values_mut().get_mut(at) {
+            slot.has_state = true;
+        }
+        self.job_entries.changed(at);
+    }
+
+    /// The `list` label of each job with a state whose list differs from the label it
+    /// was last shown, in snapshot order; remembers them as shown.
+    pub fn changed_labels(&mut self, snapshot: &Snapshot) -> Vec<(usize, List)> {
+        let mut changed = Vec::new();
+        for (at, slot) in self.slots.values_mut().iter_mut().enumerate() {
+            if !slot.has_state {
+                continue;
+            }
+            let Some(list) = self.jobs.get(&snapshot.jobs[at].id).map(|s| s.list) else {
+                continue;
+            };
+            let value = list_value(list);
+            if slot.shown != Some(value) {
+                slot.shown = Some(value);
+                changed.push((at, list));
+            }
+        }
+        for &(at, _) in &changed {
+            self.label_entries.changed(at);
+        }
+        changed
+    }
+
+    /// The blob, the JSON of [`State`], for the host to keep; the memory is kept with
+    /// it.
+    pub fn write_and_keep(mut self, snapshot: &Snapshot) -> Vec<u8> {
+        let (jobs, slots) = (&self.jobs, self.slots.values());
+        let job_entries = self.job_entries.write(b"", b"", |at, out| {
+            let id = &snapshot.jobs[at].id;
+            let Some(state) = slots[at].has_state.then(|| jobs.get(id)).flatten() else {
+                return false;
+            };
+            out.extend_from_slice(&state::encode(id));
+            out.push(b':');
+            out.extend_from_slice(&state::encode(state));
+            true
+        });
+        let label_entries = self.label_entries.write(b"", b"", |at, out| {
+            let Some(position) = slots[at].shown else {
+                return false;
+            };
+            ShownLabels::write_entry(out, id_hash(&snapshot.jobs[at].id), position);
+            true
+        });
+        let mut blob = Vec::with_capacity(self.blob.len() + 64);
+        blob.extend_from_slice(b"{\"jobs\":{");
+        blob.extend_from_slice(&job_entries);
+        blob.extend_from_slice(b"},\"workers\":{");
+        let cache = std::mem::take(&mut self.worker_entries);
+        for (i, (name, worker)) in self.workers.iter().enumerate() {
+            if i > 0 {
+                blob.push(b',');
+            }
+            let bytes = match cache.get(name) {
+                Some((kept, bytes)) if kept == worker => bytes.clone(),
+                _ => {
+                    let mut bytes = state::encode(name);
+                    bytes.push(b':');
+                    bytes.extend_from_slice(&state::encode(worker));
+                    bytes
+                }
+            };
+            blob.extend_from_slice(&bytes);
+            self.worker_entries
+                .insert(name.clone(), (worker.clone(), bytes));
+        }
+        blob.extend_from_slice(b"},\"shown\":{\"values\":");
+        blob.extend_from_slice(&state::encode(&self.values));
+        blob.extend_from_slice(b",\"shown\":\"");
+        blob.extend_from_slice(&label_entries);
+        blob.extend_from_slice(b"\"}}");
+        self.blob = blob.clone();
+        KEPT.with(|k| *k.borrow_mut() = Some(self));
+        blob
+    }
+}
+
+/// The position of `list`'s name in [`LIST_VALUES`].
+fn list_value(list: List) -> u32 {
+    match list {
+        List::NL => 0,
+        List::WL => 1,
+        List::CL => 2,
+    }
+}
+
+/// Puts back what [`take`] took (tests: a fresh instance's call in between).
+#[cfg(test)]
+pub(crate) fn put_back(memory: Option<Memory>) {
+    KEPT.with(|k| *k.borrow_mut() = memory);
+}
+
+/// Takes what this instance keeps (tests: a fresh instance's call in between).
+#[cfg(test)]
+pub(crate) fn take() -> Option<Memory> {
+    KEPT.with(|k| k.borrow_mut().take())
+}
