@@ -10,55 +10,214 @@
 //! (a fresh instance, an operator with `jq`) sees the same JSON.
 
 use std::cell::RefCell;
-use std::ops::Range;
 
-use switchyard_policy_sdk::state::{self, same_bytes};
+use switchyard_policy_sdk::{
+    Job, Snapshot,
+    changes::Follow,
+    shown::id_hash,
+    state::{self, same_bytes},
+};
 
-use crate::policy::State;
+use crate::policy::{Facts, State};
 use crate::queues::Standing;
 
-/// A blob this instance wrote, and where each job's entry is in it.
-pub struct Written {
-    blob: Vec<u8>,
-    entries: Vec<Entry>,
-}
-
-/// Where one job's entry is in a blob: `["<id>",{standing}]`, the standing starting
-/// `id_len` bytes after `start` (the `[`, the id's JSON string and the comma), so a
-/// changed standing is written after the id copied from there.
-#[derive(Clone, Copy)]
+/// Where one job's entry is in the last blob: `["<id>",{standing}]`, the standing
+/// starting `id_len` bytes after `start` (the `[`, the id's JSON string and the comma),
+/// so a changed standing is written after the id copied from there.
+#[derive(Clone, Copy, Debug)]
 struct Entry {
     start: usize,
     end: usize,
     id_len: usize,
 }
-/// What this instance last returned: the blob, its entries and the state it encodes.
-struct Kept {
-    written: Written,
-    state: State,
+
+/// What Tiresias keeps of one job of the snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Slot {
+    id: String,
+    /// Its standing; none for a job new to the policy, which gets one (and its ticket)
+    /// when the round reaches it, in snapshot order.
+    pub standing: Option<Standing>,
+    /// What a round needs of the job, read from its tasks when it changed.
+    pub facts: Facts,
+    /// Its entry in the last blob.
+    entry: Option<Entry>,
+    /// The standing is as that entry writes it.
+    pub written: bool,
+}
+
+impl Slot {
+    /// The slot of `job`, keeping what `old` held when it is the same job's.
+    fn of(job: &Job, old: Option<Slot>) -> Self {
+        match old {
+            Some(old) if old.id == job.id => Self {
+                facts: Facts::of(job),
+                ..old
+            },
+            _ => Self {
+                id: job.id.clone(),
+                facts: Facts::of(job),
+                ..Self::default()
+            },
+        }
+    }
+}
+
+/// Everything Tiresias keeps between the calls of an instance.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Each job of the snapshot, in its order.
+    pub slots: Follow<Slot>,
+    /// The next queue ticket.
+    pub tickets: u64,
+    /// The blob returned last.
+    blob: Vec<u8>,
 }
 
 thread_local! {
-    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<Memory>> = const { RefCell::new(None) };
 }
 
-/// The state `blob` holds, and the blob's entries when this instance wrote it (its
-/// entries may then be copied into the next blob; a fresh instance, or a blob from
-/// elsewhere, is parsed and written whole).
-pub fn read(blob: &[u8]) -> Result<(State, Option<Written>), String> {
-    let kept = KEPT.with(|kept| kept.borrow_mut().take());
-    if let Some(kept) = kept
-        && same_bytes(&kept.written.blob, blob)
+/// The memory `blob` holds: the one this instance kept when `blob` is what it returned
+/// last, else parsed (every entry is then written anew).
+pub fn read(blob: &[u8]) -> Result<Memory, String> {
+    if let Some(kept) = KEPT.with(|kept| kept.borrow_mut().take())
+        && same_bytes(&kept.blob, blob)
     {
-        return Ok((kept.state, Some(kept.written)));
+        return Ok(kept);
     }
-    let mut st: State = state::decode(blob)?;
-    if let Some(seen) = st.seen {
-        for (_, standing) in &mut st.jobs {
-            standing.seen = seen;
+    let st: State = state::decode(blob)?;
+    let slots = st
+        .jobs
+        .into_iter()
+        .map(|(id, mut standing)| {
+            if let Some(seen) = st.seen {
+                standing.seen = seen;
+            }
+            let slot = Slot {
+                standing: Some(standing),
+                ..Slot {
+                    id,
+                    ..Slot::default()
+                }
+            };
+            (id_hash(&slot.id), slot)
+        })
+        .collect();
+    Ok(Memory {
+        slots: Follow::unmatched(slots),
+        tickets: st.tickets,
+        blob: Vec::new(),
+    })
+}
+
+impl Memory {
+    /// Brings the memory to `snapshot`: the jobs that left are forgotten, the facts of
+    /// the new and changed ones are read.
+    pub fn follow(&mut self, snapshot: &Snapshot) {
+        self.slots
+            .follow(snapshot, |_, job, old| Slot::of(job, old), |_| {});
+    }
+
+    /// The blob, the JSON of [`State`] (serde's bytes, with the round's time `seen`):
+    /// an entry whose standing is as written is copied from the previous blob (runs of
+    /// them in one piece); a changed one keeps its id from there. Kept with the memory
+    /// for the next [`read`].
+    pub fn write_and_keep(mut self, seen: f64) -> Vec<u8> {
+        let previous = std::mem::take(&mut self.blob);
+        let mut blob = Vec::with_capacity(previous.len() + 64);
+        blob.extend_from_slice(b"{\"jobs\":[");
+        let slots = self.slots.values_mut();
+        // Entries of the previous blob to copy whole, not copied yet: positions
+        // `first..=last`, which follow one another there, commas included.
+        let mut run: Option<(usize, usize)> = None;
+        let copy = |blob: &mut Vec<u8>, slots: &mut [Slot], (first, last): (usize, usize)| {
+            let from = slots[first].entry.expect("copied entries exist").start;
+            let to = slots[last].entry.expect("copied entries exist").end;
+            let start = blob.len();
+            blob.extend_from_slice(&previous[from..to]);
+            for slot in &mut slots[first..=last] {
+                let e = slot.entry.as_mut().expect("copied entries exist");
+                (e.start, e.end) = (e.start - from + start, e.end - from + start);
+            }
+        };
+        for at in 0..slots.len() {
+            let entry = slots[at].entry.filter(|_| slots[at].written);
+            if let Some(entry) = entry {
+                match &mut run {
+                    Some((_, last))
+                        if slots[*last].entry.is_some_and(|e| e.end + 1 == entry.start) =>
+                    {
+                        *last = at;
+                    }
+                    _ => {
+                        if let Some(r) = run.take() {
+                            copy(&mut blob, slots, r);
+                        }
+                        if at > 0 {
+                            blob.push(b',');
+                        }
+                        run = Some((at, at));
+                    }
+                }
+                continue;
+            }
+            if let Some(r) = run.take() {
+                copy(&mut blob, slots, r);
+            }
+            if at > 0 {
+                blob.push(b',');
+            }
+            let start = blob.len();
+            let slot = &mut slots[at];
+            let id_len = match slot.entry {
+                Some(e) => {
+                    blob.extend_from_slice(&previous[e.start..e.start + e.id_len]);
+                    e.id_len
+                }
+                None => {
+                    blob.push(b'[');
+                    blob.extend_from_slice(&state::encode(&slot.id));
+                    blob.push(b',');
+                    blob.len() - start
+                }
+            };
+            write_standing(
+                &mut blob,
+                slot.standing.as_ref().expect("every job has a standing"),
+            );
+            blob.push(b']');
+            slot.entry = Some(Entry {
+                start,
+                end: blob.len(),
+                id_len,
+            });
+            slot.written = true;
         }
+        if let Some(r) = run.take() {
+            copy(&mut blob, slots, r);
+        }
+        blob.extend_from_slice(b"],\"tickets\":");
+        blob.extend_from_slice(&state::encode(&self.tickets));
+        blob.extend_from_slice(b",\"seen\":");
+        blob.extend_from_slice(&state::encode(&seen));
+        blob.push(b'}');
+        self.blob = blob.clone();
+        KEPT.with(|kept| *kept.borrow_mut() = Some(self));
+        blob
     }
-    Ok((st, None))
+}
+
+/// Takes what this instance keeps (tests: a fresh instance's call in between).
+#[cfg(test)]
+pub(crate) fn take() -> Option<Memory> {
+    KEPT.with(|kept| kept.borrow_mut().take())
+}
+
+/// Puts back what [`take`] took.
+#[cfg(test)]
+pub(crate) fn put_back(memory: Option<Memory>) {
+    KEPT.with(|kept| *kept.borrow_mut() = memory);
 }
 
 /// True when `before` and `after` write the same entry (the round's time is not part
@@ -70,95 +229,6 @@ pub fn same_entry(before: &Standing, after: &Standing) -> bool {
         && before.total.to_bits() == after.total.to_bits()
         && before.waited.to_bits() == after.waited.to_bits()
         && before.shown == after.shown
-}
-
-/// The blob of `st`: the entry of job `i` is copied from `previous`'s entry
-/// `reuse[i]` when there is one and `same[i]` (the caller checked [`same_entry`]
-/// against the same id); with an entry but a changed standing, the id is copied and
-/// the standing written; else the entry is written. Runs of entries copied whole are
-/// copied in one piece. Keeps the state and the blob for the next [`read`].
-pub fn write(
-    st: State,
-    reuse: &[Option<usize>],
-    same: &[bool],
-    previous: Option<&Written>,
-) -> Vec<u8> {
-    let size = previous.map_or(64 * st.jobs.len(), |p| p.blob.len()) + 64;
-    let mut blob = Vec::with_capacity(size);
-    let mut entries = Vec::with_capacity(st.jobs.len());
-    blob.extend_from_slice(b"{\"jobs\":[");
-    // Entries of the previous blob to copy whole, not copied yet: they follow one
-    // another there, commas included, and go to `blob` as one piece.
-    let mut pending: Option<Range<usize>> = None;
-    let flush = |blob: &mut Vec<u8>, entries: &mut Vec<Entry>, run: Option<Range<usize>>| {
-        let (Some(run), Some(p)) = (run, previous) else {
-            return;
-        };
-        let (from, to) = (p.entries[run.start].start, p.entries[run.end - 1].end);
-        let start = blob.len();
-        blob.extend_from_slice(&p.blob[from..to]);
-        entries.extend(p.entries[run].iter().map(|e| Entry {
-            start: e.start - from + start,
-            end: e.end - from + start,
-            id_len: e.id_len,
-        }));
-    };
-    for (i, (id, standing)) in st.jobs.iter().enumerate() {
-        let at = previous.and(reuse.get(i).copied().flatten());
-        let whole = at.filter(|_| same.get(i).copied().unwrap_or(false));
-        if let Some(at) = whole {
-            match &mut pending {
-                Some(run) if run.end == at => run.end = at + 1,
-                _ => {
-                    flush(&mut blob, &mut entries, pending.take());
-                    if i > 0 {
-                        blob.push(b',');
-                    }
-                    pending = Some(at..at + 1);
-                }
-            }
-            continue;
-        }
-        flush(&mut blob, &mut entries, pending.take());
-        if i > 0 {
-            blob.push(b',');
-        }
-        let start = blob.len();
-        let id_len = match (previous, at) {
-            (Some(p), Some(at)) => {
-                let e = p.entries[at];
-                blob.extend_from_slice(&p.blob[e.start..e.start + e.id_len]);
-                e.id_len
-            }
-            _ => {
-                blob.push(b'[');
-                serde_json::to_writer(&mut blob, id).expect("an id serialises");
-                blob.push(b',');
-                blob.len() - start
-            }
-        };
-        write_standing(&mut blob, standing);
-        blob.push(b']');
-        entries.push(Entry {
-            start,
-            end: blob.len(),
-            id_len,
-        });
-    }
-    flush(&mut blob, &mut entries, pending.take());
-    blob.extend_from_slice(b"],\"tickets\":");
-    serde_json::to_writer(&mut blob, &st.tickets).expect("a number serialises");
-    if let Some(seen) = st.seen {
-        blob.extend_from_slice(b",\"seen\":");
-        serde_json::to_writer(&mut blob, &seen).expect("a number serialises");
-    }
-    blob.push(b'}');
-    let written = Written {
-        blob: blob.clone(),
-        entries,
-    };
-    KEPT.with(|kept| *kept.borrow_mut() = Some(Kept { written, state: st }));
-    blob
 }
 
 /// `standing` as serde writes it (the fields in their order, `c` skipped, `s` only
@@ -236,58 +306,79 @@ mod tests {
         }
     }
 
+    /// Follows `jobs` (ids) through a kept instance's call with the change from
+    /// `before`, gives them `standings` as a round would, and writes the blob.
+    fn round(
+        memory: Memory,
+        before: Option<&Snapshot>,
+        jobs: &[(&str, Standing)],
+        seen: f64,
+    ) -> (Vec<u8>, Snapshot) {
+        use switchyard_policy_sdk::changes::with_applied;
+        use switchyard_policy_sdk::testing::{change_between, job, node, snapshot, tick_delta};
+        let now = snapshot(
+            seen,
+            vec![node("n", 1000)],
+            jobs.iter().map(|(id, _)| job(id)).collect(),
+        );
+        let delta = match before {
+            None => tick_delta(seen, true, &now.nodes, &now.jobs),
+            Some(b) => change_between(b, &now),
+        };
+        let mut memory = memory;
+        let blob = with_applied(delta, |s| {
+            memory.follow(s);
+            for (slot, (_, standing)) in memory.slots.values_mut().iter_mut().zip(jobs) {
+                let same = slot
+                    .standing
+                    .as_ref()
+                    .is_some_and(|b| same_entry(b, standing));
+                slot.written &= same;
+                slot.standing = Some(standing.clone());
+            }
+            memory.tickets = 9;
+            memory.write_and_keep(seen)
+        })
+        .unwrap();
+        (blob, now)
+    }
+
     #[test]
     fn entries_copied_or_written_give_serde_s_own_bytes_and_read_back() {
-        let first = state(&[("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))], 10.0);
-        let whole = serde_json::to_vec(&first).unwrap();
-        let blob = write(first, &[None, None], &[false, false], None);
-        assert_eq!(blob, whole);
-        let (back, written) = read(&blob).unwrap();
-        let written = written.expect("this instance wrote it");
-        assert_eq!(back.jobs[1].0, "b\"q");
+        let first = [("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))];
+        let (blob, s1) = round(Memory::default(), None, &first, 10.0);
+        assert_eq!(blob, serde_json::to_vec(&state(&first, 10.0)).unwrap());
         // `a` left, `b"q` is unchanged, `c` is new and `d` changed.
-        let second = state(
-            &[
-                ("b\"q", standing(1, 0.5)),
-                ("c", standing(2, 0.0)),
-                ("d", standing(3, 1.0 / 3.0)),
-            ],
-            20.0,
-        );
-        let whole = serde_json::to_vec(&second).unwrap();
-        let blob = write(
-            second,
-            &[Some(1), None, None],
-            &[true, false, false],
-            Some(&written),
-        );
+        let second = [
+            ("b\"q", standing(1, 0.5)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+        ];
+        let (blob, s2) = round(read(&blob).unwrap(), Some(&s1), &second, 20.0);
+        let whole = serde_json::to_vec(&state(&second, 20.0)).unwrap();
         assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
         // `b"q` ran (its id, quote escaped, is copied, its standing written), `c` and
         // `d` are copied in one piece, `e` is new.
-        let (_, written) = read(&blob).unwrap();
-        let third = state(
-            &[
-                ("b\"q", standing(1, 0.75)),
-                ("c", standing(2, 0.0)),
-                ("d", standing(3, 1.0 / 3.0)),
-                ("e", standing(4, 0.0)),
-            ],
-            30.0,
-        );
-        let whole = serde_json::to_vec(&third).unwrap();
-        let blob = write(
-            third,
-            &[Some(0), Some(1), Some(2), None],
-            &[false, true, true, false],
-            written.as_ref(),
-        );
+        let third = [
+            ("b\"q", standing(1, 0.75)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+            ("e", standing(4, 0.0)),
+        ];
+        let (blob, _) = round(read(&blob).unwrap(), Some(&s2), &third, 30.0);
+        let whole = serde_json::to_vec(&state(&third, 30.0)).unwrap();
         assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
         // Another instance parses it; the time is given back to every standing.
         KEPT.with(|kept| *kept.borrow_mut() = None);
-        let (fresh, written) = read(&blob).unwrap();
-        assert!(written.is_none());
-        assert!(fresh.jobs.iter().all(|(_, s)| s.seen == 30.0));
-        assert_eq!(fresh.jobs[2].1.executed, 1.0 / 3.0);
+        let fresh = read(&blob).unwrap();
+        let standings: Vec<&Standing> = fresh
+            .slots
+            .values()
+            .iter()
+            .map(|s| s.standing.as_ref().unwrap())
+            .collect();
+        assert!(standings.iter().all(|s| s.seen == 30.0));
+        assert_eq!(standings[2].executed, 1.0 / 3.0);
     }
 
     #[test]
@@ -369,9 +460,11 @@ mod tests {
     fn a_blob_with_the_time_per_job_still_reads() {
         let old = br#"{"jobs":[["a",{"q":1,"n":4,"e":2.0,"t":3.0,"p":0.0,"c":50.0}]],"tickets":5}"#;
         KEPT.with(|kept| *kept.borrow_mut() = None);
-        let (st, _) = read(old).unwrap();
-        assert_eq!((st.jobs[0].1.queue, st.jobs[0].1.seen), (1, 50.0));
-        assert_eq!(st.seen, None);
+        let memory = read(old).unwrap();
+        let slot = &memory.slots.values()[0];
+        let standing = slot.standing.as_ref().unwrap();
+        assert_eq!((standing.queue, standing.seen), (1, 50.0));
+        assert_eq!(memory.tickets, 5);
     }
 
     #[test]

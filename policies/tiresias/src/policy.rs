@@ -8,7 +8,6 @@ use switchyard_policy_sdk::{
     cluster::{Ledger, ResourcesExt, pending_tasks, total_requests},
     log,
     settings::{ParamSpec, Settings, parameters},
-    shown::match_previous,
 };
 
 use crate::blob;
@@ -110,35 +109,34 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// capacity lasts, preempt the running ones left out, place the waiting ones let in.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = params(settings)?;
-    let (st, written) = blob::read(blob)?;
-    let mut tickets = st.tickets;
-    let mut saved = st.jobs;
+    let mut memory = blob::read(blob)?;
+    memory.follow(snapshot);
     let now = snapshot.time;
-    let mut standings: Vec<Standing> = Vec::with_capacity(snapshot.jobs.len());
-    let mut ids: Vec<String> = Vec::with_capacity(snapshot.jobs.len());
-    let facts: Vec<Facts> = snapshot.jobs.iter().map(Facts::of).collect();
-    // Each job's position in the previous state, where it had one: the snapshot keeps
-    // its order between rounds, so a walk finds them, and each saved id's string is
-    // handed on instead of copied.
-    let now_ids: Vec<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
-    let previous = match_previous(&saved, &now_ids, |(id, _)| id.as_str());
-    for ((job, &at), fact) in snapshot.jobs.iter().zip(&previous).zip(&facts) {
-        let taken = at.map(|at| {
-            let (id, standing) = &mut saved[at];
-            (std::mem::take(id), standing.clone())
-        });
-        let (id, standing) = taken.unzip();
-        ids.push(id.unwrap_or_else(|| job.id.clone()));
-        let mut standing = standing.unwrap_or_else(|| {
+    let mut tickets = memory.tickets;
+    let slots = memory.slots.values_mut();
+    let mut standings: Vec<Standing> = Vec::with_capacity(slots.len());
+    let mut before: Vec<Option<Standing>> = Vec::with_capacity(slots.len());
+    // Standings come, and tickets are handed out, in snapshot order.
+    for (job, slot) in snapshot.jobs.iter().zip(slots.iter_mut()) {
+        let kept = slot.standing.take();
+        let mut standing = kept.clone().unwrap_or_else(|| {
             tickets += 1;
             Standing::new(now, tickets - 1)
         });
-        let moved = standing.advance(now, fact.holds, fact.width, &params.queues, &mut tickets);
+        before.push(kept);
+        let moved = standing.advance(
+            now,
+            slot.facts.holds,
+            slot.facts.width,
+            &params.queues,
+            &mut tickets,
+        );
         if let Some(transition) = moved {
             log::debug(&describe_transition(&job.id, standing.queue, &transition));
         }
         standings.push(standing);
     }
+    let facts: Vec<&Facts> = slots.iter().map(|s| &s.facts).collect();
     let order = ranking(&standings);
     let admitted = admit(snapshot, &facts, &order);
     let mut ledger = Ledger::new(snapshot);
@@ -180,28 +178,25 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
     }
     let labels = queue_labels(snapshot, &mut standings);
-    // An entry whose standing is as the previous blob wrote it is copied from there;
-    // a changed one keeps the id written there.
-    let same: Vec<bool> = previous
-        .iter()
-        .zip(&standings)
-        .map(|(&at, now)| at.is_some_and(|at| blob::same_entry(&saved[at].1, now)))
-        .collect();
-    let state = State {
-        jobs: ids.into_iter().zip(standings).collect(),
-        tickets,
-        seen: Some(now),
-    };
+    // An entry is copied from the previous blob when its standing (label shown
+    // included) is as that blob wrote it.
+    let slots = memory.slots.values_mut().iter_mut();
+    for ((slot, standing), before) in slots.zip(standings).zip(before) {
+        slot.written &= before.is_some_and(|b| blob::same_entry(&b, &standing));
+        slot.standing = Some(standing);
+    }
+    memory.tickets = tickets;
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: blob::write(state, &previous, &same, written.as_ref()),
+        state: memory.write_and_keep(now),
     })
 }
 
-/// What a round needs of a job, read from its tasks once.
-struct Facts {
+/// What a round needs of a job, read from its tasks when it changes.
+#[derive(Clone, Debug)]
+pub struct Facts {
     /// It has tasks on nodes ([`holds_resources`]).
     holds: bool,
     /// The host would accept its preemption now ([`preemptible`]).
@@ -212,8 +207,20 @@ struct Facts {
     width: f64,
 }
 
+impl Default for Facts {
+    fn default() -> Self {
+        Self {
+            holds: false,
+            preemptible: false,
+            demand: Resources::zero(),
+            width: 0.0,
+        }
+    }
+}
+
 impl Facts {
-    fn of(job: &Job) -> Self {
+    /// `job`'s facts.
+    pub(crate) fn of(job: &Job) -> Self {
         let demand = total_requests(&job.tasks);
         Self {
             holds: holds_resources(job),
@@ -228,7 +235,7 @@ impl Facts {
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
 /// too large for what is left does not stop smaller ones ranked below it. `order` is
 /// the jobs' positions in rank order ([`ranking`]).
-fn admit(snapshot: &Snapshot, facts: &[Facts], order: &[usize]) -> Vec<bool> {
+fn admit(snapshot: &Snapshot, facts: &[&Facts], order: &[usize]) -> Vec<bool> {
     let mut left = snapshot
         .nodes
         .iter()
@@ -428,6 +435,104 @@ mod tests {
         );
         let d1 = decide(&settings, &s, &d0.state).unwrap();
         assert_eq!(moves(&d1), (vec![], vec![]));
+    }
+
+    type Change<'a> = &'a dyn Fn(&mut Snapshot);
+
+    /// `s` after the host applied `d`: placements bound and running, preempted jobs
+    /// waiting again with their nodes released.
+    fn after(s: &Snapshot, d: &Decision) -> Snapshot {
+        use switchyard_policy_sdk::cluster::ResourcesExt;
+        use switchyard_policy_sdk::{JobPhase, TaskPhase};
+        let mut next = applied(s, d);
+        for action in &d.actions {
+            let Operation::Preempt(id) = &action.op else {
+                continue;
+            };
+            let job = next.jobs.iter_mut().find(|j| j.id == *id).unwrap();
+            job.phase = JobPhase::Waiting;
+            for t in &mut job.tasks {
+                if let Some(n) = next
+                    .nodes
+                    .iter_mut()
+                    .find(|n| Some(&n.name) == t.node.as_ref())
+                {
+                    n.requested = n.requested.saturating_minus(&t.requests);
+                }
+                t.node = None;
+                t.phase = TaskPhase::Pending;
+            }
+            next.triggers = vec![Trigger::JobPreempted(id.clone())];
+        }
+        next
+    }
+
+    /// A kept instance, given only what changed each round, against a fresh instance
+    /// given the same snapshot and blob: the same decisions, the same blob.
+    #[test]
+    fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
+        use switchyard_policy_sdk::changes::with_applied;
+        let settings = [set("queue_thresholds", "1000")];
+        let mut round = snapshot(
+            0.0,
+            gpu_nodes(1, 4),
+            vec![job("old").requests(1000, 4), job("small").requests(1000, 1)],
+        );
+        let changes: [Change; 7] = [
+            &|s| s.time = 60.0,
+            &|s| {
+                s.time = 300.0;
+                s.jobs
+                    .push(job("new").requests(1000, 4).submitted_at(300.0));
+            },
+            &|s| s.time = 305.0,
+            &|s| s.time = 365.0,
+            &|s| {
+                s.time = 400.0;
+                s.jobs.retain(|j| j.id != "new");
+                s.nodes[0].requested = Resources::zero();
+                s.triggers = vec![Trigger::JobFinished("new".into())];
+            },
+            &|s| s.time = 460.0,
+            &|s| s.time = 520.0,
+        ];
+        let mut blob = Vec::new();
+        let mut before: Option<Snapshot> = None;
+        for change in changes.iter().map(Some).chain([None]) {
+            let delta = match &before {
+                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+                Some(b) => change_between(b, &round),
+            };
+            let kept = with_applied(delta, |s| decide(&settings, s, &blob).unwrap()).unwrap();
+            let mine = crate::blob::take();
+            let fresh = decide(&settings, &round, &blob).unwrap();
+            crate::blob::put_back(mine);
+            let t = round.time;
+            assert_eq!(
+                format!("{:?}", kept.actions),
+                format!("{:?}", fresh.actions),
+                "t={t}"
+            );
+            assert_eq!(
+                format!("{:?}", kept.labels),
+                format!("{:?}", fresh.labels),
+                "t={t}"
+            );
+            assert_eq!(
+                String::from_utf8(kept.state.clone()),
+                String::from_utf8(fresh.state),
+                "t={t}"
+            );
+            let read: State = state::decode(&kept.state).unwrap();
+            assert_eq!(state::encode(&read).len(), kept.state.len(), "serde's JSON");
+            blob = kept.state.clone();
+            let mut next = after(&round, &kept);
+            if let Some(change) = change {
+                change(&mut next);
+            }
+            before = Some(round);
+            round = next;
+        }
     }
 
     #[test]
