@@ -5,12 +5,11 @@
 //! a job's entry and a label's only when the job or its state changed ([`Entries`]), a
 //! worker's only when its state did. Which jobs changed comes from the host's change
 //! ([`Follow`]), so a round over a long queue reads the queue's jobs only where they
-//! changed.
+//! changed, and a job's state is kept with it rather than looked up by id.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use rustc_hash::FxHashSet;
 use switchyard_policy_sdk::{
     Snapshot,
     changes::Follow,
@@ -26,10 +25,8 @@ const LIST_VALUES: [&str; 3] = ["NL", "WL", "CL"];
 /// What FlowCon keeps of one job of the snapshot.
 #[derive(Clone, Debug, Default)]
 pub struct Slot {
-    /// The job's id.
-    id: String,
-    /// The job has a state in [`Memory::jobs`].
-    pub has_state: bool,
+    /// The job's state, once it ran on a worker Algorithm 1 ran on.
+    state: Option<JobState>,
     /// The position in `values` of the label last shown, if any.
     shown: Option<u32>,
 }
@@ -37,8 +34,8 @@ pub struct Slot {
 /// FlowCon's memory.
 #[derive(Debug, Default)]
 pub struct Memory {
-    /// Per job that ran, by id.
-    pub jobs: BTreeMap<String, JobState>,
+    /// The job states a blob held, until the first snapshot takes them by id.
+    read: BTreeMap<String, JobState>,
     /// Per worker.
     pub workers: BTreeMap<String, WorkerState>,
     /// Each job of the snapshot, in its order.
@@ -97,7 +94,7 @@ impl Memory {
             })
             .collect();
         Ok(Self {
-            jobs: st.jobs,
+            read: st.jobs,
             workers: st.workers,
             slots: Follow::unmatched(slots),
             values,
@@ -112,56 +109,50 @@ impl Memory {
     pub fn follow(&mut self, snapshot: &Snapshot) {
         self.job_entries.follow(snapshot);
         self.label_entries.follow(snapshot);
-        let jobs = &mut self.jobs;
-        let mut left = Vec::new();
-        let followed = self.slots.follow(
+        let read = &mut self.read;
+        self.slots.follow(
             snapshot,
             |_, job, old| {
-                let shown = old.and_then(|o| o.shown);
+                let old = old.unwrap_or_default();
                 Slot {
-                    id: job.id.clone(),
-                    has_state: jobs.contains_key(&job.id),
-                    shown,
+                    state: old.state.or_else(|| read.remove(&job.id)),
+                    shown: old.shown,
                 }
             },
-            |gone| {
-                if gone.has_state {
-                    left.push(gone.id);
-                }
-            },
+            |_| {},
         );
-        for id in left {
-            jobs.remove(&id);
-        }
-        if followed.whole {
-            // Matched afresh: a state of a job that is not in the snapshot goes.
-            let live: FxHashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
-            self.jobs.retain(|id, _| live.contains(id.as_str()));
-        }
+        // A state read back for a job that is not in the snapshot goes.
+        self.read.clear();
     }
 
-    /// Each job of the snapshot, in its order.
-    pub fn slots(&self) -> &[Slot] {
-        self.slots.values()
+    /// How many jobs have a state.
+    pub fn states(&self) -> usize {
+        self.slots
+            .values()
+            .iter()
+            .filter(|s| s.state.is_some())
+            .count()
     }
 
-    /// The state of the job at `at` changed (or is new).
-    pub fn state_changed(&mut self, at: usize) {
-        if let Some(slot) = self.slots.values_mut().get_mut(at) {
-            slot.has_state = true;
+    /// Takes the state of the job at `at` (to give it back with [`Memory::put_state`]).
+    pub fn take_state(&mut self, at: usize) -> Option<JobState> {
+        self.slots.values_mut()[at].state.take()
+    }
+
+    /// Gives the job at `at` its state; `changed` when it differs from the blob's.
+    pub fn put_state(&mut self, at: usize, state: JobState, changed: bool) {
+        self.slots.values_mut()[at].state = Some(state);
+        if changed {
+            self.job_entries.changed(at);
         }
-        self.job_entries.changed(at);
     }
 
     /// The `list` label of each job with a state whose list differs from the label it
     /// was last shown, in snapshot order; remembers them as shown.
-    pub fn changed_labels(&mut self, snapshot: &Snapshot) -> Vec<(usize, List)> {
+    pub fn changed_labels(&mut self) -> Vec<(usize, List)> {
         let mut changed = Vec::new();
         for (at, slot) in self.slots.values_mut().iter_mut().enumerate() {
-            if !slot.has_state {
-                continue;
-            }
-            let Some(list) = self.jobs.get(&snapshot.jobs[at].id).map(|s| s.list) else {
+            let Some(list) = slot.state.as_ref().map(|s| s.list) else {
                 continue;
             };
             let value = list_value(list);
@@ -179,10 +170,10 @@ impl Memory {
     /// The blob, the JSON of [`State`], for the host to keep; the memory is kept with
     /// it.
     pub fn write_and_keep(mut self, snapshot: &Snapshot) -> Vec<u8> {
-        let (jobs, slots) = (&self.jobs, self.slots.values());
+        let slots = self.slots.values();
         let job_entries = self.job_entries.write(b"", b"", |at, out| {
             let id = &snapshot.jobs[at].id;
-            let Some(state) = slots[at].has_state.then(|| jobs.get(id)).flatten() else {
+            let Some(state) = &slots[at].state else {
                 return false;
             };
             out.extend_from_slice(&state::encode(id));

@@ -236,18 +236,18 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .iter()
         .map(|n| (n.name.as_str(), n.allocatable.cpu_millis as f64 / 1000.0))
         .collect();
-    let mut changed = Vec::new();
     for (&worker, jobs) in &by_worker {
         let mut members: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
         members.sort_unstable();
-        let ws = memory
-            .workers
-            .entry(worker.to_string())
-            .or_insert_with(|| WorkerState {
+        if !memory.workers.contains_key(worker) {
+            let fresh = WorkerState {
                 itval: p.itval,
                 due: now,
                 members: vec![],
-            });
+            };
+            memory.workers.insert(worker.to_string(), fresh);
+        }
+        let ws = memory.workers.get_mut(worker).expect("inserted above");
         // Algorithm 2: a change in the worker's jobs resets itval and runs at once.
         let same_members = ws.members.len() == members.len()
             && ws.members.iter().zip(&members).all(|(a, b)| a == b);
@@ -262,8 +262,7 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
             continue;
         }
         let worker_cores = cores_of_node.get(worker).copied().unwrap_or(0.0);
-        let (weights, all_cl) =
-            run_worker(jobs, worker_cores, &mut memory.jobs, &p, now, &mut changed);
+        let (weights, all_cl) = run_worker(jobs, worker_cores, &mut memory, &p, now);
         let ws = memory.workers.get_mut(worker).expect("inserted above");
         if all_cl {
             ws.itval *= 2.0;
@@ -271,16 +270,13 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         ws.due = now + ws.itval;
         actions.extend(weights);
     }
-    for at in changed {
-        memory.state_changed(at);
-    }
     let next = memory
         .workers
         .values()
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
     let labels = memory
-        .changed_labels(snapshot)
+        .changed_labels()
         .into_iter()
         .map(|(at, list)| JobLabel {
             job: snapshot.jobs[at].id.clone(),
@@ -408,36 +404,52 @@ pub fn cl_limit(share: f64, floor: f64, capped: Option<f64>, n: usize) -> (f64, 
 fn run_worker(
     positioned: &[(usize, &Job)],
     worker_cores: f64,
-    states: &mut BTreeMap<String, JobState>,
+    memory: &mut Memory,
     p: &Params,
     now: f64,
-    changed: &mut Vec<usize>,
 ) -> (Vec<Action>, bool) {
     let jobs: Vec<&Job> = positioned.iter().map(|(_, j)| *j).collect();
-    // The state each job had before this run, to tell which ones it changed.
-    let before: Vec<Option<JobState>> = jobs.iter().map(|j| states.get(&j.id).cloned()).collect();
-    let (actions, all_cl) = run_worker_jobs(&jobs, worker_cores, states, p, now);
-    for ((at, job), before) in positioned.iter().zip(before) {
-        if before.as_ref() != states.get(&job.id) {
-            changed.push(*at);
+    // Each job's state, taken from its slot (the same job listed twice shares one),
+    // and what it was before this run.
+    let mut slot_of = Vec::with_capacity(positioned.len());
+    let mut owners: Vec<usize> = Vec::new();
+    for &(at, _) in positioned {
+        match owners.iter().position(|&o| o == at) {
+            Some(k) => slot_of.push(k),
+            None => {
+                slot_of.push(owners.len());
+                owners.push(at);
+            }
         }
+    }
+    let before: Vec<Option<JobState>> = owners.iter().map(|&at| memory.take_state(at)).collect();
+    let mut states: Vec<JobState> = before
+        .iter()
+        .map(|b| b.clone().unwrap_or_default())
+        .collect();
+    let (actions, all_cl) = run_worker_jobs(&jobs, &slot_of, worker_cores, &mut states, p, now);
+    for ((at, state), before) in owners.into_iter().zip(states).zip(before) {
+        let changed = before.as_ref() != Some(&state);
+        memory.put_state(at, state, changed);
     }
     (actions, all_cl)
 }
 
-/// [`run_worker`] on the worker's `jobs`.
+/// [`run_worker`] on the worker's `jobs`, the state of `jobs[k]` being
+/// `states[slot_of[k]]`.
 fn run_worker_jobs(
     jobs: &[&Job],
+    slot_of: &[usize],
     worker_cores: f64,
-    states: &mut BTreeMap<String, JobState>,
+    states: &mut [JobState],
     p: &Params,
     now: f64,
 ) -> (Vec<Action>, bool) {
     let measured: Vec<(f64, bool)> = jobs.iter().map(|j| cores_of(j)).collect();
     let running = measured.iter().filter(|(c, m)| *m && *c > 0.0).count();
     let mut gains: Vec<Option<f64>> = Vec::with_capacity(jobs.len());
-    for (job, &(cores, is_measured)) in jobs.iter().zip(&measured) {
-        let js = states.entry(job.id.clone()).or_default();
+    for (k, (job, &(cores, is_measured))) in jobs.iter().zip(&measured).enumerate() {
+        let js = &mut states[slot_of[k]];
         if is_measured {
             observe_cap(js, cores, worker_cores, running);
         }
@@ -462,14 +474,14 @@ fn run_worker_jobs(
         }
         gains.push(g);
     }
-    let lists: Vec<List> = jobs.iter().map(|j| states[&j.id].list).collect();
+    let lists: Vec<List> = slot_of.iter().map(|&u| states[u].list).collect();
     let all_cl = lists.iter().all(|l| *l == List::CL);
     let n = jobs.len() as f64;
     let sum: f64 = gains.iter().flatten().sum();
     let floor = 1.0 / (p.beta * n);
     // Lines 14-26: each job's limit L, a fraction of the worker.
     let mut limits: Vec<(f64, String)> = Vec::with_capacity(jobs.len());
-    for ((job, list), g) in jobs.iter().zip(&lists).zip(&gains) {
+    for (k, (list, g)) in lists.iter().zip(&gains).enumerate() {
         let limit = if all_cl {
             (
                 1.0,
@@ -479,18 +491,18 @@ fn run_worker_jobs(
             match list {
                 List::NL => (1.0, "NL: growing fast".to_string()),
                 List::WL => (
-                    states[&job.id].limit.unwrap_or(1.0),
+                    states[slot_of[k]].limit.unwrap_or(1.0),
                     "WL: limit unchanged".to_string(),
                 ),
                 List::CL => {
                     let g = g.unwrap_or(0.0);
                     let share = if sum > 0.0 { g / sum } else { 0.0 };
-                    let capped = states[&job.id].capped.filter(|_| p.spare_capped);
+                    let capped = states[slot_of[k]].capped.filter(|_| p.spare_capped);
                     cl_limit(share, floor, capped, jobs.len())
                 }
             }
         };
-        states.get_mut(&job.id).expect("entered above").limit = Some(limit.0);
+        states[slot_of[k]].limit = Some(limit.0);
         limits.push(limit);
     }
     let caps: Vec<f64> = limits.iter().map(|(l, _)| *l).collect();
@@ -604,7 +616,7 @@ mod tests {
             let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
             // A fresh instance: nothing kept (the kept instance's memory is put back).
             let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
-            let held = mine.0.as_ref().map_or(0, |m| m.jobs.len());
+            let held = mine.0.as_ref().map_or(0, |m| m.states());
             assert_eq!(
                 held,
                 fresh_states(&round, &kept),
