@@ -47,8 +47,11 @@ pub struct Memory {
     job_entries: Entries,
     /// The remembered labels' entries, in snapshot order.
     label_entries: Entries,
-    /// Each worker's entry as last written, with the state it holds.
-    worker_entries: BTreeMap<String, (WorkerState, Vec<u8>)>,
+    /// Each worker's entry as last written (`"name":{...}`), with its name and the
+    /// state it holds, in name order.
+    worker_entries: Vec<(String, WorkerState, Vec<u8>)>,
+    /// The JSON of `values` as last written.
+    values_json: Vec<u8>,
     /// The blob returned last.
     blob: Vec<u8>,
 }
@@ -100,7 +103,8 @@ impl Memory {
             values,
             job_entries: Entries::new(b","),
             label_entries: Entries::new(b""),
-            worker_entries: BTreeMap::new(),
+            worker_entries: Vec::new(),
+            values_json: Vec::new(),
             blob: Vec::new(),
         })
     }
@@ -192,26 +196,31 @@ impl Memory {
         blob.extend_from_slice(b"{\"jobs\":{");
         blob.extend_from_slice(&job_entries);
         blob.extend_from_slice(b"},\"workers\":{");
-        let cache = std::mem::take(&mut self.worker_entries);
+        // A worker's entry is written again only when its state changed; the workers
+        // and the cache are both in name order.
+        let mut cache = std::mem::take(&mut self.worker_entries).into_iter().peekable();
         for (i, (name, worker)) in self.workers.iter().enumerate() {
             if i > 0 {
                 blob.push(b',');
             }
-            let bytes = match cache.get(name) {
-                Some((kept, bytes)) if kept == worker => bytes.clone(),
+            while cache.next_if(|(kept, _, _)| kept < name).is_some() {}
+            let entry = match cache.next_if(|(kept, _, _)| kept == name) {
+                Some((kept, state, bytes)) if state == *worker => (kept, state, bytes),
                 _ => {
                     let mut bytes = state::encode(name);
                     bytes.push(b':');
                     bytes.extend_from_slice(&state::encode(worker));
-                    bytes
+                    (name.clone(), worker.clone(), bytes)
                 }
             };
-            blob.extend_from_slice(&bytes);
-            self.worker_entries
-                .insert(name.clone(), (worker.clone(), bytes));
+            blob.extend_from_slice(&entry.2);
+            self.worker_entries.push(entry);
         }
         blob.extend_from_slice(b"},\"shown\":{\"values\":");
-        blob.extend_from_slice(&state::encode(&self.values));
+        if self.values_json.is_empty() {
+            self.values_json = state::encode(&self.values);
+        }
+        blob.extend_from_slice(&self.values_json);
         blob.extend_from_slice(b",\"shown\":\"");
         blob.extend_from_slice(&label_entries);
         blob.extend_from_slice(b"\"}}");

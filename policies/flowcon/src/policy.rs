@@ -1,6 +1,7 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
 //! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
@@ -480,25 +481,27 @@ fn run_worker_jobs(
     let sum: f64 = gains.iter().flatten().sum();
     let floor = 1.0 / (p.beta * n);
     // Lines 14-26: each job's limit L, a fraction of the worker.
-    let mut limits: Vec<(f64, String)> = Vec::with_capacity(jobs.len());
+    // The reasons are written only for weights that are sent: most are not.
+    let mut limits: Vec<(f64, Cow<'static, str>)> = Vec::with_capacity(jobs.len());
     for (k, (list, g)) in lists.iter().zip(&gains).enumerate() {
         let limit = if all_cl {
             (
                 1.0,
-                "all jobs on the worker in CL: free competition, itval doubles".to_string(),
+                Cow::Borrowed("all jobs on the worker in CL: free competition, itval doubles"),
             )
         } else {
             match list {
-                List::NL => (1.0, "NL: growing fast".to_string()),
+                List::NL => (1.0, Cow::Borrowed("NL: growing fast")),
                 List::WL => (
                     states[slot_of[k]].limit.unwrap_or(1.0),
-                    "WL: limit unchanged".to_string(),
+                    Cow::Borrowed("WL: limit unchanged"),
                 ),
                 List::CL => {
                     let g = g.unwrap_or(0.0);
                     let share = if sum > 0.0 { g / sum } else { 0.0 };
                     let capped = states[slot_of[k]].capped.filter(|_| p.spare_capped);
-                    cl_limit(share, floor, capped, jobs.len())
+                    let (limit, why) = cl_limit(share, floor, capped, jobs.len());
+                    (limit, Cow::Owned(why))
                 }
             }
         };

@@ -1,13 +1,16 @@
 //! The state blob, written a job at a time: the JSON of [`State`], where each job's
-//! entry is copied from the previous blob when its standing did not change.
+//! entry is copied from the previous blob, and only the numbers that changed are
+//! written over.
 //!
-//! Tiresias keeps a standing per job of the queue, and the host hands the blob back
-//! every round. Written by serde, it was two thirds of a round on the Philly trace (a
-//! few floats formatted and an id escaped per queued job, every round). A job that waits
-//! without having run keeps the same standing from round to round (the round's time is
-//! written once, not per job), so its entry is the same bytes: only the jobs that run,
-//! or wait after running, are written anew. The bytes are exactly serde's, so any reader
-//! (a fresh instance, an operator with `jq`) sees the same JSON.
+//! Tiresias keeps a standing per job of the queue, and on a busy trace nearly every
+//! standing changes every round: a running job's service grows, and so does the
+//! waiting time of a job that ran before. Written anew each round, the entries were
+//! most of a round. So each number of an entry has a fixed width (right-aligned, the
+//! spaces in front being JSON's whitespace): an entry keeps its place and length, the
+//! blob is copied as it was, and a changed number is written over its own field. The
+//! numbers are the ones serde writes (the shortest text that reads back exactly), so
+//! any reader (a fresh instance, an operator with `jq`) reads the same state; a blob
+//! of serde's compact form reads as well.
 
 use std::cell::RefCell;
 
@@ -22,8 +25,7 @@ use crate::policy::{Facts, State};
 use crate::queues::Standing;
 
 /// Where one job's entry is in the last blob: `["<id>",{standing}]`, the standing
-/// starting `id_len` bytes after `start` (the `[`, the id's JSON string and the comma),
-/// so a changed standing is written after the id copied from there.
+/// starting `id_len` bytes after `start` (the `[`, the id's JSON string and the comma).
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     start: usize,
@@ -42,8 +44,8 @@ pub struct Slot {
     pub facts: Facts,
     /// Its entry in the last blob.
     entry: Option<Entry>,
-    /// The standing is as that entry writes it.
-    pub written: bool,
+    /// The standing that entry holds.
+    written: Option<Standing>,
 }
 
 impl Slot {
@@ -119,17 +121,17 @@ impl Memory {
             .follow(snapshot, |_, job, old| Slot::of(job, old), |_| {});
     }
 
-    /// The blob, the JSON of [`State`] (serde's bytes, with the round's time `seen`):
-    /// an entry whose standing is as written is copied from the previous blob (runs of
-    /// them in one piece); a changed one keeps its id from there. Kept with the memory
-    /// for the next [`read`].
+    /// The blob, the JSON of [`State`] with the round's time `seen`: the entries are
+    /// copied from the previous blob (runs of them in one piece) and only the numbers
+    /// that changed are written over; a new job's entry is written whole. Kept with the
+    /// memory for the next [`read`].
     pub fn write_and_keep(mut self, seen: f64) -> Vec<u8> {
         let previous = std::mem::take(&mut self.blob);
         let mut blob = Vec::with_capacity(previous.len() + 64);
         blob.extend_from_slice(b"{\"jobs\":[");
         let slots = self.slots.values_mut();
-        // Entries of the previous blob to copy whole, not copied yet: positions
-        // `first..=last`, which follow one another there, commas included.
+        // Entries of the previous blob not copied yet: positions `first..=last`, which
+        // follow one another there, commas included.
         let mut run: Option<(usize, usize)> = None;
         let copy = |blob: &mut Vec<u8>, slots: &mut [Slot], (first, last): (usize, usize)| {
             let from = slots[first].entry.expect("copied entries exist").start;
@@ -142,8 +144,7 @@ impl Memory {
             }
         };
         for at in 0..slots.len() {
-            let entry = slots[at].entry.filter(|_| slots[at].written);
-            if let Some(entry) = entry {
+            if let Some(entry) = slots[at].entry {
                 match &mut run {
                     Some((_, last))
                         if slots[*last].entry.is_some_and(|e| e.end + 1 == entry.start) =>
@@ -170,32 +171,36 @@ impl Memory {
             }
             let start = blob.len();
             let slot = &mut slots[at];
-            let id_len = match slot.entry {
-                Some(e) => {
-                    blob.extend_from_slice(&previous[e.start..e.start + e.id_len]);
-                    e.id_len
-                }
-                None => {
-                    blob.push(b'[');
-                    blob.extend_from_slice(&state::encode(&slot.id));
-                    blob.push(b',');
-                    blob.len() - start
-                }
-            };
-            write_standing(
-                &mut blob,
-                slot.standing.as_ref().expect("every job has a standing"),
-            );
+            blob.push(b'[');
+            blob.extend_from_slice(&state::encode(&slot.id));
+            blob.push(b',');
+            let id_len = blob.len() - start;
+            let standing = slot.standing.as_ref().expect("every job has a standing");
+            write_standing(&mut blob, standing);
             blob.push(b']');
             slot.entry = Some(Entry {
                 start,
                 end: blob.len(),
                 id_len,
             });
-            slot.written = true;
+            slot.written = Some(standing.clone());
         }
         if let Some(r) = run.take() {
             copy(&mut blob, slots, r);
+        }
+        // The copied entries whose standing changed: their numbers written over.
+        for slot in slots.iter_mut() {
+            let (Some(entry), Some(now)) = (slot.entry, slot.standing.as_ref()) else {
+                continue;
+            };
+            let at = entry.start + entry.id_len;
+            let fields = &mut blob[at..entry.end - 1];
+            match &slot.written {
+                Some(was) if same_entry(was, now) => continue,
+                Some(was) => overwrite(fields, was, now),
+                None => overwrite_all(fields, now),
+            }
+            slot.written = Some(now.clone());
         }
         blob.extend_from_slice(b"],\"tickets\":");
         blob.extend_from_slice(&state::encode(&self.tickets));
@@ -231,12 +236,43 @@ pub fn same_entry(before: &Standing, after: &Standing) -> bool {
         && before.shown == after.shown
 }
 
-/// `standing` as serde writes it (the fields in their order, `c` skipped, `s` only
-/// when set), without serde's machinery around each field: a round writes every job
-/// that runs, or waits after having run. A job's two clocks mostly hold the same
-/// value, written once and copied.
-fn write_standing(out: &mut Vec<u8>, standing: &Standing) {
+/// Width of an integer's field: any `u64`.
+const INTEGER: usize = 20;
+/// Width of a float's field: the longest shortest text of an `f64`
+/// (`-2.2250738585072014e-308`).
+const FLOAT: usize = 24;
+
+/// The fields of a standing in an entry: the key before each, and the width of its
+/// value. An entry's standing is `{` and these, then `}`.
+const FIELDS: [(&[u8], usize); 6] = [
+    (b"\"q\":", INTEGER),
+    (b",\"n\":", INTEGER),
+    (b",\"e\":", FLOAT),
+    (b",\"t\":", FLOAT),
+    (b",\"p\":", FLOAT),
+    (b",\"s\":", INTEGER),
+];
+
+/// Where field `k`'s value starts in a standing's bytes (after its `{`).
+fn field(k: usize) -> std::ops::Range<usize> {
+    let start = 1
+        + FIELDS[..k]
+            .iter()
+            .map(|(key, w)| key.len() + w)
+            .sum::<usize>()
+        + FIELDS[k].0.len();
+    start..start + FIELDS[k].1
+}
+
+/// The text of field `k` of `standing`: what serde writes for it (`null` for a float
+/// that is not finite, or no label shown).
+fn text(standing: &Standing, k: usize, out: &mut Vec<u8>) {
     use serde_json::ser::{CompactFormatter, Formatter};
+    let integer = |out: &mut Vec<u8>, value: u64| {
+        CompactFormatter
+            .write_u64(out, value)
+            .expect("writing to a Vec");
+    };
     let number = |out: &mut Vec<u8>, value: f64| {
         if value.fract() == 0.0 && value.abs() < 1e15 && !(value == 0.0 && value.is_sign_negative())
         {
@@ -254,32 +290,64 @@ fn write_standing(out: &mut Vec<u8>, standing: &Standing) {
             out.extend_from_slice(b"null");
         }
     };
-    let integer = |out: &mut Vec<u8>, value: u64| {
-        CompactFormatter
-            .write_u64(out, value)
-            .expect("writing to a Vec");
-    };
-    out.extend_from_slice(b"{\"q\":");
-    integer(out, standing.queue as u64);
-    out.extend_from_slice(b",\"n\":");
-    integer(out, standing.ticket);
-    out.extend_from_slice(b",\"e\":");
-    let executed = out.len();
-    number(out, standing.executed);
-    out.extend_from_slice(b",\"t\":");
-    if standing.total.to_bits() == standing.executed.to_bits() {
-        let end = out.len() - b",\"t\":".len();
-        out.extend_from_within(executed..end);
-    } else {
-        number(out, standing.total);
+    match k {
+        0 => integer(out, standing.queue as u64),
+        1 => integer(out, standing.ticket),
+        2 => number(out, standing.executed),
+        3 => number(out, standing.total),
+        4 => number(out, standing.waited),
+        _ => match standing.shown {
+            Some(shown) => integer(out, shown as u64),
+            None => out.extend_from_slice(b"null"),
+        },
     }
-    out.extend_from_slice(b",\"p\":");
-    number(out, standing.waited);
-    if let Some(shown) = standing.shown {
-        out.extend_from_slice(b",\"s\":");
-        integer(out, shown as u64);
+}
+
+/// Writes field `k` of `standing` over its place in `fields` (a standing's bytes),
+/// right-aligned after spaces.
+fn put(fields: &mut [u8], standing: &Standing, k: usize) {
+    let mut value = Vec::with_capacity(FLOAT);
+    text(standing, k, &mut value);
+    let place = &mut fields[field(k)];
+    let pad = place.len() - value.len();
+    place[..pad].fill(b' ');
+    place[pad..].copy_from_slice(&value);
+}
+
+/// Appends `standing` with every number in its field.
+fn write_standing(out: &mut Vec<u8>, standing: &Standing) {
+    let start = out.len();
+    out.push(b'{');
+    for (key, width) in FIELDS {
+        out.extend_from_slice(key);
+        out.resize(out.len() + width, b' ');
     }
     out.push(b'}');
+    overwrite_all(&mut out[start..], standing);
+}
+
+/// Writes every field of `now` over `fields`.
+fn overwrite_all(fields: &mut [u8], now: &Standing) {
+    for k in 0..FIELDS.len() {
+        put(fields, now, k);
+    }
+}
+
+/// Writes over `fields` (holding `was`) the fields in which `now` differs.
+fn overwrite(fields: &mut [u8], was: &Standing, now: &Standing) {
+    let differs = [
+        was.queue != now.queue,
+        was.ticket != now.ticket,
+        was.executed.to_bits() != now.executed.to_bits(),
+        was.total.to_bits() != now.total.to_bits(),
+        was.waited.to_bits() != now.waited.to_bits(),
+        was.shown != now.shown,
+    ];
+    for (k, differs) in differs.into_iter().enumerate() {
+        if differs {
+            put(fields, now, k);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -329,11 +397,6 @@ mod tests {
         let blob = with_applied(delta, |s| {
             memory.follow(s);
             for (slot, (_, standing)) in memory.slots.values_mut().iter_mut().zip(jobs) {
-                let same = slot
-                    .standing
-                    .as_ref()
-                    .is_some_and(|b| same_entry(b, standing));
-                slot.written &= same;
                 slot.standing = Some(standing.clone());
             }
             memory.tickets = 9;
@@ -343,11 +406,32 @@ mod tests {
         (blob, now)
     }
 
+    /// `blob` without the padding of its numbers and without the `"s":null` of a job
+    /// shown no label: serde's compact JSON of the same state.
+    fn compact(blob: &[u8]) -> String {
+        let text = String::from_utf8(blob.to_vec()).unwrap();
+        let mut out = String::new();
+        let mut in_string = false;
+        let mut escaped = false;
+        for c in text.chars() {
+            match (in_string, escaped, c) {
+                (true, true, _) => escaped = false,
+                (true, false, '\\') => escaped = true,
+                (_, false, '"') => in_string = !in_string,
+                (false, _, ' ') => continue,
+                _ => {}
+            }
+            out.push(c);
+        }
+        out.replace(",\"s\":null", "")
+    }
+
     #[test]
     fn entries_copied_or_written_give_serde_s_own_bytes_and_read_back() {
         let first = [("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))];
         let (blob, s1) = round(Memory::default(), None, &first, 10.0);
-        assert_eq!(blob, serde_json::to_vec(&state(&first, 10.0)).unwrap());
+        let whole = serde_json::to_vec(&state(&first, 10.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
         // `a` left, `b"q` is unchanged, `c` is new and `d` changed.
         let second = [
             ("b\"q", standing(1, 0.5)),
@@ -356,18 +440,33 @@ mod tests {
         ];
         let (blob, s2) = round(read(&blob).unwrap(), Some(&s1), &second, 20.0);
         let whole = serde_json::to_vec(&state(&second, 20.0)).unwrap();
-        assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
-        // `b"q` ran (its id, quote escaped, is copied, its standing written), `c` and
-        // `d` are copied in one piece, `e` is new.
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
+        // `b"q` ran (its numbers are written over its entry), `c` and `d` are copied.
         let third = [
+            ("b\"q", standing(1, 0.75)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+        ];
+        let before = blob.clone();
+        let (blob, s3) = round(read(&blob).unwrap(), Some(&s2), &third, 20.0);
+        let whole = serde_json::to_vec(&state(&third, 20.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
+        assert_eq!(blob.len(), before.len(), "every entry kept its place");
+        let differ = blob.iter().zip(&before).filter(|(a, b)| a != b).count();
+        assert!(
+            differ <= 2 * FLOAT,
+            "only b\"q's clocks were written: {differ} bytes"
+        );
+        // `e` is new.
+        let fourth = [
             ("b\"q", standing(1, 0.75)),
             ("c", standing(2, 0.0)),
             ("d", standing(3, 1.0 / 3.0)),
             ("e", standing(4, 0.0)),
         ];
-        let (blob, _) = round(read(&blob).unwrap(), Some(&s2), &third, 30.0);
-        let whole = serde_json::to_vec(&state(&third, 30.0)).unwrap();
-        assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
+        let (blob, _) = round(read(&blob).unwrap(), Some(&s3), &fourth, 30.0);
+        let whole = serde_json::to_vec(&state(&fourth, 30.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
         // Another instance parses it; the time is given back to every standing.
         KEPT.with(|kept| *kept.borrow_mut() = None);
         let fresh = read(&blob).unwrap();
@@ -382,7 +481,7 @@ mod tests {
     }
 
     #[test]
-    fn a_standing_is_written_as_serde_writes_it() {
+    fn a_standing_holds_the_numbers_serde_writes_each_in_its_field() {
         let cases = [
             Standing::default(),
             Standing {
@@ -411,7 +510,9 @@ mod tests {
             let mut mine = Vec::new();
             write_standing(&mut mine, &standing);
             let serde = serde_json::to_vec(&standing).unwrap();
-            assert_eq!(String::from_utf8(mine), String::from_utf8(serde));
+            assert_eq!(compact(&mine), String::from_utf8(serde).unwrap());
+            let width: usize = FIELDS.iter().map(|(key, w)| key.len() + w).sum();
+            assert_eq!(mine.len(), width + 2, "a standing has a fixed length");
         }
     }
 
@@ -452,7 +553,7 @@ mod tests {
             let mut mine = Vec::new();
             write_standing(&mut mine, &standing);
             let serde = serde_json::to_vec(&standing).unwrap();
-            assert_eq!(String::from_utf8(mine), String::from_utf8(serde), "{value}");
+            assert_eq!(compact(&mine), String::from_utf8(serde).unwrap(), "{value}");
         }
     }
 
