@@ -36,8 +36,8 @@ pub struct Slot {
 pub struct Memory {
     /// The job states a blob held, until the first snapshot takes them by id.
     read: BTreeMap<String, JobState>,
-    /// Per worker.
-    pub workers: BTreeMap<String, WorkerState>,
+    /// Per worker, in name order.
+    pub workers: Vec<(String, WorkerState)>,
     /// Each job of the snapshot, in its order.
     slots: Follow<Slot>,
     /// The label values the blob numbers: [`LIST_VALUES`], then any other a blob read
@@ -47,9 +47,8 @@ pub struct Memory {
     job_entries: Entries,
     /// The remembered labels' entries, in snapshot order.
     label_entries: Entries,
-    /// Each worker's entry as last written (`"name":{...}`), with its name and the
-    /// state it holds, in name order.
-    worker_entries: Vec<(String, WorkerState, Vec<u8>)>,
+    /// Each worker's entry as last written, in name order.
+    worker_entries: Vec<WorkerEntry>,
     /// The JSON of `values` as last written.
     values_json: Vec<u8>,
     /// The blob returned last.
@@ -98,7 +97,7 @@ impl Memory {
             .collect();
         Ok(Self {
             read: st.jobs,
-            workers: st.workers,
+            workers: st.workers.into_iter().collect(),
             slots: Follow::unmatched(slots),
             values,
             job_entries: Entries::new(b","),
@@ -198,22 +197,27 @@ impl Memory {
         blob.extend_from_slice(b"},\"workers\":{");
         // A worker's entry is written again only when its state changed; the workers
         // and the cache are both in name order.
-        let mut cache = std::mem::take(&mut self.worker_entries).into_iter().peekable();
+        let mut cache = std::mem::take(&mut self.worker_entries)
+            .into_iter()
+            .peekable();
         for (i, (name, worker)) in self.workers.iter().enumerate() {
             if i > 0 {
                 blob.push(b',');
             }
-            while cache.next_if(|(kept, _, _)| kept < name).is_some() {}
-            let entry = match cache.next_if(|(kept, _, _)| kept == name) {
-                Some((kept, state, bytes)) if state == *worker => (kept, state, bytes),
+            while cache.next_if(|entry| entry.name < *name).is_some() {}
+            let entry = match cache.next_if(|entry| entry.name == *name) {
+                Some(entry) if entry.state == *worker => entry,
+                // The interval and the time it is due move every run; the members,
+                // rarely: their JSON is kept.
+                Some(entry) if entry.state.members == worker.members => {
+                    WorkerEntry::write(entry.name, worker.clone(), entry.members)
+                }
                 _ => {
-                    let mut bytes = state::encode(name);
-                    bytes.push(b':');
-                    bytes.extend_from_slice(&state::encode(worker));
-                    (name.clone(), worker.clone(), bytes)
+                    let members = state::encode(&worker.members);
+                    WorkerEntry::write(name.clone(), worker.clone(), members)
                 }
             };
-            blob.extend_from_slice(&entry.2);
+            blob.extend_from_slice(&entry.bytes);
             self.worker_entries.push(entry);
         }
         blob.extend_from_slice(b"},\"shown\":{\"values\":");
@@ -227,6 +231,39 @@ impl Memory {
         self.blob = blob.clone();
         KEPT.with(|k| *k.borrow_mut() = Some(self));
         blob
+    }
+}
+
+/// A worker's entry in the blob's `workers` map.
+#[derive(Debug)]
+struct WorkerEntry {
+    name: String,
+    /// The state it holds.
+    state: WorkerState,
+    /// The JSON of the state's members.
+    members: Vec<u8>,
+    /// `"name":{...}`.
+    bytes: Vec<u8>,
+}
+
+impl WorkerEntry {
+    /// The entry of `state` under `name`, its members' JSON being `members`: serde's
+    /// JSON of the state, its fields in their order.
+    fn write(name: String, state: WorkerState, members: Vec<u8>) -> Self {
+        let mut bytes = state::encode(&name);
+        bytes.extend_from_slice(b":{\"itval\":");
+        bytes.extend_from_slice(&state::encode(&state.itval));
+        bytes.extend_from_slice(b",\"due\":");
+        bytes.extend_from_slice(&state::encode(&state.due));
+        bytes.extend_from_slice(b",\"members\":");
+        bytes.extend_from_slice(&members);
+        bytes.push(b'}');
+        Self {
+            name,
+            state,
+            members,
+            bytes,
+        }
     }
 }
 
@@ -249,4 +286,25 @@ pub(crate) fn put_back(memory: Option<Memory>) {
 #[cfg(test)]
 pub(crate) fn take() -> Option<Memory> {
     KEPT.with(|k| k.borrow_mut().take())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_s_entry_is_the_json_serde_writes_for_it() {
+        let state = WorkerState {
+            itval: 60.0,
+            due: 1.0 / 3.0,
+            members: vec!["a".into(), "b\"q".into()],
+        };
+        let entry = WorkerEntry::write("w\"1".into(), state.clone(), state::encode(&state.members));
+        let map = BTreeMap::from([("w\"1".to_string(), state)]);
+        let serde = state::encode(&map);
+        assert_eq!(
+            String::from_utf8(entry.bytes),
+            String::from_utf8(serde[1..serde.len() - 1].to_vec())
+        );
+    }
 }

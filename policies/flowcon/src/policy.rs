@@ -5,6 +5,7 @@ use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
@@ -205,13 +206,22 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         .any(|t| matches!(t, Trigger::JobArrived(_) | Trigger::JobFinished(_)));
     // Running jobs (by snapshot position) by the node their first task is on, the
     // names as the jobs spell them: a worker is a name, whether or not it is a node.
-    let mut by_worker: BTreeMap<&str, Vec<(usize, &Job)>> = BTreeMap::new();
+    // Grouped by hash, then the groups put in name order.
+    let mut group_of: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut by_worker: Vec<(&str, Vec<(usize, &Job)>)> = Vec::new();
+    let mut join = |name, at: usize, job| {
+        let group = *group_of.entry(name).or_insert_with(|| {
+            by_worker.push((name, Vec::new()));
+            by_worker.len() - 1
+        });
+        by_worker[group].1.push((at, job));
+    };
     for (at, job) in snapshot.jobs.iter().enumerate() {
         if job.phase != JobPhase::Running {
             continue;
         }
         if let Some(home) = job.tasks.iter().find_map(|t| t.node.as_deref()) {
-            by_worker.entry(home).or_default().push((at, job));
+            join(home, at, job);
         }
     }
     // Algorithm 2, lines 5-9: a container started on the worker joins NL and Algorithm 1
@@ -222,33 +232,30 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
             && let Some(first) = placement.assignments.first()
             && let Some(node) = snapshot.nodes.iter().find(|n| n.name == first.node)
         {
-            let job = &snapshot.jobs[at];
-            by_worker
-                .entry(node.name.as_str())
-                .or_default()
-                .push((at, job));
+            join(node.name.as_str(), at, &snapshot.jobs[at]);
         }
     }
-    memory
-        .workers
-        .retain(|w, _| by_worker.contains_key(w.as_str()));
-    let cores_of_node: BTreeMap<&str, f64> = snapshot
+    by_worker.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let cores_of_node: FxHashMap<&str, f64> = snapshot
         .nodes
         .iter()
         .map(|n| (n.name.as_str(), n.allocatable.cpu_millis as f64 / 1000.0))
         .collect();
-    for (&worker, jobs) in &by_worker {
-        let mut members: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
-        members.sort_unstable();
-        if !memory.workers.contains_key(worker) {
+    // The workers' states follow the groups, both in name order: a worker without
+    // running jobs is forgotten, a new one starts afresh.
+    let mut kept = std::mem::take(&mut memory.workers).into_iter().peekable();
+    for (worker, jobs) in &by_worker {
+        while kept.next_if(|(name, _)| name.as_str() < *worker).is_some() {}
+        let (name, mut ws) = kept.next_if(|(name, _)| name == worker).unwrap_or_else(|| {
             let fresh = WorkerState {
                 itval: p.itval,
                 due: now,
                 members: vec![],
             };
-            memory.workers.insert(worker.to_string(), fresh);
-        }
-        let ws = memory.workers.get_mut(worker).expect("inserted above");
+            (worker.to_string(), fresh)
+        });
+        let mut members: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
+        members.sort_unstable();
         // Algorithm 2: a change in the worker's jobs resets itval and runs at once.
         let same_members = ws.members.len() == members.len()
             && ws.members.iter().zip(&members).all(|(a, b)| a == b);
@@ -259,21 +266,21 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         if !same_members {
             ws.members = members.iter().map(|m| m.to_string()).collect();
         }
-        if now + 1e-6 < ws.due {
-            continue;
+        if now + 1e-6 >= ws.due {
+            let worker_cores = cores_of_node.get(worker).copied().unwrap_or(0.0);
+            let (weights, all_cl) = run_worker(jobs, worker_cores, &mut memory, &p, now);
+            if all_cl {
+                ws.itval *= 2.0;
+            }
+            ws.due = now + ws.itval;
+            actions.extend(weights);
         }
-        let worker_cores = cores_of_node.get(worker).copied().unwrap_or(0.0);
-        let (weights, all_cl) = run_worker(jobs, worker_cores, &mut memory, &p, now);
-        let ws = memory.workers.get_mut(worker).expect("inserted above");
-        if all_cl {
-            ws.itval *= 2.0;
-        }
-        ws.due = now + ws.itval;
-        actions.extend(weights);
+        memory.workers.push((name, ws));
     }
     let next = memory
         .workers
-        .values()
+        .iter()
+        .map(|(_, w)| w)
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
     let labels = memory
