@@ -29,12 +29,14 @@
 
 pub mod changes;
 pub mod cluster;
+mod entries;
 pub mod incremental;
 pub mod log;
 pub mod placement;
 pub mod progress;
 pub mod settings;
 pub mod shown;
+mod spread;
 pub mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

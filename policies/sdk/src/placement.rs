@@ -7,16 +7,15 @@
 //! the even spread's arrival counter lives in [`EvenSpread`], which the policy stores in
 //! its state blob.
 
-mod even;
-
-pub use even::{EvenSpread, Walk};
+pub use crate::spread::{EvenSpread, Walk};
 
 use crate::cluster::{
     Ledger, ResourcesExt, has_pending_tasks, nodes_of, one_task_per_node, pending_tasks,
 };
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
-fn place_even(
+/// One job's place in the even spread ([`EvenSpread`]).
+pub(crate) fn place_even(
     job: &Job,
     pending: &[&Task],
     k: u64,

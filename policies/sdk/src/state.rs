@@ -7,9 +7,7 @@
 
 use serde::{Serialize, de::DeserializeOwned};
 
-mod entries;
-
-pub use entries::Entries;
+pub use crate::entries::Entries;
 
 /// Decodes the blob the host passed in; an empty blob (first call) gives the default.
 pub fn decode<S: DeserializeOwned + Default>(blob: &[u8]) -> Result<S, String> {

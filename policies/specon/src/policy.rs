@@ -177,7 +177,8 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     let walk = memory.spread.walk(snapshot, &mut ledger);
     // Each job whose entry in the blob changes this round, by position.
     let mut changed: Vec<usize> = walk.numbered.iter().map(|&(at, _)| at).collect();
-    let hosted = hosted_jobs(snapshot, &walk, memory.bound(), memory.jobs.values());
+    // Where each hosted job is; its category is read once the monitor has run.
+    let mut hosted = hosted_jobs(snapshot, &walk, memory.bound(), memory.jobs.values());
     let mut actions = walk.actions;
 
     let round_due = memory
@@ -188,6 +189,9 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
     if round_due {
         memory.last_round = Some(now);
         requests = monitor_round(snapshot, jobs, &params, &mut changed);
+    }
+    for h in &mut hosted {
+        h.category = jobs[h.job].category;
     }
     let mut view = View::new(snapshot, ledger, hosted);
     actions.extend(reallocations(
@@ -652,6 +656,22 @@ mod tests {
         assert_eq!(
             reason,
             "CC since t=60s; w1 score 4 without it -> w3 score 0"
+        );
+    }
+
+    #[test]
+    fn algorithm_2_scores_the_categories_of_this_round_s_monitor() {
+        // p2 slows down at t=90 (gain 0.005 < alpha), in the round c asks to move: w1
+        // without c scores p1's PC and p2's WC, 2 + 1.5.
+        const FLATTENING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.8), (60.0, 0.6), (90.0, 0.595)];
+        let mut jobs = busy_w1();
+        jobs[2] = job("p2").running_on("w1").loss(FLATTENING);
+        let ds = rounds(&[], &three_workers(), &jobs, &[0.0, 30.0, 60.0, 90.0]);
+        let m = migrations(&ds[3]);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(
+            m[0].3,
+            "CC since t=60s; w1 score 3.5 without it -> w3 score 0"
         );
     }
 

@@ -266,28 +266,21 @@ fn field(k: usize) -> std::ops::Range<usize> {
 
 /// The text of field `k` of `standing`: what serde writes for it (`null` for a float
 /// that is not finite, or no label shown).
-fn text(standing: &Standing, k: usize, out: &mut Vec<u8>) {
+fn text<W: std::io::Write>(standing: &Standing, k: usize, out: &mut W) {
     use serde_json::ser::{CompactFormatter, Formatter};
-    let integer = |out: &mut Vec<u8>, value: u64| {
-        CompactFormatter
-            .write_u64(out, value)
-            .expect("writing to a Vec");
-    };
-    let number = |out: &mut Vec<u8>, value: f64| {
+    let fits = "a field holds any number";
+    let integer = |out: &mut W, value: u64| CompactFormatter.write_u64(out, value).expect(fits);
+    let number = |out: &mut W, value: f64| {
         if value.fract() == 0.0 && value.abs() < 1e15 && !(value == 0.0 && value.is_sign_negative())
         {
             // A whole number of seconds (a trace's times are): written as the integer
             // and `.0`, as the float writer writes it, at a fraction of its cost.
-            CompactFormatter
-                .write_i64(out, value as i64)
-                .expect("writing to a Vec");
-            out.extend_from_slice(b".0");
+            CompactFormatter.write_i64(out, value as i64).expect(fits);
+            out.write_all(b".0").expect(fits);
         } else if value.is_finite() {
-            CompactFormatter
-                .write_f64(out, value)
-                .expect("writing to a Vec");
+            CompactFormatter.write_f64(out, value).expect(fits);
         } else {
-            out.extend_from_slice(b"null");
+            out.write_all(b"null").expect(fits);
         }
     };
     match k {
@@ -298,7 +291,7 @@ fn text(standing: &Standing, k: usize, out: &mut Vec<u8>) {
         4 => number(out, standing.waited),
         _ => match standing.shown {
             Some(shown) => integer(out, shown as u64),
-            None => out.extend_from_slice(b"null"),
+            None => out.write_all(b"null").expect(fits),
         },
     }
 }
@@ -306,12 +299,14 @@ fn text(standing: &Standing, k: usize, out: &mut Vec<u8>) {
 /// Writes field `k` of `standing` over its place in `fields` (a standing's bytes),
 /// right-aligned after spaces.
 fn put(fields: &mut [u8], standing: &Standing, k: usize) {
-    let mut value = Vec::with_capacity(FLOAT);
-    text(standing, k, &mut value);
+    let mut value = [0u8; FLOAT];
+    let mut rest: &mut [u8] = &mut value;
+    text(standing, k, &mut rest);
+    let len = FLOAT - rest.len();
     let place = &mut fields[field(k)];
-    let pad = place.len() - value.len();
+    let pad = place.len() - len;
     place[..pad].fill(b' ');
-    place[pad..].copy_from_slice(&value);
+    place[pad..].copy_from_slice(&value[..len]);
 }
 
 /// Appends `standing` with every number in its field.

@@ -243,7 +243,7 @@ impl EvenSpread {
                 Need::Gang(shape) if ledger.known_not_to_fit_shape(&shape) => None,
                 _ => {
                     let job = &snapshot.jobs[at];
-                    super::place_even(job, &pending_tasks(job), k, &workers, ledger)
+                    crate::placement::place_even(job, &pending_tasks(job), k, &workers, ledger)
                 }
             };
             if spread.placed != placed.is_some() {
