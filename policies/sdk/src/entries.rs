@@ -187,7 +187,7 @@ mod tests {
             .filter(|j| j.priority >= 0)
             .map(|j| format!("\"{}\":{}", j.id, j.priority))
             .collect();
-        format!("{{{}}}", entries.join(","))
+        ["{", &entries.join(","), "}"].concat()
     }
 
     fn prioritised(id: &str, priority: i32) -> Job {
