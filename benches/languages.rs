@@ -123,7 +123,11 @@ fn javascript_component(reads_loss: bool) -> Vec<u8> {
              export const incrementalScheduler = exportPolicy(new ReadingLoss());\n",
         )
     });
-    let app = if reads_loss { module.as_str() } else { "app.js" };
+    let app = if reads_loss {
+        module.as_str()
+    } else {
+        "app.js"
+    };
     let status = Command::new("node")
         .current_dir(repo().join("examples/js-policy"))
         .args(["../../sdk/js/bin/build.js", app, "-o"])
@@ -245,7 +249,10 @@ fn languages(c: &mut Criterion) {
         ("javascript", javascript_component(false)),
         ("javascript-reading-loss", javascript_component(true)),
         ("rust", guests::reading_loss("least-loaded", false)),
-        ("rust-reading-loss", guests::reading_loss("least-loaded", true)),
+        (
+            "rust-reading-loss",
+            guests::reading_loss("least-loaded", true),
+        ),
     ];
     let whole = synthetic::cluster(NODES, 2, synthetic::NOW);
     for (lang, bytes) in &components {

@@ -6,7 +6,7 @@ use switchyard_policy_sdk::{
     cluster::Ledger,
     placement::EvenSpread,
     settings::{ParamSpec, Settings, parameters},
-    state,
+    state::{self, Entries},
 };
 
 /// The baseline takes no parameters.
@@ -37,11 +37,15 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// Places the waiting jobs evenly; never anything else.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     Settings::resolve(SPEC, settings)?;
-    let mut st: State = state::decode_kept(blob)?;
+    let (mut st, mut entries): (State, _) = state::decode_with_entries(blob, b",")?;
     let mut ledger = Ledger::new(snapshot);
     // A job's arrival number never changes, so its label goes out once, when the job
     // is numbered (the host keeps it); not again every round the job is alive.
     let (actions, numbered) = st.spread.place_numbering(snapshot, &mut ledger);
+    entries.follow(snapshot);
+    for &(at, _) in &numbered {
+        entries.changed(at);
+    }
     let labels = numbered
         .into_iter()
         .map(|(at, k)| JobLabel {
@@ -50,12 +54,33 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
             value: k.to_string(),
         })
         .collect();
+    let blob = write(&st, &mut entries);
+    state::keep_with_entries(st, entries, &blob);
     Ok(Decision {
         actions,
         labels,
         next_call_after: None,
-        state: state::encode_kept(st),
+        state: blob,
     })
+}
+
+/// The blob of `st`, the JSON serde writes for it, with the arrival of each job that
+/// did not change copied from the previous blob: a numbered job's entry never changes.
+fn write(st: &State, entries: &mut Entries) -> Vec<u8> {
+    let tail = format!("}},\"next\":{}}}}}", st.spread.next_number());
+    entries.write(
+        b"{\"spread\":{\"arrivals\":{",
+        tail.as_bytes(),
+        |at, out| {
+            let Some((id, Some(number))) = st.spread.job_at(at) else {
+                return false;
+            };
+            serde_json::to_writer(&mut *out, id).expect("an id serialises");
+            out.push(b':');
+            serde_json::to_writer(&mut *out, &number).expect("a number serialises");
+            true
+        },
+    )
 }
 
 #[cfg(test)]
@@ -168,6 +193,112 @@ mod tests {
         )
         .unwrap();
         assert!(d.actions.is_empty());
+    }
+
+    /// `s` after the host applied the placements of `d`.
+    fn applied(s: &Snapshot, d: &Decision) -> Snapshot {
+        use switchyard_policy_sdk::{JobPhase, TaskPhase, cluster::ResourcesExt};
+        let mut s = s.clone();
+        for action in &d.actions {
+            let Operation::Place(p) = &action.op else {
+                continue;
+            };
+            let job = s.jobs.iter_mut().find(|j| j.id == p.job).unwrap();
+            job.phase = JobPhase::Running;
+            for a in &p.assignments {
+                let task = job.tasks.iter_mut().find(|t| t.name == a.task).unwrap();
+                task.node = Some(a.node.clone());
+                task.phase = TaskPhase::Running;
+                let node = s.nodes.iter_mut().find(|n| n.name == a.node).unwrap();
+                node.requested = node.requested.plus(&task.requests);
+            }
+        }
+        s
+    }
+
+    /// A kept instance, given only what changed each round, against a fresh instance
+    /// given the same snapshot and blob: the same decisions, and a blob that is the
+    /// JSON of the state it holds.
+    #[test]
+    fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
+        use switchyard_policy_sdk::Resources;
+        use switchyard_policy_sdk::changes::with_applied;
+        use switchyard_policy_sdk::cluster::ResourcesExt;
+        let finish = |s: &mut Snapshot, id: &str| {
+            let at = s.jobs.iter().position(|j| j.id == id).unwrap();
+            let job = s.jobs.remove(at);
+            for t in &job.tasks {
+                let node = s
+                    .nodes
+                    .iter_mut()
+                    .find(|n| Some(&n.name) == t.node.as_ref());
+                if let Some(node) = node {
+                    node.requested = node.requested.saturating_minus(&t.requests);
+                }
+            }
+        };
+        // A job asking nothing, whose placement the host then refuses: it stays as it
+        // was, and a walk must try it again though no node has more room.
+        let mut weightless = job("weightless");
+        weightless.tasks[0].requests = Resources::zero();
+        let refused = |s: &mut Snapshot| {
+            let job = s.jobs.iter_mut().find(|j| j.id == "weightless").unwrap();
+            *job = self::job("weightless");
+            job.tasks[0].requests = Resources::zero();
+        };
+        let changes: [&dyn Fn(&mut Snapshot); 8] = [
+            &|s| s.jobs.push(weightless.clone()),
+            &refused,
+            &|s| s.jobs.push(job("late").requests(3000, 0)),
+            &|s| s.jobs.push(job("small").requests(500, 0)),
+            &|s| finish(s, "j0"),
+            &|s| s.jobs.push(job("tiny").requests(200, 0)),
+            &|s| s.time += 30.0,
+            &|s| {
+                finish(s, "j1");
+                finish(s, "j2");
+            },
+        ];
+        let mut round = snapshot(
+            0.0,
+            four_workers(),
+            (0..6)
+                .map(|i| job(&format!("j{i}")).requests(3000, 0))
+                .collect(),
+        );
+        let mut blob = Vec::new();
+        let mut before: Option<Snapshot> = None;
+        for change in changes.iter().map(Some).chain([None]) {
+            let delta = match &before {
+                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+                Some(b) => switchyard_policy_sdk::testing::change_between(b, &round),
+            };
+            let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
+            let mine = state::decode_with_entries::<State>(&kept.state, b",").ok();
+            let fresh = decide(&[], &round, &blob).unwrap();
+            assert_eq!(
+                format!("{:?}", kept.actions),
+                format!("{:?}", fresh.actions)
+            );
+            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
+            assert_eq!(
+                String::from_utf8(kept.state.clone()),
+                String::from_utf8(fresh.state)
+            );
+            let read: State = state::decode(&kept.state).unwrap();
+            assert_eq!(state::encode(&read), kept.state, "serde's own JSON");
+            // Put the kept instance's memory back for its next call.
+            if let Some((st, entries)) = mine {
+                state::keep_with_entries(st, entries, &kept.state);
+            }
+            blob = kept.state.clone();
+            let mut next = applied(&round, &kept);
+            if let Some(change) = change {
+                change(&mut next);
+            }
+            before = Some(round);
+            round = next;
+        }
     }
 
     #[test]

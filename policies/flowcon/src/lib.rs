@@ -56,6 +56,7 @@
 //!    than an equal split is limited as the thesis says. `spare_capped = false` is the
 //!    thesis's floor alone.
 
+pub mod memory;
 pub mod policy;
 
 switchyard_policy_sdk::policy_binding!(FlowconPolicy, policy);

@@ -1,22 +1,24 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
 //! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
 
+use std::borrow::Cow;
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use rustc_hash::{FxHashMap, FxHashSet};
-
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Action, CpuWeight, Decision, Description, Job, JobPhase, Operation, Setting, Snapshot, Trigger,
-    cluster::{Ledger, nodes_of},
+    Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
+    Snapshot, Trigger,
+    cluster::Ledger,
     incremental,
-    placement::{Scoring, pod_by_pod},
+    placement::{Scoring, pod_by_pod_placing},
     progress::{Normalisation, Scale, value_at},
     settings::{ParamSpec, Settings, parameters},
     shown::ShownLabels,
-    state,
 };
+
+use crate::memory::Memory;
 
 /// FlowCon's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -132,7 +134,7 @@ pub fn next_list(list: List, g: f64, alpha: f64) -> List {
 }
 
 /// Per job.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct JobState {
     /// Current list.
     pub list: List,
@@ -150,7 +152,7 @@ pub struct JobState {
 }
 
 /// Per worker.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct WorkerState {
     /// Current interval (doubles under back-off).
     pub itval: f64,
@@ -192,111 +194,110 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let p = Params::parse(given)?;
-    let mut st: State = state::decode_kept(blob)?;
-    // Hashed with FxHash (a word at a time, no SipHash rounds): a set of every id
-    // every round, and the state holds few of them.
-    let live: FxHashSet<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
-    st.jobs.retain(|id, _| live.contains(id.as_str()));
+    let mut memory = Memory::read(blob)?;
+    // The states of the jobs that left are forgotten here.
+    memory.follow(snapshot);
     let now = snapshot.time;
     let mut ledger = Ledger::new(snapshot);
-    let mut actions = initial_placement(snapshot, &mut ledger);
+    let (mut actions, placed) = initial_placement(snapshot, &mut ledger);
 
     let event = snapshot
         .triggers
         .iter()
         .any(|t| matches!(t, Trigger::JobArrived(_) | Trigger::JobFinished(_)));
-    let mut by_worker: BTreeMap<String, Vec<&Job>> = BTreeMap::new();
-    for job in snapshot
-        .jobs
-        .iter()
-        .filter(|j| j.phase == JobPhase::Running)
-    {
-        if let Some(home) = nodes_of(job).first() {
-            by_worker.entry(home.to_string()).or_default().push(job);
+    // Running jobs (by snapshot position) by the node their first task is on, the
+    // names as the jobs spell them: a worker is a name, whether or not it is a node.
+    // Grouped by hash, then the groups put in name order.
+    let mut group_of: FxHashMap<&str, usize> = FxHashMap::default();
+    let mut by_worker: Vec<(&str, Vec<(usize, &Job)>)> = Vec::new();
+    let mut join = |name, at: usize, job| {
+        let group = *group_of.entry(name).or_insert_with(|| {
+            by_worker.push((name, Vec::new()));
+            by_worker.len() - 1
+        });
+        by_worker[group].1.push((at, job));
+    };
+    for (at, job) in snapshot.jobs.iter().enumerate() {
+        if job.phase != JobPhase::Running {
+            continue;
+        }
+        if let Some(home) = job.tasks.iter().find_map(|t| t.node.as_deref()) {
+            join(home, at, job);
         }
     }
     // Algorithm 2, lines 5-9: a container started on the worker joins NL and Algorithm 1
     // runs with it. A job placed in this round is that container: it counts now, not
     // one interval later.
-    let placements: Vec<(&str, &str)> = actions
-        .iter()
-        .filter_map(|action| match &action.op {
-            Operation::Place(p) => p
-                .assignments
-                .first()
-                .map(|first| (p.job.as_str(), first.node.as_str())),
-            _ => None,
-        })
-        .collect();
-    if !placements.is_empty() {
-        let placed: FxHashSet<&str> = placements.iter().map(|(job, _)| *job).collect();
-        let by_id: FxHashMap<&str, &Job> = snapshot
-            .jobs
-            .iter()
-            .filter(|j| placed.contains(j.id.as_str()))
-            .map(|j| (j.id.as_str(), j))
-            .collect();
-        for (id, node) in placements {
-            if let Some(&job) = by_id.get(id) {
-                by_worker.entry(node.to_string()).or_default().push(job);
-            }
+    for (action, &at) in actions.iter().zip(&placed) {
+        if let Operation::Place(placement) = &action.op
+            && let Some(first) = placement.assignments.first()
+            && let Some(node) = snapshot.nodes.iter().find(|n| n.name == first.node)
+        {
+            join(node.name.as_str(), at, &snapshot.jobs[at]);
         }
     }
-    st.workers.retain(|w, _| by_worker.contains_key(w));
-    let cores_of_node: BTreeMap<&str, f64> = snapshot
+    by_worker.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    let cores_of_node: FxHashMap<&str, f64> = snapshot
         .nodes
         .iter()
         .map(|n| (n.name.as_str(), n.allocatable.cpu_millis as f64 / 1000.0))
         .collect();
+    // The workers' states follow the groups, both in name order: a worker without
+    // running jobs is forgotten, a new one starts afresh.
+    let mut kept = std::mem::take(&mut memory.workers).into_iter().peekable();
     for (worker, jobs) in &by_worker {
-        let mut members: Vec<String> = jobs.iter().map(|j| j.id.clone()).collect();
-        members.sort();
-        let ws = st
-            .workers
-            .entry(worker.clone())
-            .or_insert_with(|| WorkerState {
+        while kept.next_if(|(name, _)| name.as_str() < *worker).is_some() {}
+        let (name, mut ws) = kept.next_if(|(name, _)| name == worker).unwrap_or_else(|| {
+            let fresh = WorkerState {
                 itval: p.itval,
                 due: now,
                 members: vec![],
-            });
+            };
+            (worker.to_string(), fresh)
+        });
+        let mut members: Vec<&str> = jobs.iter().map(|(_, j)| j.id.as_str()).collect();
+        members.sort_unstable();
         // Algorithm 2: a change in the worker's jobs resets itval and runs at once.
-        if event || ws.members != members {
+        let same_members = ws.members.len() == members.len()
+            && ws.members.iter().zip(&members).all(|(a, b)| a == b);
+        if event || !same_members {
             ws.itval = p.itval;
             ws.due = now;
         }
-        ws.members = members;
-        if now + 1e-6 < ws.due {
-            continue;
+        if !same_members {
+            ws.members = members.iter().map(|m| m.to_string()).collect();
         }
-        let worker_cores = cores_of_node.get(worker.as_str()).copied().unwrap_or(0.0);
-        let (weights, all_cl) = run_worker(jobs, worker_cores, &mut st.jobs, &p, now);
-        let ws = st.workers.get_mut(worker).expect("inserted above");
-        if all_cl {
-            ws.itval *= 2.0;
+        if now + 1e-6 >= ws.due {
+            let worker_cores = cores_of_node.get(worker).copied().unwrap_or(0.0);
+            let (weights, all_cl) = run_worker(jobs, worker_cores, &mut memory, &p, now);
+            if all_cl {
+                ws.itval *= 2.0;
+            }
+            ws.due = now + ws.itval;
+            actions.extend(weights);
         }
-        ws.due = now + ws.itval;
-        actions.extend(weights);
+        memory.workers.push((name, ws));
     }
-    let next = st
+    let next = memory
         .workers
-        .values()
+        .iter()
+        .map(|(_, w)| w)
         .map(|w| (w.due - now).max(1e-3))
         .fold(None, |a: Option<f64>, d| Some(a.map_or(d, |a| a.min(d))));
-    // A label per job of the state, looked up by hash: a search of the ordered map per
-    // job of the queue compared long, alike ids byte by byte (a third of a round).
-    let lists: FxHashMap<&str, &'static str> = st
-        .jobs
-        .iter()
-        .map(|(id, js)| (id.as_str(), js.list.name()))
+    let labels = memory
+        .changed_labels()
+        .into_iter()
+        .map(|(at, list)| JobLabel {
+            job: snapshot.jobs[at].id.clone(),
+            key: "list".into(),
+            value: list.name().into(),
+        })
         .collect();
-    let labels = st
-        .shown
-        .changed(snapshot, "list", |j| lists.get(j.id.as_str()).copied());
     Ok(Decision {
         actions,
         labels,
         next_call_after: next,
-        state: state::encode_kept(st),
+        state: memory.write_and_keep(snapshot),
     })
 }
 
@@ -310,15 +311,15 @@ thread_local! {
 /// the nodes and jobs of a pass that placed nothing (a tick of Algorithm 1's
 /// interval: most rounds of a long trace), it places nothing again, and the queue is
 /// not walked.
-fn initial_placement(snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
+fn initial_placement(snapshot: &Snapshot, ledger: &mut Ledger) -> (Vec<Action>, Vec<usize>) {
     let version = incremental::held_version();
     if version.is_some() && PLACED_NOTHING_AT.with(Cell::get) == version {
-        return Vec::new();
+        return (Vec::new(), Vec::new());
     }
-    let actions = pod_by_pod(snapshot, ledger, Scoring::LeastAllocated);
+    let (actions, placed) = pod_by_pod_placing(snapshot, ledger, Scoring::LeastAllocated);
     let nothing = version.filter(|_| actions.is_empty());
     PLACED_NOTHING_AT.with(|at| at.set(nothing));
-    actions
+    (actions, placed)
 }
 
 /// Smallest weight sent: the contract wants weights in (0, 1].
@@ -410,17 +411,54 @@ pub fn cl_limit(share: f64, floor: f64, capped: Option<f64>, n: usize) -> (f64, 
 /// Algorithm 1 on one worker: lists and weights. Returns the weight actions and whether
 /// every job was in CL (back-off).
 fn run_worker(
-    jobs: &[&Job],
+    positioned: &[(usize, &Job)],
     worker_cores: f64,
-    states: &mut BTreeMap<String, JobState>,
+    memory: &mut Memory,
+    p: &Params,
+    now: f64,
+) -> (Vec<Action>, bool) {
+    let jobs: Vec<&Job> = positioned.iter().map(|(_, j)| *j).collect();
+    // Each job's state, taken from its slot (the same job listed twice shares one),
+    // and what it was before this run.
+    let mut slot_of = Vec::with_capacity(positioned.len());
+    let mut owners: Vec<usize> = Vec::new();
+    for &(at, _) in positioned {
+        match owners.iter().position(|&o| o == at) {
+            Some(k) => slot_of.push(k),
+            None => {
+                slot_of.push(owners.len());
+                owners.push(at);
+            }
+        }
+    }
+    let before: Vec<Option<JobState>> = owners.iter().map(|&at| memory.take_state(at)).collect();
+    let mut states: Vec<JobState> = before
+        .iter()
+        .map(|b| b.clone().unwrap_or_default())
+        .collect();
+    let (actions, all_cl) = run_worker_jobs(&jobs, &slot_of, worker_cores, &mut states, p, now);
+    for ((at, state), before) in owners.into_iter().zip(states).zip(before) {
+        let changed = before.as_ref() != Some(&state);
+        memory.put_state(at, state, changed);
+    }
+    (actions, all_cl)
+}
+
+/// [`run_worker`] on the worker's `jobs`, the state of `jobs[k]` being
+/// `states[slot_of[k]]`.
+fn run_worker_jobs(
+    jobs: &[&Job],
+    slot_of: &[usize],
+    worker_cores: f64,
+    states: &mut [JobState],
     p: &Params,
     now: f64,
 ) -> (Vec<Action>, bool) {
     let measured: Vec<(f64, bool)> = jobs.iter().map(|j| cores_of(j)).collect();
     let running = measured.iter().filter(|(c, m)| *m && *c > 0.0).count();
     let mut gains: Vec<Option<f64>> = Vec::with_capacity(jobs.len());
-    for (job, &(cores, is_measured)) in jobs.iter().zip(&measured) {
-        let js = states.entry(job.id.clone()).or_default();
+    for (k, (job, &(cores, is_measured))) in jobs.iter().zip(&measured).enumerate() {
+        let js = &mut states[slot_of[k]];
         if is_measured {
             observe_cap(js, cores, worker_cores, running);
         }
@@ -445,35 +483,37 @@ fn run_worker(
         }
         gains.push(g);
     }
-    let lists: Vec<List> = jobs.iter().map(|j| states[&j.id].list).collect();
+    let lists: Vec<List> = slot_of.iter().map(|&u| states[u].list).collect();
     let all_cl = lists.iter().all(|l| *l == List::CL);
     let n = jobs.len() as f64;
     let sum: f64 = gains.iter().flatten().sum();
     let floor = 1.0 / (p.beta * n);
     // Lines 14-26: each job's limit L, a fraction of the worker.
-    let mut limits: Vec<(f64, String)> = Vec::with_capacity(jobs.len());
-    for ((job, list), g) in jobs.iter().zip(&lists).zip(&gains) {
+    // The reasons are written only for weights that are sent: most are not.
+    let mut limits: Vec<(f64, Cow<'static, str>)> = Vec::with_capacity(jobs.len());
+    for (k, (list, g)) in lists.iter().zip(&gains).enumerate() {
         let limit = if all_cl {
             (
                 1.0,
-                "all jobs on the worker in CL: free competition, itval doubles".to_string(),
+                Cow::Borrowed("all jobs on the worker in CL: free competition, itval doubles"),
             )
         } else {
             match list {
-                List::NL => (1.0, "NL: growing fast".to_string()),
+                List::NL => (1.0, Cow::Borrowed("NL: growing fast")),
                 List::WL => (
-                    states[&job.id].limit.unwrap_or(1.0),
-                    "WL: limit unchanged".to_string(),
+                    states[slot_of[k]].limit.unwrap_or(1.0),
+                    Cow::Borrowed("WL: limit unchanged"),
                 ),
                 List::CL => {
                     let g = g.unwrap_or(0.0);
                     let share = if sum > 0.0 { g / sum } else { 0.0 };
-                    let capped = states[&job.id].capped.filter(|_| p.spare_capped);
-                    cl_limit(share, floor, capped, jobs.len())
+                    let capped = states[slot_of[k]].capped.filter(|_| p.spare_capped);
+                    let (limit, why) = cl_limit(share, floor, capped, jobs.len());
+                    (limit, Cow::Owned(why))
                 }
             }
         };
-        states.get_mut(&job.id).expect("entered above").limit = Some(limit.0);
+        states[slot_of[k]].limit = Some(limit.0);
         limits.push(limit);
     }
     let caps: Vec<f64> = limits.iter().map(|(l, _)| *l).collect();
@@ -503,6 +543,7 @@ fn run_worker(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_policy_sdk::state;
     use switchyard_policy_sdk::testing::*;
 
     fn weights(d: &Decision) -> Vec<(String, f64)> {
@@ -552,39 +593,125 @@ mod tests {
         out
     }
 
-    /// A kept instance ticked with changes that move the clock only skips the placement
-    /// pass that placed nothing, and decides as a fresh instance on the same snapshot.
-    #[test]
-    fn ticks_on_a_kept_instance_decide_as_a_fresh_instance_would() {
-        use switchyard_policy_sdk::incremental;
-        let nodes = vec![node("w1", 8000)];
-        let jobs = vec![
-            job("a").running_on("w1").loss(FAST).requests(4000, 0),
-            job("b").running_on("w1").loss(FLAT).requests(3000, 0),
-            job("big").requests(9000, 0),
-        ];
-        let delta = |t: f64, reset: bool| tick_delta(t, reset, &nodes, &jobs);
+    type Change<'a> = &'a dyn Fn(&mut Snapshot);
+
+    /// `id` finished: it leaves, and its requests leave its node.
+    fn finish(s: &mut Snapshot, id: &str) {
+        use switchyard_policy_sdk::cluster::ResourcesExt;
+        let at = s.jobs.iter().position(|j| j.id == id).unwrap();
+        let job = s.jobs.remove(at);
+        for t in &job.tasks {
+            if let Some(n) = s
+                .nodes
+                .iter_mut()
+                .find(|n| Some(&n.name) == t.node.as_ref())
+            {
+                n.requested = n.requested.saturating_minus(&t.requests);
+            }
+        }
+        s.triggers = vec![Trigger::JobFinished(id.into())];
+    }
+
+    /// A kept instance, given only what changed each round (the host's placements
+    /// applied, then each of `changes`), against a fresh instance given the same
+    /// snapshot and blob: the same decisions and the same blob.
+    fn kept_decides_as_fresh(mut round: Snapshot, changes: &[Change]) {
+        use switchyard_policy_sdk::changes::with_applied;
         let mut blob = Vec::new();
-        for round in 0..6 {
-            let t = 30.0 * round as f64;
-            let (kept, held) = incremental::with_applied(delta(t, round == 0), |s| {
-                (decide(&[], s, &blob).unwrap(), s.clone())
-            })
-            .unwrap();
-            let mine = PLACED_NOTHING_AT.with(Cell::get);
-            assert!(mine.is_some(), "the pass placed nothing and remembers it");
-            let fresh = decide(&[], &held, &blob).unwrap();
+        let mut before: Option<Snapshot> = None;
+        for change in changes.iter().map(Some).chain([None]) {
+            let delta = match &before {
+                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+                Some(b) => change_between(b, &round),
+            };
+            let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
+            // A fresh instance: nothing kept (the kept instance's memory is put back).
+            let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
+            let held = mine.0.as_ref().map_or(0, |m| m.states());
+            assert_eq!(
+                held,
+                fresh_states(&round, &kept),
+                "no state of a job that left"
+            );
+            PLACED_NOTHING_AT.with(|at| at.set(None));
+            let fresh = decide(&[], &round, &blob).unwrap();
+            crate::memory::put_back(mine.0);
+            PLACED_NOTHING_AT.with(|at| at.set(mine.1));
+            let t = round.time;
             assert_eq!(
                 format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions)
+                format!("{:?}", fresh.actions),
+                "t={t}"
             );
-            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
-            assert_eq!(kept.state, fresh.state);
-            assert_eq!(kept.next_call_after, fresh.next_call_after);
-            // The fresh call forgot the pass; the kept instance's memory is put back.
-            PLACED_NOTHING_AT.with(|at| at.set(mine));
-            blob = kept.state;
+            assert_eq!(
+                format!("{:?}", kept.labels),
+                format!("{:?}", fresh.labels),
+                "t={t}"
+            );
+            assert_eq!(kept.next_call_after, fresh.next_call_after, "t={t}");
+            assert_eq!(
+                String::from_utf8(kept.state.clone()),
+                String::from_utf8(fresh.state),
+                "t={t}"
+            );
+            let read: State = state::decode(&kept.state).unwrap();
+            assert_eq!(read.jobs.len(), fresh_states(&round, &kept), "t={t}");
+            blob = kept.state.clone();
+            let mut next = applied(&round, &kept);
+            if let Some(change) = change {
+                change(&mut next);
+            }
+            before = Some(round);
+            round = next;
         }
+    }
+
+    /// How many jobs of `s` ran on a worker in `d`'s round or before (and so have a
+    /// state): the running ones and the ones `d` placed.
+    fn fresh_states(s: &Snapshot, d: &Decision) -> usize {
+        let placed = d.actions.iter().filter_map(|a| match &a.op {
+            Operation::Place(p) => Some(p.job.as_str()),
+            _ => None,
+        });
+        let mut ids: Vec<&str> = s
+            .jobs
+            .iter()
+            .filter(|j| j.phase == JobPhase::Running)
+            .map(|j| j.id.as_str())
+            .chain(placed)
+            .collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+
+    #[test]
+    fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
+        let first = snapshot(
+            0.0,
+            vec![node("w1", 8000), node("w2", 8000)],
+            vec![
+                job("a").running_on("w1").loss(FAST).requests(4000, 0),
+                job("b").running_on("w1").loss(FLAT).requests(3000, 0),
+                job("big").requests(9000, 0),
+            ],
+        );
+        let changes: [Change; 6] = [
+            &|s| s.time = 30.0,
+            &|s| {
+                s.time = 40.0;
+                s.jobs.push(job("c").loss(FAST).requests(2000, 0));
+                s.triggers = vec![Trigger::JobArrived("c".into())];
+            },
+            &|s| s.time = 60.0,
+            &|s| s.time = 90.0,
+            &|s| {
+                s.time = 100.0;
+                finish(s, "a");
+            },
+            &|s| s.time = 160.0,
+        ];
+        kept_decides_as_fresh(first, &changes);
     }
 
     #[test]

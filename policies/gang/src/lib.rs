@@ -8,7 +8,8 @@
 //!   are taken by submit time.
 //! - [`thesis`] (`mode = thesis`): the thesis's three plugin changes (queue by job
 //!   creation time then pod name; role filter; node score 0/100), pod by pod.
-//! - [`policy`]: parameters, mode selection, labels (`gang=placed|waiting|...`).
+//! - [`policy`]: parameters, mode selection, labels (`gang=placed|waiting|...`);
+//! - [`memory`]: strict mode's memory of each job between calls, and its blob.
 //!
 //! Interpretations and deviations:
 //! 1. Strict mode, head of line: like Volcano and coscheduling, a later job that fits
@@ -43,6 +44,7 @@
 //!    that holds resources without running. `replicas.min` is the floor a scaling
 //!    policy may shrink the job to; a gang scheduler does not scale.
 
+pub mod memory;
 pub mod policy;
 pub mod strict;
 pub mod thesis;

@@ -5,7 +5,7 @@
 use std::collections::HashSet;
 
 use switchyard_policy_sdk::{
-    Action, Decision, Description, Operation, Setting, Snapshot,
+    Action, Decision, Description, JobLabel, Operation, Setting, Snapshot,
     cluster::pending_tasks,
     settings::{ParamSpec, Settings, parameters},
     shown::ShownLabels,
@@ -15,7 +15,8 @@ use switchyard_policy_sdk::{
 /// The label key gang sets on the jobs it queues.
 const LABEL: &str = "gang";
 
-use crate::strict::{self, Outcome};
+use crate::memory::{Memory, STRICT_VALUES};
+use crate::strict::{self, Facts, Outcome};
 use crate::thesis;
 
 /// The gang policy's parameters.
@@ -87,43 +88,12 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// a queue of thousands would otherwise repeat thousands of each per round).
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
+    if params.mode == Mode::Strict {
+        return decide_strict(&params, snapshot, blob);
+    }
     let mut shown: ShownLabels = state::decode_kept(blob)?;
     let (actions, labels) = match params.mode {
-        Mode::Strict => {
-            let strict::Round {
-                mut actions,
-                outcomes,
-            } = strict::round(snapshot, params.starve_after);
-            // Each queued job's outcome by snapshot position: no hashing per job.
-            let mut outcome_at: Vec<Option<&Outcome>> = vec![None; snapshot.jobs.len()];
-            for (at, outcome, _) in &outcomes {
-                outcome_at[*at] = Some(outcome);
-            }
-            let labels = shown.changed_at(snapshot, LABEL, |at, _| {
-                outcome_at[at].map(|o| match o {
-                    Outcome::Placed => "placed",
-                    Outcome::Waiting => "waiting",
-                    Outcome::Blocking => "head-of-line",
-                    Outcome::NeverFits => "never-fits",
-                    Outcome::Incomplete => "incomplete",
-                })
-            });
-            // A wait goes out with its job's label, when the outcome changed; in queue
-            // order.
-            let mut told = vec![false; snapshot.jobs.len()];
-            for (at, _) in &labels {
-                told[*at] = true;
-            }
-            actions.extend(outcomes.iter().filter(|(at, ..)| told[*at]).filter_map(
-                |(at, _, why)| {
-                    why.map(|why| Action {
-                        op: Operation::Wait(snapshot.jobs[*at].id.clone()),
-                        reason: why.reason(params.starve_after),
-                    })
-                },
-            ));
-            (actions, labels.into_iter().map(|(_, l)| l).collect())
-        }
+        Mode::Strict => unreachable!("decided above"),
         Mode::Thesis => {
             let actions = thesis::decide(snapshot);
             let placed: HashSet<&str> = actions
@@ -153,6 +123,67 @@ pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Dec
         labels,
         next_call_after: None,
         state: state::encode_kept(shown),
+    })
+}
+
+/// Strict mode's round: the placements, then a label and a `wait` for each queued job
+/// whose outcome differs from the label it was last shown. The memory of the labels
+/// (and of what a round reads of each job) follows the jobs the host's change names, so
+/// a queue of thousands that did not change costs a comparison per job.
+fn decide_strict(params: &Params, snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
+    let mut memory = Memory::read(blob)?;
+    memory.follow(snapshot);
+    let facts: Vec<Facts> = memory.jobs.values().iter().map(|s| s.facts).collect();
+    let strict::Round {
+        mut actions,
+        outcomes,
+    } = strict::round_with(snapshot, params.starve_after, &facts);
+    // Each queued job's outcome by snapshot position: no hashing per job.
+    let mut outcome_at: Vec<Option<Outcome>> = vec![None; snapshot.jobs.len()];
+    for (at, outcome, _) in &outcomes {
+        outcome_at[*at] = Some(outcome.clone());
+    }
+    let mut labels = Vec::new();
+    let mut told = vec![false; snapshot.jobs.len()];
+    for (at, outcome) in outcome_at.iter().enumerate() {
+        let Some(outcome) = outcome else {
+            continue;
+        };
+        let value = match outcome {
+            Outcome::Placed => 0,
+            Outcome::Waiting => 1,
+            Outcome::Blocking => 2,
+            Outcome::NeverFits => 3,
+            Outcome::Incomplete => 4,
+        };
+        if memory.jobs.values()[at].shown == Some(value) {
+            continue;
+        }
+        memory.shown(at, value);
+        told[at] = true;
+        labels.push(JobLabel {
+            job: snapshot.jobs[at].id.clone(),
+            key: LABEL.into(),
+            value: STRICT_VALUES[value as usize].into(),
+        });
+    }
+    // A wait goes out with its job's label, when the outcome changed; in queue order.
+    actions.extend(
+        outcomes
+            .iter()
+            .filter(|(at, ..)| told[*at])
+            .filter_map(|(at, _, why)| {
+                why.map(|why| Action {
+                    op: Operation::Wait(snapshot.jobs[*at].id.clone()),
+                    reason: why.reason(params.starve_after),
+                })
+            }),
+    );
+    Ok(Decision {
+        actions,
+        labels,
+        next_call_after: None,
+        state: memory.write_and_keep(snapshot),
     })
 }
 

@@ -8,7 +8,8 @@
 //! exceeds the tasks it has so far waits, placing nothing, until the rest exist.
 
 use switchyard_policy_sdk::{
-    Action, Job, Operation, Placement, Snapshot, Task, TaskPhase, cluster::Ledger,
+    Action, Job, Operation, Placement, Snapshot, Task, TaskPhase,
+    cluster::{Ledger, has_pending_tasks},
 };
 
 /// What happened to one waiting job this round.
@@ -103,20 +104,45 @@ pub fn decide(snapshot: &Snapshot, starve_after: f64) -> (Vec<Action>, Vec<(Stri
     (actions, labelled)
 }
 
-/// True when `job` has a task not yet on a node (without collecting them).
-fn has_pending(job: &Job) -> bool {
-    job.tasks
-        .iter()
-        .any(|t| t.phase == TaskPhase::Pending && t.node.is_none())
+/// What a round needs of a job before it looks at its tasks: read once from the job,
+/// so a policy that keeps it per job reads a queued job again only when it changes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Facts {
+    /// It has a task not yet on a node: it is queued.
+    pub pending: bool,
+    /// Its `tasks` label names more tasks than exist: `(exist, total)`.
+    pub incomplete: Option<(usize, usize)>,
+}
+
+impl Facts {
+    /// `job`'s facts.
+    pub fn of(job: &Job) -> Self {
+        let pending = has_pending_tasks(job);
+        let exist = job.tasks.len();
+        Self {
+            pending,
+            incomplete: pending
+                .then(|| declared_tasks(job))
+                .flatten()
+                .filter(|&total| exist < total)
+                .map(|total| (exist, total)),
+        }
+    }
 }
 
 /// [`decide`], with the placements and the outcomes apart and no reason written for a
 /// `wait`: a round costs no allocation per waiting job.
 pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
+    let facts: Vec<Facts> = snapshot.jobs.iter().map(Facts::of).collect();
+    round_with(snapshot, starve_after, &facts)
+}
+
+/// [`round`], with each job's [`Facts`] given (`facts[i]` for `snapshot.jobs[i]`).
+pub fn round_with<'a>(snapshot: &'a Snapshot, starve_after: f64, facts: &[Facts]) -> Round<'a> {
     let mut ledger = Ledger::new(snapshot);
     let mut empty = ledger.emptied();
     let mut queue: Vec<usize> = (0..snapshot.jobs.len())
-        .filter(|&i| has_pending(&snapshot.jobs[i]))
+        .filter(|&i| facts[i].pending)
         .collect();
     // Stable, and the snapshot lists jobs mostly by arrival: nearly one pass.
     queue.sort_by(|&a, &b| {
@@ -130,17 +156,8 @@ pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
     let mut tasks: Vec<&Task> = Vec::new();
     for at in queue {
         let job = &snapshot.jobs[at];
-        tasks.clear();
-        tasks.extend(
-            job.tasks
-                .iter()
-                .filter(|t| t.phase == TaskPhase::Pending && t.node.is_none()),
-        );
-        if let Some(total) = declared_tasks(job)
-            && job.tasks.len() < total
-        {
+        if let Some((exist, total)) = facts[at].incomplete {
             // Not a blocker either: a gang that does not exist yet cannot be waited for.
-            let exist = job.tasks.len();
             let why = Why::Incomplete { exist, total };
             outcomes.push((at, Outcome::Incomplete, Some(why)));
             continue;
@@ -149,6 +166,12 @@ pub fn round(snapshot: &Snapshot, starve_after: f64) -> Round<'_> {
             outcomes.push((at, Outcome::Waiting, Some(Why::Behind { head })));
             continue;
         }
+        tasks.clear();
+        tasks.extend(
+            job.tasks
+                .iter()
+                .filter(|t| t.phase == TaskPhase::Pending && t.node.is_none()),
+        );
         if let Some(assignments) = ledger.pack_gang_of(job, &tasks) {
             let nodes = distinct(assignments.iter().map(|a| a.node.as_str())).join(", ");
             let count = nodes.split(", ").count();

@@ -95,15 +95,38 @@ struct Misses {
     fits: Vec<GangShape>,
 }
 
-/// What a gang of identical tasks asks for.
+/// What a gang of identical tasks asks for: how many, what each asks for, and where
+/// they may run.
 #[derive(Clone, Copy, Debug)]
-struct GangShape {
+pub struct GangShape {
     count: usize,
     requests: Resources,
     eligible: Option<u32>,
 }
 
 impl GangShape {
+    /// The shape of `job`'s pending tasks ([`pending_tasks`]) when they are all alike
+    /// (and there is at least one), read without collecting them.
+    pub fn of_pending(job: &Job) -> Option<Self> {
+        let mut pending = job
+            .tasks
+            .iter()
+            .filter(|t| t.phase == TaskPhase::Pending && t.node.is_none());
+        let first = pending.next()?;
+        let mut count = 1;
+        for t in pending {
+            if !same(&t.requests, &first.requests) || t.eligible != first.eligible {
+                return None;
+            }
+            count += 1;
+        }
+        Some(Self {
+            count,
+            requests: first.requests,
+            eligible: first.eligible,
+        })
+    }
+
     /// The shape of `tasks` when they are all alike (and there is at least one).
     fn of(tasks: &[&Task]) -> Option<Self> {
         let first = tasks.first()?;
@@ -163,7 +186,7 @@ impl Misses {
 }
 
 /// The host's eligibility sets as one flag per node position, by set id.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct Eligibility {
     sets: HashMap<u32, Vec<bool>>,
 }
@@ -202,6 +225,14 @@ impl Eligibility {
                 .is_some_and(|allowed| allowed.get(at).copied().unwrap_or(false)),
         }
     }
+}
+
+/// What a [`Ledger`] offered at one moment ([`Ledger::headroom`]).
+#[derive(Clone, Debug)]
+pub struct Headroom {
+    names: Arc<NodeNames>,
+    capacity: Vec<Capacity>,
+    eligibility: Arc<Eligibility>,
 }
 
 /// The nodes' names in snapshot order and each name's position. Hashed with FxHash:
@@ -352,6 +383,43 @@ impl Ledger {
     /// not place since the ledger last gained room. False says nothing.
     pub fn known_not_to_fit(&self, tasks: &[&Task]) -> bool {
         GangShape::of(tasks).is_some_and(|shape| self.misses.known(&shape))
+    }
+
+    /// [`Ledger::known_not_to_fit`] for the tasks of `shape`.
+    pub fn known_not_to_fit_shape(&self, shape: &GangShape) -> bool {
+        self.misses.known(shape)
+    }
+
+    /// What the ledger offers now, for a later ledger to be compared with
+    /// ([`Ledger::offers_no_more_than`]).
+    pub fn headroom(&self) -> Headroom {
+        Headroom {
+            names: Arc::clone(&self.names),
+            capacity: self.capacity.clone(),
+            eligibility: Arc::clone(&self.eligibility),
+        }
+    }
+
+    /// True when no task could fit anywhere here that did not fit in `earlier`: the
+    /// same nodes in the same order with the same eligibility sets, each node
+    /// schedulable here schedulable there too, with at least as much free of every
+    /// resource. Placing is then monotone for the packings that only fill nodes (a
+    /// single node's room, or a gang of identical tasks): what failed there fails here.
+    pub fn offers_no_more_than(&self, earlier: &Headroom) -> bool {
+        let same_nodes = Arc::ptr_eq(&self.names, &earlier.names)
+            || self.names.in_order == earlier.names.in_order;
+        let same_sets = Arc::ptr_eq(&self.eligibility, &earlier.eligibility)
+            || self.eligibility == earlier.eligibility;
+        same_nodes
+            && same_sets
+            && self.capacity.len() == earlier.capacity.len()
+            && self
+                .capacity
+                .iter()
+                .zip(&earlier.capacity)
+                .all(|(now, then)| {
+                    !now.schedulable || (then.schedulable && then.free.covers(&now.free))
+                })
     }
 
     /// Node names in snapshot order.

@@ -7,6 +7,8 @@
 //! - [`state`]: the opaque state blob, encoded with serde;
 //! - [`shown`]: the labels already shown, so a label goes out only when it changes;
 //! - [`cluster`]: free resources per node, which nodes fit a task, packing a gang;
+//! - [`changes`]: which jobs a kept instance's call changed, and values kept per job
+//!   that follow them;
 //! - [`log`]: the host's log import, usable from native unit tests too;
 //! - [`progress`]: normalised evaluation series (SpeCon's gain, FlowCon's progress);
 //! - [`placement`]: initial placements shared by several policies (even spread,
@@ -25,13 +27,16 @@
 //! switchyard_policy_sdk::export!(MyPolicy with_types_in switchyard_policy_sdk::bindings);
 //! ```
 
+pub mod changes;
 pub mod cluster;
+mod entries;
 pub mod incremental;
 pub mod log;
 pub mod placement;
 pub mod progress;
 pub mod settings;
 pub mod shown;
+mod spread;
 pub mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;
@@ -116,7 +121,7 @@ macro_rules! policy_binding {
                 change: $crate::SnapshotDelta,
                 state: ::std::vec::Vec<u8>,
             ) -> ::std::result::Result<$crate::Decision, ::std::string::String> {
-                $crate::incremental::with_applied(change, |snapshot| {
+                $crate::changes::with_applied(change, |snapshot| {
                     $module::decide(&settings, snapshot, &state)
                 })?
             }

@@ -7,135 +7,15 @@
 //! the even spread's arrival counter lives in [`EvenSpread`], which the policy stores in
 //! its state blob.
 
-use serde::{Deserialize, Serialize};
+pub use crate::spread::{EvenSpread, Walk};
 
 use crate::cluster::{
     Ledger, ResourcesExt, has_pending_tasks, nodes_of, one_task_per_node, pending_tasks,
 };
-use crate::shown::match_previous;
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
-/// The fixed, even initial placement of SpeCon's evaluation: the k-th arriving job goes to
-/// worker `k mod |W|` (snapshot node order), or the next worker round the ring with room.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct EvenSpread {
-    /// Arrival number of every job seen while waiting and still active, in the last
-    /// snapshot's order (written as a map from job id to number, as it always was).
-    #[serde(with = "in_order")]
-    arrivals: Vec<(String, u64)>,
-    /// Arrival number the next new job gets.
-    next: u64,
-}
-
-impl EvenSpread {
-    /// The arrival number given to `job`, if it has one (a scan: for tests and
-    /// diagnostics; a round learns the new numbers from [`EvenSpread::place_numbering`]).
-    pub fn arrival_of(&self, job: &str) -> Option<u64> {
-        self.arrivals
-            .iter()
-            .find(|(id, _)| id == job)
-            .map(|(_, k)| *k)
-    }
-
-    /// One `place` action per job with pending tasks that fits: all its pending tasks on
-    /// one worker, chosen as described on [`EvenSpread`]. A job whose tasks fit on no
-    /// single worker is packed onto the fewest nodes instead (all or nothing); a job that
-    /// fits nowhere waits for the next call. A job that already has tasks on a node gets
-    /// its missing tasks there when they fit.
-    pub fn place(&mut self, snapshot: &Snapshot, ledger: &mut Ledger) -> Vec<Action> {
-        self.place_numbering(snapshot, ledger).0
-    }
-
-    /// [`EvenSpread::place`], and the jobs numbered in this call: `(snapshot position,
-    /// arrival number)`.
-    ///
-    /// The numbers are kept in snapshot order, which the next snapshot keeps (jobs
-    /// leave, new ones come last), so each job's number is found by a walk that steps
-    /// over the jobs that left; only a job the walk misses is looked up among the
-    /// entries it did not take. A round over a queue of thousands costs a comparison
-    /// per job, not a search of an ordered map and a set of every id.
-    pub fn place_numbering(
-        &mut self,
-        snapshot: &Snapshot,
-        ledger: &mut Ledger,
-    ) -> (Vec<Action>, Vec<(usize, u64)>) {
-        let mut before: Vec<(String, u64)> = std::mem::take(&mut self.arrivals);
-        let ids: Vec<&str> = snapshot.jobs.iter().map(|j| j.id.as_str()).collect();
-        let previous = match_previous(&before, &ids, |(id, _)| id.as_str());
-        let workers: Vec<&str> = snapshot.nodes.iter().map(|n| n.name.as_str()).collect();
-        let mut actions = Vec::new();
-        let mut numbered = Vec::new();
-        for (at, job) in snapshot.jobs.iter().enumerate() {
-            let known = previous[at].map(|i| (std::mem::take(&mut before[i].0), before[i].1));
-            let pending = pending_tasks(job);
-            if pending.is_empty() || workers.is_empty() {
-                // Still active: it keeps its number.
-                if let Some(entry) = known {
-                    self.arrivals.push(entry);
-                }
-                continue;
-            }
-            let k = match known {
-                Some((id, k)) => {
-                    self.arrivals.push((id, k));
-                    k
-                }
-                None => {
-                    self.next += 1;
-                    self.arrivals.push((job.id.clone(), self.next - 1));
-                    numbered.push((at, self.next - 1));
-                    self.next - 1
-                }
-            };
-            if let Some(action) = place_even(job, &pending, k, &workers, ledger) {
-                actions.push(action);
-            }
-        }
-        (actions, numbered)
-    }
-}
-
-/// `arrivals` as a map from job id to number in the blob (the format it always had),
-/// read back in the blob's order.
-mod in_order {
-    use serde::de::{MapAccess, Visitor};
-    use serde::ser::SerializeMap;
-    use serde::{Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(arrivals: &[(String, u64)], out: S) -> Result<S::Ok, S::Error> {
-        let mut map = out.serialize_map(Some(arrivals.len()))?;
-        for (id, k) in arrivals {
-            map.serialize_entry(id, k)?;
-        }
-        map.end()
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(
-        input: D,
-    ) -> Result<Vec<(String, u64)>, D::Error> {
-        input.deserialize_map(Entries)
-    }
-
-    struct Entries;
-
-    impl<'de> Visitor<'de> for Entries {
-        type Value = Vec<(String, u64)>;
-
-        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-            f.write_str("a map from job id to arrival number")
-        }
-
-        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-            let mut entries = Vec::with_capacity(map.size_hint().unwrap_or(0));
-            while let Some(entry) = map.next_entry::<String, u64>()? {
-                entries.push(entry);
-            }
-            Ok(entries)
-        }
-    }
-}
-
-fn place_even(
+/// One job's place in the even spread ([`EvenSpread`]).
+pub(crate) fn place_even(
     job: &Job,
     pending: &[&Task],
     k: u64,
@@ -241,6 +121,15 @@ impl Scoring {
 /// queue behind a full cluster costs a comparison per pod instead of a pass over every
 /// node.
 pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) -> Vec<Action> {
+    pod_by_pod_placing(snapshot, ledger, scoring).0
+}
+
+/// [`pod_by_pod`], with the snapshot position of the job of each action.
+pub fn pod_by_pod_placing(
+    snapshot: &Snapshot,
+    ledger: &mut Ledger,
+    scoring: Scoring,
+) -> (Vec<Action>, Vec<usize>) {
     let nodes = ledger.node_count();
     let to_find = feasible_nodes_to_find(nodes);
     let mut start = 0;
@@ -248,7 +137,13 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
     // Requests (and the eligibility set they were limited to) that found no node: a
     // task asking at least as much of the same set finds none either.
     let mut fit_nowhere: Vec<(Resources, Option<u32>)> = Vec::new();
-    for job in snapshot.jobs.iter().filter(|j| has_pending_tasks(j)) {
+    let mut positions = Vec::new();
+    for (at, job) in snapshot
+        .jobs
+        .iter()
+        .enumerate()
+        .filter(|(_, j)| has_pending_tasks(j))
+    {
         // A job whose tasks may not share a node skips the nodes it is on already.
         let apart = one_task_per_node(job);
         let mut taken: Vec<String> = match apart {
@@ -307,9 +202,10 @@ pub fn pod_by_pod(snapshot: &Snapshot, ledger: &mut Ledger, scoring: Scoring) ->
                 node,
             };
             actions.push(place(job, vec![assignment], reason));
+            positions.push(at);
         }
     }
-    actions
+    (actions, positions)
 }
 
 /// kube-scheduler's `numFeasibleNodesToFind` with the default (adaptive)

@@ -44,16 +44,21 @@ mod packed {
     pub fn serialize<S: Serializer>(shown: &[(u64, u32)], out: S) -> Result<S::Ok, S::Error> {
         let mut text = Vec::with_capacity(shown.len() * 20);
         for &(hash, position) in shown {
-            for shift in (0..16).rev() {
-                text.push(HEX[((hash >> (shift * 4)) & 0xf) as usize]);
-            }
-            let digits = (32 - position.leading_zeros()).div_ceil(4).max(1);
-            for shift in (0..digits).rev() {
-                text.push(HEX[((position >> (shift * 4)) & 0xf) as usize]);
-            }
-            text.push(b',');
+            entry(&mut text, hash, position);
         }
         out.serialize_str(std::str::from_utf8(&text).expect("hex digits and commas"))
+    }
+
+    /// One job's entry: its hash, the position of its value, a comma.
+    pub fn entry(text: &mut Vec<u8>, hash: u64, position: u32) {
+        for shift in (0..16).rev() {
+            text.push(HEX[((hash >> (shift * 4)) & 0xf) as usize]);
+        }
+        let digits = (32 - position.leading_zeros()).div_ceil(4).max(1);
+        for shift in (0..digits).rev() {
+            text.push(HEX[((position >> (shift * 4)) & 0xf) as usize]);
+        }
+        text.push(b',');
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(input: D) -> Result<Vec<(u64, u32)>, D::Error> {
@@ -105,7 +110,7 @@ mod packed {
 /// find (new jobs, or an order that changed) are looked up among the entries it did
 /// not take, which are the jobs that left: a round costs a comparison or two per job,
 /// not an index of every job.
-pub(crate) fn match_previous<'a, B, K>(
+pub fn match_previous<'a, B, K>(
     before: &'a [B],
     now: &[&K],
     key: impl Fn(&'a B) -> &'a K,
@@ -236,6 +241,24 @@ impl ShownLabels {
             self.shown.push((hash, position));
         }
         labels
+    }
+
+    /// The distinct values shown, in the order the memory numbers them.
+    pub fn values(&self) -> &[String] {
+        &self.values
+    }
+
+    /// Each remembered job, in the last snapshot's order: the [`id_hash`] of its id and
+    /// the position of its value in [`ShownLabels::values`].
+    pub fn remembered(&self) -> &[(u64, u32)] {
+        &self.shown
+    }
+
+    /// Appends to `text` a job's entry in the string that holds the remembered jobs in
+    /// the blob: a policy that keeps its own memory of the labels shown (and writes it
+    /// a job at a time) writes the blob this type reads.
+    pub fn write_entry(text: &mut Vec<u8>, hash: u64, position: u32) {
+        packed::entry(text, hash, position);
     }
 
     /// How many jobs are remembered (the jobs of the last snapshot with a label).

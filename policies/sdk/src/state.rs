@@ -3,9 +3,11 @@
 //! JSON rather than a binary format so an operator can read a persisted state file when
 //! a policy misbehaves; the blobs are small (per-job categories and counters). A kept
 //! instance need not parse its own blob back every round: [`decode_kept`] and
-//! [`encode_kept`].
+//! [`encode_kept`]; nor write every job's part again: [`Entries`].
 
 use serde::{Serialize, de::DeserializeOwned};
+
+pub use crate::entries::Entries;
 
 /// Decodes the blob the host passed in; an empty blob (first call) gives the default.
 pub fn decode<S: DeserializeOwned + Default>(blob: &[u8]) -> Result<S, String> {
@@ -63,6 +65,30 @@ pub fn keep_unchanged<S: 'static>(state: S, blob: &[u8]) -> Vec<u8> {
     let bytes = blob.to_vec();
     KEPT.with(|kept| *kept.borrow_mut() = Some((bytes.clone(), Box::new(state))));
     bytes
+}
+
+/// [`decode_kept`] for a state whose blob an [`Entries`] wrote (entries separated by
+/// `separator`): the state and the entries as [`keep_with_entries`] left them when
+/// `blob` is what this instance returned last; else the blob decoded, with entries
+/// that will all be written anew.
+pub fn decode_with_entries<S: DeserializeOwned + Default + 'static>(
+    blob: &[u8],
+    separator: &'static [u8],
+) -> Result<(S, Entries), String> {
+    let kept = KEPT.with(|kept| kept.borrow_mut().take());
+    if let Some((bytes, value)) = kept
+        && same_bytes(&bytes, blob)
+        && let Ok(value) = value.downcast::<(S, Entries)>()
+    {
+        return Ok(*value);
+    }
+    Ok((decode(blob)?, Entries::new(separator)))
+}
+
+/// Keeps `state` and the `entries` that wrote `blob` for the next
+/// [`decode_with_entries`].
+pub fn keep_with_entries<S: 'static>(state: S, entries: Entries, blob: &[u8]) {
+    KEPT.with(|kept| *kept.borrow_mut() = Some((blob.to_vec(), Box::new((state, entries)))));
 }
 
 /// Byte equality eight bytes at a time: Wasm's `memcmp` (wasi-libc) compares byte by

@@ -265,6 +265,96 @@ pub fn loss_series(points: &[(f64, f64)]) -> LossSeries {
     }
 }
 
+/// The change the host sends a kept instance that saw `before` and must now see
+/// `after`: the jobs of `before` missing from `after` leave, the jobs of `after` that
+/// differ from their `before` (compared whole, loss series included) or are new come
+/// whole, and the nodes come whole when any differs.
+pub fn change_between(before: &Snapshot, after: &Snapshot) -> SnapshotDelta {
+    let same = |a: &Job, b: &Job| format!("{a:?}") == format!("{b:?}");
+    let find = |jobs: &[Job], id: &str| jobs.iter().position(|j| j.id == id);
+    let nodes_changed = format!("{:?}", before.nodes) != format!("{:?}", after.nodes)
+        || format!("{:?}", before.node_sets) != format!("{:?}", after.node_sets);
+    SnapshotDelta {
+        reset: false,
+        time: after.time,
+        triggers: after.triggers.clone(),
+        nodes: if nodes_changed {
+            after.nodes.clone()
+        } else {
+            vec![]
+        },
+        removed_nodes: if nodes_changed {
+            before.nodes.iter().map(|n| n.name.clone()).collect()
+        } else {
+            vec![]
+        },
+        jobs: after
+            .jobs
+            .iter()
+            .filter(|j| find(&before.jobs, &j.id).is_none_or(|at| !same(&before.jobs[at], j)))
+            .cloned()
+            .collect(),
+        removed_jobs: before
+            .jobs
+            .iter()
+            .filter(|j| find(&after.jobs, &j.id).is_none())
+            .map(|j| j.id.clone())
+            .collect(),
+        loss_updates: LossUpdates {
+            jobs: vec![],
+            dropped: vec![],
+            appended: vec![],
+            samples: loss_series(&[]),
+        },
+        node_sets: nodes_changed.then(|| after.node_sets.clone()),
+    }
+}
+
+/// `s` after the host applied the placements and migrations of `d`: the tasks bound
+/// where the actions say, running, their requests charged to their nodes (and taken
+/// from the nodes they left).
+pub fn applied(s: &Snapshot, d: &crate::Decision) -> Snapshot {
+    use crate::Operation;
+    let mut s = s.clone();
+    let mut moves: Vec<(String, Option<String>, String)> = Vec::new();
+    for action in &d.actions {
+        match &action.op {
+            Operation::Place(p) => moves.extend(
+                p.assignments
+                    .iter()
+                    .map(|a| (p.job.clone(), Some(a.task.clone()), a.node.clone())),
+            ),
+            Operation::Migrate(m) => moves.push((m.job.clone(), m.task.clone(), m.node.clone())),
+            _ => {}
+        }
+    }
+    for (job, task, node) in moves {
+        let Some(job) = s.jobs.iter_mut().find(|j| j.id == job) else {
+            continue;
+        };
+        job.phase = JobPhase::Running;
+        for t in job
+            .tasks
+            .iter_mut()
+            .filter(|t| task.as_ref().is_none_or(|name| *name == t.name))
+        {
+            if let Some(from) = s
+                .nodes
+                .iter_mut()
+                .find(|n| Some(&n.name) == t.node.as_ref())
+            {
+                from.requested = from.requested.saturating_minus(&t.requests);
+            }
+            if let Some(to) = s.nodes.iter_mut().find(|n| n.name == node) {
+                to.requested = to.requested.plus(&t.requests);
+            }
+            t.node = Some(node.clone());
+            t.phase = TaskPhase::Running;
+        }
+    }
+    s
+}
+
 /// A snapshot at `time` triggered by a `tick`, with every bound task's requests charged
 /// to its node.
 pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {

@@ -7,13 +7,12 @@
 //! compact ([`crate::state`]), and a label goes out only when the operator would see a
 //! new value.
 
-use std::collections::HashMap;
-
 use switchyard_policy_sdk::{
     Action, Decision, Description, Job, JobLabel, JobPhase, Migration, MoveKind, Operation,
     Setting, Snapshot, Trigger,
     cluster::{Ledger, total_requests},
     log,
+    placement::Walk,
     progress::{Normalisation, value_at},
     settings::{ParamSpec, Settings, parameters},
 };
@@ -22,7 +21,7 @@ use crate::manager::{
     BusyScope, Choice, HostScore, Hosted, View, Weights, rebalance, speculative_host,
 };
 use crate::monitor::{Category, step};
-use crate::state::{self, JobState, State, align};
+use crate::state::{self, JobState};
 
 /// The purpose SpeCon gives Algorithm 2's migrations (and its in-place marks).
 pub const REALLOCATE: &str = "reallocate";
@@ -170,70 +169,56 @@ pub fn configure(given: &[Setting]) -> Result<Vec<Setting>, String> {
 /// One decision round.
 pub fn decide(given: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = Params::parse(given)?;
+    let mut memory = state::read(blob)?;
     // Jobs that left are forgotten here: `jobs[i]` belongs to `snapshot.jobs[i]`.
-    let mut taken = state::take_kept(blob, &snapshot.jobs);
-    let (mut spread, mut last_round, mut jobs) = match taken.as_mut() {
-        Some(kept) => (
-            std::mem::take(&mut kept.spread),
-            kept.last_round,
-            std::mem::take(&mut kept.jobs),
-        ),
-        None => {
-            let bytes = state::unarmour(blob)?;
-            let State {
-                spread,
-                last_round,
-                jobs: saved,
-            } = State::decode(&bytes)?;
-            (spread, last_round, align(saved, &snapshot.jobs))
-        }
-    };
+    memory.follow(snapshot);
     let now = snapshot.time;
 
     let mut ledger = Ledger::new(snapshot);
-    // The initial placement reads the nodes, the jobs and the arrival numbers only: on
-    // the same ones as a call that placed nothing, it places nothing again.
-    let unchanged = taken.as_ref().and_then(|t| t.unchanged.as_ref());
-    let (mut actions, numbered) = match unchanged {
-        Some(u) if !u.placed => (Vec::new(), Vec::new()),
-        _ => spread.place_numbering(snapshot, &mut ledger),
-    };
-    let placed = !actions.is_empty();
-    let spread_same = unchanged.is_some() && numbered.is_empty();
+    let walk = memory.spread.walk(snapshot, &mut ledger);
+    // Each job whose entry in the blob changes this round, by position.
+    let mut changed: Vec<usize> = walk.numbered.iter().map(|&(at, _)| at).collect();
+    // Where each hosted job is; its category is read once the monitor has run.
+    let mut hosted = hosted_jobs(snapshot, &walk, memory.bound(), memory.jobs.values());
+    let mut actions = walk.actions;
 
-    let round_due = last_round.is_none_or(|t| now - t >= params.interval - 1e-6);
+    let round_due = memory
+        .last_round
+        .is_none_or(|t| now - t >= params.interval - 1e-6);
+    let jobs = memory.jobs.values_mut();
     let mut requests = Vec::new();
     if round_due {
-        last_round = Some(now);
-        requests = monitor_round(snapshot, &mut jobs, &params);
+        memory.last_round = Some(now);
+        requests = monitor_round(snapshot, jobs, &params, &mut changed);
     }
-    let hosted = hosted_jobs(snapshot, &actions, &jobs);
+    for h in &mut hosted {
+        h.category = jobs[h.job].category;
+    }
     let mut view = View::new(snapshot, ledger, hosted);
     actions.extend(reallocations(
-        &mut view, snapshot, &requests, &mut jobs, &params,
+        &mut view,
+        snapshot,
+        &requests,
+        jobs,
+        &params,
+        &mut changed,
     ));
     if rebalance_due(snapshot, &params, round_due) {
-        actions.extend(rebalance_round(&mut view, snapshot, &mut jobs));
+        actions.extend(rebalance_round(&mut view, snapshot, jobs, &mut changed));
     }
 
-    let labels = changed_labels(&view, snapshot, &mut jobs);
-    let next = last_round.map_or(params.interval, |t| (t + params.interval - now).max(1e-3));
-    let state = State {
-        spread,
-        last_round,
-        jobs: snapshot
-            .jobs
-            .iter()
-            .map(|j| j.id.as_str())
-            .zip(jobs)
-            .collect(),
-    };
-    let blob = state::encode_and_keep(state, taken, spread_same, placed);
+    let labels = changed_labels(&view, snapshot, jobs, &mut changed);
+    let next = memory
+        .last_round
+        .map_or(params.interval, |t| (t + params.interval - now).max(1e-3));
+    for at in changed {
+        memory.changed(at);
+    }
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(next),
-        state: blob,
+        state: memory.write_and_keep(snapshot),
     })
 }
 
@@ -246,6 +231,7 @@ fn reallocations(
     requests: &[usize],
     jobs: &mut [JobState],
     params: &Params,
+    changed: &mut Vec<usize>,
 ) -> Vec<Action> {
     let mut actions = Vec::new();
     for &job in requests {
@@ -259,7 +245,11 @@ fn reallocations(
             }
         };
         if busy > 1 {
-            actions.extend(reallocate(view, snapshot, job, &mut jobs[job], params));
+            let action = reallocate(view, snapshot, job, &mut jobs[job], params);
+            if action.is_some() {
+                changed.push(job);
+            }
+            actions.extend(action);
         }
     }
     actions
@@ -279,96 +269,102 @@ fn rebalance_due(snapshot: &Snapshot, params: &Params, round_due: bool) -> bool 
     }
 }
 
-/// Jobs with a worker (bound, or placed by `placements` this round), with their
-/// category.
+/// Jobs with a worker (bound, or placed by this round's `walk`), with their category.
+/// `bound` says which jobs have a task on a node, so the queue's tasks are not read.
 fn hosted_jobs<'a>(
     snapshot: &'a Snapshot,
-    placements: &[Action],
+    walk: &Walk,
+    bound: &[bool],
     jobs: &[JobState],
 ) -> Vec<Hosted<'a>> {
-    let placed = placed_on(snapshot, placements);
-    snapshot
-        .jobs
+    let mut placed = walk
+        .placed
         .iter()
-        .zip(jobs)
-        .enumerate()
-        .filter_map(|(i, (job, js))| {
-            let node = match job.tasks.iter().find_map(|t| t.node.as_deref()) {
-                Some(bound) => bound,
-                None => *placed.get(job.id.as_str())?,
-            };
-            Some(Hosted {
-                job: i,
-                node,
-                // Initial settings (line 2): a job joining a worker starts in PC.
-                category: js.category,
-                request: total_requests(&job.tasks),
-                tasks: &job.tasks,
-            })
+        .zip(&walk.actions)
+        .filter_map(|(&at, action)| match &action.op {
+            Operation::Place(p) => Some((at, p.assignments.first()?.node.as_str())),
+            _ => None,
         })
-        .collect()
-}
-
-/// Job id -> the worker `placements` put its first task on, spelled as the snapshot
-/// spells it (so the view can borrow it).
-fn placed_on<'a, 'p>(
-    snapshot: &'a Snapshot,
-    placements: &'p [Action],
-) -> HashMap<&'p str, &'a str> {
-    let mut placed = HashMap::new();
-    if placements.is_empty() {
-        return placed;
+        .peekable();
+    let mut hosted = Vec::new();
+    for (i, (job, js)) in snapshot.jobs.iter().zip(jobs).enumerate() {
+        let placed_here = placed.next_if(|(at, _)| *at == i).map(|(_, node)| node);
+        let node = if bound[i] {
+            job.tasks.iter().find_map(|t| t.node.as_deref())
+        } else {
+            // Spelled as the snapshot spells it, so the view can borrow it.
+            placed_here
+                .and_then(|node| snapshot.nodes.iter().find(|n| n.name == node))
+                .map(|n| n.name.as_str())
+        };
+        let Some(node) = node else {
+            continue;
+        };
+        hosted.push(Hosted {
+            job: i,
+            node,
+            // Initial settings (line 2): a job joining a worker starts in PC.
+            category: js.category,
+            request: total_requests(&job.tasks),
+            tasks: &job.tasks,
+        });
     }
-    let workers: HashMap<&str, &'a str> = snapshot
-        .nodes
-        .iter()
-        .map(|n| (n.name.as_str(), n.name.as_str()))
-        .collect();
-    for action in placements {
-        if let Operation::Place(p) = &action.op
-            && let Some(first) = p.assignments.first()
-            && let Some(&node) = workers.get(first.node.as_str())
-        {
-            placed.entry(p.job.as_str()).or_insert(node);
-        }
-    }
-    placed
+    hosted
 }
 
 /// Algorithm 1 over every running, never-reallocated job; returns the positions of the
 /// jobs that ask for reallocation (lines 13-16, before the |PC| + |WC| test).
-fn monitor_round(snapshot: &Snapshot, jobs: &mut [JobState], params: &Params) -> Vec<usize> {
+fn monitor_round(
+    snapshot: &Snapshot,
+    jobs: &mut [JobState],
+    params: &Params,
+    changed: &mut Vec<usize>,
+) -> Vec<usize> {
     let now = snapshot.time;
     let mut requests = Vec::new();
     let mut changes = ChangeLog::default();
     for (i, (job, js)) in snapshot.jobs.iter().zip(jobs.iter_mut()).enumerate() {
-        if job.phase != JobPhase::Running || moved_for(job, REALLOCATE) || js.reallocated {
+        if job.phase != JobPhase::Running || js.reallocated || moved_for(job, REALLOCATE) {
             continue;
         }
-        js.scale.observe(params.normalisation, &job.loss);
-        let Some(value) = value_at(&job.loss, now).and_then(|v| js.scale.normalise(v)) else {
-            continue;
-        };
-        let Some(last) = js.last_value.replace(value) else {
-            continue;
-        };
-        let gain = (value - last).abs();
-        let before = js.category;
-        let s = step(before, gain, js.last_gain, params.alpha);
-        js.last_gain = Some(gain);
-        js.category = s.category;
-        if s.category == Category::CC && before != Category::CC {
-            js.cc_since = Some(now);
-        }
-        if s.wants_reallocation {
-            requests.push(i);
-        }
-        if before != s.category {
-            changes.note(&job.id, before, s.category, gain, params.alpha);
+        let before = js.clone();
+        requests.extend(monitor_step(job, js, now, params, &mut changes).then_some(i));
+        if *js != before {
+            changed.push(i);
         }
     }
     changes.close(now);
     requests
+}
+
+/// Algorithm 1 for one running job at `now`: its gain and its step; true when it asks
+/// for reallocation.
+fn monitor_step(
+    job: &Job,
+    js: &mut JobState,
+    now: f64,
+    params: &Params,
+    changes: &mut ChangeLog,
+) -> bool {
+    js.scale.observe(params.normalisation, &job.loss);
+    let Some(value) = value_at(&job.loss, now).and_then(|v| js.scale.normalise(v)) else {
+        return false;
+    };
+    let Some(last) = js.last_value.replace(value) else {
+        return false;
+    };
+    let gain = (value - last).abs();
+    let before = js.category;
+    let s = step(before, gain, js.last_gain, params.alpha);
+    js.last_gain = Some(gain);
+    js.category = s.category;
+    if s.category == Category::CC && before != Category::CC {
+        js.cc_since = Some(now);
+    }
+    if before != s.category {
+        changes.note(&job.id, before, s.category, gain, params.alpha);
+    }
+    s.wants_reallocation
 }
 
 /// Category changes written one debug line each per monitor round, before the rest are
@@ -478,7 +474,12 @@ fn reallocation_reason(
 }
 
 /// Algorithm 3 over the converged, never-rebalanced, checkpointable running jobs.
-fn rebalance_round(view: &mut View, snapshot: &Snapshot, jobs: &mut [JobState]) -> Vec<Action> {
+fn rebalance_round(
+    view: &mut View,
+    snapshot: &Snapshot,
+    jobs: &mut [JobState],
+    changed: &mut Vec<usize>,
+) -> Vec<Action> {
     let now = snapshot.time;
     let durations: Vec<(usize, f64)> = snapshot
         .jobs
@@ -498,6 +499,7 @@ fn rebalance_round(view: &mut View, snapshot: &Snapshot, jobs: &mut [JobState]) 
         .into_iter()
         .map(|m| {
             jobs[m.job].rebalanced = true;
+            changed.push(m.job);
             let why = if m.idle_branch {
                 format!("{} is idle and bf = {}", m.to, m.bf)
             } else {
@@ -528,7 +530,12 @@ fn rebalance_round(view: &mut View, snapshot: &Snapshot, jobs: &mut [JobState]) 
 /// The host keeps a job's labels until the policy names the job again (the WIT's
 /// `labels`: "replaces the policy's previous labels on the named jobs"), so repeating
 /// an unchanged category every round only moved thousands of strings out of the guest.
-fn changed_labels(view: &View, snapshot: &Snapshot, jobs: &mut [JobState]) -> Vec<JobLabel> {
+fn changed_labels(
+    view: &View,
+    snapshot: &Snapshot,
+    jobs: &mut [JobState],
+    changed: &mut Vec<usize>,
+) -> Vec<JobLabel> {
     view.hosted()
         .iter()
         .filter_map(|h| {
@@ -537,6 +544,7 @@ fn changed_labels(view: &View, snapshot: &Snapshot, jobs: &mut [JobState]) -> Ve
                 return None;
             }
             js.shown = Some(js.category);
+            changed.push(h.job);
             Some(JobLabel {
                 job: snapshot.jobs[h.job].id.clone(),
                 key: "category".into(),
@@ -549,6 +557,7 @@ fn changed_labels(view: &View, snapshot: &Snapshot, jobs: &mut [JobState]) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::state::State;
     use switchyard_policy_sdk::testing::*;
     use switchyard_policy_sdk::{Job, JobLabel, Node};
 
@@ -648,6 +657,22 @@ mod tests {
         assert_eq!(
             reason,
             "CC since t=60s; w1 score 4 without it -> w3 score 0"
+        );
+    }
+
+    #[test]
+    fn algorithm_2_scores_the_categories_of_this_round_s_monitor() {
+        // p2 slows down at t=90 (gain 0.005 < alpha), in the round c asks to move: w1
+        // without c scores p1's PC and p2's WC, 2 + 1.5.
+        const FLATTENING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.8), (60.0, 0.6), (90.0, 0.595)];
+        let mut jobs = busy_w1();
+        jobs[2] = job("p2").running_on("w1").loss(FLATTENING);
+        let ds = rounds(&[], &three_workers(), &jobs, &[0.0, 30.0, 60.0, 90.0]);
+        let m = migrations(&ds[3]);
+        assert_eq!(m.len(), 1, "{m:?}");
+        assert_eq!(
+            m[0].3,
+            "CC since t=60s; w1 score 3.5 without it -> w3 score 0"
         );
     }
 

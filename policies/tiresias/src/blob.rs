@@ -1,55 +1,228 @@
 //! The state blob, written a job at a time: the JSON of [`State`], where each job's
-//! entry is copied from the previous blob when its standing did not change.
+//! entry is copied from the previous blob, and only the numbers that changed are
+//! written over.
 //!
-//! Tiresias keeps a standing per job of the queue, and the host hands the blob back
-//! every round. Written by serde, it was two thirds of a round on the Philly trace (a
-//! few floats formatted and an id escaped per queued job, every round). A job that waits
-//! without having run keeps the same standing from round to round (the round's time is
-//! written once, not per job), so its entry is the same bytes: only the jobs that run,
-//! or wait after running, are written anew. The bytes are exactly serde's, so any reader
-//! (a fresh instance, an operator with `jq`) sees the same JSON.
+//! Tiresias keeps a standing per job of the queue, and on a busy trace nearly every
+//! standing changes every round: a running job's service grows, and so does the
+//! waiting time of a job that ran before. Written anew each round, the entries were
+//! most of a round. So each number of an entry has a fixed width (right-aligned, the
+//! spaces in front being JSON's whitespace): an entry keeps its place and length, the
+//! blob is copied as it was, and a changed number is written over its own field. The
+//! numbers are the ones serde writes (the shortest text that reads back exactly), so
+//! any reader (a fresh instance, an operator with `jq`) reads the same state; a blob
+//! of serde's compact form reads as well.
 
 use std::cell::RefCell;
-use std::ops::Range;
 
-use switchyard_policy_sdk::state::{self, same_bytes};
+use switchyard_policy_sdk::{
+    Job, Snapshot,
+    changes::Follow,
+    shown::id_hash,
+    state::{self, same_bytes},
+};
 
-use crate::policy::State;
+use crate::policy::{Facts, State};
 use crate::queues::Standing;
 
-/// A blob this instance wrote, and where each job's entry is in it.
-pub struct Written {
-    blob: Vec<u8>,
-    entries: Vec<Range<usize>>,
+/// Where one job's entry is in the last blob: `["<id>",{standing}]`, the standing
+/// starting `id_len` bytes after `start` (the `[`, the id's JSON string and the comma).
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    start: usize,
+    end: usize,
+    id_len: usize,
 }
 
-/// What this instance last returned: the blob, its entries and the state it encodes.
-struct Kept {
-    written: Written,
-    state: State,
+/// What Tiresias keeps of one job of the snapshot.
+#[derive(Clone, Debug, Default)]
+pub struct Slot {
+    id: String,
+    /// Its standing; none for a job new to the policy, which gets one (and its ticket)
+    /// when the round reaches it, in snapshot order.
+    pub standing: Option<Standing>,
+    /// What a round needs of the job, read from its tasks when it changed.
+    pub facts: Facts,
+    /// Its entry in the last blob.
+    entry: Option<Entry>,
+    /// The standing that entry holds.
+    written: Option<Standing>,
+}
+
+impl Slot {
+    /// The slot of `job`, keeping what `old` held when it is the same job's.
+    fn of(job: &Job, old: Option<Slot>) -> Self {
+        match old {
+            Some(old) if old.id == job.id => Self {
+                facts: Facts::of(job),
+                ..old
+            },
+            _ => Self {
+                id: job.id.clone(),
+                facts: Facts::of(job),
+                ..Self::default()
+            },
+        }
+    }
+}
+
+/// Everything Tiresias keeps between the calls of an instance.
+#[derive(Debug, Default)]
+pub struct Memory {
+    /// Each job of the snapshot, in its order.
+    pub slots: Follow<Slot>,
+    /// The next queue ticket.
+    pub tickets: u64,
+    /// The blob returned last.
+    blob: Vec<u8>,
 }
 
 thread_local! {
-    static KEPT: RefCell<Option<Kept>> = const { RefCell::new(None) };
+    static KEPT: RefCell<Option<Memory>> = const { RefCell::new(None) };
 }
 
-/// The state `blob` holds, and the blob's entries when this instance wrote it (its
-/// entries may then be copied into the next blob; a fresh instance, or a blob from
-/// elsewhere, is parsed and written whole).
-pub fn read(blob: &[u8]) -> Result<(State, Option<Written>), String> {
-    let kept = KEPT.with(|kept| kept.borrow_mut().take());
-    if let Some(kept) = kept
-        && same_bytes(&kept.written.blob, blob)
+/// The memory `blob` holds: the one this instance kept when `blob` is what it returned
+/// last, else parsed (every entry is then written anew).
+pub fn read(blob: &[u8]) -> Result<Memory, String> {
+    if let Some(kept) = KEPT.with(|kept| kept.borrow_mut().take())
+        && same_bytes(&kept.blob, blob)
     {
-        return Ok((kept.state, Some(kept.written)));
+        return Ok(kept);
     }
-    let mut st: State = state::decode(blob)?;
-    if let Some(seen) = st.seen {
-        for (_, standing) in &mut st.jobs {
-            standing.seen = seen;
+    let st: State = state::decode(blob)?;
+    let slots = st
+        .jobs
+        .into_iter()
+        .map(|(id, mut standing)| {
+            if let Some(seen) = st.seen {
+                standing.seen = seen;
+            }
+            let slot = Slot {
+                standing: Some(standing),
+                ..Slot {
+                    id,
+                    ..Slot::default()
+                }
+            };
+            (id_hash(&slot.id), slot)
+        })
+        .collect();
+    Ok(Memory {
+        slots: Follow::unmatched(slots),
+        tickets: st.tickets,
+        blob: Vec::new(),
+    })
+}
+
+impl Memory {
+    /// Brings the memory to `snapshot`: the jobs that left are forgotten, the facts of
+    /// the new and changed ones are read.
+    pub fn follow(&mut self, snapshot: &Snapshot) {
+        self.slots
+            .follow(snapshot, |_, job, old| Slot::of(job, old), |_| {});
+    }
+
+    /// The blob, the JSON of [`State`] with the round's time `seen`: the entries are
+    /// copied from the previous blob (runs of them in one piece) and only the numbers
+    /// that changed are written over; a new job's entry is written whole. Kept with the
+    /// memory for the next [`read`].
+    pub fn write_and_keep(mut self, seen: f64) -> Vec<u8> {
+        let previous = std::mem::take(&mut self.blob);
+        let mut blob = Vec::with_capacity(previous.len() + 64);
+        blob.extend_from_slice(b"{\"jobs\":[");
+        let slots = self.slots.values_mut();
+        // Entries of the previous blob not copied yet: positions `first..=last`, which
+        // follow one another there, commas included.
+        let mut run: Option<(usize, usize)> = None;
+        let copy = |blob: &mut Vec<u8>, slots: &mut [Slot], (first, last): (usize, usize)| {
+            let from = slots[first].entry.expect("copied entries exist").start;
+            let to = slots[last].entry.expect("copied entries exist").end;
+            let start = blob.len();
+            blob.extend_from_slice(&previous[from..to]);
+            for slot in &mut slots[first..=last] {
+                let e = slot.entry.as_mut().expect("copied entries exist");
+                (e.start, e.end) = (e.start - from + start, e.end - from + start);
+            }
+        };
+        for at in 0..slots.len() {
+            if let Some(entry) = slots[at].entry {
+                match &mut run {
+                    Some((_, last))
+                        if slots[*last].entry.is_some_and(|e| e.end + 1 == entry.start) =>
+                    {
+                        *last = at;
+                    }
+                    _ => {
+                        if let Some(r) = run.take() {
+                            copy(&mut blob, slots, r);
+                        }
+                        if at > 0 {
+                            blob.push(b',');
+                        }
+                        run = Some((at, at));
+                    }
+                }
+                continue;
+            }
+            if let Some(r) = run.take() {
+                copy(&mut blob, slots, r);
+            }
+            if at > 0 {
+                blob.push(b',');
+            }
+            let start = blob.len();
+            let slot = &mut slots[at];
+            blob.push(b'[');
+            blob.extend_from_slice(&state::encode(&slot.id));
+            blob.push(b',');
+            let id_len = blob.len() - start;
+            let standing = slot.standing.as_ref().expect("every job has a standing");
+            write_standing(&mut blob, standing);
+            blob.push(b']');
+            slot.entry = Some(Entry {
+                start,
+                end: blob.len(),
+                id_len,
+            });
+            slot.written = Some(standing.clone());
         }
+        if let Some(r) = run.take() {
+            copy(&mut blob, slots, r);
+        }
+        // The copied entries whose standing changed: their numbers written over.
+        for slot in slots.iter_mut() {
+            let (Some(entry), Some(now)) = (slot.entry, slot.standing.as_ref()) else {
+                continue;
+            };
+            let at = entry.start + entry.id_len;
+            let fields = &mut blob[at..entry.end - 1];
+            match &slot.written {
+                Some(was) if same_entry(was, now) => continue,
+                Some(was) => overwrite(fields, was, now),
+                None => overwrite_all(fields, now),
+            }
+            slot.written = Some(now.clone());
+        }
+        blob.extend_from_slice(b"],\"tickets\":");
+        blob.extend_from_slice(&state::encode(&self.tickets));
+        blob.extend_from_slice(b",\"seen\":");
+        blob.extend_from_slice(&state::encode(&seen));
+        blob.push(b'}');
+        self.blob = blob.clone();
+        KEPT.with(|kept| *kept.borrow_mut() = Some(self));
+        blob
     }
-    Ok((st, None))
+}
+
+/// Takes what this instance keeps (tests: a fresh instance's call in between).
+#[cfg(test)]
+pub(crate) fn take() -> Option<Memory> {
+    KEPT.with(|kept| kept.borrow_mut().take())
+}
+
+/// Puts back what [`take`] took.
+#[cfg(test)]
+pub(crate) fn put_back(memory: Option<Memory>) {
+    KEPT.with(|kept| *kept.borrow_mut() = memory);
 }
 
 /// True when `before` and `after` write the same entry (the round's time is not part
@@ -63,38 +236,113 @@ pub fn same_entry(before: &Standing, after: &Standing) -> bool {
         && before.shown == after.shown
 }
 
-/// The blob of `st`: the entry of job `i` is copied from `previous`'s entry
-/// `reuse[i]` when there is one (the caller checked [`same_entry`] against the same
-/// id), else written. Keeps the state and the blob for the next [`read`].
-pub fn write(st: State, reuse: &[Option<usize>], previous: Option<&Written>) -> Vec<u8> {
-    let size = previous.map_or(64 * st.jobs.len(), |p| p.blob.len()) + 64;
-    let mut blob = Vec::with_capacity(size);
-    let mut entries = Vec::with_capacity(st.jobs.len());
-    blob.extend_from_slice(b"{\"jobs\":[");
-    for (i, entry) in st.jobs.iter().enumerate() {
-        if i > 0 {
-            blob.push(b',');
+/// Width of an integer's field: any `u64`.
+const INTEGER: usize = 20;
+/// Width of a float's field: the longest shortest text of an `f64`
+/// (`-2.2250738585072014e-308`).
+const FLOAT: usize = 24;
+
+/// The fields of a standing in an entry: the key before each, and the width of its
+/// value. An entry's standing is `{` and these, then `}`.
+const FIELDS: [(&[u8], usize); 6] = [
+    (b"\"q\":", INTEGER),
+    (b",\"n\":", INTEGER),
+    (b",\"e\":", FLOAT),
+    (b",\"t\":", FLOAT),
+    (b",\"p\":", FLOAT),
+    (b",\"s\":", INTEGER),
+];
+
+/// Where field `k`'s value starts in a standing's bytes (after its `{`).
+fn field(k: usize) -> std::ops::Range<usize> {
+    let start = 1
+        + FIELDS[..k]
+            .iter()
+            .map(|(key, w)| key.len() + w)
+            .sum::<usize>()
+        + FIELDS[k].0.len();
+    start..start + FIELDS[k].1
+}
+
+/// The text of field `k` of `standing`: what serde writes for it (`null` for a float
+/// that is not finite, or no label shown).
+fn text<W: std::io::Write>(standing: &Standing, k: usize, out: &mut W) {
+    use serde_json::ser::{CompactFormatter, Formatter};
+    let fits = "a field holds any number";
+    let integer = |out: &mut W, value: u64| CompactFormatter.write_u64(out, value).expect(fits);
+    let number = |out: &mut W, value: f64| {
+        if value.fract() == 0.0 && value.abs() < 1e15 && !(value == 0.0 && value.is_sign_negative())
+        {
+            // A whole number of seconds (a trace's times are): written as the integer
+            // and `.0`, as the float writer writes it, at a fraction of its cost.
+            CompactFormatter.write_i64(out, value as i64).expect(fits);
+            out.write_all(b".0").expect(fits);
+        } else if value.is_finite() {
+            CompactFormatter.write_f64(out, value).expect(fits);
+        } else {
+            out.write_all(b"null").expect(fits);
         }
-        let start = blob.len();
-        match (previous, reuse.get(i).copied().flatten()) {
-            (Some(p), Some(at)) => blob.extend_from_slice(&p.blob[p.entries[at].clone()]),
-            _ => serde_json::to_writer(&mut blob, entry).expect("a standing serialises"),
-        }
-        entries.push(start..blob.len());
-    }
-    blob.extend_from_slice(b"],\"tickets\":");
-    serde_json::to_writer(&mut blob, &st.tickets).expect("a number serialises");
-    if let Some(seen) = st.seen {
-        blob.extend_from_slice(b",\"seen\":");
-        serde_json::to_writer(&mut blob, &seen).expect("a number serialises");
-    }
-    blob.push(b'}');
-    let written = Written {
-        blob: blob.clone(),
-        entries,
     };
-    KEPT.with(|kept| *kept.borrow_mut() = Some(Kept { written, state: st }));
-    blob
+    match k {
+        0 => integer(out, standing.queue as u64),
+        1 => integer(out, standing.ticket),
+        2 => number(out, standing.executed),
+        3 => number(out, standing.total),
+        4 => number(out, standing.waited),
+        _ => match standing.shown {
+            Some(shown) => integer(out, shown as u64),
+            None => out.write_all(b"null").expect(fits),
+        },
+    }
+}
+
+/// Writes field `k` of `standing` over its place in `fields` (a standing's bytes),
+/// right-aligned after spaces.
+fn put(fields: &mut [u8], standing: &Standing, k: usize) {
+    let mut value = [0u8; FLOAT];
+    let mut rest: &mut [u8] = &mut value;
+    text(standing, k, &mut rest);
+    let len = FLOAT - rest.len();
+    let place = &mut fields[field(k)];
+    let pad = place.len() - len;
+    place[..pad].fill(b' ');
+    place[pad..].copy_from_slice(&value[..len]);
+}
+
+/// Appends `standing` with every number in its field.
+fn write_standing(out: &mut Vec<u8>, standing: &Standing) {
+    let start = out.len();
+    out.push(b'{');
+    for (key, width) in FIELDS {
+        out.extend_from_slice(key);
+        out.resize(out.len() + width, b' ');
+    }
+    out.push(b'}');
+    overwrite_all(&mut out[start..], standing);
+}
+
+/// Writes every field of `now` over `fields`.
+fn overwrite_all(fields: &mut [u8], now: &Standing) {
+    for k in 0..FIELDS.len() {
+        put(fields, now, k);
+    }
+}
+
+/// Writes over `fields` (holding `was`) the fields in which `now` differs.
+fn overwrite(fields: &mut [u8], was: &Standing, now: &Standing) {
+    let differs = [
+        was.queue != now.queue,
+        was.ticket != now.ticket,
+        was.executed.to_bits() != now.executed.to_bits(),
+        was.total.to_bits() != now.total.to_bits(),
+        was.waited.to_bits() != now.waited.to_bits(),
+        was.shown != now.shown,
+    ];
+    for (k, differs) in differs.into_iter().enumerate() {
+        if differs {
+            put(fields, now, k);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -121,42 +369,198 @@ mod tests {
         }
     }
 
+    /// Follows `jobs` (ids) through a kept instance's call with the change from
+    /// `before`, gives them `standings` as a round would, and writes the blob.
+    fn round(
+        memory: Memory,
+        before: Option<&Snapshot>,
+        jobs: &[(&str, Standing)],
+        seen: f64,
+    ) -> (Vec<u8>, Snapshot) {
+        use switchyard_policy_sdk::changes::with_applied;
+        use switchyard_policy_sdk::testing::{change_between, job, node, snapshot, tick_delta};
+        let now = snapshot(
+            seen,
+            vec![node("n", 1000)],
+            jobs.iter().map(|(id, _)| job(id)).collect(),
+        );
+        let delta = match before {
+            None => tick_delta(seen, true, &now.nodes, &now.jobs),
+            Some(b) => change_between(b, &now),
+        };
+        let mut memory = memory;
+        let blob = with_applied(delta, |s| {
+            memory.follow(s);
+            for (slot, (_, standing)) in memory.slots.values_mut().iter_mut().zip(jobs) {
+                slot.standing = Some(standing.clone());
+            }
+            memory.tickets = 9;
+            memory.write_and_keep(seen)
+        })
+        .unwrap();
+        (blob, now)
+    }
+
+    /// `blob` without the padding of its numbers and without the `"s":null` of a job
+    /// shown no label: serde's compact JSON of the same state.
+    fn compact(blob: &[u8]) -> String {
+        let text = String::from_utf8(blob.to_vec()).unwrap();
+        let mut out = String::new();
+        let mut in_string = false;
+        let mut escaped = false;
+        for c in text.chars() {
+            match (in_string, escaped, c) {
+                (true, true, _) => escaped = false,
+                (true, false, '\\') => escaped = true,
+                (_, false, '"') => in_string = !in_string,
+                (false, _, ' ') => continue,
+                _ => {}
+            }
+            out.push(c);
+        }
+        out.replace(",\"s\":null", "")
+    }
+
     #[test]
     fn entries_copied_or_written_give_serde_s_own_bytes_and_read_back() {
-        let first = state(&[("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))], 10.0);
-        let whole = serde_json::to_vec(&first).unwrap();
-        let blob = write(first, &[None, None], None);
-        assert_eq!(blob, whole);
-        let (back, written) = read(&blob).unwrap();
-        let written = written.expect("this instance wrote it");
-        assert_eq!(back.jobs[1].0, "b\"q");
+        let first = [("a", standing(0, 0.0)), ("b\"q", standing(1, 0.5))];
+        let (blob, s1) = round(Memory::default(), None, &first, 10.0);
+        let whole = serde_json::to_vec(&state(&first, 10.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
         // `a` left, `b"q` is unchanged, `c` is new and `d` changed.
-        let second = state(
-            &[
-                ("b\"q", standing(1, 0.5)),
-                ("c", standing(2, 0.0)),
-                ("d", standing(3, 1.0 / 3.0)),
-            ],
-            20.0,
+        let second = [
+            ("b\"q", standing(1, 0.5)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+        ];
+        let (blob, s2) = round(read(&blob).unwrap(), Some(&s1), &second, 20.0);
+        let whole = serde_json::to_vec(&state(&second, 20.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
+        // `b"q` ran (its numbers are written over its entry), `c` and `d` are copied.
+        let third = [
+            ("b\"q", standing(1, 0.75)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+        ];
+        let before = blob.clone();
+        let (blob, s3) = round(read(&blob).unwrap(), Some(&s2), &third, 20.0);
+        let whole = serde_json::to_vec(&state(&third, 20.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
+        assert_eq!(blob.len(), before.len(), "every entry kept its place");
+        let differ = blob.iter().zip(&before).filter(|(a, b)| a != b).count();
+        assert!(
+            differ <= 2 * FLOAT,
+            "only b\"q's clocks were written: {differ} bytes"
         );
-        let whole = serde_json::to_vec(&second).unwrap();
-        let blob = write(second, &[Some(1), None, None], Some(&written));
-        assert_eq!(String::from_utf8(blob.clone()), String::from_utf8(whole));
+        // `e` is new.
+        let fourth = [
+            ("b\"q", standing(1, 0.75)),
+            ("c", standing(2, 0.0)),
+            ("d", standing(3, 1.0 / 3.0)),
+            ("e", standing(4, 0.0)),
+        ];
+        let (blob, _) = round(read(&blob).unwrap(), Some(&s3), &fourth, 30.0);
+        let whole = serde_json::to_vec(&state(&fourth, 30.0)).unwrap();
+        assert_eq!(compact(&blob), String::from_utf8(whole).unwrap());
         // Another instance parses it; the time is given back to every standing.
         KEPT.with(|kept| *kept.borrow_mut() = None);
-        let (fresh, written) = read(&blob).unwrap();
-        assert!(written.is_none());
-        assert!(fresh.jobs.iter().all(|(_, s)| s.seen == 20.0));
-        assert_eq!(fresh.jobs[2].1.executed, 1.0 / 3.0);
+        let fresh = read(&blob).unwrap();
+        let standings: Vec<&Standing> = fresh
+            .slots
+            .values()
+            .iter()
+            .map(|s| s.standing.as_ref().unwrap())
+            .collect();
+        assert!(standings.iter().all(|s| s.seen == 30.0));
+        assert_eq!(standings[2].executed, 1.0 / 3.0);
+    }
+
+    #[test]
+    fn a_standing_holds_the_numbers_serde_writes_each_in_its_field() {
+        let cases = [
+            Standing::default(),
+            Standing {
+                queue: 3,
+                ticket: u64::MAX,
+                executed: 1.0 / 3.0,
+                total: 1e300,
+                waited: f64::NAN,
+                seen: 7.0,
+                shown: Some(2),
+            },
+            Standing {
+                executed: 60.5,
+                total: 60.5,
+                waited: -0.0,
+                shown: Some(0),
+                ..Standing::default()
+            },
+            Standing {
+                executed: f64::INFINITY,
+                total: f64::INFINITY,
+                ..Standing::default()
+            },
+        ];
+        for standing in cases {
+            let mut mine = Vec::new();
+            write_standing(&mut mine, &standing);
+            let serde = serde_json::to_vec(&standing).unwrap();
+            assert_eq!(compact(&mine), String::from_utf8(serde).unwrap());
+            let width: usize = FIELDS.iter().map(|(key, w)| key.len() + w).sum();
+            assert_eq!(mine.len(), width + 2, "a standing has a fixed length");
+        }
+    }
+
+    #[test]
+    fn whole_numbers_are_written_as_the_float_writer_writes_them() {
+        let mut seed: u64 = 0x7135;
+        let mut draw = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            seed >> 11
+        };
+        let mut values = vec![
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            9.0,
+            10.0,
+            99_999.0,
+            1e14,
+            1e15 - 1.0,
+            1e15,
+        ];
+        values.extend((0..16).map(|e| 10f64.powi(e) + 0.5));
+        for _ in 0..2000 {
+            let digits = draw() % 16;
+            let value = (draw() % 10u64.pow(digits as u32 + 1)) as f64;
+            values.extend([value, -value, value / 8.0]);
+        }
+        for value in values {
+            let standing = Standing {
+                executed: value,
+                total: value + 60.0,
+                waited: -value,
+                ..Standing::default()
+            };
+            let mut mine = Vec::new();
+            write_standing(&mut mine, &standing);
+            let serde = serde_json::to_vec(&standing).unwrap();
+            assert_eq!(compact(&mine), String::from_utf8(serde).unwrap(), "{value}");
+        }
     }
 
     #[test]
     fn a_blob_with_the_time_per_job_still_reads() {
         let old = br#"{"jobs":[["a",{"q":1,"n":4,"e":2.0,"t":3.0,"p":0.0,"c":50.0}]],"tickets":5}"#;
         KEPT.with(|kept| *kept.borrow_mut() = None);
-        let (st, _) = read(old).unwrap();
-        assert_eq!((st.jobs[0].1.queue, st.jobs[0].1.seen), (1, 50.0));
-        assert_eq!(st.seen, None);
+        let memory = read(old).unwrap();
+        let slot = &memory.slots.values()[0];
+        let standing = slot.standing.as_ref().unwrap();
+        assert_eq!((standing.queue, standing.seen), (1, 50.0));
+        assert_eq!(memory.tickets, 5);
     }
 
     #[test]

@@ -1,8 +1,6 @@
 //! Tiresias as a plain function of (settings, snapshot, state): ranking, admission,
 //! preemption, placement, labels and the state blob. No WIT glue.
 
-use std::collections::HashMap;
-
 use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, Decision, Description, Job, JobLabel, JobPhase, Operation, Placement, Resources,
@@ -112,29 +110,22 @@ pub fn configure(settings: &[Setting]) -> Result<Vec<Setting>, String> {
 /// capacity lasts, preempt the running ones left out, place the waiting ones let in.
 pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<Decision, String> {
     let params = params(settings)?;
-    let (st, written) = blob::read(blob)?;
-    let mut tickets = st.tickets;
-    let mut saved = Saved::new(st.jobs);
+    let mut memory = blob::read(blob)?;
+    memory.follow(snapshot);
     let now = snapshot.time;
-    let mut standings: Vec<Standing> = Vec::with_capacity(snapshot.jobs.len());
-    let mut ids: Vec<String> = Vec::with_capacity(snapshot.jobs.len());
-    // Each job's position in the previous state, where it had one.
-    let mut previous: Vec<Option<usize>> = Vec::with_capacity(snapshot.jobs.len());
-    for job in &snapshot.jobs {
-        let (at, id, standing) = match saved.take(&job.id) {
-            Some((at, id, standing)) => (Some(at), Some(id), Some(standing)),
-            None => (None, None, None),
-        };
-        previous.push(at);
-        ids.push(id.unwrap_or_else(|| job.id.clone()));
-        let mut standing = standing.unwrap_or_else(|| {
+    let mut tickets = memory.tickets;
+    let slots = memory.slots.values_mut();
+    let mut standings: Vec<Standing> = Vec::with_capacity(slots.len());
+    // Standings come, and tickets are handed out, in snapshot order.
+    for (job, slot) in snapshot.jobs.iter().zip(slots.iter_mut()) {
+        let mut standing = slot.standing.take().unwrap_or_else(|| {
             tickets += 1;
             Standing::new(now, tickets - 1)
         });
         let moved = standing.advance(
             now,
-            holds_resources(job),
-            width(job),
+            slot.facts.holds,
+            slot.facts.width,
             &params.queues,
             &mut tickets,
         );
@@ -143,21 +134,22 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
         standings.push(standing);
     }
+    let facts: Vec<&Facts> = slots.iter().map(|s| &s.facts).collect();
     let order = ranking(&standings);
-    let admitted = admit(snapshot, &order);
+    let admitted = admit(snapshot, &facts, &order);
     let mut ledger = Ledger::new(snapshot);
     let mut actions = Vec::new();
     for (rank, &i) in order.iter().enumerate() {
         let job = &snapshot.jobs[i];
         let standing = &standings[i];
-        match (holds_resources(job), admitted[i]) {
-            (true, false) if preemptible(job) => actions.push(Action {
+        match (facts[i].holds, admitted[i]) {
+            (true, false) if facts[i].preemptible => actions.push(Action {
                 op: Operation::Preempt(job.id.clone()),
                 reason: format!(
                     "Q{} rank {}: jobs ranked above it need its resources (service {:.0})",
                     standing.queue,
                     rank + 1,
-                    standing.service(width(job))
+                    standing.service(facts[i].width)
                 ),
             }),
             (false, true) => {
@@ -184,72 +176,52 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
         }
     }
     let labels = queue_labels(snapshot, &mut standings);
-    // An entry whose standing is as the previous blob wrote it is copied from there.
-    let reuse: Vec<Option<usize>> = previous
-        .iter()
-        .zip(&standings)
-        .map(|(&at, now)| at.filter(|&at| blob::same_entry(&saved.jobs[at].1, now)))
-        .collect();
-    let state = State {
-        jobs: ids.into_iter().zip(standings).collect(),
-        tickets,
-        seen: Some(now),
-    };
+    for (slot, standing) in memory.slots.values_mut().iter_mut().zip(standings) {
+        slot.standing = Some(standing);
+    }
+    memory.tickets = tickets;
     Ok(Decision {
         actions,
         labels,
         next_call_after: Some(params.interval),
-        state: blob::write(state, &reuse, written.as_ref()),
+        state: memory.write_and_keep(now),
     })
 }
 
-/// The previous round's standings, in its snapshot order, taken by job id. The
-/// snapshot keeps its order between rounds (jobs leave, new ones come last), so the
-/// next id is almost always the one after the last taken: a walk, with an index by id
-/// only when it misses, and each id's string handed on instead of copied.
-struct Saved {
-    jobs: Vec<(String, Standing)>,
-    next: usize,
-    index: Option<HashMap<String, usize>>,
+/// What a round needs of a job, read from its tasks when it changes.
+#[derive(Clone, Debug)]
+pub struct Facts {
+    /// It has tasks on nodes ([`holds_resources`]).
+    holds: bool,
+    /// The host would accept its preemption now ([`preemptible`]).
+    preemptible: bool,
+    /// The sum of its tasks' requests.
+    demand: Resources,
+    /// What one second of its running counts as ([`width`]).
+    width: f64,
 }
 
-impl Saved {
-    fn new(jobs: Vec<(String, Standing)>) -> Self {
+impl Default for Facts {
+    fn default() -> Self {
         Self {
-            jobs,
-            next: 0,
-            index: None,
+            holds: false,
+            preemptible: false,
+            demand: Resources::zero(),
+            width: 0.0,
         }
     }
+}
 
-    /// The position, saved id string and standing of job `id`, when it has one.
-    fn take(&mut self, id: &str) -> Option<(usize, String, Standing)> {
-        let at = if self
-            .jobs
-            .get(self.next)
-            .is_some_and(|(saved, _)| saved == id)
-        {
-            Some(self.next)
-        } else {
-            let jobs = &self.jobs;
-            self.index
-                .get_or_insert_with(|| {
-                    jobs.iter()
-                        .enumerate()
-                        .map(|(i, (saved, _))| (saved.clone(), i))
-                        .collect()
-                })
-                .get(id)
-                .copied()
-        };
-        let at = at?;
-        self.next = at + 1;
-        let (saved, standing) = &mut self.jobs[at];
-        if saved.is_empty() {
-            // Taken already (an id twice in one snapshot): a fresh standing.
-            return None;
+impl Facts {
+    /// `job`'s facts.
+    pub(crate) fn of(job: &Job) -> Self {
+        let demand = total_requests(&job.tasks);
+        Self {
+            holds: holds_resources(job),
+            preemptible: preemptible(job),
+            demand,
+            width: width_of(&demand),
         }
-        Some((at, std::mem::take(saved), standing.clone()))
     }
 }
 
@@ -257,27 +229,26 @@ impl Saved {
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
 /// too large for what is left does not stop smaller ones ranked below it. `order` is
 /// the jobs' positions in rank order ([`ranking`]).
-fn admit(snapshot: &Snapshot, order: &[usize]) -> Vec<bool> {
+fn admit(snapshot: &Snapshot, facts: &[&Facts], order: &[usize]) -> Vec<bool> {
     let mut left = snapshot
         .nodes
         .iter()
         .filter(|n| n.schedulable)
         .fold(Resources::zero(), |acc, n| acc.plus(&n.allocatable));
-    let mut admitted = vec![false; snapshot.jobs.len()];
-    for (i, job) in snapshot.jobs.iter().enumerate() {
-        if holds_resources(job) && !preemptible(job) {
-            left = left.saturating_minus(&total_requests(&job.tasks));
+    let mut admitted = vec![false; facts.len()];
+    for (i, fact) in facts.iter().enumerate() {
+        if fact.holds && !fact.preemptible {
+            left = left.saturating_minus(&fact.demand);
             admitted[i] = true;
         }
     }
     for &i in order {
-        let job = &snapshot.jobs[i];
         if admitted[i] {
             continue;
         }
-        let demand = total_requests(&job.tasks);
-        if left.covers(&demand) {
-            left = left.saturating_minus(&demand);
+        let demand = &facts[i].demand;
+        if left.covers(demand) {
+            left = left.saturating_minus(demand);
             admitted[i] = true;
         }
     }
@@ -313,10 +284,10 @@ fn preemptible(job: &Job) -> bool {
     job.checkpointable && job.phase == JobPhase::Running
 }
 
-/// What one second of running counts as: the job's GPUs, or its cores when it has no
-/// GPU (at least a thousandth of a core, so a job asking nothing still ages).
-fn width(job: &Job) -> f64 {
-    let total = total_requests(&job.tasks);
+/// What one second of running counts as for a job asking `total`: its GPUs, or its
+/// cores when it has no GPU (at least a thousandth of a core, so a job asking nothing
+/// still ages).
+fn width_of(total: &Resources) -> f64 {
     if total.gpus > 0 {
         f64::from(total.gpus)
     } else {
@@ -458,6 +429,104 @@ mod tests {
         );
         let d1 = decide(&settings, &s, &d0.state).unwrap();
         assert_eq!(moves(&d1), (vec![], vec![]));
+    }
+
+    type Change<'a> = &'a dyn Fn(&mut Snapshot);
+
+    /// `s` after the host applied `d`: placements bound and running, preempted jobs
+    /// waiting again with their nodes released.
+    fn after(s: &Snapshot, d: &Decision) -> Snapshot {
+        use switchyard_policy_sdk::cluster::ResourcesExt;
+        use switchyard_policy_sdk::{JobPhase, TaskPhase};
+        let mut next = applied(s, d);
+        for action in &d.actions {
+            let Operation::Preempt(id) = &action.op else {
+                continue;
+            };
+            let job = next.jobs.iter_mut().find(|j| j.id == *id).unwrap();
+            job.phase = JobPhase::Waiting;
+            for t in &mut job.tasks {
+                if let Some(n) = next
+                    .nodes
+                    .iter_mut()
+                    .find(|n| Some(&n.name) == t.node.as_ref())
+                {
+                    n.requested = n.requested.saturating_minus(&t.requests);
+                }
+                t.node = None;
+                t.phase = TaskPhase::Pending;
+            }
+            next.triggers = vec![Trigger::JobPreempted(id.clone())];
+        }
+        next
+    }
+
+    /// A kept instance, given only what changed each round, against a fresh instance
+    /// given the same snapshot and blob: the same decisions, the same blob.
+    #[test]
+    fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
+        use switchyard_policy_sdk::changes::with_applied;
+        let settings = [set("queue_thresholds", "1000")];
+        let mut round = snapshot(
+            0.0,
+            gpu_nodes(1, 4),
+            vec![job("old").requests(1000, 4), job("small").requests(1000, 1)],
+        );
+        let changes: [Change; 7] = [
+            &|s| s.time = 60.0,
+            &|s| {
+                s.time = 300.0;
+                s.jobs
+                    .push(job("new").requests(1000, 4).submitted_at(300.0));
+            },
+            &|s| s.time = 305.0,
+            &|s| s.time = 365.0,
+            &|s| {
+                s.time = 400.0;
+                s.jobs.retain(|j| j.id != "new");
+                s.nodes[0].requested = Resources::zero();
+                s.triggers = vec![Trigger::JobFinished("new".into())];
+            },
+            &|s| s.time = 460.0,
+            &|s| s.time = 520.0,
+        ];
+        let mut blob = Vec::new();
+        let mut before: Option<Snapshot> = None;
+        for change in changes.iter().map(Some).chain([None]) {
+            let delta = match &before {
+                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+                Some(b) => change_between(b, &round),
+            };
+            let kept = with_applied(delta, |s| decide(&settings, s, &blob).unwrap()).unwrap();
+            let mine = crate::blob::take();
+            let fresh = decide(&settings, &round, &blob).unwrap();
+            crate::blob::put_back(mine);
+            let t = round.time;
+            assert_eq!(
+                format!("{:?}", kept.actions),
+                format!("{:?}", fresh.actions),
+                "t={t}"
+            );
+            assert_eq!(
+                format!("{:?}", kept.labels),
+                format!("{:?}", fresh.labels),
+                "t={t}"
+            );
+            assert_eq!(
+                String::from_utf8(kept.state.clone()),
+                String::from_utf8(fresh.state),
+                "t={t}"
+            );
+            let read: State = state::decode(&kept.state).unwrap();
+            assert_eq!(read.jobs.len(), round.jobs.len(), "a standing per job");
+            blob = kept.state.clone();
+            let mut next = after(&round, &kept);
+            if let Some(change) = change {
+                change(&mut next);
+            }
+            before = Some(round);
+            round = next;
+        }
     }
 
     #[test]

@@ -18,8 +18,16 @@ pub const SDK_DIR: &str = "switchyard-sdk";
 /// checks that this lists every file of `policies/sdk/src`.
 const SOURCES: &[(&str, &str)] = &[
     (
+        "src/changes.rs",
+        include_str!("../../../../policies/sdk/src/changes.rs"),
+    ),
+    (
         "src/cluster.rs",
         include_str!("../../../../policies/sdk/src/cluster.rs"),
+    ),
+    (
+        "src/entries.rs",
+        include_str!("../../../../policies/sdk/src/entries.rs"),
     ),
     (
         "src/incremental.rs",
@@ -48,6 +56,10 @@ const SOURCES: &[(&str, &str)] = &[
     (
         "src/shown.rs",
         include_str!("../../../../policies/sdk/src/shown.rs"),
+    ),
+    (
+        "src/spread.rs",
+        include_str!("../../../../policies/sdk/src/spread.rs"),
     ),
     (
         "src/state.rs",
