@@ -76,12 +76,15 @@ struct Subject {
     module: Arc<PolicyModule>,
     /// The policy module's own `decide`, as `policy_binding!` calls it: on a borrowed
     /// snapshot, so dropping the snapshot is not part of the round.
-    native: fn(
-        &[switchyard_policy_sdk::Setting],
-        &switchyard_policy_sdk::Snapshot,
-        &[u8],
-    ) -> Result<switchyard_policy_sdk::Decision, String>,
+    native: NativeDecide,
 }
+
+/// A policy module's `policy::decide`.
+type NativeDecide = fn(
+    &[switchyard_policy_sdk::Setting],
+    &switchyard_policy_sdk::Snapshot,
+    &[u8],
+) -> Result<switchyard_policy_sdk::Decision, String>;
 
 impl Subject {
     fn new(runtime: &Runtime, name: &'static str) -> Self {
