@@ -2,7 +2,7 @@
 //! call) that decides nothing and hands back, as its state, the `Debug` form of the
 //! snapshot it was given: the whole-snapshot twin of `tests/guests/mirror`.
 //!
-//! It says it reads loss series; a test flips the byte after [`READS_LOSS`]'s marker in
+//! It says it reads loss series; a test flips the byte after `READS_LOSS`'s marker in
 //! the built component (`tests/support/guests.rs`) to have it say it does not.
 
 use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};

@@ -4,7 +4,7 @@
 //! `tests/incremental.rs` compares that with the whole snapshot lowered natively: any
 //! delta the SDK applies wrongly shows up as a difference.
 //!
-//! It says it reads loss series; a test flips the byte after [`READS_LOSS`]'s marker in
+//! It says it reads loss series; a test flips the byte after `READS_LOSS`'s marker in
 //! the built component (`tests/support/guests.rs`) to have the same guest say it does
 //! not, with no second component to build.
 
