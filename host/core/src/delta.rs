@@ -50,6 +50,13 @@ pub struct ListDelta {
     pub removed: Vec<String>,
     /// Indices in the current list of the changed items.
     changed: Vec<usize>,
+    /// Indices in the current list of the items equal to the held ones in what the
+    /// instance is sent, but not the same `Arc` (the source rebuilt them, or only their
+    /// loss series moved on): the held copy takes them, so they are not compared field
+    /// by field again next round.
+    rebuilt: Vec<usize>,
+    /// Positions in the held list of the items that left, increasing.
+    removed_at: Vec<usize>,
     /// Index in the current list from which every item is new.
     first_new: usize,
 }
@@ -92,6 +99,11 @@ pub struct HeldSnapshot {
     nodes: Vec<Arc<Node>>,
     jobs: Vec<Arc<Job>>,
     node_sets: Arc<Vec<NodeSet>>,
+    /// The held nodes' names and jobs' ids, kept from call to call (only what left and
+    /// what arrived changes them): a round's diff asks them whether a key is held
+    /// instead of hashing every key of the snapshot each time jobs leave.
+    node_keys: FxHashSet<String>,
+    job_keys: FxHashSet<String>,
     /// No two held nodes or jobs share a key; otherwise every change goes as a reset.
     keys_unique: bool,
     /// The instance is sent loss series: false leaves them out of the diff.
@@ -113,6 +125,8 @@ impl HeldSnapshot {
             nodes: Vec::new(),
             jobs: Vec::new(),
             node_sets: Arc::default(),
+            node_keys: FxHashSet::default(),
+            job_keys: FxHashSet::default(),
             keys_unique: false,
             reads_loss,
         }
@@ -130,6 +144,7 @@ impl HeldSnapshot {
         }
         let nodes = diff(
             &self.nodes,
+            &self.node_keys,
             &now.nodes,
             |n| &n.name,
             |old, new, _| old != new,
@@ -137,6 +152,7 @@ impl HeldSnapshot {
         let mut loss_updates = Vec::new();
         let jobs = diff(
             &self.jobs,
+            &self.job_keys,
             &now.jobs,
             |j| &j.id,
             |old, new, at| match self.reads_loss {
@@ -164,12 +180,27 @@ impl HeldSnapshot {
     /// copy becomes `now`'s `Arc`s. Taking them (rather than keeping a held item equal
     /// to the current one by value) matters: an item the source rebuilt unchanged would
     /// otherwise be compared field by field in every later round.
+    ///
+    /// After a delta only what it names is taken (a reset takes every `Arc`): cloning
+    /// every `Arc` of a long queue each round, and dropping the previous ones, was a
+    /// tenth of a long trace's replay.
     pub fn commit(&mut self, now: &Snapshot, change: &Change) {
-        self.nodes.clone_from(&now.nodes);
-        self.jobs.clone_from(&now.jobs);
         self.node_sets = Arc::clone(&now.node_sets);
-        if let Change::Reset = change {
-            self.keys_unique = unique(&self.nodes, |n| &n.name) && unique(&self.jobs, |j| &j.id);
+        match change {
+            Change::Reset => {
+                self.nodes.clone_from(&now.nodes);
+                self.jobs.clone_from(&now.jobs);
+                self.node_keys = keys(&self.nodes, |n| &n.name);
+                self.job_keys = keys(&self.jobs, |j| &j.id);
+                self.keys_unique = self.node_keys.len() == self.nodes.len()
+                    && self.job_keys.len() == self.jobs.len();
+            }
+            Change::Delta(delta) => {
+                follow(&mut self.nodes, &delta.nodes, &now.nodes);
+                follow(&mut self.jobs, &delta.jobs, &now.jobs);
+                follow_keys(&mut self.node_keys, &delta.nodes, &now.nodes, |n| &n.name);
+                follow_keys(&mut self.job_keys, &delta.jobs, &now.jobs, |j| &j.id);
+            }
         }
     }
 }
@@ -240,16 +271,58 @@ fn loss_shift(old: &[LossSample], new: &[LossSample]) -> (u32, usize) {
 
 /// The appended items' keys are distinct and none is held (few arrive per round, so the
 /// set is small).
-fn appended_keys_are_new<T>(held: &[T], appended: &[T], key: impl Fn(&T) -> &str) -> bool {
+fn appended_keys_are_new<T>(
+    held_keys: &FxHashSet<String>,
+    appended: &[T],
+    key: impl Fn(&T) -> &str,
+) -> bool {
     if appended.is_empty() {
         return true;
     }
     let new: FxHashSet<&str> = appended.iter().map(&key).collect();
-    new.len() == appended.len() && !held.iter().any(|item| new.contains(key(item)))
+    new.len() == appended.len() && !new.iter().any(|k| held_keys.contains(*k))
 }
 
-fn unique<T>(items: &[T], key: impl Fn(&T) -> &str) -> bool {
-    items.iter().map(key).collect::<FxHashSet<_>>().len() == items.len()
+/// The keys of `items` (fewer than `items` when two share one).
+fn keys<T>(items: &[T], key: impl Fn(&T) -> &str) -> FxHashSet<String> {
+    items.iter().map(|item| key(item).to_string()).collect()
+}
+
+/// Brings `held` (the list `delta` was made against) to `now`: the items that left go,
+/// the changed and rebuilt ones are taken, the new ones appended. Every other item is
+/// the same `Arc` in both.
+fn follow<T>(held: &mut Vec<Arc<T>>, delta: &ListDelta, now: &[Arc<T>]) {
+    if !delta.removed_at.is_empty() {
+        let mut position = 0;
+        let mut gone = delta.removed_at.iter().peekable();
+        held.retain(|_| {
+            let leaves = gone.next_if_eq(&&position).is_some();
+            position += 1;
+            !leaves
+        });
+    }
+    for &index in delta.changed.iter().chain(&delta.rebuilt) {
+        held[index] = Arc::clone(&now[index]);
+    }
+    held.extend(now[delta.first_new..].iter().cloned());
+    debug_assert_eq!(held.len(), now.len());
+}
+
+/// Brings the held keys from the list `delta` was made against to `now`'s.
+fn follow_keys<T>(
+    held_keys: &mut FxHashSet<String>,
+    delta: &ListDelta,
+    now: &[T],
+    key: impl Fn(&T) -> &str,
+) {
+    for gone in &delta.removed {
+        held_keys.remove(gone);
+    }
+    held_keys.extend(
+        now[delta.first_new..]
+            .iter()
+            .map(|item| key(item).to_string()),
+    );
 }
 
 /// Where an item present in both lists sits in each.
@@ -263,10 +336,17 @@ struct Place {
 
 /// Walks the held and current lists side by side. `changed(old, new, place)` says
 /// whether an item present in both must go whole; it is asked only when the two are
-/// different `Arc`s. `None` when the order rule cannot
-/// express `now`.
+/// different `Arc`s. `held_keys` are the keys of `held`, all distinct. `None` when the
+/// order rule cannot express `now`.
+///
+/// A current item with another key than the next held one is either held further on
+/// (the held items before it left) or new (it and every item after it must be new):
+/// `held_keys` tells which, so a round hashes only the keys where the lists part, not
+/// every key of the snapshot. An item held earlier than where the walk is (a reorder, a
+/// duplicate) sends the walk off the end of the held list: `None`.
 fn diff<T>(
     held: &[Arc<T>],
+    held_keys: &FxHashSet<String>,
     now: &[Arc<T>],
     key: impl Fn(&Arc<T>) -> &str,
     mut changed: impl FnMut(&Arc<T>, &Arc<T>, Place) -> bool,
@@ -279,60 +359,173 @@ fn diff<T>(
         first_new: now.len(),
         ..ListDelta::default()
     };
-    if held.len() <= now.len()
-        && held.iter().zip(now).all(|(a, b)| same_key(a, b))
-        && appended_keys_are_new(held, &now[held.len()..], &key)
-    {
-        // The common rounds: nothing left and whatever arrived came last, so no set of
-        // keys is needed.
-        delta.first_new = held.len();
-        for (index, (old, item)) in held.iter().zip(now).enumerate() {
-            let place = Place {
-                held_at: index,
-                index,
-            };
-            if changed(old, item, place) {
-                delta.changed.push(index);
-            }
-        }
-        return Some(delta);
-    }
-    let present: FxHashSet<&str> = now.iter().map(&key).collect();
-    if present.len() != now.len() {
-        // Two items under one key: the guest could not tell which one a change means.
-        return None;
-    }
     let mut cursor = 0;
-    let mut position = 0;
     for (index, item) in now.iter().enumerate() {
-        while cursor < held.len() && !present.contains(key(&held[cursor])) {
-            delta.removed.push(key(&held[cursor]).to_string());
-            cursor += 1;
-        }
-        match held.get(cursor) {
-            Some(old) if same_key(old, item) => {
-                let place = Place {
-                    held_at: position,
-                    index,
-                };
-                if changed(old, item, place) {
-                    delta.changed.push(index);
-                }
-                cursor += 1;
-                position += 1;
-            }
-            Some(_) => return None,
-            None => {
+        if held.get(cursor).is_none_or(|old| !same_key(old, item)) {
+            if !held_keys.contains(key(item)) {
                 delta.first_new = index;
                 break;
             }
+            while cursor < held.len() && !same_key(&held[cursor], item) {
+                delta.removed.push(key(&held[cursor]).to_string());
+                delta.removed_at.push(cursor);
+                cursor += 1;
+            }
+            if cursor == held.len() {
+                return None;
+            }
         }
+        let place = Place {
+            held_at: cursor - delta.removed.len(),
+            index,
+        };
+        if changed(&held[cursor], item, place) {
+            delta.changed.push(index);
+        } else if !Arc::ptr_eq(&held[cursor], item) {
+            delta.rebuilt.push(index);
+        }
+        cursor += 1;
     }
-    for old in &held[cursor..] {
-        if present.contains(key(old)) {
-            return None;
-        }
+    for (at, old) in held.iter().enumerate().skip(cursor) {
         delta.removed.push(key(old).to_string());
+        delta.removed_at.push(at);
     }
-    Some(delta)
+    appended_keys_are_new(held_keys, &now[delta.first_new..], &key).then_some(delta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Item = Arc<(&'static str, u32)>;
+
+    fn items(list: &[(&'static str, u32)]) -> Vec<Item> {
+        list.iter().map(|&item| Arc::new(item)).collect()
+    }
+
+    fn diff_of(held: &[Item], now: &[Item]) -> Option<ListDelta> {
+        diff(
+            held,
+            &keys(held, |i| i.0),
+            now,
+            |i| i.0,
+            |a, b, _| a.1 != b.1,
+        )
+    }
+
+    /// What the guest does with a delta: removals, then the upserts in order.
+    fn applied(held: &[Item], now: &[Item], delta: &ListDelta) -> Vec<(&'static str, u32)> {
+        let mut out: Vec<(&str, u32)> = held
+            .iter()
+            .filter(|i| !delta.removed.iter().any(|k| k == i.0))
+            .map(|i| **i)
+            .collect();
+        for item in delta.upserted(now) {
+            match out.iter_mut().find(|o| o.0 == item.0) {
+                Some(held) => *held = **item,
+                None => out.push(**item),
+            }
+        }
+        out
+    }
+
+    /// Every held list of distinct keys from `a b c` (in any order) against every current
+    /// list of up to four keys from `a b c d e` with a changed value or not: a delta comes
+    /// exactly when the order rule can express the current list, and applied, it gives
+    /// the current list.
+    #[test]
+    fn a_delta_comes_exactly_when_the_order_rule_can_say_the_change_and_applies_to_it() {
+        let alphabet = ["a", "b", "c", "d", "e"];
+        let mut helds: Vec<Vec<&str>> = vec![vec![]];
+        for _ in 0..3 {
+            let longer: Vec<Vec<&str>> = helds
+                .iter()
+                .flat_map(|h| {
+                    alphabet[..3]
+                        .iter()
+                        .filter(|k| !h.contains(k))
+                        .map(|k| [h.clone(), vec![*k]].concat())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            helds.extend(longer);
+        }
+        helds.sort();
+        helds.dedup();
+        let mut nows: Vec<Vec<(&str, u32)>> = vec![vec![]];
+        for _ in 0..4 {
+            let longer: Vec<Vec<(&str, u32)>> = nows
+                .iter()
+                .filter(|n| n.len() == nows.last().unwrap().len())
+                .flat_map(|n| {
+                    alphabet
+                        .iter()
+                        .flat_map(move |k| [0, 1, 2].map(|v| [n.clone(), vec![(*k, v)]].concat()))
+                })
+                .collect();
+            nows.extend(longer);
+        }
+        let mut checked = 0;
+        for held_keys in &helds {
+            let held = items(&held_keys.iter().map(|k| (*k, 0)).collect::<Vec<_>>());
+            for now_list in &nows {
+                // 0: the held `Arc` itself (a fresh one if not held); 1: changed; 2: an
+                // equal item in a fresh `Arc` (rebuilt).
+                let now: Vec<Item> = now_list
+                    .iter()
+                    .map(|&(k, v)| match held.iter().find(|h| h.0 == k) {
+                        Some(h) if v == 0 => Arc::clone(h),
+                        _ => Arc::new((k, v % 2)),
+                    })
+                    .collect();
+                let now_list: &Vec<(&str, u32)> = &now.iter().map(|i| **i).collect();
+                let unique = keys(&now, |i| i.0).len() == now.len();
+                let kept: Vec<&str> = now_list
+                    .iter()
+                    .map(|i| i.0)
+                    .filter(|k| held_keys.contains(k))
+                    .collect();
+                let held_order: Vec<&str> = held_keys
+                    .iter()
+                    .copied()
+                    .filter(|k| kept.contains(k))
+                    .collect();
+                let new_last = now_list[..kept.len()]
+                    .iter()
+                    .all(|i| held_keys.contains(&i.0));
+                let expressible = unique && kept == held_order && new_last;
+                let delta = diff_of(&held, &now);
+                assert_eq!(
+                    delta.is_some(),
+                    expressible,
+                    "{held_keys:?} -> {now_list:?}"
+                );
+                if let Some(delta) = delta {
+                    assert_eq!(&applied(&held, &now, &delta), now_list, "{held_keys:?}");
+                    let mut followed = held.clone();
+                    follow(&mut followed, &delta, &now);
+                    assert!(
+                        followed.iter().zip(&now).all(|(a, b)| Arc::ptr_eq(a, b))
+                            && followed.len() == now.len(),
+                        "{held_keys:?} -> {now_list:?}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+        assert!(checked > 10_000, "{checked}");
+    }
+
+    #[test]
+    fn the_held_keys_follow_each_delta() {
+        let held = items(&[("a", 0), ("b", 0), ("c", 0)]);
+        let now = items(&[("a", 0), ("c", 1), ("d", 0), ("e", 0)]);
+        let delta = diff_of(&held, &now).unwrap();
+        assert_eq!(delta.removed, ["b"]);
+        assert_eq!(delta.changed, [1]);
+        assert_eq!(delta.first_new, 2);
+        let mut held_keys = keys(&held, |i| i.0);
+        follow_keys(&mut held_keys, &delta, &now, |i| i.0);
+        assert_eq!(held_keys, keys(&now, |i| i.0));
+    }
 }

@@ -210,7 +210,7 @@ fn merge<T>(
     if !removed.is_empty() {
         let mut gone = removed.iter().peekable();
         held.retain(|item| {
-            let leaves = gone.peek().is_some_and(|k| k.as_str() == key(item));
+            let leaves = gone.peek().is_some_and(|k| same_key(k, key(item)));
             if leaves {
                 gone.next();
             }
@@ -224,7 +224,7 @@ fn merge<T>(
     }
     let mut cursor = 0;
     for item in upserts {
-        while cursor < held.len() && key(&held[cursor]) != key(&item) {
+        while cursor < held.len() && !same_key(key(&held[cursor]), key(&item)) {
             cursor += 1;
         }
         if cursor < held.len() {
@@ -236,6 +236,15 @@ fn merge<T>(
         }
     }
     Ok(())
+}
+
+/// Key equality for [`merge`]'s walks, which compare a key with every held item it
+/// passes: one cluster's ids and names mostly have the same length and a long common
+/// prefix (`application_1506638472019_10238`), and Wasm's `memcmp` (wasi-libc) walks
+/// them a byte at a time from the front. The last byte first, then eight at a time.
+fn same_key(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.last() == b.last() && crate::state::same_bytes(a, b)
 }
 
 #[cfg(test)]
@@ -298,6 +307,40 @@ mod tests {
             .iter()
             .map(|j| j.id.as_str())
             .collect()
+    }
+
+    #[test]
+    fn keys_are_equal_exactly_when_their_bytes_are() {
+        for (a, b) in [
+            ("", ""),
+            ("a", "a"),
+            (
+                "application_1506638472019_10238",
+                "application_1506638472019_10238",
+            ),
+        ] {
+            assert!(same_key(a, b), "{a} {b}");
+        }
+        for (a, b) in [
+            ("", "a"),
+            ("a", "b"),
+            (
+                "application_1506638472019_10238",
+                "application_1506638472019_10239",
+            ),
+            (
+                "application_1506638472019_10238",
+                "bpplication_1506638472019_10238",
+            ),
+            (
+                "application_1506638472019_10238",
+                "application_1506638472019_1023",
+            ),
+            ("job-12345678", "job-12345679"),
+            ("job-1x345678", "job-12345678"),
+        ] {
+            assert!(!same_key(a, b) && !same_key(b, a), "{a} {b}");
+        }
     }
 
     #[test]
