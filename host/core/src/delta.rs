@@ -25,8 +25,8 @@ use crate::model::{Job, LossSample, Node, NodeSet, Snapshot};
 pub enum Change {
     /// Send the whole snapshot; the instance drops what it holds.
     Reset,
-    /// Send only what differs.
-    Delta(Delta),
+    /// Send only what differs (boxed: a `Reset` carries nothing).
+    Delta(Box<Delta>),
 }
 
 /// The difference between the held snapshot and the current one.
@@ -166,12 +166,12 @@ impl HeldSnapshot {
         let sets_differ =
             !Arc::ptr_eq(&self.node_sets, &now.node_sets) && self.node_sets != now.node_sets;
         let positions_moved = !now.node_sets.is_empty() && nodes.moves_positions();
-        Change::Delta(Delta {
+        Change::Delta(Box::new(Delta {
             nodes,
             jobs,
             loss_updates,
             node_sets_changed: sets_differ || positions_moved,
-        })
+        }))
     }
 
     /// Records that the instance applied `change` and now holds `now`.

@@ -222,7 +222,6 @@ mod tests {
     #[test]
     fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
         use switchyard_policy_sdk::Resources;
-        use switchyard_policy_sdk::changes::with_applied;
         use switchyard_policy_sdk::cluster::ResourcesExt;
         let finish = |s: &mut Snapshot, id: &str| {
             let at = s.jobs.iter().position(|j| j.id == id).unwrap();
@@ -259,46 +258,33 @@ mod tests {
                 finish(s, "j2");
             },
         ];
-        let mut round = snapshot(
+        let round = snapshot(
             0.0,
             four_workers(),
             (0..6)
                 .map(|i| job(&format!("j{i}")).requests(3000, 0))
                 .collect(),
         );
-        let mut blob = Vec::new();
-        let mut before: Option<Snapshot> = None;
-        for change in changes.iter().map(Some).chain([None]) {
-            let delta = match &before {
-                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
-                Some(b) => switchyard_policy_sdk::testing::change_between(b, &round),
-            };
-            let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
-            let mine = state::decode_with_entries::<State>(&kept.state, b",").ok();
-            let fresh = decide(&[], &round, &blob).unwrap();
-            assert_eq!(
-                format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions)
-            );
-            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
-            assert_eq!(
-                String::from_utf8(kept.state.clone()),
-                String::from_utf8(fresh.state)
-            );
-            let read: State = state::decode(&kept.state).unwrap();
-            assert_eq!(state::encode(&read), kept.state, "serde's own JSON");
-            // Put the kept instance's memory back for its next call.
-            if let Some((st, entries)) = mine {
-                state::keep_with_entries(st, entries, &kept.state);
-            }
-            blob = kept.state.clone();
-            let mut next = applied(&round, &kept);
-            if let Some(change) = change {
-                change(&mut next);
-            }
-            before = Some(round);
-            round = next;
-        }
+        switchyard_policy_sdk::testing::kept_against_fresh(
+            round,
+            Vec::new(),
+            &changes,
+            |s, blob| decide(&[], s, blob).unwrap(),
+            |s, blob, kept| {
+                let mine = state::decode_with_entries::<State>(&kept.state, b",").ok();
+                let fresh = decide(&[], s, blob).unwrap();
+                // Put the kept instance's memory back for its next call.
+                if let Some((st, entries)) = mine {
+                    state::keep_with_entries(st, entries, &kept.state);
+                }
+                fresh
+            },
+            applied,
+            |_, kept| {
+                let read: State = state::decode(&kept.state).unwrap();
+                assert_eq!(state::encode(&read), kept.state, "serde's own JSON");
+            },
+        );
     }
 
     #[test]

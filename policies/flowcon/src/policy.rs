@@ -593,77 +593,32 @@ mod tests {
         out
     }
 
-    type Change<'a> = &'a dyn Fn(&mut Snapshot);
-
-    /// `id` finished: it leaves, and its requests leave its node.
-    fn finish(s: &mut Snapshot, id: &str) {
-        use switchyard_policy_sdk::cluster::ResourcesExt;
-        let at = s.jobs.iter().position(|j| j.id == id).unwrap();
-        let job = s.jobs.remove(at);
-        for t in &job.tasks {
-            if let Some(n) = s
-                .nodes
-                .iter_mut()
-                .find(|n| Some(&n.name) == t.node.as_ref())
-            {
-                n.requested = n.requested.saturating_minus(&t.requests);
-            }
-        }
-        s.triggers = vec![Trigger::JobFinished(id.into())];
-    }
-
     /// A kept instance, given only what changed each round (the host's placements
     /// applied, then each of `changes`), against a fresh instance given the same
     /// snapshot and blob: the same decisions and the same blob.
-    fn kept_decides_as_fresh(mut round: Snapshot, changes: &[Change]) {
-        use switchyard_policy_sdk::changes::with_applied;
-        let mut blob = Vec::new();
-        let mut before: Option<Snapshot> = None;
-        for change in changes.iter().map(Some).chain([None]) {
-            let delta = match &before {
-                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
-                Some(b) => change_between(b, &round),
-            };
-            let kept = with_applied(delta, |s| decide(&[], s, &blob).unwrap()).unwrap();
+    fn kept_decides_as_fresh(round: Snapshot, changes: &[Change]) {
+        kept_against_fresh(
+            round,
+            Vec::new(),
+            changes,
+            |s, blob| decide(&[], s, blob).unwrap(),
             // A fresh instance: nothing kept (the kept instance's memory is put back).
-            let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
-            let held = mine.0.as_ref().map_or(0, |m| m.states());
-            assert_eq!(
-                held,
-                fresh_states(&round, &kept),
-                "no state of a job that left"
-            );
-            PLACED_NOTHING_AT.with(|at| at.set(None));
-            let fresh = decide(&[], &round, &blob).unwrap();
-            crate::memory::put_back(mine.0);
-            PLACED_NOTHING_AT.with(|at| at.set(mine.1));
-            let t = round.time;
-            assert_eq!(
-                format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions),
-                "t={t}"
-            );
-            assert_eq!(
-                format!("{:?}", kept.labels),
-                format!("{:?}", fresh.labels),
-                "t={t}"
-            );
-            assert_eq!(kept.next_call_after, fresh.next_call_after, "t={t}");
-            assert_eq!(
-                String::from_utf8(kept.state.clone()),
-                String::from_utf8(fresh.state),
-                "t={t}"
-            );
-            let read: State = state::decode(&kept.state).unwrap();
-            assert_eq!(read.jobs.len(), fresh_states(&round, &kept), "t={t}");
-            blob = kept.state.clone();
-            let mut next = applied(&round, &kept);
-            if let Some(change) = change {
-                change(&mut next);
-            }
-            before = Some(round);
-            round = next;
-        }
+            |s, blob, kept| {
+                let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
+                let held = mine.0.as_ref().map_or(0, |m| m.states());
+                assert_eq!(held, fresh_states(s, kept), "no state of a job that left");
+                PLACED_NOTHING_AT.with(|at| at.set(None));
+                let fresh = decide(&[], s, blob).unwrap();
+                crate::memory::put_back(mine.0);
+                PLACED_NOTHING_AT.with(|at| at.set(mine.1));
+                fresh
+            },
+            applied,
+            |s, kept| {
+                let read: State = state::decode(&kept.state).unwrap();
+                assert_eq!(read.jobs.len(), fresh_states(s, kept), "t={}", s.time);
+            },
+        );
     }
 
     /// How many jobs of `s` ran on a worker in `d`'s round or before (and so have a

@@ -133,68 +133,26 @@ impl Memory {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_policy_sdk::changes::with_applied;
     use switchyard_policy_sdk::testing::*;
-    use switchyard_policy_sdk::{Decision, Trigger};
-
-    type Change<'a> = &'a dyn Fn(&mut Snapshot);
-
-    /// `id` finished: it leaves, and its requests leave its node.
-    fn finish(s: &mut Snapshot, id: &str) {
-        use switchyard_policy_sdk::cluster::ResourcesExt;
-        let at = s.jobs.iter().position(|j| j.id == id).unwrap();
-        let job = s.jobs.remove(at);
-        for t in &job.tasks {
-            if let Some(n) = s
-                .nodes
-                .iter_mut()
-                .find(|n| Some(&n.name) == t.node.as_ref())
-            {
-                n.requested = n.requested.saturating_minus(&t.requests);
-            }
-        }
-        s.triggers = vec![Trigger::JobFinished(id.into())];
-    }
 
     /// A kept instance, given only what changed each round (the placements applied,
     /// then each of `changes`), against a fresh instance given the same snapshot and
     /// blob: the same decisions and the same blob.
-    fn kept_decides_as_fresh(mut round: Snapshot, mut blob: Vec<u8>, changes: &[Change]) {
-        let mut before: Option<Snapshot> = None;
-        for change in changes.iter().map(Some).chain([None]) {
-            let delta = match &before {
-                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
-                Some(b) => change_between(b, &round),
-            };
-            let kept: Decision =
-                with_applied(delta, |s| crate::policy::decide(&[], s, &blob).unwrap()).unwrap();
-            let mine = KEPT.with(|k| k.borrow_mut().take());
-            let fresh = crate::policy::decide(&[], &round, &blob).unwrap();
-            KEPT.with(|k| *k.borrow_mut() = mine);
-            let t = round.time;
-            assert_eq!(
-                format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions),
-                "t={t}"
-            );
-            assert_eq!(
-                format!("{:?}", kept.labels),
-                format!("{:?}", fresh.labels),
-                "t={t}"
-            );
-            assert_eq!(
-                String::from_utf8(kept.state.clone()),
-                String::from_utf8(fresh.state),
-                "t={t}"
-            );
-            blob = kept.state.clone();
-            let mut next = applied(&round, &kept);
-            if let Some(change) = change {
-                change(&mut next);
-            }
-            before = Some(round);
-            round = next;
-        }
+    fn kept_decides_as_fresh(round: Snapshot, blob: Vec<u8>, changes: &[Change]) {
+        kept_against_fresh(
+            round,
+            blob,
+            changes,
+            |s, blob| crate::policy::decide(&[], s, blob).unwrap(),
+            |s, blob, _| {
+                let mine = KEPT.with(|k| k.borrow_mut().take());
+                let fresh = crate::policy::decide(&[], s, blob).unwrap();
+                KEPT.with(|k| *k.borrow_mut() = mine);
+                fresh
+            },
+            applied,
+            |_, _| {},
+        );
     }
 
     fn gpu_nodes() -> Vec<switchyard_policy_sdk::Node> {

@@ -355,6 +355,84 @@ pub fn applied(s: &Snapshot, d: &crate::Decision) -> Snapshot {
     s
 }
 
+/// What happens to the cluster between two rounds of a [`kept_against_fresh`] run.
+pub type Change<'a> = &'a dyn Fn(&mut Snapshot);
+
+/// `id` finished: it leaves `s`, its requests leave its nodes, and the call is about it.
+pub fn finish(s: &mut Snapshot, id: &str) {
+    let at = s
+        .jobs
+        .iter()
+        .position(|j| j.id == id)
+        .unwrap_or_else(|| panic!("no job `{id}` to finish"));
+    let job = s.jobs.remove(at);
+    for t in &job.tasks {
+        if let Some(n) = s
+            .nodes
+            .iter_mut()
+            .find(|n| Some(&n.name) == t.node.as_ref())
+        {
+            n.requested = n.requested.saturating_minus(&t.requests);
+        }
+    }
+    s.triggers = vec![Trigger::JobFinished(id.into())];
+}
+
+/// Runs a policy's kept instance against fresh ones, the check every policy that keeps
+/// memory between calls needs: from `round` and `blob`, `decide` is called on a kept
+/// instance given only what changed each round (the first round a reset; then the
+/// snapshot as `host` leaves it after the decision, with each of `changes` in turn
+/// applied, and one round more). Each round, `fresh` decides on the whole snapshot and
+/// the same blob as a fresh instance would (it sets the policy's kept memory aside for
+/// the call and puts it back; it is handed the kept decision for that), and the two
+/// must give the same actions, labels, next call and blob; `check` then sees the round
+/// and the kept decision.
+pub fn kept_against_fresh(
+    mut round: Snapshot,
+    mut blob: Vec<u8>,
+    changes: &[Change],
+    decide: impl Fn(&Snapshot, &[u8]) -> crate::Decision,
+    fresh: impl Fn(&Snapshot, &[u8], &crate::Decision) -> crate::Decision,
+    host: impl Fn(&Snapshot, &crate::Decision) -> Snapshot,
+    mut check: impl FnMut(&Snapshot, &crate::Decision),
+) {
+    let mut before: Option<Snapshot> = None;
+    for change in changes.iter().map(Some).chain([None]) {
+        let delta = match &before {
+            None => tick_delta(round.time, true, &round.nodes, &round.jobs),
+            Some(b) => change_between(b, &round),
+        };
+        let kept = crate::changes::with_applied(delta, |s| decide(s, &blob))
+            .expect("the kept instance takes the change");
+        let other = fresh(&round, &blob, &kept);
+        let t = round.time;
+        assert_eq!(
+            format!("{:?}", kept.actions),
+            format!("{:?}", other.actions),
+            "t={t}"
+        );
+        assert_eq!(
+            format!("{:?}", kept.labels),
+            format!("{:?}", other.labels),
+            "t={t}"
+        );
+        assert_eq!(kept.next_call_after, other.next_call_after, "t={t}");
+        assert_eq!(
+            String::from_utf8(kept.state.clone()),
+            String::from_utf8(other.state),
+            "t={t}"
+        );
+        check(&round, &kept);
+        blob = kept.state.clone();
+        let mut next = host(&round, &kept);
+        if let Some(change) = change {
+            change(&mut next);
+        }
+        before = Some(round);
+        round = next;
+    }
+}
+
 /// A snapshot at `time` triggered by a `tick`, with every bound task's requests charged
 /// to its node.
 pub fn snapshot(time: f64, mut nodes: Vec<Node>, jobs: Vec<Job>) -> Snapshot {

@@ -212,9 +212,8 @@ impl Memory {
 mod tests {
     use super::*;
     use switchyard_policy_sdk::testing::{
-        JobBuilder, applied, change_between, job, node, snapshot, tick_delta,
+        Change, JobBuilder, applied, finish, job, kept_against_fresh, node, snapshot,
     };
-    use switchyard_policy_sdk::{Decision, changes::with_applied};
 
     fn remembered(category: Category) -> JobState {
         JobState {
@@ -281,66 +280,29 @@ mod tests {
         assert!(read(b"2;AA==;%%%").is_err());
     }
 
-    type Change<'a> = &'a dyn Fn(&mut Snapshot);
-
     /// Runs a kept instance from `round` and `blob`, given only what changed each round
     /// (the host's placements and migrations applied, then each of `changes`), against a
     /// fresh instance given the same snapshot and blob: the same decisions and blob.
-    fn kept_decides_as_fresh(mut round: Snapshot, mut blob: Vec<u8>, changes: &[Change]) {
-        let mut before = None;
-        for change in changes.iter().map(Some).chain([None]) {
-            let delta = match &before {
-                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
-                Some(b) => change_between(b, &round),
-            };
-            let kept: Decision =
-                with_applied(delta, |s| crate::policy::decide(&[], s, &blob).unwrap()).unwrap();
+    fn kept_decides_as_fresh(round: Snapshot, blob: Vec<u8>, changes: &[Change]) {
+        kept_against_fresh(
+            round,
+            blob,
+            changes,
+            |s, blob| crate::policy::decide(&[], s, blob).unwrap(),
             // A fresh instance: nothing kept (the kept instance's memory is put back).
-            let mine = KEPT.with(|k| k.borrow_mut().take());
-            let fresh = crate::policy::decide(&[], &round, &blob).unwrap();
-            KEPT.with(|k| *k.borrow_mut() = mine);
-            let at = round.time;
-            assert_eq!(
-                format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions),
-                "t={at}"
-            );
-            assert_eq!(format!("{:?}", kept.labels), format!("{:?}", fresh.labels));
-            assert_eq!(kept.next_call_after, fresh.next_call_after);
-            assert_eq!(
-                String::from_utf8(kept.state.clone()),
-                String::from_utf8(fresh.state),
-                "t={at}"
-            );
-            blob = kept.state.clone();
-            let mut next = applied(&round, &kept);
-            if let Some(change) = change {
-                change(&mut next);
-            }
-            before = Some(round);
-            round = next;
-        }
+            |s, blob, _| {
+                let mine = KEPT.with(|k| k.borrow_mut().take());
+                let fresh = crate::policy::decide(&[], s, blob).unwrap();
+                KEPT.with(|k| *k.borrow_mut() = mine);
+                fresh
+            },
+            applied,
+            |_, _| {},
+        );
     }
 
     const CONVERGING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.995), (60.0, 0.992), (90.0, 0.991)];
     const PROGRESSING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.8), (60.0, 0.6), (90.0, 0.4)];
-
-    /// `id` finished: it leaves, and its requests leave its node.
-    fn finish(s: &mut Snapshot, id: &str) {
-        use switchyard_policy_sdk::cluster::ResourcesExt;
-        let at = s.jobs.iter().position(|j| j.id == id).unwrap();
-        let job = s.jobs.remove(at);
-        for t in &job.tasks {
-            if let Some(n) = s
-                .nodes
-                .iter_mut()
-                .find(|n| Some(&n.name) == t.node.as_ref())
-            {
-                n.requested = n.requested.saturating_minus(&t.requests);
-            }
-        }
-        s.triggers = vec![switchyard_policy_sdk::Trigger::JobFinished(id.into())];
-    }
 
     #[test]
     fn a_kept_instance_monitors_places_and_reallocates_as_a_fresh_instance_would() {

@@ -431,8 +431,6 @@ mod tests {
         assert_eq!(moves(&d1), (vec![], vec![]));
     }
 
-    type Change<'a> = &'a dyn Fn(&mut Snapshot);
-
     /// `s` after the host applied `d`: placements bound and running, preempted jobs
     /// waiting again with their nodes released.
     fn after(s: &Snapshot, d: &Decision) -> Snapshot {
@@ -465,9 +463,8 @@ mod tests {
     /// given the same snapshot and blob: the same decisions, the same blob.
     #[test]
     fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
-        use switchyard_policy_sdk::changes::with_applied;
         let settings = [set("queue_thresholds", "1000")];
-        let mut round = snapshot(
+        let round = snapshot(
             0.0,
             gpu_nodes(1, 4),
             vec![job("old").requests(1000, 4), job("small").requests(1000, 1)],
@@ -490,43 +487,23 @@ mod tests {
             &|s| s.time = 460.0,
             &|s| s.time = 520.0,
         ];
-        let mut blob = Vec::new();
-        let mut before: Option<Snapshot> = None;
-        for change in changes.iter().map(Some).chain([None]) {
-            let delta = match &before {
-                None => tick_delta(round.time, true, &round.nodes, &round.jobs),
-                Some(b) => change_between(b, &round),
-            };
-            let kept = with_applied(delta, |s| decide(&settings, s, &blob).unwrap()).unwrap();
-            let mine = crate::blob::take();
-            let fresh = decide(&settings, &round, &blob).unwrap();
-            crate::blob::put_back(mine);
-            let t = round.time;
-            assert_eq!(
-                format!("{:?}", kept.actions),
-                format!("{:?}", fresh.actions),
-                "t={t}"
-            );
-            assert_eq!(
-                format!("{:?}", kept.labels),
-                format!("{:?}", fresh.labels),
-                "t={t}"
-            );
-            assert_eq!(
-                String::from_utf8(kept.state.clone()),
-                String::from_utf8(fresh.state),
-                "t={t}"
-            );
-            let read: State = state::decode(&kept.state).unwrap();
-            assert_eq!(read.jobs.len(), round.jobs.len(), "a standing per job");
-            blob = kept.state.clone();
-            let mut next = after(&round, &kept);
-            if let Some(change) = change {
-                change(&mut next);
-            }
-            before = Some(round);
-            round = next;
-        }
+        kept_against_fresh(
+            round,
+            Vec::new(),
+            &changes,
+            |s, blob| decide(&settings, s, blob).unwrap(),
+            |s, blob, _| {
+                let mine = crate::blob::take();
+                let fresh = decide(&settings, s, blob).unwrap();
+                crate::blob::put_back(mine);
+                fresh
+            },
+            after,
+            |s, kept| {
+                let read: State = state::decode(&kept.state).unwrap();
+                assert_eq!(read.jobs.len(), s.jobs.len(), "a standing per job");
+            },
+        );
     }
 
     #[test]
