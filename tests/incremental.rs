@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use support::{cluster, job, node, res};
 use switchyard_core::model::{Job, JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
 use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, Session};
+use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
 
 /// The host's lowering over the guest SDK's types, so the whole snapshot can be printed
 /// exactly as the guest prints what it holds.
@@ -475,4 +475,32 @@ fn a_kept_instance_starts_afresh_on_the_code_that_replaced_it() {
     let again = held(&mirror, &session, &snapshot);
     assert!(again.reset, "the instance on Winch's code was replaced");
     assert_eq!(again.held, whole(&snapshot));
+}
+
+/// A Wasm memory never shrinks: a kept instance whose memory passed three quarters of
+/// its cap is dropped after its call, and the next call starts a fresh one (a reset)
+/// rather than failing later at the cap. Under a roomy cap the same instance is kept.
+#[test]
+fn a_kept_instance_whose_memory_nears_its_cap_is_replaced_by_a_fresh_one() {
+    let snapshot = cluster().node(node("n1")).job(job("j1")).build();
+    // The mirror's memory starts at 17 pages (1,088 KiB); three quarters of 1,400 KiB
+    // is less, and the whole cap is enough for its calls.
+    for (cap, kept) in [(64 << 20, true), (1_400 << 10, false)] {
+        let runtime = Runtime::new(RuntimeOptions {
+            limits: SandboxLimits {
+                memory_bytes: cap,
+                ..SandboxLimits::default()
+            },
+            ..RuntimeOptions::default()
+        })
+        .unwrap();
+        let module = mirror(&runtime, true);
+        let session = Session::default();
+        assert!(held(&module, &session, &snapshot).reset, "the first call");
+        for round in 0..3 {
+            let again = held(&module, &session, &snapshot);
+            assert_eq!(again.reset, !kept, "cap {cap}, round {round}");
+            assert_eq!(again.held, whole(&snapshot));
+        }
+    }
 }

@@ -113,7 +113,8 @@ impl PolicyModule {
             kept.held
                 .get_or_insert_with(|| HeldSnapshot::for_policy(reads_loss))
                 .commit(snapshot, &change);
-            if !kept.store.data().output_nearly_full() {
+            let data = kept.store.data();
+            if !data.output_nearly_full() && !data.memory_nearly_full() {
                 *slot = Some(kept);
             }
         }
