@@ -223,19 +223,6 @@ mod tests {
     fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
         use switchyard_policy_sdk::Resources;
         use switchyard_policy_sdk::cluster::ResourcesExt;
-        let finish = |s: &mut Snapshot, id: &str| {
-            let at = s.jobs.iter().position(|j| j.id == id).unwrap();
-            let job = s.jobs.remove(at);
-            for t in &job.tasks {
-                let node = s
-                    .nodes
-                    .iter_mut()
-                    .find(|n| Some(&n.name) == t.node.as_ref());
-                if let Some(node) = node {
-                    node.requested = node.requested.saturating_minus(&t.requests);
-                }
-            }
-        };
         // A job asking nothing, whose placement the host then refuses: it stays as it
         // was, and a walk must try it again though no node has more room.
         let mut weightless = job("weightless");

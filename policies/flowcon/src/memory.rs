@@ -70,19 +70,7 @@ impl Memory {
             return Ok(kept);
         }
         let st: State = state::decode(blob)?;
-        let mut values: Vec<String> = LIST_VALUES.iter().map(|v| v.to_string()).collect();
-        let positions: Vec<u32> = st
-            .shown
-            .values()
-            .iter()
-            .map(|value| match values.iter().position(|v| v == value) {
-                Some(at) => at as u32,
-                None => {
-                    values.push(value.clone());
-                    values.len() as u32 - 1
-                }
-            })
-            .collect();
+        let (values, positions) = st.shown.numbered_from(&LIST_VALUES);
         let slots = st
             .shown
             .remembered()

@@ -62,18 +62,7 @@ impl Memory {
             return Ok(kept);
         }
         let shown: ShownLabels = state::decode(blob)?;
-        let mut values: Vec<String> = STRICT_VALUES.iter().map(|v| v.to_string()).collect();
-        let positions: Vec<u32> = shown
-            .values()
-            .iter()
-            .map(|value| match values.iter().position(|v| v == value) {
-                Some(at) => at as u32,
-                None => {
-                    values.push(value.clone());
-                    values.len() as u32 - 1
-                }
-            })
-            .collect();
+        let (values, positions) = shown.numbered_from(&STRICT_VALUES);
         let jobs = shown
             .remembered()
             .iter()

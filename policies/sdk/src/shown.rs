@@ -248,6 +248,26 @@ impl ShownLabels {
         &self.values
     }
 
+    /// The values shown, numbered from `first` (a policy's own values in its order, then
+    /// any other value this memory holds), and the number of each of
+    /// [`ShownLabels::values`]: what a policy that keeps its own memory of the labels
+    /// shown needs to read this one.
+    pub fn numbered_from(&self, first: &[&str]) -> (Vec<String>, Vec<u32>) {
+        let mut values: Vec<String> = first.iter().map(|v| v.to_string()).collect();
+        let numbers = self
+            .values
+            .iter()
+            .map(|value| match values.iter().position(|v| v == value) {
+                Some(at) => at as u32,
+                None => {
+                    values.push(value.clone());
+                    values.len() as u32 - 1
+                }
+            })
+            .collect();
+        (values, numbers)
+    }
+
     /// Each remembered job, in the last snapshot's order: the [`id_hash`] of its id and
     /// the position of its value in [`ShownLabels::values`].
     pub fn remembered(&self) -> &[(u64, u32)] {
