@@ -10,6 +10,8 @@
 //! - [`changes`]: which jobs a kept instance's call changed, and values kept per job
 //!   that follow them;
 //! - [`log`]: the host's log import, usable from native unit tests too;
+//! - [`memcmp`]: C's `memcmp` and `bcmp` for Wasm guests, a word at a time (wasi-libc's
+//!   compare byte by byte);
 //! - [`progress`]: normalised evaluation series (SpeCon's gain, FlowCon's progress);
 //! - [`placement`]: initial placements shared by several policies (even spread,
 //!   least-allocated pod by pod);
@@ -32,6 +34,7 @@ pub mod cluster;
 mod entries;
 pub mod incremental;
 pub mod log;
+pub mod memcmp;
 pub mod placement;
 pub mod progress;
 pub mod settings;

@@ -42,6 +42,10 @@ const SOURCES: &[(&str, &str)] = &[
         include_str!("../../../../policies/sdk/src/log.rs"),
     ),
     (
+        "src/memcmp.rs",
+        include_str!("../../../../policies/sdk/src/memcmp.rs"),
+    ),
+    (
         "src/placement.rs",
         include_str!("../../../../policies/sdk/src/placement.rs"),
     ),
