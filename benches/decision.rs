@@ -14,6 +14,10 @@
 //!   since, so the host sends a loss update per job, and the state is the one the
 //!   previous round returned) against `native-kept` (the same rounds and states,
 //!   natively);
+//! - `round/idle/<impl>/<nodes>` and `round/idle-reading-loss/...`: the same `kept` and
+//!   `native-kept` rounds of the `idle` test guest, bound as the shipped policies are
+//!   and deciding nothing, saying it reads no loss (as DRAGON) or reads it (as SpeCon):
+//!   what a kept call costs before the policy's own work;
 //! - `steady/diff/<nodes>`: the host's half of a `kept` round alone: diffing the
 //!   snapshot against the held copy and lowering the delta;
 //! - `breakdown/<part>/<nodes>`: the host's lowering of the snapshot to WIT values, a
@@ -271,6 +275,27 @@ fn rounds(c: &mut Criterion) {
                 fits_default_sandbox(name, &snapshot)
             );
             subject.bench(c, "round", &nodes.to_string(), &snapshot, true);
+        }
+    }
+    // What a kept call costs before the policy's own work, for a policy that reads no
+    // loss (as DRAGON) and one that does (as SpeCon): the `idle` guest, bound as they
+    // are, deciding nothing.
+    for (name, reads_loss) in [("idle", false), ("idle-reading-loss", true)] {
+        let module = runtime
+            .load(&guests::reading_loss("idle", reads_loss), name)
+            .expect("the idle guest loads");
+        let subject = Subject {
+            name,
+            module,
+            native: switchyard_test_guest_idle::policy::decide,
+        };
+        for nodes in [1_000, 5_000] {
+            let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
+            let state = subject.warmed_state(&snapshot);
+            let mut g = c.benchmark_group(format!("round/{name}"));
+            subject.bench_kept(&mut g, &nodes.to_string(), &snapshot, &state);
+            subject.bench_native_kept(&mut g, &nodes.to_string(), &snapshot, &state);
+            g.finish();
         }
     }
 }

@@ -4,6 +4,7 @@
 //! caller keeps in the state blob.
 
 use crate::idle::{IdleClock, Tick};
+use crate::task_nodes::TaskNodes;
 
 use switchyard_policy_sdk::{
     Action, Job, JobPhase, Operation, Placement, Resources, Scaling, Snapshot, Task,
@@ -157,7 +158,9 @@ pub fn round(snapshot: &Snapshot, params: Params, idle: &IdleClock) -> Round {
 
     // 3. Scale-up alarm: idle resources on a node, idle for mu, go to jobs already there.
     if params.scaling {
-        scale_up(snapshot, params, &mut ledger, &shrunk, idle, &mut out);
+        let task_nodes = TaskNodes::of(snapshot, &ledger);
+        scale_up(snapshot, params, &mut ledger, &task_nodes, &shrunk, idle, &mut out);
+        task_nodes.keep();
     }
 
     // Alarms: the next job to turn urgent (only scaling acts on urgency).
@@ -176,6 +179,7 @@ pub fn round(snapshot: &Snapshot, params: Params, idle: &IdleClock) -> Round {
 /// A running job that may grow: its position in the snapshot, itself, and the task a
 /// new replica copies.
 struct Grower<'a> {
+    at: usize,
     job: &'a Job,
     template: &'a Task,
     /// Replicas added this round.
@@ -187,12 +191,14 @@ struct Grower<'a> {
 /// Step 3: on each schedulable node whose idle room some job already there could use,
 /// start or read the node's idle clock; once it has run for mu, give the room to those
 /// jobs, a replica at a time, in job order, up to their max. Nodes and jobs are found by
-/// position (the growers on each node are listed once, in job order), so a round on a
-/// large cluster compares no names but the idle clock's one per idle node.
+/// position (the growers on each node are listed once, in job order; a kept instance
+/// keeps the positions of the tasks of the jobs that did not change, [`TaskNodes`]), so a
+/// round on a large cluster compares no names but the idle clock's one per idle node.
 fn scale_up(
     snapshot: &Snapshot,
     params: Params,
     ledger: &mut Ledger,
+    task_nodes: &TaskNodes,
     shrunk: &[bool],
     idle: &IdleClock,
     out: &mut Round,
@@ -204,8 +210,9 @@ fn scale_up(
         .enumerate()
         .filter(|&(at, j)| j.phase == JobPhase::Running && j.checkpointable && !shrunk[at])
         .filter(|(_, j)| j.replicas.current < j.replicas.max)
-        .filter_map(|(_, job)| {
+        .filter_map(|(at, job)| {
             replica_template(job).map(|template| Grower {
+                at,
                 job,
                 template,
                 added: 0,
@@ -220,17 +227,14 @@ fn scale_up(
     let mut node_of_task: Vec<(u32, u32)> = Vec::new();
     for (g, grower) in growers.iter().enumerate() {
         let mut last = None;
-        for node in grower.job.tasks.iter().filter_map(|t| t.node.as_deref()) {
-            let Some(at) = ledger.position(node) else {
-                continue;
-            };
+        for &at in task_nodes.of_job(grower.at) {
             // A job's tasks on one node are usually next to each other; a repeat further
             // on is caught below.
             if last == Some(at) {
                 continue;
             }
             last = Some(at);
-            node_of_task.push((at as u32, g as u32));
+            node_of_task.push((at, g as u32));
         }
     }
     // Stable by node: each node's growers stay in job order; a job listed twice on a

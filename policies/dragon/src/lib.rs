@@ -15,7 +15,8 @@
 //!    (`scale` with one node entry per added replica).
 //!
 //! Modules: [`controller`] (the procedures), [`idle`] (the idle clock), [`policy`]
-//! (parameters, state, labels `state=waiting|urgent|running`).
+//! (parameters, state, labels `state=waiting|urgent|running`), [`task_nodes`] (where
+//! the tasks run, kept between calls).
 //!
 //! Interpretations and deviations:
 //! 1. "Smallest" job = fewest GPUs, then CPU, then memory of all its tasks.
@@ -41,5 +42,6 @@
 pub mod controller;
 pub mod idle;
 pub mod policy;
+pub mod task_nodes;
 
 switchyard_policy_sdk::policy_binding!(DragonPolicy, policy);

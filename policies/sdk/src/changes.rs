@@ -73,6 +73,14 @@ pub fn current() -> Option<Rc<Changes>> {
     NOTED.with(|n| n.borrow().clone())
 }
 
+/// True while a call made through [`with_applied`] is being decided: values a policy
+/// follows now ([`Follow`]) can be brought to the next call's snapshot from its changes.
+/// False for a policy called directly on a whole snapshot (a native build, a unit
+/// test), where a [`Follow`] would match every job by its id at every call.
+pub fn deciding_kept_call() -> bool {
+    DECIDING.with(Cell::get).is_some()
+}
+
 /// What [`Follow::follow`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Followed {

@@ -235,6 +235,20 @@ pub struct Headroom {
     eligibility: Arc<Eligibility>,
 }
 
+/// The order of a [`Ledger`]'s nodes ([`Ledger::node_order`]): what a node position
+/// means. Two orders are equal when they name the same nodes in the same order, so a
+/// position worked out under one (a task's node, kept from round to round) holds under
+/// the other. Holding one keeps its names alive: a later ledger with the same names is
+/// recognised by identity, without comparing them.
+#[derive(Clone, Debug)]
+pub struct NodeOrder(Arc<NodeNames>);
+
+impl PartialEq for NodeOrder {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.in_order == other.0.in_order
+    }
+}
+
 /// The nodes' names in snapshot order and each name's position. Hashed with FxHash:
 /// SipHash's rounds are most of a lookup in Wasm, and a lookup per task per round is
 /// what a large cluster asks of it (the names are the cluster's, and a slow round is
@@ -712,6 +726,12 @@ impl Ledger {
         true
     }
 
+    /// The order of the ledger's nodes, to tell whether positions worked out under an
+    /// earlier ledger still hold.
+    pub fn node_order(&self) -> NodeOrder {
+        NodeOrder(Arc::clone(&self.names))
+    }
+
     fn capacity_of(&self, node: &str) -> Option<&Capacity> {
         self.position(node).map(|i| &self.capacity[i])
     }
@@ -870,6 +890,12 @@ mod tests {
             Some(1),
             "an older ledger keeps its own names"
         );
+        // Orders: the same names in the same order are one order, shared or not.
+        assert_eq!(first.node_order(), same.node_order());
+        assert_ne!(first.node_order(), swapped.node_order());
+        assert_ne!(swapped.node_order(), fewer.node_order());
+        let rebuilt = Ledger::from_nodes(&[node("a", 1, 0), node("b", 1, 0)]);
+        assert_eq!(rebuilt.node_order(), first.node_order());
     }
 
     #[test]
