@@ -188,7 +188,7 @@ fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
         let job = Arc::make_mut(job);
         job.phase = JobPhase::Running;
         job.start_time = Some(snapshot.time);
-        for task in &mut job.tasks {
+        for task in std::sync::Arc::make_mut(&mut job.tasks).iter_mut() {
             task.node = Some(host.clone());
             task.phase = TaskPhase::Running;
             taken = taken.plus(&task.requests);
@@ -197,7 +197,7 @@ fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
     let gone = snapshot.jobs.remove(0);
     let node = Arc::make_mut(&mut snapshot.nodes[at]);
     node.requested = node.requested.plus(&taken);
-    for task in &gone.tasks {
+    for task in gone.tasks.iter() {
         if let Some(was) = snapshot
             .nodes
             .iter_mut()

@@ -181,8 +181,9 @@ impl Step {
                 let node = s.nodes[i % nodes].name.clone();
                 let j = Arc::make_mut(&mut s.jobs[i % jobs]);
                 j.phase = JobPhase::Running;
-                j.tasks[0].node = Some(node);
-                j.tasks[0].phase = TaskPhase::Running;
+                let first = &mut Arc::make_mut(&mut j.tasks)[0];
+                first.node = Some(node);
+                first.phase = TaskPhase::Running;
             }
             Step::Load(i) if nodes > 0 => {
                 Arc::make_mut(&mut s.nodes[i % nodes]).requested = res(*serial as f64 % 8.0, 1, 0);

@@ -240,7 +240,8 @@ fn placements_migrations_and_scale_targets_outside_the_eligible_set_are_refused(
 #[test]
 fn a_task_naming_a_set_the_snapshot_lacks_may_run_nowhere() {
     let mut snapshot = cluster().node(node("n1")).job(job("j")).build();
-    std::sync::Arc::make_mut(&mut snapshot.jobs[0]).tasks[0].eligible = Some(9);
+    std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut snapshot.jobs[0]).tasks)[0]
+        .eligible = Some(9);
     let checked = decide(&snapshot, vec![place("j", &[("main", "n1")])]);
     assert!(matches!(
         checked.rejected[0].reason,
@@ -330,8 +331,9 @@ fn a_restarting_job_is_neither_placed_nor_moved() {
         .task("worker-1", "worker", res(1.0, 1, 0))
         .build();
     restarting.phase = JobPhase::Restarting;
-    restarting.tasks[0].node = Some("n1".into());
-    restarting.tasks[0].phase = TaskPhase::Restarting;
+    let first = &mut std::sync::Arc::make_mut(&mut restarting.tasks)[0];
+    first.node = Some("n1".into());
+    first.phase = TaskPhase::Restarting;
     let snapshot = Snapshot {
         jobs: vec![restarting.into()],
         ..cluster().node(node("n1")).node(node("n2")).build()
@@ -483,7 +485,8 @@ fn a_job_with_one_task_per_node_is_never_given_two_tasks_on_one_node() {
     assert_eq!(decide(&snapshot, vec![packed]).accepted.len(), 1);
     // Moving one task onto its sibling's node, or growing onto it, is refused.
     let mut snapshot = snapshot;
-    std::sync::Arc::make_mut(&mut snapshot.jobs[1]).tasks[1].node = Some("n2".into());
+    std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(&mut snapshot.jobs[1]).tasks)[1].node =
+        Some("n2".into());
     let migrate_to = |node: &str| {
         action(Operation::Migrate {
             job: "running".into(),
@@ -620,7 +623,7 @@ fn arb_snapshot() -> impl Strategy<Value = Snapshot> {
                     start_time: None,
                     priority: 0,
                     utility: 1.0,
-                    tasks,
+                    tasks: tasks.into(),
                     replicas: Replicas {
                         role: "worker".into(),
                         current,

@@ -126,7 +126,7 @@ fn job(i: usize, host: Option<String>, request: &Resources) -> Job {
         start_time: running.then_some(0.0),
         priority: 0,
         utility: 1.0 + (i % 5) as f64,
-        tasks: vec![task("ps-0", "ps"), task("worker-0", "worker")],
+        tasks: [task("ps-0", "ps"), task("worker-0", "worker")].into(),
         replicas: Replicas {
             role: "worker".into(),
             current: 1,
@@ -174,7 +174,7 @@ pub(crate) fn with_eligibility(mut snapshot: Snapshot, named: bool) -> Snapshot 
             3 if host % 10 != 9 => Some(2),
             _ => None,
         };
-        for task in &mut job.tasks {
+        for task in std::sync::Arc::make_mut(&mut job.tasks).iter_mut() {
             task.eligible = set;
         }
     }

@@ -59,7 +59,7 @@ pub(crate) fn job(id: &str) -> JobBuilder {
         start_time: None,
         priority: 0,
         utility: 1.0,
-        tasks: vec![],
+        tasks: Default::default(),
         replicas: Replicas {
             role: "main".into(),
             current: 1,
@@ -79,7 +79,7 @@ pub(crate) struct JobBuilder(pub Job);
 impl JobBuilder {
     /// Adds a pending task.
     pub(crate) fn task(mut self, name: &str, role: &str, requests: Resources) -> Self {
-        self.0.tasks.push(Task {
+        let task = Task {
             name: name.into(),
             role: role.into(),
             node: None,
@@ -88,7 +88,8 @@ impl JobBuilder {
             cpu_weight: 1.0,
             usage: None,
             eligible: None,
-        });
+        };
+        self.0.tasks = self.0.tasks.iter().cloned().chain([task]).collect();
         self
     }
     /// Binds every task to `node` and marks the job running.
@@ -96,7 +97,7 @@ impl JobBuilder {
         if self.0.tasks.is_empty() {
             self = self.task("main", "main", res(1.0, 1, 0));
         }
-        for t in &mut self.0.tasks {
+        for t in std::sync::Arc::make_mut(&mut self.0.tasks).iter_mut() {
             t.node = Some(node.into());
             t.phase = TaskPhase::Running;
         }
@@ -173,7 +174,7 @@ impl ClusterBuilder {
     /// Adds a job and charges its bound tasks to their nodes' `requested`.
     pub(crate) fn job(mut self, job: JobBuilder) -> Self {
         let job = job.build();
-        for t in &job.tasks {
+        for t in job.tasks.iter() {
             if let Some(n) = self
                 .0
                 .nodes
@@ -207,7 +208,7 @@ impl ClusterBuilder {
             .iter_mut()
             .find(|j| j.id == job)
             .expect("known job");
-        for t in &mut std::sync::Arc::make_mut(job).tasks {
+        for t in std::sync::Arc::make_mut(&mut std::sync::Arc::make_mut(job).tasks) {
             t.eligible = Some(id);
         }
         self

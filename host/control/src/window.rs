@@ -158,7 +158,7 @@ mod tests {
             start_time: None,
             priority: 0,
             utility: 1.0,
-            tasks: Vec::new(),
+            tasks: Default::default(),
             replicas: Replicas {
                 role: "main".into(),
                 current: 1,

@@ -226,7 +226,8 @@ fn job_changed(old: &Job, new: &Job, at: Place, loss_updates: &mut Vec<LossUpdat
 }
 
 /// Every field but the loss series is equal. Destructured, so a field added to
-/// [`Job`] cannot be forgotten here.
+/// [`Job`] cannot be forgotten here. The tasks are first compared by identity: a source
+/// that only moved a job's loss series on shares them with the job's previous view.
 fn same_but_loss(a: &Job, b: &Job) -> bool {
     let Job {
         id,
@@ -249,7 +250,7 @@ fn same_but_loss(a: &Job, b: &Job) -> bool {
         && *start_time == b.start_time
         && *priority == b.priority
         && *utility == b.utility
-        && *tasks == b.tasks
+        && (Arc::ptr_eq(tasks, &b.tasks) || *tasks == b.tasks)
         && *replicas == b.replicas
         && *metric_rises == b.metric_rises
         && *moves == b.moves

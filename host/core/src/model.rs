@@ -204,8 +204,10 @@ pub struct Job {
     pub priority: i32,
     /// Utility of finishing it.
     pub utility: f64,
-    /// Its tasks.
-    pub tasks: Vec<Task>,
+    /// Its tasks. Shared, like the loss series: a job whose only change is a new loss
+    /// sample is the same tasks in a new view, and the host's diff then tells it apart
+    /// from a job whose tasks changed by identity, without comparing every task's names.
+    pub tasks: Arc<[Task]>,
     /// Its scalable role.
     pub replicas: Replicas,
     /// Recent evaluation samples, oldest first. Shared, like the snapshot's jobs: a

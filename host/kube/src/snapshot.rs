@@ -143,7 +143,17 @@ impl Caches {
                 wants_ports: wants_ports(job),
                 restarting: job.status.as_ref().is_some_and(|s| s.restart.is_some()),
             };
-            views.job(&id, key, rules.clone(), traits, || {
+            views.job(&id, key, rules.clone(), traits, |loss_moved_on| {
+                // Only the loss series moved on: the kept view with the new series.
+                if let Some(kept) = loss_moved_on
+                    && let Some(samples) = loss.samples(&id)
+                {
+                    let job = model::Job {
+                        loss: samples.into(),
+                        ..kept.clone()
+                    };
+                    return Some((job.submit_time, job));
+                }
                 let eligible_of = |role: &str| {
                     rules
                         .iter()
@@ -390,7 +400,7 @@ impl Caches {
                 start_time: start,
                 priority: job.spec.priority,
                 utility: job.spec.utility,
-                tasks,
+                tasks: tasks.into(),
                 replicas: model::Replicas {
                     role: role.name.clone(),
                     current,

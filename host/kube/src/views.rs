@@ -85,6 +85,27 @@ pub struct JobKey {
     pub loss: Option<u64>,
 }
 
+impl JobKey {
+    /// The same job, pods, sets, hold and usage reading, and another loss version: the
+    /// view differs from the kept one in its loss series alone.
+    fn differs_in_loss_alone(&self, other: &JobKey) -> bool {
+        let JobKey {
+            version,
+            pods,
+            eligible,
+            held,
+            usage,
+            loss,
+        } = self;
+        *loss != other.loss
+            && *version == other.version
+            && *usage == other.usage
+            && *eligible == other.eligible
+            && *held == other.held
+            && *pods == other.pods
+    }
+}
+
 /// What else a visit found out about a job, for [`Views::watched`].
 #[derive(Clone, Copy, Default)]
 pub struct JobTraits {
@@ -319,14 +340,18 @@ impl Views {
     }
 
     /// Job `id`'s view for `key`: the kept one when the key is the same (and it has a
-    /// resourceVersion), else `build`'s, kept for the next round.
+    /// resourceVersion), else `build`'s, kept for the next round. `build` is handed the
+    /// kept view when only its loss series moved on since (the job's training reported
+    /// progress, the commonest change of a busy cluster's round): a view that keeps its
+    /// tasks (the same `Arc`) and takes the new series, rather than one rebuilt from the
+    /// pods, tells the host's diff by identity that nothing else changed.
     pub fn job(
         &mut self,
         id: &str,
         key: JobKey,
         rules: Vec<(String, Arc<PlacementRules>)>,
         traits: JobTraits,
-        build: impl FnOnce() -> Option<(f64, model::Job)>,
+        build: impl FnOnce(Option<&model::Job>) -> Option<(f64, model::Job)>,
     ) {
         let round = self.round;
         for (set, on) in [
@@ -358,7 +383,13 @@ impl Views {
             return;
         }
         self.jobs_changed = true;
-        let built = build().map(|(submit, job)| (submit, Arc::new(job)));
+        let loss_moved_on = self
+            .jobs
+            .get(id)
+            .filter(|view| !key.version.is_empty() && view.key.differs_in_loss_alone(&key))
+            .and_then(|view| view.built.as_ref())
+            .map(|(_, job)| job.as_ref());
+        let built = build(loss_moved_on).map(|(submit, job)| (submit, Arc::new(job)));
         if let Some(old) = self.jobs.get(id).and_then(|v| v.built.as_ref()) {
             self.job_list.remove(&JobOrder(old.0, id.to_string()));
         }

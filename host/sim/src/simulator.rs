@@ -873,7 +873,7 @@ impl Simulator {
             start_time: j.start_time,
             priority: j.spec.priority,
             utility: j.spec.utility,
-            tasks,
+            tasks: tasks.into(),
             replicas: Replicas {
                 role: j.spec.scalable_role.clone(),
                 current: j.replicas,

@@ -159,7 +159,15 @@ pub fn round(snapshot: &Snapshot, params: Params, idle: &IdleClock) -> Round {
     // 3. Scale-up alarm: idle resources on a node, idle for mu, go to jobs already there.
     if params.scaling {
         let task_nodes = TaskNodes::of(snapshot, &ledger);
-        scale_up(snapshot, params, &mut ledger, &task_nodes, &shrunk, idle, &mut out);
+        scale_up(
+            snapshot,
+            params,
+            &mut ledger,
+            &task_nodes,
+            &shrunk,
+            idle,
+            &mut out,
+        );
         task_nodes.keep();
     }
 

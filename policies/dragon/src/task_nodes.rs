@@ -164,10 +164,7 @@ mod tests {
         // The scale-ups the run is about happened: after mu, each job on its own node.
         assert_eq!(
             scaled,
-            [
-                r#"70 a ["n1", "n1", "n1"]"#,
-                r#"70 b ["n2", "n2", "n2"]"#
-            ]
+            [r#"70 a ["n1", "n1", "n1"]"#, r#"70 b ["n2", "n2", "n2"]"#]
         );
     }
 }

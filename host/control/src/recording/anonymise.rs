@@ -112,13 +112,13 @@ impl Anonymiser {
 
     fn job(&mut self, job: &mut Job) {
         self.rename("job", &mut job.id);
-        for task in &mut job.tasks {
+        for task in std::sync::Arc::make_mut(&mut job.tasks).iter_mut() {
             self.rename("task", &mut task.name);
             if let Some(node) = task.node.as_mut() {
                 self.rename("node", node);
             }
         }
-        for moved in std::sync::Arc::make_mut(&mut job.moves) {
+        for moved in std::sync::Arc::make_mut(&mut job.moves).iter_mut() {
             for node in moved.from_nodes.iter_mut().chain(moved.to_nodes.iter_mut()) {
                 self.rename("node", node);
             }

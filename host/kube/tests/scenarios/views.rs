@@ -50,11 +50,39 @@ async fn a_snapshot_keeps_the_views_of_what_did_not_change_and_rebuilds_the_rest
     );
     assert_eq!(third.node("n2").unwrap().requested.cpu_millis, 2000);
 
-    // A loss sample changes the job's view.
+    // A loss sample changes the job's view, and nothing but its series: the new view
+    // shares the kept one's tasks, so the host's diff sees by identity that they are
+    // the same.
     world.caches.record_sample("ml/a", 3.0, Some(10), 1.5);
     let fourth = world.caches.snapshot(3.0, vec![]);
     assert_eq!(job(&fourth, "ml/a").loss.len(), 1);
     assert!(Arc::ptr_eq(&job(&third, "ml/b"), &job(&fourth, "ml/b")));
+    assert!(Arc::ptr_eq(
+        &job(&third, "ml/a").tasks,
+        &job(&fourth, "ml/a").tasks
+    ));
+    world.caches.record_sample("ml/a", 3.5, Some(20), 1.2);
+    let relossed = world.caches.snapshot(3.5, vec![]);
+    let (before, after) = (job(&fourth, "ml/a"), job(&relossed, "ml/a"));
+    assert_eq!(
+        after.loss.iter().map(|s| s.value).collect::<Vec<_>>(),
+        [1.5, 1.2]
+    );
+    assert!(Arc::ptr_eq(&before.tasks, &after.tasks));
+    let whole = switchyard_core::model::Job {
+        loss: after.loss.clone(),
+        ..(*before).clone()
+    };
+    assert_eq!(*after, whole, "only the series moved on");
+    // A pod change and a sample together rebuild the view from the pods.
+    world.pod(pod("a", "main-0", 0, Some("n2")));
+    world.caches.record_sample("ml/a", 3.7, Some(30), 1.1);
+    let moved = world.caches.snapshot(3.7, vec![]);
+    assert_eq!(job(&moved, "ml/a").tasks[0].node.as_deref(), Some("n2"));
+    assert_eq!(job(&moved, "ml/a").loss.len(), 3);
+    world.pod(pod("a", "main-0", 0, Some("n1")));
+    let fourth = world.caches.snapshot(3.8, vec![]);
+    assert_eq!(job(&fourth, "ml/a").tasks[0].node.as_deref(), Some("n1"));
 
     // A's pod goes: n1 is free again.
     world.pod_gone(pod("a", "main-0", 0, Some("n1")));

@@ -191,7 +191,7 @@ impl JobHistory {
 
     /// Takes in what a new view of the job shows: roles, samples, moves, usage.
     fn read(&mut self, view: &Arc<Job>, time: f64) {
-        for task in &view.tasks {
+        for task in view.tasks.iter() {
             let cores = task.usage.map_or(0.0, |u| u.cpu_millis as f64 / 1000.0);
             match self.roles.iter_mut().find(|r| r.name == task.role) {
                 Some(role) => role.max_cores_used = role.max_cores_used.max(cores),

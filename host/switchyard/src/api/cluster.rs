@@ -65,7 +65,7 @@ impl JobView {
     fn of(job: &Job, policy_labels: Option<&BTreeMap<String, String>>) -> Self {
         let mut nodes: Vec<String> = Vec::new();
         let mut requests = Resources::default();
-        for task in &job.tasks {
+        for task in job.tasks.iter() {
             requests = requests.plus(&task.requests);
             if let Some(node) = &task.node
                 && nodes.len() < NODES_PER_JOB_MAX
