@@ -40,6 +40,7 @@ use std::time::Duration;
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
 use switchyard_core::delta::{Change, HeldSnapshot};
 use switchyard_core::model::{LossSample, Settings, Snapshot};
+use switchyard_policy_sdk::IncrementalGuest;
 use switchyard_runtime::contract;
 use switchyard_runtime::registry::PolicyRef;
 use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
@@ -87,7 +88,19 @@ struct Subject {
     /// The policy module's own `decide`, as `policy_binding!` calls it: on a borrowed
     /// snapshot, so dropping the snapshot is not part of the round.
     native: NativeDecide,
+    /// The same policy natively as its component is bound (`policy_binding!`): the
+    /// SDK applies a change to the snapshot it holds, then calls `decide`.
+    incremental: IncrementalDecide,
+    /// What its description says.
+    reads_loss: bool,
 }
+
+/// A policy binding's `IncrementalGuest::decide`.
+type IncrementalDecide = fn(
+    Vec<switchyard_policy_sdk::Setting>,
+    switchyard_policy_sdk::SnapshotDelta,
+    Vec<u8>,
+) -> Result<switchyard_policy_sdk::Decision, String>;
 
 /// A policy module's `policy::decide`.
 type NativeDecide = fn(
@@ -98,10 +111,22 @@ type NativeDecide = fn(
 
 impl Subject {
     fn new(runtime: &Runtime, name: &'static str) -> Self {
-        let native = match name {
-            "specon" => switchyard_policy_specon::policy::decide,
-            "dragon" => switchyard_policy_dragon::policy::decide,
-            "default" => switchyard_policy_default::policy::decide,
+        let (native, incremental, described): (NativeDecide, IncrementalDecide, _) = match name {
+            "specon" => (
+                switchyard_policy_specon::policy::decide,
+                <switchyard_policy_specon::SpeconPolicy as IncrementalGuest>::decide,
+                switchyard_policy_specon::policy::describe(),
+            ),
+            "dragon" => (
+                switchyard_policy_dragon::policy::decide,
+                <switchyard_policy_dragon::DragonPolicy as IncrementalGuest>::decide,
+                switchyard_policy_dragon::policy::describe(),
+            ),
+            "default" => (
+                switchyard_policy_default::policy::decide,
+                <switchyard_policy_default::DefaultPolicy as IncrementalGuest>::decide,
+                switchyard_policy_default::policy::describe(),
+            ),
             other => panic!("no native build of {other} in this bench"),
         };
         // A build of the policy with its symbols, for profiles (`docs/performance.md`).
@@ -115,6 +140,8 @@ impl Subject {
             name,
             module,
             native,
+            incremental,
+            reads_loss: described.reads_loss,
         }
     }
 
@@ -201,6 +228,51 @@ impl Subject {
         });
     }
 
+    /// The same rounds as [`Subject::bench_kept`], with the policy compiled natively
+    /// and driven as its component is (`native-incremental`): the host's diff against
+    /// its held copy, the change lowered to the SDK's types, the SDK applying it to the
+    /// snapshot it holds and the policy following what it named, then `decide`. What is
+    /// left between this row and `kept` is the cost of Wasm itself: the call across
+    /// the component boundary, the copies in and out of linear memory, Wasm code.
+    fn bench_native_incremental(
+        &self,
+        g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+        label: &str,
+        snapshot: &Snapshot,
+        state: &[u8],
+    ) {
+        let held = std::cell::RefCell::new(HeldSnapshot::for_policy(self.reads_loss));
+        let decide = |s: &Snapshot, state: &[u8]| {
+            let mut held = held.borrow_mut();
+            let change = held.change_to(s);
+            let delta = native::delta_for(s, &change, self.reads_loss);
+            let decision = (self.incremental)(vec![], delta, state.to_vec())
+                .unwrap_or_else(|e| panic!("{} decides natively: {e}", self.name));
+            held.commit(s, &change);
+            decision
+        };
+        let current = std::cell::RefCell::new(snapshot.clone());
+        // The first round is a reset: the SDK drops what an earlier row left it.
+        let state = std::cell::RefCell::new(decide(&current.borrow(), state).state);
+        let previous = std::cell::RefCell::new(None::<Snapshot>);
+        g.bench_function(BenchmarkId::new("native-incremental", label), |b| {
+            b.iter_batched_ref(
+                || {
+                    let mut s = current.borrow_mut();
+                    *previous.borrow_mut() = Some(s.clone());
+                    next_round(&mut s);
+                    s.clone()
+                },
+                |s| {
+                    let decision = decide(s, &state.borrow());
+                    *state.borrow_mut() = decision.state;
+                    black_box(decision.actions)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+
     fn bench(&self, c: &mut Criterion, group: &str, label: &str, snapshot: &Snapshot, kept: bool) {
         let state = self.warmed_state(snapshot);
         let actions = self.wasm(snapshot, &state).actions.len();
@@ -227,6 +299,7 @@ impl Subject {
         });
         if kept {
             self.bench_native_kept(&mut g, label, snapshot, &state);
+            self.bench_native_incremental(&mut g, label, snapshot, &state);
         }
         g.finish();
     }
@@ -288,6 +361,8 @@ fn rounds(c: &mut Criterion) {
             name,
             module,
             native: switchyard_test_guest_idle::policy::decide,
+            incremental: <switchyard_test_guest_idle::Idle as IncrementalGuest>::decide,
+            reads_loss,
         };
         for nodes in [1_000, 5_000] {
             let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
@@ -295,6 +370,7 @@ fn rounds(c: &mut Criterion) {
             let mut g = c.benchmark_group(format!("round/{name}"));
             subject.bench_kept(&mut g, &nodes.to_string(), &snapshot, &state);
             subject.bench_native_kept(&mut g, &nodes.to_string(), &snapshot, &state);
+            subject.bench_native_incremental(&mut g, &nodes.to_string(), &snapshot, &state);
             g.finish();
         }
     }

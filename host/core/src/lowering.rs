@@ -9,7 +9,8 @@
 
 /// Defines `snapshot_to_wit` and `snapshot_for`, the model-to-WIT lowering of a
 /// snapshot (as a policy that reads loss series receives it, and as a given policy
-/// does), over the WIT types found at the given path.
+/// does), and `delta_for`, the lowering of a [`crate::delta::Change`] for a kept
+/// instance, over the WIT types found at the given path.
 ///
 /// Invoke it inside a module with the path of the generated `types` interface, e.g.
 /// `switchyard_core::snapshot_lowering!(switchyard_policy_sdk);` for the guest SDK's.
@@ -169,6 +170,83 @@ macro_rules! snapshot_lowering {
                 jobs: s.jobs.iter().map(|j| job(j, reads_loss)).collect(),
                 node_sets: node_sets(&s.node_sets),
             }
+        }
+
+        /// The change that brings an incremental policy's instance from what it holds
+        /// to `now`, as the policy receives it: with no loss series unless it
+        /// `reads_loss` (its description's `reads-loss`; `change` is then one its
+        /// `HeldSnapshot::for_policy` made, which names no job whose only change is its
+        /// loss).
+        #[allow(dead_code)]
+        pub fn delta_for(
+            now: &model::Snapshot,
+            change: &$crate::delta::Change,
+            reads_loss: bool,
+        ) -> wit::SnapshotDelta {
+            let triggers = now.triggers.iter().map(trigger).collect();
+            match change {
+                $crate::delta::Change::Reset => wit::SnapshotDelta {
+                    reset: true,
+                    time: now.time,
+                    triggers,
+                    nodes: now.nodes.iter().map(|n| node(n)).collect(),
+                    removed_nodes: vec![],
+                    jobs: now.jobs.iter().map(|j| job(j, reads_loss)).collect(),
+                    removed_jobs: vec![],
+                    loss_updates: loss_updates(now, &[]),
+                    node_sets: Some(node_sets(&now.node_sets)),
+                },
+                $crate::delta::Change::Delta(delta) => wit::SnapshotDelta {
+                    reset: false,
+                    time: now.time,
+                    triggers,
+                    nodes: delta
+                        .nodes
+                        .upserted(now.nodes.as_slice())
+                        .map(|n| node(n))
+                        .collect(),
+                    removed_nodes: delta.nodes.removed.clone(),
+                    jobs: delta
+                        .jobs
+                        .upserted(now.jobs.as_slice())
+                        .map(|j| job(j, reads_loss))
+                        .collect(),
+                    removed_jobs: delta.jobs.removed.clone(),
+                    loss_updates: match reads_loss {
+                        true => loss_updates(now, &delta.loss_updates),
+                        false => loss_updates(now, &[]),
+                    },
+                    node_sets: delta
+                        .node_sets_changed
+                        .then(|| node_sets(&now.node_sets)),
+                },
+            }
+        }
+
+        /// The loss updates as the contract's columns.
+        #[allow(dead_code)]
+        fn loss_updates(
+            now: &model::Snapshot,
+            updates: &[$crate::delta::LossUpdate],
+        ) -> wit::LossUpdates {
+            let mut columns = wit::LossUpdates {
+                jobs: Vec::with_capacity(updates.len()),
+                dropped: Vec::with_capacity(updates.len()),
+                appended: Vec::with_capacity(updates.len()),
+                samples: loss_series(
+                    updates
+                        .iter()
+                        .flat_map(|update| &now.jobs[update.job].loss[update.kept..]),
+                ),
+            };
+            for update in updates {
+                columns.jobs.push(update.held_at as u32);
+                columns.dropped.push(update.dropped);
+                columns
+                    .appended
+                    .push((now.jobs[update.job].loss.len() - update.kept) as u32);
+            }
+            columns
         }
     };
 }

@@ -4,7 +4,7 @@
 //! Nothing outside this module touches a generated type, so a change to the WIT shows
 //! up as compile errors here and nowhere else.
 
-use switchyard_core::delta::{Change, LossUpdate};
+use switchyard_core::delta::Change;
 use switchyard_core::model;
 
 /// Generated host bindings of the `switchyard:policy/policy` world.
@@ -72,84 +72,12 @@ mod lowering {
     switchyard_core::snapshot_lowering!(super::bindings::switchyard::policy::types);
 }
 
-pub use lowering::{snapshot_for, snapshot_to_wit};
+pub use lowering::{delta_for, snapshot_for, snapshot_to_wit};
 
 /// The change that brings an incremental policy's instance from what it holds to `now`,
 /// as a policy that reads loss series receives it.
 pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelta {
     delta_for(now, change, true)
-}
-
-/// The change that brings an incremental policy's instance from what it holds to `now`,
-/// as the policy receives it: with no loss series unless it `reads_loss` (its
-/// description's `reads-loss`; `change` is then one its
-/// [`switchyard_core::delta::HeldSnapshot::for_policy`] made, which names no job whose
-/// only change is its loss).
-pub fn delta_for(now: &model::Snapshot, change: &Change, reads_loss: bool) -> wit::SnapshotDelta {
-    let triggers = now.triggers.iter().map(lowering::trigger).collect();
-    match change {
-        Change::Reset => wit::SnapshotDelta {
-            reset: true,
-            time: now.time,
-            triggers,
-            nodes: now.nodes.iter().map(|n| lowering::node(n)).collect(),
-            removed_nodes: vec![],
-            jobs: now
-                .jobs
-                .iter()
-                .map(|j| lowering::job(j, reads_loss))
-                .collect(),
-            removed_jobs: vec![],
-            loss_updates: loss_updates(now, &[]),
-            node_sets: Some(lowering::node_sets(&now.node_sets)),
-        },
-        Change::Delta(delta) => wit::SnapshotDelta {
-            reset: false,
-            time: now.time,
-            triggers,
-            nodes: delta
-                .nodes
-                .upserted(now.nodes.as_slice())
-                .map(|n| lowering::node(n))
-                .collect(),
-            removed_nodes: delta.nodes.removed.clone(),
-            jobs: delta
-                .jobs
-                .upserted(now.jobs.as_slice())
-                .map(|j| lowering::job(j, reads_loss))
-                .collect(),
-            removed_jobs: delta.jobs.removed.clone(),
-            loss_updates: match reads_loss {
-                true => loss_updates(now, &delta.loss_updates),
-                false => loss_updates(now, &[]),
-            },
-            node_sets: delta
-                .node_sets_changed
-                .then(|| lowering::node_sets(&now.node_sets)),
-        },
-    }
-}
-
-/// The loss updates as the contract's columns.
-fn loss_updates(now: &model::Snapshot, updates: &[LossUpdate]) -> wit::LossUpdates {
-    let mut columns = wit::LossUpdates {
-        jobs: Vec::with_capacity(updates.len()),
-        dropped: Vec::with_capacity(updates.len()),
-        appended: Vec::with_capacity(updates.len()),
-        samples: lowering::loss_series(
-            updates
-                .iter()
-                .flat_map(|update| &now.jobs[update.job].loss[update.kept..]),
-        ),
-    };
-    for update in updates {
-        columns.jobs.push(update.held_at as u32);
-        columns.dropped.push(update.dropped);
-        columns
-            .appended
-            .push((now.jobs[update.job].loss.len() - update.kept) as u32);
-    }
-    columns
 }
 
 /// Settings in the order the WIT carries them (sorted by name).

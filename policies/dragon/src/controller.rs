@@ -219,10 +219,11 @@ fn scale_up(
         .filter(|&(at, j)| j.phase == JobPhase::Running && j.checkpointable && !shrunk[at])
         .filter(|(_, j)| j.replicas.current < j.replicas.max)
         .filter_map(|(at, job)| {
-            replica_template(job).map(|template| Grower {
+            let template = task_nodes.of_job(at).template?;
+            Some(Grower {
                 at,
                 job,
-                template,
+                template: &job.tasks[template as usize],
                 added: 0,
                 nodes: Vec::new(),
             })
@@ -235,7 +236,7 @@ fn scale_up(
     let mut node_of_task: Vec<(u32, u32)> = Vec::new();
     for (g, grower) in growers.iter().enumerate() {
         let mut last = None;
-        for &at in task_nodes.of_job(grower.at) {
+        for &at in &task_nodes.of_job(grower.at).nodes {
             // A job's tasks on one node are usually next to each other; a repeat further
             // on is caught below.
             if last == Some(at) {
@@ -342,7 +343,12 @@ fn size_key(r: &Resources) -> (u32, u64, u64) {
 
 /// A task of `job`'s scalable role: what one more replica asks and where it may run.
 pub fn replica_template(job: &Job) -> Option<&Task> {
-    job.tasks.iter().find(|t| t.role == job.replicas.role)
+    replica_template_at(job).map(|at| &job.tasks[at])
+}
+
+/// The position of [`replica_template`] among `job`'s tasks.
+pub fn replica_template_at(job: &Job) -> Option<usize> {
+    job.tasks.iter().position(|t| t.role == job.replicas.role)
 }
 
 /// Replicas of the scalable role, highest-numbered first (the ones a shrink stops).

@@ -1,5 +1,5 @@
-//! Where each job's bound tasks run, as node positions, kept between the calls of a
-//! kept instance.
+//! Where each job's bound tasks run, as node positions, and which task a new replica
+//! copies, kept between the calls of a kept instance.
 //!
 //! Step 3 (scale-up) lists the running jobs by the nodes their tasks are on: a node
 //! name looked up per task, every round, ten thousand lookups on a 1,000-node cluster
@@ -8,10 +8,12 @@
 //! or the nodes' order does, so a kept instance works positions out for the jobs the
 //! change named alone ([`Follow`]), and for every job when the nodes' order changed. A
 //! policy called on a whole snapshot (a fresh instance, a native build) works them out
-//! for every job, as before.
+//! for every job, as before. The task a replica copies (the first of the scalable
+//! role, found by comparing role names) is kept the same way.
 
 use std::cell::RefCell;
 
+use crate::controller::replica_template_at;
 use switchyard_policy_sdk::{
     Job, Snapshot,
     changes::{self, Follow},
@@ -19,24 +21,33 @@ use switchyard_policy_sdk::{
 };
 
 thread_local! {
-    /// The positions the last kept call worked out, and the node order they hold under.
-    static KEPT: RefCell<Option<(NodeOrder, Follow<Vec<u32>>)>> = const { RefCell::new(None) };
+    /// What the last kept call worked out, and the node order it holds under.
+    static KEPT: RefCell<Option<(NodeOrder, Follow<Placed>)>> = const { RefCell::new(None) };
 }
 
-/// The node positions of every job's bound tasks, in task order (a task on a node the
-/// ledger does not list is left out).
+/// One job's tasks as step 3 reads them.
+#[derive(Debug, Default)]
+pub struct Placed {
+    /// The node positions of its bound tasks, in task order (a task on a node the
+    /// ledger does not list is left out).
+    pub nodes: Vec<u32>,
+    /// Which of its tasks a new replica copies ([`replica_template_at`]).
+    pub template: Option<u32>,
+}
+
+/// [`Placed`] for every job of the snapshot.
 pub enum TaskNodes {
     /// Followed from the previous kept call; [`TaskNodes::keep`] hands them on.
-    Kept(NodeOrder, Follow<Vec<u32>>),
+    Kept(NodeOrder, Follow<Placed>),
     /// Worked out for this call alone.
-    Fresh(Vec<Vec<u32>>),
+    Fresh(Vec<Placed>),
 }
 
 impl TaskNodes {
     /// The positions for `snapshot`'s jobs under `ledger`'s nodes.
     pub fn of(snapshot: &Snapshot, ledger: &Ledger) -> Self {
         if !changes::deciding_kept_call() {
-            return Self::Fresh(snapshot.jobs.iter().map(|j| positions(j, ledger)).collect());
+            return Self::Fresh(snapshot.jobs.iter().map(|j| placed(j, ledger)).collect());
         }
         let order = ledger.node_order();
         let mut follow = KEPT
@@ -45,12 +56,12 @@ impl TaskNodes {
             .map(|(_, follow)| follow)
             // Another node order: every kept position may be wrong; match every job.
             .unwrap_or_default();
-        follow.follow(snapshot, |_, job, _| positions(job, ledger), drop);
+        follow.follow(snapshot, |_, job, _| placed(job, ledger), drop);
         Self::Kept(order, follow)
     }
 
-    /// The positions of the bound tasks of the job at `at` in the snapshot.
-    pub fn of_job(&self, at: usize) -> &[u32] {
+    /// The job at `at` in the snapshot.
+    pub fn of_job(&self, at: usize) -> &Placed {
         match self {
             Self::Kept(_, follow) => &follow.values()[at],
             Self::Fresh(all) => &all[at],
@@ -65,14 +76,18 @@ impl TaskNodes {
     }
 }
 
-/// Positions of `job`'s bound tasks, in task order.
-fn positions(job: &Job, ledger: &Ledger) -> Vec<u32> {
-    job.tasks
-        .iter()
-        .filter_map(|t| t.node.as_deref())
-        .filter_map(|node| ledger.position(node))
-        .map(|at| at as u32)
-        .collect()
+/// `job`'s tasks under `ledger`'s nodes.
+fn placed(job: &Job, ledger: &Ledger) -> Placed {
+    Placed {
+        nodes: job
+            .tasks
+            .iter()
+            .filter_map(|t| t.node.as_deref())
+            .filter_map(|node| ledger.position(node))
+            .map(|at| at as u32)
+            .collect(),
+        template: replica_template_at(job).map(|at| at as u32),
+    }
 }
 
 #[cfg(test)]

@@ -195,18 +195,22 @@ impl ShownLabels {
         let keys: Vec<&u64> = hashes.iter().collect();
         let previous = match_previous(&before, &keys, |e| &e.0);
         let mut hashed: HashMap<String, u32> = HashMap::new();
+        // Where each old value went in the new numbering, once a job kept it: most jobs
+        // keep their value, and then one comparison (with the value they had) numbers it.
+        let mut renumbered: Vec<Option<u32>> = vec![None; old_values.len()];
         let mut labels = Vec::new();
         for (at, job) in snapshot.jobs.iter().enumerate() {
             let hash = hashes[at];
-            let found = previous[at];
-            let old = found
-                .and_then(|at| old_values.get(before[at].1 as usize))
-                .map(String::as_str);
+            let old = previous[at].and_then(|found| {
+                let position = before[found].1 as usize;
+                old_values.get(position).map(|v| (position, v.as_str()))
+            });
             let value = value_of(at, job);
-            let keep = match (&value, old) {
+            let (keep, kept_old) = match (&value, old) {
                 (Some(value), old) => {
                     let value = value.as_ref();
-                    if old != Some(value) {
+                    let same = old.is_some_and(|(_, old)| old == value);
+                    if !same {
                         labels.push((
                             at,
                             JobLabel {
@@ -216,24 +220,17 @@ impl ShownLabels {
                             },
                         ));
                     }
-                    value
+                    (value, old.filter(|_| same).map(|(position, _)| position))
                 }
-                (None, Some(old)) => old,
+                (None, Some((position, old))) => (old, Some(position)),
                 (None, None) => continue,
             };
-            // A label mostly takes a handful of values: scanning the first few beats
-            // hashing every job's; the values past them (a label with many) are hashed.
-            let scanned = self.values.iter().take(SCANNED).position(|v| v == keep);
-            let position = match scanned
-                .map(|p| p as u32)
-                .or_else(|| hashed.get(keep).copied())
-            {
+            let position = match kept_old.and_then(|old| renumbered[old]) {
                 Some(position) => position,
                 None => {
-                    let position = self.values.len() as u32;
-                    self.values.push(keep.to_string());
-                    if position as usize >= SCANNED {
-                        hashed.insert(keep.to_string(), position);
+                    let position = self.number(keep, &mut hashed);
+                    if let Some(old) = kept_old {
+                        renumbered[old] = Some(position);
                     }
                     position
                 }
@@ -241,6 +238,25 @@ impl ShownLabels {
             self.shown.push((hash, position));
         }
         labels
+    }
+
+    /// The number of `value` in the memory being rebuilt, added if it is new. A label
+    /// mostly takes a handful of values: scanning the first few beats hashing every
+    /// job's; the values past them (a label with many) are hashed.
+    fn number(&mut self, value: &str, hashed: &mut HashMap<String, u32>) -> u32 {
+        let scanned = self.values.iter().take(SCANNED).position(|v| v == value);
+        if let Some(position) = scanned
+            .map(|p| p as u32)
+            .or_else(|| hashed.get(value).copied())
+        {
+            return position;
+        }
+        let position = self.values.len() as u32;
+        self.values.push(value.to_string());
+        if position as usize >= SCANNED {
+            hashed.insert(value.to_string(), position);
+        }
+        position
     }
 
     /// The distinct values shown, in the order the memory numbers them.
