@@ -264,7 +264,7 @@ impl<T: Default> Follow<T> {
         update: &mut impl FnMut(usize, &Job, Option<T>) -> T,
         leave: &mut impl FnMut(T),
     ) {
-        let hashes: Vec<u64> = snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
+        let hashes = crate::shown::id_hashes(snapshot).to_vec();
         let keys: Vec<&u64> = hashes.iter().collect();
         let previous = match_previous(&self.hashes, &keys, |h| h);
         let mut old: Vec<Option<T>> = std::mem::take(&mut self.values)

@@ -164,6 +164,53 @@ pub fn id_hash(id: &str) -> u64 {
     })
 }
 
+thread_local! {
+    /// The last [`id_hashes`] of the snapshot a kept instance holds, with the
+    /// [`crate::incremental::held_version`] and the job list they were taken of.
+    static HELD_HASHES: std::cell::RefCell<Option<HeldHashes>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// [`id_hash`] of each job of a held snapshot, and what identifies that job list.
+struct HeldHashes {
+    version: u64,
+    jobs: *const Job,
+    len: usize,
+    hashes: std::rc::Rc<[u64]>,
+}
+
+/// [`id_hash`] of every job of `snapshot`, in its order. On a kept instance's held
+/// snapshot they are worked out again only when its nodes or jobs changed
+/// ([`crate::incremental::held_version`]): a round that only moved the clock (or, for
+/// a policy that reads no loss, only moved loss series on) hashes no id, where every
+/// label memory of a long queue used to hash every id each round.
+pub fn id_hashes(snapshot: &Snapshot) -> std::rc::Rc<[u64]> {
+    let of = |snapshot: &Snapshot| snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
+    let Some(version) = crate::incremental::held_version() else {
+        return of(snapshot);
+    };
+    HELD_HASHES.with(|held| {
+        let mut held = held.borrow_mut();
+        // The version says the held jobs did not change; the list's address and length
+        // say this is that list (a policy may hash another snapshot while deciding).
+        if let Some(kept) = held.as_ref()
+            && kept.version == version
+            && kept.jobs == snapshot.jobs.as_ptr()
+            && kept.len == snapshot.jobs.len()
+        {
+            return kept.hashes.clone();
+        }
+        let hashes: std::rc::Rc<[u64]> = of(snapshot);
+        *held = Some(HeldHashes {
+            version,
+            jobs: snapshot.jobs.as_ptr(),
+            len: snapshot.jobs.len(),
+            hashes: hashes.clone(),
+        });
+        hashes
+    })
+}
+
 impl ShownLabels {
     /// The labels `key=value_of(job)` whose value differs from the one last shown (a
     /// job whose `value_of` is `None` gets none, and keeps what it was shown), in
@@ -191,7 +238,7 @@ impl ShownLabels {
     ) -> Vec<(usize, JobLabel)> {
         let before = std::mem::take(&mut self.shown);
         let old_values = std::mem::take(&mut self.values);
-        let hashes: Vec<u64> = snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
+        let hashes = id_hashes(snapshot);
         let keys: Vec<&u64> = hashes.iter().collect();
         let previous = match_previous(&before, &keys, |e| &e.0);
         let mut hashed: HashMap<String, u32> = HashMap::new();
@@ -312,6 +359,33 @@ impl ShownLabels {
 mod tests {
     use super::*;
     use crate::testing::*;
+
+    /// A kept instance hashes the held ids again only when its jobs changed; the hashes
+    /// are those of the jobs it holds either way, and outside a kept call every call
+    /// hashes the snapshot it is given.
+    #[test]
+    fn held_ids_are_hashed_again_only_when_the_jobs_change() {
+        let nodes = vec![node("n1", 4000)];
+        let first = snapshot(0.0, nodes.clone(), vec![job("a"), job("b")]);
+        let expected = |s: &Snapshot| s.jobs.iter().map(|j| id_hash(&j.id)).collect::<Vec<_>>();
+        let reset = tick_delta(0.0, true, &first.nodes, &first.jobs);
+        let one = crate::incremental::with_applied(reset, id_hashes).unwrap();
+        assert_eq!(*one, expected(&first));
+        let tick = tick_delta(30.0, false, &[], &[]);
+        let two = crate::incremental::with_applied(tick, id_hashes).unwrap();
+        assert!(std::rc::Rc::ptr_eq(&one, &two), "a tick hashes nothing");
+        let later = snapshot(60.0, nodes, vec![job("b"), job("c")]);
+        let three =
+            crate::incremental::with_applied(change_between(&first, &later), id_hashes).unwrap();
+        assert_eq!(*three, expected(&later));
+        // Another snapshot handed in while a kept instance decides is hashed itself.
+        let other = crate::incremental::with_applied(tick_delta(90.0, false, &[], &[]), |_| {
+            id_hashes(&first)
+        })
+        .unwrap();
+        assert_eq!(*other, expected(&first));
+        assert_eq!(*id_hashes(&later), expected(&later));
+    }
 
     fn values(labels: &[JobLabel]) -> Vec<(String, String)> {
         labels
