@@ -10,7 +10,9 @@
 //!
 //! A policy that links this SDK gets these definitions instead: the linker resolves
 //! `memcmp` from the first archive that defines it, and Rust's libraries come before
-//! libc. Native builds keep their C library's.
+//! libc. Native builds keep their C library's. A policy that also links an object file
+//! defining them (C code built with its own libc) gets the linker's duplicate-symbol
+//! error, naming them.
 
 use std::cmp::Ordering;
 
