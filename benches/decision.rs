@@ -168,35 +168,19 @@ impl Subject {
         state: &[u8],
     ) {
         let session = Session::default();
-        let decide = |s: &Snapshot, state: &[u8]| {
-            self.module
-                .decide_in(&session, &Settings::default(), s, state, 1)
-                .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
-        };
-        let current = std::cell::RefCell::new(snapshot.clone());
-        let state = std::cell::RefCell::new(decide(&current.borrow(), state).state);
-        // The previous round's snapshot, kept until the next setup (one round per setup:
-        // `PerIteration`): the host's held copy lets go of its jobs during the round,
-        // and if it held the last reference the round would time freeing them, which
-        // the native rows do outside the measurement (criterion drops their lowered
-        // snapshot after the round).
-        let previous = std::cell::RefCell::new(None::<Snapshot>);
-        g.bench_function(BenchmarkId::new("kept", label), |b| {
-            b.iter_batched_ref(
-                || {
-                    let mut s = current.borrow_mut();
-                    *previous.borrow_mut() = Some(s.clone());
-                    next_round(&mut s);
-                    s.clone()
-                },
-                |s| {
-                    let decision = decide(s, &state.borrow());
-                    *state.borrow_mut() = decision.state;
-                    black_box(decision.actions)
-                },
-                BatchSize::PerIteration,
-            )
-        });
+        kept_rounds(
+            g,
+            BenchmarkId::new("kept", label),
+            snapshot,
+            state,
+            |s, state| {
+                let decision = self
+                    .module
+                    .decide_in(&session, &Settings::default(), s, state, 1)
+                    .unwrap_or_else(|e| panic!("{} decides: {e}", self.name));
+                (decision.state, decision.actions)
+            },
+        );
     }
 
     /// The same rounds as [`Subject::bench_kept`], natively (`native-kept`): each on the
@@ -241,35 +225,17 @@ impl Subject {
         snapshot: &Snapshot,
         state: &[u8],
     ) {
+        // The first round is a reset: the SDK drops what an earlier row left it.
         let held = std::cell::RefCell::new(HeldSnapshot::for_policy(self.reads_loss));
-        let decide = |s: &Snapshot, state: &[u8]| {
+        let id = BenchmarkId::new("native-incremental", label);
+        kept_rounds(g, id, snapshot, state, |s, state| {
             let mut held = held.borrow_mut();
             let change = held.change_to(s);
             let delta = native::delta_for(s, &change, self.reads_loss);
             let decision = (self.incremental)(vec![], delta, state.to_vec())
                 .unwrap_or_else(|e| panic!("{} decides natively: {e}", self.name));
             held.commit(s, &change);
-            decision
-        };
-        let current = std::cell::RefCell::new(snapshot.clone());
-        // The first round is a reset: the SDK drops what an earlier row left it.
-        let state = std::cell::RefCell::new(decide(&current.borrow(), state).state);
-        let previous = std::cell::RefCell::new(None::<Snapshot>);
-        g.bench_function(BenchmarkId::new("native-incremental", label), |b| {
-            b.iter_batched_ref(
-                || {
-                    let mut s = current.borrow_mut();
-                    *previous.borrow_mut() = Some(s.clone());
-                    next_round(&mut s);
-                    s.clone()
-                },
-                |s| {
-                    let decision = decide(s, &state.borrow());
-                    *state.borrow_mut() = decision.state;
-                    black_box(decision.actions)
-                },
-                BatchSize::PerIteration,
-            )
+            (decision.state, decision.actions)
         });
     }
 
@@ -303,6 +269,43 @@ impl Subject {
         }
         g.finish();
     }
+}
+
+/// Rounds as a controller hands them to a kept instance, timed one per setup: each on
+/// the next round's snapshot ([`next_round`]) and the state `decide` returned the round
+/// before (`decide` gives the state and what the round decided). The first round, on
+/// `snapshot` and `state`, primes the instance outside the measurement.
+///
+/// The previous round's snapshot is kept until the next setup: the host's held copy
+/// lets go of its jobs during the round, and if it held the last reference the round
+/// would time freeing them, which the `native-kept` row does outside the measurement
+/// (criterion drops its lowered snapshot after the round).
+fn kept_rounds<A>(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    id: BenchmarkId,
+    snapshot: &Snapshot,
+    state: &[u8],
+    decide: impl Fn(&Snapshot, &[u8]) -> (Vec<u8>, A),
+) {
+    let current = std::cell::RefCell::new(snapshot.clone());
+    let state = std::cell::RefCell::new(decide(&current.borrow(), state).0);
+    let previous = std::cell::RefCell::new(None::<Snapshot>);
+    g.bench_function(id, |b| {
+        b.iter_batched_ref(
+            || {
+                let mut s = current.borrow_mut();
+                *previous.borrow_mut() = Some(s.clone());
+                next_round(&mut s);
+                s.clone()
+            },
+            |s| {
+                let (next, decided) = decide(s, &state.borrow());
+                *state.borrow_mut() = next;
+                black_box(decided)
+            },
+            BatchSize::PerIteration,
+        )
+    });
 }
 
 /// The next round's snapshot in a busy steady state: every job with a loss series
