@@ -81,7 +81,10 @@ fn host_crates(meta: &Value) -> BTreeMap<String, BTreeMap<String, BTreeSet<Strin
         let mut by_kind: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         for dep in package["dependencies"].as_array().unwrap() {
             let name = dep["name"].as_str().unwrap();
-            if !name.starts_with(HOST_PREFIX) || name.starts_with("switchyard-policy") {
+            // Host crates only: the policies and the test guests (their SDK included) are
+            // guests, built for Wasm and natively only for benches and tests, on no floor.
+            let in_host = dep["path"].as_str().is_some_and(|p| p.contains("/host/"));
+            if !name.starts_with(HOST_PREFIX) || !in_host {
                 continue;
             }
             let kind = dep["kind"].as_str().unwrap_or("normal").to_string();
