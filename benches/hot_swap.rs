@@ -4,8 +4,8 @@
 //!
 //! - `load/cold/<policy>`: compile, check and describe a component when its digest is
 //!   new (each iteration appends a distinct custom section, so nothing is cached), for
-//!   `even` (186 KiB, the size the target names) and `specon` (273 KiB, the largest
-//!   shipped policy); the sizes are printed;
+//!   `even` (about the size the target names) and `specon` (the largest shipped
+//!   policy); the sizes are printed;
 //! - `load/quick/<policy>`: the same new component on a runtime with `quick_first`, as
 //!   `switchyard run` has it: Winch compiles it and Cranelift follows in the background
 //!   (each iteration waits, untimed, for Cranelift to finish, so compiles do not pile up);

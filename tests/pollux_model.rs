@@ -1,4 +1,4 @@
-//! The measured job model of the Pollux artifact (issue 19): a model directory is read
+//! The measured job model of the Pollux artifact: a model directory is read
 //! whatever its model, a malformed one is refused with the file, line and column at
 //! fault and never a panic, and the jobs of the real workloads carry the model.
 

@@ -1,4 +1,4 @@
-//! The papers' experiments, re-run in the simulator (issue 4; figures and commands in
+//! The papers' experiments, re-run in the simulator (figures and commands in
 //! `docs/reproduction.md`). Each test loads the example workload the docs run, runs it
 //! under the paper's policy and its baseline through the same library code as
 //! `switchyard simulate` ([`switchyard_sim::offline`]), and checks the paper's claim on

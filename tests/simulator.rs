@@ -1,4 +1,4 @@
-//! The simulator and the control loop, as specified in issue 3: processor sharing,
+//! The simulator and the control loop: processor sharing,
 //! completion times, checkpoint costs, determinism, workload errors and policy fallback.
 
 use crate::support;

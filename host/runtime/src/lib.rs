@@ -397,8 +397,8 @@ const CONCURRENT_CALLS: u32 = 64;
 
 /// Guest memory kept mapped between calls, per pool slot: wasmtime zeroes the pages a
 /// call dirtied instead of decommitting them, so the next call does not fault them in
-/// again, while bounding what an idle slot keeps resident (a round dirties a few MiB;
-/// `docs/performance.md` has the measurement behind the size).
+/// again, while bounding what an idle slot keeps resident (`docs/performance.md`,
+/// "Controller footprint", has the measurement behind the size).
 const KEEP_RESIDENT: usize = 4 << 20;
 
 /// A `policy` component gets a fresh instance per call (no memory survives a call), so

@@ -183,9 +183,9 @@ impl<C: Cluster> Cluster for Paced<C> {
 }
 
 impl LiveCluster for Paced<Simulator> {
-    /// Counted from the simulator's own tables: the driver asks every 50 ms, and a
-    /// snapshot of a 5,000-node, 25,000-job cluster would cost tens of milliseconds each
-    /// time.
+    /// Counted from the simulator's own tables: the driver asks every summary interval,
+    /// and a snapshot of a large cluster each time would cost a round's work for a few
+    /// counts.
     fn summary(&mut self) -> SnapshotSummary {
         let sim = &self.inner;
         let mut summary = SnapshotSummary {
