@@ -32,7 +32,7 @@ use notify::{RecursiveMode, Watcher as _};
 
 use crate::live::Controller;
 pub use settings::{DirSettings, SETTINGS_FILE};
-use switchyard_runtime::ComponentDigest;
+use switchyard_core::ComponentDigest;
 
 /// Quiet time after the last event before a rescan (kubelet's swap is several events).
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
