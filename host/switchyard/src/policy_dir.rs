@@ -442,8 +442,9 @@ impl PolicyDir {
             error,
             "refused from the policies directory; the running policy stays"
         );
-        self.controller.catalog().record_failure(source, &error);
+        // The metric first: whoever sees the failure listed also sees it counted.
         self.controller.metrics().observe_load_error(kind);
+        self.controller.catalog().record_failure(source, &error);
         self.controller.report_refusal(source, &error);
         self.reported.insert(source.to_string(), error.clone());
         report.refused.push((source.to_string(), error));
