@@ -12,7 +12,7 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use switchyard::plot;
+use switchyard::write_plots;
 use switchyard_control::PolicySlot;
 use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{Records, Results, RunResult, Workload, run_offline};
@@ -242,7 +242,7 @@ fn write_out(
         seed,
         runs,
     };
-    let mut written = plot::write_all(dir, &results)?;
+    let mut written = write_plots(dir, &results)?;
     let file = dir.join("results.json");
     std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("writing {}", file.display()))?;

@@ -13,7 +13,7 @@ use crate::live::{CatalogError, LiveError};
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
-pub struct ErrorBody {
+pub(super) struct ErrorBody {
     /// What went wrong and what would be accepted.
     pub error: String,
 }
@@ -99,7 +99,7 @@ impl From<JsonRejection> for ApiError {
 
 /// Maps a body that could not be read; `limit` is the upload limit in bytes, named in
 /// the 413 message.
-pub fn body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
+pub(super) fn body_rejection(rejection: BytesRejection, limit: usize) -> ApiError {
     if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
         return ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,

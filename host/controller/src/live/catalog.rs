@@ -234,7 +234,7 @@ impl Catalog {
             .read()
             .unwrap()
             .values()
-            .map(|e| info(&e.slot.module, &e.source, &e.slot.settings))
+            .map(|e| policy_info(&e.slot.module, &e.source, &e.slot.settings))
             .collect()
     }
 
@@ -250,7 +250,7 @@ impl Catalog {
 }
 
 /// The API's view of a loaded policy.
-pub fn info(module: &Arc<PolicyModule>, source: &str, settings: &Settings) -> PolicyInfo {
+pub(crate) fn policy_info(module: &Arc<PolicyModule>, source: &str, settings: &Settings) -> PolicyInfo {
     let d = module.description();
     PolicyInfo {
         name: d.name.clone(),

@@ -3,33 +3,23 @@
 //! (its first pytest tests, run natively), `pytest.ini`, `requirements.txt`
 //! (componentize-py and pytest), a README with the build command, the test workload and
 //! expectations a Rust crate gets, and the Python SDK this binary was built with in
-//! `switchyard-sdk/` ([`crate::authoring::vendor::python`]). Nothing in it names a
+//! `switchyard-sdk/` ([`crate::vendor`]). Nothing in it names a
 //! switchyard checkout, so it builds wherever it is moved.
 
 use std::path::Path;
 
-use super::{Created, ScaffoldError, check_name, type_name, write};
-use crate::authoring::vendor;
+use super::{Created, LanguageProject};
+use crate::files::ScaffoldError;
+use crate::vendor::{SDK_DIR, vendor_python_sdk};
 
-/// The world the component exports: the SDK implements the incremental one.
-pub const WORLD: &str = "switchyard:policy/incremental-policy@0.3.0";
+/// The world a Python policy's component exports: the SDK implements the incremental
+/// one.
+const WORLD: &str = "switchyard:policy/incremental-policy@0.3.0";
 
 /// Creates the Python project of policy `name` in `dir` (missing or empty).
-pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
-    check_name(name)?;
-    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(ScaffoldError::NotEmpty {
-            path: dir.to_path_buf(),
-        });
-    }
-    let wasm_path = format!("{}.wasm", name.replace('-', "_"));
-    let fill = |template: &str| {
-        template
-            .replace("{{name}}", name)
-            .replace("{{type_name}}", &type_name(name))
-            .replace("{{wasm_path}}", &wasm_path)
-    };
-    let files: [(&str, &str); 8] = [
+pub fn create_python_project(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
+    let project = LanguageProject::start(name, dir)?;
+    let files = [
         ("app.py", include_str!("../template/python/app.py.in")),
         (
             "test_app.py",
@@ -48,32 +38,13 @@ pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
             ".gitignore",
             include_str!("../template/python/gitignore.in"),
         ),
-        (
-            "policy-tests/workload.yaml",
-            include_str!("../template/workload.yaml.in"),
-        ),
-        (
-            "policy-tests/expect.yaml",
-            include_str!("../template/expect.yaml.in"),
-        ),
-    ];
-    let mut written = Vec::new();
-    for (relative, template) in files {
-        let path = dir.join(relative);
-        write(&path, &fill(template))?;
-        written.push(path);
-    }
-    written.extend(vendor::python::write(&dir.join(vendor::SDK_DIR))?);
-    Ok(Created {
-        dir: dir.to_path_buf(),
-        in_workspace: false,
-        build: format!(
-            ".venv/bin/componentize-py -w {WORLD} componentize -p . -p {}/src app -o {wasm_path}",
-            vendor::SDK_DIR
-        ),
-        wasm_path,
-        files: written,
-    })
+    ]
+    .map(|(relative, template)| (relative, project.fill(template)));
+    let build = format!(
+        ".venv/bin/componentize-py -w {WORLD} componentize -p . -p {SDK_DIR}/src app -o {}",
+        project.wasm_path
+    );
+    project.write(files, vendor_python_sdk, build)
 }
 
 #[cfg(test)]
@@ -83,7 +54,7 @@ mod tests {
     #[test]
     fn a_python_policy_gets_its_tests_its_build_command_and_the_sdk_beside_it() {
         let dir = tempfile::tempdir().unwrap();
-        let created = create("first-fit", &dir.path().join("first-fit")).unwrap();
+        let created = create_python_project("first-fit", &dir.path().join("first-fit")).unwrap();
         let app = std::fs::read_to_string(created.dir.join("app.py")).unwrap();
         assert!(app.contains("class FirstFitPolicy(Policy):"), "{app}");
         assert!(app.contains("name = \"first-fit\""), "{app}");
@@ -113,7 +84,7 @@ mod tests {
     fn a_non_empty_directory_is_never_written_into() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let error = create("x", dir.path()).unwrap_err();
+        let error = create_python_project("x", dir.path()).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
     }
 }

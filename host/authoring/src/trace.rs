@@ -17,7 +17,7 @@ use switchyard_control::DecisionRecord;
 use switchyard_core::{Action, Operation, Trigger};
 
 /// Renders `records` as a trace whose first lines are the comment `header`.
-pub fn render(header: &[String], records: &[DecisionRecord]) -> String {
+pub fn render_trace(header: &[String], records: &[DecisionRecord]) -> String {
     let mut out = String::new();
     for line in header {
         let _ = writeln!(out, "# {line}");
@@ -142,7 +142,7 @@ fn one_line(text: &str) -> String {
 
 /// How a trace differs from the golden copy: `None` when equal, else a unified diff
 /// (golden first) trimmed to the changed hunks.
-pub fn diff(golden: &str, actual: &str) -> Option<String> {
+pub fn diff_trace(golden: &str, actual: &str) -> Option<String> {
     if golden == actual {
         return None;
     }

@@ -13,7 +13,7 @@ use utoipa::ToSchema;
 
 use super::ApiState;
 use super::error::{ApiError, ErrorBody, body_rejection};
-use crate::live::catalog::info;
+use crate::live::policy_info;
 use crate::live::{ApiChange, Applied, LoadFailure, Persistence, PolicyInfo};
 use switchyard_core::Settings;
 
@@ -99,7 +99,7 @@ pub(super) async fn upload(
     Ok((
         StatusCode::CREATED,
         Json(PolicyUploaded {
-            policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
+            policy: policy_info(&entry.slot.module, &entry.source, &entry.slot.settings),
             applied: uploaded.applied,
             persistence: uploaded.persistence,
         }),
@@ -158,7 +158,7 @@ pub(super) async fn set_parameters(
         .check_api_change(ApiChange::Parameters(&name))?;
     let (entry, applied) = state.controller.set_parameters(&name, &settings).await?;
     Ok(Json(PolicyChanged {
-        policy: info(&entry.slot.module, &entry.source, &entry.slot.settings),
+        policy: policy_info(&entry.slot.module, &entry.source, &entry.slot.settings),
         applied,
     }))
 }

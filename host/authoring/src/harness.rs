@@ -1,7 +1,7 @@
 //! Running a policy the way its author tests it: on a workload in the simulator (every
 //! round recorded) or on one fixture snapshot (one decision), optionally with a second
 //! policy shown the very same snapshots, and optionally saving every round's snapshot as
-//! a fixture. It judges nothing; [`super::expect`] and [`super::trace`] do.
+//! a fixture. It judges nothing; [`crate::verdict`] and [`crate::trace`] do.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,8 +15,8 @@ use switchyard_core::{Action, JobLabel, Settings, Snapshot, Trigger, check_decis
 use switchyard_runtime::Runtime;
 use switchyard_sim::{OfflineError, Simulator, Workload, WorkloadError, load_slot};
 
-use super::fixture::{Fixture, FixtureError};
-use super::trace::operation_text;
+use crate::fixture::{Fixture, FixtureError};
+use crate::trace::operation_text;
 
 /// Why a test run could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +103,7 @@ pub struct RoundDifference {
 }
 
 /// Runs `spec` with `fallback` deciding rounds a workload's policy fails.
-pub fn run(
+pub fn run_policy_test(
     runtime: &Runtime,
     spec: &TestSpec,
     fallback: &PolicySlot,

@@ -5,10 +5,10 @@
 //! `docs/openapi.json`). Handlers translate between HTTP and [`Controller`]; they decide
 //! nothing themselves.
 
-pub mod auth;
+mod auth;
 mod cluster;
 mod console;
-pub mod error;
+mod error;
 mod experiment;
 mod observe;
 mod policies;
@@ -35,7 +35,7 @@ pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 32 << 20;
 
 /// What every handler can reach.
 #[derive(Clone)]
-pub struct ApiState {
+pub(crate) struct ApiState {
     controller: Controller,
     max_upload_bytes: usize,
 }

@@ -6,10 +6,13 @@
 
 use std::path::{Path, PathBuf};
 
-use super::scaffold::ScaffoldError;
+use crate::files::{ScaffoldError, write};
 
-pub mod js;
-pub mod python;
+mod js;
+mod python;
+
+pub use js::{js_project_lock, js_project_manifest, vendor_js_sdk};
+pub use python::vendor_python_sdk;
 
 /// The folder of the vendored SDK inside a new policy crate.
 pub const SDK_DIR: &str = "switchyard-sdk";
@@ -19,61 +22,61 @@ pub const SDK_DIR: &str = "switchyard-sdk";
 const SOURCES: &[(&str, &str)] = &[
     (
         "src/changes.rs",
-        include_str!("../../../../policies/sdk/src/changes.rs"),
+        include_str!("../../../policies/sdk/src/changes.rs"),
     ),
     (
         "src/cluster.rs",
-        include_str!("../../../../policies/sdk/src/cluster.rs"),
+        include_str!("../../../policies/sdk/src/cluster.rs"),
     ),
     (
         "src/entries.rs",
-        include_str!("../../../../policies/sdk/src/entries.rs"),
+        include_str!("../../../policies/sdk/src/entries.rs"),
     ),
     (
         "src/incremental.rs",
-        include_str!("../../../../policies/sdk/src/incremental.rs"),
+        include_str!("../../../policies/sdk/src/incremental.rs"),
     ),
     (
         "src/lib.rs",
-        include_str!("../../../../policies/sdk/src/lib.rs"),
+        include_str!("../../../policies/sdk/src/lib.rs"),
     ),
     (
         "src/log.rs",
-        include_str!("../../../../policies/sdk/src/log.rs"),
+        include_str!("../../../policies/sdk/src/log.rs"),
     ),
     (
         "src/memcmp.rs",
-        include_str!("../../../../policies/sdk/src/memcmp.rs"),
+        include_str!("../../../policies/sdk/src/memcmp.rs"),
     ),
     (
         "src/placement.rs",
-        include_str!("../../../../policies/sdk/src/placement.rs"),
+        include_str!("../../../policies/sdk/src/placement.rs"),
     ),
     (
         "src/progress.rs",
-        include_str!("../../../../policies/sdk/src/progress.rs"),
+        include_str!("../../../policies/sdk/src/progress.rs"),
     ),
     (
         "src/settings.rs",
-        include_str!("../../../../policies/sdk/src/settings.rs"),
+        include_str!("../../../policies/sdk/src/settings.rs"),
     ),
     (
         "src/shown.rs",
-        include_str!("../../../../policies/sdk/src/shown.rs"),
+        include_str!("../../../policies/sdk/src/shown.rs"),
     ),
     (
         "src/spread.rs",
-        include_str!("../../../../policies/sdk/src/spread.rs"),
+        include_str!("../../../policies/sdk/src/spread.rs"),
     ),
     (
         "src/state.rs",
-        include_str!("../../../../policies/sdk/src/state.rs"),
+        include_str!("../../../policies/sdk/src/state.rs"),
     ),
     (
         "src/testing.rs",
-        include_str!("../../../../policies/sdk/src/testing.rs"),
+        include_str!("../../../policies/sdk/src/testing.rs"),
     ),
-    ("wit/policy.wit", include_str!("../../../../wit/policy.wit")),
+    ("wit/policy.wit", include_str!("../../../wit/policy.wit")),
 ];
 
 /// Where the SDK's `generate!` calls find the WIT in the repository, and in the vendored
@@ -83,7 +86,7 @@ const WIT_IN_VENDORED: &str = "path: \"wit\"";
 
 /// The workspace's lock file: a new crate starts from the versions the shipped policies
 /// are built and tested with (cargo drops what the crate does not use).
-pub const LOCK_FILE: &str = include_str!("../../../../Cargo.lock");
+pub(crate) const LOCK_FILE: &str = include_str!("../../../Cargo.lock");
 
 /// The vendored SDK's manifest. The dependencies repeat the workspace's
 /// (`[workspace.dependencies]` of the repository's Cargo.toml; a test compares them).
@@ -115,7 +118,7 @@ rustc-hash = \"2\"
 }
 
 /// The files of the vendored SDK crate, as `(relative path, text)`.
-pub fn files() -> Vec<(String, String)> {
+fn files() -> Vec<(String, String)> {
     let mut files = vec![("Cargo.toml".to_string(), manifest())];
     files.extend(SOURCES.iter().map(|(path, text)| {
         (
@@ -129,16 +132,8 @@ pub fn files() -> Vec<(String, String)> {
 /// Writes the vendored SDK into `dir`: an empty or missing folder, or one holding an
 /// earlier vendored SDK (whose files are replaced; a source file this SDK no longer has
 /// is removed, so the crate does not compile a stale module). Returns the files written.
-pub fn write(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let manifest = dir.join("Cargo.toml");
-    let is_sdk = std::fs::read_to_string(&manifest)
-        .is_ok_and(|text| text.contains("name = \"switchyard-policy-sdk\""));
-    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
-    if !empty && !is_sdk {
-        return Err(ScaffoldError::NotAnSdk {
-            path: dir.to_path_buf(),
-        });
-    }
+pub fn vendor_rust_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+    ensure_sdk_folder(dir, "Cargo.toml", "name = \"switchyard-policy-sdk\"")?;
     let files = files();
     if let Ok(entries) = std::fs::read_dir(dir.join("src")) {
         for entry in entries.flatten() {
@@ -154,7 +149,48 @@ pub fn write(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
     let mut written = Vec::new();
     for (relative, text) in files {
         let path = dir.join(relative);
-        super::scaffold::write(&path, &text)?;
+        write(&path, &text)?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// Fails with [`ScaffoldError::NotAnSdk`] unless `dir` is missing, empty, or holds a
+/// vendored SDK: its `marker_file` contains `marker`.
+fn ensure_sdk_folder(dir: &Path, marker_file: &str, marker: &str) -> Result<(), ScaffoldError> {
+    let is_sdk =
+        std::fs::read_to_string(dir.join(marker_file)).is_ok_and(|text| text.contains(marker));
+    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
+    if !empty && !is_sdk {
+        return Err(ScaffoldError::NotAnSdk {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the SDK of a guest language, `sources`, into `dir`: an empty or missing
+/// folder, or one holding an earlier vendored SDK (its `marker_file` contains `marker`),
+/// whose `package` folder is replaced whole so that no stale module stays. Returns the
+/// files written.
+fn write_language_sdk(
+    dir: &Path,
+    (marker_file, marker): (&str, &str),
+    package: &str,
+    sources: &[(&str, &str)],
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    ensure_sdk_folder(dir, marker_file, marker)?;
+    let package = dir.join(package);
+    if package.is_dir() {
+        std::fs::remove_dir_all(&package).map_err(|source| ScaffoldError::Write {
+            path: package.clone(),
+            source,
+        })?;
+    }
+    let mut written = Vec::new();
+    for (relative, text) in sources {
+        let path = dir.join(relative);
+        write(&path, text)?;
         written.push(path);
     }
     Ok(written)
@@ -229,9 +265,9 @@ mod tests {
     #[test]
     fn an_update_replaces_an_earlier_sdk_and_drops_its_stale_modules() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path()).unwrap();
+        vendor_rust_sdk(dir.path()).unwrap();
         std::fs::write(dir.path().join("src/gone.rs"), "// from an older SDK").unwrap();
-        write(dir.path()).unwrap();
+        vendor_rust_sdk(dir.path()).unwrap();
         assert!(!dir.path().join("src/gone.rs").exists());
         assert!(dir.path().join("wit/policy.wit").is_file());
     }
@@ -240,7 +276,7 @@ mod tests {
     fn a_folder_that_is_not_an_sdk_is_never_written_into() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-        let error = write(dir.path()).unwrap_err();
+        let error = vendor_rust_sdk(dir.path()).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotAnSdk { .. }), "{error}");
     }
 }

@@ -37,7 +37,7 @@ const LEADER_LABEL_EVERY: Duration = Duration::from_secs(1);
 
 /// Why the controller in a cluster stopped or could not start.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum InClusterError {
     /// The API's port could not be opened.
     #[error("cannot listen on {addr} for the API and the probes: {source}")]
     Listen {
@@ -65,23 +65,23 @@ pub enum Error {
     LostLeadership,
 }
 
-impl Error {
+impl InClusterError {
     /// A short label for metrics, one per variant.
     pub fn metric_label(&self) -> &'static str {
         match self {
-            Error::Listen { .. } => "listen",
-            Error::LoopPanicked(_) => "loop_panicked",
-            Error::Live(_) => "live",
-            Error::PolicyDir(_) => "policy_dir",
-            Error::Serve(_) => "serve",
-            Error::LostLeadership => "lost_leadership",
+            InClusterError::Listen { .. } => "listen",
+            InClusterError::LoopPanicked(_) => "loop_panicked",
+            InClusterError::Live(_) => "live",
+            InClusterError::PolicyDir(_) => "policy_dir",
+            InClusterError::Serve(_) => "serve",
+            InClusterError::LostLeadership => "lost_leadership",
         }
     }
 }
 
 /// How the controller runs.
 #[derive(Clone, Debug)]
-pub struct Options {
+pub struct InClusterOptions {
     /// This replica's identity (the pod name).
     pub identity: String,
     /// This replica's own pod, labelled while it leads (see
@@ -110,15 +110,15 @@ pub struct Options {
 
 /// Runs the live controller against the cluster behind `client`, policies compiled by
 /// `runtime`, until `shutdown` resolves.
-pub async fn run(
+pub async fn run_in_cluster(
     client: Client,
     runtime: Runtime,
-    options: Options,
+    options: InClusterOptions,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> Result<(), Error> {
+) -> Result<(), InClusterError> {
     let listener = tokio::net::TcpListener::bind(options.listen)
         .await
-        .map_err(|source| Error::Listen {
+        .map_err(|source| InClusterError::Listen {
             addr: options.listen,
             source,
         })?;
@@ -209,8 +209,8 @@ pub async fn run(
         )
     })
     .await
-    .map_err(Error::LoopPanicked)?
-    .map_err(Error::Live)?;
+    .map_err(InClusterError::LoopPanicked)?
+    .map_err(InClusterError::Live)?;
     controller.on_refusal(events::refusal_events(
         handle.clone(),
         client.clone(),
@@ -224,11 +224,11 @@ pub async fn run(
             let (controller, handle) = (controller.clone(), handle.clone());
             let limit = options.api.max_upload_bytes;
             let (watcher, first) = tokio::task::spawn_blocking(move || {
-                policy_dir::watch(PolicyDir::new(&dir, controller, handle)?.max_file_bytes(limit))
+                policy_dir::watch_policy_dir(PolicyDir::new(&dir, controller, handle)?.max_file_bytes(limit))
             })
             .await
-            .map_err(Error::LoopPanicked)?
-            .map_err(Error::PolicyDir)?;
+            .map_err(InClusterError::LoopPanicked)?
+            .map_err(InClusterError::PolicyDir)?;
             for (source, error) in &first.refused {
                 tracing::warn!(source, error, "refused from the policies directory");
             }
@@ -263,7 +263,7 @@ pub async fn run(
         drop(watcher);
     })
     .await
-    .map_err(Error::LoopPanicked)?;
+    .map_err(InClusterError::LoopPanicked)?;
     for task in &tasks {
         task.abort();
     }
@@ -288,9 +288,9 @@ pub async fn run(
             Err(_) => tracing::warn!("releasing the Lease did not answer; it will expire"),
         }
     }
-    served.map_err(Error::Serve)?;
+    served.map_err(InClusterError::Serve)?;
     if lost.load(std::sync::atomic::Ordering::SeqCst) {
-        return Err(Error::LostLeadership);
+        return Err(InClusterError::LostLeadership);
     }
     Ok(())
 }

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::authoring::scaffold::ScaffoldError;
+use crate::files::ScaffoldError;
 
 /// The SDK's files, as `(path in the vendored folder, text)`: the package, its
 /// `componentize-py.toml`, WIT and bindings, and its README. A test checks that this
@@ -14,105 +14,105 @@ use crate::authoring::scaffold::ScaffoldError;
 const SOURCES: &[(&str, &str)] = &[
     (
         "pyproject.toml",
-        include_str!("../../../../../sdk/python/pyproject.toml"),
+        include_str!("../../../../sdk/python/pyproject.toml"),
     ),
     (
         "README.md",
-        include_str!("../../../../../sdk/python/README.md"),
+        include_str!("../../../../sdk/python/README.md"),
     ),
     (
         ".gitignore",
-        include_str!("../../../../../sdk/python/.gitignore"),
+        include_str!("../../../../sdk/python/.gitignore"),
     ),
     (
         "src/switchyard_policy/__init__.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/__init__.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/__init__.py"),
     ),
     (
         "src/switchyard_policy/_native_types.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/_native_types.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/_native_types.py"),
     ),
     (
         "src/switchyard_policy/binding.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/binding.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/binding.py"),
     ),
     (
         "src/switchyard_policy/cluster.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/cluster.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/cluster.py"),
     ),
     (
         "src/switchyard_policy/componentize-py.toml",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/componentize-py.toml"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/componentize-py.toml"),
     ),
     (
         "src/switchyard_policy/contract.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/contract.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/contract.py"),
     ),
     (
         "src/switchyard_policy/decision.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/decision.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/decision.py"),
     ),
     (
         "src/switchyard_policy/incremental.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/incremental.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/incremental.py"),
     ),
     (
         "src/switchyard_policy/log.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/log.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/log.py"),
     ),
     (
         "src/switchyard_policy/policy.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/policy.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/policy.py"),
     ),
     (
         "src/switchyard_policy/progress.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/progress.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/progress.py"),
     ),
     (
         "src/switchyard_policy/py.typed",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/py.typed"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/py.typed"),
     ),
     (
         "src/switchyard_policy/settings.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/settings.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/settings.py"),
     ),
     (
         "src/switchyard_policy/state.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/state.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/state.py"),
     ),
     (
         "src/switchyard_policy/testing.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/testing.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/testing.py"),
     ),
     (
         "src/switchyard_policy/wit/__init__.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/__init__.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/__init__.py"),
     ),
     (
         "src/switchyard_policy/wit/exports/__init__.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/exports/__init__.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/exports/__init__.py"),
     ),
     (
         "src/switchyard_policy/wit/exports/incremental_scheduler.py",
         include_str!(
-            "../../../../../sdk/python/src/switchyard_policy/wit/exports/incremental_scheduler.py"
+            "../../../../sdk/python/src/switchyard_policy/wit/exports/incremental_scheduler.py"
         ),
     ),
     (
         "src/switchyard_policy/wit/imports/__init__.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/imports/__init__.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/imports/__init__.py"),
     ),
     (
         "src/switchyard_policy/wit/imports/host.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/imports/host.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/imports/host.py"),
     ),
     (
         "src/switchyard_policy/wit/imports/types.py",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/imports/types.py"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/imports/types.py"),
     ),
     (
         "src/switchyard_policy/wit/policy.wit",
-        include_str!("../../../../../sdk/python/src/switchyard_policy/wit/policy.wit"),
+        include_str!("../../../../sdk/python/src/switchyard_policy/wit/policy.wit"),
     ),
 ];
 
@@ -122,29 +122,8 @@ const MARKER: &str = "name = \"switchyard-policy\"";
 /// Writes the vendored Python SDK into `dir`: an empty or missing folder, or one
 /// holding an earlier vendored SDK (its package is replaced whole, so no stale module
 /// stays). Returns the files written.
-pub fn write(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let is_sdk =
-        std::fs::read_to_string(dir.join("pyproject.toml")).is_ok_and(|text| text.contains(MARKER));
-    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
-    if !empty && !is_sdk {
-        return Err(ScaffoldError::NotAnSdk {
-            path: dir.to_path_buf(),
-        });
-    }
-    let package = dir.join("src/switchyard_policy");
-    if package.is_dir() {
-        std::fs::remove_dir_all(&package).map_err(|source| ScaffoldError::Write {
-            path: package.clone(),
-            source,
-        })?;
-    }
-    let mut written = Vec::new();
-    for (relative, text) in SOURCES {
-        let path = dir.join(relative);
-        super::super::scaffold::write(&path, text)?;
-        written.push(path);
-    }
-    Ok(written)
+pub fn vendor_python_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+    super::write_language_sdk(dir, ("pyproject.toml", MARKER), "src/switchyard_policy", SOURCES)
 }
 
 #[cfg(test)]
@@ -190,10 +169,10 @@ mod tests {
     #[test]
     fn an_update_replaces_the_package_and_refuses_a_folder_that_is_not_an_sdk() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path()).unwrap();
+        vendor_python_sdk(dir.path()).unwrap();
         let stale = dir.path().join("src/switchyard_policy/gone.py");
         std::fs::write(&stale, "# from an older SDK").unwrap();
-        write(dir.path()).unwrap();
+        vendor_python_sdk(dir.path()).unwrap();
         assert!(!stale.exists());
         assert!(
             dir.path()
@@ -202,7 +181,7 @@ mod tests {
         );
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("notes.txt"), "mine").unwrap();
-        let error = write(other.path()).unwrap_err();
+        let error = vendor_python_sdk(other.path()).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotAnSdk { .. }), "{error}");
     }
 }

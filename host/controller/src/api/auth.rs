@@ -98,7 +98,7 @@ fn read(path: &Path) -> Result<Box<[u8]>, TokenError> {
 ///
 /// A refusal carries `Connection: close`: the request body (an upload, say) is never
 /// read, so the connection cannot be reused for the client's next request.
-pub async fn require_token(
+pub(super) async fn require_token(
     State(token): State<Option<Token>>,
     request: Request,
     next: Next,
@@ -116,7 +116,7 @@ pub async fn require_token(
 }
 
 /// Lets the request through only on the leader.
-pub async fn require_leader(
+pub(super) async fn require_leader(
     State(controller): State<Controller>,
     request: Request,
     next: Next,

@@ -2,73 +2,41 @@
 //! templates in `template/js/`: `app.js` (the policy on the SDK), `app.test.js` (its
 //! first tests, run natively with `node --test`), `package.json` with the `test` and
 //! `build` scripts and `package-lock.json` pinning componentize-js (both derived from the
-//! SDK's, [`crate::authoring::vendor::js`]), a README with the build command, the test
+//! SDK's, [`crate::vendor`]), a README with the build command, the test
 //! workload and expectations a Rust crate gets, and the JavaScript SDK this binary was
 //! built with in `switchyard-sdk/`. Nothing in it names a switchyard checkout, so it
 //! builds wherever it is moved.
 
 use std::path::Path;
 
-use super::{Created, ScaffoldError, check_name, type_name, write};
-use crate::authoring::vendor;
+use super::{Created, LanguageProject};
+use crate::files::ScaffoldError;
+use crate::vendor::{js_project_lock, js_project_manifest, vendor_js_sdk};
 
 /// Creates the JavaScript project of policy `name` in `dir` (missing or empty).
-pub fn create(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
-    check_name(name)?;
-    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(ScaffoldError::NotEmpty {
-            path: dir.to_path_buf(),
-        });
-    }
-    let wasm_path = format!("{}.wasm", name.replace('-', "_"));
-    let fill = |template: &str| {
-        template
-            .replace("{{name}}", name)
-            .replace("{{type_name}}", &type_name(name))
-            .replace("{{wasm_path}}", &wasm_path)
-    };
-    let files: [(&str, String); 8] = [
-        ("app.js", fill(include_str!("../template/js/app.js.in"))),
+pub fn create_js_project(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
+    let project = LanguageProject::start(name, dir)?;
+    let files = [
+        ("app.js", project.fill(include_str!("../template/js/app.js.in"))),
         (
             "app.test.js",
-            fill(include_str!("../template/js/app.test.js.in")),
+            project.fill(include_str!("../template/js/app.test.js.in")),
         ),
         (
             "README.md",
-            fill(include_str!("../template/js/README.md.in")),
+            project.fill(include_str!("../template/js/README.md.in")),
         ),
         (
             ".gitignore",
-            fill(include_str!("../template/js/gitignore.in")),
+            project.fill(include_str!("../template/js/gitignore.in")),
         ),
         (
             "package.json",
-            vendor::js::project_manifest(name, &wasm_path),
+            js_project_manifest(name, &project.wasm_path),
         ),
-        ("package-lock.json", vendor::js::project_lock(name)),
-        (
-            "policy-tests/workload.yaml",
-            fill(include_str!("../template/workload.yaml.in")),
-        ),
-        (
-            "policy-tests/expect.yaml",
-            fill(include_str!("../template/expect.yaml.in")),
-        ),
+        ("package-lock.json", js_project_lock(name)),
     ];
-    let mut written = Vec::new();
-    for (relative, text) in files {
-        let path = dir.join(relative);
-        write(&path, &text)?;
-        written.push(path);
-    }
-    written.extend(vendor::js::write(&dir.join(vendor::SDK_DIR))?);
-    Ok(Created {
-        dir: dir.to_path_buf(),
-        in_workspace: false,
-        build: "npm run build".to_string(),
-        wasm_path,
-        files: written,
-    })
+    project.write(files, vendor_js_sdk, "npm run build".to_string())
 }
 
 #[cfg(test)]
@@ -78,7 +46,7 @@ mod tests {
     #[test]
     fn a_javascript_policy_gets_its_tests_its_build_script_and_the_sdk_beside_it() {
         let dir = tempfile::tempdir().unwrap();
-        let created = create("first-fit", &dir.path().join("first-fit")).unwrap();
+        let created = create_js_project("first-fit", &dir.path().join("first-fit")).unwrap();
         let app = std::fs::read_to_string(created.dir.join("app.js")).unwrap();
         assert!(
             app.contains("class FirstFitPolicy extends Policy {"),
@@ -121,7 +89,7 @@ mod tests {
     fn a_non_empty_directory_is_never_written_into() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let error = create("x", dir.path()).unwrap_err();
+        let error = create_js_project("x", dir.path()).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
     }
 }

@@ -18,7 +18,7 @@ use switchyard_control::{ComponentStore, KeepError};
 use switchyard_core::ComponentDigest;
 
 /// The catalog source of a component loaded from where the store kept it.
-pub fn kept_source(location: &str) -> String {
+pub(super) fn kept_source(location: &str) -> String {
     format!("kept:{location}")
 }
 

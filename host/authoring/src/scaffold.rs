@@ -2,64 +2,24 @@
 //! `template/`. Inside a switchyard repository's `policies/` folder the crate joins the
 //! workspace (its SDK and profiles come from there); anywhere else it is a workspace of
 //! its own, with the SDK and WIT this binary was built with vendored beside it
-//! ([`super::vendor`], in `switchyard-sdk/`), the lock file of the shipped policies, and
+//! ([`crate::vendor`], in `switchyard-sdk/`), the lock file of the shipped policies, and
 //! the pinned toolchain with the `wasm32-wasip2` target, so `cargo build` in it produces
 //! a component wherever the folder is moved or shared.
 //!
-//! A Python policy (`--lang python`, [`python`]) or a JavaScript one (`--lang js`,
-//! [`js`]) is a folder with the policy, its first tests, the same test workload and
+//! A Python policy (`--lang python`, [`create_python_project`]) or a JavaScript one
+//! (`--lang js`, [`create_js_project`]) is a folder with the policy, its first tests, the same test workload and
 //! expectations, and that language's SDK vendored beside it.
 
 use std::path::{Path, PathBuf};
 
-pub mod js;
-pub mod python;
+use crate::files::{ScaffoldError, ensure_empty, write};
+use crate::vendor;
 
-/// Why a crate could not be created.
-#[derive(Debug, thiserror::Error)]
-pub enum ScaffoldError {
-    /// The name cannot be a crate or policy name.
-    #[error(
-        "`{name}` cannot name a policy: use lowercase letters, digits and `-`, starting with a letter"
-    )]
-    BadName {
-        /// The name given.
-        name: String,
-    },
-    /// The directory exists and is not empty.
-    #[error("{path} already exists and is not empty; choose another --dir")]
-    NotEmpty {
-        /// The directory.
-        path: PathBuf,
-    },
-    /// The SDK given with `--sdk` is not a crate.
-    #[error(
-        "no switchyard policy SDK at {path} (no Cargo.toml); pass --sdk with the path of a \
-         switchyard checkout's policies/sdk, or leave it out to vendor this binary's SDK"
-    )]
-    NoSdk {
-        /// Where it was looked for.
-        path: PathBuf,
-    },
-    /// `policy sdk --dir` names a folder holding something else than a vendored SDK.
-    #[error(
-        "{path} is not empty and holds no vendored switchyard policy SDK; give the folder \
-         of the vendored SDK (a policy's switchyard-sdk/) or a new one"
-    )]
-    NotAnSdk {
-        /// The folder.
-        path: PathBuf,
-    },
-    /// Writing a file failed.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-}
+mod js;
+mod python;
+
+pub use js::create_js_project;
+pub use python::create_python_project;
 
 /// The language of the new policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -74,7 +34,8 @@ pub enum Lang {
     Js,
 }
 
-/// What [`create`] made.
+/// What [`create_rust_project`], [`create_python_project`] or [`create_js_project`]
+/// made.
 #[derive(Debug)]
 pub struct Created {
     /// The crate's directory.
@@ -101,13 +62,9 @@ pub enum Sdk {
 
 /// Creates the crate of policy `name` in `dir`. Inside a switchyard repository's
 /// `policies/` folder it joins that workspace; elsewhere it depends on `sdk`.
-pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldError> {
+pub fn create_rust_project(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldError> {
     check_name(name)?;
-    if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
-        return Err(ScaffoldError::NotEmpty {
-            path: dir.to_path_buf(),
-        });
-    }
+    ensure_empty(dir)?;
     let in_workspace = absolute(dir).parent().is_some_and(is_policies_folder);
     if let (false, Sdk::Path(path)) = (in_workspace, sdk)
         && !path.join("Cargo.toml").is_file()
@@ -129,7 +86,7 @@ pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldErro
         crate_name.replace('-', "_")
     );
     let sdk_path = match sdk {
-        Sdk::Vendored => super::vendor::SDK_DIR.to_string(),
+        Sdk::Vendored => vendor::SDK_DIR.to_string(),
         Sdk::Path(path) => absolute(path).display().to_string(),
     };
     let fill = |template: &str| {
@@ -195,10 +152,10 @@ pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldErro
         files.push((
             "rust-toolchain.toml",
             // The repository's own pin: the same toolchain and the wasm32-wasip2 target.
-            include_str!("../../../../rust-toolchain.toml"),
+            include_str!("../../../rust-toolchain.toml"),
         ));
         files.push((".gitignore", "/target\n"));
-        files.push(("Cargo.lock", super::vendor::LOCK_FILE));
+        files.push(("Cargo.lock", vendor::LOCK_FILE));
     }
     let mut written = Vec::new();
     for (relative, template) in files {
@@ -213,7 +170,7 @@ pub fn create(name: &str, dir: &Path, sdk: &Sdk) -> Result<Created, ScaffoldErro
         written.push(path);
     }
     if let (false, Sdk::Vendored) = (in_workspace, sdk) {
-        written.extend(super::vendor::write(&dir.join(super::vendor::SDK_DIR))?);
+        written.extend(vendor::vendor_rust_sdk(&dir.join(vendor::SDK_DIR))?);
     }
     Ok(Created {
         dir: dir.to_path_buf(),
@@ -254,7 +211,76 @@ codegen-units = 1
 strip = true
 ";
 
-pub(crate) fn check_name(name: &str) -> Result<(), ScaffoldError> {
+/// A project in a guest language (Python, JavaScript) being written: the steps
+/// [`create_python_project`] and [`create_js_project`] share. The name is checked and
+/// the folder found empty before anything is written.
+struct LanguageProject<'a> {
+    name: &'a str,
+    dir: &'a Path,
+    /// The component the build command writes, relative to `dir`.
+    wasm_path: String,
+}
+
+impl<'a> LanguageProject<'a> {
+    fn start(name: &'a str, dir: &'a Path) -> Result<Self, ScaffoldError> {
+        check_name(name)?;
+        ensure_empty(dir)?;
+        Ok(Self {
+            name,
+            dir,
+            wasm_path: format!("{}.wasm", name.replace('-', "_")),
+        })
+    }
+
+    /// `template` with the project's name, type name and component path filled in.
+    fn fill(&self, template: &str) -> String {
+        template
+            .replace("{{name}}", self.name)
+            .replace("{{type_name}}", &type_name(self.name))
+            .replace("{{wasm_path}}", &self.wasm_path)
+    }
+
+    /// The test workload and expectations every new policy starts with, whatever its
+    /// language.
+    fn policy_tests(&self) -> [(&'static str, String); 2] {
+        [
+            (
+                "policy-tests/workload.yaml",
+                self.fill(include_str!("template/workload.yaml.in")),
+            ),
+            (
+                "policy-tests/expect.yaml",
+                self.fill(include_str!("template/expect.yaml.in")),
+            ),
+        ]
+    }
+
+    /// Writes `files`, then the language's SDK with `vendor_sdk` into the project's
+    /// `switchyard-sdk/`; `build` is the command that builds the component.
+    fn write(
+        self,
+        files: impl IntoIterator<Item = (&'static str, String)>,
+        vendor_sdk: fn(&Path) -> Result<Vec<PathBuf>, ScaffoldError>,
+        build: String,
+    ) -> Result<Created, ScaffoldError> {
+        let mut written = Vec::new();
+        for (relative, text) in files.into_iter().chain(self.policy_tests()) {
+            let path = self.dir.join(relative);
+            write(&path, &text)?;
+            written.push(path);
+        }
+        written.extend(vendor_sdk(&self.dir.join(vendor::SDK_DIR))?);
+        Ok(Created {
+            dir: self.dir.to_path_buf(),
+            in_workspace: false,
+            wasm_path: self.wasm_path,
+            build,
+            files: written,
+        })
+    }
+}
+
+fn check_name(name: &str) -> Result<(), ScaffoldError> {
     let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
         && name
             .chars()
@@ -270,7 +296,7 @@ pub(crate) fn check_name(name: &str) -> Result<(), ScaffoldError> {
 }
 
 /// `least-loaded` -> `LeastLoadedPolicy`.
-pub(crate) fn type_name(name: &str) -> String {
+fn type_name(name: &str) -> String {
     let mut out: String = name
         .split('-')
         .map(|part| {
@@ -287,17 +313,6 @@ pub(crate) fn type_name(name: &str) -> String {
 
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
-}
-
-pub(crate) fn write(path: &Path, text: &str) -> Result<(), ScaffoldError> {
-    let error = |source| ScaffoldError::Write {
-        path: path.to_path_buf(),
-        source,
-    };
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(error)?;
-    }
-    std::fs::write(path, text).map_err(error)
 }
 
 #[cfg(test)]
@@ -321,7 +336,7 @@ mod tests {
     #[test]
     fn a_standalone_crate_vendors_the_sdk_names_no_absolute_path_and_pins_the_target() {
         let dir = tempfile::tempdir().unwrap();
-        let created = create("first-fit", &dir.path().join("first-fit"), &Sdk::Vendored).unwrap();
+        let created = create_rust_project("first-fit", &dir.path().join("first-fit"), &Sdk::Vendored).unwrap();
         assert!(!created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(manifest.contains("name = \"first-fit\""), "{manifest}");
@@ -370,7 +385,7 @@ mod tests {
         std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
         std::fs::create_dir_all(repo.path().join("wit")).unwrap();
         std::fs::write(repo.path().join("wit/policy.wit"), "").unwrap();
-        let created = create("mine", &repo.path().join("policies/mine"), &Sdk::Vendored).unwrap();
+        let created = create_rust_project("mine", &repo.path().join("policies/mine"), &Sdk::Vendored).unwrap();
         assert!(created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(
@@ -390,7 +405,7 @@ mod tests {
     fn a_missing_sdk_is_an_error_that_names_the_flag() {
         let dir = tempfile::tempdir().unwrap();
         let sdk = Sdk::Path(dir.path().join("nowhere"));
-        let error = create("x", &dir.path().join("x"), &sdk)
+        let error = create_rust_project("x", &dir.path().join("x"), &sdk)
             .unwrap_err()
             .to_string();
         assert!(error.contains("--sdk"), "{error}");
@@ -400,7 +415,7 @@ mod tests {
     fn a_non_empty_directory_is_never_overwritten() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let error = create("x", dir.path(), &Sdk::Vendored).unwrap_err();
+        let error = create_rust_project("x", dir.path(), &Sdk::Vendored).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
         assert_eq!(
             std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),

@@ -15,10 +15,10 @@
 //! time) is in [`views`]. This module does not speak HTTP, watch files or talk to the API
 //! server.
 
-pub mod catalog;
+mod catalog;
 mod driver;
-pub mod kept;
-pub mod views;
+mod kept;
+mod views;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
@@ -30,8 +30,9 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use crate::metrics::Metrics;
-pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
-pub use kept::Persistence;
+pub(crate) use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
+pub(crate) use catalog::policy_info;
+pub(crate) use kept::Persistence;
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentError, ExperimentMode,
     ExperimentReport, Leader, LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder,
@@ -40,7 +41,7 @@ use switchyard_control::{
 use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
-pub use views::{JobList, UtilisationRing, UtilisationSample};
+pub(crate) use views::{JobList, UtilisationRing, UtilisationSample};
 
 /// How the live controller runs.
 #[derive(Clone, Debug)]
@@ -83,10 +84,10 @@ pub struct LiveConfig {
 /// What the kept decision records may hold by default, in bytes: a thousand rounds of a
 /// few actions each fit many times over; the last tens of thousands of actions of a burst
 /// of placements do too.
-pub const DEFAULT_KEEP_DECISIONS_BYTES: usize = 8 << 20;
+pub(crate) const DEFAULT_KEEP_DECISIONS_BYTES: usize = 8 << 20;
 
 /// Utilisation samples kept by default: an hour at one sample a second.
-pub const DEFAULT_KEEP_UTILISATION: usize = 3600;
+pub(crate) const DEFAULT_KEEP_UTILISATION: usize = 3600;
 
 impl Default for LiveConfig {
     fn default() -> Self {

@@ -18,7 +18,7 @@ use switchyard_control::{ExperimentMode, JobAssignment, LabelSelector};
 use switchyard_core::Settings;
 
 /// The settings file's name inside the directory (`settings.yml` is read too).
-pub const SETTINGS_FILE: &str = "settings.yaml";
+pub(crate) const SETTINGS_FILE: &str = "settings.yaml";
 
 /// A parameter value as YAML writes it (numbers and booleans become text, which is
 /// what policies take).
@@ -45,7 +45,7 @@ impl Scalar {
 /// The experiment section.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ExperimentSection {
+pub(crate) struct ExperimentSection {
     /// `shadow` or `split`.
     pub mode: String,
     /// Arm B's policy.
@@ -69,7 +69,7 @@ struct RawSettings {
 
 /// A parsed settings file.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct DirSettings {
+pub(crate) struct DirSettings {
     /// The policy to make active.
     pub active: Option<String>,
     /// Parameters by policy name.
@@ -80,7 +80,7 @@ pub struct DirSettings {
 
 impl DirSettings {
     /// Parses the file's text; the error names the field at fault.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         let deserializer = serde_norway::Deserializer::from_str(text);
         let raw: Option<RawSettings> =
             serde_path_to_error::deserialize(deserializer).map_err(|e| {
@@ -108,7 +108,7 @@ impl DirSettings {
 
 impl DirSettings {
     /// What these settings decide, for the API to leave alone.
-    pub fn ownership(&self, file: &str) -> OwnedBySettings {
+    pub(crate) fn ownership(&self, file: &str) -> OwnedBySettings {
         OwnedBySettings {
             file: file.to_string(),
             active: self.active.is_some(),
@@ -120,7 +120,7 @@ impl DirSettings {
 
 impl ExperimentSection {
     /// The experiment it describes.
-    pub fn to_request(&self) -> Result<ExperimentRequest, String> {
+    pub(crate) fn to_request(&self) -> Result<ExperimentRequest, String> {
         let mode = match self.mode.as_str() {
             "shadow" => ExperimentMode::Shadow,
             "split" => {

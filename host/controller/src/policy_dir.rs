@@ -18,7 +18,7 @@
 //! ([`crate::live::OwnedBySettings`]); each refusal is reported once until it changes or
 //! clears.
 
-pub mod settings;
+mod settings;
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
@@ -31,14 +31,14 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher as _};
 
 use crate::live::Controller;
-pub use settings::{DirSettings, SETTINGS_FILE};
+pub(crate) use settings::{DirSettings, SETTINGS_FILE};
 use switchyard_core::ComponentDigest;
 
 /// Quiet time after the last event before a rescan (kubelet's swap is several events).
-pub const DEBOUNCE: Duration = Duration::from_millis(150);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(150);
 /// Rescan this often even without events (a rescan reads only files whose size, time or
 /// inode changed).
-pub const RESCAN_EVERY: Duration = Duration::from_secs(10);
+pub(crate) const RESCAN_EVERY: Duration = Duration::from_secs(10);
 
 /// The directory cannot be watched.
 #[derive(Debug, thiserror::Error)]
@@ -544,7 +544,7 @@ fn changes_content(event: &notify::Event) -> bool {
 /// Scans `dir` once now, then rescans after every burst of changes (and every
 /// [`RESCAN_EVERY`]) on a thread of its own. A directory that disappears is reported
 /// once and watched again when it comes back.
-pub fn watch(mut dir: PolicyDir) -> Result<(DirWatcher, ScanReport), PolicyDirError> {
+pub fn watch_policy_dir(mut dir: PolicyDir) -> Result<(DirWatcher, ScanReport), PolicyDirError> {
     let (tx, rx) = mpsc::channel::<notify::Result<notify::Event>>();
     let mut watch = Watch {
         watcher: None,

@@ -5,12 +5,12 @@
 //! and the build script, so no switchyard checkout is needed.
 //!
 //! The project's `package.json` and `package-lock.json` are derived from the SDK's
-//! ([`project_manifest`], [`project_lock`]): a new policy installs exactly the
+//! ([`js_project_manifest`], [`js_project_lock`]): a new policy installs exactly the
 //! componentize-js (and fast-check) the SDK is built and tested with.
 
 use std::path::{Path, PathBuf};
 
-use crate::authoring::scaffold::ScaffoldError;
+use crate::files::ScaffoldError;
 
 /// The SDK's files, as `(path in the vendored folder, text)`: its modules and type
 /// declarations, the build script, the WIT, its README and `package.json` (which makes
@@ -18,77 +18,77 @@ use crate::authoring::scaffold::ScaffoldError;
 const SOURCES: &[(&str, &str)] = &[
     (
         "package.json",
-        include_str!("../../../../../sdk/js/package.json"),
+        include_str!("../../../../sdk/js/package.json"),
     ),
-    ("README.md", include_str!("../../../../../sdk/js/README.md")),
+    ("README.md", include_str!("../../../../sdk/js/README.md")),
     (
         "bin/build.js",
-        include_str!("../../../../../sdk/js/bin/build.js"),
+        include_str!("../../../../sdk/js/bin/build.js"),
     ),
     (
         "wit/policy.wit",
-        include_str!("../../../../../sdk/js/wit/policy.wit"),
+        include_str!("../../../../sdk/js/wit/policy.wit"),
     ),
     (
         "src/binding.js",
-        include_str!("../../../../../sdk/js/src/binding.js"),
+        include_str!("../../../../sdk/js/src/binding.js"),
     ),
     (
         "src/cluster.js",
-        include_str!("../../../../../sdk/js/src/cluster.js"),
+        include_str!("../../../../sdk/js/src/cluster.js"),
     ),
     (
         "src/contract.js",
-        include_str!("../../../../../sdk/js/src/contract.js"),
+        include_str!("../../../../sdk/js/src/contract.js"),
     ),
     (
         "src/decision.js",
-        include_str!("../../../../../sdk/js/src/decision.js"),
+        include_str!("../../../../sdk/js/src/decision.js"),
     ),
     (
         "src/incremental.js",
-        include_str!("../../../../../sdk/js/src/incremental.js"),
+        include_str!("../../../../sdk/js/src/incremental.js"),
     ),
     (
         "src/index.d.ts",
-        include_str!("../../../../../sdk/js/src/index.d.ts"),
+        include_str!("../../../../sdk/js/src/index.d.ts"),
     ),
     (
         "src/index.js",
-        include_str!("../../../../../sdk/js/src/index.js"),
+        include_str!("../../../../sdk/js/src/index.js"),
     ),
     (
         "src/log.js",
-        include_str!("../../../../../sdk/js/src/log.js"),
+        include_str!("../../../../sdk/js/src/log.js"),
     ),
     (
         "src/policy.js",
-        include_str!("../../../../../sdk/js/src/policy.js"),
+        include_str!("../../../../sdk/js/src/policy.js"),
     ),
     (
         "src/progress.js",
-        include_str!("../../../../../sdk/js/src/progress.js"),
+        include_str!("../../../../sdk/js/src/progress.js"),
     ),
     (
         "src/settings.js",
-        include_str!("../../../../../sdk/js/src/settings.js"),
+        include_str!("../../../../sdk/js/src/settings.js"),
     ),
     (
         "src/state.js",
-        include_str!("../../../../../sdk/js/src/state.js"),
+        include_str!("../../../../sdk/js/src/state.js"),
     ),
     (
         "src/testing.d.ts",
-        include_str!("../../../../../sdk/js/src/testing.d.ts"),
+        include_str!("../../../../sdk/js/src/testing.d.ts"),
     ),
     (
         "src/testing.js",
-        include_str!("../../../../../sdk/js/src/testing.js"),
+        include_str!("../../../../sdk/js/src/testing.js"),
     ),
 ];
 
 /// The SDK's lock file: the exact versions of componentize-js and its dependencies.
-const SDK_LOCK: &str = include_str!("../../../../../sdk/js/package-lock.json");
+const SDK_LOCK: &str = include_str!("../../../../sdk/js/package-lock.json");
 
 /// What marks a folder as a vendored JavaScript SDK.
 const MARKER: &str = "\"name\": \"switchyard-policy\"";
@@ -107,7 +107,7 @@ fn sdk_dev_dependencies() -> serde_json::Value {
 /// The `package.json` of a new policy `name`: an ES-module project whose `test` and
 /// `build` scripts run `node --test` and the SDK's build script, with the SDK's tools as
 /// its development dependencies.
-pub fn project_manifest(name: &str, wasm_path: &str) -> String {
+pub fn js_project_manifest(name: &str, wasm_path: &str) -> String {
     let manifest = serde_json::json!({
         "name": name,
         "version": "0.1.0",
@@ -125,7 +125,7 @@ pub fn project_manifest(name: &str, wasm_path: &str) -> String {
 
 /// The `package-lock.json` of a new policy `name`: the SDK's, with the project as its
 /// root package, so `npm ci` installs the versions the SDK was tested with.
-pub fn project_lock(name: &str) -> String {
+pub fn js_project_lock(name: &str) -> String {
     let mut lock: serde_json::Value =
         serde_json::from_str(SDK_LOCK).expect("the SDK's lock is JSON");
     lock["name"] = name.into();
@@ -141,29 +141,8 @@ pub fn project_lock(name: &str) -> String {
 /// Writes the vendored JavaScript SDK into `dir`: an empty or missing folder, or one
 /// holding an earlier vendored SDK (its modules are replaced whole, so no stale module
 /// stays). Returns the files written.
-pub fn write(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    let is_sdk =
-        std::fs::read_to_string(dir.join("package.json")).is_ok_and(|text| text.contains(MARKER));
-    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
-    if !empty && !is_sdk {
-        return Err(ScaffoldError::NotAnSdk {
-            path: dir.to_path_buf(),
-        });
-    }
-    let modules = dir.join("src");
-    if modules.is_dir() {
-        std::fs::remove_dir_all(&modules).map_err(|source| ScaffoldError::Write {
-            path: modules.clone(),
-            source,
-        })?;
-    }
-    let mut written = Vec::new();
-    for (relative, text) in SOURCES {
-        let path = dir.join(relative);
-        super::super::scaffold::write(&path, text)?;
-        written.push(path);
-    }
-    Ok(written)
+pub fn vendor_js_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
+    super::write_language_sdk(dir, ("package.json", MARKER), "src", SOURCES)
 }
 
 #[cfg(test)]
@@ -197,14 +176,14 @@ mod tests {
     #[test]
     fn a_new_project_pins_the_tools_the_sdk_is_tested_with() {
         let manifest: serde_json::Value =
-            serde_json::from_str(&project_manifest("first-fit", "first_fit.wasm")).unwrap();
+            serde_json::from_str(&js_project_manifest("first-fit", "first_fit.wasm")).unwrap();
         let tools = &manifest["devDependencies"];
         let componentize = tools["@bytecodealliance/componentize-js"].as_str().unwrap();
         assert!(
             componentize.chars().all(|c| c.is_ascii_digit() || c == '.'),
             "not an exact version: {componentize}"
         );
-        let lock: serde_json::Value = serde_json::from_str(&project_lock("first-fit")).unwrap();
+        let lock: serde_json::Value = serde_json::from_str(&js_project_lock("first-fit")).unwrap();
         let sdk_lock: serde_json::Value = serde_json::from_str(SDK_LOCK).unwrap();
         assert_eq!(lock["packages"][""]["devDependencies"], *tools);
         assert_eq!(lock["name"], "first-fit");
@@ -223,16 +202,16 @@ mod tests {
     #[test]
     fn an_update_replaces_the_modules_and_refuses_a_folder_that_is_not_an_sdk() {
         let dir = tempfile::tempdir().unwrap();
-        write(dir.path()).unwrap();
+        vendor_js_sdk(dir.path()).unwrap();
         let stale = dir.path().join("src/gone.js");
         std::fs::write(&stale, "// from an older SDK").unwrap();
-        write(dir.path()).unwrap();
+        vendor_js_sdk(dir.path()).unwrap();
         assert!(!stale.exists());
         assert!(dir.path().join("wit/policy.wit").is_file());
         assert!(dir.path().join("bin/build.js").is_file());
         let other = tempfile::tempdir().unwrap();
         std::fs::write(other.path().join("notes.txt"), "mine").unwrap();
-        let error = write(other.path()).unwrap_err();
+        let error = vendor_js_sdk(other.path()).unwrap_err();
         assert!(matches!(error, ScaffoldError::NotAnSdk { .. }), "{error}");
     }
 }
