@@ -319,8 +319,6 @@ fn event(item: Item) -> Result<Event, String> {
     }
 }
 
-/// What a run produced, for checking expectations.
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -344,7 +342,9 @@ mod tests {
             "expect:\n  - placed: {job: a}\n    waited: {job: a}\n",
             "forbid:\n  - at: 5\n",
         ] {
-            let error = parse_expectations(text, Path::new("e.yaml")).unwrap_err().to_string();
+            let error = parse_expectations(text, Path::new("e.yaml"))
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("exactly one of"), "{error}");
         }
     }

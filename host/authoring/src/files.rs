@@ -1,6 +1,6 @@
 //! Writing a new policy project's files, and [`ScaffoldError`], what can go wrong while
-//! doing so. The leaf that [`crate::scaffold`] and [`crate::vendor`] both write through:
-//! it knows no template and no SDK, and must not name either module.
+//! doing so: the leaf every other module of the crate writes through. It knows no
+//! template and no SDK's contents, and must not name the modules that do.
 
 use std::path::{Path, PathBuf};
 
@@ -71,4 +71,49 @@ pub(crate) fn write(path: &Path, text: &str) -> Result<(), ScaffoldError> {
         std::fs::create_dir_all(parent).map_err(error)?;
     }
     std::fs::write(path, text).map_err(error)
+}
+
+/// Fails with [`ScaffoldError::NotAnSdk`] unless `dir` is missing, empty, or holds a
+/// vendored SDK: its `marker_file` contains `marker`.
+pub(crate) fn ensure_sdk_folder(
+    dir: &Path,
+    marker_file: &str,
+    marker: &str,
+) -> Result<(), ScaffoldError> {
+    let is_sdk =
+        std::fs::read_to_string(dir.join(marker_file)).is_ok_and(|text| text.contains(marker));
+    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
+    if !empty && !is_sdk {
+        return Err(ScaffoldError::NotAnSdk {
+            path: dir.to_path_buf(),
+        });
+    }
+    Ok(())
+}
+
+/// Writes the SDK of a guest language, `sources`, into `dir`: an empty or missing
+/// folder, or one holding an earlier vendored SDK (its `marker_file` contains `marker`),
+/// whose `package` folder is replaced whole so that no stale module stays. Returns the
+/// files written.
+pub(crate) fn write_language_sdk(
+    dir: &Path,
+    (marker_file, marker): (&str, &str),
+    package: &str,
+    sources: &[(&str, &str)],
+) -> Result<Vec<PathBuf>, ScaffoldError> {
+    ensure_sdk_folder(dir, marker_file, marker)?;
+    let package = dir.join(package);
+    if package.is_dir() {
+        std::fs::remove_dir_all(&package).map_err(|source| ScaffoldError::Write {
+            path: package.clone(),
+            source,
+        })?;
+    }
+    let mut written = Vec::new();
+    for (relative, text) in sources {
+        let path = dir.join(relative);
+        write(&path, text)?;
+        written.push(path);
+    }
+    Ok(written)
 }

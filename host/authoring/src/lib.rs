@@ -7,7 +7,8 @@
 //!   ([`create_js_project`]);
 //! - `vendor`: the SDKs and WIT this binary was built with, written beside a new project
 //!   ([`vendor_rust_sdk`], [`vendor_python_sdk`], [`vendor_js_sdk`]);
-//! - `files`: writing a project's files, and [`ScaffoldError`];
+//! - `project`: what a new project of any language is made of ([`Created`]);
+//! - `files`: writing a project's files and a vendored SDK, and [`ScaffoldError`];
 //! - `harness`: running a policy on a workload (every round recorded) or on one fixture
 //!   snapshot, optionally beside a second policy shown the same snapshots
 //!   ([`run_policy_test`]);
@@ -26,6 +27,7 @@ mod expect;
 mod files;
 mod fixture;
 mod harness;
+mod project;
 mod scaffold;
 mod trace;
 mod vendor;
@@ -34,12 +36,12 @@ mod verdict;
 pub use expect::{ExpectError, Expectation, load_expectations, parse_expectations};
 pub use files::ScaffoldError;
 pub use fixture::{Fixture, FixtureError};
-pub use harness::{
-    Comparison, HarnessError, RoundDifference, TestRun, TestSpec, run_policy_test,
-};
-pub use scaffold::{
-    Created, Lang, Sdk, create_js_project, create_python_project, create_rust_project,
-};
+pub use harness::{Comparison, HarnessError, RoundDifference, TestRun, TestSpec, run_policy_test};
+pub use project::Created;
+pub use scaffold::{Lang, Sdk, create_js_project, create_python_project, create_rust_project};
 pub use trace::{action_line, diff_trace, operation_text, render_trace};
-pub use vendor::{SDK_DIR, js_project_lock, js_project_manifest, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk};
+pub use vendor::{
+    SDK_DIR, js_project_lock, js_project_manifest, vendor_js_sdk, vendor_python_sdk,
+    vendor_rust_sdk,
+};
 pub use verdict::{Evidence, Verdict, check_expectations};

@@ -13,6 +13,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::files::{ScaffoldError, ensure_empty, write};
+use crate::project::{Created, check_name, type_name};
 use crate::vendor;
 
 mod js;
@@ -32,22 +33,6 @@ pub enum Lang {
     /// componentize-js.
     #[value(alias = "javascript")]
     Js,
-}
-
-/// What [`create_rust_project`], [`create_python_project`] or [`create_js_project`]
-/// made.
-#[derive(Debug)]
-pub struct Created {
-    /// The crate's directory.
-    pub dir: PathBuf,
-    /// Whether it joined the switchyard workspace.
-    pub in_workspace: bool,
-    /// Where the build command writes the component, relative to `dir`.
-    pub wasm_path: String,
-    /// The command that builds the component, run in `dir`.
-    pub build: String,
-    /// Every file written.
-    pub files: Vec<PathBuf>,
 }
 
 /// Where the new crate's SDK comes from.
@@ -211,106 +196,6 @@ codegen-units = 1
 strip = true
 ";
 
-/// A project in a guest language (Python, JavaScript) being written: the steps
-/// [`create_python_project`] and [`create_js_project`] share. The name is checked and
-/// the folder found empty before anything is written.
-struct LanguageProject<'a> {
-    name: &'a str,
-    dir: &'a Path,
-    /// The component the build command writes, relative to `dir`.
-    wasm_path: String,
-}
-
-impl<'a> LanguageProject<'a> {
-    fn start(name: &'a str, dir: &'a Path) -> Result<Self, ScaffoldError> {
-        check_name(name)?;
-        ensure_empty(dir)?;
-        Ok(Self {
-            name,
-            dir,
-            wasm_path: format!("{}.wasm", name.replace('-', "_")),
-        })
-    }
-
-    /// `template` with the project's name, type name and component path filled in.
-    fn fill(&self, template: &str) -> String {
-        template
-            .replace("{{name}}", self.name)
-            .replace("{{type_name}}", &type_name(self.name))
-            .replace("{{wasm_path}}", &self.wasm_path)
-    }
-
-    /// The test workload and expectations every new policy starts with, whatever its
-    /// language.
-    fn policy_tests(&self) -> [(&'static str, String); 2] {
-        [
-            (
-                "policy-tests/workload.yaml",
-                self.fill(include_str!("template/workload.yaml.in")),
-            ),
-            (
-                "policy-tests/expect.yaml",
-                self.fill(include_str!("template/expect.yaml.in")),
-            ),
-        ]
-    }
-
-    /// Writes `files`, then the language's SDK with `vendor_sdk` into the project's
-    /// `switchyard-sdk/`; `build` is the command that builds the component.
-    fn write(
-        self,
-        files: impl IntoIterator<Item = (&'static str, String)>,
-        vendor_sdk: fn(&Path) -> Result<Vec<PathBuf>, ScaffoldError>,
-        build: String,
-    ) -> Result<Created, ScaffoldError> {
-        let mut written = Vec::new();
-        for (relative, text) in files.into_iter().chain(self.policy_tests()) {
-            let path = self.dir.join(relative);
-            write(&path, &text)?;
-            written.push(path);
-        }
-        written.extend(vendor_sdk(&self.dir.join(vendor::SDK_DIR))?);
-        Ok(Created {
-            dir: self.dir.to_path_buf(),
-            in_workspace: false,
-            wasm_path: self.wasm_path,
-            build,
-            files: written,
-        })
-    }
-}
-
-fn check_name(name: &str) -> Result<(), ScaffoldError> {
-    let ok = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(ScaffoldError::BadName {
-            name: name.to_string(),
-        })
-    }
-}
-
-/// `least-loaded` -> `LeastLoadedPolicy`.
-fn type_name(name: &str) -> String {
-    let mut out: String = name
-        .split('-')
-        .map(|part| {
-            let mut chars = part.chars();
-            chars
-                .next()
-                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
-                .unwrap_or_default()
-        })
-        .collect();
-    out.push_str("Policy");
-    out
-}
-
 fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
@@ -336,7 +221,9 @@ mod tests {
     #[test]
     fn a_standalone_crate_vendors_the_sdk_names_no_absolute_path_and_pins_the_target() {
         let dir = tempfile::tempdir().unwrap();
-        let created = create_rust_project("first-fit", &dir.path().join("first-fit"), &Sdk::Vendored).unwrap();
+        let created =
+            create_rust_project("first-fit", &dir.path().join("first-fit"), &Sdk::Vendored)
+                .unwrap();
         assert!(!created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(manifest.contains("name = \"first-fit\""), "{manifest}");
@@ -385,7 +272,9 @@ mod tests {
         std::fs::write(sdk.join("Cargo.toml"), "[package]\n").unwrap();
         std::fs::create_dir_all(repo.path().join("wit")).unwrap();
         std::fs::write(repo.path().join("wit/policy.wit"), "").unwrap();
-        let created = create_rust_project("mine", &repo.path().join("policies/mine"), &Sdk::Vendored).unwrap();
+        let created =
+            create_rust_project("mine", &repo.path().join("policies/mine"), &Sdk::Vendored)
+                .unwrap();
         assert!(created.in_workspace);
         let manifest = std::fs::read_to_string(created.dir.join("Cargo.toml")).unwrap();
         assert!(

@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::files::{ScaffoldError, write};
+use crate::files::{ScaffoldError, ensure_sdk_folder, write};
 
 mod js;
 mod python;
@@ -150,47 +150,6 @@ pub fn vendor_rust_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
     for (relative, text) in files {
         let path = dir.join(relative);
         write(&path, &text)?;
-        written.push(path);
-    }
-    Ok(written)
-}
-
-/// Fails with [`ScaffoldError::NotAnSdk`] unless `dir` is missing, empty, or holds a
-/// vendored SDK: its `marker_file` contains `marker`.
-fn ensure_sdk_folder(dir: &Path, marker_file: &str, marker: &str) -> Result<(), ScaffoldError> {
-    let is_sdk =
-        std::fs::read_to_string(dir.join(marker_file)).is_ok_and(|text| text.contains(marker));
-    let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
-    if !empty && !is_sdk {
-        return Err(ScaffoldError::NotAnSdk {
-            path: dir.to_path_buf(),
-        });
-    }
-    Ok(())
-}
-
-/// Writes the SDK of a guest language, `sources`, into `dir`: an empty or missing
-/// folder, or one holding an earlier vendored SDK (its `marker_file` contains `marker`),
-/// whose `package` folder is replaced whole so that no stale module stays. Returns the
-/// files written.
-fn write_language_sdk(
-    dir: &Path,
-    (marker_file, marker): (&str, &str),
-    package: &str,
-    sources: &[(&str, &str)],
-) -> Result<Vec<PathBuf>, ScaffoldError> {
-    ensure_sdk_folder(dir, marker_file, marker)?;
-    let package = dir.join(package);
-    if package.is_dir() {
-        std::fs::remove_dir_all(&package).map_err(|source| ScaffoldError::Write {
-            path: package.clone(),
-            source,
-        })?;
-    }
-    let mut written = Vec::new();
-    for (relative, text) in sources {
-        let path = dir.join(relative);
-        write(&path, text)?;
         written.push(path);
     }
     Ok(written)

@@ -288,8 +288,8 @@ impl fmt::Display for Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::Path;
     use crate::expect::parse_expectations;
+    use std::path::Path;
     use switchyard_control::ArmRecord;
     use switchyard_core::Checked;
     use switchyard_core::{Assignment, JobLabel, Snapshot};

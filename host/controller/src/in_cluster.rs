@@ -224,7 +224,9 @@ pub async fn run_in_cluster(
             let (controller, handle) = (controller.clone(), handle.clone());
             let limit = options.api.max_upload_bytes;
             let (watcher, first) = tokio::task::spawn_blocking(move || {
-                policy_dir::watch_policy_dir(PolicyDir::new(&dir, controller, handle)?.max_file_bytes(limit))
+                policy_dir::watch_policy_dir(
+                    PolicyDir::new(&dir, controller, handle)?.max_file_bytes(limit),
+                )
             })
             .await
             .map_err(InClusterError::LoopPanicked)?

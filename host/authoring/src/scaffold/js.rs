@@ -9,15 +9,18 @@
 
 use std::path::Path;
 
-use super::{Created, LanguageProject};
 use crate::files::ScaffoldError;
+use crate::project::{Created, LanguageProject};
 use crate::vendor::{js_project_lock, js_project_manifest, vendor_js_sdk};
 
 /// Creates the JavaScript project of policy `name` in `dir` (missing or empty).
 pub fn create_js_project(name: &str, dir: &Path) -> Result<Created, ScaffoldError> {
     let project = LanguageProject::start(name, dir)?;
     let files = [
-        ("app.js", project.fill(include_str!("../template/js/app.js.in"))),
+        (
+            "app.js",
+            project.fill(include_str!("../template/js/app.js.in")),
+        ),
         (
             "app.test.js",
             project.fill(include_str!("../template/js/app.test.js.in")),

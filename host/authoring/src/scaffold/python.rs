@@ -8,8 +8,8 @@
 
 use std::path::Path;
 
-use super::{Created, LanguageProject};
 use crate::files::ScaffoldError;
+use crate::project::{Created, LanguageProject};
 use crate::vendor::{SDK_DIR, vendor_python_sdk};
 
 /// The world a Python policy's component exports: the SDK implements the incremental

@@ -10,7 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::files::ScaffoldError;
+use crate::files::{ScaffoldError, write_language_sdk};
 
 /// The SDK's files, as `(path in the vendored folder, text)`: its modules and type
 /// declarations, the build script, the WIT, its README and `package.json` (which makes
@@ -57,10 +57,7 @@ const SOURCES: &[(&str, &str)] = &[
         "src/index.js",
         include_str!("../../../../sdk/js/src/index.js"),
     ),
-    (
-        "src/log.js",
-        include_str!("../../../../sdk/js/src/log.js"),
-    ),
+    ("src/log.js", include_str!("../../../../sdk/js/src/log.js")),
     (
         "src/policy.js",
         include_str!("../../../../sdk/js/src/policy.js"),
@@ -142,7 +139,7 @@ pub fn js_project_lock(name: &str) -> String {
 /// holding an earlier vendored SDK (its modules are replaced whole, so no stale module
 /// stays). Returns the files written.
 pub fn vendor_js_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    super::write_language_sdk(dir, ("package.json", MARKER), "src", SOURCES)
+    write_language_sdk(dir, ("package.json", MARKER), "src", SOURCES)
 }
 
 #[cfg(test)]

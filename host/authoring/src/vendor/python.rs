@@ -6,7 +6,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::files::ScaffoldError;
+use crate::files::{ScaffoldError, write_language_sdk};
 
 /// The SDK's files, as `(path in the vendored folder, text)`: the package, its
 /// `componentize-py.toml`, WIT and bindings, and its README. A test checks that this
@@ -123,7 +123,12 @@ const MARKER: &str = "name = \"switchyard-policy\"";
 /// holding an earlier vendored SDK (its package is replaced whole, so no stale module
 /// stays). Returns the files written.
 pub fn vendor_python_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
-    super::write_language_sdk(dir, ("pyproject.toml", MARKER), "src/switchyard_policy", SOURCES)
+    write_language_sdk(
+        dir,
+        ("pyproject.toml", MARKER),
+        "src/switchyard_policy",
+        SOURCES,
+    )
 }
 
 #[cfg(test)]

@@ -250,7 +250,11 @@ impl Catalog {
 }
 
 /// The API's view of a loaded policy.
-pub(crate) fn policy_info(module: &Arc<PolicyModule>, source: &str, settings: &Settings) -> PolicyInfo {
+pub(crate) fn policy_info(
+    module: &Arc<PolicyModule>,
+    source: &str,
+    settings: &Settings,
+) -> PolicyInfo {
     let d = module.description();
     PolicyInfo {
         name: d.name.clone(),

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
+use switchyard_control::RecordOptions;
 use switchyard_controller::{
     ApiConfig, Controller, DirWatcher, LiveConfig, PolicyDir, Token, watch_policy_dir,
 };
-use switchyard_control::RecordOptions;
 use switchyard_sim::Workload;
 
 use super::SandboxArgs;

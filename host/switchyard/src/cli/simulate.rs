@@ -18,6 +18,7 @@ use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
+use super::experiment::ExperimentArgs;
 
 /// Arguments of `simulate`.
 #[derive(Debug, clap::Args)]
@@ -56,7 +57,21 @@ pub(crate) struct SimulateArgs {
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     if args.shadow.is_some() || args.split.is_some() {
-        return super::experiment::run(&args, sandbox);
+        // Arm A of a shadow experiment is the first --policy; a split names both arms.
+        let first_policy = match (&args.shadow, args.policies.first()) {
+            (Some(_), Some(first)) => Some(policy_of(first)?),
+            _ => None,
+        };
+        let experiment = ExperimentArgs {
+            workload: &args.workload,
+            seed: args.seed,
+            fallback: &args.fallback,
+            out: args.out.as_deref(),
+            first_policy,
+            shadow: args.shadow.as_deref(),
+            split: args.split.as_deref(),
+        };
+        return super::experiment::run(&experiment, sandbox);
     }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());

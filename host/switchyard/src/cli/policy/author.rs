@@ -7,8 +7,8 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use switchyard_authoring::{
     Comparison, Evidence, Lang, Sdk, TestSpec, check_expectations, create_js_project,
-    create_python_project, create_rust_project, diff_trace, load_expectations,
-    render_trace, run_policy_test, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk,
+    create_python_project, create_rust_project, diff_trace, load_expectations, render_trace,
+    run_policy_test, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk,
 };
 use switchyard_control::PolicySlot;
 use switchyard_core::Settings;
@@ -89,9 +89,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     let created = match args.lang {
         Lang::Rust => {
-            let sdk = args
-                .sdk
-                .map_or(Sdk::Vendored, Sdk::Path);
+            let sdk = args.sdk.map_or(Sdk::Vendored, Sdk::Path);
             create_rust_project(&args.name, &dir, &sdk)?
         }
         Lang::Python => {
