@@ -205,7 +205,7 @@ mod tests {
             record(1, vec![], &[("a", "PC")]),
             record(2, vec![], &[("a", "CC")]),
         ];
-        let text = render(&["head".into()], &records);
+        let text = render_trace(&["head".into()], &records);
         assert_eq!(
             text,
             "# head\n\
@@ -216,8 +216,8 @@ mod tests {
 
     #[test]
     fn equal_traces_have_no_diff_and_different_ones_show_the_changed_line() {
-        assert_eq!(diff("a\nb\n", "a\nb\n"), None);
-        let d = diff("a\nb\n", "a\nc\n").unwrap();
+        assert_eq!(diff_trace("a\nb\n", "a\nb\n"), None);
+        let d = diff_trace("a\nb\n", "a\nc\n").unwrap();
         assert!(d.contains("-b") && d.contains("+c"), "{d}");
     }
 }
