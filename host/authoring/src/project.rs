@@ -123,3 +123,45 @@ pub(crate) fn type_name(name: &str) -> String {
     out.push_str("Policy");
     out
 }
+
+/// What the language modules' tests check of every new project.
+#[cfg(test)]
+pub(crate) mod checks {
+    use std::path::{Path, PathBuf};
+
+    use super::Created;
+    use crate::files::ScaffoldError;
+
+    /// The files of `created` that still hold a placeholder (as `is_placeholder` finds
+    /// one in a file's text) or name the folder `here` it was created in.
+    pub(crate) fn leftovers(
+        created: &Created,
+        here: &Path,
+        is_placeholder: impl Fn(&str) -> bool,
+    ) -> Vec<PathBuf> {
+        let here = here.display().to_string();
+        created
+            .files
+            .iter()
+            .filter(|f| {
+                let text = std::fs::read_to_string(f).unwrap();
+                is_placeholder(&text) || text.contains(&here)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// `create` refuses a folder that holds a file, and leaves the file as it was.
+    pub(crate) fn refuses_a_non_empty_folder(
+        create: impl Fn(&Path) -> Result<Created, ScaffoldError>,
+    ) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
+        let error = create(dir.path()).unwrap_err();
+        assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
+            "mine"
+        );
+    }
+}

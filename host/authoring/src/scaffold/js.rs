@@ -45,6 +45,7 @@ pub fn create_js_project(name: &str, dir: &Path) -> Result<Created, ScaffoldErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::project::checks;
 
     #[test]
     fn a_javascript_policy_gets_its_tests_its_build_script_and_the_sdk_beside_it() {
@@ -66,7 +67,6 @@ mod tests {
         assert!(readme.contains("-o first_fit.wasm"), "{readme}");
         assert!(created.dir.join("switchyard-sdk/bin/build.js").is_file());
         assert!(created.dir.join("switchyard-sdk/src/testing.js").is_file());
-        let here = dir.path().display().to_string();
         // A template placeholder is `{{word}}`; JSDoc's `{{name: string}}` object types
         // in the SDK are not.
         let placeholder = |text: &str| {
@@ -77,22 +77,12 @@ mod tests {
                     && word.chars().all(|c| c.is_ascii_lowercase() || c == '_')
             })
         };
-        let leftover: Vec<_> = created
-            .files
-            .iter()
-            .filter(|f| {
-                let text = std::fs::read_to_string(f).unwrap();
-                placeholder(&text) || text.contains(&here)
-            })
-            .collect();
+        let leftover = checks::leftovers(&created, dir.path(), placeholder);
         assert!(leftover.is_empty(), "placeholders or paths in {leftover:?}");
     }
 
     #[test]
     fn a_non_empty_directory_is_never_written_into() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let error = create_js_project("x", dir.path()).unwrap_err();
-        assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
+        checks::refuses_a_non_empty_folder(|dir| create_js_project("x", dir));
     }
 }

@@ -50,6 +50,7 @@ pub fn create_python_project(name: &str, dir: &Path) -> Result<Created, Scaffold
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::project::checks;
 
     #[test]
     fn a_python_policy_gets_its_tests_its_build_command_and_the_sdk_beside_it() {
@@ -68,23 +69,12 @@ mod tests {
                 .join("switchyard-sdk/src/switchyard_policy/componentize-py.toml")
                 .is_file()
         );
-        let here = dir.path().display().to_string();
-        let leftover: Vec<_> = created
-            .files
-            .iter()
-            .filter(|f| {
-                let text = std::fs::read_to_string(f).unwrap();
-                text.contains("{{") || text.contains(&here)
-            })
-            .collect();
+        let leftover = checks::leftovers(&created, dir.path(), |text| text.contains("{{"));
         assert!(leftover.is_empty(), "placeholders or paths in {leftover:?}");
     }
 
     #[test]
     fn a_non_empty_directory_is_never_written_into() {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::write(dir.path().join("keep.txt"), "mine").unwrap();
-        let error = create_python_project("x", dir.path()).unwrap_err();
-        assert!(matches!(error, ScaffoldError::NotEmpty { .. }), "{error}");
+        checks::refuses_a_non_empty_folder(|dir| create_python_project("x", dir));
     }
 }

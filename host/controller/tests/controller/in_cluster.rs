@@ -5,7 +5,7 @@
 
 use crate::support;
 // The Kubernetes backend's scripted API server and fixtures, from its own tests.
-#[path = "../../../kube/host/test-support/src/builders.rs"]
+#[path = "../../../kube/tests/support/mod.rs"]
 mod kube_support;
 
 use std::sync::{Arc, Mutex};

@@ -196,6 +196,9 @@ fn a_policy_authors_crates_pull_in_no_kubernetes_client_no_http_server_and_no_co
                 "{root} pulls in {heavy}: a policy author's test crate would build it"
             );
         }
-        assert!(closure.contains("wasmtime"), "the closure of {root} was read");
+        assert!(
+            closure.contains("wasmtime"),
+            "the closure of {root} was read"
+        );
     }
 }
