@@ -476,7 +476,7 @@ impl Controller {
 
     /// Loads an uploaded component like [`Controller::load_policy`], then hands it to
     /// the component store so that a restart (or the next leader) loads it again. An
-    /// upload the store cannot keep is used all the same; [`Uploaded::persistence`]
+    /// upload the store cannot keep is used all the same; `Uploaded::persistence`
     /// says so, and why.
     pub async fn upload_policy(&self, bytes: Vec<u8>) -> Result<Uploaded, LiveError> {
         let _one_at_a_time = self.shared.uploading.lock().await;

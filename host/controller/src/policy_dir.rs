@@ -542,7 +542,7 @@ fn changes_content(event: &notify::Event) -> bool {
 }
 
 /// Scans `dir` once now, then rescans after every burst of changes (and every
-/// [`RESCAN_EVERY`]) on a thread of its own. A directory that disappears is reported
+/// `RESCAN_EVERY`) on a thread of its own. A directory that disappears is reported
 /// once and watched again when it comes back.
 pub fn watch_policy_dir(mut dir: PolicyDir) -> Result<(DirWatcher, ScanReport), PolicyDirError> {
     let (tx, rx) = mpsc::channel::<notify::Result<notify::Event>>();

@@ -9,7 +9,7 @@
 //! - `offline` (feature `offline`): a policy slot, a simulator from workload YAML and the
 //!   runtime offline runs share;
 //! - `live` (feature `live`): the live controller on the simulator behind an ephemeral
-//!   loopback port, and a client for it ([`start_live`]);
+//!   loopback port, and a client for it (`start_live`);
 //! - `tools`: optional tools, which skip their tests when missing unless CI requires
 //!   them ([`optional_tool`]).
 //!

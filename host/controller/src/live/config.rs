@@ -20,14 +20,14 @@ pub struct LiveConfig {
     /// The policy that decides a round when another fails.
     pub fallback: String,
     /// Where state blobs, the active policy and uploaded components are persisted by
-    /// [`Controller::start_simulated`]; none keeps them in memory only (an upload is then
+    /// [`Controller::start_simulated`](super::Controller::start_simulated); none keeps them in memory only (an upload is then
     /// gone after a restart, and its answer says so). A cluster backend hands
-    /// [`Controller::start`] stores of its own instead.
+    /// [`Controller::start`](super::Controller::start) stores of its own instead.
     pub state_dir: Option<PathBuf>,
     /// Decision records kept for the API, most recent.
     pub keep_decisions: usize,
     /// The most the kept decision records may hold together, in bytes
-    /// ([`DecisionRecord::footprint`]); the oldest go first. [`LiveConfig::keep_decisions`]
+    /// ([`DecisionRecord::footprint`](switchyard_control::DecisionRecord::footprint)); the oldest go first. [`LiveConfig::keep_decisions`]
     /// is what binds for rounds of a few actions; this binds when rounds place thousands
     /// of jobs at once (a controller catching up), whose records would otherwise keep a
     /// copy of every placement.
