@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Decision, Description, JobLabel, Setting, Snapshot,
     cluster::Ledger,
-    placement::EvenSpread,
     settings::{ParamSpec, Settings, parameters},
+    spread::EvenSpread,
     state::{self, Entries},
 };
 

@@ -1,24 +1,22 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
-//! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
+//! Algorithm 1 per worker, weights and labels. What it keeps between calls, and the
+//! blob it writes, are [`crate::memory`]'s. No WIT glue.
 
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
     Snapshot, Trigger,
     cluster::Ledger,
     incremental,
     placement::{Scoring, pod_by_pod_placing},
-    progress::{Normalisation, Scale, value_at},
+    progress::{Normalisation, value_at},
     settings::{ParamSpec, Settings, parameters},
-    shown::ShownLabels,
 };
 
-use crate::memory::Memory;
+use crate::memory::{JobState, List, Memory, State, WorkerState};
 
 /// FlowCon's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -101,29 +99,6 @@ impl Params {
     }
 }
 
-/// FlowCon's lists.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum List {
-    /// New: young and growing fast.
-    #[default]
-    NL,
-    /// Watching: near convergence.
-    WL,
-    /// Completing: converging, growing slowly.
-    CL,
-}
-
-impl List {
-    /// The list's name, as its label shows it.
-    pub fn name(self) -> &'static str {
-        match self {
-            List::NL => "NL",
-            List::WL => "WL",
-            List::CL => "CL",
-        }
-    }
-}
-
 /// Algorithm 1, lines 4-13, for one job.
 pub fn next_list(list: List, g: f64, alpha: f64) -> List {
     match (g < alpha, list) {
@@ -131,47 +106,6 @@ pub fn next_list(list: List, g: f64, alpha: f64) -> List {
         (true, _) => List::CL,
         (false, _) => List::NL,
     }
-}
-
-/// Per job.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct JobState {
-    /// Current list.
-    pub list: List,
-    /// Divisor of E.
-    pub scale: Scale,
-    /// (t_{i-1}, normalised E(t_{i-1})).
-    pub last: Option<(f64, f64)>,
-    /// The limit L of lines 14-26, a fraction of the worker (none yet: unlimited, 1).
-    #[serde(default)]
-    pub limit: Option<f64>,
-    /// The share of the worker the job used while unlimited, when that was less than an
-    /// equal split: the most it can use (its own parallelism caps it).
-    #[serde(default)]
-    pub capped: Option<f64>,
-}
-
-/// Per worker.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkerState {
-    /// Current interval (doubles under back-off).
-    pub itval: f64,
-    /// When Algorithm 1 runs next.
-    pub due: f64,
-    /// Jobs seen on the worker at the last run (the listener's T(i-1)).
-    pub members: Vec<String>,
-}
-
-/// The state blob.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct State {
-    /// Per job.
-    pub jobs: BTreeMap<String, JobState>,
-    /// Per worker.
-    pub workers: BTreeMap<String, WorkerState>,
-    /// The `list` label each job was last shown: it goes out again only when it changes.
-    #[serde(default)]
-    pub shown: ShownLabels,
 }
 
 /// Name, version, summary and parameters.

@@ -12,8 +12,9 @@ use std::cell::RefCell;
 use switchyard_policy_sdk::{
     Snapshot,
     changes::Follow,
+    memcmp::same_bytes,
     shown::{ShownLabels, id_hash},
-    state::{self, Entries, same_bytes},
+    state::{self, Entries},
 };
 
 use crate::strict::Facts;

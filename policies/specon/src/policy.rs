@@ -12,9 +12,9 @@ use switchyard_policy_sdk::{
     Setting, Snapshot, Trigger,
     cluster::{Ledger, total_requests},
     log,
-    placement::Walk,
     progress::{Normalisation, value_at},
     settings::{ParamSpec, Settings, parameters},
+    spread::Walk,
 };
 
 use crate::manager::{

@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Snapshot,
     changes::{Follow, Followed},
-    placement::EvenSpread,
+    memcmp::same_bytes,
     progress::Scale,
     shown::id_hash,
-    state::{Entries, same_bytes},
+    spread::EvenSpread,
+    state::Entries,
 };
 
 use crate::monitor::Category;

@@ -1,16 +1,15 @@
 //! Tiresias as a plain function of (settings, snapshot, state): ranking, admission,
-//! preemption, placement, labels and the state blob. No WIT glue.
+//! preemption, placement and labels; the state blob is [`crate::blob`]'s. No WIT glue.
 
-use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Action, Decision, Description, Job, JobLabel, JobPhase, Operation, Placement, Resources,
-    Setting, Snapshot,
-    cluster::{Ledger, ResourcesExt, pending_tasks, total_requests},
+    Action, Decision, Description, JobLabel, Operation, Placement, Resources, Setting, Snapshot,
+    cluster::{Ledger, ResourcesExt, pending_tasks},
     log,
     settings::{ParamSpec, Settings, parameters},
 };
 
 use crate::blob;
+use crate::facts::Facts;
 use crate::queues::{Queues, Standing, Transition, ranking};
 
 /// Tiresias's parameters, with the artifact's values as defaults.
@@ -34,18 +33,6 @@ pub const SPEC: &[ParamSpec] = &[
 
 /// The label each job carries: its queue.
 pub const QUEUE_LABEL: &str = "tiresias.queue";
-
-/// What survives between calls (written by [`crate::blob`]).
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct State {
-    /// Each active job's standing, in snapshot order.
-    pub(crate) jobs: Vec<(String, Standing)>,
-    /// The next queue ticket.
-    pub(crate) tickets: u64,
-    /// The time of the round that wrote it, which every standing was brought to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) seen: Option<f64>,
-}
 
 struct Params {
     queues: Queues,
@@ -188,43 +175,6 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     })
 }
 
-/// What a round needs of a job, read from its tasks when it changes.
-#[derive(Clone, Debug)]
-pub struct Facts {
-    /// It has tasks on nodes ([`holds_resources`]).
-    holds: bool,
-    /// The host would accept its preemption now ([`preemptible`]).
-    preemptible: bool,
-    /// The sum of its tasks' requests.
-    demand: Resources,
-    /// What one second of its running counts as ([`width`]).
-    width: f64,
-}
-
-impl Default for Facts {
-    fn default() -> Self {
-        Self {
-            holds: false,
-            preemptible: false,
-            demand: Resources::zero(),
-            width: 0.0,
-        }
-    }
-}
-
-impl Facts {
-    /// `job`'s facts.
-    pub(crate) fn of(job: &Job) -> Self {
-        let demand = total_requests(&job.tasks);
-        Self {
-            holds: holds_resources(job),
-            preemptible: preemptible(job),
-            demand,
-            width: width_of(&demand),
-        }
-    }
-}
-
 /// Which jobs may hold resources this round: jobs that cannot be preempted keep theirs,
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
 /// too large for what is left does not stop smaller ones ranked below it. `order` is
@@ -273,28 +223,6 @@ fn queue_labels(snapshot: &Snapshot, standings: &mut [Standing]) -> Vec<JobLabel
         .collect()
 }
 
-/// The job has tasks on nodes (running, or saving or restoring a checkpoint).
-fn holds_resources(job: &Job) -> bool {
-    job.phase != JobPhase::Waiting && job.tasks.iter().any(|t| t.node.is_some())
-}
-
-/// The host would accept a preemption now: running (not mid-restart) and able to save
-/// a checkpoint.
-fn preemptible(job: &Job) -> bool {
-    job.checkpointable && job.phase == JobPhase::Running
-}
-
-/// What one second of running counts as for a job asking `total`: its GPUs, or its
-/// cores when it has no GPU (at least a thousandth of a core, so a job asking nothing
-/// still ages).
-fn width_of(total: &Resources) -> f64 {
-    if total.gpus > 0 {
-        f64::from(total.gpus)
-    } else {
-        (total.cpu_millis as f64 / 1000.0).max(0.001)
-    }
-}
-
 fn describe_transition(job: &str, queue: usize, transition: &Transition) -> String {
     match transition {
         Transition::Demoted { from, service } => {
@@ -309,6 +237,7 @@ fn describe_transition(job: &str, queue: usize, transition: &Transition) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blob::State;
     use switchyard_policy_sdk::testing::*;
     use switchyard_policy_sdk::{Operation, Trigger, state};
 
