@@ -331,16 +331,10 @@ fn list_value(list: List) -> u32 {
     }
 }
 
-/// Puts back what [`take`] took (tests: a fresh instance's call in between).
+/// Where this instance keeps its memory (tests: a fresh instance's call in between).
 #[cfg(test)]
-pub(crate) fn put_back(memory: Option<Memory>) {
-    KEPT.with(|k| *k.borrow_mut() = memory);
-}
-
-/// Takes what this instance keeps (tests: a fresh instance's call in between).
-#[cfg(test)]
-pub(crate) fn take() -> Option<Memory> {
-    KEPT.with(|k| k.borrow_mut().take())
+pub(crate) fn kept() -> &'static std::thread::LocalKey<RefCell<Option<Memory>>> {
+    &KEPT
 }
 
 #[cfg(test)]

@@ -16,7 +16,7 @@ use switchyard_policy_sdk::{
     settings::{ParamSpec, Settings, parameters},
 };
 
-use crate::memory::{JobState, List, Memory, State, WorkerState};
+use crate::memory::{JobState, List, Memory, WorkerState};
 
 /// FlowCon's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -477,6 +477,7 @@ fn run_worker_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::State;
     use switchyard_policy_sdk::state;
     use switchyard_policy_sdk::testing::*;
 
@@ -538,14 +539,15 @@ mod tests {
             |s, blob| decide(&[], s, blob).unwrap(),
             // A fresh instance: nothing kept (the kept instance's memory is put back).
             |s, blob, kept| {
-                let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
-                let held = mine.0.as_ref().map_or(0, |m| m.states());
+                let memory = crate::memory::kept();
+                let held = memory.with(|m| m.borrow().as_ref().map_or(0, |m| m.states()));
                 assert_eq!(held, fresh_states(s, kept), "no state of a job that left");
-                PLACED_NOTHING_AT.with(|at| at.set(None));
-                let fresh = decide(&[], s, blob).unwrap();
-                crate::memory::put_back(mine.0);
-                PLACED_NOTHING_AT.with(|at| at.set(mine.1));
-                fresh
+                as_fresh_instance(memory, || {
+                    let placed_nothing_at = PLACED_NOTHING_AT.with(|at| at.replace(None));
+                    let fresh = decide(&[], s, blob).unwrap();
+                    PLACED_NOTHING_AT.with(|at| at.set(placed_nothing_at));
+                    fresh
+                })
             },
             applied,
             |s, kept| {
@@ -737,10 +739,7 @@ mod tests {
             job("old").running_on("w1").loss(FLAT),
             job("new").running_on("w1").loss(FAST),
         ];
-        let given = [Setting {
-            name: "limits".into(),
-            value: "weight".into(),
-        }];
+        let given = [setting("limits", "weight")];
         let mut blob = Vec::new();
         let mut last = None;
         for t in [0.0, 30.0, 60.0] {
@@ -859,10 +858,7 @@ mod tests {
         assert!(why.contains("-> limit 0.188"), "{why}");
         assert!(why.contains("not held below it"), "{why}");
         // The thesis's floor alone when spare_capped is off.
-        let off = [Setting {
-            name: "spare_capped".into(),
-            value: "false".into(),
-        }];
+        let off = [setting("spare_capped", "false")];
         let ds = run_on(&off, 16_000, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
         let why = lstm_limit_reason(&ds[2]);
         assert!(

@@ -223,16 +223,10 @@ impl Memory {
     }
 }
 
-/// Takes what this instance keeps (tests: a fresh instance's call in between).
+/// Where this instance keeps its memory (tests: a fresh instance's call in between).
 #[cfg(test)]
-pub(crate) fn take() -> Option<Memory> {
-    KEPT.with(|kept| kept.borrow_mut().take())
-}
-
-/// Puts back what [`take`] took.
-#[cfg(test)]
-pub(crate) fn put_back(memory: Option<Memory>) {
-    KEPT.with(|kept| *kept.borrow_mut() = memory);
+pub(crate) fn kept() -> &'static std::thread::LocalKey<RefCell<Option<Memory>>> {
+    &KEPT
 }
 
 /// True when `before` and `after` write the same entry (the round's time is not part

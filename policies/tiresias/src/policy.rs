@@ -241,13 +241,6 @@ mod tests {
     use switchyard_policy_sdk::testing::*;
     use switchyard_policy_sdk::{Operation, Trigger, state};
 
-    fn set(name: &str, value: &str) -> Setting {
-        Setting {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-
     fn gpu_nodes(count: usize, gpus: u32) -> Vec<switchyard_policy_sdk::Node> {
         (0..count)
             .map(|i| node(&format!("n{i}"), 64_000).gpus(gpus))
@@ -295,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_job_demoted_past_the_threshold_is_preempted_for_a_waiting_top_queue_job() {
-        let settings = [set("queue_thresholds", "1000")];
+        let settings = [setting("queue_thresholds", "1000")];
         let nodes = gpu_nodes(1, 4);
         let old = job("old").requests(1000, 4).running_on("n0");
         let d0 = decide(
@@ -340,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_job_that_cannot_checkpoint_is_never_preempted() {
-        let settings = [set("queue_thresholds", "10")];
+        let settings = [setting("queue_thresholds", "10")];
         let pinned = job("pinned")
             .requests(1000, 4)
             .running_on("n0")
@@ -392,7 +385,7 @@ mod tests {
     /// given the same snapshot and blob: the same decisions, the same blob.
     #[test]
     fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
-        let settings = [set("queue_thresholds", "1000")];
+        let settings = [setting("queue_thresholds", "1000")];
         let round = snapshot(
             0.0,
             gpu_nodes(1, 4),
@@ -421,12 +414,7 @@ mod tests {
             Vec::new(),
             &changes,
             |s, blob| decide(&settings, s, blob).unwrap(),
-            |s, blob, _| {
-                let mine = crate::blob::take();
-                let fresh = decide(&settings, s, blob).unwrap();
-                crate::blob::put_back(mine);
-                fresh
-            },
+            |s, blob, _| as_fresh_instance(blob::kept(), || decide(&settings, s, blob).unwrap()),
             after,
             |s, kept| {
                 let read: State = state::decode(&kept.state).unwrap();
@@ -469,9 +457,9 @@ mod tests {
     #[test]
     fn bad_thresholds_are_refused_naming_the_value() {
         for bad in ["-5", "100, 50", "abc"] {
-            let error = configure(&[set("queue_thresholds", bad)]).unwrap_err();
+            let error = configure(&[setting("queue_thresholds", bad)]).unwrap_err();
             assert!(error.contains("queue_thresholds"), "{bad}: {error}");
         }
-        assert!(configure(&[set("queue_thresholds", "3600, 57600")]).is_ok());
+        assert!(configure(&[setting("queue_thresholds", "3600, 57600")]).is_ok());
     }
 }
