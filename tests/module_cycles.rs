@@ -156,6 +156,7 @@ struct Named {
 }
 
 impl Named {
+    /// The path as written.
     fn text(&self) -> String {
         self.segments.join("::")
     }
@@ -192,6 +193,7 @@ enum Found {
 }
 
 impl Found {
+    /// The module the name or path leads into.
     fn module(self) -> ModId {
         match self {
             Found::Module(m) | Found::Item(m) => m,
@@ -498,6 +500,7 @@ impl Graph {
         tarjan.out
     }
 
+    /// Where each module's edges lead.
     fn successors(&self) -> BTreeMap<ModId, Vec<ModId>> {
         let mut next: BTreeMap<ModId, Vec<ModId>> = BTreeMap::new();
         for &(from, to) in self.edges.keys() {
