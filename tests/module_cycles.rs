@@ -48,22 +48,36 @@ use syn::visit::{self, Visit};
 /// needs any more fails the test too, so the list shrinks as the issues land and a new
 /// cycle among the same modules cannot hide behind a stale entry.
 const KNOWN_CYCLES: &[KnownCycle] = &[
-    // The runtime's engine in `lib.rs`, which its modules reach back into.
+    // The runtime's engine in `lib.rs` (`PolicyModule`, `ResultBudget`, `CallError`),
+    // which its modules reach back into while `lib.rs` re-exports theirs.
     KnownCycle {
         krate: "switchyard-runtime",
-        modules: &["crate", "contract::metered", "sandbox", "session", "tier"],
+        modules: &[
+            "crate",
+            "contract::metered",
+            "registry",
+            "sandbox",
+            "session",
+            "tier",
+        ],
         issue: 40,
     },
-    // The control loop's slot and round in `lib.rs`, which its modules reach back into.
+    // The control loop's slot and round in `lib.rs` (`PolicySlot`, `Advance`), which its
+    // modules reach back into while `lib.rs` re-exports theirs; and the recording error
+    // in `recording.rs`, which its reader, writer and anonymiser use.
     KnownCycle {
         krate: "switchyard-control",
-        modules: &["crate", "experiment", "live", "observe"],
-        issue: 40,
-    },
-    // The recording error in `recording.rs`, which its reader and writer use.
-    KnownCycle {
-        krate: "switchyard-control",
-        modules: &["recording", "recording::reader", "recording::writer"],
+        modules: &[
+            "crate",
+            "experiment",
+            "live",
+            "observe",
+            "recording",
+            "recording::anonymise",
+            "recording::reader",
+            "recording::writer",
+            "replay",
+        ],
         issue: 40,
     },
     // The workload error in `workload.rs`, which its importers use.
@@ -843,7 +857,8 @@ fn no_crate_of_the_workspace_has_an_import_cycle_but_the_known_ones() {
         if !needed.contains(&k) {
             let _ = writeln!(
                 failures,
-                "{}: the known cycle of issue {} ({}) is gone: remove it from KNOWN_CYCLES",
+                "{}: no cycle found lies within the known one of issue {} ({}): remove or \
+                 shrink it in KNOWN_CYCLES",
                 known.krate,
                 known.issue,
                 known.modules.join(", ")
