@@ -177,3 +177,16 @@ fn a_crate_on_the_simulator_pulls_in_no_kubernetes_client_and_no_http_server() {
     }
     assert!(closure.contains("wasmtime"), "the closure was read");
 }
+
+#[test]
+fn the_registry_client_pulls_in_no_wasm_engine_no_kubernetes_client_and_no_http_server() {
+    let meta = metadata();
+    let closure = normal_closure(&meta, "switchyard-registry");
+    for heavy in ["wasmtime", "kube", "kube-client", "k8s-openapi", "axum"] {
+        assert!(
+            !closure.contains(heavy),
+            "switchyard-registry pulls in {heavy}: it stands beside the runtime, not on it"
+        );
+    }
+    assert!(closure.contains("oci-client"), "the closure was read");
+}

@@ -8,6 +8,8 @@
 mod compile_cache;
 #[path = "../live/mod.rs"]
 mod live;
+#[path = "../support/registry_server.rs"]
+mod registry_server;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -31,5 +33,7 @@ mod floors;
 mod kube_controller;
 #[path = "../policy_dir.rs"]
 mod policy_dir;
+#[path = "../policy_registry.rs"]
+mod policy_registry;
 #[path = "../trust.rs"]
 mod trust;
