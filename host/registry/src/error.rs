@@ -77,11 +77,10 @@ pub enum Error {
         /// The digest of what arrived.
         actual: String,
     },
-    /// The component is larger than the caller accepts; the download stopped before the
-    /// limit was passed (or never started, when the manifest declared the size).
-    #[error(
-        "{reference}: the component is {size}, over the limit of {limit} bytes; the download was stopped"
-    )]
+    /// The component is larger than the caller accepts: refused from the size the
+    /// manifest or the response declares, before its bytes are read, or as soon as more
+    /// than the limit has arrived.
+    #[error("{reference}: the component is {size}, over the limit of {limit} bytes; {}", size.outcome())]
     TooLarge {
         /// The reference being pulled.
         reference: Box<Reference>,
@@ -132,6 +131,16 @@ pub enum Size {
     Exactly(u64),
     /// More than this many bytes (the download stopped there).
     MoreThan(u64),
+}
+
+impl Size {
+    /// What became of a download refused at this size.
+    fn outcome(&self) -> &'static str {
+        match self {
+            Size::Exactly(_) => "it was not downloaded",
+            Size::MoreThan(_) => "the download was stopped there",
+        }
+    }
 }
 
 impl std::fmt::Display for Size {

@@ -80,8 +80,13 @@ pub(super) fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
     let component = std::fs::read(&args.file)
         .with_context(|| format!("cannot read the component {}", args.file.display()))?;
     let client = args.registry.client(None)?;
-    let pushed = block_on(client.push(&reference, component.into()))
-        .map_err(|error| with_flag_hint(error, &reference))?;
+    let pushed =
+        block_on(client.push(&reference, component.into())).map_err(|error| match error {
+            Error::NotComponent { .. } => {
+                anyhow::Error::new(error).context(format!("cannot push {}", args.file.display()))
+            }
+            error => with_flag_hint(error, &reference),
+        })?;
     eprintln!(
         "pushed {} ({} bytes, component {})",
         args.file.display(),
