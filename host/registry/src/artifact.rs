@@ -2,7 +2,8 @@
 //! it: an OCI image manifest whose config blob has media type
 //! `application/vnd.wasm.config.v0+json` (a JSON object naming the architecture `wasm`,
 //! the OS `wasip2`, the layer digests and the component's top-level imports and exports)
-//! and whose one layer is the component itself, `application/wasm`. This module builds
+//! and whose one layer is the component itself, `application/wasm` (titled as a file, so
+//! that `oras pull` saves it too). This module builds
 //! that manifest and config and says whether a pulled manifest and its bytes are a
 //! component; it does not speak to a registry, and it does not check that a component is
 //! a policy (the runtime does, when it loads one).
@@ -29,6 +30,10 @@ pub const LAYER_MEDIA_TYPE: &str = "application/wasm";
 /// component published that way loads too.
 const LEGACY_CONFIG_MEDIA_TYPE: &str = "application/vnd.wasm.config.v1+json";
 const LEGACY_LAYER_MEDIA_TYPE: &str = "application/vnd.wasm.content.layer.v1+wasm";
+
+/// The layer annotation that names the file a layer is saved as: `oras pull` saves only
+/// layers that carry it (wasm-pkg-tools neither writes nor needs it).
+pub(crate) const TITLE_ANNOTATION: &str = "org.opencontainers.image.title";
 
 /// The first four bytes of every Wasm binary.
 const WASM_MAGIC: &[u8; 4] = b"\0asm";
@@ -168,11 +173,13 @@ pub(crate) struct Layout {
 }
 
 /// The artifact of `component` (already checked by [`check_header`]), whose digest is
-/// `component_digest`, created at `created`.
+/// `component_digest`, created at `created`, saved as the file `title` by tools that save
+/// layers as files.
 pub(crate) fn layout(
     component: &[u8],
     component_digest: Digest,
     created: DateTime<Utc>,
+    title: &str,
 ) -> Result<Layout, NotComponent> {
     let config = WasmConfig {
         created,
@@ -194,11 +201,10 @@ pub(crate) fn layout(
         schema_version: 2,
         media_type: Some(MANIFEST_MEDIA_TYPE.to_string()),
         config: descriptor(CONFIG_MEDIA_TYPE, config_digest, config.len()),
-        layers: vec![descriptor(
-            LAYER_MEDIA_TYPE,
-            component_digest,
-            component.len(),
-        )],
+        layers: vec![OciDescriptor {
+            annotations: Some([(TITLE_ANNOTATION.to_string(), title.to_string())].into()),
+            ..descriptor(LAYER_MEDIA_TYPE, component_digest, component.len())
+        }],
         ..Default::default()
     };
     let manifest = serde_json::to_vec(&manifest).expect("the manifest serialises");
@@ -286,7 +292,7 @@ mod tests {
         let created = DateTime::parse_from_rfc3339("2026-01-02T03:04:05Z")
             .unwrap()
             .with_timezone(&Utc);
-        let layout = layout(EMPTY_COMPONENT, digest, created).unwrap();
+        let layout = layout(EMPTY_COMPONENT, digest, created, "empty.wasm").unwrap();
         let config: serde_json::Value = serde_json::from_slice(&layout.config).unwrap();
         assert_eq!(
             config,
@@ -304,6 +310,10 @@ mod tests {
         assert_eq!(manifest["mediaType"], MANIFEST_MEDIA_TYPE);
         assert_eq!(manifest["config"]["mediaType"], CONFIG_MEDIA_TYPE);
         assert_eq!(manifest["layers"][0]["mediaType"], LAYER_MEDIA_TYPE);
+        assert_eq!(
+            manifest["layers"][0]["annotations"][TITLE_ANNOTATION],
+            "empty.wasm"
+        );
         let layer = component_layer(&layout.manifest).unwrap();
         assert_eq!(layer.digest, digest);
         assert_eq!(layer.size, EMPTY_COMPONENT.len() as u64);

@@ -169,6 +169,14 @@ async fn the_artifact_has_the_media_types_and_config_that_wkg_writes() {
     assert_eq!(manifest.layers.len(), 1);
     assert_eq!(manifest.layers[0].media_type, "application/wasm");
     assert_eq!(manifest.layers[0].size, component.len() as i64);
+    let annotations = manifest.layers[0].annotations.clone().unwrap_or_default();
+    assert_eq!(
+        annotations
+            .get("org.opencontainers.image.title")
+            .map(String::as_str),
+        Some("dragon.wasm"),
+        "oras pull saves the layer as this file"
+    );
     let config: serde_json::Value = serde_json::from_str(&config).unwrap();
     assert_eq!(config["architecture"], "wasm");
     assert_eq!(config["os"], "wasip2");

@@ -1,7 +1,8 @@
 //! Pushing a component: check that the bytes are a component, build the wasm-pkg-tools
-//! layout, upload the component (unless the repository already holds it), the config and
-//! the manifest, and answer with the digest the manifest is known by. The component is
-//! held once, as shared bytes that the upload slices without copying.
+//! layout (its layer titled `NAME.wasm` after the repository's last name), upload the
+//! component (unless the repository already holds it), the config and the manifest, and
+//! answer with the digest the manifest is known by. The component is held once, as
+//! shared bytes that the upload slices without copying.
 
 use bytes::Bytes;
 use http::HeaderValue;
@@ -40,7 +41,13 @@ impl Client {
         artifact::check_header(&component[..component.len().min(HEADER_LEN)])
             .map_err(not_component)?;
         let component_digest = Digest::of(&component);
-        let layout = artifact::layout(&component, component_digest, chrono::Utc::now())
+        let name = reference
+            .repository()
+            .rsplit('/')
+            .next()
+            .unwrap_or("policy");
+        let title = format!("{name}.wasm");
+        let layout = artifact::layout(&component, component_digest, chrono::Utc::now(), &title)
             .map_err(not_component)?;
         let digest = Digest::of(&layout.manifest);
         let fail = |e| self.error(e, reference);
