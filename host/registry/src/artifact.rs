@@ -3,10 +3,10 @@
 //! `application/vnd.wasm.config.v0+json` (a JSON object naming the architecture `wasm`,
 //! the OS `wasip2`, the layer digests and the component's top-level imports and exports)
 //! and whose one layer is the component itself, `application/wasm` (titled as a file, so
-//! that `oras pull` saves it too). This module builds
-//! that manifest and config and says whether a pulled manifest and its bytes are a
-//! component; it does not speak to a registry, and it does not check that a component is
-//! a policy (the runtime does, when it loads one).
+//! that `oras pull` saves it too). This module builds that manifest and config and says
+//! whether a pulled manifest and its bytes are a component; it does not speak to a
+//! registry, and it does not check that a component is a policy (the runtime does, when
+//! it loads one).
 
 use chrono::{DateTime, Utc};
 use oci_client::manifest::{OciDescriptor, OciImageManifest};
