@@ -5,6 +5,8 @@
 //! login, missing tag, not a component, a changed blob, too large, no TLS) names the
 //! reference and what is wrong.
 
+#[path = "../../../tests/support/componentize_py.rs"]
+mod componentize_py;
 #[path = "../../../tests/support/guests.rs"]
 mod guests;
 #[path = "../../../tests/support/registry_server.rs"]
@@ -18,7 +20,7 @@ use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;
 use registry_server::TestRegistry;
 use switchyard_registry::{
-    Cache, Client, ClientOptions, Credentials, Digest, Error, NotComponent, Reference, Size,
+    Cache, Client, ClientOptions, Credentials, Digest, Error, NotComponent, Pushed, Reference, Size,
 };
 
 /// A limit no test component comes near.
@@ -50,6 +52,29 @@ fn client_with(registry: &TestRegistry, credentials: Credentials, cache: Option<
         cache: cache.map(Cache::new),
     })
     .unwrap()
+}
+
+/// A registry holding DRAGON at `team/dragon:1`, pushed by the client the fixture holds
+/// (which keeps pulls in `cache`, if given).
+struct DragonPushed {
+    registry: TestRegistry,
+    client: Client,
+    tagged: Reference,
+    pushed: Pushed,
+}
+
+/// [`DragonPushed`], or `None` where the registry is not installed.
+async fn dragon_pushed(cache: Option<&Path>) -> Option<DragonPushed> {
+    let registry = TestRegistry::anonymous()?;
+    let client = client_with(&registry, Credentials::none(), cache);
+    let tagged = reference(&registry.reference("team/dragon:1"));
+    let pushed = client.push(&tagged, dragon()).await.unwrap();
+    Some(DragonPushed {
+        registry,
+        client,
+        tagged,
+        pushed,
+    })
 }
 
 /// The login of a docker config written for `registry` at `path`.
@@ -382,13 +407,16 @@ async fn wasm_media_types_around_bytes_that_are_not_a_component_are_refused() {
 
 #[tokio::test]
 async fn a_component_changed_in_the_registry_is_refused_by_its_digest_and_not_cached() {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let cache = tempfile::tempdir().unwrap();
+    let Some(DragonPushed {
+        registry,
+        client,
+        tagged,
+        pushed,
+    }) = dragon_pushed(Some(cache.path())).await
+    else {
         return;
     };
-    let cache = tempfile::tempdir().unwrap();
-    let client = client_with(&registry, Credentials::none(), Some(cache.path()));
-    let tagged = reference(&registry.reference("team/dragon:1"));
-    let pushed = client.push(&tagged, dragon()).await.unwrap();
 
     // One byte in the middle flipped: same size, same header, another digest.
     let blob = registry.blob_file(&pushed.component_digest.to_hex());
@@ -417,12 +445,15 @@ async fn a_component_changed_in_the_registry_is_refused_by_its_digest_and_not_ca
 
 #[tokio::test]
 async fn a_component_over_the_limit_is_refused_from_its_manifest_before_any_download() {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let Some(DragonPushed {
+        registry,
+        client,
+        tagged,
+        pushed,
+    }) = dragon_pushed(None).await
+    else {
         return;
     };
-    let client = client_for(&registry);
-    let tagged = reference(&registry.reference("team/dragon:1"));
-    let pushed = client.push(&tagged, dragon()).await.unwrap();
     // With the blob gone from the registry's storage, only a refusal that never asked
     // for it can say how large it is.
     std::fs::remove_file(registry.blob_file(&pushed.component_digest.to_hex())).unwrap();
@@ -446,12 +477,15 @@ async fn a_component_over_the_limit_is_refused_from_its_manifest_before_any_down
 
 #[tokio::test]
 async fn a_blob_longer_than_its_manifest_declares_is_refused_when_its_length_arrives() {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let Some(DragonPushed {
+        registry,
+        client,
+        tagged,
+        pushed,
+    }) = dragon_pushed(None).await
+    else {
         return;
     };
-    let client = client_for(&registry);
-    let tagged = reference(&registry.reference("team/dragon:1"));
-    let pushed = client.push(&tagged, dragon()).await.unwrap();
     let blob = registry.blob_file(&pushed.component_digest.to_hex());
     let mut bytes = std::fs::read(&blob).unwrap();
     bytes.extend_from_slice(&[0; 4096]);
@@ -474,13 +508,16 @@ async fn a_blob_longer_than_its_manifest_declares_is_refused_when_its_length_arr
 #[tokio::test]
 async fn a_pinned_policy_comes_from_the_cache_once_the_registry_is_gone_but_a_tag_needs_the_registry()
  {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let cache = tempfile::tempdir().unwrap();
+    let Some(DragonPushed {
+        registry,
+        client,
+        tagged,
+        ..
+    }) = dragon_pushed(Some(cache.path())).await
+    else {
         return;
     };
-    let cache = tempfile::tempdir().unwrap();
-    let client = client_with(&registry, Credentials::none(), Some(cache.path()));
-    let tagged = reference(&registry.reference("team/dragon:1"));
-    client.push(&tagged, dragon()).await.unwrap();
     let first = client.pull(&tagged, LIMIT).await.unwrap();
     assert!(!first.cached);
     let address = registry.address().to_string();
@@ -501,13 +538,17 @@ async fn a_pinned_policy_comes_from_the_cache_once_the_registry_is_gone_but_a_ta
 
 #[tokio::test]
 async fn a_damaged_cache_entry_is_dropped_and_pulled_again() {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let cache = tempfile::tempdir().unwrap();
+    // Bound, not left to `..`: the registry must outlive the statement.
+    let Some(DragonPushed {
+        registry: _registry,
+        client,
+        tagged,
+        pushed,
+    }) = dragon_pushed(Some(cache.path())).await
+    else {
         return;
     };
-    let cache = tempfile::tempdir().unwrap();
-    let client = client_with(&registry, Credentials::none(), Some(cache.path()));
-    let tagged = reference(&registry.reference("team/dragon:1"));
-    let pushed = client.push(&tagged, dragon()).await.unwrap();
     client.pull(&tagged, LIMIT).await.unwrap();
     let entry = cache
         .path()
@@ -611,49 +652,13 @@ async fn a_python_policy_goes_up_and_comes_back_byte_for_byte() {
     assert!(client.pull(&tagged, LIMIT).await.unwrap().cached);
 }
 
-/// The Python example policy built by componentize-py, or `None` (with a SKIPPED line)
-/// where it is not installed; CI sets `SWITCHYARD_REQUIRE_COMPONENTIZE_PY`, and there a
-/// missing tool fails the test.
+/// The Python example policy built by componentize-py, or `None` where it is not
+/// installed (`tests/support/componentize_py.rs`).
 fn python_policy() -> Option<Bytes> {
-    let tool = std::env::var_os("COMPONENTIZE_PY")
-        .map(PathBuf::from)
-        .or_else(|| {
-            let on_path = std::process::Command::new("componentize-py")
-                .arg("--version")
-                .output();
-            on_path
-                .is_ok_and(|o| o.status.success())
-                .then(|| PathBuf::from("componentize-py"))
-        });
-    let Some(tool) = tool else {
-        assert!(
-            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
-            "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
-        );
-        eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
-        return None;
-    };
-    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let tool = componentize_py::tool_or_skip()?;
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
-    let status = std::process::Command::new(&tool)
-        .current_dir(repo.join("examples/python-policy"))
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "../../sdk/python/src",
-            "app",
-            "-o",
-        ])
-        .arg(&wasm)
-        .status()
-        .unwrap();
-    assert!(status.success(), "componentize-py failed");
+    componentize_py::build_example(&tool, &wasm);
     Some(Bytes::from(std::fs::read(&wasm).unwrap()))
 }
 
