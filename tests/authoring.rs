@@ -450,26 +450,11 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
             tool.display()
         );
     }
-    let status = Process::new(&tool)
-        .current_dir(&moved)
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "switchyard-sdk/src",
-            "app",
-            "-o",
-            "first_fit.wasm",
-        ])
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "componentize-py failed on the new project"
+    componentize_py::build(
+        &tool,
+        &moved,
+        "switchyard-sdk/src",
+        Path::new("first_fit.wasm"),
     );
     new_project_passes_its_expectations(&moved, &dir.path().join("cache"));
 }

@@ -32,14 +32,25 @@ pub(crate) fn tool_or_skip() -> Option<PathBuf> {
     tool
 }
 
-/// Builds `examples/python-policy` with `tool` into `wasm`.
+/// Builds `examples/python-policy` with `tool` into `wasm`. The SDK comes from this
+/// checkout's source, so the test checks the SDK as it is here rather than whatever copy
+/// a virtual environment holds.
 pub(crate) fn build_example(tool: &Path, wasm: &Path) {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    // The SDK from this checkout's source (`-p`), so the test checks the SDK as it is
-    // here rather than whatever copy a virtual environment holds; the SDK carries the
-    // WIT and bindings, so no `-d`.
+    build(
+        tool,
+        &repo.join("examples/python-policy"),
+        "../../sdk/python/src",
+        wasm,
+    );
+}
+
+/// Builds the Python policy `app` in `project`, with the SDK at `sdk_src` (relative to
+/// `project`), into `wasm` (relative to `project` unless absolute). The SDK carries the
+/// WIT and its bindings, so no `-d`.
+pub(crate) fn build(tool: &Path, project: &Path, sdk_src: &str, wasm: &Path) {
     let status = Command::new(tool)
-        .current_dir(repo.join("examples/python-policy"))
+        .current_dir(project)
         .env_remove("VIRTUAL_ENV")
         .args([
             "-w",
@@ -48,12 +59,16 @@ pub(crate) fn build_example(tool: &Path, wasm: &Path) {
             "-p",
             ".",
             "-p",
-            "../../sdk/python/src",
+            sdk_src,
             "app",
             "-o",
         ])
         .arg(wasm)
         .status()
         .unwrap();
-    assert!(status.success(), "componentize-py failed");
+    assert!(
+        status.success(),
+        "componentize-py failed on {}",
+        project.display()
+    );
 }

@@ -298,14 +298,12 @@ async fn with_basic_auth_the_docker_config_login_pushes_and_pulls_and_anything_e
 
 #[tokio::test]
 async fn a_tag_or_repository_that_does_not_exist_is_not_found_naming_it() {
-    let Some(registry) = TestRegistry::anonymous() else {
+    let Some(DragonPushed {
+        registry, client, ..
+    }) = dragon_pushed(None).await
+    else {
         return;
     };
-    let client = client_for(&registry);
-    client
-        .push(&reference(&registry.reference("team/dragon:1")), dragon())
-        .await
-        .unwrap();
     for (missing, what) in [
         ("team/dragon:2", "no tag `2` in repository `team/dragon`"),
         ("team/nothing:1", "no tag `1` in repository `team/nothing`"),
