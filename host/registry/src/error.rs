@@ -211,9 +211,17 @@ impl Error {
                     denied(reference, 401)
                 } else if has(OciErrorCode::Denied) {
                     denied(reference, 403)
+                } else if has(OciErrorCode::BlobUnknown) {
+                    Error::NotFound {
+                        what: format!(
+                            "a blob its manifest names is missing from repository `{}` (the \
+                             registry said: {envelope})",
+                            reference.repository()
+                        ),
+                        reference,
+                    }
                 } else if has(OciErrorCode::ManifestUnknown)
                     || has(OciErrorCode::NameUnknown)
-                    || has(OciErrorCode::BlobUnknown)
                     || has(OciErrorCode::NotFound)
                 {
                     Error::NotFound {

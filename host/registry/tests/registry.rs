@@ -467,9 +467,12 @@ async fn a_component_over_the_limit_is_refused_from_its_manifest_before_any_down
         message.contains(&format!("{} bytes", pushed.size)),
         "{message}"
     );
+    let error = client.pull(&tagged, pushed.size).await.unwrap_err();
     assert!(
-        client.pull(&tagged, pushed.size).await.is_err(),
-        "at the limit the pull asks for the blob, which is gone"
+        error
+            .to_string()
+            .contains("a blob its manifest names is missing"),
+        "at the limit the pull asks for the blob, which is gone: {error}"
     );
 }
 
