@@ -67,11 +67,6 @@ impl Client {
         Ok(Self { oci, options })
     }
 
-    /// The options the client was made with.
-    pub fn options(&self) -> &ClientOptions {
-        &self.options
-    }
-
     /// The manifest digest `reference` names now: its own digest if it is pinned (no
     /// request), else what its tag points at, asked of the registry once.
     pub async fn resolve(&self, reference: &Reference) -> Result<Digest, Error> {

@@ -136,12 +136,12 @@ impl Credentials {
     }
 
     /// Where these logins came from, if anywhere.
-    pub fn source(&self) -> Option<&str> {
+    pub(crate) fn source(&self) -> Option<&str> {
         self.source.as_deref()
     }
 
     /// The user name of `registry`'s login, if there is one.
-    pub fn username_for(&self, registry: &str) -> Option<&str> {
+    pub(crate) fn username_for(&self, registry: &str) -> Option<&str> {
         self.logins.get(registry).map(|l| l.username.as_str())
     }
 
@@ -155,7 +155,9 @@ impl Credentials {
 
     /// Why `registry` was spoken to without a login: a sentence for an access error.
     pub(crate) fn why_anonymous(&self, registry: &str) -> String {
-        let source = self.source.as_deref().unwrap_or("no docker config");
+        let Some(source) = self.source.as_deref() else {
+            return format!("no login for {registry} was sent (no docker config was read)");
+        };
         let helper = self.helpers.get(registry).or_else(|| self.helpers.get(""));
         match helper {
             Some(helper) => format!(

@@ -313,46 +313,50 @@ pub enum Problem {
     NoTagOrDigest,
 }
 
-/// `host[:port]`: dot-separated labels of letters, digits and dashes (not at a label's
-/// ends), or a bracketed IPv6 address; the port 1 to 65535.
+/// `host[:port]`: a host name (dot-separated labels of letters, digits and dashes, not
+/// at a label's ends) or a bracketed IPv6 address, and an optional port.
 fn is_registry(text: &str) -> bool {
-    let (host, port) = match text.strip_prefix('[') {
-        Some(v6) => match v6.split_once(']') {
-            Some((address, rest)) => {
-                if address.parse::<std::net::Ipv6Addr>().is_err() {
-                    return false;
-                }
-                match rest {
-                    "" => return true,
-                    _ => match rest.strip_prefix(':') {
-                        Some(port) => ("", Some(port)),
-                        None => return false,
-                    },
-                }
-            }
-            None => return false,
-        },
+    let (host_ok, port) = match text.strip_prefix('[') {
+        Some(v6) => {
+            let Some((address, rest)) = v6.split_once(']') else {
+                return false;
+            };
+            let port = match rest {
+                "" => None,
+                _ => match rest.strip_prefix(':') {
+                    Some(port) => Some(port),
+                    None => return false,
+                },
+            };
+            (address.parse::<std::net::Ipv6Addr>().is_ok(), port)
+        }
         None => match text.split_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (text, None),
+            Some((host, port)) => (is_host_name(host), Some(port)),
+            None => (is_host_name(text), None),
         },
     };
-    let port_ok = port.is_none_or(|p| {
-        !p.is_empty()
-            && p.bytes().all(|b| b.is_ascii_digit())
-            && p.parse::<u16>().is_ok_and(|n| n > 0)
-    });
-    let host_ok = host.is_empty() && text.starts_with('[')
-        || !host.is_empty()
-            && host.split('.').all(|label| {
-                !label.is_empty()
-                    && !label.starts_with('-')
-                    && !label.ends_with('-')
-                    && label
-                        .bytes()
-                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
-            });
-    port_ok && host_ok
+    host_ok && port.is_none_or(is_port)
+}
+
+/// Dot-separated labels of letters, digits and dashes, no label empty or starting or
+/// ending with a dash.
+fn is_host_name(host: &str) -> bool {
+    !host.is_empty()
+        && host.split('.').all(|label| {
+            !label.is_empty()
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        })
+}
+
+/// A TCP port: 1 to 65535, in decimal digits.
+fn is_port(text: &str) -> bool {
+    !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && text.parse::<u16>().is_ok_and(|n| n > 0)
 }
 
 /// `[a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*`, the distribution specification's path component.
@@ -493,6 +497,38 @@ mod tests {
             message.contains("oci://REGISTRY/REPOSITORY:TAG"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn a_registry_is_a_host_name_or_address_with_an_optional_port() {
+        for good in [
+            "localhost",
+            "localhost:5000",
+            "reg.example.com",
+            "127.0.0.1:5000",
+            "[::1]",
+            "[::1]:5000",
+            "my-reg.example:443",
+        ] {
+            assert!(is_registry(good), "{good}");
+        }
+        for bad in [
+            "",
+            ":5000",
+            "reg:",
+            "reg:0",
+            "reg:65536",
+            "reg:5x",
+            "-reg",
+            "reg-.com",
+            "a..b",
+            "[::1",
+            "[not-v6]:5",
+            "[::1]x",
+            "reg_1",
+        ] {
+            assert!(!is_registry(bad), "{bad}");
+        }
     }
 
     #[test]
