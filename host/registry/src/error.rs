@@ -1,6 +1,7 @@
 //! The one error type of the crate: every failure names the reference it concerns and
 //! says what would be accepted. This module also reads `oci-client`'s errors into it, so
-//! that no other module matches on the client's error variants.
+//! that no other module matches on the client's error variants. A message never holds
+//! a password: a login is named by its user and the file it came from.
 
 use oci_client::errors::{DigestError, OciDistributionError, OciErrorCode};
 use thiserror::Error;

@@ -3,7 +3,8 @@
 //! component's size is checked against the caller's limit before the download starts
 //! (the manifest's declared size, then the response's length) and again with every
 //! chunk, so an oversized blob is never downloaded whole; its first bytes must be a
-//! component's header, so a blob that is not one stops the download too.
+//! component's header, so a blob that is not one stops the download too. Nothing that
+//! failed a check is returned or cached.
 
 use bytes::Bytes;
 use futures_util::StreamExt as _;

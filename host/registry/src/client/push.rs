@@ -2,7 +2,9 @@
 //! layout (its layer titled `NAME.wasm` after the repository's last name), upload the
 //! component (unless the repository already holds it), the config and the manifest, and
 //! answer with the digest the manifest is known by. The component is held once, as
-//! shared bytes that the upload slices without copying.
+//! shared bytes that the upload slices without copying. A push names a tag and sends
+//! only a component: it never writes to a digest reference, and refuses other bytes
+//! before anything is sent.
 
 use bytes::Bytes;
 use http::HeaderValue;
