@@ -10,53 +10,41 @@
 //!   runtime offline runs share;
 //! - `live` (feature `live`): the live controller on the simulator behind an ephemeral
 //!   loopback port, and a client for it (`start_live`);
+//! - `registry_server` (feature `registry`): a real OCI registry on loopback
+//!   (`TestRegistry`);
+//! - `componentize_py`: building a Python policy ([`componentize_py_or_skip`]);
+//! - `compile_cache`, `outer_build`: where the tests' controllers cache compiled code
+//!   ([`compile_cache_dir`]), and what a nested `cargo` must not inherit
+//!   ([`OUTER_BUILD_VARS`]);
 //! - `tools`: optional tools, which skip their tests when missing unless CI requires
 //!   them ([`optional_tool`]).
 //!
 //! It must not hold a test: only what tests build and start.
 
 mod builders;
+mod compile_cache;
+mod componentize_py;
 mod guests;
 #[cfg(feature = "live")]
 mod live;
 #[cfg(feature = "offline")]
 mod offline;
+mod outer_build;
+#[cfg(feature = "registry")]
+mod registry_server;
 mod tools;
 
-use std::path::{Path, PathBuf};
-
 pub use builders::{ClusterBuilder, JobBuilder, NodeBuilder, cluster, job, node, res, wait_until};
-pub use guests::{guest, guest_reading_loss, hostile_guest_named};
+pub use compile_cache::compile_cache_dir;
+pub use componentize_py::{
+    COMPONENTIZE_PY, build_python_example, build_python_policy, componentize_py_or_skip,
+};
+pub use guests::{builtin_policy, guest, guest_reading_loss, hostile_guest_named};
 #[cfg(feature = "live")]
 pub use live::{Live, STREAM, TOKEN, start_live, start_live_with};
 #[cfg(feature = "offline")]
 pub use offline::{generous_runtime, policy_slot, simulator_of};
+pub use outer_build::OUTER_BUILD_VARS;
+#[cfg(feature = "registry")]
+pub use registry_server::TestRegistry;
 pub use tools::{Tool, executable, on_path, optional_tool, say};
-
-/// Variables that steer the outer build (its target directory, flags and wrappers): a
-/// nested `cargo` that a test starts for a reader or a policy author must see none of
-/// them.
-pub const OUTER_BUILD_VARS: [&str; 6] = [
-    "CARGO_TARGET_DIR",
-    "RUSTFLAGS",
-    "CARGO_ENCODED_RUSTFLAGS",
-    "CARGO_BUILD_TARGET",
-    "RUSTC_WRAPPER",
-    "RUSTC_WORKSPACE_WRAPPER",
-];
-
-/// The compile cache the tests' controllers share, in the build directory's scratch
-/// space (`<target>/tmp`, beside the test binary's profile directory): every controller
-/// start compiles the shipped policies, and with the cache every start after the first
-/// (within a test run, and across runs) loads their code instead of compiling it again.
-/// wasmtime's cache is safe for concurrent use.
-pub fn compile_cache_dir() -> PathBuf {
-    let exe = std::env::current_exe().expect("the test binary's path");
-    // <target>/<profile>/deps/<binary>
-    let target = exe
-        .ancestors()
-        .nth(3)
-        .map(Path::to_path_buf)
-        .unwrap_or_else(std::env::temp_dir);
-    target.join("tmp").join("compile-cache")
-}

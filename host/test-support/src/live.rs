@@ -11,7 +11,7 @@ use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::Workload;
 use tokio::sync::oneshot;
 
-use crate::compile_cache_dir;
+use crate::compile_cache::compile_cache_dir;
 
 /// The API token of every controller [`start_live`] starts.
 pub const TOKEN: &str = "test-token-5f0c";

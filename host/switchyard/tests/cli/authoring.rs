@@ -321,56 +321,14 @@ fn a_new_policy_crate_builds_anywhere_into_a_component_that_validates_and_passes
     assert!(status.success(), "the new crate's own unit tests failed");
 }
 
-/// componentize-py, which CI installs and requires with
-/// `SWITCHYARD_REQUIRE_COMPONENTIZE_PY`.
-const COMPONENTIZE_PY: support::Tool = support::Tool {
-    name: "componentize-py",
-    install: "pip install componentize-py==0.25.1, or name it with COMPONENTIZE_PY",
-    required_by: "SWITCHYARD_REQUIRE_COMPONENTIZE_PY",
-};
-
-/// `componentize-py`, from `COMPONENTIZE_PY` or the PATH; `None` once `what` has said it
-/// is skipped.
-fn componentize_py_or_skip(what: &str) -> Option<PathBuf> {
-    let found = support::executable("COMPONENTIZE_PY", "componentize-py").and_then(|tool| {
-        let runs = Process::new(&tool).arg("--version").output();
-        if runs.is_ok_and(|o| o.status.success()) {
-            Ok(tool)
-        } else {
-            Err(format!("{} does not run", tool.display()))
-        }
-    });
-    support::optional_tool(COMPONENTIZE_PY, what, found)
-}
-
 #[test]
 fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
-    let Some(tool) = componentize_py_or_skip("the Python example's test") else {
+    let Some(tool) = support::componentize_py_or_skip("the Python example's test") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
-    // The SDK from this checkout's source (`-p`), so the test checks the SDK as it is
-    // here rather than whatever copy a virtual environment holds; the SDK carries the
-    // WIT and bindings, so no `-d`.
-    let status = Process::new(&tool)
-        .current_dir(repo().join("examples/python-policy"))
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "../../sdk/python/src",
-            "app",
-            "-o",
-        ])
-        .arg(&wasm)
-        .status()
-        .unwrap();
-    assert!(status.success(), "componentize-py failed");
+    support::build_python_example(&tool, &wasm);
     let wasm = wasm.to_str().unwrap();
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
@@ -381,7 +339,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
 #[test]
 fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_passes_its_expectations()
  {
-    let Some(tool) = componentize_py_or_skip("the new Python policy's test") else {
+    let Some(tool) = support::componentize_py_or_skip("the new Python policy's test") else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -419,31 +377,16 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
     } else {
         let missing = Err::<(), _>(format!("no pytest beside {}", tool.display()));
         support::optional_tool(
-            COMPONENTIZE_PY,
+            support::COMPONENTIZE_PY,
             "the new Python policy's pytest step",
             missing,
         );
     }
-    let status = Process::new(&tool)
-        .current_dir(&moved)
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "switchyard-sdk/src",
-            "app",
-            "-o",
-            "first_fit.wasm",
-        ])
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "componentize-py failed on the new project"
+    support::build_python_policy(
+        &tool,
+        &moved,
+        "switchyard-sdk/src",
+        Path::new("first_fit.wasm"),
     );
     new_project_passes_its_expectations(&moved, &dir.path().join("cache"));
 }
