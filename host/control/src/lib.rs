@@ -73,7 +73,7 @@ pub use replay::{
     Agreement, CutShortNote, JobDifference, ReplayError, ReplayPolicy, ReplayReport,
     RoundDifference, replay,
 };
-pub use round::{CallRole, PolicyCall, RETRY_FIRST, RETRY_MAX, RoundOutcome};
+pub use round::{CallRole, PolicyCall, RETRY_FIRST, RoundOutcome};
 pub use round_observer::{RoundObserver, RoundStart};
 pub use slot::PolicySlot;
 pub use state::{

@@ -62,10 +62,10 @@ pub struct RoundOutcome {
 
 /// After a round in which an accepted action failed, the loop calls the policy again
 /// this many cluster seconds later (so it can try again even when nothing else
-/// happens), doubling with each such round in a row up to [`RETRY_MAX`].
+/// happens), doubling with each such round in a row up to `RETRY_MAX`.
 pub const RETRY_FIRST: f64 = 1.0;
 /// The longest wait before a retry round, cluster seconds.
-pub const RETRY_MAX: f64 = 60.0;
+const RETRY_MAX: f64 = 60.0;
 
 /// A policy's answer, or the fallback's when it failed.
 struct Decided {

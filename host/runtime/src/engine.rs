@@ -61,7 +61,7 @@ struct RuntimeInner {
 /// The environment variable that makes the engine write `/tmp/perf-<pid>.map`, so
 /// `perf report` names the compiled policy's functions (a component built with its
 /// symbols: the `guest` profile strips them). Any value but empty or `0` turns it on.
-pub const PERF_MAP_VAR: &str = "SWITCHYARD_PERF_MAP";
+const PERF_MAP_VAR: &str = "SWITCHYARD_PERF_MAP";
 
 fn perf_map_wanted() -> bool {
     std::env::var(PERF_MAP_VAR).is_ok_and(|v| !v.is_empty() && v != "0")

@@ -50,7 +50,7 @@ mod session;
 mod tier;
 
 pub use contract::{CONTRACT_PACKAGE, delta_to_wit, snapshot_to_wit};
-pub use engine::{PERF_MAP_VAR, Runtime, RuntimeOptions};
+pub use engine::{Runtime, RuntimeOptions};
 pub use error::{CallDeadline, LoadError, PolicyError};
 pub use limits::{ResultBudget, SandboxLimits};
 pub use module::PolicyModule;
