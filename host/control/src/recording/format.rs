@@ -36,7 +36,7 @@ pub enum SegmentRecord {
 /// What a segment is and where it comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SegmentHeader {
-    /// Always [`FORMAT_NAME`].
+    /// Always `switchyard-recording`.
     pub format: String,
     /// The format version ([`RECORDING_FORMAT_VERSION`] when this host wrote it).
     pub version: u32,
