@@ -22,7 +22,7 @@ impl Simulator {
         self.mark_node(node);
     }
 
-    pub(super) fn bind(&mut self, node: usize, job: usize, task: usize) {
+    fn bind(&mut self, node: usize, job: usize, task: usize) {
         let requests = self.jobs[job].tasks[task].requests;
         let n = &mut self.nodes[node];
         n.requested = n.requested.plus(&requests);
@@ -31,7 +31,7 @@ impl Simulator {
         self.mark_node(node);
     }
 
-    pub(super) fn mark_node(&mut self, node: usize) {
+    fn mark_node(&mut self, node: usize) {
         self.nodes[node].view = None;
         if !self.nodes[node].dirty {
             self.nodes[node].dirty = true;
@@ -47,7 +47,7 @@ impl Simulator {
         }
     }
 
-    pub(super) fn restart(&mut self, job: usize, cost: f64) {
+    fn restart(&mut self, job: usize, cost: f64) {
         self.settle(job);
         let until = self.now + cost;
         let j = &mut self.jobs[job];
@@ -160,7 +160,7 @@ impl Simulator {
     }
 
     /// The names of the nodes `job`'s tasks are on, in task order.
-    pub(super) fn bound_nodes(&self, job: usize) -> Vec<String> {
+    fn bound_nodes(&self, job: usize) -> Vec<String> {
         self.jobs[job]
             .tasks
             .iter()
@@ -168,7 +168,7 @@ impl Simulator {
             .collect()
     }
 
-    pub(super) fn note_move(
+    fn note_move(
         &mut self,
         job: usize,
         kind: MoveKind,
@@ -189,7 +189,7 @@ impl Simulator {
 
     /// Records a placement from waiting; tasks placed one by one in the same round join
     /// that one move.
-    pub(super) fn note_placed(&mut self, job: usize, was_waiting: bool, to: Vec<String>) {
+    fn note_placed(&mut self, job: usize, was_waiting: bool, to: Vec<String>) {
         let now = self.now;
         let moves = &mut self.jobs[job].moves;
         match moves.last() {
@@ -210,7 +210,7 @@ impl Simulator {
     /// Starts saving `job`'s checkpoint: it holds its nodes and makes no progress for
     /// the checkpoint cost, then releases them ([`Simulator::release_preempted`]). Its
     /// work so far is kept.
-    pub(super) fn preempt(&mut self, job: usize) {
+    fn preempt(&mut self, job: usize) {
         let from = self.bound_nodes(job);
         self.note_move(job, MoveKind::Preempted, "", from, Vec::new());
         let j = &mut self.jobs[job];
@@ -244,7 +244,7 @@ impl Simulator {
         self.touch_job(job);
     }
 
-    pub(super) fn scale(&mut self, job: usize, replicas: u32, nodes: &[String]) {
+    fn scale(&mut self, job: usize, replicas: u32, nodes: &[String]) {
         let current = self.jobs[job].replicas;
         if replicas == current {
             return;
@@ -283,7 +283,7 @@ impl Simulator {
 }
 
 impl SimJob {
-    pub(super) fn task_index(&self, name: &str) -> Option<usize> {
+    fn task_index(&self, name: &str) -> Option<usize> {
         self.tasks.iter().position(|t| t.name == name)
     }
 }

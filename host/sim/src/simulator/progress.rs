@@ -109,7 +109,7 @@ impl Simulator {
         triggers
     }
 
-    pub(super) fn finish(&mut self, job: usize) {
+    fn finish(&mut self, job: usize) {
         self.settle(job);
         let j = &mut self.jobs[job];
         j.work_done = j.spec.work;
@@ -148,7 +148,7 @@ impl Simulator {
         j.settled_at = now;
     }
 
-    pub(super) fn evaluate(&mut self, job: usize) {
+    fn evaluate(&mut self, job: usize) {
         self.settle(job);
         let now = self.now;
         let j = &mut self.jobs[job];

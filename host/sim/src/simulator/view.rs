@@ -44,7 +44,7 @@ impl Simulator {
         }
     }
 
-    pub(super) fn node_view(&self, n: &SimNode) -> Node {
+    fn node_view(&self, n: &SimNode) -> Node {
         Node {
             name: n.spec.name.clone(),
             allocatable: n.spec.allocatable,
@@ -79,7 +79,7 @@ impl Simulator {
         }
     }
 
-    pub(super) fn job_view(&self, j: &SimJob) -> Job {
+    fn job_view(&self, j: &SimJob) -> Job {
         // Sized exactly: a filtered iterator would give two tasks room for four.
         let mut tasks = Vec::with_capacity(j.tasks.len());
         tasks.extend(
