@@ -4,6 +4,10 @@
 //! placements that each fit alone but not together are caught: the first is accepted and
 //! the second rejected. An invalid action is rejected with a reason and the others still
 //! go through; a rejected placement binds none of its tasks (a gang is all or nothing).
+//! A job gets at most one placement or move (migration, rescale, preemption) per
+//! decision: a placement and a restart of one job in one round would leave the restart
+//! stopping pods that do not include the ones the placement is making, and the job's
+//! task could run twice.
 
 use std::collections::{HashMap, HashSet};
 
@@ -144,10 +148,10 @@ pub enum Rejection {
         /// The tasks that would share it.
         tasks: String,
     },
-    /// The job already had a move (migration, rescale, preemption) accepted in this
-    /// decision: a job moves at most once per round.
+    /// The job already had a placement or a move (migration, rescale, preemption)
+    /// accepted in this decision: a job is placed or moved at most once per round.
     #[error(
-        "job `{job}` already moves in this decision (a migration, rescale or preemption); one move per job per round"
+        "job `{job}` already has a placement or a move (migration, rescale, preemption) in this decision; one per job per round"
     )]
     ConflictingAction {
         /// Job id.
@@ -306,10 +310,8 @@ struct Account<'a> {
     /// Free room of the nodes the accepted actions changed; the others have what the
     /// snapshot says.
     free: FxHashMap<&'a str, Resources>,
-    placed: HashSet<(&'a str, &'a str)>,
-    /// Per job, (task, node) of the placements accepted so far in this decision.
-    placed_on: FxHashMap<&'a str, Vec<(&'a str, &'a str)>>,
-    moved_jobs: HashSet<&'a str>,
+    /// Jobs with a placement or a move accepted so far in this decision.
+    acted: FxHashSet<&'a str>,
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
@@ -377,9 +379,7 @@ impl<'a> Account<'a> {
                 .rev()
                 .collect(),
             free: FxHashMap::default(),
-            placed: HashSet::new(),
-            placed_on: FxHashMap::default(),
-            moved_jobs: HashSet::new(),
+            acted: FxHashSet::default(),
             snapshot,
             eligible: FxHashMap::default(),
         }
@@ -449,7 +449,7 @@ impl<'a> Account<'a> {
                 // Its nodes are released only once the checkpoint is saved, so nothing
                 // placed in this round can use them yet.
                 self.claim_move(job_id)?;
-                self.moved_jobs.insert(job_id);
+                self.acted.insert(job_id);
                 Ok(())
             }
         }
@@ -517,6 +517,9 @@ impl<'a> Account<'a> {
                 what: "no placement until it has restarted".into(),
             });
         }
+        if self.acted.contains(job_id) {
+            return Err(Rejection::ConflictingAction { job: job_id.into() });
+        }
         let mut in_group = HashSet::new();
         let mut charges = Vec::with_capacity(assignments.len());
         for a in assignments {
@@ -525,8 +528,7 @@ impl<'a> Account<'a> {
                 task: a.task.clone(),
             })?;
             let pending = task.node.is_none() && task.phase == TaskPhase::Pending;
-            let key = (job_id, a.task.as_str());
-            if !pending || self.placed.contains(&key) || !in_group.insert(key) {
+            if !pending || !in_group.insert(a.task.as_str()) {
                 return Err(Rejection::TaskNotPending {
                     job: job_id.into(),
                     task: a.task.clone(),
@@ -536,19 +538,13 @@ impl<'a> Account<'a> {
             charges.push((a.task.as_str(), a.node.as_str(), task.requests));
         }
         if job.one_task_per_node() {
-            let before = self.placed_on.get(job_id).into_iter().flatten().copied();
             let new = assignments
                 .iter()
                 .map(|a| (a.task.as_str(), a.node.as_str()));
-            one_per_node(job_id, where_tasks_run(job).chain(before), new)?;
+            one_per_node(job_id, where_tasks_run(job), new)?;
         }
         self.charge_all(job_id, &charges)?;
-        self.placed.extend(in_group);
-        self.placed_on.entry(job_id).or_default().extend(
-            assignments
-                .iter()
-                .map(|a| (a.task.as_str(), a.node.as_str())),
-        );
+        self.acted.insert(job_id);
         Ok(())
     }
 
@@ -564,7 +560,7 @@ impl<'a> Account<'a> {
                 what: "only a running job can be migrated, rescaled or preempted".into(),
             });
         }
-        if self.moved_jobs.contains(job_id) {
+        if self.acted.contains(job_id) {
             return Err(Rejection::ConflictingAction { job: job_id.into() });
         }
         Ok(())
@@ -619,7 +615,7 @@ impl<'a> Account<'a> {
                 self.free.insert(n.name.as_str(), released);
             }
         }
-        self.moved_jobs.insert(job_id);
+        self.acted.insert(job_id);
         Ok(())
     }
 
@@ -678,7 +674,7 @@ impl<'a> Account<'a> {
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));
         }
-        self.moved_jobs.insert(job_id);
+        self.acted.insert(job_id);
         Ok(())
     }
 }
