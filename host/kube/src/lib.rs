@@ -1,71 +1,92 @@
 //! The Kubernetes backend: the `TrainingJob` resource, observing the cluster through
-//! reflectors, acting on the policy's decisions through the API, and running safely
-//! (leader election, retries, graceful shutdown). Submodules:
+//! reflectors, carrying out the policy's decisions through the API, and running safely
+//! (leader election, retries, graceful shutdown). The policy decides which node each
+//! task runs on; kube-scheduler binds: the controller creates each pod held by a
+//! scheduling gate, pins it to the policy's node and lifts the gate, and a placement the
+//! scheduler refuses comes back to the policy. Modules, bottom up:
 //!
-//! - [`crd`]: the `TrainingJob` custom resource and the generated CRD YAML.
-//! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
-//! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
-//! - [`changes`]: what changed since the pass and the snapshot last looked, marked by
-//!   the watch events, so that a round visits only that.
-//! - [`pod_index`]: the controller's pods grouped by job, kept in step by the watch
-//!   events.
-//! - [`pods`]: building a task's pod from its role's template (names, labels, owner).
-//! - [`retry`]: back-off on conflicts (409) and throttling (429); every call under a
-//!   deadline and a leadership check.
-//! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
-//! - [`observe`]: reflectors on Nodes, Pods, TrainingJobs and storage, metrics, log followers, and
-//!   the [`switchyard_core::model::Snapshot`] built from those caches.
-//! - [`snapshot`]: the snapshot handed to the policy, built from the caches, visiting
-//!   what changed.
-//! - [`views`]: the snapshot's node and job views, kept until what they are made of
-//!   changes.
-//! - [`trim`]: what the caches keep of each object.
-//! - [`charges`]: other schedulers' pods, kept as what they take from their nodes.
-//! - [`rules`]: where a pod may run (taints, node selectors, required affinity), as the
-//!   contract's eligibility sets.
-//! - [`spread`]: one task per node for a job whose template asks for it (required
-//!   anti-affinity against its own pods, host ports), and nodes whose host ports are taken.
-//! - [`volumes`]: where a job's PersistentVolumeClaims let it run, and which claims wait
-//!   for a node to be chosen (kube-scheduler's volume binding).
-//! - [`ephemeral`]: the claims of generic ephemeral volumes, made with their pod for its
-//!   node.
-//! - [`lease`]: leader election over a `coordination.k8s.io` Lease.
-//! - [`leader_label`]: the label on the leader's own pod that the Service selects on.
-//! - [`cluster`]: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`] over all
-//!   of the above, so the live controller (HTTP API, policy loading, hot swap, A/B) runs
-//!   on a real cluster exactly as it runs on the simulator.
-//! - [`state`]: the policies' state blobs and the active policy, kept in a ConfigMap.
-//! - [`events`]: Events about the controller itself (a refused policy).
+//! - `pods`: plain accessors over the controller's pods and jobs (the crate's leaf).
+//! - `crd`: the `TrainingJob` custom resource and the generated CRD YAML.
+//! - `quantity`: Kubernetes resource quantities to the host's resources.
+//! - `template`: a task's pod, the job's Service and PodDisruptionBudget, from the
+//!   job's spec; the pin to a node.
+//! - `gang`: what became of a gang's members (lost, refused, succeeded).
+//! - `progress`, `loss`: a job's log pattern, and its loss series.
+//! - `changes`, `pod_index`, `charges`, `trim`, `usage`: what changed since the last
+//!   look, the controller's pods by job, other schedulers' pods as charges, what the
+//!   caches keep, measured usage.
+//! - `rules`, `spread`, `volumes`: where a pod may run (taints, selectors, affinity,
+//!   one task per node, volume topology), the policy's hints; kube-scheduler is the
+//!   final word.
+//! - `observe`: the reflectors and the caches; `views` and `snapshot`: the snapshot
+//!   handed to the policy, built from the caches, visiting what changed.
+//! - `retry`: back-off, and every call under a deadline and a leadership check.
+//! - `act`: carrying out accepted actions (place, restart, resize) and the status.
+//! - `cluster`: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`]
+//!   over all of the above, so the live controller runs on a real cluster exactly as
+//!   it runs on the simulator; its leader pass drives gangs and restarts and follows
+//!   logs.
+//! - `lease`, `leader_label`, `state`, `events`: leader election, the leader's pod
+//!   label, policies' state in ConfigMaps, Events about the controller itself.
 //!
 //! The `switchyard` command wires these pieces to the live controller and the HTTP API
 //! (`switchyard run --cluster kube`); this crate knows neither.
 //!
 //! It must not decide anything: decisions come from the policy through the control loop.
 
-pub mod act;
-pub mod changes;
-pub mod charges;
-pub mod cluster;
-pub mod crd;
-pub mod ephemeral;
-pub mod events;
-pub mod leader_label;
-pub mod lease;
-pub mod observe;
-pub mod pod_index;
-pub mod pods;
-pub mod progress;
-pub mod quantity;
-pub mod retry;
-pub mod rules;
-pub mod snapshot;
-pub mod spread;
-pub mod state;
-pub mod trim;
-pub mod views;
-pub mod volumes;
+mod act;
+mod changes;
+mod charges;
+mod cluster;
+mod crd;
+mod events;
+mod gang;
+mod leader_label;
+mod lease;
+mod loss;
+mod observe;
+mod pod_index;
+mod pods;
+mod progress;
+mod quantity;
+mod retry;
+mod rules;
+mod snapshot;
+mod spread;
+mod state;
+mod template;
+mod trim;
+mod usage;
+mod views;
+mod volumes;
 
-pub use crd::{TrainingJob, TrainingJobSpec, TrainingJobStatus};
+pub use act::{
+    Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
+    PODS_SCHEDULED_CONDITION, RestartProgress,
+};
+pub use charges::Charges;
+pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
+pub use crd::{
+    Checkpoint, CheckpointMethod, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,
+    MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Progress, Refusal,
+    RestartAction, Role, SuccessPolicy, TaskTarget, TrainingJob, TrainingJobSpec,
+    TrainingJobStatus, crd_yaml,
+};
+pub use events::refusal_events;
+pub use gang::REFUSAL_GRACE;
+pub use leader_label::{LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, keep_marked};
+pub use lease::{Leadership, LeadershipLost, LeaseLock, keep_leading};
+pub use loss::LossBook;
+pub use observe::{Assumed, Caches, OTHERS_HOLDING_RESOURCES, reflect};
+pub use progress::{LogPattern, ParsedSample};
+pub use retry::CALL_TIMEOUT;
+pub use state::{CONFIGMAP_BYTES, ConfigMapStateStore, STATE_CONFIGMAP};
+pub use trim::{
+    claim as trim_claim, class as trim_class, job as trim_job, node as trim_node,
+    pod as trim_pod, volume as trim_volume,
+};
+pub use usage::{Usage, fetch_usage};
+pub use volumes::VolumeCaches;
 use switchyard_control::{ActionFailure, FailureReason};
 
 /// Label on every pod the controller creates: the job's name.
@@ -82,8 +103,16 @@ pub const JOB_UID_LABEL: &str = "switchyard.dev/job-uid";
 pub const GENERATION_LABEL: &str = "switchyard.dev/generation";
 /// Annotation set on a pod to ask its training process to save a checkpoint.
 pub const CHECKPOINT_ANNOTATION: &str = "switchyard.dev/checkpoint-requested";
-/// The `schedulerName` of the controller's pods: the default scheduler leaves them alone.
-pub const SCHEDULER_NAME: &str = "switchyard";
+/// The scheduling gate every pod of the controller is created with: the scheduler
+/// leaves the pod alone until the controller pins it to the policy's node and lifts it.
+pub const PLACEMENT_GATE: &str = "switchyard.dev/placement";
+/// Annotation the controller sets when it lifts the placement gate (RFC 3339): the
+/// scheduler's refusal is counted from then ([`REFUSAL_GRACE`]).
+pub const RELEASED_ANNOTATION: &str = "switchyard.dev/released-at";
+/// The job label the policy sees on a job whose last placement the scheduler refused,
+/// until it runs: the refused nodes, comma-separated. A policy may avoid them; the job
+/// is offered again only after a back-off that grows with each refusal in a row.
+pub const PLACEMENT_REFUSED_LABEL: &str = "switchyard.dev/placement-refused";
 /// The field manager named on the controller's writes.
 pub const FIELD_MANAGER: &str = "switchyard";
 
@@ -150,26 +179,6 @@ pub enum Error {
         /// What is wrong and what would be accepted.
         message: String,
     },
-    /// Pods of a placement came back with scheduling gates; they stay unbound until
-    /// whoever put the gates there lifts them.
-    #[error(
-        "TrainingJob `{job}`: pods {pods:?} have scheduling gates; they are bound once the gates are lifted"
-    )]
-    Gated {
-        /// Job name.
-        job: String,
-        /// The gated pods.
-        pods: Vec<String>,
-    },
-    /// The job's claims keep it from being bound now: a volume is being provisioned for
-    /// the node chosen, or a claim is missing, lost or unbound ([`volumes`]).
-    #[error("TrainingJob `{job}`: {message}")]
-    WaitingForVolumes {
-        /// Job name.
-        job: String,
-        /// Which claims, and what they wait for.
-        message: String,
-    },
     /// Reading a followed log failed mid-stream.
     #[error("reading the log of pod {pod}: {source}")]
     Log {
@@ -217,8 +226,6 @@ impl Error {
             Error::Log { .. } => "log",
             Error::Config(_) => "config",
             Error::Stale { .. } => "stale",
-            Error::Gated { .. } => "gated",
-            Error::WaitingForVolumes { .. } => "waiting_for_volumes",
             Error::Event { .. } => "event",
         }
     }
@@ -251,8 +258,6 @@ impl Error {
             Error::NotFound(_) => FailureReason::NotFound,
             Error::Unsupported(_) => FailureReason::Unsupported,
             Error::InvalidSpec { .. } => FailureReason::Invalid,
-            Error::Gated { .. } => FailureReason::Gated,
-            Error::WaitingForVolumes { .. } => FailureReason::WaitingForVolume,
             Error::Stale { .. } => FailureReason::Stale,
             Error::BadPattern { .. }
             | Error::PatternWithoutValue { .. }
