@@ -401,7 +401,7 @@ impl KubeCluster {
 }
 
 /// Seconds since the Unix epoch.
-pub fn unix_now() -> f64 {
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

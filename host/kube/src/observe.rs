@@ -56,7 +56,7 @@ pub struct Assumed {
 }
 
 /// How long a released pod is charged to its node without the cache showing it.
-pub const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+pub(crate) const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Assumed {
     /// Charges pod `namespace/name`, just released to `node`, with `requests`.
@@ -160,7 +160,7 @@ where
 
 /// [`reflect`] into `writer`, handing each event to `note` once the store applied it
 /// (to mark what changed, [`crate::changes`]).
-pub fn reflect_into<K>(
+pub(crate) fn reflect_into<K>(
     writer: Writer<K>,
     api: Api<K>,
     config: watcher::Config,

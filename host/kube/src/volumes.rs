@@ -41,10 +41,10 @@ mod matching;
 
 /// The annotation (`"true"`) that makes a storage class the cluster's default, the one
 /// a claim naming no class gets.
-pub const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
+pub(crate) const DEFAULT_CLASS_ANNOTATION: &str = "storageclass.kubernetes.io/is-default-class";
 /// The condition a job whose claims keep it from being placed gets (`False`), and loses
 /// (`True`) once they no longer do.
-pub const VOLUMES_CONDITION: &str = "VolumesReady";
+pub(crate) const VOLUMES_CONDITION: &str = "VolumesReady";
 
 /// The caches of claims, volumes and storage classes.
 #[derive(Clone)]
@@ -78,7 +78,7 @@ pub struct JobVolumes {
 }
 
 /// The names of the claims `spec` mounts.
-pub fn claims_of(spec: Option<&PodSpec>) -> Vec<&str> {
+pub(crate) fn claims_of(spec: Option<&PodSpec>) -> Vec<&str> {
     spec.and_then(|s| s.volumes.as_ref())
         .into_iter()
         .flatten()
@@ -87,7 +87,7 @@ pub fn claims_of(spec: Option<&PodSpec>) -> Vec<&str> {
 }
 
 /// The generic ephemeral volumes of `spec`: each volume's name and claim template.
-pub fn ephemeral_of(
+pub(crate) fn ephemeral_of(
     spec: Option<&PodSpec>,
 ) -> impl Iterator<Item = (&str, &PersistentVolumeClaimTemplate)> {
     spec.and_then(|s| s.volumes.as_ref())
@@ -101,7 +101,7 @@ pub fn ephemeral_of(
 
 /// Whether any of `job`'s roles mounts a claim or an ephemeral volume (most do not:
 /// nothing to look up).
-pub fn mounts_claims(job: &TrainingJob) -> bool {
+pub(crate) fn mounts_claims(job: &TrainingJob) -> bool {
     job.spec.roles.iter().any(|r| {
         let spec = r.template.spec.as_ref();
         !claims_of(spec).is_empty() || ephemeral_of(spec).next().is_some()

@@ -26,7 +26,7 @@ use crate::crd::{
     Checkpoint, CheckpointMethod, MoveKindRecord, PendingRestart, Phase, Refusal, RestartAction,
     TaskTarget, TrainingJob, TrainingJobStatus,
 };
-use crate::pods::{delete_key, node_of, placed_node, task_of, terminated};
+use crate::pods::{delete_key, placed_node, task_of, terminated};
 use crate::{CHECKPOINT_ANNOTATION, Error, FIELD_MANAGER, Result, retry, template};
 
 /// Where a staged restart stands after [`Actor::advance_restart`].
