@@ -24,7 +24,9 @@
 //! module acts on what it is told; it must not check decisions (the validator did) or
 //! read the caches (the caller hands it the job and its pods).
 
+mod advance;
 mod place;
+mod recover;
 mod resize;
 mod restart;
 mod status;
@@ -40,8 +42,9 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
-pub(crate) use self::restart::GangLoss;
-pub use self::restart::{Migration, RestartProgress};
+pub use self::advance::RestartProgress;
+pub(crate) use self::recover::GangLoss;
+pub use self::restart::Migration;
 pub(crate) use self::status::set_condition;
 use crate::crd::{Checkpoint, Placement, TrainingJob, TrainingJobStatus};
 use crate::pods::delete_key;

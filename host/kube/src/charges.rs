@@ -210,7 +210,11 @@ mod tests {
         assert_eq!(charges.on_node("n1").cpu_millis, 1000);
         assert!(charges.take_changed().is_none(), "every node after a list");
         charges.apply(&watcher::Event::Apply(pod("dns", "n1", "Succeeded")));
-        assert_eq!(charges.on_node("n1").cpu_millis, 500, "a finished pod frees its room");
+        assert_eq!(
+            charges.on_node("n1").cpu_millis,
+            500,
+            "a finished pod frees its room"
+        );
         let changed = charges.take_changed().expect("looked since the list");
         assert!(changed.contains("n1"));
     }

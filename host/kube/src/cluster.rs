@@ -475,10 +475,7 @@ impl Cluster for KubeCluster {
                         actor.migrate(&job, &pods, migration, now).await
                     }
                     Operation::SetCpuWeight { task, weight, .. } => {
-                        match pods
-                            .iter()
-                            .find(|p| task_of(p) == Some(task.as_str()))
-                        {
+                        match pods.iter().find(|p| task_of(p) == Some(task.as_str())) {
                             Some(pod) => actor.set_cpu_weight(&job, pod, *weight, reason).await,
                             None => {
                                 let error =
@@ -594,4 +591,3 @@ impl Visit {
         Visit { id, job, own }
     }
 }
-

@@ -106,7 +106,8 @@ impl TrainingJob {
 const MANAGED_BY_RULE: &str = "has(self.spec.managedBy) == has(oldSelf.spec.managedBy) && (!has(self.spec.managedBy) || self.spec.managedBy == oldSelf.spec.managedBy)";
 
 /// Why a change of `spec.managedBy` is refused.
-const MANAGED_BY_MESSAGE: &str = "spec.managedBy is immutable: another installation would act on a job this one started";
+const MANAGED_BY_MESSAGE: &str =
+    "spec.managedBy is immutable: another installation would act on a job this one started";
 
 /// A job that has started (its phase past `Waiting`) keeps its roles: its pods were
 /// made from them, and a gang restarted from a checkpoint must be the gang that wrote

@@ -68,9 +68,8 @@ pub use charges::Charges;
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
 pub use crd::{
     Checkpoint, CheckpointMethod, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,
-    MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Progress, Refusal,
-    RestartAction, Role, SuccessPolicy, TaskTarget, TrainingJob, TrainingJobSpec,
-    TrainingJobStatus, crd_yaml,
+    MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Progress, Refusal, RestartAction,
+    Role, SuccessPolicy, TaskTarget, TrainingJob, TrainingJobSpec, TrainingJobStatus, crd_yaml,
 };
 pub use events::refusal_events;
 pub use gang::REFUSAL_GRACE;
@@ -81,13 +80,13 @@ pub use observe::{Assumed, Caches, OTHERS_HOLDING_RESOURCES, reflect};
 pub use progress::{LogPattern, ParsedSample};
 pub use retry::CALL_TIMEOUT;
 pub use state::{CONFIGMAP_BYTES, ConfigMapStateStore, STATE_CONFIGMAP};
+use switchyard_control::{ActionFailure, FailureReason};
 pub use trim::{
-    claim as trim_claim, class as trim_class, job as trim_job, node as trim_node,
-    pod as trim_pod, volume as trim_volume,
+    claim as trim_claim, class as trim_class, job as trim_job, node as trim_node, pod as trim_pod,
+    volume as trim_volume,
 };
 pub use usage::{Usage, fetch_usage};
 pub use volumes::VolumeCaches;
-use switchyard_control::{ActionFailure, FailureReason};
 
 /// Label on every pod the controller creates: the job's name.
 pub const JOB_LABEL: &str = "switchyard.dev/job";

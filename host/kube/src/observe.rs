@@ -36,7 +36,7 @@ use crate::charges::{self, Charges};
 use crate::crd::{DEFAULT_CONTROLLER_CLASS, TrainingJob};
 use crate::loss::LossBook;
 use crate::pod_index::PodIndex;
-use crate::pods::{owned_by, own_of, placed_node};
+use crate::pods::{own_of, owned_by, placed_node};
 use crate::usage::Usage;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
@@ -75,7 +75,9 @@ impl Assumed {
     /// Whether pod `namespace/name` was released here lately and may not be in the
     /// cache yet.
     pub(crate) fn holds(&self, namespace: &str, name: &str) -> bool {
-        self.pods.get(&format!("{namespace}/{name}")).is_some_and(|(_, _, at)| at.elapsed() < ASSUME_FOR)
+        self.pods
+            .get(&format!("{namespace}/{name}"))
+            .is_some_and(|(_, _, at)| at.elapsed() < ASSUME_FOR)
     }
 
     /// The charges of pods the pod cache (`cached`, by namespace and name) does not
@@ -439,7 +441,6 @@ impl Caches {
             .get(&ObjectRef::new(name).within(namespace))
             .filter(|j| j.managed_by(&self.class))
     }
-
 
     /// The job with id `id` (`namespace/name`) and its current pods.
     pub fn job_and_pods(&self, id: &str) -> Option<(Arc<TrainingJob>, Vec<Pod>)> {

@@ -349,9 +349,11 @@ mod tests {
     #[test]
     fn a_refusal_is_a_false_pod_scheduled_condition_other_than_the_gate_s() {
         let with = |reason: &str| {
-            pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            pod(
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []},
                 "status": {"conditions": [{"type": "PodScheduled", "status": "False",
-                    "reason": reason, "message": "0/3 nodes are available"}]}}))
+                    "reason": reason, "message": "0/3 nodes are available"}]}}),
+            )
         };
         assert_eq!(
             scheduling_refusal(&with("Unschedulable")),
@@ -362,24 +364,30 @@ mod tests {
 
     #[test]
     fn container_restarts_and_a_confirmed_stop_are_read_from_the_kubelet_s_report() {
-        let running = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+        let running = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
             "status": {"phase": "Running", "containerStatuses": [
                 {"name": "trainer", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
                  "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
-                 "state": {"running": {}}}]}}));
+                 "state": {"running": {}}}]}}),
+        );
         assert_eq!(container_restarts(&running), 2);
         assert_eq!(
             last_crash(&running).as_deref(),
             Some("container trainer exited 137 (OOMKilled)")
         );
         assert!(!confirmed_stopped(&running));
-        let stopped = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+        let stopped = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
             "status": {"phase": "Running", "containerStatuses": [
                 {"name": "trainer", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
-                 "state": {"terminated": {"exitCode": 0}}}]}}));
+                 "state": {"terminated": {"exitCode": 0}}}]}}),
+        );
         assert!(confirmed_stopped(&stopped));
-        let unknown = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": []},
-            "status": {"phase": "Running"}}));
+        let unknown = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            "status": {"phase": "Running"}}),
+        );
         assert!(!confirmed_stopped(&unknown), "nothing reported");
     }
 }

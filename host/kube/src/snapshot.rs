@@ -22,8 +22,8 @@ use crate::loss::LossBook;
 use crate::observe::{Caches, has_foreign_pods, own_pods};
 use crate::pod_index::PodIndex;
 use crate::pods::{
-    generation_of, holds_resources, job_id, own_of, phase_of,
-    placed_node, pod_requests, schedulable, task_of,
+    generation_of, holds_resources, job_id, own_of, phase_of, placed_node, pod_requests,
+    schedulable, task_of,
 };
 use crate::usage::Usage;
 use crate::views::{JobKey, JobTraits, Views};

@@ -431,7 +431,14 @@ mod tests {
             assert_eq!(fields[0].values.as_deref(), Some(&["n2".to_string()][..]));
             assert!(term.match_expressions.is_some(), "expressions kept");
         }
-        assert_eq!(pinned.node_selector_terms[1].match_fields.as_ref().unwrap().len(), 2);
+        assert_eq!(
+            pinned.node_selector_terms[1]
+                .match_fields
+                .as_ref()
+                .unwrap()
+                .len(),
+            2
+        );
         let mut pod = Pod {
             spec: Some(spec.clone()),
             ..Pod::default()

@@ -45,7 +45,11 @@ pub fn pod(pod: &mut Pod) {
     meta.annotations = meta
         .annotations
         .take()
-        .map(|a| keep_keys(a, |k| k == CHECKPOINT_ANNOTATION || k == RELEASED_ANNOTATION))
+        .map(|a| {
+            keep_keys(a, |k| {
+                k == CHECKPOINT_ANNOTATION || k == RELEASED_ANNOTATION
+            })
+        })
         .filter(|a| !a.is_empty());
     if let Some(spec) = pod.spec.take() {
         let required = spec

@@ -9,7 +9,6 @@ use switchyard_core::model::Resources;
 
 use crate::{Error, Result, quantity};
 
-
 /// Usage measured by the metrics server.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Usage {

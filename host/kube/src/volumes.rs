@@ -418,11 +418,20 @@ mod tests {
             "the class's allowed zones"
         );
         // A class the cache does not know restricts nothing: the scheduler judges.
-        assert!(storage.ephemeral_verdict(Some("nope")).restrictions.is_empty());
+        assert!(
+            storage
+                .ephemeral_verdict(Some("nope"))
+                .restrictions
+                .is_empty()
+        );
         assert!(storage.ephemeral_verdict(None).restrictions.is_empty());
         let storage = storage
             .default_class("old-default", "Immediate", "2025-01-01T00:00:00Z")
-            .default_class("new-default", "WaitForFirstConsumer", "2026-01-01T00:00:00Z");
+            .default_class(
+                "new-default",
+                "WaitForFirstConsumer",
+                "2026-01-01T00:00:00Z",
+            );
         assert!(
             storage.ephemeral_verdict(None).restrictions.is_empty(),
             "the newest default has no topology"
@@ -563,8 +572,7 @@ mod tests {
     }
 
     #[test]
-    fn a_claim_waiting_for_its_consumer_is_offered_the_nodes_of_the_volumes_that_match_it()
-     {
+    fn a_claim_waiting_for_its_consumer_is_offered_the_nodes_of_the_volumes_that_match_it() {
         let none = json!({});
         let storage = Storage::new()
             .local_class("local")

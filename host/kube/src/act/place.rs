@@ -12,14 +12,13 @@
 
 use k8s_openapi::api::core::v1::{Pod, PodSchedulingGate};
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
-use kube::ResourceExt;
 use serde_json::json;
 
 use super::{
-    Actor, PODS_CREATED_CONDITION, delete_pod, describe, rfc3339, seconds, set_condition,
-    status_of,
+    Actor, PODS_CREATED_CONDITION, delete_pod, describe, rfc3339, seconds, set_condition, status_of,
 };
 use crate::crd::{MoveKindRecord, Phase, Placement, TrainingJob};
 use crate::pods::{held_by_placement_gate, owned_by, placed_node};
@@ -297,15 +296,20 @@ async fn release(
         }
         let body = Patch::Merge(json!({"metadata": metadata,
             "spec": {"schedulingGates": gates, "affinity": affinity}}));
-        match retry::on_throttle("release pod", || guard.call(api.patch(&name, &params, &body)))
-            .await
+        match retry::on_throttle("release pod", || {
+            guard.call(api.patch(&name, &params, &body))
+        })
+        .await
         {
             Ok(_) => return Ok(()),
             // Changed since it was read: read it again and pin what it is now.
             Err(kube::Error::Api(s)) if s.code == 409 && attempt < retry::ATTEMPTS => {
-                current = guard.call(api.get(&name)).await.map_err(Error::api(format!(
-                    "reading pod {name} after a conflicting release"
-                )))?;
+                current = guard
+                    .call(api.get(&name))
+                    .await
+                    .map_err(Error::api(format!(
+                        "reading pod {name} after a conflicting release"
+                    )))?;
             }
             Err(error) => return Err(Error::api(action())(error)),
         }

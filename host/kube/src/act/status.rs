@@ -172,7 +172,11 @@ impl Actor {
             },
         )
         .await?;
-        tracing::info!(job = job.name_any(), at = rfc3339(now), "status brought in step with the pods");
+        tracing::info!(
+            job = job.name_any(),
+            at = rfc3339(now),
+            "status brought in step with the pods"
+        );
         Ok(())
     }
 }

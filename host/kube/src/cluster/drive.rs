@@ -23,7 +23,9 @@ use super::{KubeCluster, Visit};
 use crate::act::{CPU_WEIGHT_CONDITION, GangLoss, RestartProgress, set_condition};
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::gang::{lost_members, refused_members, status_behind};
-use crate::pods::{confirmed_stopped, delete_key, node_of, out_of_service, pod_key, ready, terminated};
+use crate::pods::{
+    confirmed_stopped, delete_key, node_of, out_of_service, pod_key, ready, terminated,
+};
 use crate::{Error, volumes};
 
 /// What [`KubeCluster::drive_gangs`] has to do for a job, judged from the cache without
@@ -121,9 +123,9 @@ impl KubeCluster {
                     now,
                 )),
                 GangWork::Record => match status_behind(job, &own) {
-                    Some((members, every_task_bound)) => self.handle.block_on(
-                        actor.record_placements(job, &members, every_task_bound, now),
-                    ),
+                    Some((members, every_task_bound)) => self
+                        .handle
+                        .block_on(actor.record_placements(job, &members, every_task_bound, now)),
                     None => Ok(()),
                 },
             };

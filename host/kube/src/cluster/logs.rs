@@ -218,7 +218,8 @@ impl KubeCluster {
         if whole {
             self.follow_backoff.retain(|key, _| present.contains(key));
         }
-    }}
+    }
+}
 
 /// Follows the log of `pod`'s `container` and records every sample the pattern finds
 /// for job `id`, each at its line's time (`clock` for a line without one). A pod
