@@ -26,10 +26,10 @@ use kube::runtime::events::Reporter;
 use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_kube::act::Actor;
-use switchyard_kube::cluster::KubeCluster;
-use switchyard_kube::crd::TrainingJob;
-use switchyard_kube::observe::Caches;
+use switchyard_kube::Actor;
+use switchyard_kube::Caches;
+use switchyard_kube::KubeCluster;
+use switchyard_kube::TrainingJob;
 
 #[path = "../host/kube/tests/support/counting.rs"]
 mod counting;
@@ -156,7 +156,7 @@ fn round(c: &mut Criterion) {
     pods.apply_watcher_event(&watcher::Event::InitDone);
     jobs.apply_watcher_event(&watcher::Event::InitDone);
     let mut caches = Caches::new(nodes_store, pods_store, jobs_store);
-    caches.others = switchyard_kube::charges::Charges::default();
+    caches.others = switchyard_kube::Charges::default();
     caches.others.apply(&watcher::Event::Init);
     for i in 0..OTHER_PODS {
         caches

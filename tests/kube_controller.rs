@@ -23,7 +23,7 @@ use switchyard_control::{
     ActivePolicy, ComponentStore, KeepError, KeptComponent, Leader, MemoryStateStore, StateError,
     StateStore,
 };
-use switchyard_kube::crd::{Phase, TrainingJobStatus};
+use switchyard_kube::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
 use crate::compile_cache;
@@ -316,11 +316,11 @@ async fn live_keeping_uploads(
     world: &World,
     client: kube::Client,
 ) -> (Controller, axum::Router, DriverHandle) {
-    let components = switchyard_kube::state::ConfigMapStateStore::new(
+    let components = switchyard_kube::ConfigMapStateStore::new(
         tokio::runtime::Handle::current(),
         client,
         "switchyard",
-        switchyard_kube::state::STATE_CONFIGMAP,
+        switchyard_kube::STATE_CONFIGMAP,
     );
     let (quiet, _) = MockServer::start(vec![]);
     live(
@@ -516,6 +516,7 @@ fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
     let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
     let script = vec![
         service("a"),
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
         Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
             400,

@@ -309,10 +309,6 @@ fn a_placement_and_a_move_of_one_job_in_one_decision_keep_only_the_first() {
         vec![preempt("j"), place("j", &[("worker-1", "n2")])],
         vec![place("j", &[("worker-1", "n2")]), grow.clone()],
         vec![grow, place("j", &[("worker-1", "n2")])],
-        vec![
-            place("j", &[("worker-1", "n2")]),
-            place("j", &[("worker-1", "n1")]),
-        ],
     ];
     for actions in orders {
         let checked = decide(&snapshot, actions.clone());
@@ -524,9 +520,17 @@ fn a_job_with_one_task_per_node_is_never_given_two_tasks_on_one_node() {
         rejected.reason
     );
     assert_eq!(rejected.reason.metric_label(), "shared-node");
-    // Apart: accepted.
+    // Apart: accepted; in two placements of one decision, the second may not join the first.
     let apart = place("spread", &[("worker-0", "n1"), ("worker-1", "n2")]);
     assert_eq!(decide(&snapshot, vec![apart]).accepted.len(), 1);
+    let checked = decide(
+        &snapshot,
+        vec![
+            place("spread", &[("worker-0", "n2")]),
+            place("spread", &[("worker-1", "n2")]),
+        ],
+    );
+    assert_eq!((checked.accepted.len(), checked.rejected.len()), (1, 1));
     // A job without the label may pack its tasks.
     let packed = place("packed", &[("worker-0", "n3"), ("worker-1", "n3")]);
     assert_eq!(decide(&snapshot, vec![packed]).accepted.len(), 1);
@@ -753,6 +757,7 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         .collect();
     let mut bound: HashMap<(&str, &str), &str> = HashMap::new();
     let mut moves: HashMap<&str, usize> = HashMap::new();
+    let mut placed_jobs: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let eligible = |task: &Task, node: &str| -> bool {
         task.eligible.is_none_or(|id| {
             snapshot.node_set(id).is_some_and(|set| {
@@ -769,7 +774,7 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         match &a.op {
             Operation::Place { assignments, .. } => {
                 assert!(!assignments.is_empty());
-                *moves.entry(&job.id).or_default() += 1;
+                placed_jobs.insert(job.id.as_str());
                 for asg in assignments {
                     let task = job.task(&asg.task).expect("known task");
                     assert!(task.node.is_none(), "placed a bound task");
@@ -845,7 +850,11 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
     }
     assert!(
         moves.values().all(|&m| m <= 1),
-        "a job placed or moved twice in one decision"
+        "a job moved twice in one decision"
+    );
+    assert!(
+        moves.keys().all(|j| !placed_jobs.contains(j)),
+        "a job placed and moved in one decision"
     );
 }
 

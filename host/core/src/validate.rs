@@ -4,10 +4,12 @@
 //! placements that each fit alone but not together are caught: the first is accepted and
 //! the second rejected. An invalid action is rejected with a reason and the others still
 //! go through; a rejected placement binds none of its tasks (a gang is all or nothing).
-//! A job gets at most one placement or move (migration, rescale, preemption) per
-//! decision: a placement and a restart of one job in one round would leave the restart
-//! stopping pods that do not include the ones the placement is making, and the job's
-//! task could run twice.
+//! A job is moved (migrated, rescaled, preempted) at most once per decision, and never
+//! in a decision that also places any of its tasks: a placement and a restart of one
+//! job in one round would leave the restart stopping pods that do not include the ones
+//! the placement is making, and the job's task could run twice. Several placements of
+//! distinct pending tasks of one job stay allowed (a pod-by-pod policy, as kube-scheduler
+//! itself places).
 
 use std::collections::{HashMap, HashSet};
 
@@ -148,10 +150,11 @@ pub enum Rejection {
         /// The tasks that would share it.
         tasks: String,
     },
-    /// The job already had a placement or a move (migration, rescale, preemption)
-    /// accepted in this decision: a job is placed or moved at most once per round.
+    /// The job already had a move (migration, rescale, preemption) accepted in this
+    /// decision, or a placement when this is a move: a job moves at most once per
+    /// round, and never in the round it is placed.
     #[error(
-        "job `{job}` already has a placement or a move (migration, rescale, preemption) in this decision; one per job per round"
+        "job `{job}` already has a placement or a move (migration, rescale, preemption) in this decision; a job moves at most once per round, and not in a round that places it"
     )]
     ConflictingAction {
         /// Job id.
@@ -310,8 +313,11 @@ struct Account<'a> {
     /// Free room of the nodes the accepted actions changed; the others have what the
     /// snapshot says.
     free: FxHashMap<&'a str, Resources>,
-    /// Jobs with a placement or a move accepted so far in this decision.
-    acted: FxHashSet<&'a str>,
+    placed: HashSet<(&'a str, &'a str)>,
+    /// Per job, (task, node) of the placements accepted so far in this decision.
+    placed_on: FxHashMap<&'a str, Vec<(&'a str, &'a str)>>,
+    /// Jobs with a move accepted so far in this decision.
+    moved: FxHashSet<&'a str>,
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
@@ -379,7 +385,9 @@ impl<'a> Account<'a> {
                 .rev()
                 .collect(),
             free: FxHashMap::default(),
-            acted: FxHashSet::default(),
+            placed: HashSet::new(),
+            placed_on: FxHashMap::default(),
+            moved: FxHashSet::default(),
             snapshot,
             eligible: FxHashMap::default(),
         }
@@ -449,7 +457,7 @@ impl<'a> Account<'a> {
                 // Its nodes are released only once the checkpoint is saved, so nothing
                 // placed in this round can use them yet.
                 self.claim_move(job_id)?;
-                self.acted.insert(job_id);
+                self.moved.insert(job_id);
                 Ok(())
             }
         }
@@ -517,7 +525,7 @@ impl<'a> Account<'a> {
                 what: "no placement until it has restarted".into(),
             });
         }
-        if self.acted.contains(job_id) {
+        if self.moved.contains(job_id) {
             return Err(Rejection::ConflictingAction { job: job_id.into() });
         }
         let mut in_group = HashSet::new();
@@ -528,7 +536,8 @@ impl<'a> Account<'a> {
                 task: a.task.clone(),
             })?;
             let pending = task.node.is_none() && task.phase == TaskPhase::Pending;
-            if !pending || !in_group.insert(a.task.as_str()) {
+            let key = (job_id, a.task.as_str());
+            if !pending || self.placed.contains(&key) || !in_group.insert(key) {
                 return Err(Rejection::TaskNotPending {
                     job: job_id.into(),
                     task: a.task.clone(),
@@ -538,13 +547,19 @@ impl<'a> Account<'a> {
             charges.push((a.task.as_str(), a.node.as_str(), task.requests));
         }
         if job.one_task_per_node() {
+            let before = self.placed_on.get(job_id).into_iter().flatten().copied();
             let new = assignments
                 .iter()
                 .map(|a| (a.task.as_str(), a.node.as_str()));
-            one_per_node(job_id, where_tasks_run(job), new)?;
+            one_per_node(job_id, where_tasks_run(job).chain(before), new)?;
         }
         self.charge_all(job_id, &charges)?;
-        self.acted.insert(job_id);
+        self.placed.extend(in_group);
+        self.placed_on.entry(job_id).or_default().extend(
+            assignments
+                .iter()
+                .map(|a| (a.task.as_str(), a.node.as_str())),
+        );
         Ok(())
     }
 
@@ -560,7 +575,7 @@ impl<'a> Account<'a> {
                 what: "only a running job can be migrated, rescaled or preempted".into(),
             });
         }
-        if self.acted.contains(job_id) {
+        if self.moved.contains(job_id) || self.placed_on.contains_key(job_id) {
             return Err(Rejection::ConflictingAction { job: job_id.into() });
         }
         Ok(())
@@ -615,7 +630,7 @@ impl<'a> Account<'a> {
                 self.free.insert(n.name.as_str(), released);
             }
         }
-        self.acted.insert(job_id);
+        self.moved.insert(job_id);
         Ok(())
     }
 
@@ -674,7 +689,7 @@ impl<'a> Account<'a> {
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));
         }
-        self.acted.insert(job_id);
+        self.moved.insert(job_id);
         Ok(())
     }
 }

@@ -163,7 +163,7 @@ fn charge_of(pod: &Pod) -> Option<(Arc<str>, Resources)> {
 
 /// Starts filling `charges` from a watch on `api` with `config` (to be spawned); each
 /// event also signals `changed`.
-pub(crate) fn watch(
+pub fn watch(
     api: Api<Pod>,
     config: watcher::Config,
     charges: Charges,

@@ -64,7 +64,7 @@ pub use act::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, RestartProgress,
 };
-pub use charges::Charges;
+pub use charges::{Charges, watch as watch_charges};
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
 pub use crd::{
     Checkpoint, CheckpointMethod, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,

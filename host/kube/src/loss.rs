@@ -83,7 +83,7 @@ impl LossBook {
     }
 
     /// Job `id`'s samples, oldest first.
-    pub(crate) fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
+    pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
         self.id_to_series.get(id).map(|j| j.series.to_vec())
     }
 

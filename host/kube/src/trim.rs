@@ -337,7 +337,7 @@ mod tests {
         let status = pod.status.as_ref().unwrap();
         assert_eq!(status.reason.as_deref(), Some("OutOfcpu"));
         assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-        assert!(crate::observe::is_disruption(&pod));
+        assert!(crate::gang::is_disruption(&pod));
         let container = &status.container_statuses.as_ref().unwrap()[0];
         assert!(container.image.is_empty() && container.resources.is_some());
     }

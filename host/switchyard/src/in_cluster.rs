@@ -16,14 +16,10 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
 
-use switchyard_kube::act::Actor;
-use switchyard_kube::cluster::KubeCluster;
-use switchyard_kube::events;
-use switchyard_kube::leader_label::{self, LeaderLabel};
-use switchyard_kube::lease::{self, LeadershipLost, LeaseLock};
-use switchyard_kube::observe::{self, Caches};
-use switchyard_kube::retry::CALL_TIMEOUT;
-use switchyard_kube::state::ConfigMapStateStore;
+use switchyard_kube::{
+    Actor, CALL_TIMEOUT, Caches, ConfigMapStateStore, KubeCluster, LeaderLabel, LeadershipLost,
+    LeaseLock,
+};
 
 use crate::api::{self, ApiConfig};
 use crate::live::{Controller, LiveConfig};
@@ -85,7 +81,7 @@ pub struct Options {
     /// This replica's identity (the pod name).
     pub identity: String,
     /// This replica's own pod, labelled while it leads (see
-    /// [`switchyard_kube::leader_label`]); `None` outside a pod.
+    /// [`switchyard_kube::LeaderLabel`]); `None` outside a pod.
     pub own_pod: Option<String>,
     /// The controller's namespace: the Lease, the state ConfigMap and the pod the
     /// controller's own Events are about.
@@ -130,7 +126,8 @@ pub async fn run(
         let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);
         tasks.push(tokio::spawn(async move {
             loop {
-                let fetched = tokio::time::timeout(CALL_TIMEOUT, observe::fetch_usage(&client));
+                let fetched =
+                    tokio::time::timeout(CALL_TIMEOUT, switchyard_kube::fetch_usage(&client));
                 let usage = match fetched.await {
                     Ok(Ok(usage)) => usage,
                     Ok(Err(error)) => {
@@ -157,7 +154,7 @@ pub async fn run(
     );
     if let Some(pod) = &options.own_pod {
         let label = LeaderLabel::new(Api::namespaced(client.clone(), &options.namespace), pod);
-        tasks.push(tokio::spawn(leader_label::keep_marked(
+        tasks.push(tokio::spawn(switchyard_kube::keep_marked(
             label,
             leader.clone(),
             LEADER_LABEL_EVERY,
@@ -172,7 +169,7 @@ pub async fn run(
         tasks.push(tokio::spawn(async move {
             if caches.wait_synced().await {
                 tracing::info!("caches synced; joining the election");
-                let lost = lease::keep_leading(lock, leader).await;
+                let lost = switchyard_kube::keep_leading(lock, leader).await;
                 let _ = lost_tx.send(lost);
             }
         }));
@@ -211,7 +208,7 @@ pub async fn run(
     .await
     .map_err(Error::LoopPanicked)?
     .map_err(Error::Live)?;
-    controller.on_refusal(events::refusal_events(
+    controller.on_refusal(switchyard_kube::refusal_events(
         handle.clone(),
         client.clone(),
         reporter,

@@ -12,7 +12,7 @@ use kube::runtime::events::EventType;
 use super::{Actor, PODS_CREATED_CONDITION, describe, set_condition, status_of};
 use crate::Result;
 use crate::crd::{PendingRestart, Phase, RestartAction, TrainingJob};
-use crate::pods::terminated;
+use crate::pods::{confirmed_stopped, terminated};
 
 /// Where a staged restart stands after [`Actor::advance_restart`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +27,10 @@ pub enum RestartProgress {
 
 impl Actor {
     /// Carries `job`'s restart on, if it has one, at `now`: deletes the annotated pods
-    /// once the grace period has passed, and once none of the old pods is left in
-    /// `job_pods` (the pods that still hold up the restart: the caller leaves out those
-    /// confirmed gone), makes and releases the replacements and records them, or queues
-    /// the job again. Never waits: a call that finds nothing to do returns
+    /// once the grace period has passed, and once every old pod in `job_pods` is gone,
+    /// or deleted and confirmed stopped by the kubelet (the caller leaves out those whose
+    /// node is gone or out of service), makes and releases the replacements and records
+    /// them, or queues the job again. Never waits: a call that finds nothing to do returns
     /// [`RestartProgress::Waiting`], and the caller calls again when the caches change.
     pub async fn advance_restart(
         &self,
@@ -51,7 +51,13 @@ impl Actor {
             .collect();
         if !old.is_empty() {
             self.stop_old(job, &restart, &old, now).await?;
-            return Ok(RestartProgress::Waiting);
+            // An old pod holds the replacements back until it is deleted and the
+            // kubelet confirmed it stopped, or it is gone from `job_pods`.
+            let may_run =
+                |p: &&Pod| p.metadata.deletion_timestamp.is_none() || !confirmed_stopped(p);
+            if old.iter().any(may_run) {
+                return Ok(RestartProgress::Waiting);
+            }
         }
         if matches!(
             restart.action,

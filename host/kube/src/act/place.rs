@@ -240,13 +240,19 @@ async fn create_pod(
                 new: false,
             })
         }
-        Err(kube::Error::Api(s)) if matches!(s.code, 400 | 422) => Err(Error::InvalidSpec {
-            job: job.name_any(),
-            message: format!(
-                "the API server refused pod {name}, made from the role's template ({}): {}",
-                s.code, s.message
-            ),
-        }),
+        // A webhook's denial is the webhook's, not the template's: it is reported as
+        // the admission refusal it is.
+        Err(kube::Error::Api(s))
+            if matches!(s.code, 400 | 422) && !s.message.contains("admission webhook") =>
+        {
+            Err(Error::InvalidSpec {
+                job: job.name_any(),
+                message: format!(
+                    "the API server refused pod {name}, made from the role's template ({}): {}",
+                    s.code, s.message
+                ),
+            })
+        }
         Err(error) => Err(Error::api(format!("creating pod {name}"))(error)),
     }
 }

@@ -151,12 +151,13 @@ impl KubeCluster {
         }
     }
 
-    /// Whether `pod`, a restart's old pod, may still run: its node is there, not
-    /// declared out of service, and the kubelet has not confirmed it stopped. A pod
-    /// being deleted on a node that stopped answering stays here until one of those
-    /// changes: replacing it earlier could run its task twice.
-    fn may_still_run(&self, pod: &Pod) -> bool {
-        if confirmed_stopped(pod) {
+    /// Whether `pod`, being deleted, is gone with its node: the node is deleted, or an
+    /// operator tainted it `node.kubernetes.io/out-of-service` (the pod garbage
+    /// collector then removes its pods). A pod being deleted on a node that merely
+    /// stopped answering is not: its process may still run, and replacing it could run
+    /// its task twice.
+    fn gone_with_its_node(&self, pod: &Pod) -> bool {
+        if pod.metadata.deletion_timestamp.is_none() {
             return false;
         }
         match node_of(pod) {
@@ -165,7 +166,7 @@ impl KubeCluster {
                 .caches
                 .nodes
                 .get(&ObjectRef::new(name))
-                .is_some_and(|node| !out_of_service(&node)),
+                .is_none_or(|node| out_of_service(&node)),
         }
     }
 
@@ -224,17 +225,18 @@ impl KubeCluster {
                 continue;
             }
             // Terminating pods are included: the replacement waits until they are gone,
-            // or are confirmed stopped (see `may_still_run`).
+            // or confirmed stopped; a pod whose node is gone or declared out of service
+            // is gone with it (see `gone_with_its_node`).
             let job_pods: Vec<Pod> = visit
                 .own
                 .iter()
-                .filter(|p| self.may_still_run(p))
+                .filter(|p| !self.gone_with_its_node(p))
                 .map(|p| (**p).clone())
                 .collect();
             let old: Vec<Pod> = job_pods
                 .iter()
                 .filter(|p| restart.stopping.contains(&p.name_any()))
-                .filter(|p| p.metadata.deletion_timestamp.is_some())
+                .filter(|p| p.metadata.deletion_timestamp.is_some() && !confirmed_stopped(p))
                 .cloned()
                 .collect();
             self.warn_of_unconfirmed(job, &old);

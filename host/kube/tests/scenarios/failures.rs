@@ -7,9 +7,7 @@
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::model::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
-use switchyard_kube::crd::{
-    CheckpointMethod, PendingRestart, Phase, RestartAction, TrainingJobStatus,
-};
+use switchyard_kube::{CheckpointMethod, PendingRestart, Phase, RestartAction, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
@@ -86,10 +84,11 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
     script.push(event("Requeued", "Recover", "Normal"));
     // And the policy's next placement makes generation 1's pods.
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     script.push(create("a-worker-0-1", "a", "worker-0", "worker"));
-    script.push(bind("a-ps-0-1", "n1"));
-    script.push(bind("a-worker-0-1", "n1"));
+    script.push(release("a-ps-0-1", "n1"));
+    script.push(release("a-worker-0-1", "n1"));
     script.extend(status_write_of(
         "a",
         &requeued,
@@ -246,7 +245,7 @@ fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_
         .node(node("n1", 16))
         .node(node("n2", 16))
         .node(node("n3", 16));
-    // b was bound to n1 by this replica a moment ago; the pod cache has not seen it.
+    // b was released to n1 by this replica a moment ago; the pod cache has not seen it.
     let b = JobBuilder::new("b").push_progress();
     world.job(&b);
     let two_cpus = Resources {
@@ -259,7 +258,7 @@ fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_
         .assumed
         .lock()
         .unwrap()
-        .bound(NS, "b-main-0-0", "n1", two_cpus);
+        .released(NS, "b-main-0-0", "n1", two_cpus);
     // a is moving from n1 to n2, waiting out its checkpoint's grace period.
     let a = restarting(
         &JobBuilder::new("a")

@@ -8,7 +8,7 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::model::{Action, Assignment, Operation};
 use switchyard_kube::Error;
-use switchyard_kube::crd::{CheckpointMethod, TrainingJobStatus};
+use switchyard_kube::{CheckpointMethod, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
@@ -37,6 +37,7 @@ pub(crate) async fn a_hung_call_is_abandoned_and_the_round_goes_on() -> Vec<Acce
     world.job(&b);
     let mut script = vec![
         service("a"),
+        budget("a"),
         // The API server takes a's create and never answers.
         create("a-main-0-0", "a", "main-0", "main").after(Duration::from_secs(3600)),
     ];
@@ -47,8 +48,9 @@ pub(crate) async fn a_hung_call_is_abandoned_and_the_round_goes_on() -> Vec<Acce
     ));
     script.push(event("PlacementFailed", "Place", "Warning"));
     script.push(service("b"));
+    script.push(budget("b"));
     script.push(create("b-main-0-0", "b", "main-0", "main"));
-    script.push(bind("b-main-0-0", "n2"));
+    script.push(release("b-main-0-0", "n2"));
     script.extend(status_write_of(
         "b",
         &b,

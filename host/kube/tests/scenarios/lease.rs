@@ -10,7 +10,7 @@ use serde_json::json;
 use switchyard_control::Leader;
 
 use crate::support::mock::{Expect, MockServer};
-use switchyard_kube::lease::*;
+use switchyard_kube::*;
 
 const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
 
@@ -269,7 +269,7 @@ fn pod_labelled(leader: Option<&str>) -> serde_json::Value {
 /// have led), labels it once its grant says it leads, and takes it off when the grant
 /// runs out; a patch that fails is sent again.
 pub(crate) async fn the_leader_label_follows_the_grant() -> Vec<crate::support::mock::Access> {
-    use switchyard_kube::leader_label::{LeaderLabel, keep_marked};
+    use switchyard_kube::{LeaderLabel, keep_marked};
     let (client, server) = MockServer::start(vec![
         Expect::patch(OWN_POD)
             .body(json!({"metadata": {"labels": {"switchyard.dev/leader": null}}}))

@@ -8,8 +8,8 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::model::TaskPhase;
 use switchyard_kube::Error;
-use switchyard_kube::act::Migration;
-use switchyard_kube::crd::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
+use switchyard_kube::Migration;
+use switchyard_kube::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};

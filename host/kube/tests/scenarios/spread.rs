@@ -117,7 +117,7 @@ pub(crate) async fn the_default_policy_spreads_a_host_port_job_and_leaves_out_th
     // taken, n2 and n3 hold its siblings) and waits.
     let mut script = first_placement(&job, "ps-0", "ps", "n2");
     script.push(create("a-worker-0-0", "a", "worker-0", "worker"));
-    script.push(bind("a-worker-0-0", "n3"));
+    script.push(release("a-worker-0-0", "n3"));
     script.extend(status_write_of(
         "a",
         &job,

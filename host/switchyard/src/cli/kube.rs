@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use switchyard::in_cluster::{self, Options};
-use switchyard_kube::state::STATE_CONFIGMAP;
+use switchyard_kube::STATE_CONFIGMAP;
 
 use super::SandboxArgs;
 use super::run::{LiveArgs, shutdown_signal};
@@ -54,7 +54,7 @@ pub(super) struct RunArgs {
 
 /// Prints the CRD.
 pub(super) fn crd() -> anyhow::Result<ExitCode> {
-    print!("{}", switchyard_kube::crd::crd_yaml());
+    print!("{}", switchyard_kube::crd_yaml());
     Ok(ExitCode::SUCCESS)
 }
 
