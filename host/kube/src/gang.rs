@@ -165,27 +165,28 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
 }
 
 /// The members of `job` the scheduler has refused for at least [`REFUSAL_GRACE`] since
-/// they were released, at `now`: (pod, node it was pinned to, reason, message).
+/// they were released, at `now`: (pod, node it was pinned to, reason, message); and
+/// whether others are refused within their grace (the job is to be looked at again).
 pub(crate) fn refused_members<P: Borrow<Pod>>(
     job: &TrainingJob,
     own: &[P],
     now: Timestamp,
-) -> Vec<(String, String, String, String)> {
-    members(job, own)
-        .filter(|p| p.metadata.deletion_timestamp.is_none())
-        .filter(|p| {
-            let since = released_at(p).or_else(|| {
-                let created = p.metadata.creation_timestamp.as_ref()?;
-                Some(created.0)
-            });
-            since.is_none_or(|t| now >= t + REFUSAL_GRACE)
-        })
-        .filter_map(|p| {
-            let (reason, message) = scheduling_refusal(p)?;
-            let node = placed_node(p).unwrap_or("no node").to_string();
-            Some((p.name_any(), node, reason, message))
-        })
-        .collect()
+) -> (Vec<(String, String, String, String)>, bool) {
+    let mut due = Vec::new();
+    let mut waiting = false;
+    for pod in members(job, own).filter(|p| p.metadata.deletion_timestamp.is_none()) {
+        let Some((reason, message)) = scheduling_refusal(pod) else {
+            continue;
+        };
+        let since = released_at(pod).or_else(|| Some(pod.metadata.creation_timestamp.as_ref()?.0));
+        if since.is_some_and(|t| now < t + REFUSAL_GRACE) {
+            waiting = true;
+            continue;
+        }
+        let node = placed_node(pod).unwrap_or("no node").to_string();
+        due.push((pod.name_any(), node, reason, message));
+    }
+    (due, waiting)
 }
 
 /// Whether `job`'s status is behind its gang: a member released or bound that its

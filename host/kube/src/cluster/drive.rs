@@ -41,6 +41,8 @@ enum GangWork {
     Record,
     /// A resize was asked for and its outcome is not reported yet.
     ReportResize,
+    /// Nothing yet: a refusal within its grace is looked at again next pass.
+    Watch,
 }
 
 impl KubeCluster {
@@ -56,9 +58,13 @@ impl KubeCluster {
         if status.is_some_and(|s| s.restart.is_some()) {
             return None;
         }
-        let refused = refused_members(job, own, now);
+        let (refused, refusals_pending) = refused_members(job, own, now);
         if !refused.is_empty() {
             return Some(GangWork::Refused(refused));
+        }
+        if refusals_pending {
+            // Nothing else moves the job when the grace runs out.
+            return Some(GangWork::Watch);
         }
         let namespace = job.namespace().unwrap_or_default();
         let (lost, gone) = {
@@ -106,6 +112,7 @@ impl KubeCluster {
             let id = &visit.id;
             let actor = &self.actor;
             let outcome = match work {
+                GangWork::Watch => Ok(()),
                 GangWork::StopFinished => self.handle.block_on(actor.stop_pods(job, &own)),
                 GangWork::ReportResize => self.handle.block_on(actor.report_resize(job, &own)),
                 GangWork::Refused(refused) => self.handle.block_on(actor.restart_gang(

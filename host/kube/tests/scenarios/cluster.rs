@@ -180,14 +180,14 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "a is not deleted before its grace period is over"
     );
     world.set_clock(31);
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        10,
+        11,
         "the grace period is over: a's pod is deleted"
     );
     world.pod(terminating(old.clone()));
@@ -195,7 +195,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(35).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        10,
+        11,
         "while the reflector shows the old pod terminating, no replacement is created"
     );
     world.pod_gone(old);

@@ -134,7 +134,7 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
             .await,
     );
     used.extend(
-        spread::the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await,
+        spread::a_host_port_the_scheduler_finds_taken_sends_the_gang_back_to_the_policy().await,
     );
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),

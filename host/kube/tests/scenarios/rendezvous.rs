@@ -29,7 +29,18 @@ pub(crate) async fn pods_are_named_under_the_jobs_headless_service() -> Vec<Acce
             "metadata": {"name": "a", "namespace": NS,
                 "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
                     "name": "a", "uid": "uid-a", "controller": true}]}})),
-        budget("a"),
+        // So is its PodDisruptionBudget.
+        Expect::post(BUDGETS).fail(
+            409,
+            "AlreadyExists",
+            "poddisruptionbudgets.policy \"a\" already exists",
+        ),
+        Expect::get(&format!("{BUDGETS}/a")).ok(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "a", "namespace": NS,
+                "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                    "name": "a", "uid": "uid-a", "controller": true}]}}),
+        ),
         create("a-worker-1-0", "a", "worker-1", "worker").body(json!({
             "spec": {"hostname": "worker-1", "subdomain": "a",
                 "containers": [{"name": "trainer", "env": hosts}]}})),
