@@ -80,7 +80,7 @@ pub struct TrainingJobSpec {
     pub success_policy: Option<SuccessPolicy>,
     /// Which installation of switchyard acts on the job, as a Job's `spec.managedBy`:
     /// a controller acts only on the jobs of its class (`--controller-class`, by default
-    /// [`DEFAULT_CONTROLLER_CLASS`], which a job without this field belongs to) and
+    /// `switchyard.dev/controller`, which a job without this field belongs to) and
     /// leaves every other job alone, so two installations never act on one job. It
     /// cannot change once the job exists.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -622,6 +622,53 @@ mod tests {
             roles: vec!["evaluator".into()],
         });
         assert!(refusals(&unknown).contains("successPolicy.roles must name roles"));
+    }
+
+    /// The messages of the transition rules `updated` breaks against `old`.
+    fn update_refusals(updated: &TrainingJob, old: &TrainingJob) -> String {
+        match kube::core::cel::validate_cel_update(updated, old) {
+            Ok(()) => String::new(),
+            Err(errors) => format!("{errors:?}"),
+        }
+    }
+
+    #[test]
+    fn a_started_job_keeps_its_roles_and_no_job_changes_its_controller_class() {
+        let waiting = example();
+        let mut more = waiting.clone();
+        more.spec.roles[1].max_replicas = Some(16);
+        assert_eq!(
+            update_refusals(&more, &waiting),
+            "",
+            "a waiting job may change"
+        );
+        let mut started = waiting.clone();
+        started.status = Some(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            ..TrainingJobStatus::default()
+        });
+        let mut grown = started.clone();
+        grown.spec.roles[1].max_replicas = Some(16);
+        assert!(
+            update_refusals(&grown, &started).contains("cannot change once the job has started"),
+            "{}",
+            update_refusals(&grown, &started)
+        );
+        let mut priority = started.clone();
+        priority.spec.priority = 9;
+        assert_eq!(
+            update_refusals(&priority, &started),
+            "",
+            "only the roles are kept"
+        );
+        let mut claimed = waiting.clone();
+        claimed.spec.managed_by = Some("other.example/controller".into());
+        assert!(update_refusals(&claimed, &waiting).contains("spec.managedBy is immutable"));
+        assert!(update_refusals(&waiting, &claimed).contains("spec.managedBy is immutable"));
+        assert_eq!(update_refusals(&claimed, &claimed), "");
+        assert!(waiting.managed_by(DEFAULT_CONTROLLER_CLASS));
+        assert!(!claimed.managed_by(DEFAULT_CONTROLLER_CLASS));
+        assert!(claimed.managed_by("other.example/controller"));
     }
 
     #[test]

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, lease, logs, others, outcomes, ownership, rendezvous,
-    restarts, spread, startup, state, volumes, wedges,
+    act, cluster, events, failures, fencing, gangs, lease, logs, others, outcomes, ownership,
+    rendezvous, restarts, spread, startup, state, volumes, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -104,6 +104,22 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(others::other_pods_are_charged_while_they_hold_resources().await);
     used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
     used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
+    used.extend(ownership::another_installation_s_job_is_neither_seen_nor_touched().await);
+    used.extend(
+        gangs::a_placement_needing_an_unknown_extended_resource_comes_back_and_backs_off().await,
+    );
+    used.extend(gangs::a_placement_against_a_node_selector_admission_added_comes_back().await);
+    used.extend(gangs::a_drained_member_restarts_the_gang().await);
+    used.extend(gangs::a_member_gone_from_the_cluster_restarts_the_gang().await);
+    used.extend(gangs::a_crash_loop_consumes_the_failure_budget().await);
+    used.extend(gangs::a_lost_status_write_is_written_again_from_the_pods().await);
+    used.extend(gangs::a_refusal_is_cleared_once_the_gang_is_bound_whole().await);
+    used.extend(restarts::moving_one_member_of_a_gang_restarts_every_member().await);
+    used.extend(restarts::moving_one_member_of_an_elastic_job_restarts_that_member_alone().await);
+    used.extend(
+        restarts::a_restart_is_refused_while_the_cache_lacks_a_pod_the_status_names().await,
+    );
+    used.extend(wedges::a_task_confirmed_stopped_on_a_partitioned_node_is_replaced().await);
     used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
     used.extend(
         logs::a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once().await,
