@@ -4,8 +4,8 @@
 //!
 //! - `load/cold/<policy>`: compile, check and describe a component when its digest is
 //!   new (each iteration appends a distinct custom section, so nothing is cached), for
-//!   `even` (186 KiB, the size the target names) and `specon` (273 KiB, the largest
-//!   shipped policy); the sizes are printed;
+//!   `even` (about the size the target names) and `specon` (the largest shipped
+//!   policy); the sizes are printed;
 //! - `load/quick/<policy>`: the same new component on a runtime with `quick_first`, as
 //!   `switchyard run` has it: Winch compiles it and Cranelift follows in the background
 //!   (each iteration waits, untimed, for Cranelift to finish, so compiles do not pile up);
@@ -37,10 +37,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
-use switchyard_runtime::registry;
-use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions, builtin};
+use switchyard_sim::{Simulator, Workload};
 use wasm_encoder::{ComponentSection, CustomSection};
 
 #[path = "support/synthetic.rs"]
@@ -50,7 +48,7 @@ mod synthetic;
 const UPLOADED: [&str; 2] = ["even", "specon"];
 
 fn builtin_bytes(name: &str) -> &'static [u8] {
-    registry::builtin(name).expect("a built-in policy").bytes
+    builtin(name).expect("a built-in policy").bytes
 }
 
 /// The built-in `name` with a custom section that makes its digest unique: a new

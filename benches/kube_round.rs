@@ -3,7 +3,7 @@
 //! changed) and the snapshot the policy is handed, from caches filled as the reflectors
 //! fill them. 2,500 TrainingJobs of two bound workers each (5,000 of the controller's
 //! pods) and 45,000 other schedulers' pods (kept as charges). No policy runs: this is the
-//! host's share of a round, which issue 20 puts under 10 ms.
+//! host's share of a round, whose target is in `docs/performance.md`.
 //!
 //! ```sh
 //! cargo bench -p switchyard-kube --bench kube_round

@@ -13,9 +13,8 @@ use assert_cmd::Command;
 use switchyard::authoring::harness::{self, TestSpec};
 use switchyard::authoring::trace;
 use switchyard_control::PolicySlot;
-use switchyard_core::model::Settings;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_core::Settings;
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -584,10 +583,10 @@ fn the_javascript_policy_builds_validates_and_runs_beside_a_rust_policy() {
         String::from_utf8_lossy(&output.stderr)
     );
     let wasm = wasm.to_str().unwrap();
-    // One compile of the 12 MB component for the whole test: the first command fills the
-    // cache, the others load from it. (componentize-js does not build the same bytes
-    // twice, since its temporary folder's name is inside the component, so a cache kept
-    // between runs would only grow.)
+    // One compile of the component (SpiderMonkey travels in it) for the whole test: the
+    // first command fills the cache, the others load from it. (componentize-js does not
+    // build the same bytes twice, since its temporary folder's name is inside the
+    // component, so a cache kept between runs would only grow.)
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
     let (ok, out) = checked_like_a_rust_policy(wasm, cache, "examples/js-policy/expect.yaml");
@@ -635,7 +634,7 @@ fn a_new_javascript_policy_passes_its_own_tests_and_builds_into_a_component_that
     let moved = dir.path().join("moved-elsewhere");
     std::fs::rename(&project, &moved).unwrap();
     // The README's steps, with the tools `npm ci` in sdk/js installed from the same lock
-    // (a fresh `npm ci` would download 390 MB on every run).
+    // (a fresh `npm ci` would download componentize-js and its engine on every run).
     std::os::unix::fs::symlink(&modules, moved.join("node_modules")).unwrap();
     npm_run(&moved, "test");
     npm_run(&moved, "build");

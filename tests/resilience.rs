@@ -16,10 +16,9 @@ use switchyard_control::{
     CallRole, Cluster, ControlLoop, DecisionRecord, FailureReason, PolicySlot, RoundOutcome,
     RunEnd, Step,
 };
-use switchyard_core::model::Operation;
+use switchyard_core::Operation;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard_sim::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_sim::{Simulator, Workload};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")
@@ -227,8 +226,8 @@ fn a_policy_that_overran_decides_again_next_round_its_fresh_instance_primed_unde
         ..RuntimeOptions::default()
     })
     .expect("a runtime");
-    // 100 nodes: a reset works 0.2-0.3 s on an idle machine, five times the round's
-    // deadline; a change is a few jobs.
+    // 100 nodes: a reset works several times the round's deadline, far inside the
+    // priming deadline; a change is a few jobs.
     let workload = "
 cluster:
   nodes:

@@ -182,8 +182,8 @@ impl HeldSnapshot {
     /// otherwise be compared field by field in every later round.
     ///
     /// After a delta only what it names is taken (a reset takes every `Arc`): cloning
-    /// every `Arc` of a long queue each round, and dropping the previous ones, was a
-    /// tenth of a long trace's replay.
+    /// every `Arc` of a long queue each round, and dropping the previous ones, would
+    /// make every round cost as much as the queue is long.
     pub fn commit(&mut self, now: &Snapshot, change: &Change) {
         self.node_sets = Arc::clone(&now.node_sets);
         match change {

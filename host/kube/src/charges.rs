@@ -21,7 +21,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 
 use crate::pods::{holds_resources, node_of, pod_requests};
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// What other schedulers' pods take from their nodes.
 #[derive(Clone, Debug, Default)]

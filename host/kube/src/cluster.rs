@@ -35,7 +35,7 @@ use crate::pods::{job_id, own_of, schedulable, task_of};
 use crate::template;
 use switchyard_control::{ActionOutcome, Advance, Cluster};
 use switchyard_control::{Leader, LiveCluster, LossAck};
-use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
+use switchyard_core::{Action, JobLabel, Operation, Snapshot, Trigger};
 
 /// The longest a wait lasts before the driver's commands are served again.
 const WAIT: Duration = Duration::from_millis(50);

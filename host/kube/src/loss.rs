@@ -9,8 +9,8 @@ use std::collections::{HashMap, HashSet};
 use k8s_openapi::jiff::Timestamp;
 
 use crate::crd;
-use switchyard_control::loss::LossSeries;
-use switchyard_core::model;
+use switchyard_control::LossSeries;
+use switchyard_core as model;
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
 /// followed log has been read.

@@ -41,7 +41,7 @@ use crate::usage::Usage;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
 use crate::{JOB_LABEL, trim};
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// Pods this replica has released to the scheduler that the pod reflector has not shown
 /// released yet, charged to their nodes meanwhile, as kube-scheduler's assume cache

@@ -11,7 +11,7 @@ use std::borrow::Borrow;
 use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 use crate::crd::TrainingJob;
 use crate::{

@@ -13,8 +13,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use switchyard_core::eligibility::SelectorTerm;
-use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
+use switchyard_core as model;
+use switchyard_core::SelectorTerm;
+use switchyard_core::{JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 use crate::changes::Reader;
 use crate::crd::{Phase, RestartAction, TrainingJob};

@@ -24,7 +24,7 @@ use crate::{
     Error, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL, PLACEMENT_GATE, ROLE_LABEL, Result,
     TASK_LABEL, quantity,
 };
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// One task the job's spec asks for now.
 #[derive(Clone, Debug, PartialEq)]

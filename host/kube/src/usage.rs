@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use kube::Client;
 use serde_json::Value;
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 use crate::{Error, Result, quantity};
 

@@ -130,8 +130,8 @@ impl GuestState {
 
     /// True when the instance's linear memory has grown past three quarters of its cap:
     /// such an instance is not kept. A Wasm memory never shrinks, and an engine whose
-    /// heap creeps up from call to call (SpiderMonkey in a componentize-js policy, on a
-    /// 5,000-job run: about 10 KB a round) would otherwise fail a round at the cap, for
+    /// heap creeps up from call to call (SpiderMonkey in a componentize-js policy,
+    /// `docs/performance.md`) would otherwise fail a round at the cap, for
     /// the fallback to decide; a fresh instance, primed under the priming deadline, is
     /// the cheaper round.
     pub(crate) fn memory_nearly_full(&self) -> bool {

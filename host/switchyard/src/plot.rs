@@ -16,7 +16,7 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use switchyard_sim::report::Results;
+use switchyard_sim::Results;
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]

@@ -1,7 +1,7 @@
 //! DRAGON's idle clock: when each node's usable idle resources were first seen idle.
 //!
-//! In the state blob it is a map from node name to time (a JSON object, as it always
-//! was). In memory it is a list in the order of the snapshot's nodes, because a round
+//! In the state blob it is a map from node name to time (a JSON object). In memory it
+//! is a list in the order of the snapshot's nodes, because a round
 //! visits the nodes in that order and the nodes rarely change between rounds: the round
 //! finds each node's entry by walking the list beside the nodes ([`Reader`]), one name
 //! comparison per idle node, instead of searching and rebuilding an ordered map keyed by

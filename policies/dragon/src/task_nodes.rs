@@ -3,12 +3,12 @@
 //!
 //! Step 3 (scale-up) lists the running jobs by the nodes their tasks are on: a node
 //! name looked up per task, every round, ten thousand lookups on a 1,000-node cluster
-//! and, in Wasm, most of DRAGON's round (`docs/performance.md`, "The guest's round").
+//! and, in Wasm, most of DRAGON's round (`docs/performance.md`, "Decision rounds").
 //! A task's position only changes when its job does (the host's change names the job)
 //! or the nodes' order does, so a kept instance works positions out for the jobs the
 //! change named alone ([`Follow`]), and for every job when the nodes' order changed. A
 //! policy called on a whole snapshot (a fresh instance, a native build) works them out
-//! for every job, as before. The task a replica copies (the first of the scalable
+//! for every job. The task a replica copies (the first of the scalable
 //! role, found by comparing role names) is kept the same way.
 
 use std::cell::RefCell;

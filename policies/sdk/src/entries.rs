@@ -3,8 +3,8 @@
 //! are copied from the previous blob.
 //!
 //! A policy that remembers something per queued job hands the host a blob of the whole
-//! queue every round. Serialising every entry again made a queue of thousands cost a
-//! round far more than the jobs that changed; an entry kept where it was written is a
+//! queue every round. Serialising every entry again would make a queue of thousands cost
+//! a round far more than the jobs that changed; an entry kept where it was written is a
 //! copy, and a run of them one copy. Which jobs changed comes from
 //! [`crate::changes::Follow`]; what an entry says, and the head and tail around the
 //! entries, are the policy's.

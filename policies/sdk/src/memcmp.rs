@@ -2,9 +2,9 @@
 //!
 //! Rust compiles every `==` and `cmp` of strings and byte slices (a node's name looked
 //! up in a map, a job id matched, a state blob checked) to a call of C's `memcmp`. On
-//! `wasm32-wasip2` that is wasi-libc's, which is musl's byte-at-a-time loop: in a
-//! profile of DRAGON's kept round on 1,000 nodes (`docs/performance.md`) it was a
-//! third of the guest's time, where the native build's glibc compares a vector at a
+//! `wasm32-wasip2` that is wasi-libc's, which is musl's byte-at-a-time loop, a large
+//! share of the guest's time in a profile of DRAGON's kept round on 1,000 nodes
+//! (`docs/performance.md`), where the native build's glibc compares a vector at a
 //! time. wasi-libc has a SIMD `memcmp` since 2025 (pull request 603), but only in
 //! builds for `simd128`, and the wasi-libc the Rust toolchain ships is not one.
 //!

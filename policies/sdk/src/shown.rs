@@ -182,8 +182,8 @@ struct HeldHashes {
 /// [`id_hash`] of every job of `snapshot`, in its order. On a kept instance's held
 /// snapshot they are worked out again only when its nodes or jobs changed
 /// ([`crate::incremental::held_version`]): a round that only moved the clock (or, for
-/// a policy that reads no loss, only moved loss series on) hashes no id, where every
-/// label memory of a long queue used to hash every id each round.
+/// a policy that reads no loss, only moved loss series on) hashes no id, where each
+/// label memory of a long queue would otherwise hash every id each round.
 pub fn id_hashes(snapshot: &Snapshot) -> std::rc::Rc<[u64]> {
     let of = |snapshot: &Snapshot| snapshot.jobs.iter().map(|j| id_hash(&j.id)).collect();
     let Some(version) = crate::incremental::held_version() else {

@@ -33,7 +33,7 @@ thread_local! {
 /// [`decode`] for an instance the host keeps between calls: when `blob` is the blob
 /// this instance returned last ([`encode_kept`]), the value it encoded is handed back
 /// without parsing. A state of every live job parsed on every round of a long trace
-/// was much of the round; comparing the bytes is a fraction of parsing them. The value
+/// would be much of the round; comparing the bytes is a fraction of parsing them. The value
 /// is the one `decode` would give (JSON writes every `f64` so that it reads back
 /// exactly), so a kept instance and a fresh one decide alike. Anything else (another
 /// blob, a fresh instance, another type) is decoded.

@@ -33,9 +33,9 @@
 //!    has no worker subscript, unlike lines 7-13, and only this reading lets the paper's
 //!    fixed schedule (Fig. 5: 20 VAE jobs every 50 s on 4 workers, even placement, so no
 //!    worker ever hosts three jobs) migrate anything, which its reported gain needs.
-//!    `guide/seeds-notes.md` reads it per worker; that is `busy_scope = worker`, and
-//!    the issue that settled the reading (issue 19) overrides the note. Requests are
-//!    served in submission order and each move updates the scores seen by the next one.
+//!    The per-worker reading is `busy_scope = worker` (`docs/reproduction.md` compares
+//!    the two). Requests are served in submission order and each move updates the
+//!    scores seen by the next one.
 //! 5. Algorithm 2 scores the requesting job's host without the job (`host_score =
 //!    without-job`), as every other worker is scored before the job lands on it: line 3
 //!    literally counts the job on its host only, so a CC job would leave for a worker up

@@ -7,7 +7,7 @@
 //!
 //! Jobs are named by their position in the snapshot's job list and workers by their name
 //! as the snapshot spells it (borrowed, never copied): a round touches every job, and
-//! hashing or cloning thousands of ids per round was most of its cost.
+//! hashing or cloning thousands of ids per round would be most of its cost.
 
 use std::collections::HashMap;
 

@@ -374,7 +374,7 @@ const CHANGES_LOGGED: usize = 8;
 /// The monitor round's debug lines: the first [`CHANGES_LOGGED`] category changes in
 /// detail, then one line counting the others.
 ///
-/// A line per change was thousands of lines a round on a large cluster, each formatted
+/// A line per change would be thousands of lines a round on a large cluster, each formatted
 /// in the guest only for the host to drop it (debug is off by default, and natively the
 /// SDK drops every line unless asked); the SDK's log has no way to ask first.
 #[derive(Default)]

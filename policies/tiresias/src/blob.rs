@@ -4,7 +4,7 @@
 //!
 //! Tiresias keeps a standing per job of the queue, and on a busy trace nearly every
 //! standing changes every round: a running job's service grows, and so does the
-//! waiting time of a job that ran before. Written anew each round, the entries were
+//! waiting time of a job that ran before. Written anew each round, the entries would be
 //! most of a round. So each number of an entry has a fixed width (right-aligned, the
 //! spaces in front being JSON's whitespace): an entry keeps its place and length, the
 //! blob is copied as it was, and a changed number is written over its own field. The

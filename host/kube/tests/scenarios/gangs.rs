@@ -8,8 +8,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 use switchyard_control::{Advance, Cluster, Leader};
-use switchyard_core::model::{JobPhase, Trigger};
-use switchyard_core::validate::{Rejection, check_decision};
+use switchyard_core::{JobPhase, Trigger};
+use switchyard_core::{Rejection, check_decision};
 use switchyard_kube::{
     CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, Refusal, RestartAction,
     TrainingJobStatus,
@@ -177,12 +177,12 @@ async fn refused_and_backed_off(
     server.finish().await
 }
 
-fn place_on(node: &str) -> switchyard_core::model::Decision {
-    switchyard_core::model::Decision {
-        actions: vec![switchyard_core::model::Action {
-            op: switchyard_core::model::Operation::Place {
+fn place_on(node: &str) -> switchyard_core::Decision {
+    switchyard_core::Decision {
+        actions: vec![switchyard_core::Action {
+            op: switchyard_core::Operation::Place {
                 job: "ml/a".into(),
-                assignments: vec![switchyard_core::model::Assignment {
+                assignments: vec![switchyard_core::Assignment {
                     task: "main-0".into(),
                     node: node.into(),
                 }],
@@ -433,7 +433,7 @@ fn a_placement_and_a_move_of_one_job_in_one_round_are_not_both_accepted() {
     world.job(&job);
     world.pod(pod("a", "ps-0", 0, Some("n1")));
     let snapshot = world.caches.snapshot(0.0, vec![]);
-    use switchyard_core::model::{Action, Assignment, Decision, Operation};
+    use switchyard_core::{Action, Assignment, Decision, Operation};
     let place = Action {
         op: Operation::Place {
             job: "ml/a".into(),

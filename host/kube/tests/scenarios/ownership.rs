@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::{JobPhase, Trigger};
+use switchyard_core::{JobPhase, Trigger};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, MockServer};

@@ -10,7 +10,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use serde_json::{Value, json};
 use switchyard_control::{Advance, Cluster, Leader};
-use switchyard_core::model::{JobPhase, Snapshot};
+use switchyard_core::{JobPhase, Snapshot};
 use switchyard_kube::{Condition, TrainingJobStatus, trim_claim, trim_class, trim_volume};
 
 use crate::act::reflect;

@@ -7,7 +7,7 @@
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::{JobPhase, TaskPhase};
+use switchyard_core::{JobPhase, TaskPhase};
 use switchyard_kube::{CheckpointMethod, Condition, PLACEMENT_GATE, Phase, TrainingJobStatus};
 
 use crate::support::fixtures::*;

@@ -3,15 +3,15 @@
 //! status write), so the control loop's handling of failures is tested offline. A
 //! failed action changes nothing (a gang is bound whole or not at all) and is reported
 //! as [`FailureReason::Injected`]. The draws come from their own seeded stream, taken
-//! only for operations whose rate is above zero, so a run without faults is exactly
-//! what it was, and a run with them is the same every time for the same seed.
+//! only for operations whose rate is above zero, so rates of zero change nothing about
+//! a run, and a run with faults is the same every time for the same seed.
 
 use rand::{RngExt, SeedableRng};
 use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use switchyard_control::{ActionFailure, FailureReason};
-use switchyard_core::model::{Action, Operation};
+use switchyard_core::{Action, Operation};
 
 /// The share of each operation's actions that fail, each in [0, 1].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

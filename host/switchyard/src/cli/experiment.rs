@@ -5,12 +5,9 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use switchyard_control::experiment::{ExperimentMode, JobAssignment};
-use switchyard_control::{ControlLoop, Experiment, PolicySlot};
-use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_control::{ControlLoop, Experiment, ExperimentMode, JobAssignment, PolicySlot};
+use switchyard_runtime::{PolicyRef, Runtime};
+use switchyard_sim::{Simulator, Workload};
 
 use super::SandboxArgs;
 use super::simulate::SimulateArgs;

@@ -13,7 +13,8 @@ use switchyard_policy_sdk::{
 
 pub struct SlowToPrime;
 
-/// Work per node on a reset, in multiply-adds: two to three milliseconds.
+/// Work per node on a reset, in multiply-adds: enough that a reset of the resilience
+/// test's hundred nodes takes several times its round's deadline.
 const WORK_PER_NODE: u64 = 2_000_000;
 
 impl IncrementalGuest for SlowToPrime {
