@@ -505,11 +505,11 @@ async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kep
     server.finish().await;
 }
 
-/// Job `a` on one node, and the API server's script for its one pod: created, its bind
-/// denied by an admission webhook (GPU quota), the pod deleted, the job's status updated
-/// and a Warning Event written.
-fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
-    use support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
+/// Job `a` on one node, and the API server's script for its one pod: created, its
+/// release denied by an admission webhook (GPU quota), the pod deleted, the job's status
+/// updated and a Warning Event written.
+fn a_release_refused_by_a_webhook() -> (World, Vec<Expect>) {
+    use support::fixtures::{EVENTS, NS, PODS, budget, create, delete, event_json, service};
     let mut world = World::new().node(node("n1", 8));
     let job = JobBuilder::new("a");
     world.job(&job);
@@ -518,7 +518,7 @@ fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
         service("a"),
         budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+        Expect::patch(&format!("{PODS}/a-main-0-0")).fail(
             400,
             "BadRequest",
             "admission webhook \"gpu-quota.example.com\" denied the request: team ml is over its GPU quota",
@@ -535,8 +535,9 @@ fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events() {
-    let (world, script) = a_bind_refused_by_a_webhook();
+async fn a_release_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events()
+{
+    let (world, script) = a_release_refused_by_a_webhook();
     let (client, server) = MockServer::start(script);
     let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
@@ -591,7 +592,7 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
     use switchyard_control::{RecordOptions, Recording};
-    let (world, script) = a_bind_refused_by_a_webhook();
+    let (world, script) = a_release_refused_by_a_webhook();
     let (client, server) = MockServer::start(script);
     let dir = tempfile::tempdir().unwrap();
     let config = LiveConfig {

@@ -92,6 +92,8 @@ pub struct Options {
     pub lease_duration: Duration,
     /// Name of the ConfigMap holding policy state.
     pub state_configmap: String,
+    /// The controller class whose TrainingJobs this installation acts on.
+    pub controller_class: String,
     /// How often usage is read from `metrics.k8s.io`.
     pub metrics_every: Duration,
     /// Where the HTTP API (and the probes) listen.
@@ -119,6 +121,7 @@ pub async fn run(
             source,
         })?;
     let (caches, drivers) = Caches::start(&client);
+    let caches = caches.of_class(&options.controller_class);
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
         drivers.into_iter().map(tokio::spawn).collect();
 
