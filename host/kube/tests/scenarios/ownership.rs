@@ -58,6 +58,10 @@ pub(crate) async fn another_installation_s_job_is_neither_seen_nor_touched() -> 
     })
     .await;
     assert!(snapshot.job("ml/a").is_none(), "not this controller's job");
+    // Changed since (a round that visits only what changed): still not.
+    world.job(&theirs);
+    let changed = world.caches.snapshot(1.0, vec![]);
+    assert!(changed.job("ml/a").is_none(), "nor after a change to it");
     let arrived = |t: &Trigger| matches!(t, Trigger::JobArrived(_));
     assert!(
         !matches!(&advanced, switchyard_control::Advance::Events(t) if t.iter().any(arrived)),
