@@ -47,6 +47,7 @@ pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;
 pub(crate) use self::status::set_condition;
 use crate::crd::{Checkpoint, Placement, TrainingJob, TrainingJobStatus};
+use crate::lease::LeaderTerm;
 use crate::pods::delete_key;
 use crate::retry::{self, Guard};
 use crate::{Error, FIELD_MANAGER, Result, template};
@@ -96,6 +97,13 @@ impl Actor {
     /// or mid-restart, writes nothing more.
     pub fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
         self.guard = self.guard.fenced_by(leader);
+        self
+    }
+
+    /// Fences status writes with this replica's Lease term (see
+    /// [`Actor::update_status_if`]): a status a newer leader wrote is not written again.
+    pub fn with_term(mut self, term: LeaderTerm) -> Self {
+        self.guard = self.guard.with_term(term);
         self
     }
 

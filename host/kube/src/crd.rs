@@ -385,6 +385,10 @@ pub struct TrainingJobStatus {
     /// cluster) and `VolumesReady`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The Lease term (`leaseTransitions`) of the leader that last wrote this status: a
+    /// replica of an earlier term writes it no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_term: Option<u64>,
     /// The last placement kube-scheduler refused, while the job has not run since:
     /// which nodes, why, and how many placements in a row were refused (the back-off
     /// before the job is offered again grows with it).

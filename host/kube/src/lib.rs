@@ -74,7 +74,7 @@ pub use crd::{
 pub use events::refusal_events;
 pub use gang::REFUSAL_GRACE;
 pub use leader_label::{LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, keep_marked};
-pub use lease::{Leadership, LeadershipLost, LeaseLock, keep_leading};
+pub use lease::{LeaderTerm, Leadership, LeadershipLost, LeaseLock, keep_leading};
 pub use loss::LossBook;
 pub use observe::{Assumed, Caches, OTHERS_HOLDING_RESOURCES, reflect};
 pub use progress::{LogPattern, ParsedSample};

@@ -10,6 +10,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::lease::LeaderTerm;
 use switchyard_control::Leader;
 
 /// Attempts before giving up.
@@ -106,6 +107,7 @@ pub(crate) fn cut_of(error: &kube::Error) -> Option<&Cut> {
 #[derive(Clone, Debug)]
 pub(crate) struct Guard {
     leader: Option<Arc<Leader>>,
+    term: Option<LeaderTerm>,
     timeout: Duration,
 }
 
@@ -113,6 +115,7 @@ impl Default for Guard {
     fn default() -> Self {
         Self {
             leader: None,
+            term: None,
             timeout: CALL_TIMEOUT,
         }
     }
@@ -123,6 +126,17 @@ impl Guard {
     pub(crate) fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
         self.leader = Some(leader);
         self
+    }
+
+    /// Fences status writes with `term` (see [`LeaderTerm`]).
+    pub(crate) fn with_term(mut self, term: LeaderTerm) -> Self {
+        self.term = Some(term);
+        self
+    }
+
+    /// The term this replica's writes carry, once it has one.
+    pub(crate) fn term(&self) -> Option<u64> {
+        self.term.as_ref().and_then(LeaderTerm::get)
     }
 
     /// Gives each call `timeout` instead of [`CALL_TIMEOUT`].

@@ -187,7 +187,9 @@ pub async fn run(
         handle.clone(),
         client.clone(),
         caches,
-        Actor::new(client.clone(), reporter.clone()),
+        // Its status writes carry the Lease term it leads under: a newer leader's
+        // status stops it at the API server.
+        Actor::new(client.clone(), reporter.clone()).with_term(lock.term()),
         leader.clone(),
     );
     let store = ConfigMapStateStore::new(

@@ -15,7 +15,8 @@ use serde_json::json;
 use super::{Actor, PODS_SCHEDULED_CONDITION, rfc3339, status_of};
 use crate::crd::{Condition, Phase, Placement, TrainingJob, TrainingJobStatus};
 use crate::pods::{node_of, placed_node, task_of};
-use crate::{Error, FIELD_MANAGER, Result, retry};
+use crate::retry::{self, Cut};
+use crate::{Error, FIELD_MANAGER, Result};
 
 impl Actor {
     /// Replaces the policy's labels on `job` (no write when they are unchanged): one
@@ -79,7 +80,11 @@ impl Actor {
     /// Like [`Actor::update_status`], but writes only when `check` accepts the status
     /// read afresh; otherwise returns [`Error::Stale`] with its message and writes
     /// nothing. This is what keeps a step that must happen once from happening twice
-    /// when the cache it was decided on is behind.
+    /// when the cache it was decided on is behind. When this actor is fenced by a Lease
+    /// term ([`Actor::with_term`]), the status written carries it, and a status that
+    /// carries a later term (a newer leader wrote it) is not written at all: the call
+    /// ends as [`Error::NotLeading`], a replica that lost its lead without noticing (a
+    /// pause longer than its grant) stopped by the API server's resourceVersion check.
     pub async fn update_status_if(
         &self,
         job: &TrainingJob,
@@ -92,11 +97,20 @@ impl Actor {
         let outcome = retry::with_backoff("status update", || async {
             let mut fresh = self.guard.call(api.get_status(&name)).await?;
             let mut status = fresh.status.clone().unwrap_or_default();
+            let term = self.guard.term();
+            if let (Some(ours), Some(theirs)) = (term, status.leader_term)
+                && theirs > ours
+            {
+                return Err(kube::Error::Service(Box::new(Cut::NotLeading)));
+            }
             if let Err(message) = check(&status) {
                 *refused.lock().expect("refusal lock") = Some(message);
                 return Ok(fresh);
             }
             change(&mut status);
+            if term.is_some() {
+                status.leader_term = term;
+            }
             status.observed_generation = fresh.metadata.generation;
             fresh.status = Some(status);
             self.guard

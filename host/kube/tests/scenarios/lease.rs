@@ -116,11 +116,17 @@ async fn a_lease_unchanged_for_its_duration_by_the_local_clock_is_taken_over_and
         lock.try_acquire_or_renew(now).await.unwrap(),
         Leadership::Following { .. }
     ));
+    assert_eq!(lock.term().get(), None, "no term before this replica leads");
     tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(
         lock.try_acquire_or_renew(now).await.unwrap(),
         Leadership::Leading,
         "unchanged for 15 s by this replica's clock"
+    );
+    assert_eq!(
+        lock.term().get(),
+        Some(4),
+        "its term is the transition it wrote, later than the previous holder's"
     );
     server.finish().await;
 }
