@@ -13,22 +13,6 @@ use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
 use crate::support::world::{World, blocking, status_write_of};
 
-/// A ps on n1 and one worker on n2, both placed.
-fn ps_and_worker() -> JobBuilder {
-    JobBuilder::new("a")
-        .push_progress()
-        .ps_worker(1, 1, 2)
-        .checkpoint(CheckpointMethod::Signal, 20)
-        .with_status(TrainingJobStatus {
-            phase: Some(Phase::Running),
-            placements: vec![
-                placement("ps-0", "a-ps-0-0", "n1"),
-                placement("worker-0", "a-worker-0-0", "n2"),
-            ],
-            ..TrainingJobStatus::default()
-        })
-}
-
 fn warning_on_a(reason: &str) -> Expect {
     event(reason, "Recover", "Warning")
 }

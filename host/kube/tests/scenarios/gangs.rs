@@ -222,22 +222,6 @@ pub(crate) async fn a_placement_against_a_node_selector_admission_added_comes_ba
     .await
 }
 
-/// A ps on n1 and one worker on n2, both placed, checkpointing on the stop signal.
-fn ps_and_worker() -> JobBuilder {
-    JobBuilder::new("a")
-        .push_progress()
-        .ps_worker(1, 1, 2)
-        .checkpoint(CheckpointMethod::Signal, 20)
-        .with_status(TrainingJobStatus {
-            phase: Some(Phase::Running),
-            placements: vec![
-                placement("ps-0", "a-ps-0-0", "n1"),
-                placement("worker-0", "a-worker-0-0", "n2"),
-            ],
-            ..TrainingJobStatus::default()
-        })
-}
-
 /// `pod` evicted through the eviction API (a drain, a scale-down): being deleted, with
 /// the `DisruptionTarget` condition the API server sets.
 fn evicted(pod: Pod) -> Pod {

@@ -103,10 +103,9 @@ fn out_of_service(name: &str) -> Node {
     serde_json::from_value(gone).unwrap()
 }
 
-pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_is_out_of_service()
--> Vec<Access> {
-    // a moves from n1 to n2; n1 stopped answering, so its pod stays Terminating, and the
-    // process on it may still run and write the checkpoint.
+/// Job `a` moving from n1 to n2, its old pod (`old`) being deleted on n1, which stopped
+/// answering: the process on it may still run and write the checkpoint.
+fn partitioned(old: Pod) -> (World, JobBuilder) {
     let mut world = World::new().node(node("n2", 8)).node(unreachable("n1"));
     let job = restarting(
         &JobBuilder::new("a")
@@ -121,12 +120,13 @@ pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_
         migration("a-main-0-0", "main-0", "n2", None),
     );
     world.job(&job);
-    // Its grace period ran out long ago (the fixture's deletion time is 0).
-    world.pod(terminating(pod("a", "main-0", 0, Some("n1"))));
+    world.pod(old);
+    (world, job)
+}
+
+/// The replacement of job `a`'s task on n2: made, released, recorded, announced.
+fn replaced_on_n2(job: &JobBuilder) -> Vec<Expect> {
     let mut script = vec![
-        // Said once, with what would let the restart go on.
-        event_on("a", "WaitingForNode", "Recover").body(json!({"type": "Warning",
-            "note": "pod ml/a-main-0-0 on node n1, which is not Ready, may still run*"})),
         service("a"),
         budget("a"),
         create("a-main-0-1", "a", "main-0", "main"),
@@ -134,10 +134,23 @@ pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_
     ];
     script.extend(status_write_of(
         "a",
-        &job,
+        job,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
     ));
     script.push(event("Migrated", "Migrate", "Normal"));
+    script
+}
+
+pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_is_out_of_service()
+-> Vec<Access> {
+    // Its grace period ran out long ago (the fixture's deletion time is 0).
+    let (mut world, job) = partitioned(terminating(pod("a", "main-0", 0, Some("n1"))));
+    // Said once, with what would let the restart go on.
+    let mut script = vec![
+        event_on("a", "WaitingForNode", "Recover").body(json!({"type": "Warning",
+            "note": "pod ml/a-main-0-0 on node n1, which is not Ready, may still run*"})),
+    ];
+    script.extend(replaced_on_n2(&job));
     let (client, server) = MockServer::start(script);
     let mut cluster = world.cluster(client, Leader::always("switchyard-0"));
     for t in [60, 600, 3600] {
@@ -159,39 +172,13 @@ pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_
 }
 
 pub(crate) async fn a_task_confirmed_stopped_on_a_partitioned_node_is_replaced() -> Vec<Access> {
-    let mut world = World::new().node(node("n2", 8)).node(unreachable("n1"));
-    let job = restarting(
-        &JobBuilder::new("a")
-            .push_progress()
-            .checkpoint(CheckpointMethod::Signal, 30),
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            migrations: 1,
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", None),
-    );
-    world.job(&job);
     // The kubelet reported the container terminated before the node stopped answering.
     let mut stopped = serde_json::to_value(terminating(pod("a", "main-0", 0, Some("n1")))).unwrap();
     stopped["status"]["containerStatuses"] = json!([{"name": "trainer", "image": "i",
         "imageID": "", "ready": false, "restartCount": 0,
         "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]);
-    world.pod(serde_json::from_value(stopped).unwrap());
-    let mut script = vec![
-        service("a"),
-        budget("a"),
-        create("a-main-0-1", "a", "main-0", "main"),
-        release("a-main-0-1", "n2"),
-    ];
-    script.extend(status_write_of(
-        "a",
-        &job,
-        json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
-    ));
-    script.push(event("Migrated", "Migrate", "Normal"));
-    let (client, server) = MockServer::start(script);
+    let (world, job) = partitioned(serde_json::from_value(stopped).unwrap());
+    let (client, server) = MockServer::start(replaced_on_n2(&job));
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     world.set_clock(60);
     let (_, _) = blocking(cluster, |c| c.advance(Some(at(60).as_second() as f64))).await;

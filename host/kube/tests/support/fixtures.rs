@@ -348,6 +348,23 @@ pub fn event(reason: &str, action: &str, type_: &str) -> Expect {
         .respond(201, event_json())
 }
 
+/// Job `a`: a ps on n1 and one worker on n2, both placed, checkpointing on the stop
+/// signal with 20 s of grace.
+pub fn ps_and_worker() -> JobBuilder {
+    JobBuilder::new("a")
+        .push_progress()
+        .ps_worker(1, 1, 2)
+        .checkpoint(CheckpointMethod::Signal, 20)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![
+                placement("ps-0", "a-ps-0-0", "n1"),
+                placement("worker-0", "a-worker-0-0", "n2"),
+            ],
+            ..TrainingJobStatus::default()
+        })
+}
+
 pub fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
     JobBuilder::new("a")
         .checkpoint(method, grace)
