@@ -22,7 +22,6 @@
 //! the election only starts once the replica's caches have listed (see the in-cluster
 //! wiring), so the new process never acts on an empty cache.
 
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 
+use crate::retry::LeaderTerm;
 use crate::{Error, FIELD_MANAGER, Result};
 use switchyard_control::Leader;
 
@@ -46,27 +46,6 @@ pub enum Leadership {
     },
     /// The write lost a race (409): someone else changed the Lease first.
     LostRace,
-}
-
-/// The Lease term this replica leads under: the Lease's `leaseTransitions` when it last
-/// acquired or renewed it; none before it has. Shared by the election, which sets it, and
-/// the calls that fence their writes with it.
-#[derive(Clone, Debug, Default)]
-pub struct LeaderTerm(Arc<AtomicU64>);
-
-impl LeaderTerm {
-    /// The term, once this replica has held the Lease.
-    pub fn get(&self) -> Option<u64> {
-        match self.0.load(Ordering::SeqCst) {
-            0 => None,
-            stored => Some(stored - 1),
-        }
-    }
-
-    /// Sets the term (the Lease's `leaseTransitions` as written).
-    pub fn set(&self, term: u64) {
-        self.0.store(term.saturating_add(1), Ordering::SeqCst);
-    }
 }
 
 /// One replica's handle on the election.

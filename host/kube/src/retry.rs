@@ -8,9 +8,9 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use crate::lease::LeaderTerm;
 use switchyard_control::Leader;
 
 /// Attempts before giving up.
@@ -75,6 +75,27 @@ where
             }
             other => return other,
         }
+    }
+}
+
+/// The Lease term this replica leads under: the Lease's `leaseTransitions` when it last
+/// acquired or renewed it; none before it has. Shared by the election, which sets it, and
+/// the calls that fence their writes with it ([`Guard`]).
+#[derive(Clone, Debug, Default)]
+pub struct LeaderTerm(Arc<AtomicU64>);
+
+impl LeaderTerm {
+    /// The term, once this replica has held the Lease.
+    pub fn get(&self) -> Option<u64> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            stored => Some(stored - 1),
+        }
+    }
+
+    /// Sets the term (the Lease's `leaseTransitions` as written).
+    pub fn set(&self, term: u64) {
+        self.0.store(term.saturating_add(1), Ordering::SeqCst);
     }
 }
 

@@ -9,7 +9,8 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use super::{Actor, PODS_CREATED_CONDITION, describe, set_condition, status_of};
+use super::actor::{Actor, PODS_CREATED_CONDITION, describe, status_of};
+use super::status::set_condition;
 use crate::Result;
 use crate::crd::{PendingRestart, Phase, RestartAction, TrainingJob};
 use crate::pods::{confirmed_stopped, terminated};

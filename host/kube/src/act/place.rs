@@ -17,9 +17,10 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::{
-    Actor, PODS_CREATED_CONDITION, delete_pod, describe, rfc3339, seconds, set_condition, status_of,
+use super::actor::{
+    Actor, PODS_CREATED_CONDITION, delete_pod, describe, rfc3339, seconds, status_of,
 };
+use super::status::set_condition;
 use crate::crd::{MoveKindRecord, Phase, Placement, TrainingJob};
 use crate::pods::{held_by_placement_gate, owned_by, placed_node};
 use crate::retry::{self, Guard};

@@ -13,11 +13,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use super::restart::unchanged_since;
-use super::{
-    Actor, FAILED_CONDITION, PODS_SCHEDULED_CONDITION, rfc3339, set_condition, status_of,
-    stop_grace,
+use super::actor::{
+    Actor, FAILED_CONDITION, PODS_SCHEDULED_CONDITION, rfc3339, status_of, stop_grace,
 };
+use super::restart::unchanged_since;
+use super::status::set_condition;
 use crate::Result;
 use crate::crd::{PendingRestart, Phase, Refusal, RestartAction, TrainingJob, TrainingJobStatus};
 

@@ -8,7 +8,8 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::{Actor, CPU_WEIGHT_CONDITION, set_condition, status_of};
+use super::actor::{Actor, CPU_WEIGHT_CONDITION, status_of};
+use super::status::set_condition;
 use crate::crd::TrainingJob;
 use crate::pods::terminated;
 use crate::template::{self, ResizeState};

@@ -13,7 +13,7 @@ use kube::api::{Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
-use super::{Actor, checkpoint_of, rfc3339, seconds, status_of};
+use super::actor::{Actor, checkpoint_of, rfc3339, seconds, status_of};
 use crate::crd::{
     Checkpoint, CheckpointMethod, MoveKindRecord, PendingRestart, Phase, RestartAction, TaskTarget,
     TrainingJob, TrainingJobStatus,

@@ -12,7 +12,7 @@ use kube::ResourceExt;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::json;
 
-use super::{Actor, PODS_SCHEDULED_CONDITION, rfc3339, status_of};
+use super::actor::{Actor, PODS_SCHEDULED_CONDITION, rfc3339, status_of};
 use crate::crd::{Condition, Phase, Placement, TrainingJob, TrainingJobStatus};
 use crate::pods::{node_of, placed_node, task_of};
 use crate::retry::{self, Cut};

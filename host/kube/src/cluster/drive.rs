@@ -19,7 +19,7 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 
-use super::{KubeCluster, Visit};
+use super::controller::{KubeCluster, Visit};
 use crate::act::{CPU_WEIGHT_CONDITION, GangLoss, RestartProgress, set_condition};
 use crate::crd::{Phase, RestartAction, TrainingJob};
 use crate::gang::{lost_members, refused_members, status_behind};

@@ -20,7 +20,7 @@ use kube::ResourceExt;
 use kube::api::{Api, LogParams};
 use serde_json::json;
 
-use super::{KubeCluster, Visit};
+use super::controller::{Backoff, KubeCluster, Visit};
 use crate::loss::status_loss;
 use crate::observe::Caches;
 use crate::pods::{node_of, phase_of};
@@ -38,15 +38,6 @@ pub(crate) const FOLLOW_BACKOFF: Duration = Duration::from_secs(5);
 pub(crate) const FOLLOW_BACKOFF_MAX: Duration = Duration::from_secs(300);
 /// Loss writes under way at once.
 pub(crate) const LOSS_WRITES_IN_FLIGHT: usize = 16;
-
-/// When a pod whose follower failed is followed again.
-pub(super) struct Backoff {
-    until: Instant,
-    /// The wait that was, doubled at the next failure.
-    wait: Duration,
-    /// The pod's job's id.
-    job: String,
-}
 
 impl KubeCluster {
     /// Writes each job's new loss samples to its status, at most every
