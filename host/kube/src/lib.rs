@@ -5,7 +5,10 @@
 //! scheduling gate, pins it to the policy's node and lifts the gate, and a placement the
 //! scheduler refuses comes back to the policy. Modules, bottom up:
 //!
-//! - `pods`: plain accessors over the controller's pods and jobs (the crate's leaf).
+//! - `labels`, `error`: the names the controller writes on objects, and the one error
+//!   type.
+//! - `pods`: plain accessors over the controller's pods and jobs (the leaf the modules
+//!   above it share).
 //! - `crd`: the `TrainingJob` custom resource and the generated CRD YAML.
 //! - `quantity`: Kubernetes resource quantities to the host's resources.
 //! - `template`: a task's pod, the job's Service and PodDisruptionBudget, from the
@@ -20,8 +23,10 @@
 //!   final word.
 //! - `observe`: the reflectors and the caches; `views` and `snapshot`: the snapshot
 //!   handed to the policy, built from the caches, visiting what changed.
-//! - `retry`: back-off, and every call under a deadline and a leadership check.
-//! - `act`: carrying out accepted actions (place, restart, resize) and the status.
+//! - `retry`: back-off, and every call under a deadline, a leadership check and, for
+//!   status writes, the Lease term.
+//! - `act`: carrying out accepted actions (place, restart, advance, recover, resize) and
+//!   the status.
 //! - `cluster`: [`switchyard_control::Cluster`] and [`switchyard_control::LiveCluster`]
 //!   over all of the above, so the live controller runs on a real cluster exactly as
 //!   it runs on the simulator; its leader pass drives gangs and restarts and follows

@@ -1,6 +1,9 @@
 //! Kubernetes resource quantities (`500m`, `4Gi`, `1e9`) read into the host's
 //! [`Resources`]: CPU in millicores, memory in bytes, GPUs as `nvidia.com/gpu` (or
-//! `amd.com/gpu`). Owns only the arithmetic; unknown resource names are ignored.
+//! `amd.com/gpu`, counted as the same kind). The contract has no other resource, so this
+//! is the policy's view only: every other resource a pod asks for (extended resources,
+//! MIG profiles, hugepages, ephemeral storage, pods per node) is left to kube-scheduler,
+//! which binds. Owns only the arithmetic; unknown resource names are ignored.
 
 use std::collections::BTreeMap;
 

@@ -7,7 +7,9 @@
 //! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` and
 //! `matchFields` of `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
 //! Not honoured here: preferred affinity, pod affinity and anti-affinity. Volume
-//! topology is added by [`crate::volumes`].
+//! topology is added by [`crate::volumes`]. These sets are the policy's hint:
+//! kube-scheduler, which binds, checks the pod as admission left it, with everything
+//! else it checks.
 //!
 //! `matchFields` selects on the node object's fields, of which the API server accepts
 //! only `metadata.name`. The eligibility sets match labels, so each node also carries its
