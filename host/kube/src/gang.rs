@@ -95,6 +95,27 @@ fn disruption_target(pod: &Pod) -> Option<&str> {
         .map(|c| c.reason.as_deref().unwrap_or("DisruptionTarget"))
 }
 
+/// A member a gang lost: what happened to it, and the failures it counts against the
+/// job's `backoffLimit` (none for a disruption: an eviction, a deletion, a pod the
+/// kubelet refused).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LostMember {
+    /// The pod, its node and what became of it.
+    pub(crate) what: String,
+    /// Failures counted against `backoffLimit`.
+    pub(crate) failures: u32,
+}
+
+/// A member the scheduler refused: the pod, the node it was pinned to, and the
+/// scheduler's reason and message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct RefusedMember {
+    pub(crate) pod: String,
+    pub(crate) node: String,
+    pub(crate) reason: String,
+    pub(crate) message: String,
+}
+
 /// The members of `job`'s current gang: its pods of the current generation that were
 /// released to the scheduler or are bound, whatever became of them since.
 fn members<'a, P: Borrow<Pod>>(job: &TrainingJob, own: &'a [P]) -> impl Iterator<Item = &'a Pod> {
@@ -104,9 +125,8 @@ fn members<'a, P: Borrow<Pod>>(job: &TrainingJob, own: &'a [P]) -> impl Iterator
         .filter(move |p| generation_of(p) == generation && !held_by_placement_gate(p))
 }
 
-/// The members `job` lost, each described with the failures it counts against
-/// `backoffLimit` (none for a disruption), and the pods its status names that are gone
-/// from `own` (deleted for good, with their node or by the pod garbage collector).
+/// The members `job` lost, and the pods its status names that are gone from `own`
+/// (deleted for good, with their node or by the pod garbage collector).
 /// `deleted_here` tells a delete this controller sent (not news) from someone else's;
 /// `just_made` a pod this controller made that the cache has not shown yet.
 pub(crate) fn lost_members<P: Borrow<Pod>>(
@@ -114,7 +134,7 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
     own: &[P],
     deleted_here: impl Fn(&Pod) -> bool,
     just_made: impl Fn(&str) -> bool,
-) -> (Vec<(String, u32)>, Vec<String>) {
+) -> (Vec<LostMember>, Vec<String>) {
     let mut lost = Vec::new();
     for pod in members(job, own) {
         let describe = |what: String| {
@@ -128,19 +148,27 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
                 Some(message) => format!("{reason} ({message})"),
                 None => reason.to_string(),
             };
-            let counted = u32::from(!is_disruption(pod));
-            lost.push((describe(what), counted));
+            lost.push(LostMember {
+                what: describe(what),
+                failures: u32::from(!is_disruption(pod)),
+            });
         } else if pod.metadata.deletion_timestamp.is_some() && !deleted_here(pod) {
             if phase_of(pod) == Some("Succeeded") {
                 continue;
             }
             let why = disruption_target(pod).unwrap_or("deleted");
-            lost.push((describe(format!("being deleted ({why})")), 0));
+            lost.push(LostMember {
+                what: describe(format!("being deleted ({why})")),
+                failures: 0,
+            });
         } else if container_restarts(pod) > 0 && pod.metadata.deletion_timestamp.is_none() {
             let restarts = container_restarts(pod);
             let crash = last_crash(pod).unwrap_or_else(|| "a container restarted".into());
             let what = format!("crash-looping: {restarts} container restart(s), last {crash}");
-            lost.push((describe(what), restarts));
+            lost.push(LostMember {
+                what: describe(what),
+                failures: restarts,
+            });
         }
     }
     let mut gone = Vec::new();
@@ -150,13 +178,13 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
                 .iter()
                 .any(|p| p.borrow().metadata.name.as_deref() == Some(placement.pod.as_str()));
             if !present && !just_made(&placement.pod) {
-                lost.push((
-                    format!(
+                lost.push(LostMember {
+                    what: format!(
                         "pod {} on {}: gone (deleted, or removed with its node)",
                         placement.pod, placement.node
                     ),
-                    0,
-                ));
+                    failures: 0,
+                });
                 gone.push(placement.pod.clone());
             }
         }
@@ -165,13 +193,13 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
 }
 
 /// The members of `job` the scheduler has refused for at least [`REFUSAL_GRACE`] since
-/// they were released, at `now`: (pod, node it was pinned to, reason, message); and
-/// whether others are refused within their grace (the job is to be looked at again).
+/// they were released, at `now`; and whether others are refused within their grace (the
+/// job is to be looked at again).
 pub(crate) fn refused_members<P: Borrow<Pod>>(
     job: &TrainingJob,
     own: &[P],
     now: Timestamp,
-) -> (Vec<(String, String, String, String)>, bool) {
+) -> (Vec<RefusedMember>, bool) {
     let mut due = Vec::new();
     let mut waiting = false;
     for pod in members(job, own).filter(|p| p.metadata.deletion_timestamp.is_none()) {
@@ -183,8 +211,12 @@ pub(crate) fn refused_members<P: Borrow<Pod>>(
             waiting = true;
             continue;
         }
-        let node = placed_node(pod).unwrap_or("no node").to_string();
-        due.push((pod.name_any(), node, reason, message));
+        due.push(RefusedMember {
+            pod: pod.name_any(),
+            node: placed_node(pod).unwrap_or("no node").to_string(),
+            reason,
+            message,
+        });
     }
     (due, waiting)
 }

@@ -20,16 +20,15 @@ use super::restart::unchanged_since;
 use super::status::set_condition;
 use crate::Result;
 use crate::crd::{PendingRestart, Phase, Refusal, RestartAction, TrainingJob, TrainingJobStatus};
+use crate::gang::{LostMember, RefusedMember};
 
 /// Why a gang restarts whole and goes back to the queue ([`Actor::restart_gang`]).
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum GangLoss {
-    /// Members were lost: each described, with the failures it counts against the
-    /// job's `backoffLimit` (none for a disruption: an eviction, a deletion, a pod the
-    /// kubelet refused).
-    Members(Vec<(String, u32)>),
-    /// The scheduler refused members of the placement: (pod, node, reason, message).
-    Refused(Vec<(String, String, String, String)>),
+    /// Members were lost.
+    Members(Vec<LostMember>),
+    /// The scheduler refused members of the placement.
+    Refused(Vec<RefusedMember>),
 }
 
 impl Actor {
@@ -146,13 +145,13 @@ impl Verdict {
     fn of(job: &TrainingJob, status: &TrainingJobStatus, loss: &GangLoss, now: Timestamp) -> Self {
         match loss {
             GangLoss::Members(members) => {
-                let counted: u32 = members.iter().map(|(_, c)| c).sum();
-                let disrupted = members.iter().filter(|(_, c)| *c == 0).count() as u32;
+                let counted: u32 = members.iter().map(|m| m.failures).sum();
+                let disrupted = members.iter().filter(|m| m.failures == 0).count() as u32;
                 let failures = status.failures + counted;
                 let give_up = failures > job.spec.backoff_limit;
                 let what = members
                     .iter()
-                    .map(|(w, _)| w.as_str())
+                    .map(|m| m.what.as_str())
                     .collect::<Vec<_>>()
                     .join("; ");
                 let (message, reason) = if give_up {
@@ -193,20 +192,17 @@ impl Verdict {
                 let backoff = failure_backoff(count);
                 let what = refused
                     .iter()
-                    .map(|(pod, node, reason, message)| {
-                        format!("pod {pod} on {node}: {reason} ({message})")
-                    })
+                    .map(|r| format!("pod {} on {}: {} ({})", r.pod, r.node, r.reason, r.message))
                     .collect::<Vec<_>>()
                     .join("; ");
-                let mut nodes: Vec<String> =
-                    refused.iter().map(|(_, node, _, _)| node.clone()).collect();
+                let mut nodes: Vec<String> = refused.iter().map(|r| r.node.clone()).collect();
                 nodes.sort();
                 nodes.dedup();
                 let refusal = Refusal {
                     nodes,
                     reason: refused
                         .first()
-                        .map(|(_, _, reason, _)| reason.clone())
+                        .map(|r| r.reason.clone())
                         .unwrap_or_default(),
                     message: what.clone(),
                     count,

@@ -22,7 +22,7 @@ use kube::runtime::reflector::ObjectRef;
 use super::controller::{KubeCluster, Visit};
 use crate::act::{CPU_WEIGHT_CONDITION, GangLoss, RestartProgress, set_condition};
 use crate::crd::{Phase, RestartAction, TrainingJob};
-use crate::gang::{lost_members, refused_members, status_behind};
+use crate::gang::{LostMember, RefusedMember, lost_members, refused_members, status_behind};
 use crate::pods::{
     confirmed_stopped, delete_key, node_of, out_of_service, pod_key, ready, terminated,
 };
@@ -34,9 +34,9 @@ enum GangWork {
     /// The job has finished and some of its pods still run.
     StopFinished,
     /// The scheduler refused members: the gang is taken back, and the policy told.
-    Refused(Vec<(String, String, String, String)>),
+    Refused(Vec<RefusedMember>),
     /// Members were lost (and pods the status names are gone): the gang restarts.
-    Lost(Vec<(String, u32)>, Vec<String>),
+    Lost(Vec<LostMember>, Vec<String>),
     /// The status is behind the pods (a lost write, a refusal outgrown).
     Record,
     /// A resize was asked for and its outcome is not reported yet.
