@@ -47,7 +47,7 @@ use switchyard_core::Resources;
 /// released yet, charged to their nodes meanwhile, as kube-scheduler's assume cache
 /// does. Without it, the round after a placement sees the node's room still free and the
 /// next placement lands in it too, for the scheduler to refuse. An entry goes once the
-/// cache shows the pod placed (released or bound), or after [`ASSUME_FOR`] (a pod
+/// cache shows the pod placed (released or bound), or after `ASSUME_FOR` (a pod
 /// deleted before the cache saw it).
 #[derive(Debug, Default)]
 pub struct Assumed {
@@ -134,7 +134,7 @@ pub struct Caches {
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
 /// (to be spawned). Each object is trimmed by `trim` before the store keeps it (see
-/// [`crate::trim`]), and each event signals `changed`.
+/// the crate's `trim` functions), and each event signals `changed`.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,

@@ -80,7 +80,7 @@ where
 
 /// The Lease term this replica leads under: the Lease's `leaseTransitions` when it last
 /// acquired or renewed it; none before it has. Shared by the election, which sets it, and
-/// the calls that fence their writes with it ([`Guard`]).
+/// the calls that fence their writes with it (the call guard).
 #[derive(Clone, Debug, Default)]
 pub struct LeaderTerm(Arc<AtomicU64>);
 

@@ -33,7 +33,7 @@ use crate::{PLACEMENT_REFUSED_LABEL, quantity, rules, spread, template, volumes}
 impl Caches {
     /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only. Views
     /// of nodes and jobs that did not change since the last snapshot are the same `Arc`s
-    /// again ([`Views`]).
+    /// again (the views kept between rounds).
     pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
         let dirty = self.changes.take(Reader::Snapshot);
         let others_changed = self.others.take_changed();

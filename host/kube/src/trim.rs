@@ -147,7 +147,7 @@ pub fn job(job: &mut TrainingJob) {
 }
 
 /// Keeps of a claim its identity, its class, the volume it is bound to and its phase:
-/// what [`crate::volumes`] reads.
+/// what the volume hints read.
 pub fn claim(claim: &mut PersistentVolumeClaim) {
     common_meta(&mut claim.metadata);
     claim.metadata.labels = None;

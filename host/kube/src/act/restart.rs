@@ -54,8 +54,9 @@ impl Actor {
     /// Starts `migration` of `job` at `now`: records the move and the restart in the
     /// status, then asks the pods to checkpoint. Returns at once;
     /// [`Actor::advance_restart`] carries the move on. `job_pods` are the job's current
-    /// pods. A job that is not elastic ([`elastic`]) restarts every task with the ones
-    /// that move. A failure is reported on the job ([`Actor::action_failed`]).
+    /// pods. A job that is not elastic (its scalable role cannot run with fewer or more
+    /// replicas) restarts every task with the ones that move. A failure is reported on
+    /// the job ([`Actor::action_failed`]).
     pub async fn migrate(
         &self,
         job: &TrainingJob,

@@ -112,7 +112,8 @@ impl KubeCluster {
         self.leader.clone()
     }
 
-    /// Setting this flag makes [`Cluster::advance`] return [`Advance::Stopped`].
+    /// Setting this flag makes [`switchyard_control::Cluster::advance`] return
+    /// [`switchyard_control::Advance::Stopped`].
     pub fn stop_flag(&self) -> Arc<AtomicBool> {
         self.stop.clone()
     }
