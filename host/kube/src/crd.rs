@@ -70,9 +70,11 @@ pub struct TrainingJobSpec {
     pub metric_rises: bool,
     /// How many times the job's pods may fail before the job fails, as in a Kubernetes
     /// Job. A failed pod sends the whole gang back to the queue, after a back-off of
-    /// 10 s doubling with each failure (at most 6 min). Pods the node refused (the
-    /// kubelet's `OutOfcpu`, `OutOfnvidia.com/gpu`, ...), evicted or shut down with it
-    /// are disruptions: the gang goes back to the queue at once and nothing is counted.
+    /// 10 s doubling with each failure (at most 6 min). Pods evicted, deleted or shut
+    /// down with their node are disruptions: the gang goes back to the queue at once and
+    /// nothing is counted. Pods the node refused (the kubelet's `OutOfcpu`,
+    /// `OutOfnvidia.com/gpu`, ...) are a refused placement: nothing is counted, and the
+    /// gang goes back after the refusal's back-off (`status.refusal`).
     #[serde(default = "default_backoff_limit")]
     pub backoff_limit: u32,
     /// When the job has succeeded. Absent: once every task of every role has.
@@ -389,22 +391,25 @@ pub struct TrainingJobStatus {
     /// replica of an earlier term writes it no more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub leader_term: Option<u64>,
-    /// The last placement kube-scheduler refused, while the job has not run since:
+    /// The last placement kube-scheduler, or a node's kubelet, refused, while the job has
+    /// not run since:
     /// which nodes, why, and how many placements in a row were refused (the back-off
     /// before the job is offered again grows with it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub refusal: Option<Refusal>,
 }
 
-/// A placement the scheduler refused ([`TrainingJobStatus::refusal`]).
+/// A placement the scheduler or a node's kubelet refused
+/// ([`TrainingJobStatus::refusal`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Refusal {
-    /// The nodes it would not bind the refused members to.
+    /// The nodes the refused members were pinned to.
     pub nodes: Vec<String>,
-    /// The scheduler's reason (`Unschedulable`, `SchedulerError`).
+    /// The scheduler's reason (`Unschedulable`, `SchedulerError`), or the kubelet's
+    /// (`OutOfnvidia.com/gpu`, `UnexpectedAdmissionError`).
     pub reason: String,
-    /// The scheduler's message, per refused pod.
+    /// Who refused each refused pod, with their reason and message.
     pub message: String,
     /// Placements refused in a row.
     pub count: u32,

@@ -64,22 +64,44 @@ pub(crate) fn is_disruption(pod: &Pod) -> bool {
         return false;
     };
     let reason = status.reason.as_deref().unwrap_or_default();
-    let admission_or_node = reason.starts_with("OutOf")
+    let admission_or_node = refused_at_admission(reason)
         || matches!(
             reason,
-            "Evicted"
-                | "Preempting"
-                | "NodeShutdown"
-                | "Shutdown"
-                | "Terminated"
-                | "NodeLost"
-                | "UnexpectedAdmissionError"
+            "Evicted" | "Preempting" | "NodeShutdown" | "Shutdown" | "Terminated" | "NodeLost"
+        );
+    admission_or_node || disruption_target(pod).is_some()
+}
+
+/// Whether a failed pod's `reason` is its node's kubelet refusing it at admission
+/// (`OutOfcpu`, `OutOfnvidia.com/gpu`, `UnexpectedAdmissionError` from a device plugin,
+/// a node affinity or OS the node no longer matches): the node would not run it
+/// though the scheduler bound it there.
+fn refused_at_admission(reason: &str) -> bool {
+    reason.starts_with("OutOf")
+        || matches!(
+            reason,
+            "UnexpectedAdmissionError"
                 | "NodeAffinity"
                 | "NodeAffinityMismatch"
                 | "InvalidNodeInfo"
                 | "PodOSNotSupported"
-        );
-    admission_or_node || disruption_target(pod).is_some()
+        )
+}
+
+/// The kubelet's reason and message when `pod` failed because its node refused it at
+/// admission ([`refused_at_admission`]).
+fn kubelet_refusal(pod: &Pod) -> Option<(String, String)> {
+    if phase_of(pod) != Some("Failed") {
+        return None;
+    }
+    let status = pod.status.as_ref()?;
+    let reason = status.reason.as_deref()?;
+    refused_at_admission(reason).then(|| {
+        (
+            reason.to_string(),
+            status.message.clone().unwrap_or_default(),
+        )
+    })
 }
 
 /// The reason of `pod`'s `DisruptionTarget` condition (`EvictionByEvictionAPI`,
@@ -106,12 +128,14 @@ pub(crate) struct LostMember {
     pub(crate) failures: u32,
 }
 
-/// A member the scheduler refused: the pod, the node it was pinned to, and the
-/// scheduler's reason and message.
+/// A member the scheduler, or its node's kubelet, refused: the pod, the node it was
+/// pinned to, who refused it, and their reason and message.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct RefusedMember {
     pub(crate) pod: String,
     pub(crate) node: String,
+    /// `the scheduler` or `the kubelet`, as the job's Event and condition name it.
+    pub(crate) by: &'static str,
     pub(crate) reason: String,
     pub(crate) message: String,
 }
@@ -193,8 +217,10 @@ pub(crate) fn lost_members<P: Borrow<Pod>>(
 }
 
 /// The members of `job` the scheduler has refused for at least [`REFUSAL_GRACE`] since
-/// they were released, at `now`; and whether others are refused within their grace (the
-/// job is to be looked at again).
+/// they were released, at `now`, and those their node's kubelet refused at admission
+/// (final at once: placed there again at once, the gang would be refused again, round
+/// after round); and whether others are refused within their grace (the job is to be
+/// looked at again).
 pub(crate) fn refused_members<P: Borrow<Pod>>(
     job: &TrainingJob,
     own: &[P],
@@ -203,7 +229,18 @@ pub(crate) fn refused_members<P: Borrow<Pod>>(
     let mut due = Vec::new();
     let mut waiting = false;
     for pod in members(job, own).filter(|p| p.metadata.deletion_timestamp.is_none()) {
-        let Some((reason, message)) = scheduling_refusal(pod) else {
+        let refused = |by, (reason, message)| RefusedMember {
+            pod: pod.name_any(),
+            node: placed_node(pod).unwrap_or("no node").to_string(),
+            by,
+            reason,
+            message,
+        };
+        if let Some(refusal) = kubelet_refusal(pod) {
+            due.push(refused("the kubelet", refusal));
+            continue;
+        }
+        let Some(refusal) = scheduling_refusal(pod) else {
             continue;
         };
         let since = released_at(pod).or_else(|| Some(pod.metadata.creation_timestamp.as_ref()?.0));
@@ -211,12 +248,7 @@ pub(crate) fn refused_members<P: Borrow<Pod>>(
             waiting = true;
             continue;
         }
-        due.push(RefusedMember {
-            pod: pod.name_any(),
-            node: placed_node(pod).unwrap_or("no node").to_string(),
-            reason,
-            message,
-        });
+        due.push(refused("the scheduler", refusal));
     }
     (due, waiting)
 }

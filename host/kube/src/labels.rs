@@ -22,9 +22,10 @@ pub const PLACEMENT_GATE: &str = "switchyard.dev/placement";
 /// Annotation the controller sets when it lifts the placement gate (RFC 3339): the
 /// scheduler's refusal is counted from then ([`crate::REFUSAL_GRACE`]).
 pub const RELEASED_ANNOTATION: &str = "switchyard.dev/released-at";
-/// The job label the policy sees on a job whose last placement the scheduler refused,
-/// until it runs: the refused nodes, comma-separated. A policy may avoid them; the job
-/// is offered again only after a back-off that grows with each refusal in a row.
+/// The job label the policy sees on a job whose last placement the scheduler (or a
+/// node's kubelet) refused, until it runs: the refused nodes, comma-separated. A policy
+/// may avoid them; the job is offered again only after a back-off that grows with each
+/// refusal in a row.
 pub const PLACEMENT_REFUSED_LABEL: &str = "switchyard.dev/placement-refused";
 /// The field manager named on the controller's writes.
 pub const FIELD_MANAGER: &str = "switchyard";

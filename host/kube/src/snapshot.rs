@@ -406,8 +406,8 @@ impl Caches {
 
 /// The labels the policy sees on `job`: its own,
 /// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node, and
-/// [`PLACEMENT_REFUSED_LABEL`] with the nodes the scheduler refused its last placement
-/// on, until it runs.
+/// [`PLACEMENT_REFUSED_LABEL`] with the nodes the scheduler or their kubelet refused its
+/// last placement on, until it runs.
 fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
     let mut labels = job.labels().clone();
     if spread::one_task_per_node(job) {

@@ -42,8 +42,8 @@ pub struct Actor {
 pub const CPU_WEIGHT_CONDITION: &str = "CpuWeightApplied";
 /// Condition type set when the job's pods are created and released, or refused.
 pub const PODS_CREATED_CONDITION: &str = "PodsCreated";
-/// Condition type set `False` when the scheduler refused a member and the gang was
-/// taken back, `True` once a placement is bound whole again.
+/// Condition type set `False` when the scheduler or a node's kubelet refused a member
+/// and the gang was taken back, `True` once a placement is bound whole again.
 pub const PODS_SCHEDULED_CONDITION: &str = "PodsScheduled";
 /// Condition type set when the job failed for good (reason `BackoffLimitExceeded`).
 pub const FAILED_CONDITION: &str = "Failed";

@@ -1,10 +1,11 @@
 //! Restarting a whole gang and sending it back to the queue, as JobSet restarts every
 //! job of a set: a member failed, crash-looped, was evicted or deleted, or the scheduler
-//! refused the placement. Failures count against the job's `backoffLimit` and delay its
-//! return with a back-off; disruptions (evictions, deletions, pods the kubelet refused)
-//! send it back at once; a refused placement is recorded for the policy
-//! ([`crate::PLACEMENT_REFUSED_LABEL`]) and delays its return with a back-off that grows
-//! with each refusal in a row.
+//! or the node's kubelet refused the placement. Failures count against the job's
+//! `backoffLimit` and delay its return with a back-off; disruptions (evictions,
+//! deletions, a node shut down) send it back at once; a refused placement is recorded
+//! for the policy ([`crate::PLACEMENT_REFUSED_LABEL`]) and delays its return with a
+//! back-off that grows with each refusal in a row, so a placement that cannot happen is
+//! not made again round after round.
 
 use std::collections::HashSet;
 
@@ -27,7 +28,7 @@ use crate::gang::{LostMember, RefusedMember};
 pub(crate) enum GangLoss {
     /// Members were lost.
     Members(Vec<LostMember>),
-    /// The scheduler refused members of the placement.
+    /// The scheduler, or the kubelet of their node, refused members of the placement.
     Refused(Vec<RefusedMember>),
 }
 
@@ -192,7 +193,10 @@ impl Verdict {
                 let backoff = failure_backoff(count);
                 let what = refused
                     .iter()
-                    .map(|r| format!("pod {} on {}: {} ({})", r.pod, r.node, r.reason, r.message))
+                    .map(|r| {
+                        let refused = format!("{} refused pod {} on {}", r.by, r.pod, r.node);
+                        format!("{refused}: {} ({})", r.reason, r.message)
+                    })
                     .collect::<Vec<_>>()
                     .join("; ");
                 let mut nodes: Vec<String> = refused.iter().map(|r| r.node.clone()).collect();
@@ -215,10 +219,10 @@ impl Verdict {
                     retry_after: Some(now + backoff),
                     refusal: Some(refusal),
                     message: format!(
-                        "the scheduler refused {what}; the gang is taken back and offered to the policy again after {}s (refusal {count} in a row)",
+                        "{what}; the gang is taken back and offered to the policy again after {}s (refusal {count} in a row)",
                         backoff.as_secs()
                     ),
-                    what: format!("the scheduler refused {what}"),
+                    what,
                     reason: "PlacementRefused",
                 }
             }

@@ -33,7 +33,8 @@ use crate::{Error, volumes};
 enum GangWork {
     /// The job has finished and some of its pods still run.
     StopFinished,
-    /// The scheduler refused members: the gang is taken back, and the policy told.
+    /// The scheduler, or a node's kubelet, refused members: the gang is taken back, and
+    /// the policy told.
     Refused(Vec<RefusedMember>),
     /// Members were lost (and pods the status names are gone): the gang restarts.
     Lost(Vec<LostMember>, Vec<String>),
