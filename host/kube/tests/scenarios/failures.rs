@@ -9,7 +9,7 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
 use switchyard_kube::{
-    CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, Refusal, RestartAction,
+    CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, RestartAction,
     TrainingJobStatus,
 };
 
@@ -30,29 +30,13 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
     world.pod(ps.clone());
     world.pod(worker.clone());
     let why = "the kubelet refused pod a-worker-0-0 on n2: OutOfnvidia.com/gpu (Pod was rejected: OutOfnvidia.com/gpu)";
-    let refusal = Refusal {
-        nodes: vec!["n2".into()],
-        reason: "OutOfnvidia.com/gpu".into(),
-        message: why.into(),
-        count: 1,
-        time: at(0).to_string(),
-    };
-    let recovering = restarting(
+    let (recovering, refusal) = refused_and_held(
         &job,
-        TrainingJobStatus {
-            generation: 1,
-            refusal: Some(refusal.clone()),
-            ..TrainingJobStatus::default()
-        },
-        PendingRestart {
-            action: RestartAction::Recover,
-            stopping: vec!["a-ps-0-0".into(), "a-worker-0-0".into()],
-            targets: vec![],
-            requested_at: at(0).to_string(),
-            delete_after: None,
-            retry_after: Some(at(10).to_string()),
-            reason: why.into(),
-        },
+        "n2",
+        "OutOfnvidia.com/gpu",
+        why,
+        0,
+        &["a-ps-0-0", "a-worker-0-0"],
     );
     let requeued = job.clone_with(TrainingJobStatus {
         phase: Some(Phase::Waiting),

@@ -11,8 +11,7 @@ use switchyard_control::{Advance, Cluster, Leader};
 use switchyard_core::{JobPhase, Trigger};
 use switchyard_core::{Rejection, check_decision};
 use switchyard_kube::{
-    CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, Refusal, RestartAction,
-    TrainingJobStatus,
+    CheckpointMethod, PLACEMENT_REFUSED_LABEL, Phase, Refusal, TrainingJobStatus,
 };
 
 use crate::cluster::default_round;
@@ -78,29 +77,13 @@ async fn refused_and_backed_off(
         event_on("a", "PlacementRefused", "Recover")
             .body(json!({"type": "Warning", "note": "the scheduler refused pod a-main-0-0 on n1: Unschedulable*"})),
     );
-    let refusal = Refusal {
-        nodes: vec!["n1".into()],
-        reason: "Unschedulable".into(),
-        message: why.into(),
-        count: 1,
-        time: at(31).to_string(),
-    };
-    let backing_off = restarting(
+    let (backing_off, refusal) = refused_and_held(
         &job,
-        TrainingJobStatus {
-            generation: 1,
-            refusal: Some(refusal.clone()),
-            ..TrainingJobStatus::default()
-        },
-        PendingRestart {
-            action: RestartAction::Recover,
-            stopping: vec!["a-main-0-0".into()],
-            targets: vec![],
-            requested_at: at(31).to_string(),
-            delete_after: None,
-            retry_after: Some(at(41).to_string()),
-            reason: format!("the scheduler refused pod a-main-0-0 on n1: Unschedulable ({why})"),
-        },
+        "n1",
+        "Unschedulable",
+        &format!("the scheduler refused pod a-main-0-0 on n1: Unschedulable ({why})"),
+        31,
+        &["a-main-0-0"],
     );
     script.extend(status_write_of(
         "a",

@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
 use switchyard_kube::{
     Actor, Checkpoint, CheckpointMethod, PLACEMENT_GATE, PendingRestart, Phase, Placement,
-    RELEASED_ANNOTATION, RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
+    RELEASED_ANNOTATION, Refusal, RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
 };
 
 use super::mock::Expect;
@@ -378,6 +378,45 @@ pub fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
 /// The time the scenarios' actions happen at.
 pub fn at(seconds_after: i64) -> Timestamp {
     Timestamp::from_second(1_767_225_600 + seconds_after).unwrap()
+}
+
+/// `job` once its first placement, on `node`, was refused at `at(t)` (`reason`, and
+/// `message` per refused pod) and taken back: the refusal recorded, `stopping` being
+/// stopped, and the job held until `at(t + 10)`, the first refusal's back-off. Returns
+/// the job and its refusal.
+pub fn refused_and_held(
+    job: &JobBuilder,
+    node: &str,
+    reason: &str,
+    message: &str,
+    t: i64,
+    stopping: &[&str],
+) -> (JobBuilder, Refusal) {
+    let refusal = Refusal {
+        nodes: vec![node.into()],
+        reason: reason.into(),
+        message: message.into(),
+        count: 1,
+        time: at(t).to_string(),
+    };
+    let held = restarting(
+        job,
+        TrainingJobStatus {
+            generation: 1,
+            refusal: Some(refusal.clone()),
+            ..TrainingJobStatus::default()
+        },
+        PendingRestart {
+            action: RestartAction::Recover,
+            stopping: stopping.iter().map(|p| p.to_string()).collect(),
+            targets: vec![],
+            requested_at: at(t).to_string(),
+            delete_after: None,
+            retry_after: Some(at(t + 10).to_string()),
+            reason: message.into(),
+        },
+    );
+    (held, refusal)
 }
 
 /// `job` with `restart` under way after its first restart was recorded.
