@@ -61,13 +61,6 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
         modules: &["plot", "plot::figures"],
         issue: 40,
     },
-    // `observe` and the modules around it, each naming accessors the other holds
-    // (`node_of`, `job_id`, `holds_resources`).
-    KnownCycle {
-        krate: "switchyard-kube",
-        modules: &["act", "changes", "charges", "observe", "pod_index"],
-        issue: 36,
-    },
 ];
 
 /// Modules of one crate allowed to reach one another until an issue removes the cycle.
