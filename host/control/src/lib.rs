@@ -27,6 +27,7 @@ mod record;
 pub mod recording;
 pub mod replay;
 pub mod state;
+pub mod stats;
 pub mod window;
 
 use std::sync::Arc;

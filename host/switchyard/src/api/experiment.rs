@@ -24,6 +24,9 @@ pub(super) struct ExperimentBody {
     pub policy_b: String,
     /// Split: share of jobs assigned to B by a hash of the job id, in [0, 1].
     pub ratio: Option<f64>,
+    /// Split by `ratio`: `hash` (the default; each job by the hash alone) or `balanced`
+    /// (the hash held to the ratio as jobs arrive: 20 jobs at 0.5 are 10 and 10).
+    pub assign: Option<String>,
     /// Split: jobs carrying this label (`key=value`) go to B instead of a hash split.
     pub job_selector: Option<String>,
     /// Split: nodes carrying this label (`key=value`) belong to B, the others to A.
@@ -46,11 +49,12 @@ impl ExperimentBody {
         let mode = match self.mode {
             ModeName::Shadow => {
                 if self.ratio.is_some()
+                    || self.assign.is_some()
                     || self.job_selector.is_some()
                     || self.node_selector.is_some()
                 {
                     return Err(bad(
-                        "ratio, job_selector and node_selector belong to a split experiment, not a shadow one".into(),
+                        "ratio, assign, job_selector and node_selector belong to a split experiment, not a shadow one".into(),
                     ));
                 }
                 ExperimentMode::Shadow
@@ -58,7 +62,13 @@ impl ExperimentBody {
             ModeName::Split => {
                 let jobs = match (self.ratio, &self.job_selector) {
                     (Some(ratio), None) => {
-                        JobAssignment::hash(ratio).map_err(|e| bad(e.to_string()))?
+                        JobAssignment::by_name(self.assign.as_deref().unwrap_or("hash"), ratio)
+                            .map_err(|e| bad(e.to_string()))?
+                    }
+                    (None, Some(_)) if self.assign.is_some() => {
+                        return Err(bad(
+                            "assign (hash or balanced) goes with ratio; a job_selector split assigns by the label".into(),
+                        ));
                     }
                     (None, Some(selector)) => JobAssignment::Label {
                         selector: LabelSelector::parse(selector).map_err(|e| bad(e.to_string()))?,

@@ -189,6 +189,7 @@ fn counterfactual(
             out: args.out.as_deref(),
             fallback: &args.fallback,
             baseline: Some(estimated.recorded),
+            json: false,
         },
         sandbox,
     )

@@ -161,7 +161,7 @@ change rows: relative change of each figure against the first run (negative = sm
   and the difference of counts.";
 
 /// Lays out rows of cells under `header`, the first column left-aligned.
-fn layout(header: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn layout(header: &[String], rows: &[Vec<String>]) -> String {
     let widths: Vec<usize> = (0..header.len())
         .map(|c| {
             rows.iter()
@@ -332,6 +332,7 @@ pub(crate) fn per_job(runs: &[RunResult]) -> Option<String> {
 mod tests {
     use super::*;
     use switchyard_control::RunEnd;
+    use switchyard_control::stats::{CompletionStats, Observation};
     use switchyard_sim::simulator::JobOutcome;
 
     /// A run of `jobs` jobs submitted at 0, of which those with a time finished then.
@@ -374,6 +375,12 @@ mod tests {
             policy_failures: 0,
             ended: RunEnd::Idle,
             outcome: RunOutcome::of(jobs.len(), finished, deadlocked, RunEnd::Idle),
+            completion: CompletionStats::of(
+                &jobs
+                    .iter()
+                    .map(|j| Observation::of(j.submit_time, j.finish_time, last))
+                    .collect::<Vec<_>>(),
+            ),
         };
         RunResult {
             policy: name.into(),
