@@ -31,5 +31,7 @@ mod floors;
 mod kube_controller;
 #[path = "../policy_dir.rs"]
 mod policy_dir;
+#[path = "../sweep.rs"]
+mod sweep;
 #[path = "../trust.rs"]
 mod trust;

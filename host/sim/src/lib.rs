@@ -12,6 +12,8 @@
 //! - [`recorded`]: a recording as a workload (counterfactual replay): the recorded
 //!   arrivals and nodes, each job's speed, work and loss curve estimated.
 //! - [`report`]: what a run measured: per-job outcomes, summaries, `results.json`.
+//! - [`sweep`]: workloads × runs × seeds, one offline run per cell, and the figures over
+//!   seeds with their intervals (`switchyard sweep`).
 //! - [`yaml`]: reading YAML written by people, with errors that locate the fault.
 //!
 //! It must not decide anything: every placement comes from a policy through the control
@@ -22,6 +24,7 @@ pub mod paced;
 pub mod recorded;
 pub mod report;
 pub mod simulator;
+pub mod sweep;
 pub mod workload;
 pub mod yaml;
 

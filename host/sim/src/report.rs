@@ -3,7 +3,7 @@
 //! figures. Nothing here depends on wall time, so the same workload and seed give the
 //! same bytes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::simulator::{JobOutcome, Simulator, UtilPoint};
 use switchyard_control::stats::{CompletionStats, Observation};
@@ -13,7 +13,7 @@ use switchyard_control::{ControlLoop, RunEnd};
 pub const SERIES_POINTS: usize = 500;
 
 /// The figures of one run, as the table shows them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Jobs in the workload.
     pub jobs: usize,
@@ -59,7 +59,7 @@ pub struct Summary {
 
 /// How a run came out, as the table's `end` column and the plots' titles say it: a run
 /// whose jobs did not all finish has no makespan worth comparing, so it is named as such.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunOutcome {
     /// Every job finished.

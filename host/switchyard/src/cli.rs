@@ -9,6 +9,7 @@ mod policy;
 mod replay;
 mod run;
 mod simulate;
+mod sweep;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -181,6 +182,11 @@ pub(crate) enum Command {
     Policy(policy::PolicyCommand),
     /// Run a workload in the cluster simulator under one or more policies and compare.
     Simulate(simulate::SimulateArgs),
+    /// Run workloads under policies, parameter values and seeds in the simulator, in
+    /// parallel, and report means over seeds with confidence intervals and changes
+    /// against a baseline; or emit the sweep as a Kubernetes Indexed Job (`--emit-job`)
+    /// and merge its cells (`sweep merge DIR`).
+    Sweep(sweep::SweepArgs),
     /// Print the TrainingJob CustomResourceDefinition (what deploy/crd.yaml holds).
     Crd,
     /// Run the controller: `--cluster sim:WORKLOAD.yaml` (HTTP API, hot swap, A/B on the
@@ -205,6 +211,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
+        Command::Sweep(args) => sweep::run(args, &cli.sandbox),
         Command::Crd => kube::crd(),
         Command::Run(cmd) => cmd.run(&cli.sandbox),
         Command::Replay(args) => replay::run(args, &cli.sandbox),

@@ -9,6 +9,7 @@
 //! `assets/fonts/`), so a machine without system fonts draws the same image.
 
 mod figures;
+mod sweep;
 
 use std::path::Path;
 use std::sync::Once;
@@ -17,6 +18,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use switchyard_sim::report::Results;
+use switchyard_sim::sweep::SweepResults;
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +49,33 @@ pub fn write_all(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError
         (PLOTS[2], &figures::Distribution::new(&context, results)),
     ];
     for (name, figure) in figures {
-        let file = |extension: &str| dir.join(format!("{name}.{extension}"));
-        let failed = |extension: &str, message: String| PlotError {
-            file: file(extension).display().to_string(),
-            message,
-        };
-        let svg = draw_svg(figure).map_err(|message| failed("svg", message))?;
-        let png = rasterise(&svg).map_err(|message| failed("png", message))?;
-        for (extension, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
-            std::fs::write(file(extension), bytes).map_err(|e| failed(extension, e.to_string()))?;
-            written.push(format!("{name}.{extension}"));
-        }
+        written.extend(write_figure(dir, name, figure)?);
     }
     Ok(written)
+}
+
+/// The plot a sweep writes, as `SWEEP_PLOT.svg` and `.png`.
+pub const SWEEP_PLOT: &str = "sweep";
+
+/// Writes a sweep's plot (each run's means over seeds with their intervals) into `dir`
+/// as SVG and PNG; returns the files' names.
+pub fn write_sweep(dir: &Path, results: &SweepResults) -> Result<Vec<String>, PlotError> {
+    Ok(write_figure(dir, SWEEP_PLOT, &sweep::SweepFigure::new(results))?.into())
+}
+
+/// Draws `figure` and writes it as `name.svg` and `name.png`; returns the two names.
+fn write_figure(dir: &Path, name: &str, figure: &dyn Figure) -> Result<[String; 2], PlotError> {
+    let file = |extension: &str| dir.join(format!("{name}.{extension}"));
+    let failed = |extension: &str, message: String| PlotError {
+        file: file(extension).display().to_string(),
+        message,
+    };
+    let svg = draw_svg(figure).map_err(|message| failed("svg", message))?;
+    let png = rasterise(&svg).map_err(|message| failed("png", message))?;
+    for (extension, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
+        std::fs::write(file(extension), bytes).map_err(|e| failed(extension, e.to_string()))?;
+    }
+    Ok([format!("{name}.svg"), format!("{name}.png")])
 }
 
 /// Draws a figure as SVG text.

@@ -21,7 +21,7 @@ const COLOURS: [RGBColor; 8] = [
     RGBColor(23, 190, 207),
 ];
 
-fn colour(run: usize) -> RGBColor {
+pub(super) fn colour(run: usize) -> RGBColor {
     COLOURS[run % COLOURS.len()]
 }
 
@@ -70,13 +70,13 @@ fn label(run: &RunResult) -> String {
 
 /// The unit of a time axis whose largest value is `largest` seconds.
 #[derive(Clone, Copy)]
-struct Unit {
-    symbol: &'static str,
-    seconds: f64,
+pub(super) struct Unit {
+    pub(super) symbol: &'static str,
+    pub(super) seconds: f64,
 }
 
 impl Unit {
-    fn for_largest(largest: f64) -> Self {
+    pub(super) fn for_largest(largest: f64) -> Self {
         if largest >= 2.0 * 86_400.0 {
             Unit {
                 symbol: "days",
@@ -97,7 +97,7 @@ impl Unit {
 }
 
 /// An axis label with the digits its size needs and no trailing zeros.
-fn tick(value: &f64) -> String {
+pub(super) fn tick(value: &f64) -> String {
     let size = value.abs();
     let decimals = if size == 0.0 || size >= 10.0 {
         0
@@ -120,7 +120,7 @@ fn width(run: usize, runs: usize) -> u32 {
     (2 + 3 * runs.saturating_sub(run + 1) / 2).min(6) as u32
 }
 
-fn error(e: impl std::fmt::Display) -> String {
+pub(super) fn error(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
@@ -135,6 +135,7 @@ fn caption<DB: DrawingBackend>(
 #[derive(Clone, Copy)]
 enum Marker {
     Line(u32),
+    Dashed(u32),
     Dot,
     Cross,
 }
@@ -146,15 +147,74 @@ struct Key {
     marker: Marker,
 }
 
-/// A key entry per run drawn as a line.
+/// For each run, the first earlier run it repeats exactly (every job started and
+/// finished at the same times, the same utilisation throughout): its lines would hide
+/// under that run's, so they are drawn dashed and the key says so.
+pub(super) fn identical_to(runs: &[RunResult]) -> Vec<Option<usize>> {
+    let same = |a: &RunResult, b: &RunResult| {
+        a.utilisation == b.utilisation
+            && a.jobs.len() == b.jobs.len()
+            && a.jobs.iter().zip(&b.jobs).all(|(x, y)| {
+                (x.id.as_str(), x.start_time, x.finish_time)
+                    == (y.id.as_str(), y.start_time, y.finish_time)
+            })
+    };
+    (0..runs.len())
+        .map(|i| (0..i).find(|&j| same(&runs[i], &runs[j])))
+        .collect()
+}
+
+/// A run's key text, naming the run it is identical to.
+fn keyed(runs: &[RunResult], identical: &[Option<usize>], i: usize) -> String {
+    match identical[i] {
+        Some(j) => format!("{} (identical to {})", label(&runs[i]), runs[j].policy),
+        None => label(&runs[i]),
+    }
+}
+
+/// A key entry per run drawn as a line: dashed for a run identical to an earlier one.
 fn line_keys(runs: &[RunResult]) -> Vec<Key> {
+    let identical = identical_to(runs);
     (0..runs.len())
         .map(|i| Key {
-            text: label(&runs[i]),
+            text: keyed(runs, &identical, i),
             colour: colour(i),
-            marker: Marker::Line(width(i, runs.len())),
+            marker: if identical[i].is_some() {
+                Marker::Dashed(width(i, runs.len()))
+            } else {
+                Marker::Line(width(i, runs.len()))
+            },
         })
         .collect()
+}
+
+/// The chart every line figure draws on.
+type LineChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws run `i`'s line: solid, or dashed when it repeats an earlier run, so the
+/// earlier run's colour shows between the dashes.
+fn run_line(
+    chart: &mut LineChart<'_, '_>,
+    points: Vec<(f64, f64)>,
+    i: usize,
+    runs: usize,
+    dashed: bool,
+) -> Result<(), String> {
+    let style = colour(i).stroke_width(width(i, runs));
+    if dashed {
+        chart
+            .draw_series(DashedLineSeries::new(points, 10, 8, style))
+            .map_err(error)?;
+    } else {
+        chart
+            .draw_series(LineSeries::new(points, style))
+            .map_err(error)?;
+    }
+    Ok(())
 }
 
 /// Draws `keys` in rows across the top of `area` (outside the chart, so the key never
@@ -193,6 +253,14 @@ fn key_strip<DB: DrawingBackend>(
                     vec![(x, y), (x + 22, y)],
                     c.stroke_width(w),
                 )),
+                Marker::Dashed(w) => strip
+                    .draw(&PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(w)))
+                    .and_then(|()| {
+                        strip.draw(&PathElement::new(
+                            vec![(x + 14, y), (x + 22, y)],
+                            c.stroke_width(w),
+                        ))
+                    }),
                 Marker::Dot => strip.draw(&Circle::new((x + 11, y), 4, c.filled())),
                 Marker::Cross => strip.draw(&Cross::new((x + 11, y), 5, c.stroke_width(2))),
             }
@@ -292,14 +360,15 @@ impl Figure for Utilisation<'_> {
                 .max_light_lines(0)
                 .draw()
                 .map_err(error)?;
+            let identical = identical_to(self.runs);
             for (i, run) in self.runs.iter().enumerate() {
-                let c = colour(i);
-                chart
-                    .draw_series(LineSeries::new(
-                        Self::steps(run, unit, share),
-                        c.stroke_width(width(i, self.runs.len())),
-                    ))
-                    .map_err(error)?;
+                run_line(
+                    &mut chart,
+                    Self::steps(run, unit, share),
+                    i,
+                    self.runs.len(),
+                    identical[i].is_some(),
+                )?;
             }
         }
         Ok(())
@@ -365,11 +434,12 @@ impl Figure for PerJob<'_> {
         let area = caption(root, &self.title)?;
         let shown = || self.rows.iter().flatten().copied();
         let mut keys = Vec::new();
+        let identical = identical_to(self.runs);
         for (i, run) in self.runs.iter().enumerate() {
             let finished = shown().any(|j| completion(run, j).is_some());
             if finished {
                 keys.push(Key {
-                    text: label(run),
+                    text: keyed(self.runs, &identical, i),
                     colour: colour(i),
                     marker: Marker::Dot,
                 });
@@ -589,18 +659,20 @@ impl Figure for Distribution<'_> {
             .draw()
             .map_err(error)?;
         let mut notes = 0;
+        let identical = identical_to(self.runs);
         for (i, run) in self.runs.iter().enumerate() {
             let c = colour(i);
             let mut line = Self::line(run, unit);
             if let Some(&(_, share)) = line.last() {
                 line.push((x_end, share));
             }
-            chart
-                .draw_series(LineSeries::new(
-                    line,
-                    c.stroke_width(width(i, self.runs.len())),
-                ))
-                .map_err(error)?;
+            run_line(
+                &mut chart,
+                line,
+                i,
+                self.runs.len(),
+                identical[i].is_some(),
+            )?;
             if run.summary.finished == 0 {
                 let (x, y) = chart.backend_coord(&(0.0, 1.0));
                 let style = ("sans-serif", 15).into_font().color(&c);
