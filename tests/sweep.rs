@@ -242,11 +242,15 @@ fn emit_job_writes_an_indexed_job_with_a_completion_per_cell_and_the_workloads()
 #[test]
 fn an_offline_split_prints_a_table_with_intervals_and_a_balanced_split_is_10_and_10() {
     let dir = tempfile::tempdir().unwrap();
+    let workload = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/specon-random-20.yaml"
+    );
     let out = stdout_of(&[
         "simulate",
-        QUICKSTART,
+        workload,
         "--split",
-        "default:even:0.5",
+        "even:specon:0.5",
         "--split-assign",
         "balanced",
         "--out",

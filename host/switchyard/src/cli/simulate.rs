@@ -4,7 +4,7 @@
 mod runs;
 mod table;
 
-pub(super) use runs::{RunSpec, plan, policy_of, target_of};
+pub(super) use runs::{plan, policy_of, target_of};
 pub(super) use table::{TimeUnit, layout};
 
 use std::io::Write as _;

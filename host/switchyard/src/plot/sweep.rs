@@ -4,7 +4,6 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::Figure;
 use super::figures::{Unit, colour, error, tick};
@@ -105,11 +104,7 @@ fn panel<DB: DrawingBackend>(
                 String::new()
             }
         })
-        .x_label_style(
-            ("sans-serif", 13)
-                .into_font()
-                .pos(Pos::new(HPos::Center, VPos::Top)),
-        )
+        .x_label_style(("sans-serif", 13))
         .y_desc(format!("[{}]", unit.symbol))
         .y_label_formatter(&tick)
         .label_style(("sans-serif", 13))
@@ -122,15 +117,16 @@ fn panel<DB: DrawingBackend>(
         let x = i as f64;
         let v = e.value / unit.seconds;
         if let (Some(low), Some(high)) = (e.low, e.high) {
+            // The interval: a vertical bar with a cap at each end.
+            let (low, high) = (low / unit.seconds, high / unit.seconds);
+            let cap = 0.12;
+            let style = c.stroke_width(2);
             chart
-                .draw_series(std::iter::once(ErrorBar::new_vertical(
-                    x,
-                    low / unit.seconds,
-                    v,
-                    high / unit.seconds,
-                    c.stroke_width(2),
-                    14,
-                )))
+                .draw_series([
+                    PathElement::new(vec![(x, low), (x, high)], style),
+                    PathElement::new(vec![(x - cap, low), (x + cap, low)], style),
+                    PathElement::new(vec![(x - cap, high), (x + cap, high)], style),
+                ])
                 .map_err(error)?;
         }
         chart
