@@ -69,7 +69,10 @@ fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs(
     let cells = results["cells"].as_array().unwrap();
     assert_eq!(cells.len(), 10);
     for cell in cells {
-        let (policy, seed) = (cell["run"].as_str().unwrap(), cell["seed"].as_u64().unwrap());
+        let (policy, seed) = (
+            cell["run"].as_str().unwrap(),
+            cell["seed"].as_u64().unwrap(),
+        );
         let single = dir.path().join(format!("{policy}-{seed}"));
         stdout_of(&[
             "simulate",
@@ -92,7 +95,11 @@ fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs(
     let mean: f64 = cells
         .iter()
         .filter(|c| c["run"] == "default")
-        .map(|c| c["summary"]["completion"]["restricted_mean"]["value"].as_f64().unwrap())
+        .map(|c| {
+            c["summary"]["completion"]["restricted_mean"]["value"]
+                .as_f64()
+                .unwrap()
+        })
         .sum::<f64>()
         / 5.0;
     let row = &results["rows"][0];
@@ -159,7 +166,11 @@ fn a_failing_cell_is_reported_and_the_other_cells_go_on() {
         ])
         .output()
         .unwrap();
-    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
     let results: Value = serde_json::from_slice(&output.stdout).unwrap();
     let status = |run: &str| -> Vec<String> {
         results["cells"]
@@ -187,7 +198,10 @@ fn a_failing_cell_is_reported_and_the_other_cells_go_on() {
         .iter()
         .find(|r| r["run"] == "specon(alpha=fast)")
         .unwrap();
-    assert_eq!((row["done"].as_u64(), row["failed"].as_u64()), (Some(0), Some(2)));
+    assert_eq!(
+        (row["done"].as_u64(), row["failed"].as_u64()),
+        (Some(0), Some(2))
+    );
 }
 
 #[test]
@@ -217,7 +231,10 @@ fn emit_job_writes_an_indexed_job_with_a_completion_per_cell_and_the_workloads()
     assert_eq!(config_map["kind"], "ConfigMap");
     let workload = config_map["data"]["quickstart.yaml"].as_str().unwrap();
     assert_eq!(workload, std::fs::read_to_string(QUICKSTART).unwrap());
-    assert_eq!((job["apiVersion"].as_str(), job["kind"].as_str()), (Some("batch/v1"), Some("Job")));
+    assert_eq!(
+        (job["apiVersion"].as_str(), job["kind"].as_str()),
+        (Some("batch/v1"), Some("Job"))
+    );
     let spec = &job["spec"];
     assert_eq!(spec["completionMode"], "Indexed");
     // 3 runs (default, specon at two alphas) x 20 seeds.
@@ -262,7 +279,10 @@ fn an_offline_split_prints_a_table_with_intervals_and_a_balanced_split_is_10_and
     assert!(!out.trim_start().starts_with('{'), "{out}");
     let report = json_file(&dir.path().join("experiment.json"));
     let imbalance = &report["experiment"]["split"]["imbalance"];
-    assert_eq!((imbalance["jobs"].as_u64(), imbalance["jobs_b"].as_u64()), (Some(20), Some(10)));
+    assert_eq!(
+        (imbalance["jobs"].as_u64(), imbalance["jobs_b"].as_u64()),
+        (Some(20), Some(10))
+    );
     let arms = report["experiment"]["split"]["arms"].as_array().unwrap();
     assert_eq!(arms[0]["completion"]["jobs"], 10);
     assert_eq!(arms[1]["completion"]["jobs"], 10);
@@ -331,6 +351,9 @@ fn the_end_of_run_message_names_each_decision_trace() {
         dir.path().to_str().unwrap(),
     ]);
     let message = out.lines().find(|l| l.starts_with("wrote to")).unwrap();
-    assert!(message.contains("decisions-default.jsonl, decisions-local.jsonl"), "{message}");
+    assert!(
+        message.contains("decisions-default.jsonl, decisions-local.jsonl"),
+        "{message}"
+    );
     assert!(!message.contains("NAME"), "{message}");
 }

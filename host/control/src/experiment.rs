@@ -151,16 +151,16 @@ impl JobAssignment {
         match name {
             "hash" => Self::hash(ratio_b),
             "balanced" => Self::balanced(ratio_b),
-            other => Err(ExperimentError::BadAssignment(other.escape_debug().to_string())),
+            other => Err(ExperimentError::BadAssignment(
+                other.escape_debug().to_string(),
+            )),
         }
     }
 
     /// The share of jobs meant for B, when the rule has one.
     fn ratio_b(&self) -> Option<f64> {
         match self {
-            JobAssignment::Hash { ratio_b } | JobAssignment::Balanced { ratio_b } => {
-                Some(*ratio_b)
-            }
+            JobAssignment::Hash { ratio_b } | JobAssignment::Balanced { ratio_b } => Some(*ratio_b),
             JobAssignment::Label { .. } => None,
         }
     }

@@ -291,8 +291,8 @@ pub fn compare_arms(
     b: &[Observation],
 ) -> (CompletionStats, CompletionStats, Option<Difference>) {
     let (km_a, km_b) = (KaplanMeier::new(a), KaplanMeier::new(b));
-    let horizon = (!a.is_empty() && !b.is_empty())
-        .then(|| km_a.last_observed().min(km_b.last_observed()));
+    let horizon =
+        (!a.is_empty() && !b.is_empty()).then(|| km_a.last_observed().min(km_b.last_observed()));
     let Some(horizon) = horizon else {
         return (CompletionStats::of(a), CompletionStats::of(b), None);
     };
@@ -432,7 +432,10 @@ mod tests {
         let stats = CompletionStats::of(&jobs);
         assert_eq!((stats.jobs, stats.finished, stats.unfinished), (5, 3, 2));
         let median = stats.median.unwrap();
-        assert_eq!((median.value, median.low, median.high), (5.0, Some(2.0), None));
+        assert_eq!(
+            (median.value, median.low, median.high),
+            (5.0, Some(2.0), None)
+        );
         assert_eq!(stats.horizon, Some(6.0));
         let mean = stats.restricted_mean.unwrap();
         close(mean.value, 4.4);

@@ -138,9 +138,12 @@ fn try_cell(
     fallback: &PolicySlot,
     cell: &Cell,
 ) -> Result<Summary, String> {
-    let run = plan
-        .run(&cell.run)
-        .ok_or_else(|| format!("cell {}: no run named `{}` in the plan", cell.index, cell.run))?;
+    let run = plan.run(&cell.run).ok_or_else(|| {
+        format!(
+            "cell {}: no run named `{}` in the plan",
+            cell.index, cell.run
+        )
+    })?;
     let workload = Workload::load(cell.workload.as_ref()).map_err(|e| e.to_string())?;
     let scenario = workload.scenario(cell.seed).map_err(|e| e.to_string())?;
     // A fallback instance of the cell's own: a kept instance shared with other cells
@@ -370,7 +373,10 @@ mod tests {
     fn cells_are_numbered_workload_then_run_then_seed() {
         let cells = plan().cells();
         assert_eq!(cells.len(), 6);
-        assert_eq!((cells[4].run.as_str(), cells[4].seed, cells[4].index), ("specon", 2, 4));
+        assert_eq!(
+            (cells[4].run.as_str(), cells[4].seed, cells[4].index),
+            ("specon", 2, 4)
+        );
     }
 
     /// even: 100, 200, 300 s; specon 90, 180, 270 s (-10 % on every seed, so the
@@ -391,7 +397,10 @@ mod tests {
         let change = specon.against_baseline.as_ref().unwrap();
         assert_eq!(change.seeds, 3);
         let jct = change.mean_completion.unwrap();
-        assert!((jct.value + 10.0).abs() < 1e-9 && jct.excludes_zero(), "{jct:?}");
+        assert!(
+            (jct.value + 10.0).abs() < 1e-9 && jct.excludes_zero(),
+            "{jct:?}"
+        );
         assert!((specon.mean_completion.unwrap().value - 180.0).abs() < 1e-9);
         assert!(rows[0].against_baseline.is_none());
 

@@ -1,8 +1,10 @@
 //! Plots of a comparison, each written as SVG and as PNG: utilisation over time (a panel
 //! for CPU, one for GPU, step lines: the share holds until the next change), each job's
 //! completion time, and the distribution of completion times. Every title names the
-//! workload and the seed; a run whose jobs did not all finish is marked in every legend.
-//! It draws what `results.json` holds and decides nothing.
+//! workload and the seed; a run whose jobs did not all finish is marked in every legend,
+//! and a run drawn exactly as an earlier one is dashed over it and named "identical to"
+//! it, so neither hides the other. A sweep has a figure of its own: each run's means over
+//! seeds with their intervals. It draws what `results.json` holds and decides nothing.
 //!
 //! Each figure is drawn once, as SVG; the PNG is that SVG rasterised. Text is laid out
 //! and drawn with a font embedded in the binary (DejaVu Sans, licence beside it in

@@ -278,7 +278,8 @@ fn arm_row(unit: TimeUnit, arm: &ArmReport) -> Vec<String> {
         c.jobs.to_string(),
         c.finished.to_string(),
         c.unfinished.to_string(),
-        c.median.map_or("not reached".into(), |m| with_interval(unit, &m)),
+        c.median
+            .map_or("not reached".into(), |m| with_interval(unit, &m)),
         c.restricted_mean
             .map_or("n/a".into(), |m| with_interval(unit, &m)),
         arm.avg_wait.map_or("n/a".into(), |w| unit.format(w)),

@@ -59,7 +59,12 @@ pub(crate) struct SimulateArgs {
     /// How --split assigns jobs: `hash` (each job by a hash of its id; the arms' sizes
     /// vary by chance) or `balanced` (the hash held to RATIO as jobs arrive: 20 jobs at
     /// 0.5 are 10 and 10).
-    #[arg(long, default_value = "hash", value_name = "hash|balanced", requires = "split")]
+    #[arg(
+        long,
+        default_value = "hash",
+        value_name = "hash|balanced",
+        requires = "split"
+    )]
     pub split_assign: String,
     /// Print the results as JSON (what results.json or experiment.json holds) instead of
     /// tables.

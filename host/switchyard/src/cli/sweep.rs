@@ -134,7 +134,11 @@ pub(super) fn run(args: SweepArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         results.len(),
         busy / wall.max(f64::EPSILON)
     );
-    report(args.out.as_deref(), SweepResults::of(plan, results), args.json)?;
+    report(
+        args.out.as_deref(),
+        SweepResults::of(plan, results),
+        args.json,
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -148,7 +152,11 @@ fn report(out: Option<&Path>, results: SweepResults, json: bool) -> anyhow::Resu
             std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
                 .with_context(|| format!("writing {}", file.display()))?;
             written.push("results.json".into());
-            Some(format!("wrote to {}: {}", dir.display(), written.join(", ")))
+            Some(format!(
+                "wrote to {}: {}",
+                dir.display(),
+                written.join(", ")
+            ))
         }
         None => None,
     };
@@ -177,9 +185,11 @@ fn run_cells(
     let cells = plan.cells();
     let bar = ProgressBar::with_draw_target(Some(cells.len() as u64), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("sweep [{bar:30}] {pos}/{len} cells {elapsed} (~{eta} left) {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(
+            "sweep [{bar:30}] {pos}/{len} cells {elapsed} (~{eta} left) {msg}",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     let next = AtomicUsize::new(0);
     let failed = AtomicUsize::new(0);
@@ -242,8 +252,13 @@ fn merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     let cells_dir = args.dir.join("cells");
     let mut plan: Option<(Plan, PathBuf)> = None;
     let mut results = Vec::new();
-    let entries = std::fs::read_dir(&cells_dir)
-        .with_context(|| format!("reading {} (where `sweep --cell N --out {}` writes)", cells_dir.display(), args.dir.display()))?;
+    let entries = std::fs::read_dir(&cells_dir).with_context(|| {
+        format!(
+            "reading {} (where `sweep --cell N --out {}` writes)",
+            cells_dir.display(),
+            args.dir.display()
+        )
+    })?;
     let mut files: Vec<PathBuf> = entries
         .map(|e| e.map(|e| e.path()))
         .collect::<Result<_, _>>()
@@ -251,8 +266,7 @@ fn merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
     files.retain(|f| f.extension().is_some_and(|e| e == "json"));
     files.sort();
     for file in files {
-        let text =
-            std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
+        let text = std::fs::read(&file).with_context(|| format!("reading {}", file.display()))?;
         let cell: CellFile = serde_json::from_slice(&text)
             .with_context(|| format!("{}: not a sweep cell's file", file.display()))?;
         match &plan {
@@ -357,7 +371,10 @@ fn make_plan(args: &SweepArgs, runtime: &Runtime) -> anyhow::Result<Plan> {
             ensure!(
                 runs.iter().any(|r| &r.name == name),
                 "--baseline {name} names no run (runs: {})",
-                runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(", ")
+                runs.iter()
+                    .map(|r| r.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             );
             name.clone()
         }
@@ -412,7 +429,10 @@ fn parse_seeds(text: &str) -> anyhow::Result<Vec<u64>> {
                     to.trim().parse().map_err(|_| bad(part))?,
                 );
                 ensure!(from <= to, bad(part));
-                ensure!(to - from < 100_000, "--seeds {text}: `{part}` is over 100,000 seeds");
+                ensure!(
+                    to - from < 100_000,
+                    "--seeds {text}: `{part}` is over 100,000 seeds"
+                );
                 seeds.extend(from..=to);
             }
             None => seeds.push(part.parse().map_err(|_| bad(part))?),
@@ -439,8 +459,14 @@ mod tests {
     #[test]
     fn several_values_of_several_parameters_make_every_combination() {
         let grid = vec![
-            ("alpha".to_string(), vec!["0.01".to_string(), "0.02".to_string()]),
-            ("interval".to_string(), vec!["20".to_string(), "30".to_string(), "40".to_string()]),
+            (
+                "alpha".to_string(),
+                vec!["0.01".to_string(), "0.02".to_string()],
+            ),
+            (
+                "interval".to_string(),
+                vec!["20".to_string(), "30".to_string(), "40".to_string()],
+            ),
         ];
         let all = combinations(&grid);
         assert_eq!(all.len(), 6);

@@ -147,20 +147,11 @@ struct Key {
     marker: Marker,
 }
 
-/// For each run, the first earlier run it repeats exactly (every job started and
-/// finished at the same times, the same utilisation throughout): its lines would hide
-/// under that run's, so they are drawn dashed and the key says so.
-pub(super) fn identical_to(runs: &[RunResult]) -> Vec<Option<usize>> {
-    let same = |a: &RunResult, b: &RunResult| {
-        a.utilisation == b.utilisation
-            && a.jobs.len() == b.jobs.len()
-            && a.jobs.iter().zip(&b.jobs).all(|(x, y)| {
-                (x.id.as_str(), x.start_time, x.finish_time)
-                    == (y.id.as_str(), y.start_time, y.finish_time)
-            })
-    };
-    (0..runs.len())
-        .map(|i| (0..i).find(|&j| same(&runs[i], &runs[j])))
+/// For each run, the first earlier run whose drawing (`drawn`, one per run) is the same:
+/// its line would hide under that run's, so it is drawn dashed and the key says so.
+fn coinciding<T: PartialEq>(drawn: &[T]) -> Vec<Option<usize>> {
+    (0..drawn.len())
+        .map(|i| (0..i).find(|&j| drawn[i] == drawn[j]))
         .collect()
 }
 
@@ -173,8 +164,7 @@ fn keyed(runs: &[RunResult], identical: &[Option<usize>], i: usize) -> String {
 }
 
 /// A key entry per run drawn as a line: dashed for a run identical to an earlier one.
-fn line_keys(runs: &[RunResult]) -> Vec<Key> {
-    let identical = identical_to(runs);
+fn line_keys(runs: &[RunResult], identical: &[Option<usize>]) -> Vec<Key> {
     (0..runs.len())
         .map(|i| Key {
             text: keyed(runs, &identical, i),
@@ -254,7 +244,10 @@ fn key_strip<DB: DrawingBackend>(
                     c.stroke_width(w),
                 )),
                 Marker::Dashed(w) => strip
-                    .draw(&PathElement::new(vec![(x, y), (x + 8, y)], c.stroke_width(w)))
+                    .draw(&PathElement::new(
+                        vec![(x, y), (x + 8, y)],
+                        c.stroke_width(w),
+                    ))
                     .and_then(|()| {
                         strip.draw(&PathElement::new(
                             vec![(x + 14, y), (x + 22, y)],
@@ -327,7 +320,6 @@ impl Figure for Utilisation<'_> {
 
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let area = key_strip(&area, &line_keys(self.runs))?;
         let end = self
             .runs
             .iter()
@@ -342,8 +334,20 @@ impl Figure for Utilisation<'_> {
         } else {
             vec![("CPU cores in use", |p| p.cpu)]
         };
+        let lines: Vec<Vec<Vec<(f64, f64)>>> = self
+            .runs
+            .iter()
+            .map(|run| {
+                panels
+                    .iter()
+                    .map(|(_, share)| Self::steps(run, unit, *share))
+                    .collect()
+            })
+            .collect();
+        let identical = coinciding(&lines);
+        let area = key_strip(&area, &line_keys(self.runs, &identical))?;
         let areas = area.split_evenly((panels.len(), 1));
-        for ((what, share), panel) in panels.into_iter().zip(&areas) {
+        for (p, ((what, _), panel)) in panels.into_iter().zip(&areas).enumerate() {
             let mut chart = ChartBuilder::on(panel)
                 .margin(10)
                 .x_label_area_size(40)
@@ -360,11 +364,10 @@ impl Figure for Utilisation<'_> {
                 .max_light_lines(0)
                 .draw()
                 .map_err(error)?;
-            let identical = identical_to(self.runs);
-            for (i, run) in self.runs.iter().enumerate() {
+            for (i, run_lines) in lines.iter().enumerate() {
                 run_line(
                     &mut chart,
-                    Self::steps(run, unit, share),
+                    run_lines[p].clone(),
                     i,
                     self.runs.len(),
                     identical[i].is_some(),
@@ -434,7 +437,12 @@ impl Figure for PerJob<'_> {
         let area = caption(root, &self.title)?;
         let shown = || self.rows.iter().flatten().copied();
         let mut keys = Vec::new();
-        let identical = identical_to(self.runs);
+        let times: Vec<Vec<Option<f64>>> = self
+            .runs
+            .iter()
+            .map(|run| shown().map(|j| completion(run, j)).collect())
+            .collect();
+        let identical = coinciding(&times);
         for (i, run) in self.runs.iter().enumerate() {
             let finished = shown().any(|j| completion(run, j).is_some());
             if finished {
@@ -631,7 +639,6 @@ impl Figure for Distribution<'_> {
 
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let area = key_strip(&area, &line_keys(self.runs))?;
         let largest = self
             .runs
             .iter()
@@ -639,6 +646,9 @@ impl Figure for Distribution<'_> {
             .fold(1.0, f64::max);
         let unit = Unit::for_largest(largest);
         let x_end = largest / unit.seconds * 1.02;
+        let lines: Vec<Vec<(f64, f64)>> = self.runs.iter().map(|r| Self::line(r, unit)).collect();
+        let identical = coinciding(&lines);
+        let area = key_strip(&area, &line_keys(self.runs, &identical))?;
         let mut chart = ChartBuilder::on(&area)
             .margin(10)
             .x_label_area_size(40)
@@ -659,20 +669,13 @@ impl Figure for Distribution<'_> {
             .draw()
             .map_err(error)?;
         let mut notes = 0;
-        let identical = identical_to(self.runs);
-        for (i, run) in self.runs.iter().enumerate() {
+        for (i, (run, line)) in self.runs.iter().zip(lines).enumerate() {
             let c = colour(i);
-            let mut line = Self::line(run, unit);
+            let mut line = line;
             if let Some(&(_, share)) = line.last() {
                 line.push((x_end, share));
             }
-            run_line(
-                &mut chart,
-                line,
-                i,
-                self.runs.len(),
-                identical[i].is_some(),
-            )?;
+            run_line(&mut chart, line, i, self.runs.len(), identical[i].is_some())?;
             if run.summary.finished == 0 {
                 let (x, y) = chart.backend_coord(&(0.0, 1.0));
                 let style = ("sans-serif", 15).into_font().color(&c);

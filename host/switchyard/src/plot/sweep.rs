@@ -53,7 +53,12 @@ impl Figure for SweepFigure<'_> {
                 .filter(|r| &r.workload == workload)
                 .collect();
             for (m, (what, measure)) in measures.iter().enumerate() {
-                panel(&rows[w * 2 + m], &format!("{name}: {what}"), &mine, *measure)?;
+                panel(
+                    &rows[w * 2 + m],
+                    &format!("{name}: {what}"),
+                    &mine,
+                    *measure,
+                )?;
             }
         }
         Ok(())

@@ -220,6 +220,9 @@ mod tests {
         .unwrap()
         .to_request()
         .unwrap_err();
-        assert!(error.starts_with("experiment.assign: split assignment `alternate`"), "{error}");
+        assert!(
+            error.starts_with("experiment.assign: split assignment `alternate`"),
+            "{error}"
+        );
     }
 }

@@ -99,8 +99,8 @@ pub(super) fn manifest(args: &SweepArgs, plan: &Plan) -> anyhow::Result<String> 
             path.display()
         );
         let key = config_map_key(path)?;
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading {}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         if data.insert(key.clone(), text).is_some() {
             bail!("--emit-job: two workloads are named {key}; rename one");
         }
@@ -138,8 +138,14 @@ pub(super) fn manifest(args: &SweepArgs, plan: &Plan) -> anyhow::Result<String> 
         results_dir,
     ]);
     let labels = BTreeMap::from([
-        ("app.kubernetes.io/name".to_string(), "switchyard-sweep".to_string()),
-        ("app.kubernetes.io/instance".to_string(), job.job_name.clone()),
+        (
+            "app.kubernetes.io/name".to_string(),
+            "switchyard-sweep".to_string(),
+        ),
+        (
+            "app.kubernetes.io/instance".to_string(),
+            job.job_name.clone(),
+        ),
     ]);
     let meta = |name: String| ObjectMeta {
         name: Some(name),

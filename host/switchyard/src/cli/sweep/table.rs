@@ -89,7 +89,10 @@ pub(super) fn text(results: &SweepResults) -> String {
             .map(|r| {
                 let (jct, makespan) = match &r.against_baseline {
                     None => ("baseline".to_string(), "baseline".to_string()),
-                    Some(p) => (change(p.mean_completion.as_ref()), change(p.makespan.as_ref())),
+                    Some(p) => (
+                        change(p.mean_completion.as_ref()),
+                        change(p.makespan.as_ref()),
+                    ),
                 };
                 vec![
                     r.run.clone(),
