@@ -38,12 +38,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, BenchmarkId, Criterion, criterion_group, criterion_main};
-use switchyard_core::delta::{Change, HeldSnapshot};
-use switchyard_core::model::{LossSample, Settings, Snapshot};
+use switchyard_core::{Change, HeldSnapshot, LossSample, Settings, Snapshot};
 use switchyard_policy_sdk::IncrementalGuest;
-use switchyard_runtime::contract;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
+use switchyard_runtime::{
+    PolicyModule, PolicyRef, Runtime, RuntimeOptions, SandboxLimits, Session, delta_to_wit,
+    snapshot_to_wit,
+};
 
 /// The allocator the `switchyard` binary ships with: the host's half of a round builds,
 /// diffs and drops thousands of small strings and vectors, and glibc's allocator times
@@ -152,7 +152,7 @@ impl Subject {
         self.wasm(&earlier, &[]).state
     }
 
-    fn wasm(&self, snapshot: &Snapshot, state: &[u8]) -> switchyard_core::model::Decision {
+    fn wasm(&self, snapshot: &Snapshot, state: &[u8]) -> switchyard_core::Decision {
         self.module
             .decide(&Settings::default(), snapshot, state, 1)
             .unwrap_or_else(|e| panic!("{} decides: {e}", self.name))
@@ -399,7 +399,7 @@ fn breakdown(c: &mut Criterion) {
     for nodes in SIZES {
         let snapshot = synthetic::cluster(nodes, 0, synthetic::NOW);
         g.bench_function(BenchmarkId::new("lower", nodes), |b| {
-            b.iter(|| black_box(contract::snapshot_to_wit(&snapshot)))
+            b.iter(|| black_box(snapshot_to_wit(&snapshot)))
         });
         g.bench_function(BenchmarkId::new("null-call", nodes), |b| {
             b.iter(|| black_box(call(&snapshot)))
@@ -418,7 +418,7 @@ fn steady(c: &mut Criterion) {
         g.bench_function(BenchmarkId::new("diff", nodes), |b| {
             b.iter(|| {
                 let change = held.change_to(&snapshot);
-                black_box(contract::delta_to_wit(&snapshot, &change))
+                black_box(delta_to_wit(&snapshot, &change))
             })
         });
     }
@@ -471,7 +471,7 @@ fn eligibility(c: &mut Criterion) {
         let mut g = c.benchmark_group("eligibility/lower");
         for (label, snapshot) in [("none", &plain), ("sets", &constrained)] {
             g.bench_function(BenchmarkId::new(label, nodes), |b| {
-                b.iter(|| black_box(contract::snapshot_to_wit(snapshot)))
+                b.iter(|| black_box(snapshot_to_wit(snapshot)))
             });
         }
         g.finish();

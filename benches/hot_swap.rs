@@ -37,10 +37,8 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
-use switchyard_runtime::registry;
-use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions};
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions, builtin};
+use switchyard_sim::{Simulator, Workload};
 use wasm_encoder::{ComponentSection, CustomSection};
 
 #[path = "support/synthetic.rs"]
@@ -50,7 +48,7 @@ mod synthetic;
 const UPLOADED: [&str; 2] = ["even", "specon"];
 
 fn builtin_bytes(name: &str) -> &'static [u8] {
-    registry::builtin(name).expect("a built-in policy").bytes
+    builtin(name).expect("a built-in policy").bytes
 }
 
 /// The built-in `name` with a custom section that makes its digest unique: a new

@@ -40,7 +40,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use criterion::{BatchSize, Criterion, criterion_group, criterion_main};
-use switchyard_core::model::{JobPhase, LossSample, Settings, Snapshot, TaskPhase};
+use switchyard_core::{JobPhase, LossSample, Settings, Snapshot, TaskPhase};
 use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
 
 const NODES: usize = 1_000;
@@ -179,7 +179,7 @@ fn churn(snapshot: &mut Snapshot, serial: &mut usize) {
     *serial += 1;
     let at = *serial % snapshot.nodes.len();
     let host = snapshot.nodes[at].name.clone();
-    let mut taken = switchyard_core::model::Resources::default();
+    let mut taken = switchyard_core::Resources::default();
     for job in snapshot
         .jobs
         .iter_mut()

@@ -5,10 +5,8 @@
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use switchyard_control::{ControlLoop, PolicySlot};
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions};
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
+use switchyard_sim::{Simulator, Workload};
 
 fn quickstart(c: &mut Criterion) {
     let path = std::path::Path::new(concat!(

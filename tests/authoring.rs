@@ -13,9 +13,8 @@ use assert_cmd::Command;
 use switchyard::authoring::harness::{self, TestSpec};
 use switchyard::authoring::trace;
 use switchyard_control::PolicySlot;
-use switchyard_core::model::Settings;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_core::Settings;
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -10,10 +10,8 @@ use crate::offline_runtime;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-use switchyard_core::model::Operation;
-use switchyard_sim::offline;
-use switchyard_sim::report::Summary;
-use switchyard_sim::workload::Workload;
+use switchyard_core::Operation;
+use switchyard_sim::{Records, Summary, Workload, load_slot, run_offline};
 
 /// The node-name prefixes each template's rules allow in the example.
 fn allowed_prefixes(job: &str) -> &'static [&'static str] {
@@ -38,16 +36,16 @@ fn run_refusing_nothing(
     mut accepted: impl FnMut(&Operation),
 ) -> Summary {
     let runtime = offline_runtime::generous();
-    let fallback = offline::slot(&runtime, "default", &BTreeMap::new()).expect("default");
+    let fallback = load_slot(&runtime, "default", &BTreeMap::new()).expect("default");
     let mut rejected = Vec::new();
-    let run = offline::run(
+    let run = run_offline(
         &runtime,
         policy,
         &BTreeMap::new(),
         &fallback,
         workload.scenario(workload.seed()).unwrap(),
         workload.seed(),
-        offline::Records::Stream,
+        Records::Stream,
         |_, record| {
             rejected.extend(record.arm_a.rejected.iter().map(|r| format!("{r:?}")));
             record.arm_a.accepted.iter().for_each(|a| accepted(&a.op));

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use support::{cluster, guests, job, node};
-use switchyard_core::model::{Settings, Snapshot};
+use switchyard_core::{Settings, Snapshot};
 use switchyard_runtime::{
     PolicyError, PolicyModule, ResultBudget, Runtime, RuntimeOptions, SandboxLimits,
 };

@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
-use switchyard_core::model::{Job, JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{PolicyModule, Runtime, RuntimeOptions, SandboxLimits, Session};
+use switchyard_core::{Job, JobPhase, LossSample, Settings, Snapshot, TaskPhase, Trigger};
+use switchyard_runtime::{
+    PolicyModule, PolicyRef, Runtime, RuntimeOptions, SandboxLimits, Session,
+};
 
 /// The host's lowering over the guest SDK's types, so the whole snapshot can be printed
 /// exactly as the guest prints what it holds.
@@ -394,7 +395,7 @@ fn a_session_moved_between_policies_follows_each_ones_loss_choice() {
 #[test]
 fn only_specon_and_flowcon_of_the_shipped_policies_read_loss() {
     let runtime = runtime();
-    for builtin in switchyard_runtime::registry::BUILTIN_POLICIES {
+    for builtin in switchyard_runtime::BUILTIN_POLICIES {
         let module = PolicyRef::parse(builtin.name)
             .unwrap()
             .load(&runtime)

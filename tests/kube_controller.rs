@@ -338,7 +338,7 @@ async fn an_upload_in_kube_mode_is_kept_in_its_own_configmap_and_the_next_contro
     let world = World::new().node(node("n1", 8));
     let bytes = null_guest_padded(0);
     let encoded = serde_json::to_value(k8s_openapi::ByteString(bytes.clone())).unwrap();
-    let digest = switchyard_runtime::ComponentDigest::of(&bytes).to_hex();
+    let digest = switchyard_core::ComponentDigest::of(&bytes).to_hex();
     let entry = format!(
         r#"{{"policy":"null","configmap":"switchyard-state-component-null","key":"null.wasm","digest":"{digest}"}}"#
     );
@@ -499,7 +499,7 @@ async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kep
     let entry = controller.catalog().get("null").unwrap();
     assert_eq!(
         entry.slot.module.digest(),
-        switchyard_runtime::ComponentDigest::of(&bytes)
+        switchyard_core::ComponentDigest::of(&bytes)
     );
     stop(driver).await;
     server.finish().await;
@@ -589,7 +589,7 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
 /// failed bind and the API server's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
-    use switchyard_control::recording::{RecordOptions, Recording};
+    use switchyard_control::{RecordOptions, Recording};
     let (world, script) = a_bind_refused_by_a_webhook();
     let (client, server) = MockServer::start(script);
     let dir = tempfile::tempdir().unwrap();

@@ -26,8 +26,7 @@ use crate::offline_runtime;
 
 use serde::Deserialize;
 use switchyard_runtime::Runtime;
-use switchyard_sim::offline;
-use switchyard_sim::workload::Workload;
+use switchyard_sim::{Records, Workload, load_slot, run_offline};
 
 /// One job as the peer's `run_pollux.py` writes it.
 #[derive(Deserialize)]
@@ -129,15 +128,15 @@ fn compare(runtime: &Runtime, pair: Pair, workload: u32, setting: Setting) -> Ag
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let fallback = offline::slot(runtime, "default", &BTreeMap::new()).expect("default policy");
-    let run = offline::run(
+    let fallback = load_slot(runtime, "default", &BTreeMap::new()).expect("default policy");
+    let run = run_offline(
         runtime,
         pair.ours,
         &settings,
         &fallback,
         scenario,
         1,
-        offline::Records::Stream,
+        Records::Stream,
         |_, _| {},
     )
     .unwrap_or_else(|e| panic!("{e}"));

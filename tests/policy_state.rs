@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex};
 
 use switchyard_control::{ControlLoop, DirStateStore, StateError, StateStore};
 use switchyard_runtime::Runtime;
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_sim::{Simulator, Workload};
 
 /// A store that remembers every save, shared with the test.
 #[derive(Clone, Default)]
@@ -161,7 +160,7 @@ const LEFT: usize = 300;
 /// Runs `policy` over [`LONG_WORKLOAD`] until [`LEFT`] jobs have finished while others
 /// are alive; returns the blob it handed back last, the snapshot it decided on then, and
 /// how many jobs had finished.
-fn long_run(runtime: &Runtime, policy: &str) -> (Vec<u8>, switchyard_core::model::Snapshot, usize) {
+fn long_run(runtime: &Runtime, policy: &str) -> (Vec<u8>, switchyard_core::Snapshot, usize) {
     use switchyard_control::Cluster as _;
     let scenario = Workload::parse(LONG_WORKLOAD, Path::new("long.yaml"))
         .unwrap()

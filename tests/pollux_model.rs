@@ -5,9 +5,10 @@
 use std::path::{Path, PathBuf};
 
 use switchyard_control::{Advance, Cluster};
-use switchyard_core::model::{Action, Assignment, Operation};
-use switchyard_sim::simulator::{Scenario, SimConfig, Simulator, Speed};
-use switchyard_sim::workload::{Workload, WorkloadError, application};
+use switchyard_core::{Action, Assignment, Operation};
+use switchyard_sim::{
+    Scenario, SimConfig, Simulator, Speed, Workload, WorkloadError, load_application,
+};
 
 /// A small, valid model directory: two placements, one scalability shape, two runs.
 struct ModelDir {
@@ -51,7 +52,7 @@ impl ModelDir {
     }
 
     fn error(&self) -> String {
-        match application::load(&self.path()) {
+        match load_application(&self.path()) {
             Ok(_) => panic!("the model loaded"),
             Err(e) => e.to_string(),
         }
@@ -66,7 +67,7 @@ fn assert_names(error: &str, parts: &[&str]) {
 
 #[test]
 fn a_model_directory_in_the_artifacts_format_loads_whatever_the_model() {
-    let model = application::load(&ModelDir::new().path()).unwrap();
+    let model = load_application(&ModelDir::new().path()).unwrap();
     let limits = model.limits();
     assert_eq!((limits.init_batch_size, limits.max_batch_size), (32, 128));
     assert_eq!((limits.min_local_bsz, limits.max_local_bsz), (32, 64));
@@ -144,7 +145,7 @@ fn a_file_of_one_row_is_a_model_of_one_epoch_or_one_measurement() {
         "scalability.csv",
         "num_nodes,num_replicas,local_bsz,step_time,sync_time\n",
     );
-    let model = application::load(&dir.path()).unwrap();
+    let model = load_application(&dir.path()).unwrap();
     assert_eq!(model.limits().max_epochs, 1);
     assert_eq!(model.total_progress(), 100.0);
     // Every placement and batch gets the one measurement.
@@ -174,7 +175,7 @@ fn an_empty_or_absent_measurement_is_refused() {
 fn application_yaml_sets_limits_and_refuses_what_the_runs_cannot_give() {
     let dir = ModelDir::new();
     dir.write("application.yaml", "max_epochs: 2\nmax_local_bsz: 32\n");
-    let model = application::load(&dir.path()).unwrap();
+    let model = load_application(&dir.path()).unwrap();
     assert_eq!(model.total_progress(), 200.0);
     // 64 per replica is above 32: one accumulation step of 32.
     assert_eq!(model.split(2, 128).accum_steps, 1);
@@ -206,7 +207,7 @@ fn no_bad_cell_makes_the_reader_panic() {
                     out[l] = &changed;
                     let dir = ModelDir::new();
                     dir.write(file, &(out.join("\n") + "\n"));
-                    let loaded = std::panic::catch_unwind(|| application::load(&dir.path()));
+                    let loaded = std::panic::catch_unwind(|| load_application(&dir.path()));
                     match loaded {
                         Ok(Ok(model)) => {
                             // A model that loads must also answer without panicking.

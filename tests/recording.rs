@@ -12,15 +12,15 @@ use offline_loop::{simulator, slot};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
-use switchyard_control::recording::{RecordOptions, Recorder, Recording};
-use switchyard_control::replay::{self, ReplayPolicy};
-use switchyard_control::{ControlLoop, DecisionRecord, RoundObserver, RoundStart};
-use switchyard_core::model::Snapshot;
+use switchyard_control::{
+    ControlLoop, DecisionRecord, RecordOptions, Recorder, Recording, ReplayPolicy, RoundObserver,
+    RoundStart, replay,
+};
+use switchyard_core::Snapshot;
 use switchyard_runtime::Runtime;
-use switchyard_sim::offline;
-use switchyard_sim::recorded;
-use switchyard_sim::report::RunResult;
-use switchyard_sim::workload::{CurveFile, Workload};
+use switchyard_sim::{
+    CurveFile, Records, RunResult, Workload, estimate_counterfactual, run_offline,
+};
 
 const WORKLOAD: &str = "
 seed: 5
@@ -163,7 +163,7 @@ fn a_bounded_recording_deletes_its_oldest_segments_and_each_left_reads_on_its_ow
     let runtime = offline_runtime::generous();
     let dir = tempfile::tempdir().unwrap();
     let many = WORKLOAD.replace("count: 10, every: 40", "count: 1500, every: 5");
-    let max = switchyard_control::recording::MIN_MAX_BYTES;
+    let max = switchyard_control::RECORDING_MIN_MAX_BYTES;
     let seen = record(&runtime, "default", &many, dir.path(), max);
     let seen = seen.lock().unwrap();
     let segments = Recording::open(dir.path()).unwrap();
@@ -215,7 +215,7 @@ fn replaying_a_recording_under_its_own_policy_agrees_and_under_another_names_the
         label: name.into(),
         slot: slot(&runtime, name),
     });
-    let report = replay::replay(&recording, &policies).unwrap();
+    let report = replay(&recording, &policies).unwrap();
     let (own, other) = (&report.policies[0], &report.policies[1]);
     assert_eq!(own.compared, report.rounds);
     assert_eq!(own.agreed, own.compared, "{:#?}", own.differences.first());
@@ -247,7 +247,7 @@ fn a_checked_in_recording_of_the_current_format_version_reads() {
     assert_eq!(first.header.version, 1);
     assert_eq!(
         first.header.version,
-        switchyard_control::recording::format::FORMAT_VERSION
+        switchyard_control::RECORDING_FORMAT_VERSION
     );
     assert_eq!(first.header.cluster, "sim:workload.yaml");
     assert_eq!(first.policy.active.name, "default");
@@ -261,7 +261,7 @@ fn a_checked_in_recording_of_the_current_format_version_reads() {
     let finished = read
         .iter()
         .flat_map(|r| &r.record.decision.triggers)
-        .filter(|t| matches!(t, switchyard_core::model::Trigger::JobFinished(_)))
+        .filter(|t| matches!(t, switchyard_core::Trigger::JobFinished(_)))
         .count();
     assert_eq!(finished, 4, "every job finishes");
     let placed = read
@@ -312,14 +312,14 @@ fn simulated(runtime: &Runtime, policy: &str, workload: &str) -> RunResult {
         Workload::parse(workload, Path::new("workload.yaml")).unwrap_or_else(|e| panic!("{e}"));
     let seed = workload.seed();
     let scenario = workload.scenario(seed).unwrap();
-    offline::run(
+    run_offline(
         runtime,
         policy,
         &Default::default(),
         &slot(runtime, "default"),
         scenario,
         seed,
-        offline::Records::Stream,
+        Records::Stream,
         |_, _| {},
     )
     .unwrap()
@@ -340,7 +340,7 @@ fn a_recording_run_in_the_simulator_under_its_own_policy_finishes_every_job_when
     let dir = tempfile::tempdir().unwrap();
     let original = simulated(&runtime, "default", ROUND_TRIP);
     record(&runtime, "default", ROUND_TRIP, dir.path(), 1 << 30);
-    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    let estimated = estimate_counterfactual(&Recording::open(dir.path()).unwrap()).unwrap();
     assert!(estimated.left_out.is_empty(), "{:?}", estimated.left_out);
     let recorded = completions(&estimated.recorded);
     assert_eq!(
@@ -404,7 +404,7 @@ fn a_recording_run_under_another_policy_averages_as_the_workload_simulated_under
     let quickstart = std::fs::read_to_string("../../examples/quickstart.yaml").unwrap();
     let quickstart = quickstart.replace("seed: 42", "seed: 5");
     record(&runtime, "default", &quickstart, dir.path(), 1 << 30);
-    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    let estimated = estimate_counterfactual(&Recording::open(dir.path()).unwrap()).unwrap();
     let yaml = estimated.to_yaml("the recording").unwrap();
     let replayed = simulated(&runtime, "default", &yaml);
     let recorded = completions(&estimated.recorded);
@@ -452,7 +452,7 @@ fn the_estimated_workload_says_what_it_fitted_and_refuses_nothing_it_wrote() {
     let runtime = offline_runtime::generous();
     let dir = tempfile::tempdir().unwrap();
     record(&runtime, "default", ROUND_TRIP, dir.path(), 1 << 30);
-    let estimated = recorded::estimate(&Recording::open(dir.path()).unwrap()).unwrap();
+    let estimated = estimate_counterfactual(&Recording::open(dir.path()).unwrap()).unwrap();
     let yaml = estimated.to_yaml("the recording").unwrap();
     let workload = Workload::parse(&yaml, Path::new("exported.yaml"))
         .unwrap_or_else(|e| panic!("{e}\n{yaml}"));

@@ -1,7 +1,7 @@
 //! The papers' experiments, re-run in the simulator (figures and commands in
 //! `docs/reproduction.md`). Each test loads the example workload the docs run, runs it
 //! under the paper's policy and its baseline through the same library code as
-//! `switchyard simulate` ([`switchyard_sim::offline`]), and checks the paper's claim on
+//! `switchyard simulate` ([`switchyard_sim::run_offline`]), and checks the paper's claim on
 //! the example's own seed and on fresh seeds of the same setup.
 //!
 //! What does not hold in the simulator has no test claiming it does; `docs/reproduction.md`
@@ -20,9 +20,7 @@ use std::sync::OnceLock;
 
 use switchyard_control::PolicySlot;
 use switchyard_runtime::Runtime;
-use switchyard_sim::offline;
-use switchyard_sim::report::RunResult;
-use switchyard_sim::workload::Workload;
+use switchyard_sim::{Records, RunResult, Workload, load_slot, run_offline};
 
 /// Seeds the examples were not calibrated on.
 const FRESH_SEEDS: [u64; 3] = [101, 202, 303];
@@ -52,16 +50,16 @@ fn run(workload: &Workload, seed: u64, policy: &str) -> RunResult {
         None => (policy, BTreeMap::new()),
     };
     let fallback: PolicySlot =
-        offline::slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
+        load_slot(runtime(), "default", &BTreeMap::new()).expect("default policy");
     let scenario = workload.scenario(seed).unwrap_or_else(|e| panic!("{e}"));
-    let run = offline::run(
+    let run = run_offline(
         runtime(),
         name,
         &settings,
         &fallback,
         scenario,
         seed,
-        offline::Records::Stream,
+        Records::Stream,
         |_, _| {},
     )
     .unwrap_or_else(|e| panic!("{policy}: {e}"));

@@ -16,10 +16,9 @@ use switchyard_control::{
     CallRole, Cluster, ControlLoop, DecisionRecord, FailureReason, PolicySlot, RoundOutcome,
     RunEnd, Step,
 };
-use switchyard_core::model::Operation;
+use switchyard_core::Operation;
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard_sim::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_sim::{Simulator, Workload};
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions::default()).expect("a runtime")

@@ -7,11 +7,10 @@ use support::guests;
 use std::time::{Duration, Instant};
 
 use support::{cluster, job, node, res};
-use switchyard_core::model::{Operation, Settings};
-use switchyard_core::validate::{Rejection, check_decision};
-use switchyard_runtime::registry::{self, PolicyRef};
+use switchyard_core::{Operation, Rejection, Settings, check_decision};
 use switchyard_runtime::{
-    Compiler, LoadError, PolicyError, PolicyModule, Runtime, RuntimeOptions, SandboxLimits,
+    Compiler, LoadError, PolicyError, PolicyModule, PolicyRef, Runtime, RuntimeOptions,
+    SandboxLimits, builtin,
 };
 
 static LOOPING: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| guests::path("looping"));
@@ -37,7 +36,7 @@ fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard_runtime
     runtime.load(&std::fs::read(path).unwrap(), path).unwrap()
 }
 
-fn two_nodes_one_waiting_job() -> switchyard_core::model::Snapshot {
+fn two_nodes_one_waiting_job() -> switchyard_core::Snapshot {
     cluster()
         .node(node("n1"))
         .node(node("n2"))
@@ -354,7 +353,7 @@ fn a_new_component_answers_from_winch_then_from_cranelift_with_the_same_decision
         .job(job("j3"))
         .build();
     for name in ["default", "specon", "dragon"] {
-        let bytes = registry::builtin(name).unwrap().bytes;
+        let bytes = builtin(name).unwrap().bytes;
         let module = quick.load(bytes, name).unwrap();
         // Cranelift needs tens of milliseconds more than Winch, and starts only now.
         assert_eq!(module.compiler(), Compiler::Winch, "{name}");

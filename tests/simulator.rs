@@ -11,15 +11,13 @@ use std::time::Duration;
 
 use support::res;
 use switchyard_control::{Advance, Cluster, ControlLoop, PolicySlot};
-use switchyard_core::model::{
+use switchyard_core::{
     Action, Assignment, JobMove, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
 };
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard_sim::simulator::{
-    JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed,
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_sim::{
+    JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed, Workload,
 };
-use switchyard_sim::workload::Workload;
 
 fn node(name: &str, cpus: f64) -> NodeSpec {
     NodeSpec {
@@ -381,7 +379,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
 #[test]
 fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides() {
     use switchyard_control::Experiment;
-    use switchyard_control::experiment::ExperimentMode;
+    use switchyard_control::ExperimentMode;
     let runtime = runtime(Duration::from_millis(30));
     let load = |name: &str| {
         PolicySlot::configure(
@@ -471,10 +469,7 @@ fn a_role_created_later_is_absent_from_the_snapshot_until_then_and_arrives_as_a_
         panic!("the worker's creation must be an event");
     };
     assert_eq!(s.now(), 10.0);
-    assert_eq!(
-        triggers,
-        [switchyard_core::model::Trigger::JobArrived("a".into())]
-    );
+    assert_eq!(triggers, [switchyard_core::Trigger::JobArrived("a".into())]);
     assert_eq!(tasks(&mut s), ["ps-0", "worker-0"]);
     s.apply(&[place("a", "worker-0", "n1")], &[]);
     run_to_end(&mut s);
@@ -588,7 +583,7 @@ fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
     assert_eq!(s.finish_time("apart"), Some(125.0));
 }
 
-fn workload(text: &str) -> Result<switchyard_sim::simulator::Scenario, String> {
+fn workload(text: &str) -> Result<switchyard_sim::Scenario, String> {
     Workload::parse(text, Path::new("w.yaml"))
         .and_then(|w| w.scenario(7))
         .map_err(|e| e.to_string())
@@ -682,7 +677,7 @@ fn a_missing_data_file_is_an_error_naming_it_and_where_the_data_comes_from() {
 fn a_replayed_pollux_curve_passes_through_the_measured_points() {
     let csv =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/pollux/cifar10/validation-128.csv");
-    let (curve, total) = switchyard_sim::workload::import::replay_curve(&csv).unwrap();
+    let (curve, total) = switchyard_sim::replay_curve(&csv).unwrap();
     assert_eq!(total, 39062.0);
     // The first and last rows of the file: (390, 0.4455) and (39062, 0.9448).
     assert!((curve.value(390.0 / total) - 0.4455).abs() < 1e-9);
@@ -792,7 +787,7 @@ fn move_histories_outlive_a_controller_restart_and_specon_counts_on_them() {
     let mut sim = Simulator::new(workload.scenario(workload.seed()).unwrap());
     let runtime = runtime(Duration::from_secs(5));
     let slot = |name: &str| {
-        switchyard_sim::offline::slot(&runtime, name, &BTreeMap::new()).expect("a built-in")
+        switchyard_sim::load_slot(&runtime, name, &BTreeMap::new()).expect("a built-in")
     };
     let fresh_loop = || ControlLoop::new(slot("specon"), slot("default"), 1);
     let mut control = fresh_loop();

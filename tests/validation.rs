@@ -7,11 +7,10 @@ use std::collections::HashMap;
 
 use proptest::prelude::*;
 use support::{cluster, job, node, res};
-use switchyard_core::model::{
-    Action, Assignment, Decision, Job, JobPhase, Node, NodeSet, Operation, Replicas, Resources,
-    Snapshot, Task, TaskPhase,
+use switchyard_core::{
+    Action, Assignment, Decision, Job, JobPhase, Node, NodeSet, Operation, Rejection, Replicas,
+    Resources, Snapshot, Task, TaskPhase, check_decision,
 };
-use switchyard_core::validate::{Rejection, check_decision};
 
 fn action(op: Operation) -> Action {
     Action {
@@ -46,7 +45,7 @@ fn preempt(job: &str) -> Action {
     action(Operation::Preempt { job: job.into() })
 }
 
-fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard_core::validate::Checked {
+fn decide(snapshot: &Snapshot, actions: Vec<Action>) -> switchyard_core::Checked {
     check_decision(
         snapshot,
         &Decision {

@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use switchyard_core::model::{
+use switchyard_core::{
     Job, JobPhase, LossSample, Node, NodeSet, Replicas, Resources, Snapshot, Task, TaskPhase,
     Trigger,
 };

@@ -9,7 +9,7 @@ use serde_json::Value;
 use switchyard::api::{self, ApiConfig, Token};
 use switchyard::live::{Controller, DriverHandle, LiveConfig};
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
-use switchyard_sim::workload::Workload;
+use switchyard_sim::Workload;
 use tokio::sync::oneshot;
 
 use crate::compile_cache;

@@ -1,8 +1,9 @@
 //! The `switchyard` crate's integration tests, one binary (as `tests/suites/sim.rs`
 //! explains): the command, the live controller, its API and console, the docs and
-//! examples run as written, the crate floors. `tests/authoring.rs` stays a binary of its
-//! own: it moves the process into the repository's root, where the relative paths of the
-//! others (`cli::...`) would no longer resolve.
+//! examples run as written, the crate floors, no import cycle in any crate.
+//! `tests/authoring.rs` stays a binary of its own: it moves the process into the
+//! repository's root, where the relative paths of the others (`cli::...`) would no
+//! longer resolve.
 
 #[path = "../support/compile_cache.rs"]
 mod compile_cache;
@@ -29,6 +30,8 @@ mod examples;
 mod floors;
 #[path = "../kube_controller.rs"]
 mod kube_controller;
+#[path = "../module_cycles.rs"]
+mod module_cycles;
 #[path = "../policy_dir.rs"]
 mod policy_dir;
 #[path = "../sweep.rs"]

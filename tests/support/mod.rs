@@ -7,7 +7,7 @@ pub(crate) mod guests;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use switchyard_core::model::{
+use switchyard_core::{
     Job, JobMove, JobPhase, LossSample, MoveKind, Node, Replicas, Resources, Snapshot, Task,
     TaskPhase,
 };
@@ -129,7 +129,7 @@ impl JobBuilder {
     /// Carries the host's label saying no two of its tasks may share a node.
     pub(crate) fn one_task_per_node(mut self) -> Self {
         std::sync::Arc::make_mut(&mut self.0.labels).insert(
-            switchyard_core::model::ONE_TASK_PER_NODE_LABEL.into(),
+            switchyard_core::ONE_TASK_PER_NODE_LABEL.into(),
             "true".into(),
         );
         self
@@ -198,7 +198,7 @@ impl ClusterBuilder {
         let positions = (0..self.0.nodes.len() as u32)
             .filter(|&i| nodes.contains(&self.0.nodes[i as usize].name.as_str()))
             .collect();
-        std::sync::Arc::make_mut(&mut self.0.node_sets).push(switchyard_core::model::NodeSet {
+        std::sync::Arc::make_mut(&mut self.0.node_sets).push(switchyard_core::NodeSet {
             id,
             nodes: positions,
         });

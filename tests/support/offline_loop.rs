@@ -4,10 +4,8 @@
 use std::path::Path;
 
 use switchyard_control::PolicySlot;
-use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{PolicyRef, Runtime};
+use switchyard_sim::{Simulator, Workload};
 
 /// Policy `name` (a built-in name or a `.wasm` path) with its default settings.
 pub(crate) fn slot(runtime: &Runtime, name: &str) -> PolicySlot {

@@ -20,11 +20,12 @@ use serde::Serialize;
 use crate::PolicySlot;
 use crate::outcome::{ActionOutcome, FailureReason};
 use crate::stats::{self, CompletionStats, Observation};
-use switchyard_core::model::{Action, NodeSet, Operation, Snapshot, Trigger};
-use switchyard_core::names;
+use switchyard_core::{
+    Action, NodeSet, Operation, Snapshot, Trigger, check_label_key, check_label_value,
+};
 
 /// Differing shadow decisions kept for the report (the most recent ones).
-pub const DIFFERENCES_KEPT: usize = 50;
+pub(crate) const DIFFERENCES_KEPT: usize = 50;
 
 /// An experiment description that cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -86,8 +87,8 @@ impl LabelSelector {
         if value.contains('=') {
             return Err(bad("has more than one `=`; write one `key=value`".into()));
         }
-        names::check_label_key(key).map_err(bad)?;
-        names::check_label_value(value).map_err(bad)?;
+        check_label_key(key).map_err(bad)?;
+        check_label_value(value).map_err(bad)?;
         Ok(Self {
             key: key.to_string(),
             value: value.to_string(),

@@ -1,57 +1,74 @@
-//! The control loop: snapshot -> policy -> [`validate::check_decision`] -> apply.
+//! The control loop: snapshot -> policy -> [`check_decision`] -> apply.
 //!
 //! It owns the round: when to call the policy (every job arrival or departure, and when
 //! the policy's `next_call_after` falls due), each policy's state blob between calls (one
-//! per policy name, so swapping back resumes it; see [`state`]), what happens when a
+//! per policy name, so swapping back resumes it; see [`StateStore`]), what happens when a
 //! policy fails (the round is decided by the last good decision maker: the most recent
 //! other policy that decided a round successfully, such as the one active before a hot
 //! swap, or else the configured fallback, by default the built-in `default`; the failure
-//! is recorded), and A/B experiments ([`experiment`]). It talks to a cluster only
+//! is recorded), and A/B experiments ([`Experiment`]). It talks to a cluster only
 //! through [`Cluster`], so it does not know whether it drives the simulator or a real
 //! cluster; it must not reach into either.
 //!
-//! Besides the loop: [`live`] (what the live controller needs of a cluster beyond
-//! [`Cluster`]: [`LiveCluster`]), [`leader`] (whether this replica may act), [`loss`]
-//! (the bounded loss series a cluster keeps per job), [`state`] (state blobs and kept
-//! components), [`experiment`] (A/B experiments), [`observe`] (what an observer of the
-//! rounds is told), [`recording`] (a run written to disk as it happens, and read back)
-//! and [`replay`] (a recording's rounds decided again by other policies).
+//! Besides the loop, in private modules whose names are re-exported here: `live` (what
+//! the live controller needs of a cluster beyond [`Cluster`]: [`LiveCluster`]), `leader`
+//! (whether this replica may act: [`Leader`]), `loss` (the bounded loss series a cluster
+//! keeps per job: [`LossSeries`]), `state` (state blobs and kept components:
+//! [`StateStore`], [`ComponentStore`]), `experiment` (A/B experiments: [`Experiment`]),
+//! `observe` (what an observer of the rounds is told: [`RoundObserver`]), `recording` (a
+//! run written to disk as it happens, and read back: [`Recorder`], [`Recording`]) and
+//! `replay` (a recording's rounds decided again by other policies: [`replay()`]), and
+//! `stats` (completion times that count unfinished jobs as censored, and figures over
+//! seeds: [`CompletionStats`], [`mean_interval`]).
 
-pub mod experiment;
-pub mod leader;
-pub mod live;
-pub mod loss;
-pub mod observe;
-pub mod outcome;
+mod experiment;
+mod leader;
+mod live;
+mod loss;
+mod observe;
+mod outcome;
 mod record;
-pub mod recording;
-pub mod replay;
-pub mod state;
-pub mod stats;
-pub mod window;
+mod recording;
+mod replay;
+mod state;
+mod stats;
+mod window;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use experiment::{Experiment, ExperimentReport};
+pub use experiment::{
+    Arm, ArmReport, Difference as ShadowDifference, Experiment, ExperimentError, ExperimentMode,
+    ExperimentReport, FailedActions, Imbalance, JobAssignment, LabelSelector, ShadowReport,
+    SplitReport,
+};
 pub use leader::Leader;
 pub use live::{LiveCluster, RefusalHook, SnapshotSummary};
-pub use loss::{LOSS_WINDOW, LossAck, LossSeries};
+pub use loss::{LOSS_MAGNITUDE_MAX, LOSS_WINDOW, LossAck, LossSeries, is_loss_value};
 pub use observe::{RoundObserver, RoundStart};
 pub use outcome::{ActionFailure, ActionOutcome, FailureReason};
 pub use record::{
     ArmRecord, DecisionRecord, FailedRecord, QueueWindowRecord, RejectedLabelRecord,
     RejectedRecord, ShadowRecord,
 };
+pub use recording::{
+    CutShort, RECORDING_FORMAT_VERSION, RECORDING_MIN_MAX_BYTES, RecordOptions, Recorder,
+    Recording, RecordingError, export_anonymised,
+};
+pub use replay::{Agreement, ReplayPolicy, ReplayReport, replay};
 pub use state::{
-    ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent, MemoryStateStore,
-    StateError, StateStore,
+    ACTIVE_FILE, ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent,
+    MemoryStateStore, StateError, StateStore,
+};
+pub use stats::{
+    CONFIDENCE, CompletionStats, Difference, Estimate, IMBALANCE_P_VALUE, KaplanMeier, Observation,
+    SurvivalStep, binomial_p_value, compare_arms, mean_interval, paired_interval,
 };
 
-use experiment::Arm;
 use state::PolicyStates;
-use switchyard_core::model::{Action, Decision, JobLabel, Operation, Settings, Snapshot, Trigger};
-use switchyard_core::validate;
+use switchyard_core::{
+    Action, Checked, Decision, JobLabel, Operation, Settings, Snapshot, Trigger, check_decision,
+};
 use switchyard_runtime::{PolicyError, PolicyModule, Session};
 use window::QueueWindow;
 
@@ -188,7 +205,7 @@ pub struct RoundOutcome {
     pub record: DecisionRecord,
     /// Every policy call, in order.
     pub calls: Vec<PolicyCall>,
-    /// Per rejected action: the deciding policy and [`validate::Rejection::metric_label`].
+    /// Per rejected action: the deciding policy and [`switchyard_core::Rejection::metric_label`].
     pub rejections: Vec<(String, &'static str)>,
 }
 
@@ -258,7 +275,7 @@ impl ControlLoop {
         }
     }
 
-    /// Tells `observer` about every round from now on (see [`observe`]).
+    /// Tells `observer` about every round from now on (see [`RoundObserver`]).
     pub fn with_observer(mut self, observer: Box<dyn RoundObserver>) -> Self {
         self.observer = Some(observer);
         self
@@ -596,7 +613,7 @@ impl ControlLoop {
             };
         }
         let next_tick = self.next_after(view, &decided, &decision);
-        let checked = validate::check_decision(view, &decision);
+        let checked = check_decision(view, &decision);
         calls.rejections.extend(
             checked
                 .rejected
@@ -674,7 +691,7 @@ struct ArmDecided {
     /// The decision (empty when nobody could decide).
     decision: Decision,
     /// The validator's verdict; none for the shadow, which is never applied.
-    checked: Option<validate::Checked>,
+    checked: Option<Checked>,
     /// What became of each accepted action, in order.
     outcomes: Vec<ActionOutcome>,
     /// How much of the queue the deciding policy saw, when not all of it.

@@ -8,7 +8,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use serde::Serialize;
-use switchyard_core::model::{JobPhase, Resources, Snapshot};
+use switchyard_core::{JobPhase, Resources, Snapshot};
 
 use crate::loss::LossAck;
 use crate::{Advance, Cluster};
@@ -110,7 +110,7 @@ impl SnapshotSummary {
 }
 
 /// The summary of `snapshot`, `finished` jobs having finished before it.
-pub fn summarise(snapshot: &Snapshot, finished: usize) -> SnapshotSummary {
+fn summarise(snapshot: &Snapshot, finished: usize) -> SnapshotSummary {
     let mut summary = SnapshotSummary {
         time: snapshot.time,
         finished,

@@ -9,7 +9,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use switchyard_core::model::LossSample;
+use switchyard_core::LossSample;
 
 /// Most recent loss samples kept per job.
 pub const LOSS_WINDOW: usize = 64;

@@ -6,7 +6,7 @@
 
 use crate::PolicySlot;
 use crate::record::DecisionRecord;
-use switchyard_core::model::Snapshot;
+use switchyard_core::Snapshot;
 
 /// A round about to be decided.
 #[derive(Clone, Copy, Debug)]

@@ -3,8 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ActionOutcome, FailureReason};
-use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
-use switchyard_core::validate::Checked;
+use switchyard_core::{Action, Checked, JobLabel, Snapshot, Trigger};
 
 /// A rejected action and the validator's reason, as text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,7 +200,7 @@ const ITEM_BYTES: usize = 64;
 
 impl Footprint for Action {
     fn footprint(&self) -> usize {
-        use switchyard_core::model::Operation;
+        use switchyard_core::Operation;
         let strings = match &self.op {
             Operation::Place { job, assignments } => {
                 job.len()

@@ -11,15 +11,18 @@
 //! record alike; [`Recording`] reads the segments back and rebuilds each round's
 //! snapshot. This module decides nothing and runs no policy ([`crate::replay`] does).
 
-pub mod anonymise;
-pub mod format;
+mod anonymise;
+mod format;
 mod reader;
 mod writer;
 
 use std::path::PathBuf;
 
-pub use reader::{CutShort, RecordedRound, Recording, Rounds, SegmentRecords};
-pub use writer::{MIN_MAX_BYTES, RecordOptions, Recorder};
+pub use anonymise::export_anonymised;
+pub use format::RECORDING_FORMAT_VERSION;
+pub(crate) use reader::RecordedRound;
+pub use reader::{CutShort, Recording};
+pub use writer::{RECORDING_MIN_MAX_BYTES, RecordOptions, Recorder};
 
 /// A recording that cannot be written or read.
 #[derive(Debug, thiserror::Error)]
@@ -36,7 +39,7 @@ pub enum RecordingError {
     /// The size bound is too small to hold a segment.
     #[error(
         "a recording bound of {max_bytes} bytes is too small: it must be at least {} bytes (1 MiB), so that a segment holds a whole snapshot and the rounds after it",
-        MIN_MAX_BYTES
+        RECORDING_MIN_MAX_BYTES
     )]
     TooSmall {
         /// The bound asked for.
@@ -60,7 +63,7 @@ pub enum RecordingError {
     /// A segment of another format version.
     #[error(
         "{path}: recording format version {found}; this switchyard reads version {}",
-        format::FORMAT_VERSION
+        format::RECORDING_FORMAT_VERSION
     )]
     Version {
         /// The file.

@@ -21,11 +21,11 @@ use serde::Serialize;
 use crate::PolicySlot;
 use crate::recording::{CutShort, RecordedRound, Recording, RecordingError};
 use crate::window;
-use switchyard_core::model::{Action, Operation, Snapshot};
+use switchyard_core::{Action, Operation, Snapshot};
 use switchyard_runtime::Session;
 
 /// Rounds with differences kept in full per policy; the rest are counted.
-pub const DIFFERENCES_KEPT: usize = 50;
+pub(crate) const DIFFERENCES_KEPT: usize = 50;
 
 /// A policy to replay, under the name the report gives it.
 #[derive(Clone, Debug)]
@@ -79,7 +79,8 @@ pub struct Agreement {
     pub skipped_split: u64,
     /// Rounds in which the replayed policy failed (each also a difference).
     pub failed: u64,
-    /// The first [`DIFFERENCES_KEPT`] rounds that differ, in order.
+    /// The first rounds that differ, in order (a fixed number per policy; the rest are
+    /// only counted).
     pub differences: Vec<RoundDifference>,
 }
 

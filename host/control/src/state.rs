@@ -25,12 +25,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use switchyard_core::model::Settings;
+use switchyard_core::Settings;
 
 /// The file under a state directory naming the active policy and its parameters.
 pub const ACTIVE_FILE: &str = "active.json";
 /// The folder under a state directory holding uploaded components, `<policy>.wasm`.
-pub const COMPONENTS_DIR: &str = "components";
+const COMPONENTS_DIR: &str = "components";
 
 /// A state blob could not be read or written.
 #[derive(Debug, thiserror::Error)]

@@ -82,7 +82,7 @@ impl Estimate {
 
 /// One step of a Kaplan-Meier curve: at `time`, `events` of the `at_risk` jobs finished.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Step {
+pub struct SurvivalStep {
     /// The duration at which jobs finished.
     pub time: f64,
     /// Jobs neither finished nor censored before `time`.
@@ -100,7 +100,7 @@ pub struct Step {
 /// as is the convention.
 #[derive(Clone, Debug, PartialEq)]
 pub struct KaplanMeier {
-    steps: Vec<Step>,
+    steps: Vec<SurvivalStep>,
     /// The longest observed duration, finished or not.
     last_observed: f64,
 }
@@ -135,7 +135,7 @@ impl KaplanMeier {
                 if events < at_risk {
                     greenwood += events as f64 / (at_risk as f64 * (at_risk - events) as f64);
                 }
-                steps.push(Step {
+                steps.push(SurvivalStep {
                     time,
                     at_risk,
                     events,
@@ -153,7 +153,7 @@ impl KaplanMeier {
     }
 
     /// The steps, one per distinct duration at which a job finished.
-    pub fn steps(&self) -> &[Step] {
+    pub fn steps(&self) -> &[SurvivalStep] {
         &self.steps
     }
 
@@ -164,7 +164,7 @@ impl KaplanMeier {
 
     /// The pointwise 95 % band of the survival just after `step`, on the log-log scale
     /// (Kalbfleisch and Prentice), so it stays within [0, 1]: `(lower, upper)`.
-    fn band(step: &Step) -> (f64, f64) {
+    fn band(step: &SurvivalStep) -> (f64, f64) {
         let s = step.survival;
         if s <= 0.0 {
             return (0.0, 0.0);
@@ -180,7 +180,8 @@ impl KaplanMeier {
     /// are incomplete), with the interval of the durations at which the pointwise band
     /// holds 0.5 (Brookmeyer and Crowley). `None` while more than half are incomplete.
     pub fn median(&self) -> Option<Estimate> {
-        let first = |f: &dyn Fn(&Step) -> bool| self.steps.iter().find(|s| f(s)).map(|s| s.time);
+        let first =
+            |f: &dyn Fn(&SurvivalStep) -> bool| self.steps.iter().find(|s| f(s)).map(|s| s.time);
         let value = first(&|s| s.survival <= 0.5)?;
         Some(Estimate {
             value,

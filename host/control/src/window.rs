@@ -25,19 +25,19 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::record::QueueWindowRecord;
-use switchyard_core::model::{Job, JobPhase, Snapshot, Trigger};
+use switchyard_core::{Job, JobPhase, Snapshot, Trigger};
 
 /// Waiting jobs the fallback sees when it stands in for a policy that overran its
 /// deadline: few enough that a call cannot overrun on them, enough to fill a cluster's
 /// free room in a few rounds.
-pub const FALLBACK_WINDOW: usize = 64;
+pub(crate) const FALLBACK_WINDOW: usize = 64;
 
 /// The fewest waiting jobs a policy that overran is shown in its next rounds.
-pub const MIN_WINDOW: usize = 64;
+const MIN_WINDOW: usize = 64;
 
 /// A window grows only after a call that took less than this share of the time the
 /// overrunning call took (its deadline): twice the jobs cost about twice the time.
-pub const GROW_BELOW: f64 = 0.4;
+const GROW_BELOW: f64 = 0.4;
 
 /// How many waiting jobs the active policy is shown (none: all of them).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -148,7 +148,7 @@ pub(crate) fn windowed(snapshot: &Snapshot, limit: usize) -> Option<(Snapshot, Q
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_core::model::Replicas;
+    use switchyard_core::Replicas;
 
     fn job(id: &str, submit_time: f64, phase: JobPhase) -> Arc<Job> {
         Arc::new(Job {

@@ -1,4 +1,4 @@
-//! One lowering of the host's [`crate::model::Snapshot`] to the WIT types, for every
+//! One lowering of the host's [`crate::Snapshot`] to the WIT types, for every
 //! set of bindings generated from `wit/policy.wit`.
 //!
 //! The host's runtime (wasmtime's bindings) and the guest SDK (wit-bindgen's) are
@@ -9,7 +9,7 @@
 
 /// Defines `snapshot_to_wit` and `snapshot_for`, the model-to-WIT lowering of a
 /// snapshot (as a policy that reads loss series receives it, and as a given policy
-/// does), and `delta_for`, the lowering of a [`crate::delta::Change`] for a kept
+/// does), and `delta_for`, the lowering of a [`crate::Change`] for a kept
 /// instance, over the WIT types found at the given path.
 ///
 /// Invoke it inside a module with the path of the generated `types` interface, e.g.
@@ -18,9 +18,8 @@
 macro_rules! snapshot_lowering {
     ($($types:tt)*) => {
         use $($types)* as wit;
-        use $crate::model;
 
-        fn resources(r: &model::Resources) -> wit::Resources {
+        fn resources(r: &$crate::Resources) -> wit::Resources {
             wit::Resources {
                 cpu_millis: r.cpu_millis,
                 memory_bytes: r.memory_bytes,
@@ -38,7 +37,7 @@ macro_rules! snapshot_lowering {
         }
 
         #[allow(dead_code)]
-        pub fn node(n: &model::Node) -> wit::Node {
+        pub fn node(n: &$crate::Node) -> wit::Node {
             wit::Node {
                 name: n.name.clone(),
                 allocatable: resources(&n.allocatable),
@@ -49,15 +48,15 @@ macro_rules! snapshot_lowering {
             }
         }
 
-        fn task(t: &model::Task) -> wit::Task {
+        fn task(t: &$crate::Task) -> wit::Task {
             wit::Task {
                 name: t.name.clone(),
                 role: t.role.clone(),
                 node: t.node.clone(),
                 phase: match t.phase {
-                    model::TaskPhase::Pending => wit::TaskPhase::Pending,
-                    model::TaskPhase::Running => wit::TaskPhase::Running,
-                    model::TaskPhase::Restarting => wit::TaskPhase::Restarting,
+                    $crate::TaskPhase::Pending => wit::TaskPhase::Pending,
+                    $crate::TaskPhase::Running => wit::TaskPhase::Running,
+                    $crate::TaskPhase::Restarting => wit::TaskPhase::Restarting,
                 },
                 requests: resources(&t.requests),
                 cpu_weight: t.cpu_weight,
@@ -66,14 +65,14 @@ macro_rules! snapshot_lowering {
             }
         }
 
-        fn job_move(m: &model::JobMove) -> wit::JobMove {
+        fn job_move(m: &$crate::JobMove) -> wit::JobMove {
             wit::JobMove {
                 time: m.time,
                 kind: match m.kind {
-                    model::MoveKind::Placed => wit::MoveKind::Placed,
-                    model::MoveKind::Migrated => wit::MoveKind::Migrated,
-                    model::MoveKind::Rescaled => wit::MoveKind::Rescaled,
-                    model::MoveKind::Preempted => wit::MoveKind::Preempted,
+                    $crate::MoveKind::Placed => wit::MoveKind::Placed,
+                    $crate::MoveKind::Migrated => wit::MoveKind::Migrated,
+                    $crate::MoveKind::Rescaled => wit::MoveKind::Rescaled,
+                    $crate::MoveKind::Preempted => wit::MoveKind::Preempted,
                 },
                 purpose: m.purpose.clone(),
                 from_nodes: m.from_nodes.clone(),
@@ -82,7 +81,7 @@ macro_rules! snapshot_lowering {
         }
 
         #[allow(dead_code)]
-        pub fn node_sets(sets: &[model::NodeSet]) -> Vec<wit::NodeSet> {
+        pub fn node_sets(sets: &[$crate::NodeSet]) -> Vec<wit::NodeSet> {
             sets.iter()
                 .map(|s| wit::NodeSet {
                     id: s.id,
@@ -94,7 +93,7 @@ macro_rules! snapshot_lowering {
         /// A run of samples as the contract's columns.
         #[allow(dead_code)]
         pub fn loss_series<'a>(
-            samples: impl IntoIterator<Item = &'a model::LossSample>,
+            samples: impl IntoIterator<Item = &'a $crate::LossSample>,
         ) -> wit::LossSeries {
             let samples = samples.into_iter();
             let (count, _) = samples.size_hint();
@@ -113,13 +112,13 @@ macro_rules! snapshot_lowering {
 
         /// A job as a policy receives it: its loss series empty unless it `reads_loss`.
         #[allow(dead_code)]
-        pub fn job(j: &model::Job, reads_loss: bool) -> wit::Job {
+        pub fn job(j: &$crate::Job, reads_loss: bool) -> wit::Job {
             wit::Job {
                 id: j.id.clone(),
                 phase: match j.phase {
-                    model::JobPhase::Waiting => wit::JobPhase::Waiting,
-                    model::JobPhase::Running => wit::JobPhase::Running,
-                    model::JobPhase::Restarting => wit::JobPhase::Restarting,
+                    $crate::JobPhase::Waiting => wit::JobPhase::Waiting,
+                    $crate::JobPhase::Running => wit::JobPhase::Running,
+                    $crate::JobPhase::Restarting => wit::JobPhase::Restarting,
                 },
                 submit_time: j.submit_time,
                 start_time: j.start_time,
@@ -144,25 +143,25 @@ macro_rules! snapshot_lowering {
         }
 
         #[allow(dead_code)]
-        pub fn trigger(t: &model::Trigger) -> wit::Trigger {
+        pub fn trigger(t: &$crate::Trigger) -> wit::Trigger {
             match t {
-                model::Trigger::Tick => wit::Trigger::Tick,
-                model::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
-                model::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
-                model::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
-                model::Trigger::JobPreempted(id) => wit::Trigger::JobPreempted(id.clone()),
+                $crate::Trigger::Tick => wit::Trigger::Tick,
+                $crate::Trigger::JobArrived(id) => wit::Trigger::JobArrived(id.clone()),
+                $crate::Trigger::JobFinished(id) => wit::Trigger::JobFinished(id.clone()),
+                $crate::Trigger::NodeChanged(name) => wit::Trigger::NodeChanged(name.clone()),
+                $crate::Trigger::JobPreempted(id) => wit::Trigger::JobPreempted(id.clone()),
             }
         }
 
         /// The snapshot as a policy that reads loss series receives it.
         #[allow(dead_code)]
-        pub fn snapshot_to_wit(s: &model::Snapshot) -> wit::Snapshot {
+        pub fn snapshot_to_wit(s: &$crate::Snapshot) -> wit::Snapshot {
             snapshot_for(s, true)
         }
 
         /// The snapshot as a policy receives it: every job's loss series empty unless it
         /// `reads_loss` (its description's `reads-loss`).
-        pub fn snapshot_for(s: &model::Snapshot, reads_loss: bool) -> wit::Snapshot {
+        pub fn snapshot_for(s: &$crate::Snapshot, reads_loss: bool) -> wit::Snapshot {
             wit::Snapshot {
                 time: s.time,
                 triggers: s.triggers.iter().map(trigger).collect(),
@@ -179,13 +178,13 @@ macro_rules! snapshot_lowering {
         /// loss).
         #[allow(dead_code)]
         pub fn delta_for(
-            now: &model::Snapshot,
-            change: &$crate::delta::Change,
+            now: &$crate::Snapshot,
+            change: &$crate::Change,
             reads_loss: bool,
         ) -> wit::SnapshotDelta {
             let triggers = now.triggers.iter().map(trigger).collect();
             match change {
-                $crate::delta::Change::Reset => wit::SnapshotDelta {
+                $crate::Change::Reset => wit::SnapshotDelta {
                     reset: true,
                     time: now.time,
                     triggers,
@@ -196,7 +195,7 @@ macro_rules! snapshot_lowering {
                     loss_updates: loss_updates(now, &[]),
                     node_sets: Some(node_sets(&now.node_sets)),
                 },
-                $crate::delta::Change::Delta(delta) => wit::SnapshotDelta {
+                $crate::Change::Delta(delta) => wit::SnapshotDelta {
                     reset: false,
                     time: now.time,
                     triggers,
@@ -226,8 +225,8 @@ macro_rules! snapshot_lowering {
         /// The loss updates as the contract's columns.
         #[allow(dead_code)]
         fn loss_updates(
-            now: &model::Snapshot,
-            updates: &[$crate::delta::LossUpdate],
+            now: &$crate::Snapshot,
+            updates: &[$crate::LossUpdate],
         ) -> wit::LossUpdates {
             let mut columns = wit::LossUpdates {
                 jobs: Vec::with_capacity(updates.len()),

@@ -5,7 +5,7 @@
 //! object.
 
 /// The longest policy name: a DNS label.
-pub const POLICY_NAME_MAX: usize = 63;
+const POLICY_NAME_MAX: usize = 63;
 
 /// Checks a policy's name: a DNS label (RFC 1123): 1 to 63 lowercase letters, digits
 /// and `-`, starting and ending with a letter or digit. The error says what is wrong.
@@ -35,9 +35,9 @@ pub fn check_policy_name(name: &str) -> Result<(), String> {
 }
 
 /// The longest label name, and the longest label value (Kubernetes' limits).
-pub const LABEL_NAME_MAX: usize = 63;
+const LABEL_NAME_MAX: usize = 63;
 /// The longest prefix of a label key: a DNS subdomain.
-pub const LABEL_PREFIX_MAX: usize = 253;
+const LABEL_PREFIX_MAX: usize = 253;
 
 /// Checks a label key: an optional DNS-subdomain prefix and `/`, then a name of 1 to 63
 /// characters, alphanumerics and `-`, `_`, `.`, starting and ending with an

@@ -23,7 +23,7 @@ use tokio::sync::Notify;
 use crate::act::node_of;
 use crate::observe::{holds_resources, pod_requests};
 use crate::spread::{HostPort, host_ports};
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// What other schedulers' pods take from their nodes.
 #[derive(Clone, Debug, Default)]

@@ -30,10 +30,8 @@ use crate::observe::{self, Caches, job_id};
 use crate::progress::LogPattern;
 use crate::volumes;
 use crate::{pods, rules};
-use switchyard_control::{ActionOutcome, Advance, Cluster};
-use switchyard_control::{Leader, LiveCluster, LossAck};
-use switchyard_core::eligibility::RuledNode;
-use switchyard_core::model::{Action, JobLabel, Operation, Snapshot, Trigger};
+use switchyard_control::{ActionOutcome, Advance, Cluster, Leader, LiveCluster, LossAck};
+use switchyard_core::{Action, JobLabel, Operation, RuledNode, Snapshot, Trigger};
 
 /// The longest a wait lasts before the driver's commands are served again.
 const WAIT: Duration = Duration::from_millis(50);

@@ -11,7 +11,7 @@ use kube::CustomResource;
 use kube::core::CustomResourceExt;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use switchyard_core::model::{JobMove, MOVE_HISTORY, MoveKind};
+use switchyard_core::{JobMove, MOVE_HISTORY, MoveKind};
 
 /// A deep-learning training job scheduled by switchyard's active policy.
 ///

@@ -4,7 +4,7 @@
 //!
 //! - [`crd`]: the `TrainingJob` custom resource and the generated CRD YAML.
 //! - [`progress`]: the job's log pattern and parsing log lines into loss samples.
-//! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::model::Resources`].
+//! - [`quantity`]: Kubernetes resource quantities to the host's [`switchyard_core::Resources`].
 //! - [`changes`]: what changed since the pass and the snapshot last looked, marked by
 //!   the watch events, so that a round visits only that.
 //! - [`pod_index`]: the controller's pods grouped by job, kept in step by the watch
@@ -14,7 +14,7 @@
 //!   deadline and a leadership check.
 //! - [`act`]: carrying out accepted actions (bind, migrate, resize, scale) and status.
 //! - [`observe`]: reflectors on Nodes, Pods, TrainingJobs and storage, metrics, log followers, and
-//!   the [`switchyard_core::model::Snapshot`] built from those caches.
+//!   the [`switchyard_core::Snapshot`] built from those caches.
 //! - [`snapshot`]: the snapshot handed to the policy, built from the caches, visiting
 //!   what changed.
 //! - [`views`]: the snapshot's node and job views, kept until what they are made of

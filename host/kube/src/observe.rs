@@ -47,9 +47,11 @@ use crate::progress::LogPattern;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
 use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
-pub use switchyard_control::loss::LOSS_WINDOW;
-use switchyard_control::loss::LossSeries;
-use switchyard_core::model::{self, Resources};
+pub use switchyard_control::LOSS_WINDOW;
+use switchyard_control::LossSeries;
+// The core types are named `model::X` here, apart from the Kubernetes types of the same names.
+use switchyard_core as model;
+use switchyard_core::Resources;
 
 /// Every job's loss series, what of it is already in the job's status, and how far each
 /// followed log has been read.

@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 use crate::JOB_LABEL;
 use crate::act::node_of;

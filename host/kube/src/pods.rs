@@ -15,7 +15,7 @@ use crate::{
     Error, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL, Result, SCHEDULER_NAME,
     TASK_LABEL, quantity,
 };
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// One task the job's spec asks for now.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use switchyard_core::model::Resources;
+use switchyard_core::Resources;
 
 /// Extended resources counted as GPUs.
 pub const GPU_RESOURCES: [&str; 2] = ["nvidia.com/gpu", "amd.com/gpu"];

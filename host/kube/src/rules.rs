@@ -1,6 +1,6 @@
 //! Where a pod may run, read from the cluster: a role template's node selector,
 //! tolerations and required node affinity, and each node's labels and taints, turned
-//! into the contract's eligibility sets (`switchyard_core::eligibility`), so the policy
+//! into the contract's eligibility sets (`switchyard_core::EligibilitySets`), so the policy
 //! is offered and the validator allows only nodes kube-scheduler would have allowed.
 //!
 //! Honoured: `nodeSelector`; tolerations of `NoSchedule` and `NoExecute` taints (a
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, NodeSelectorRequirement, NodeSelectorTerm, PodSpec};
 use kube::ResourceExt;
-use switchyard_core::eligibility::{
+use switchyard_core::{
     PlacementRules, RuledNode, SelectorOperator, SelectorRequirement, SelectorTerm, Taint,
     TaintEffect, Toleration, TolerationOperator,
 };
@@ -207,7 +207,7 @@ pub(crate) fn operator(text: &str) -> SelectorOperator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_core::eligibility::EligibilitySets;
+    use switchyard_core::EligibilitySets;
 
     fn node(json: serde_json::Value) -> RuledKubeNode {
         RuledKubeNode::of(&serde_json::from_value(json).unwrap())

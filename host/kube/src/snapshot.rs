@@ -13,8 +13,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::eligibility::SelectorTerm;
-use switchyard_core::model::{self, JobPhase, Resources, Snapshot, TaskPhase, Trigger};
+use switchyard_core::{JobPhase, Resources, SelectorTerm, Snapshot, TaskPhase, Trigger};
+// The core types are named `model::X` here, apart from the Kubernetes types of the same names.
+use switchyard_core as model;
 
 use crate::act::{node_of, task_of};
 use crate::changes::Reader;

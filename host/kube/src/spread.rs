@@ -20,8 +20,8 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-use switchyard_core::eligibility::{SelectorOperator, SelectorRequirement, SelectorTerm};
-pub use switchyard_core::model::ONE_TASK_PER_NODE_LABEL;
+pub use switchyard_core::ONE_TASK_PER_NODE_LABEL;
+use switchyard_core::{SelectorOperator, SelectorRequirement, SelectorTerm};
 
 use crate::crd::TrainingJob;
 use crate::{JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL};

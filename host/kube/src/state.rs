@@ -39,11 +39,10 @@ use serde_json::json;
 use tokio::runtime::Handle;
 
 use crate::FIELD_MANAGER;
-use switchyard_control::state::ACTIVE_FILE;
 use switchyard_control::{
-    ActivePolicy, ComponentStore, KeepError, KeptComponent, StateError, StateStore,
+    ACTIVE_FILE, ActivePolicy, ComponentStore, KeepError, KeptComponent, StateError, StateStore,
 };
-use switchyard_runtime::ComponentDigest;
+use switchyard_core::ComponentDigest;
 
 /// The ConfigMap's default name.
 pub const STATE_CONFIGMAP: &str = "switchyard-state";

@@ -21,8 +21,9 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::eligibility::{EligibilitySets, PlacementRules, RuledNode};
-use switchyard_core::model::{self, Resources};
+use switchyard_core::{EligibilitySets, PlacementRules, Resources, RuledNode};
+// The core types are named `model::X` here, apart from the Kubernetes types of the same names.
+use switchyard_core as model;
 
 use crate::rules::RuledKubeNode;
 

@@ -38,9 +38,7 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::api::storage::v1::StorageClass;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::eligibility::{
-    PlacementRules, SelectorOperator, SelectorRequirement, SelectorTerm,
-};
+use switchyard_core::{PlacementRules, SelectorOperator, SelectorRequirement, SelectorTerm};
 
 use crate::crd::TrainingJob;
 
@@ -491,7 +489,7 @@ mod tests {
     use kube::runtime::watcher::Event;
     use serde_json::json;
     use std::sync::Arc;
-    use switchyard_core::eligibility::PlacementRules;
+    use switchyard_core::PlacementRules;
 
     struct Storage {
         caches: VolumeCaches,

@@ -1,11 +1,11 @@
 //! The contract with policies: the one `bindgen!` of `wit/policy.wit`, and conversion
-//! between its generated types and the host's [`switchyard_core::model`].
+//! between its generated types and the host's model in [`switchyard_core`].
 //!
 //! Nothing outside this module touches a generated type, so a change to the WIT shows
 //! up as compile errors here and nowhere else.
 
-use switchyard_core::delta::Change;
-use switchyard_core::model;
+use switchyard_core as model;
+use switchyard_core::Change;
 
 /// Generated host bindings of the `switchyard:policy/policy` world.
 #[allow(missing_docs, clippy::all)]
@@ -48,13 +48,13 @@ macro_rules! export_name {
 }
 
 /// The name a component must export the scheduler interface under.
-pub const SCHEDULER_EXPORT: &str = export_name!("scheduler");
+pub(crate) const SCHEDULER_EXPORT: &str = export_name!("scheduler");
 
 /// The name a component that takes deltas exports its scheduler under.
-pub const INCREMENTAL_SCHEDULER_EXPORT: &str = export_name!("incremental-scheduler");
+pub(crate) const INCREMENTAL_SCHEDULER_EXPORT: &str = export_name!("incremental-scheduler");
 
 /// The exports a policy may have, for error messages.
-pub const ACCEPTED_EXPORTS: &str = concat!(
+pub(crate) const ACCEPTED_EXPORTS: &str = concat!(
     "`",
     export_name!("scheduler"),
     "` or `",
@@ -63,16 +63,17 @@ pub const ACCEPTED_EXPORTS: &str = concat!(
 );
 
 /// The WIT package and version this host speaks.
-pub const PACKAGE: &str = concat!("switchyard:policy@", contract_version!());
+pub const CONTRACT_PACKAGE: &str = concat!("switchyard:policy@", contract_version!());
 
 /// The contract's version alone.
-pub const CONTRACT_VERSION: &str = contract_version!();
+pub(crate) const CONTRACT_VERSION: &str = contract_version!();
 
 mod lowering {
     switchyard_core::snapshot_lowering!(super::bindings::switchyard::policy::types);
 }
 
-pub use lowering::{delta_for, snapshot_for, snapshot_to_wit};
+pub use lowering::snapshot_to_wit;
+pub(crate) use lowering::{delta_for, snapshot_for};
 
 /// The change that brings an incremental policy's instance from what it holds to `now`,
 /// as a policy that reads loss series receives it.
@@ -81,7 +82,7 @@ pub fn delta_to_wit(now: &model::Snapshot, change: &Change) -> wit::SnapshotDelt
 }
 
 /// Settings in the order the WIT carries them (sorted by name).
-pub fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {
+pub(crate) fn settings_to_wit(settings: &model::Settings) -> Vec<wit::Setting> {
     settings
         .iter()
         .map(|(name, value)| wit::Setting {
@@ -110,7 +111,7 @@ pub(crate) mod metered {
     };
     use wasmtime::component::{ComponentType, Lift};
 
-    use switchyard_core::model;
+    use switchyard_core as model;
 
     use crate::ResultBudget;
 

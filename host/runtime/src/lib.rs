@@ -1,32 +1,33 @@
 //! Loading, checking and calling policy components: the sandbox every policy runs in.
+//! Its modules are private; the names below are re-exported at the crate root.
 //!
-//! - [`contract`]: the one `bindgen!` of `wit/policy.wit` and the conversions between its
-//!   generated types and [`switchyard_core::model`]; no other module names a generated
-//!   type.
-//! - [`registry`]: the policies shipped inside the binary, addressable by name, and
-//!   `.wasm` files on disk.
+//! - `contract`: the one `bindgen!` of `wit/policy.wit` and the conversions between its
+//!   generated types and the model of [`switchyard_core`]; no other module names a
+//!   generated type. [`CONTRACT_PACKAGE`] is the WIT package a policy must export.
+//! - `registry`: the policies shipped inside the binary, addressable by name
+//!   ([`BUILTIN_POLICIES`], [`builtin`]), and `.wasm` files on disk ([`PolicyRef`]).
 //! - this module: [`Runtime`] (the engine, compiling and caching components by digest)
 //!   and [`PolicyModule`] (one loaded policy, called with a snapshot); [`Session`] (a
 //!   kept instance of an incremental policy); [`PolicyError`] and [`LoadError`].
 //!
-
 //! A component is compiled once per content digest and kept pre-linked
 //! ([`wasmtime::component::InstancePre`]). A `policy` component gets a fresh instance in
 //! a fresh store for every call, so no guest memory survives between calls and a policy
 //! is a function of (settings, snapshot, state) alone. An `incremental-policy`
 //! component called through a [`Session`] keeps its instance and receives only what
-//! changed since its last call ([`switchyard_core::delta`]); it reaches the same snapshot, and any
-//! failure throws the instance away. Calls run under an epoch deadline and a memory cap
-//! set once here; a failing call is a [`PolicyError`] naming the policy, never a crash.
+//! changed since its last call ([`switchyard_core::Change`]); it reaches the same
+//! snapshot, and any failure throws the instance away. Calls run under an epoch deadline
+//! and a memory cap set once here; a failing call is a [`PolicyError`] naming the
+//! policy, never a crash.
 //! Compiled code is also cached on disk by wasmtime, keyed by the component's content.
 //! With `quick_first` (the controller) a new component is compiled by Winch first and by
 //! Cranelift in the background (`tier.rs`), so an upload answers within tens of
 //! milliseconds and runs optimised code from its next rounds on.
 
-pub mod contract;
+mod contract;
 mod epoch;
 mod error;
-pub mod registry;
+mod registry;
 mod sandbox;
 mod session;
 mod tier;
@@ -36,22 +37,22 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use sha2::{Digest as _, Sha256};
 use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
 
+pub use contract::{CONTRACT_PACKAGE, delta_to_wit, snapshot_to_wit};
 pub use error::{CallDeadline, LoadError, PolicyError};
+pub use registry::{BUILTIN_POLICIES, BuiltinPolicy, PolicyRef, RegistryError, builtin};
 pub use session::Session;
 pub use tier::Compiler;
 
 use crate::contract::metered::{self, Items, Text};
 use crate::contract::{
-    ACCEPTED_EXPORTS, CONTRACT_VERSION, INCREMENTAL_SCHEDULER_EXPORT, PACKAGE, SCHEDULER_EXPORT,
-    bindings, incremental_bindings,
+    ACCEPTED_EXPORTS, CONTRACT_VERSION, INCREMENTAL_SCHEDULER_EXPORT, SCHEDULER_EXPORT, bindings,
+    incremental_bindings,
 };
 use sandbox::GuestState;
-use switchyard_core::delta::Change;
-use switchyard_core::model::{Decision, Description, Settings, Snapshot};
+use switchyard_core::{Change, ComponentDigest, Decision, Description, Settings, Snapshot};
 
 /// Sandbox limits applied to every policy call.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -139,33 +140,6 @@ pub struct RuntimeOptions {
     /// code while Cranelift compiles it in the background (`runtime/tier.rs`): the controller's
     /// hot swap. Offline runs leave it off, since they make many calls per load.
     pub quick_first: bool,
-}
-
-/// The content digest that identifies a component (SHA-256 of its bytes).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct ComponentDigest([u8; 32]);
-
-impl ComponentDigest {
-    /// Digest of `bytes`.
-    pub fn of(bytes: &[u8]) -> Self {
-        Self(Sha256::digest(bytes).into())
-    }
-
-    /// `sha256:` and the full hex digest.
-    pub fn to_hex(&self) -> String {
-        format!("sha256:{}", hex::encode(self.0))
-    }
-
-    /// The first 12 hex digits, for logs and error messages.
-    pub fn short(&self) -> String {
-        hex::encode(&self.0[..6])
-    }
-}
-
-impl std::fmt::Display for ComponentDigest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.to_hex())
-    }
 }
 
 /// Compiles, checks and caches policy components; cheap to clone and share.
@@ -327,7 +301,7 @@ impl Runtime {
             source_name: source_name.into(),
             source,
         })?;
-        switchyard_core::names::check_policy_name(module.name()).map_err(|message| {
+        switchyard_core::check_policy_name(module.name()).map_err(|message| {
             LoadError::BadName {
                 source_name: source_name.into(),
                 message,
@@ -468,8 +442,8 @@ fn check_world(
                 .map_or("an unversioned draft", |(_, version)| version);
             format!(
                 "it was built against switchyard:policy@{built} (it exports `{other}`), and \
-                 this host speaks {PACKAGE}, whose types differ: rebuild it against the \
-                 {PACKAGE} WIT (a Rust policy: the current switchyard-policy-sdk, then \
+                 this host speaks {CONTRACT_PACKAGE}, whose types differ: rebuild it against the \
+                 {CONTRACT_PACKAGE} WIT (a Rust policy: the current switchyard-policy-sdk, then \
                  `cargo build --release --target wasm32-wasip2`; a Python one: the current \
                  Python SDK, then `componentize-py -w \
                  switchyard:policy/incremental-policy@{CONTRACT_VERSION} ...`; a JavaScript \

@@ -55,7 +55,7 @@ pub enum RegistryError {
 }
 
 /// Names of the shipped policies.
-pub fn builtin_names() -> Vec<&'static str> {
+fn builtin_names() -> Vec<&'static str> {
     BUILTIN_POLICIES.iter().map(|p| p.name).collect()
 }
 

@@ -20,8 +20,7 @@ use wasmtime::Store;
 use super::sandbox::GuestState;
 use super::{CallError, Compiled, Exports, Flavor, PolicyError, PolicyModule};
 use crate::contract;
-use switchyard_core::delta::{Change, HeldSnapshot};
-use switchyard_core::model::{Decision, Settings, Snapshot};
+use switchyard_core::{Change, Decision, HeldSnapshot, Settings, Snapshot};
 
 /// Where one caller (the active policy, the fallback, an experiment's arm) keeps its
 /// policy's instance between calls. Clones share it; the instance goes when the last

@@ -3,16 +3,15 @@
 //! the [`RunResult`]. `switchyard simulate` and the reproduction tests share it, so a
 //! test measures exactly what the command prints. It decides nothing and prints nothing.
 //! (An A/B *experiment* is something else: two policies in one run, in
-//! [`switchyard_control::experiment`].)
+//! [`switchyard_control::Experiment`].)
 
 use std::sync::Arc;
 
 use crate::report::RunResult;
 use crate::simulator::{Scenario, Simulator};
 use switchyard_control::{ControlLoop, DecisionRecord, PolicySlot};
-use switchyard_core::model::Settings;
-use switchyard_runtime::registry::{PolicyRef, RegistryError};
-use switchyard_runtime::{PolicyError, Runtime};
+use switchyard_core::Settings;
+use switchyard_runtime::{PolicyError, PolicyRef, RegistryError, Runtime};
 
 /// Why a run could not be made.
 #[derive(Debug, thiserror::Error)]
@@ -50,7 +49,7 @@ pub struct OfflineRun {
 }
 
 /// Loads `policy` (a built-in name or a `.wasm` path) and configures it with `settings`.
-pub fn slot(
+pub fn load_slot(
     runtime: &Runtime,
     policy: &str,
     settings: &Settings,
@@ -77,7 +76,7 @@ pub enum Records {
 /// until the cluster is idle or out of time. `on_round` sees the simulator and the
 /// round's record after every round (progress bars, records written as they come).
 #[allow(clippy::too_many_arguments)]
-pub fn run(
+pub fn run_offline(
     runtime: &Runtime,
     policy: &str,
     settings: &Settings,
@@ -87,7 +86,7 @@ pub fn run(
     records: Records,
     on_round: impl FnMut(&Simulator, &DecisionRecord),
 ) -> Result<OfflineRun, OfflineError> {
-    let slot = slot(runtime, policy, settings)?;
+    let slot = load_slot(runtime, policy, settings)?;
     let effective = slot.settings.clone();
     let mut sim = Simulator::new(scenario);
     let mut control =

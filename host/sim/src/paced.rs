@@ -15,13 +15,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::simulator::{Scenario, Simulator};
-use switchyard_control::live::{LiveCluster, SnapshotSummary};
-use switchyard_control::loss::{LossAck, LossSeries};
-use switchyard_control::{ActionOutcome, Advance, Cluster};
-use switchyard_core::model::{Action, JobLabel, Snapshot, Trigger};
+use switchyard_control::{
+    ActionOutcome, Advance, Cluster, LiveCluster, LossAck, LossSeries, SnapshotSummary,
+};
+use switchyard_core::{Action, JobLabel, Snapshot, Trigger};
 
 /// How long the pacer sleeps before looking at the clock and the commands again.
-pub const SLICE: Duration = Duration::from_millis(5);
+pub const PACE_SLICE: Duration = Duration::from_millis(5);
 
 /// A cluster whose virtual clock follows the wall clock, `speed` times faster.
 pub struct Paced<C> {
@@ -65,7 +65,7 @@ impl<C: Cluster> Paced<C> {
     }
 
     /// Like [`Cluster::advance`], but never past the wall clock's virtual time: it
-    /// sleeps in [`SLICE`]s until an event is due, calling `between` before each slice.
+    /// sleeps in [`PACE_SLICE`] steps until an event is due, calling `between` before each slice.
     /// Returns [`Advance::Stopped`] as soon as `stop` is set.
     pub fn advance_paced(
         &mut self,
@@ -94,7 +94,7 @@ impl<C: Cluster> Paced<C> {
                     other => return other,
                 }
             }
-            std::thread::sleep(SLICE);
+            std::thread::sleep(PACE_SLICE);
         }
     }
 

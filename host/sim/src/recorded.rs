@@ -12,9 +12,8 @@ mod history;
 
 use std::fmt::Write as _;
 
-use switchyard_control::RunEnd;
-use switchyard_control::recording::{Recording, RecordingError};
-use switchyard_core::model::Node;
+use switchyard_control::{Recording, RecordingError, RunEnd};
+use switchyard_core::Node;
 
 use crate::report::{RunFacts, RunResult, SERIES_POINTS, Summary, downsample};
 use crate::simulator::{JobOutcome, UtilPoint};
@@ -42,7 +41,7 @@ pub struct Counterfactual {
 }
 
 /// Reads `recording` once, streaming, and estimates its workload.
-pub fn estimate(recording: &Recording) -> Result<Counterfactual, RecordingError> {
+pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, RecordingError> {
     let history = history::read(recording)?;
     if history.rounds == 0 {
         return Err(RecordingError::Malformed {
@@ -301,7 +300,7 @@ fn mean_utilisation(series: &[UtilPoint], until: f64) -> (f64, f64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_core::model::Resources;
+    use switchyard_core::Resources;
 
     fn node(name: &str, cpus: u64) -> Node {
         Node {

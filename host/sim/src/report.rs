@@ -6,11 +6,11 @@
 use serde::{Deserialize, Serialize};
 
 use crate::simulator::{JobOutcome, Simulator, UtilPoint};
-use switchyard_control::stats::{CompletionStats, Observation};
+use switchyard_control::{CompletionStats, Observation};
 use switchyard_control::{ControlLoop, RunEnd};
 
 /// Most points kept of the utilisation series in results and plots.
-pub const SERIES_POINTS: usize = 500;
+pub(crate) const SERIES_POINTS: usize = 500;
 
 /// The figures of one run, as the table shows them.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -110,7 +110,7 @@ pub struct RunResult {
     pub summary: Summary,
     /// Every job, in submission order.
     pub jobs: Vec<JobOutcome>,
-    /// Utilisation over time, at most [`SERIES_POINTS`] points.
+    /// Utilisation over time, thinned to a bounded number of points.
     pub utilisation: Vec<UtilPoint>,
 }
 
@@ -230,7 +230,7 @@ pub struct Results {
 }
 
 /// Mean of `values` (0 when empty).
-pub fn mean(values: &[f64]) -> f64 {
+pub(crate) fn mean(values: &[f64]) -> f64 {
     if values.is_empty() {
         0.0
     } else {
@@ -239,7 +239,7 @@ pub fn mean(values: &[f64]) -> f64 {
 }
 
 /// Nearest-rank percentile `q` in [0, 1] of sorted `values` (0 when empty).
-pub fn percentile(sorted: &[f64], q: f64) -> f64 {
+fn percentile(sorted: &[f64], q: f64) -> f64 {
     if sorted.is_empty() {
         return 0.0;
     }
@@ -248,7 +248,7 @@ pub fn percentile(sorted: &[f64], q: f64) -> f64 {
 }
 
 /// At most `n` points of `series`, evenly picked, always keeping the last.
-pub fn downsample(series: &[UtilPoint], n: usize) -> Vec<UtilPoint> {
+pub(crate) fn downsample(series: &[UtilPoint], n: usize) -> Vec<UtilPoint> {
     if series.len() <= n || n < 2 {
         return series.to_vec();
     }

@@ -16,14 +16,14 @@
 //! [`control::Cluster`]: switchyard_control::Cluster
 //! [`control::Cluster::apply`]: switchyard_control::Cluster::apply
 
-pub mod curve;
+pub(crate) mod curve;
 mod events;
-pub mod faults;
-pub mod goodput;
+mod faults;
+pub(crate) mod goodput;
 #[cfg(test)]
 mod kept_bytes;
-pub mod share;
-pub mod spec;
+pub(crate) mod share;
+mod spec;
 mod state;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -35,20 +35,19 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use events::{EventKind, EventQueue};
-pub use faults::Faults;
+pub(crate) use faults::Faults;
 use faults::Injector;
 pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub(crate) use state::table_rate;
 use state::{JobState, SimJob, SimNode};
 use switchyard_control::{ActionOutcome, Advance, Cluster};
-use switchyard_core::eligibility::EligibilitySets;
-use switchyard_core::model::{
-    self, Action, Job, JobLabel, JobMove, JobPhase, LossSample, MoveKind, Node, Operation,
-    Replicas, Resources, Snapshot, Task, TaskPhase, Trigger,
+use switchyard_core::{
+    Action, EligibilitySets, Job, JobLabel, JobMove, JobPhase, LossSample, MoveKind, Node,
+    Operation, Replicas, Resources, Snapshot, Task, TaskPhase, Trigger, with_move,
 };
 
 /// Evaluation samples a job keeps (the most recent ones).
-pub const LOSS_HISTORY: usize = 32;
+pub(crate) const LOSS_HISTORY: usize = 32;
 
 /// One point of the utilisation time series.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
@@ -712,7 +711,7 @@ impl Simulator {
             to_nodes,
         };
         let j = &mut self.jobs[job];
-        j.moves = model::with_move(&j.moves, moved);
+        j.moves = with_move(&j.moves, moved);
     }
 
     /// Records a placement from waiting; tasks placed one by one in the same round join

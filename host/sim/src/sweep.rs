@@ -1,11 +1,11 @@
 //! A sweep: workloads × runs (a policy with one setting of its parameters) × seeds, each
-//! combination a *cell* made by one [`offline::run`], and the figures over seeds.
+//! combination a *cell* made by one [`crate::run_offline`], and the figures over seeds.
 //!
 //! It owns the plan (which cells, in which order, and their numbering, so a cell run on
 //! another machine by its index is the same cell), one cell's run, and the summary of
 //! many cells: per workload and run, the mean of each figure over seeds with its
 //! Student-t interval, and the change against a baseline run paired by seed
-//! ([`switchyard_control::stats`]). Running cells in parallel, progress and printing are
+//! ([`switchyard_control::mean_interval`]). Running cells in parallel, progress and printing are
 //! the caller's; it keeps nothing between calls.
 
 use std::collections::BTreeMap;
@@ -14,11 +14,11 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::offline::{self, Records};
+use crate::offline::{Records, run_offline};
 use crate::report::Summary;
 use crate::workload::Workload;
 use switchyard_control::PolicySlot;
-use switchyard_control::stats::{self, Estimate};
+use switchyard_control::{Estimate, mean_interval};
 use switchyard_runtime::Runtime;
 
 /// One policy with one setting of its parameters: a row of the sweep's table.
@@ -34,7 +34,7 @@ pub struct SweepRun {
 
 /// What a sweep runs: every workload under every run on every seed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Plan {
+pub struct SweepPlan {
     /// Workload files, as given.
     pub workloads: Vec<String>,
     /// The runs, in command-line order.
@@ -49,8 +49,8 @@ pub struct Plan {
 
 /// One cell: a workload, a run and a seed.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cell {
-    /// Its number: the position in [`Plan::cells`] (a Kubernetes Job's completion index).
+pub struct SweepCell {
+    /// Its number: the position in [`SweepPlan::cells`] (a Kubernetes Job's completion index).
     pub index: usize,
     /// The workload file.
     pub workload: String,
@@ -60,14 +60,14 @@ pub struct Cell {
     pub seed: u64,
 }
 
-impl Plan {
+impl SweepPlan {
     /// Every cell, numbered: workload by workload, run by run, seed by seed.
-    pub fn cells(&self) -> Vec<Cell> {
+    pub fn cells(&self) -> Vec<SweepCell> {
         let mut cells = Vec::new();
         for workload in &self.workloads {
             for run in &self.runs {
                 for &seed in &self.seeds {
-                    cells.push(Cell {
+                    cells.push(SweepCell {
                         index: cells.len(),
                         workload: workload.clone(),
                         run: run.name.clone(),
@@ -88,7 +88,7 @@ impl Plan {
 /// What became of a cell.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "status")]
-pub enum Outcome {
+pub enum CellOutcome {
     /// The run was made (whether or not its jobs all finished: the summary says).
     Done {
         /// Its figures, as `simulate` reports them.
@@ -106,10 +106,10 @@ pub enum Outcome {
 pub struct CellResult {
     /// The cell.
     #[serde(flatten)]
-    pub cell: Cell,
+    pub cell: SweepCell,
     /// Its outcome.
     #[serde(flatten)]
-    pub outcome: Outcome,
+    pub outcome: CellOutcome,
     /// Wall-clock seconds the cell took on its machine (loading the workload, the run).
     pub seconds: f64,
 }
@@ -117,13 +117,18 @@ pub struct CellResult {
 /// Runs one cell: loads its workload, builds the scenario for its seed and runs it, as
 /// `simulate --seed SEED --policy POLICY` does. A failure is the cell's outcome, not an
 /// error: the other cells go on.
-pub fn run_cell(runtime: &Runtime, plan: &Plan, fallback: &PolicySlot, cell: &Cell) -> CellResult {
+pub fn run_cell(
+    runtime: &Runtime,
+    plan: &SweepPlan,
+    fallback: &PolicySlot,
+    cell: &SweepCell,
+) -> CellResult {
     let started = Instant::now();
     let outcome = match try_cell(runtime, plan, fallback, cell) {
-        Ok(summary) => Outcome::Done {
+        Ok(summary) => CellOutcome::Done {
             summary: Box::new(summary),
         },
-        Err(error) => Outcome::Failed { error },
+        Err(error) => CellOutcome::Failed { error },
     };
     CellResult {
         cell: cell.clone(),
@@ -134,9 +139,9 @@ pub fn run_cell(runtime: &Runtime, plan: &Plan, fallback: &PolicySlot, cell: &Ce
 
 fn try_cell(
     runtime: &Runtime,
-    plan: &Plan,
+    plan: &SweepPlan,
     fallback: &PolicySlot,
-    cell: &Cell,
+    cell: &SweepCell,
 ) -> Result<Summary, String> {
     let run = plan.run(&cell.run).ok_or_else(|| {
         format!(
@@ -149,7 +154,7 @@ fn try_cell(
     // A fallback instance of the cell's own: a kept instance shared with other cells
     // would make a cell's result depend on which cells ran before it.
     let fallback = PolicySlot::new(Arc::clone(&fallback.module), fallback.settings.clone());
-    let made = offline::run(
+    let made = run_offline(
         runtime,
         &run.policy,
         &run.settings,
@@ -165,7 +170,7 @@ fn try_cell(
 
 /// One workload's run over its seeds.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Row {
+pub struct SweepRow {
     /// The workload file.
     pub workload: String,
     /// The run's name.
@@ -184,12 +189,12 @@ pub struct Row {
     /// Mean wait over seeds, seconds.
     pub avg_wait: Option<Estimate>,
     /// Against the baseline run on the same seeds; `None` for the baseline itself.
-    pub against_baseline: Option<Paired>,
+    pub against_baseline: Option<PairedChange>,
 }
 
 /// A run's change against the baseline, seed by seed, in per cent of the baseline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Paired {
+pub struct PairedChange {
     /// Seeds on which both cells ran.
     pub seeds: usize,
     /// Change of the mean completion time, per cent.
@@ -206,14 +211,14 @@ fn mean_completion(s: &Summary) -> Option<f64> {
 /// Per workload and run, the figures over seeds and the change against
 /// `plan.baseline`, from `cells` (in any order; a cell missing from them counts as
 /// neither done nor failed).
-pub fn rows(plan: &Plan, cells: &[CellResult]) -> Vec<Row> {
+pub fn sweep_rows(plan: &SweepPlan, cells: &[CellResult]) -> Vec<SweepRow> {
     let summary_of = |workload: &str, run: &str, seed: u64| {
         cells
             .iter()
             .find(|c| c.cell.workload == workload && c.cell.run == run && c.cell.seed == seed)
             .and_then(|c| match &c.outcome {
-                Outcome::Done { summary } => Some(summary.as_ref()),
-                Outcome::Failed { .. } => None,
+                CellOutcome::Done { summary } => Some(summary.as_ref()),
+                CellOutcome::Failed { .. } => None,
             })
     };
     let mut rows = Vec::new();
@@ -226,13 +231,13 @@ pub fn rows(plan: &Plan, cells: &[CellResult]) -> Vec<Row> {
             let summaries: Vec<&Summary> = mine
                 .iter()
                 .filter_map(|c| match &c.outcome {
-                    Outcome::Done { summary } => Some(summary.as_ref()),
-                    Outcome::Failed { .. } => None,
+                    CellOutcome::Done { summary } => Some(summary.as_ref()),
+                    CellOutcome::Failed { .. } => None,
                 })
                 .collect();
             let over = |f: &dyn Fn(&Summary) -> Option<f64>| {
                 let values: Vec<f64> = summaries.iter().filter_map(|s| f(s)).collect();
-                stats::mean_interval(&values)
+                mean_interval(&values)
             };
             let against_baseline = (run.name != plan.baseline).then(|| {
                 let pairs: Vec<(&Summary, &Summary)> = plan
@@ -253,15 +258,15 @@ pub fn rows(plan: &Plan, cells: &[CellResult]) -> Vec<Row> {
                             (base > 0.0).then(|| (this - base) / base * 100.0)
                         })
                         .collect();
-                    stats::mean_interval(&changes)
+                    mean_interval(&changes)
                 };
-                Paired {
+                PairedChange {
                     seeds: pairs.len(),
                     mean_completion: change(&mean_completion),
                     makespan: change(&|s| Some(s.makespan)),
                 }
             });
-            rows.push(Row {
+            rows.push(SweepRow {
                 workload: workload.clone(),
                 run: run.name.clone(),
                 done: summaries.len(),
@@ -281,18 +286,18 @@ pub fn rows(plan: &Plan, cells: &[CellResult]) -> Vec<Row> {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SweepResults {
     /// What was run.
-    pub plan: Plan,
+    pub plan: SweepPlan,
     /// Every cell, by index.
     pub cells: Vec<CellResult>,
     /// The table.
-    pub rows: Vec<Row>,
+    pub rows: Vec<SweepRow>,
 }
 
 impl SweepResults {
     /// The results of `cells` (sorted here by index).
-    pub fn of(plan: Plan, mut cells: Vec<CellResult>) -> Self {
+    pub fn of(plan: SweepPlan, mut cells: Vec<CellResult>) -> Self {
         cells.sort_by_key(|c| c.cell.index);
-        let rows = rows(&plan, &cells);
+        let rows = sweep_rows(&plan, &cells);
         Self { plan, cells, rows }
     }
 }
@@ -302,7 +307,7 @@ impl SweepResults {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CellFile {
     /// The sweep's plan.
-    pub plan: Plan,
+    pub plan: SweepPlan,
     /// The cell's result.
     pub result: CellResult,
 }
@@ -317,16 +322,15 @@ impl CellFile {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_control::RunEnd;
-    use switchyard_control::stats::CompletionStats;
+    use switchyard_control::{CompletionStats, RunEnd};
 
-    fn plan() -> Plan {
+    fn plan() -> SweepPlan {
         let run = |name: &str| SweepRun {
             name: name.into(),
             policy: name.into(),
             settings: BTreeMap::new(),
         };
-        Plan {
+        SweepPlan {
             workloads: vec!["w.yaml".into()],
             runs: vec![run("even"), run("specon")],
             seeds: vec![1, 2, 3],
@@ -335,14 +339,14 @@ mod tests {
         }
     }
 
-    fn done(cell: &Cell, completion: f64, makespan: f64) -> CellResult {
-        let observed = [switchyard_control::stats::Observation {
+    fn done(cell: &SweepCell, completion: f64, makespan: f64) -> CellResult {
+        let observed = [switchyard_control::Observation {
             duration: completion,
             finished: true,
         }];
         CellResult {
             cell: cell.clone(),
-            outcome: Outcome::Done {
+            outcome: CellOutcome::Done {
                 summary: Box::new(Summary {
                     jobs: 1,
                     finished: 1,
@@ -391,7 +395,7 @@ mod tests {
             .zip(&cells)
             .map(|(t, c)| done(c, *t, 2.0 * t))
             .collect();
-        let rows = rows(&plan, &results);
+        let rows = sweep_rows(&plan, &results);
         let specon = &rows[1];
         assert_eq!(specon.done, 3);
         let change = specon.against_baseline.as_ref().unwrap();
@@ -404,10 +408,10 @@ mod tests {
         assert!((specon.mean_completion.unwrap().value - 180.0).abs() < 1e-9);
         assert!(rows[0].against_baseline.is_none());
 
-        results[5].outcome = Outcome::Failed {
+        results[5].outcome = CellOutcome::Failed {
             error: "configuring specon: bad alpha".into(),
         };
-        let rows = super::rows(&plan, &results);
+        let rows = super::sweep_rows(&plan, &results);
         assert_eq!((rows[1].done, rows[1].failed), (2, 1));
         assert_eq!(rows[1].against_baseline.as_ref().unwrap().seeds, 2);
     }

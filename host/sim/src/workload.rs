@@ -4,8 +4,8 @@
 //! and seed always give the same scenario. Importers of real traces live in
 //! [`import`]. This module decides nothing about scheduling.
 
-pub mod application;
-pub mod import;
+mod application;
+mod import;
 mod schema;
 mod table;
 
@@ -18,12 +18,14 @@ use rand_pcg::Pcg64;
 
 use crate::simulator::curve::Curve;
 use crate::simulator::{Faults, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
-pub use schema::{
-    Arrival, ClusterFile, CurveFile, CurveShape, ImportFile, JobEntry, NodeGroup, RoleFile,
-    ScaleFile, SimulatorFile, Template, WorkloadFile,
+pub use application::load_application;
+pub use import::replay_curve;
+pub use schema::CurveFile;
+pub(crate) use schema::{
+    Arrival, ClusterFile, CurveShape, JobEntry, NodeGroup, RoleFile, ScaleFile, SimulatorFile,
+    Template, WorkloadFile,
 };
-use switchyard_core::eligibility::PlacementRules;
-use switchyard_core::model::Resources;
+use switchyard_core::{PlacementRules, Resources};
 
 /// A workload file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -509,7 +511,7 @@ fn gang_labels(roles: &[RoleFile], labels: &BTreeMap<String, String>) -> BTreeMa
 }
 
 /// CPU cores, GiB and GPUs as [`Resources`].
-pub fn resources(cpus: f64, memory_gib: f64, gpus: u32) -> Resources {
+pub(crate) fn resources(cpus: f64, memory_gib: f64, gpus: u32) -> Resources {
     Resources {
         cpu_millis: (cpus * 1000.0).round() as u64,
         memory_bytes: (memory_gib * (1u64 << 30) as f64).round() as u64,

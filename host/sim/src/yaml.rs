@@ -18,7 +18,7 @@ pub struct YamlError {
 }
 
 /// Deserialises `text`, locating the first field that does not fit.
-pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+pub(crate) fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
     let deserializer = serde_norway::Deserializer::from_str(text);
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let field = e.path().to_string();
@@ -35,7 +35,7 @@ pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
 
 /// A YAML file that could not be read or does not fit.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub enum YamlLoadError {
     /// The file could not be read.
     #[error("cannot read {path}: {source}")]
     Read {
@@ -57,17 +57,20 @@ pub enum LoadError {
 }
 
 /// Reads the file at `path` and deserialises it, locating any fault.
-pub fn load<T: DeserializeOwned>(path: &std::path::Path) -> Result<T, LoadError> {
-    let text = std::fs::read_to_string(path).map_err(|source| LoadError::Read {
+pub fn load_yaml<T: DeserializeOwned>(path: &std::path::Path) -> Result<T, YamlLoadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| YamlLoadError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    parse(&text, path)
+    parse_yaml(&text, path)
 }
 
 /// Deserialises `text` as if read from `path`.
-pub fn parse<T: DeserializeOwned>(text: &str, path: &std::path::Path) -> Result<T, LoadError> {
-    from_str(text).map_err(|source| LoadError::Parse {
+pub fn parse_yaml<T: DeserializeOwned>(
+    text: &str,
+    path: &std::path::Path,
+) -> Result<T, YamlLoadError> {
+    from_str(text).map_err(|source| YamlLoadError::Parse {
         path: path.to_path_buf(),
         source,
     })

@@ -1,5 +1,5 @@
 //! The live controller: the control loop running continuously on its own thread against
-//! a [`LiveCluster`] (the simulator in scaled real time, [`switchyard_sim::paced`], or a
+//! a [`LiveCluster`] (the simulator in scaled real time, [`switchyard_sim::Paced`], or a
 //! real cluster, [`switchyard_kube`]), with policies that operators load, activate, configure and compare
 //! while it runs.
 //!
@@ -32,17 +32,14 @@ use serde::Serialize;
 use crate::metrics::Metrics;
 pub use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use kept::Persistence;
-use switchyard_control::experiment::{ExperimentError, ExperimentMode};
-use switchyard_control::recording::{RecordOptions, Recorder, RecordingError};
 use switchyard_control::{
-    ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentReport, MemoryStateStore,
-    RunEnd, StateError, StateStore,
+    ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentError, ExperimentMode,
+    ExperimentReport, Leader, LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder,
+    RecordingError, RefusalHook, RunEnd, SnapshotSummary, StateError, StateStore,
 };
-use switchyard_control::{Leader, LiveCluster, LossAck, RefusalHook, SnapshotSummary};
-use switchyard_core::model::Settings;
+use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
-use switchyard_sim::paced::Paced;
-use switchyard_sim::{Scenario, Simulator};
+use switchyard_sim::{Paced, Scenario, Simulator};
 pub use views::{JobList, UtilisationRing, UtilisationSample};
 
 /// How the live controller runs.
@@ -78,7 +75,7 @@ pub struct LiveConfig {
     /// restarts the container), when it has not looked at the cluster for this long.
     /// Every API call is bounded, so only a fault holds it longer.
     pub stalled_after: Duration,
-    /// Record every round to this directory ([`switchyard_control::recording`]); the
+    /// Record every round to this directory ([`switchyard_control::Recorder`]); the
     /// options' seed is set to [`LiveConfig::seed`] at start.
     pub record: Option<RecordOptions>,
 }
@@ -135,7 +132,7 @@ pub enum LiveError {
     /// A loss sample that is not a number, or absurdly large.
     #[error(
         "loss value {0} is not a finite number of magnitude at most {max:e}",
-        max = switchyard_control::loss::LOSS_MAGNITUDE_MAX
+        max = switchyard_control::LOSS_MAGNITUDE_MAX
     )]
     BadLossValue(f64),
     /// A change sent to a replica that does not lead.
@@ -695,7 +692,7 @@ impl Controller {
     /// Hands a loss sample for an active job to the cluster, which keeps it in the
     /// job's series (stamped with the cluster's clock) or says why not.
     pub async fn push_loss(&self, job: &str, step: u64, value: f64) -> Result<LossAck, LiveError> {
-        if !switchyard_control::loss::is_loss_value(value) {
+        if !switchyard_control::is_loss_value(value) {
             return Err(LiveError::BadLossValue(value));
         }
         let ack = self

@@ -442,15 +442,15 @@ mod tests {
     use std::time::Duration;
 
     use switchyard_control::{ArmRecord, DecisionRecord, PolicyCall};
-    use switchyard_core::model::Snapshot;
+    use switchyard_core::Snapshot;
 
     use super::*;
 
     #[test]
     fn a_failed_action_is_counted_by_policy_operation_and_reason() {
         use switchyard_control::{ActionFailure, FailureReason};
-        use switchyard_core::model::{Action, Operation};
-        use switchyard_core::validate::Checked;
+        use switchyard_core::Checked;
+        use switchyard_core::{Action, Operation};
 
         let place = Action {
             op: Operation::Place {

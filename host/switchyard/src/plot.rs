@@ -19,8 +19,7 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use switchyard_sim::report::Results;
-use switchyard_sim::sweep::SweepResults;
+use switchyard_sim::{Results, SweepResults};
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]

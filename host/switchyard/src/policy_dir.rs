@@ -32,7 +32,7 @@ use notify::{RecursiveMode, Watcher as _};
 
 use crate::live::Controller;
 pub use settings::{DirSettings, SETTINGS_FILE};
-use switchyard_runtime::ComponentDigest;
+use switchyard_core::ComponentDigest;
 
 /// Quiet time after the last event before a rescan (kubelet's swap is several events).
 pub const DEBOUNCE: Duration = Duration::from_millis(150);
@@ -442,8 +442,9 @@ impl PolicyDir {
             error,
             "refused from the policies directory; the running policy stays"
         );
-        self.controller.catalog().record_failure(source, &error);
+        // The metric first: whoever sees the failure listed also sees it counted.
         self.controller.metrics().observe_load_error(kind);
+        self.controller.catalog().record_failure(source, &error);
         self.controller.report_refusal(source, &error);
         self.reported.insert(source.to_string(), error.clone());
         report.refused.push((source.to_string(), error));

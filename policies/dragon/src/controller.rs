@@ -341,16 +341,6 @@ fn size_key(r: &Resources) -> (u32, u64, u64) {
     (r.gpus, r.cpu_millis, r.memory_bytes)
 }
 
-/// A task of `job`'s scalable role: what one more replica asks and where it may run.
-pub fn replica_template(job: &Job) -> Option<&Task> {
-    replica_template_at(job).map(|at| &job.tasks[at])
-}
-
-/// The position of [`replica_template`] among `job`'s tasks.
-pub fn replica_template_at(job: &Job) -> Option<usize> {
-    job.tasks.iter().position(|t| t.role == job.replicas.role)
-}
-
 /// Replicas of the scalable role, highest-numbered first (the ones a shrink stops).
 fn highest_replicas(job: &Job) -> Vec<&Task> {
     let mut tasks: Vec<&Task> = job

@@ -13,9 +13,8 @@
 
 use std::cell::RefCell;
 
-use crate::controller::replica_template_at;
 use switchyard_policy_sdk::{
-    Job, Snapshot,
+    Job, Snapshot, Task,
     changes::{self, Follow},
     cluster::{Ledger, NodeOrder},
 };
@@ -90,6 +89,16 @@ fn placed(job: &Job, ledger: &Ledger) -> Placed {
     }
 }
 
+/// A task of `job`'s scalable role: what one more replica asks and where it may run.
+pub fn replica_template(job: &Job) -> Option<&Task> {
+    replica_template_at(job).map(|at| &job.tasks[at])
+}
+
+/// The position of [`replica_template`] among `job`'s tasks.
+pub fn replica_template_at(job: &Job) -> Option<usize> {
+    job.tasks.iter().position(|t| t.role == job.replicas.role)
+}
+
 #[cfg(test)]
 mod tests {
     use switchyard_policy_sdk::cluster::ResourcesExt;
@@ -107,7 +116,7 @@ mod tests {
                 continue;
             };
             let job = s.jobs.iter_mut().find(|j| j.id == scaling.job).unwrap();
-            let template = crate::controller::replica_template(job).unwrap().clone();
+            let template = super::replica_template(job).unwrap().clone();
             for node in &scaling.nodes {
                 let mut task = template.clone();
                 task.name = format!("{}-{}", job.replicas.role, job.replicas.current);

@@ -18,7 +18,7 @@
 //! - no migration, CPU weight or scaling, ever; no `next-call-after` (the host calls on
 //!   every arrival and departure, which is when placement can change).
 //!
-//! The algorithm is [`switchyard_policy_sdk::placement::EvenSpread`], shared with
+//! The algorithm is [`switchyard_policy_sdk::spread::EvenSpread`], shared with
 //! SpeCon, whose evaluation uses the same initial placement; [`policy`] wires it to a
 //! decision and lib.rs only binds it to the WIT world.
 

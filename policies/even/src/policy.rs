@@ -4,8 +4,8 @@ use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Decision, Description, JobLabel, Setting, Snapshot,
     cluster::Ledger,
-    placement::EvenSpread,
     settings::{ParamSpec, Settings, parameters},
+    spread::EvenSpread,
     state::{self, Entries},
 };
 
@@ -252,7 +252,7 @@ mod tests {
                 .map(|i| job(&format!("j{i}")).requests(3000, 0))
                 .collect(),
         );
-        switchyard_policy_sdk::testing::kept_against_fresh(
+        kept_against_fresh(
             round,
             Vec::new(),
             &changes,
@@ -276,11 +276,7 @@ mod tests {
 
     #[test]
     fn any_setting_is_refused() {
-        let err = configure(&[Setting {
-            name: "alpha".into(),
-            value: "1".into(),
-        }])
-        .unwrap_err();
+        let err = configure(&[setting("alpha", "1")]).unwrap_err();
         assert!(err.contains("alpha"), "{err}");
     }
 }

@@ -1,4 +1,6 @@
-//! What FlowCon keeps between the calls of an instance, and the blob it writes.
+//! What FlowCon keeps between the calls of an instance, and the blob it writes: each
+//! job's list and limit, each worker's interval ([`State`]). Moving a job from list to
+//! list is [`crate::policy`]'s; this module holds the values and writes them.
 //!
 //! The blob is the JSON of [`State`] (each job's list, each worker's interval, the
 //! labels shown), so any reader sees the same state; it is written a part at a time:
@@ -10,14 +12,79 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
+use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Snapshot,
     changes::Follow,
+    memcmp::same_bytes,
+    progress::Scale,
     shown::{ShownLabels, id_hash},
-    state::{self, Entries, same_bytes},
+    state::{self, Entries},
 };
 
-use crate::policy::{JobState, List, State, WorkerState};
+/// FlowCon's lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum List {
+    /// New: young and growing fast.
+    #[default]
+    NL,
+    /// Watching: near convergence.
+    WL,
+    /// Completing: converging, growing slowly.
+    CL,
+}
+
+impl List {
+    /// The list's name, as its label shows it.
+    pub fn name(self) -> &'static str {
+        match self {
+            List::NL => "NL",
+            List::WL => "WL",
+            List::CL => "CL",
+        }
+    }
+}
+
+/// Per job.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct JobState {
+    /// Current list.
+    pub list: List,
+    /// Divisor of E.
+    pub scale: Scale,
+    /// (t_{i-1}, normalised E(t_{i-1})).
+    pub last: Option<(f64, f64)>,
+    /// The limit L of lines 14-26, a fraction of the worker (none yet: unlimited, 1).
+    #[serde(default)]
+    pub limit: Option<f64>,
+    /// The share of the worker the job used while unlimited, when that was less than an
+    /// equal split: the most it can use (its own parallelism caps it).
+    #[serde(default)]
+    pub capped: Option<f64>,
+}
+
+/// Per worker.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorkerState {
+    /// Current interval (doubles under back-off).
+    pub itval: f64,
+    /// When Algorithm 1 runs next.
+    pub due: f64,
+    /// Jobs seen on the worker at the last run (the listener's T(i-1)).
+    pub members: Vec<String>,
+}
+
+/// The state blob.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Per job.
+    pub jobs: BTreeMap<String, JobState>,
+    /// Per worker.
+    pub workers: BTreeMap<String, WorkerState>,
+    /// The `list` label each job was last shown: it goes out again only when it changes.
+    #[serde(default)]
+    pub shown: ShownLabels,
+}
 
 /// The values of the `list` label, numbered in this order in the blob written.
 const LIST_VALUES: [&str; 3] = ["NL", "WL", "CL"];
@@ -264,16 +331,10 @@ fn list_value(list: List) -> u32 {
     }
 }
 
-/// Puts back what [`take`] took (tests: a fresh instance's call in between).
+/// Where this instance keeps its memory (tests: a fresh instance's call in between).
 #[cfg(test)]
-pub(crate) fn put_back(memory: Option<Memory>) {
-    KEPT.with(|k| *k.borrow_mut() = memory);
-}
-
-/// Takes what this instance keeps (tests: a fresh instance's call in between).
-#[cfg(test)]
-pub(crate) fn take() -> Option<Memory> {
-    KEPT.with(|k| k.borrow_mut().take())
+pub(crate) fn kept() -> &'static std::thread::LocalKey<RefCell<Option<Memory>>> {
+    &KEPT
 }
 
 #[cfg(test)]

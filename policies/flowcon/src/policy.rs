@@ -1,24 +1,22 @@
 //! FlowCon as a plain function of (settings, snapshot, state): placement, the listener,
-//! Algorithm 1 per worker, weights, labels and the state blob. No WIT glue.
+//! Algorithm 1 per worker, weights and labels. What it keeps between calls, and the
+//! blob it writes, are [`crate::memory`]'s. No WIT glue.
 
 use std::borrow::Cow;
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
-use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Action, CpuWeight, Decision, Description, Job, JobLabel, JobPhase, Operation, Setting,
     Snapshot, Trigger,
     cluster::Ledger,
     incremental,
     placement::{Scoring, pod_by_pod_placing},
-    progress::{Normalisation, Scale, value_at},
+    progress::{Normalisation, value_at},
     settings::{ParamSpec, Settings, parameters},
-    shown::ShownLabels,
 };
 
-use crate::memory::Memory;
+use crate::memory::{JobState, List, Memory, WorkerState};
 
 /// FlowCon's parameters.
 pub const SPEC: &[ParamSpec] = &[
@@ -101,29 +99,6 @@ impl Params {
     }
 }
 
-/// FlowCon's lists.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub enum List {
-    /// New: young and growing fast.
-    #[default]
-    NL,
-    /// Watching: near convergence.
-    WL,
-    /// Completing: converging, growing slowly.
-    CL,
-}
-
-impl List {
-    /// The list's name, as its label shows it.
-    pub fn name(self) -> &'static str {
-        match self {
-            List::NL => "NL",
-            List::WL => "WL",
-            List::CL => "CL",
-        }
-    }
-}
-
 /// Algorithm 1, lines 4-13, for one job.
 pub fn next_list(list: List, g: f64, alpha: f64) -> List {
     match (g < alpha, list) {
@@ -131,47 +106,6 @@ pub fn next_list(list: List, g: f64, alpha: f64) -> List {
         (true, _) => List::CL,
         (false, _) => List::NL,
     }
-}
-
-/// Per job.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct JobState {
-    /// Current list.
-    pub list: List,
-    /// Divisor of E.
-    pub scale: Scale,
-    /// (t_{i-1}, normalised E(t_{i-1})).
-    pub last: Option<(f64, f64)>,
-    /// The limit L of lines 14-26, a fraction of the worker (none yet: unlimited, 1).
-    #[serde(default)]
-    pub limit: Option<f64>,
-    /// The share of the worker the job used while unlimited, when that was less than an
-    /// equal split: the most it can use (its own parallelism caps it).
-    #[serde(default)]
-    pub capped: Option<f64>,
-}
-
-/// Per worker.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct WorkerState {
-    /// Current interval (doubles under back-off).
-    pub itval: f64,
-    /// When Algorithm 1 runs next.
-    pub due: f64,
-    /// Jobs seen on the worker at the last run (the listener's T(i-1)).
-    pub members: Vec<String>,
-}
-
-/// The state blob.
-#[derive(Clone, Debug, Default, Serialize, Deserialize)]
-pub struct State {
-    /// Per job.
-    pub jobs: BTreeMap<String, JobState>,
-    /// Per worker.
-    pub workers: BTreeMap<String, WorkerState>,
-    /// The `list` label each job was last shown: it goes out again only when it changes.
-    #[serde(default)]
-    pub shown: ShownLabels,
 }
 
 /// Name, version, summary and parameters.
@@ -543,6 +477,7 @@ fn run_worker_jobs(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::memory::State;
     use switchyard_policy_sdk::state;
     use switchyard_policy_sdk::testing::*;
 
@@ -604,14 +539,15 @@ mod tests {
             |s, blob| decide(&[], s, blob).unwrap(),
             // A fresh instance: nothing kept (the kept instance's memory is put back).
             |s, blob, kept| {
-                let mine = (crate::memory::take(), PLACED_NOTHING_AT.with(Cell::get));
-                let held = mine.0.as_ref().map_or(0, |m| m.states());
+                let memory = crate::memory::kept();
+                let held = memory.with(|m| m.borrow().as_ref().map_or(0, |m| m.states()));
                 assert_eq!(held, fresh_states(s, kept), "no state of a job that left");
-                PLACED_NOTHING_AT.with(|at| at.set(None));
-                let fresh = decide(&[], s, blob).unwrap();
-                crate::memory::put_back(mine.0);
-                PLACED_NOTHING_AT.with(|at| at.set(mine.1));
-                fresh
+                as_fresh_instance(memory, || {
+                    let placed_nothing_at = PLACED_NOTHING_AT.with(|at| at.replace(None));
+                    let fresh = decide(&[], s, blob).unwrap();
+                    PLACED_NOTHING_AT.with(|at| at.set(placed_nothing_at));
+                    fresh
+                })
             },
             applied,
             |s, kept| {
@@ -803,10 +739,7 @@ mod tests {
             job("old").running_on("w1").loss(FLAT),
             job("new").running_on("w1").loss(FAST),
         ];
-        let given = [Setting {
-            name: "limits".into(),
-            value: "weight".into(),
-        }];
+        let given = [setting("limits", "weight")];
         let mut blob = Vec::new();
         let mut last = None;
         for t in [0.0, 30.0, 60.0] {
@@ -925,10 +858,7 @@ mod tests {
         assert!(why.contains("-> limit 0.188"), "{why}");
         assert!(why.contains("not held below it"), "{why}");
         // The thesis's floor alone when spare_capped is off.
-        let off = [Setting {
-            name: "spare_capped".into(),
-            value: "false".into(),
-        }];
+        let off = [setting("spare_capped", "false")];
         let ds = run_on(&off, 16_000, &five_with_a_capped_one(), &[0.0, 30.0, 60.0]);
         let why = lstm_limit_reason(&ds[2]);
         assert!(

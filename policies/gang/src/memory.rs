@@ -12,8 +12,9 @@ use std::cell::RefCell;
 use switchyard_policy_sdk::{
     Snapshot,
     changes::Follow,
+    memcmp::same_bytes,
     shown::{ShownLabels, id_hash},
-    state::{self, Entries, same_bytes},
+    state::{self, Entries},
 };
 
 use crate::strict::Facts;
@@ -124,26 +125,6 @@ mod tests {
     use super::*;
     use switchyard_policy_sdk::testing::*;
 
-    /// A kept instance, given only what changed each round (the placements applied,
-    /// then each of `changes`), against a fresh instance given the same snapshot and
-    /// blob: the same decisions and the same blob.
-    fn kept_decides_as_fresh(round: Snapshot, blob: Vec<u8>, changes: &[Change]) {
-        kept_against_fresh(
-            round,
-            blob,
-            changes,
-            |s, blob| crate::policy::decide(&[], s, blob).unwrap(),
-            |s, blob, _| {
-                let mine = KEPT.with(|k| k.borrow_mut().take());
-                let fresh = crate::policy::decide(&[], s, blob).unwrap();
-                KEPT.with(|k| *k.borrow_mut() = mine);
-                fresh
-            },
-            applied,
-            |_, _| {},
-        );
-    }
-
     fn gpu_nodes() -> Vec<switchyard_policy_sdk::Node> {
         vec![node("a", 64_000).gpus(4), node("b", 64_000).gpus(4)]
     }
@@ -203,7 +184,9 @@ mod tests {
                     .submitted_at(20.0);
             },
         ];
-        kept_decides_as_fresh(first, Vec::new(), &changes);
+        kept_decides_as_fresh(&KEPT, first, Vec::new(), &changes, |s, blob| {
+            crate::policy::decide(&[], s, blob).unwrap()
+        });
     }
 
     #[test]

@@ -192,13 +192,6 @@ mod tests {
     use super::*;
     use switchyard_policy_sdk::testing::*;
 
-    fn set(name: &str, value: &str) -> Setting {
-        Setting {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-
     /// The thesis's deadlock: two jobs, room for 3 of their 4 pods.
     fn two_jobs_three_slots() -> Snapshot {
         snapshot(
@@ -232,7 +225,7 @@ mod tests {
 
     #[test]
     fn thesis_mode_gives_the_older_job_its_pods_first() {
-        let d = decide(&[set("mode", "thesis")], &two_jobs_three_slots(), &[]).unwrap();
+        let d = decide(&[setting("mode", "thesis")], &two_jobs_three_slots(), &[]).unwrap();
         let jobs: Vec<String> = d
             .actions
             .iter()
@@ -247,7 +240,7 @@ mod tests {
     #[test]
     fn an_unknown_mode_is_refused() {
         assert!(
-            configure(&[set("mode", "loose")])
+            configure(&[setting("mode", "loose")])
                 .unwrap_err()
                 .contains("mode")
         );

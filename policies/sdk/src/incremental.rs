@@ -244,7 +244,7 @@ fn merge<T>(
 /// them a byte at a time from the front. The last byte first, then eight at a time.
 fn same_key(a: &str, b: &str) -> bool {
     let (a, b) = (a.as_bytes(), b.as_bytes());
-    a.len() == b.len() && a.last() == b.last() && crate::state::same_bytes(a, b)
+    a.len() == b.len() && a.last() == b.last() && crate::memcmp::same_bytes(a, b)
 }
 
 #[cfg(test)]

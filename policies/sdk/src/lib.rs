@@ -10,11 +10,12 @@
 //! - [`changes`]: which jobs a kept instance's call changed, and values kept per job
 //!   that follow them;
 //! - [`log`]: the host's log import, usable from native unit tests too;
-//! - [`memcmp`]: C's `memcmp` and `bcmp` for Wasm guests, a word at a time (wasi-libc's
-//!   compare byte by byte);
+//! - [`memcmp`]: C's `memcmp` and `bcmp` for Wasm guests and the SDK's byte equality, a
+//!   word at a time (wasi-libc's compare byte by byte);
 //! - [`progress`]: normalised evaluation series (SpeCon's gain, FlowCon's progress);
-//! - [`placement`]: initial placements shared by several policies (even spread,
-//!   least-allocated pod by pod);
+//! - [`placement`]: initial placements shared by several policies (least-allocated pod
+//!   by pod, one job's place in the even spread);
+//! - [`spread`]: SpeCon's even spread over the whole queue, kept from call to call;
 //! - `testing` (feature `test-support`): fixture builders for native unit tests.
 //!
 //! A policy implements [`bindings::exports::switchyard::policy::scheduler::Guest`] and
@@ -39,7 +40,7 @@ pub mod placement;
 pub mod progress;
 pub mod settings;
 pub mod shown;
-mod spread;
+pub mod spread;
 pub mod state;
 #[cfg(any(test, feature = "test-support"))]
 pub mod testing;

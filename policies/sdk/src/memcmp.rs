@@ -1,4 +1,5 @@
-//! `memcmp` and `bcmp` for Wasm guests, eight bytes at a time.
+//! Byte comparisons for Wasm guests, eight bytes at a time: C's `memcmp` and `bcmp`,
+//! and [`same_bytes`], the equality test the SDK's own walks and state checks use.
 //!
 //! Rust compiles every `==` and `cmp` of strings and byte slices (a node's name looked
 //! up in a map, a job id matched, a state blob checked) to a call of C's `memcmp`. On
@@ -15,6 +16,21 @@
 //! error, naming them.
 
 use std::cmp::Ordering;
+
+/// Byte equality eight bytes at a time: Wasm's `memcmp` (wasi-libc) compares byte by
+/// byte.
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let (a_words, b_words) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tails_match = a_words.remainder() == b_words.remainder();
+    tails_match
+        && a_words.zip(b_words).all(|(x, y)| {
+            u64::from_ne_bytes(x.try_into().expect("8 bytes"))
+                == u64::from_ne_bytes(y.try_into().expect("8 bytes"))
+        })
+}
 
 /// How `a` compares with `b`, byte by byte as unsigned values, over their common
 /// length (both have `len` bytes in `memcmp`): the order of the first byte that
@@ -113,10 +129,10 @@ mod tests {
     }
 
     /// Slices of every length to 40 from a few bytes' alphabet (so equal prefixes of
-    /// every length occur), against the standard library's order. No proptest here:
-    /// the SDK is vendored into policy crates with its dependencies alone.
+    /// every length occur), against the standard library's order and equality. No
+    /// proptest here: the SDK is vendored into policy crates with its dependencies alone.
     #[test]
-    fn it_orders_as_slices_do() {
+    fn it_orders_and_compares_as_slices_do() {
         let mut seed = 0x2545_f491_4f6c_dd1d_u64;
         let mut next = move || {
             seed ^= seed << 13;
@@ -137,6 +153,9 @@ mod tests {
                 }
             }
             assert_eq!(compare_prefix(&a, &b), a.cmp(&b), "{a:?} against {b:?}");
+            assert_eq!(same_bytes(&a, &b), a == b, "{a:?} against {b:?}");
+            let half = &b[..b.len() / 2];
+            assert_eq!(same_bytes(&a, half), a == half, "{a:?} against {half:?}");
         }
     }
 }

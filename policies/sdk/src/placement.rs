@@ -1,20 +1,19 @@
-//! Initial placements that several policies share: SpeCon's even spread (also the "DS"
-//! baseline) and kube-scheduler's least-allocated pod-by-pod binding (used by policies
-//! whose paper does not place at all, e.g. FlowCon).
+//! Initial placements that several policies share: kube-scheduler's least-allocated
+//! pod-by-pod binding (used by policies whose paper does not place at all, e.g.
+//! FlowCon) and one job's place in SpeCon's even spread (also the "DS" baseline).
 //!
 //! Both charge a [`Ledger`] the caller owns, so a policy that also migrates in the same
-//! round never counts the same free capacity twice. Neither keeps anything in statics:
-//! the even spread's arrival counter lives in [`EvenSpread`], which the policy stores in
-//! its state blob.
-
-pub use crate::spread::{EvenSpread, Walk};
+//! round never counts the same free capacity twice. Nothing here is kept between calls:
+//! the walk of the even spread over the queue, with its arrival numbers, is
+//! [`crate::spread::EvenSpread`], which the policy stores in its state blob, and which
+//! places each job with `place_even`.
 
 use crate::cluster::{
     Ledger, ResourcesExt, has_pending_tasks, nodes_of, one_task_per_node, pending_tasks,
 };
 use crate::{Action, Assignment, Job, Operation, Placement, Resources, Snapshot, Task};
 
-/// One job's place in the even spread ([`EvenSpread`]).
+/// One job's place in the even spread ([`crate::spread::EvenSpread`]).
 pub(crate) fn place_even(
     job: &Job,
     pending: &[&Task],
@@ -225,6 +224,7 @@ pub fn feasible_nodes_to_find(nodes: usize) -> usize {
 mod tests {
     use super::*;
     use crate::Operation;
+    use crate::spread::EvenSpread;
     use crate::testing::{job, node, snapshot};
 
     fn placed_on(actions: &[Action]) -> Vec<String> {

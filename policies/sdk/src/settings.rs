@@ -139,6 +139,7 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::setting;
 
     const SPEC: &[ParamSpec] = &[
         ParamSpec {
@@ -153,23 +154,16 @@ mod tests {
         },
     ];
 
-    fn set(name: &str, value: &str) -> Setting {
-        Setting {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-
     #[test]
     fn defaults_fill_what_the_operator_left_out() {
-        let s = Settings::resolve(SPEC, &[set("mode", "loose")]).unwrap();
+        let s = Settings::resolve(SPEC, &[setting("mode", "loose")]).unwrap();
         assert_eq!(s.f64("alpha").unwrap(), 0.01);
         assert_eq!(s.choice("mode", &["strict", "loose"]).unwrap(), "loose");
     }
 
     #[test]
     fn an_unknown_name_is_refused_with_the_known_ones_listed() {
-        let err = Settings::resolve(SPEC, &[set("alhpa", "1")]).unwrap_err();
+        let err = Settings::resolve(SPEC, &[setting("alhpa", "1")]).unwrap_err();
         assert!(
             err.contains("`alhpa`") && err.contains("alpha, mode"),
             "{err}"
@@ -178,10 +172,10 @@ mod tests {
 
     #[test]
     fn a_bad_number_names_the_parameter_and_the_value() {
-        let s = Settings::resolve(SPEC, &[set("alpha", "lots")]).unwrap();
+        let s = Settings::resolve(SPEC, &[setting("alpha", "lots")]).unwrap();
         let err = s.f64("alpha").unwrap_err();
         assert!(err.contains("`alpha`") && err.contains("`lots`"), "{err}");
-        let s = Settings::resolve(SPEC, &[set("alpha", "2")]).unwrap();
+        let s = Settings::resolve(SPEC, &[setting("alpha", "2")]).unwrap();
         assert!(s.f64_in("alpha", 0.0, 1.0).is_err());
     }
 }

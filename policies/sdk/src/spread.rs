@@ -7,6 +7,8 @@
 //! [`crate::changes`]), and what room its last walk left: while no node offers more
 //! than that, every job that did not fit then does not fit now, and only the new and
 //! changed jobs are tried. The outcome is the walk over the whole queue, job by job.
+//! Where one job goes is [`crate::placement`]'s to say; this module owns the walk and
+//! what it keeps, and places nothing itself.
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::ser::{SerializeMap, SerializeStruct, Serializer};

@@ -4,9 +4,12 @@
 //! fixture never disagrees with itself about free capacity. Nothing here is used by a
 //! policy at run time.
 
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
 use crate::{
     Job, JobMove, JobPhase, Label, LossSeries, LossUpdates, MoveKind, Node, NodeSet, Replicas,
-    Resources, Snapshot, SnapshotDelta, Task, TaskPhase, Trigger, cluster::ResourcesExt,
+    Resources, Setting, Snapshot, SnapshotDelta, Task, TaskPhase, Trigger, cluster::ResourcesExt,
 };
 
 /// One GiB in bytes.
@@ -430,6 +433,48 @@ pub fn kept_against_fresh(
         }
         before = Some(round);
         round = next;
+    }
+}
+
+/// [`kept_against_fresh`] for a policy that keeps its memory in one thread-local slot,
+/// `memory`, and needs no check of its own: the host applies each decision as
+/// [`applied`] does, and the fresh instance is `decide` called with the slot emptied
+/// ([`as_fresh_instance`]).
+pub fn kept_decides_as_fresh<M: 'static>(
+    memory: &'static LocalKey<RefCell<Option<M>>>,
+    round: Snapshot,
+    blob: Vec<u8>,
+    changes: &[Change],
+    decide: impl Fn(&Snapshot, &[u8]) -> crate::Decision,
+) {
+    kept_against_fresh(
+        round,
+        blob,
+        changes,
+        &decide,
+        |s, blob, _| as_fresh_instance(memory, || decide(s, blob)),
+        applied,
+        |_, _| {},
+    );
+}
+
+/// Runs `call` as a fresh instance would: the memory a kept instance holds in `memory`
+/// is set aside for the call and put back after it, for the kept instance's next call.
+pub fn as_fresh_instance<M: 'static, R>(
+    memory: &'static LocalKey<RefCell<Option<M>>>,
+    call: impl FnOnce() -> R,
+) -> R {
+    let kept = memory.with(|m| m.borrow_mut().take());
+    let answer = call();
+    memory.with(|m| *m.borrow_mut() = kept);
+    answer
+}
+
+/// The operator's setting `name=value`.
+pub fn setting(name: &str, value: &str) -> Setting {
+    Setting {
+        name: name.into(),
+        value: value.into(),
     }
 }
 

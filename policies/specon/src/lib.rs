@@ -60,7 +60,7 @@
 //!    every interval (`rebalance = both`), or as the parameter says.
 //! 8. Initial placement (the paper's setup, section VI-A): the k-th arriving job on
 //!    worker k mod |W|, the next worker with room when that one is full
-//!    ([`switchyard_policy_sdk::placement::EvenSpread`], shared with the `even` baseline).
+//!    ([`switchyard_policy_sdk::spread::EvenSpread`], shared with the `even` baseline).
 //! 9. The paper's monitor runs per worker; here one round covers every worker at once,
 //!    every `interval` seconds (`next-call-after`); calls in between (arrivals,
 //!    departures) only place and, on departures, rebalance.

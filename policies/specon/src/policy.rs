@@ -12,9 +12,9 @@ use switchyard_policy_sdk::{
     Setting, Snapshot, Trigger,
     cluster::{Ledger, total_requests},
     log,
-    placement::Walk,
     progress::{Normalisation, value_at},
     settings::{ParamSpec, Settings, parameters},
+    spread::Walk,
 };
 
 use crate::manager::{
@@ -566,13 +566,6 @@ mod tests {
     /// A job still gaining 20 % per interval.
     const PROGRESSING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.8), (60.0, 0.6), (90.0, 0.4)];
 
-    fn set(name: &str, value: &str) -> Setting {
-        Setting {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
-
     /// Calls `decide` at each of `times` with the same nodes and jobs, threading the state.
     fn rounds(settings: &[Setting], nodes: &[Node], jobs: &[Job], times: &[f64]) -> Vec<Decision> {
         let mut blob = Vec::new();
@@ -709,7 +702,7 @@ mod tests {
     #[test]
     fn per_worker_a_cc_job_asks_for_nothing_when_its_worker_has_one_pc_or_wc_job() {
         let ds = rounds(
-            &[set("busy_scope", "worker")],
+            &[setting("busy_scope", "worker")],
             &three_workers(),
             &one_learner_per_worker(),
             &[0.0, 30.0, 60.0, 90.0, 120.0],
@@ -766,7 +759,7 @@ mod tests {
         let acc = [(0.0, 0.5), (30.0, 0.9), (60.0, 0.902)];
         jobs[0] = job("c").running_on("w1").loss(&acc);
         let ds = rounds(
-            &[set("normalisation", "max")],
+            &[setting("normalisation", "max")],
             &three_workers(),
             &jobs,
             &[0.0, 30.0, 60.0],
@@ -809,17 +802,7 @@ mod tests {
                 .moved(0.0, MoveKind::Migrated, REALLOCATE),
         ];
         // `m` converged at t=0, the monitor ran at t=0, and the last job on w2 finished.
-        let st = State {
-            last_round: Some(0.0),
-            jobs: vec![(
-                "m",
-                JobState {
-                    converged_at: Some(0.0),
-                    ..JobState::default()
-                },
-            )],
-            ..State::default()
-        };
+        let st = State::converged("m", 0.0);
         let snap = snapshot(10.0, nodes.clone(), jobs.clone())
             .triggered_by(vec![Trigger::JobFinished("gone".into())]);
         let d = decide(&[], &snap, &st.encode()).unwrap();
@@ -830,7 +813,7 @@ mod tests {
             ("m", "w2", REBALANCE)
         );
         // With rebalancing off, nothing moves.
-        let d = decide(&[set("rebalance", "off")], &snap, &st.encode()).unwrap();
+        let d = decide(&[setting("rebalance", "off")], &snap, &st.encode()).unwrap();
         assert!(migrations(&d).is_empty());
         // Without a departure and before the interval, nothing moves either.
         let tick = snapshot(10.0, nodes, jobs);
@@ -840,16 +823,23 @@ mod tests {
     #[test]
     fn bad_settings_name_the_parameter() {
         assert!(
-            configure(&[set("alpha", "2")])
+            configure(&[setting("alpha", "2")])
                 .unwrap_err()
                 .contains("alpha")
         );
         assert!(
-            configure(&[set("normalisation", "median")])
+            configure(&[setting("normalisation", "median")])
                 .unwrap_err()
                 .contains("normalisation")
         );
-        assert!(decide(&[set("interval", "0")], &snapshot(0.0, vec![], vec![]), &[]).is_err());
+        assert!(
+            decide(
+                &[setting("interval", "0")],
+                &snapshot(0.0, vec![], vec![]),
+                &[]
+            )
+            .is_err()
+        );
         assert_eq!(configure(&[]).unwrap().len(), SPEC.len());
     }
 }

@@ -15,10 +15,11 @@ use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
     Snapshot,
     changes::{Follow, Followed},
-    placement::EvenSpread,
+    memcmp::same_bytes,
     progress::Scale,
     shown::id_hash,
-    state::{Entries, same_bytes},
+    spread::EvenSpread,
+    state::Entries,
 };
 
 use crate::monitor::Category;
@@ -61,11 +62,28 @@ pub struct State<'a> {
     pub jobs: Vec<(&'a str, JobState)>,
 }
 
-impl State<'_> {
+impl<'a> State<'a> {
     /// The blob of the earlier form: base64 of the postcard of the whole state.
     pub fn encode(&self) -> Vec<u8> {
         let bytes = postcard::to_allocvec(self).expect("the policy state serialises");
         BASE64.encode(bytes).into_bytes()
+    }
+
+    /// A state whose monitor last ran at `at`, when job `id` had converged: nothing
+    /// else remembered (tests).
+    #[cfg(test)]
+    pub(crate) fn converged(id: &'a str, at: f64) -> Self {
+        State {
+            last_round: Some(at),
+            jobs: vec![(
+                id,
+                JobState {
+                    converged_at: Some(at),
+                    ..JobState::default()
+                },
+            )],
+            ..State::default()
+        }
     }
 }
 
@@ -212,7 +230,7 @@ impl Memory {
 mod tests {
     use super::*;
     use switchyard_policy_sdk::testing::{
-        Change, JobBuilder, applied, finish, job, kept_against_fresh, node, snapshot,
+        Change, JobBuilder, finish, job, kept_decides_as_fresh, node, snapshot,
     };
 
     fn remembered(category: Category) -> JobState {
@@ -280,27 +298,6 @@ mod tests {
         assert!(read(b"2;AA==;%%%").is_err());
     }
 
-    /// Runs a kept instance from `round` and `blob`, given only what changed each round
-    /// (the host's placements and migrations applied, then each of `changes`), against a
-    /// fresh instance given the same snapshot and blob: the same decisions and blob.
-    fn kept_decides_as_fresh(round: Snapshot, blob: Vec<u8>, changes: &[Change]) {
-        kept_against_fresh(
-            round,
-            blob,
-            changes,
-            |s, blob| crate::policy::decide(&[], s, blob).unwrap(),
-            // A fresh instance: nothing kept (the kept instance's memory is put back).
-            |s, blob, _| {
-                let mine = KEPT.with(|k| k.borrow_mut().take());
-                let fresh = crate::policy::decide(&[], s, blob).unwrap();
-                KEPT.with(|k| *k.borrow_mut() = mine);
-                fresh
-            },
-            applied,
-            |_, _| {},
-        );
-    }
-
     const CONVERGING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.995), (60.0, 0.992), (90.0, 0.991)];
     const PROGRESSING: &[(f64, f64)] = &[(0.0, 1.0), (30.0, 0.8), (60.0, 0.6), (90.0, 0.4)];
 
@@ -337,7 +334,9 @@ mod tests {
             },
             &|s| s.time = 120.0,
         ];
-        kept_decides_as_fresh(round, Vec::new(), &changes);
+        kept_decides_as_fresh(&KEPT, round, Vec::new(), &changes, |s, blob| {
+            crate::policy::decide(&[], s, blob).unwrap()
+        });
     }
 
     #[test]
@@ -366,7 +365,9 @@ mod tests {
             },
             &|s| s.time = 30.0,
         ];
-        kept_decides_as_fresh(round, Vec::new(), &changes);
+        kept_decides_as_fresh(&KEPT, round, Vec::new(), &changes, |s, blob| {
+            crate::policy::decide(&[], s, blob).unwrap()
+        });
     }
 
     #[test]
@@ -386,17 +387,7 @@ mod tests {
             ],
         );
         // `m` converged at t=0 and the monitor ran then; the last job on w2 finishes.
-        let st = State {
-            last_round: Some(0.0),
-            jobs: vec![(
-                "m",
-                JobState {
-                    converged_at: Some(0.0),
-                    ..JobState::default()
-                },
-            )],
-            ..State::default()
-        };
+        let st = State::converged("m", 0.0);
         let changes: [Change; 2] = [
             &|s| {
                 s.time = 10.0;
@@ -404,6 +395,8 @@ mod tests {
             },
             &|s| s.time = 20.0,
         ];
-        kept_decides_as_fresh(round, st.encode(), &changes);
+        kept_decides_as_fresh(&KEPT, round, st.encode(), &changes, |s, blob| {
+            crate::policy::decide(&[], s, blob).unwrap()
+        });
     }
 }

@@ -14,15 +14,25 @@
 
 use std::cell::RefCell;
 
+use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Job, Snapshot,
-    changes::Follow,
-    shown::id_hash,
-    state::{self, same_bytes},
+    Job, Snapshot, changes::Follow, memcmp::same_bytes, shown::id_hash, state,
 };
 
-use crate::policy::{Facts, State};
+use crate::facts::Facts;
 use crate::queues::Standing;
+
+/// What survives between calls: the JSON of the blob.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub struct State {
+    /// Each active job's standing, in snapshot order.
+    pub(crate) jobs: Vec<(String, Standing)>,
+    /// The next queue ticket.
+    pub(crate) tickets: u64,
+    /// The time of the round that wrote it, which every standing was brought to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) seen: Option<f64>,
+}
 
 /// Where one job's entry is in the last blob: `["<id>",{standing}]`, the standing
 /// starting `id_len` bytes after `start` (the `[`, the id's JSON string and the comma).
@@ -213,16 +223,10 @@ impl Memory {
     }
 }
 
-/// Takes what this instance keeps (tests: a fresh instance's call in between).
+/// Where this instance keeps its memory (tests: a fresh instance's call in between).
 #[cfg(test)]
-pub(crate) fn take() -> Option<Memory> {
-    KEPT.with(|kept| kept.borrow_mut().take())
-}
-
-/// Puts back what [`take`] took.
-#[cfg(test)]
-pub(crate) fn put_back(memory: Option<Memory>) {
-    KEPT.with(|kept| *kept.borrow_mut() = memory);
+pub(crate) fn kept() -> &'static std::thread::LocalKey<RefCell<Option<Memory>>> {
+    &KEPT
 }
 
 /// True when `before` and `after` write the same entry (the round's time is not part

@@ -13,6 +13,7 @@
 //!
 //! - [`queues`]: the per-job bookkeeping (service, demotion, the starvation rule) and
 //!   the ranking, with no cluster in sight;
+//! - [`facts`]: what a round reads of a job's tasks, read again only when it changes;
 //! - [`policy`]: the decision: admission, preemption, placement, labels;
 //! - [`blob`]: the state blob, a job's entry copied from the last blob when unchanged.
 //!
@@ -36,6 +37,7 @@
 //! 6. Each job carries the label `tiresias.queue=Q<k>` (0 is the highest priority).
 
 pub mod blob;
+pub mod facts;
 pub mod policy;
 pub mod queues;
 

@@ -1,16 +1,15 @@
 //! Tiresias as a plain function of (settings, snapshot, state): ranking, admission,
-//! preemption, placement, labels and the state blob. No WIT glue.
+//! preemption, placement and labels; the state blob is [`crate::blob`]'s. No WIT glue.
 
-use serde::{Deserialize, Serialize};
 use switchyard_policy_sdk::{
-    Action, Decision, Description, Job, JobLabel, JobPhase, Operation, Placement, Resources,
-    Setting, Snapshot,
-    cluster::{Ledger, ResourcesExt, pending_tasks, total_requests},
+    Action, Decision, Description, JobLabel, Operation, Placement, Resources, Setting, Snapshot,
+    cluster::{Ledger, ResourcesExt, pending_tasks},
     log,
     settings::{ParamSpec, Settings, parameters},
 };
 
 use crate::blob;
+use crate::facts::Facts;
 use crate::queues::{Queues, Standing, Transition, ranking};
 
 /// Tiresias's parameters, with the artifact's values as defaults.
@@ -34,18 +33,6 @@ pub const SPEC: &[ParamSpec] = &[
 
 /// The label each job carries: its queue.
 pub const QUEUE_LABEL: &str = "tiresias.queue";
-
-/// What survives between calls (written by [`crate::blob`]).
-#[derive(Debug, Default, Serialize, Deserialize)]
-pub struct State {
-    /// Each active job's standing, in snapshot order.
-    pub(crate) jobs: Vec<(String, Standing)>,
-    /// The next queue ticket.
-    pub(crate) tickets: u64,
-    /// The time of the round that wrote it, which every standing was brought to.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub(crate) seen: Option<f64>,
-}
 
 struct Params {
     queues: Queues,
@@ -188,43 +175,6 @@ pub fn decide(settings: &[Setting], snapshot: &Snapshot, blob: &[u8]) -> Result<
     })
 }
 
-/// What a round needs of a job, read from its tasks when it changes.
-#[derive(Clone, Debug)]
-pub struct Facts {
-    /// It has tasks on nodes ([`holds_resources`]).
-    holds: bool,
-    /// The host would accept its preemption now ([`preemptible`]).
-    preemptible: bool,
-    /// The sum of its tasks' requests.
-    demand: Resources,
-    /// What one second of its running counts as ([`width`]).
-    width: f64,
-}
-
-impl Default for Facts {
-    fn default() -> Self {
-        Self {
-            holds: false,
-            preemptible: false,
-            demand: Resources::zero(),
-            width: 0.0,
-        }
-    }
-}
-
-impl Facts {
-    /// `job`'s facts.
-    pub(crate) fn of(job: &Job) -> Self {
-        let demand = total_requests(&job.tasks);
-        Self {
-            holds: holds_resources(job),
-            preemptible: preemptible(job),
-            demand,
-            width: width_of(&demand),
-        }
-    }
-}
-
 /// Which jobs may hold resources this round: jobs that cannot be preempted keep theirs,
 /// then the rest, in rank order, while the schedulable nodes' capacity lasts. A job
 /// too large for what is left does not stop smaller ones ranked below it. `order` is
@@ -273,28 +223,6 @@ fn queue_labels(snapshot: &Snapshot, standings: &mut [Standing]) -> Vec<JobLabel
         .collect()
 }
 
-/// The job has tasks on nodes (running, or saving or restoring a checkpoint).
-fn holds_resources(job: &Job) -> bool {
-    job.phase != JobPhase::Waiting && job.tasks.iter().any(|t| t.node.is_some())
-}
-
-/// The host would accept a preemption now: running (not mid-restart) and able to save
-/// a checkpoint.
-fn preemptible(job: &Job) -> bool {
-    job.checkpointable && job.phase == JobPhase::Running
-}
-
-/// What one second of running counts as for a job asking `total`: its GPUs, or its
-/// cores when it has no GPU (at least a thousandth of a core, so a job asking nothing
-/// still ages).
-fn width_of(total: &Resources) -> f64 {
-    if total.gpus > 0 {
-        f64::from(total.gpus)
-    } else {
-        (total.cpu_millis as f64 / 1000.0).max(0.001)
-    }
-}
-
 fn describe_transition(job: &str, queue: usize, transition: &Transition) -> String {
     match transition {
         Transition::Demoted { from, service } => {
@@ -309,15 +237,9 @@ fn describe_transition(job: &str, queue: usize, transition: &Transition) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::blob::State;
     use switchyard_policy_sdk::testing::*;
     use switchyard_policy_sdk::{Operation, Trigger, state};
-
-    fn set(name: &str, value: &str) -> Setting {
-        Setting {
-            name: name.into(),
-            value: value.into(),
-        }
-    }
 
     fn gpu_nodes(count: usize, gpus: u32) -> Vec<switchyard_policy_sdk::Node> {
         (0..count)
@@ -366,7 +288,7 @@ mod tests {
 
     #[test]
     fn a_job_demoted_past_the_threshold_is_preempted_for_a_waiting_top_queue_job() {
-        let settings = [set("queue_thresholds", "1000")];
+        let settings = [setting("queue_thresholds", "1000")];
         let nodes = gpu_nodes(1, 4);
         let old = job("old").requests(1000, 4).running_on("n0");
         let d0 = decide(
@@ -411,7 +333,7 @@ mod tests {
 
     #[test]
     fn a_job_that_cannot_checkpoint_is_never_preempted() {
-        let settings = [set("queue_thresholds", "10")];
+        let settings = [setting("queue_thresholds", "10")];
         let pinned = job("pinned")
             .requests(1000, 4)
             .running_on("n0")
@@ -463,7 +385,7 @@ mod tests {
     /// given the same snapshot and blob: the same decisions, the same blob.
     #[test]
     fn a_kept_instance_decides_and_writes_as_a_fresh_instance_would() {
-        let settings = [set("queue_thresholds", "1000")];
+        let settings = [setting("queue_thresholds", "1000")];
         let round = snapshot(
             0.0,
             gpu_nodes(1, 4),
@@ -492,12 +414,7 @@ mod tests {
             Vec::new(),
             &changes,
             |s, blob| decide(&settings, s, blob).unwrap(),
-            |s, blob, _| {
-                let mine = crate::blob::take();
-                let fresh = decide(&settings, s, blob).unwrap();
-                crate::blob::put_back(mine);
-                fresh
-            },
+            |s, blob, _| as_fresh_instance(blob::kept(), || decide(&settings, s, blob).unwrap()),
             after,
             |s, kept| {
                 let read: State = state::decode(&kept.state).unwrap();
@@ -540,9 +457,9 @@ mod tests {
     #[test]
     fn bad_thresholds_are_refused_naming_the_value() {
         for bad in ["-5", "100, 50", "abc"] {
-            let error = configure(&[set("queue_thresholds", bad)]).unwrap_err();
+            let error = configure(&[setting("queue_thresholds", bad)]).unwrap_err();
             assert!(error.contains("queue_thresholds"), "{bad}: {error}");
         }
-        assert!(configure(&[set("queue_thresholds", "3600, 57600")]).is_ok());
+        assert!(configure(&[setting("queue_thresholds", "3600, 57600")]).is_ok());
     }
 }

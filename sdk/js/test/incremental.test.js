@@ -93,26 +93,36 @@ function reorders(before, after) {
   );
 }
 
+const ROUNDS = fc.array(fc.array(STEP, { maxLength: 4 }), { minLength: 1, maxLength: 12 });
+
+/** Plays `rounds` on two nodes and two jobs, as the host would, and hands `check` each
+ * round: its number and steps (as `context`), the snapshot before and after them, and
+ * the delta sent for it. */
+function eachRound(rounds, readsLoss, check) {
+  const s = snapshot(0, [node('n1'), node('n2')], [job('j1', res(), { loss: [[0, 5], [1, 4], [2, 3]] }), job('j2')]);
+  let sent;
+  let serial = 0;
+  rounds.forEach((steps, number) => {
+    s.time = number * 30;
+    s.triggers = [];
+    const before = structuredClone(s);
+    for (const step of steps) {
+      serial += 1;
+      applyStep(s, step, serial);
+    }
+    check({ number, context: JSON.stringify({ number, steps }), before, s, change: delta(sent, s, readsLoss) });
+    sent = structuredClone(s);
+  });
+}
+
 test('a kept instance holds exactly the whole snapshot every round', () => {
   fc.assert(
-    fc.property(fc.array(fc.array(STEP, { maxLength: 4 }), { minLength: 1, maxLength: 12 }), (rounds) => {
-      const s = snapshot(0, [node('n1'), node('n2')], [job('j1', res(), { loss: [[0, 5], [1, 4], [2, 3]] }), job('j2')]);
+    fc.property(ROUNDS, (rounds) => {
       const held = new Held();
-      let sent;
-      let serial = 0;
-      rounds.forEach((steps, number) => {
-        s.time = number * 30;
-        s.triggers = [];
-        const before = structuredClone(s);
-        for (const step of steps) {
-          serial += 1;
-          applyStep(s, step, serial);
-        }
-        const change = delta(sent, s);
-        assert.equal(change.reset, number === 0 || reorders(before, s), JSON.stringify({ number, steps }));
+      eachRound(rounds, true, ({ number, context, before, s, change }) => {
+        assert.equal(change.reset, number === 0 || reorders(before, s), context);
         // The instance gets its own copy, as it would through the component boundary.
-        assert.deepEqual(held.apply(structuredClone(change)), s, JSON.stringify({ number, steps }));
-        sent = structuredClone(s);
+        assert.deepEqual(held.apply(structuredClone(change)), s, context);
       });
     }),
     { numRuns: 200 },
@@ -121,21 +131,9 @@ test('a kept instance holds exactly the whole snapshot every round', () => {
 
 test('a policy that reads no loss holds the snapshot without it and is sent no loss', () => {
   fc.assert(
-    fc.property(fc.array(fc.array(STEP, { maxLength: 4 }), { minLength: 1, maxLength: 12 }), (rounds) => {
-      const s = snapshot(0, [node('n1'), node('n2')], [job('j1', res(), { loss: [[0, 5], [1, 4], [2, 3]] }), job('j2')]);
+    fc.property(ROUNDS, (rounds) => {
       const held = new Held();
-      let sent;
-      let serial = 0;
-      rounds.forEach((steps, number) => {
-        s.time = number * 30;
-        s.triggers = [];
-        const before = structuredClone(s);
-        for (const step of steps) {
-          serial += 1;
-          applyStep(s, step, serial);
-        }
-        const context = JSON.stringify({ number, steps });
-        const change = delta(sent, s, false);
+      eachRound(rounds, false, ({ number, context, before, s, change }) => {
         assert.equal(change.reset, number === 0 || reorders(before, s), context);
         assert.equal(change.lossUpdates.jobs.length + change.lossUpdates.samples.times.length, 0, context);
         assert.ok(change.jobs.every((j) => j.loss.times.length === 0), context);
@@ -145,7 +143,6 @@ test('a policy that reads no loss holds the snapshot without it and is sent no l
           assert.deepEqual(change.jobs.map((j) => j.id), moved.map((j) => j.id), context);
         }
         assert.deepEqual(held.apply(structuredClone(change)), withoutLoss(structuredClone(s)), context);
-        sent = structuredClone(s);
       });
     }),
     { numRuns: 100 },

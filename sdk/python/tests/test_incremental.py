@@ -91,11 +91,14 @@ def reorders(before, after):
     )
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.lists(STEPS, max_size=4), min_size=1, max_size=12))
-def test_a_kept_instance_holds_exactly_the_whole_snapshot_every_round(rounds):
+ROUNDS = st.lists(st.lists(STEPS, max_size=4), min_size=1, max_size=12)
+
+
+def each_round(rounds, reads_loss=True):
+    """Plays `rounds` on two nodes and two jobs, as the host would: for each round, its
+    number, its steps, the snapshot before and after them, and the delta sent for it."""
     s = snapshot(0, [node("n1"), node("n2")], [job("j1", loss=[(0, 5.0), (1, 4.0), (2, 3.0)]), job("j2")])
-    held, sent, serial = Held(), None, 0
+    sent, serial = None, 0
     for number, steps in enumerate(rounds):
         s.time = number * 30.0
         s.triggers = []
@@ -103,28 +106,27 @@ def test_a_kept_instance_holds_exactly_the_whole_snapshot_every_round(rounds):
         for step in steps:
             serial += 1
             apply_step(s, step, serial)
-        change = delta(sent, s)
-        assert change.reset == (number == 0 or reorders(before, s)), (number, steps)
-        # The instance gets its own copy, as it would through the component boundary.
-        assert held.apply(copy.deepcopy(change)) == s, (number, steps)
+        yield (number, steps), before, s, delta(sent, s, reads_loss=reads_loss)
         sent = copy.deepcopy(s)
 
 
+@settings(max_examples=200, deadline=None)
+@given(ROUNDS)
+def test_a_kept_instance_holds_exactly_the_whole_snapshot_every_round(rounds):
+    held = Held()
+    for (number, steps), before, s, change in each_round(rounds):
+        assert change.reset == (number == 0 or reorders(before, s)), (number, steps)
+        # The instance gets its own copy, as it would through the component boundary.
+        assert held.apply(copy.deepcopy(change)) == s, (number, steps)
+
+
 @settings(max_examples=100, deadline=None)
-@given(st.lists(st.lists(STEPS, max_size=4), min_size=1, max_size=12))
+@given(ROUNDS)
 def test_a_policy_that_reads_no_loss_holds_the_snapshot_without_it_and_is_sent_no_loss(rounds):
     """The host's rules for a policy whose `reads_loss` is False: every series empty, no
     loss updates, and only the jobs that changed in more than their loss come whole."""
-    s = snapshot(0, [node("n1"), node("n2")], [job("j1", loss=[(0, 5.0), (1, 4.0), (2, 3.0)]), job("j2")])
-    held, sent, serial = Held(), None, 0
-    for number, steps in enumerate(rounds):
-        s.time = number * 30.0
-        s.triggers = []
-        before = copy.deepcopy(s)
-        for step in steps:
-            serial += 1
-            apply_step(s, step, serial)
-        change = delta(sent, s, reads_loss=False)
+    held = Held()
+    for (number, steps), before, s, change in each_round(rounds, reads_loss=False):
         assert change.reset == (number == 0 or reorders(before, s)), (number, steps)
         assert not change.loss_updates.jobs and not change.loss_updates.samples.times
         assert all(not j.loss.times for j in change.jobs)
@@ -133,7 +135,6 @@ def test_a_policy_that_reads_no_loss_holds_the_snapshot_without_it_and_is_sent_n
             moved = [j.id for j in without_loss(s).jobs if old.get(j.id) != j]
             assert [j.id for j in change.jobs] == moved, (number, steps)
         assert held.apply(copy.deepcopy(change)) == without_loss(s), (number, steps)
-        sent = copy.deepcopy(s)
 
 
 @settings(max_examples=100, deadline=None)

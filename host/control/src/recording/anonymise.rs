@@ -11,13 +11,13 @@ use sha2::{Digest, Sha256};
 
 use super::format::{Header, Record, RoundRecord};
 use crate::record::{ArmRecord, DecisionRecord};
-use switchyard_core::model::{Action, Job, JobLabel, Node, Operation, Trigger};
+use switchyard_core::{Action, Job, JobLabel, Node, Operation, Trigger};
 
 /// The host's label prefix, kept as it is.
 const HOST_LABELS: &str = "switchyard.dev/";
 
 /// Replaces names by salted hashes, consistently across every record it is given.
-pub struct Anonymiser {
+struct Anonymiser {
     salt: String,
     /// Every name replaced so far and its replacement (for the reasons' words).
     names: FxHashMap<String, String>,
@@ -27,7 +27,7 @@ impl Anonymiser {
     /// An anonymiser salted with `salt`: the same salt gives the same hashes, so two
     /// recordings anonymised with one salt can be joined; keep it secret, or a guessed
     /// name can be checked against its hash.
-    pub fn new(salt: &str) -> Self {
+    fn new(salt: &str) -> Self {
         Self {
             salt: salt.to_string(),
             names: FxHashMap::default(),
@@ -54,7 +54,7 @@ impl Anonymiser {
     }
 
     /// Anonymises `record` in place.
-    pub fn record(&mut self, record: &mut Record) {
+    fn record(&mut self, record: &mut Record) {
         match record {
             Record::Header(header) => self.header(header),
             // A state blob is the policy's own encoding, which may hold job ids: it
@@ -252,7 +252,7 @@ impl Anonymiser {
 /// segments yet) with every name anonymised by `salt`, segment by segment under the same
 /// names. Returns the segments written. A segment cut short is written up to its last
 /// complete record, as a finished frame.
-pub fn export(
+pub fn export_anonymised(
     recording: &super::Recording,
     out: &std::path::Path,
     salt: &str,

@@ -1,19 +1,19 @@
 //! The records a recording is made of, as they are written: one JSON object per line,
 //! tagged by `kind`. `docs/recording.md` documents them field by field; a change that
-//! an older reader would misread raises [`FORMAT_VERSION`].
+//! an older reader would misread raises [`RECORDING_FORMAT_VERSION`].
 
 use serde::{Deserialize, Serialize};
 
 use crate::record::DecisionRecord;
-use switchyard_core::model::{Job, LossSample, Node, NodeSet, Settings};
+use switchyard_core::{Job, LossSample, Node, NodeSet, Settings};
 
 /// What the header's `format` field says, so a reader can tell a recording from any
 /// other zstd-compressed JSON lines.
-pub const FORMAT_NAME: &str = "switchyard-recording";
+pub(super) const FORMAT_NAME: &str = "switchyard-recording";
 
 /// The version of the format this host writes and reads. A reader refuses a segment
 /// of another version, naming both.
-pub const FORMAT_VERSION: u32 = 1;
+pub const RECORDING_FORMAT_VERSION: u32 = 1;
 
 /// One line of a segment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,7 +34,7 @@ pub enum Record {
 pub struct Header {
     /// Always [`FORMAT_NAME`].
     pub format: String,
-    /// The format version ([`FORMAT_VERSION`] when this host wrote it).
+    /// The format version ([`RECORDING_FORMAT_VERSION`] when this host wrote it).
     pub version: u32,
     /// The version of switchyard that recorded it.
     pub switchyard: String,

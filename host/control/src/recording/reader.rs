@@ -15,9 +15,11 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use super::RecordingError;
-use super::format::{FORMAT_NAME, FORMAT_VERSION, Header, PolicyRecord, Record, RoundRecord};
+use super::format::{
+    FORMAT_NAME, Header, PolicyRecord, RECORDING_FORMAT_VERSION, Record, RoundRecord,
+};
 use super::writer::list_segments;
-use switchyard_core::model::{Job, Node, NodeSet, Snapshot};
+use switchyard_core::{Job, Node, NodeSet, Snapshot};
 
 /// A recording on disk: a directory of segments, or one segment file.
 #[derive(Clone, Debug)]
@@ -236,7 +238,7 @@ impl Lines {
                     path: self.path.clone(),
                 });
             }
-            if header.version != FORMAT_VERSION {
+            if header.version != RECORDING_FORMAT_VERSION {
                 return Err(RecordingError::Version {
                     path: self.path.clone(),
                     found: header.version,

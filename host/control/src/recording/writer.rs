@@ -17,18 +17,17 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use super::RecordingError;
 use super::format::{
-    FORMAT_NAME, FORMAT_VERSION, Header, LossAppend, PolicyIdentity, PolicyRecord, Record,
-    RoundRecord, SnapshotChanges,
+    FORMAT_NAME, Header, LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION,
+    Record, RoundRecord, SnapshotChanges,
 };
 use crate::PolicySlot;
 use crate::observe::{RoundObserver, RoundStart};
 use crate::record::DecisionRecord;
-use switchyard_core::delta::{Change, HeldSnapshot};
-use switchyard_core::model::Snapshot;
+use switchyard_core::{Change, HeldSnapshot, Snapshot};
 
 /// The smallest size bound a recording accepts: a segment (a quarter of it) must hold a
 /// large cluster's whole snapshot and many rounds after it.
-pub const MIN_MAX_BYTES: u64 = 1 << 20;
+pub const RECORDING_MIN_MAX_BYTES: u64 = 1 << 20;
 
 /// The zstd level: the default's speed, since a record is written inside the round.
 const ZSTD_LEVEL: i32 = 3;
@@ -114,7 +113,7 @@ pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
 
 impl Segments {
     fn open(options: RecordOptions) -> Result<Self, RecordingError> {
-        if options.max_bytes < MIN_MAX_BYTES {
+        if options.max_bytes < RECORDING_MIN_MAX_BYTES {
             return Err(RecordingError::TooSmall {
                 max_bytes: options.max_bytes,
             });
@@ -168,7 +167,7 @@ impl Segments {
         self.open = Some(OpenSegment { path, encoder });
         let header = Header {
             format: FORMAT_NAME.into(),
-            version: FORMAT_VERSION,
+            version: RECORDING_FORMAT_VERSION,
             switchyard: env!("CARGO_PKG_VERSION").into(),
             run: self.run.clone(),
             segment: self.segment_in_run,
@@ -239,9 +238,10 @@ impl Segments {
     }
 }
 
-/// The loop's recorder: every round becomes a [`Record::Round`] holding what changed in
-/// the snapshot (the contract's delta, so a round costs what changed, not the cluster's
-/// size) and the decision record; a change of policy becomes a [`Record::Policy`].
+/// The loop's recorder: every round becomes a `round` record holding what changed in the
+/// snapshot (the contract's delta, so a round costs what changed, not the cluster's
+/// size) and the decision record; a change of policy becomes a `policy` record
+/// (`docs/recording.md`).
 pub struct Recorder {
     segments: Segments,
     /// What the previous round's snapshot held (the snapshot's own `Arc`s).

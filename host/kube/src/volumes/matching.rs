@@ -10,7 +10,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
-use switchyard_core::eligibility::SelectorTerm;
+use switchyard_core::SelectorTerm;
 
 use crate::quantity;
 

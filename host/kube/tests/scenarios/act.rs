@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use switchyard_core::model::{JobPhase, TaskPhase};
+use switchyard_core::{JobPhase, TaskPhase};
 use switchyard_kube::act::{Migration, RestartProgress};
 use switchyard_kube::crd::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJob,

@@ -11,10 +11,9 @@ use serde_json::json;
 use switchyard_control::{
     Cluster, ControlLoop, DecisionRecord, Leader, LiveCluster, LossAck, PolicySlot, Step,
 };
-use switchyard_core::model::{Action, Assignment, Operation, Trigger};
+use switchyard_core::{Action, Assignment, Operation, Trigger};
 use switchyard_kube::crd::{CheckpointMethod, Phase, TrainingJobStatus};
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_runtime::{Runtime, RuntimeOptions};
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};

@@ -6,7 +6,7 @@
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
+use switchyard_core::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
 use switchyard_kube::crd::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TrainingJobStatus,
 };

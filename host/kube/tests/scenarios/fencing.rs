@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::{Action, Assignment, Operation};
+use switchyard_core::{Action, Assignment, Operation};
 use switchyard_kube::Error;
 use switchyard_kube::crd::{CheckpointMethod, TrainingJobStatus};
 

@@ -5,7 +5,7 @@
 
 use serde_json::json;
 use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader, RETRY_FIRST, Step};
-use switchyard_core::model::{Action, Operation, Trigger};
+use switchyard_core::{Action, Operation, Trigger};
 use switchyard_kube::crd::{
     CheckpointMethod, MoveKindRecord, MoveRecord, PendingRestart, Phase, RestartAction,
     TrainingJobStatus,

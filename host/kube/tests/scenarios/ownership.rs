@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::JobPhase;
+use switchyard_core::JobPhase;
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, MockServer};

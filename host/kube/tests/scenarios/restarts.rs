@@ -6,7 +6,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::TaskPhase;
+use switchyard_core::TaskPhase;
 use switchyard_kube::Error;
 use switchyard_kube::act::Migration;
 use switchyard_kube::crd::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};

@@ -4,8 +4,9 @@
 //! validator refuses a decision that puts two of them on one.
 
 use serde_json::json;
-use switchyard_core::model::{Action, Assignment, Decision, ONE_TASK_PER_NODE_LABEL, Operation};
-use switchyard_core::validate::{Rejection, check_decision};
+use switchyard_core::{
+    Action, Assignment, Decision, ONE_TASK_PER_NODE_LABEL, Operation, Rejection, check_decision,
+};
 
 use switchyard_control::Leader;
 

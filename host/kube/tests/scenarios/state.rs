@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use switchyard_control::{ActivePolicy, ComponentStore, KeepError, KeptComponent, StateStore};
-use switchyard_runtime::ComponentDigest;
+use switchyard_core::ComponentDigest;
 use tokio::runtime::Handle;
 
 use crate::support::mock::{Access, Expect, MockServer};

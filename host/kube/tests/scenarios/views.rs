@@ -6,13 +6,13 @@
 use std::sync::Arc;
 
 use switchyard_control::{Advance, Cluster, Leader};
-use switchyard_core::model::{Snapshot, TaskPhase, Trigger};
+use switchyard_core::{Snapshot, TaskPhase, Trigger};
 
 use crate::support::fixtures::*;
 use crate::support::mock::MockServer;
 use crate::support::world::{World, blocking};
 
-fn job(s: &Snapshot, id: &str) -> Arc<switchyard_core::model::Job> {
+fn job(s: &Snapshot, id: &str) -> Arc<switchyard_core::Job> {
     s.jobs.iter().find(|j| j.id == id).cloned().unwrap()
 }
 
@@ -69,7 +69,7 @@ async fn a_snapshot_keeps_the_views_of_what_did_not_change_and_rebuilds_the_rest
         [1.5, 1.2]
     );
     assert!(Arc::ptr_eq(&before.tasks, &after.tasks));
-    let whole = switchyard_core::model::Job {
+    let whole = switchyard_core::Job {
         loss: after.loss.clone(),
         ..(*before).clone()
     };

@@ -8,7 +8,7 @@ use k8s_openapi::api::storage::v1::StorageClass;
 use kube::api::Api;
 use serde_json::{Value, json};
 use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader};
-use switchyard_core::model::{JobPhase, Snapshot, TaskPhase};
+use switchyard_core::{JobPhase, Snapshot, TaskPhase};
 use switchyard_kube::crd::{Condition, TrainingJobStatus};
 use switchyard_kube::trim;
 use switchyard_kube::volumes::SELECTED_NODE_ANNOTATION;
@@ -149,7 +149,7 @@ pub(crate) async fn a_claim_waiting_for_its_first_consumer_is_provisioned_for_th
     let (_, record) = blocking(cluster, |cluster| {
         let slot = default_policy(&runtime());
         let mut control = ControlLoop::new(slot.clone(), slot, 0);
-        let triggers = vec![switchyard_core::model::Trigger::JobArrived("ml/a".into())];
+        let triggers = vec![switchyard_core::Trigger::JobArrived("ml/a".into())];
         control.decide_round(cluster, triggers).record
     })
     .await;

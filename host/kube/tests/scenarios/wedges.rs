@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::model::JobPhase;
+use switchyard_core::JobPhase;
 use switchyard_kube::crd::{CheckpointMethod, Condition, Phase, TrainingJobStatus};
 
 use crate::support::fixtures::*;

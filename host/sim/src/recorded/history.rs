@@ -11,8 +11,8 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use switchyard_control::recording::{CutShort, Recording, RecordingError};
-use switchyard_core::model::{Job, JobPhase, LossSample, MoveKind, Node, TaskPhase, Trigger};
+use switchyard_control::{CutShort, Recording, RecordingError};
+use switchyard_core::{Job, JobPhase, LossSample, MoveKind, Node, TaskPhase, Trigger};
 
 use crate::simulator::UtilPoint;
 
@@ -88,7 +88,7 @@ pub(crate) struct RoleSeen {
     /// How many of its tasks were seen then.
     pub(crate) count: u32,
     /// What one of its tasks requests.
-    pub(crate) requests: switchyard_core::model::Resources,
+    pub(crate) requests: switchyard_core::Resources,
     /// Most cores one of its tasks was seen using.
     pub(crate) max_cores_used: f64,
 }
@@ -459,7 +459,7 @@ fn read_nodes(
 /// it, with the jobs `gone` at this round (their last views) added: they ran until it.
 fn utilisation(
     history: &mut History,
-    snapshot: &switchyard_core::model::Snapshot,
+    snapshot: &switchyard_core::Snapshot,
     gone: &[Arc<Job>],
     time: f64,
 ) {

@@ -24,11 +24,11 @@ pub enum Curve {
 }
 
 /// Share of the total loss reduction in the first 20% of training, SpeCon Fig. 1.
-pub const VAE_SHARE_AT_20: f64 = 0.65;
+const VAE_SHARE_AT_20: f64 = 0.65;
 /// Bi-RNN, SpeCon Fig. 1.
-pub const BIRNN_SHARE_AT_20: f64 = 0.98;
+const BIRNN_SHARE_AT_20: f64 = 0.98;
 /// GRU, SpeCon Fig. 1.
-pub const GRU_SHARE_AT_20: f64 = 0.90;
+const GRU_SHARE_AT_20: f64 = 0.90;
 
 impl Curve {
     /// A parametric curve from `first` to `last` that has done `share_at_20` of its

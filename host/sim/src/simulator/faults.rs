@@ -11,7 +11,7 @@ use rand_pcg::Pcg64;
 use serde::Serialize;
 
 use switchyard_control::{ActionFailure, FailureReason};
-use switchyard_core::model::{Action, Operation};
+use switchyard_core::{Action, Operation};
 
 /// The share of each operation's actions that fail, each in [0, 1].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]

@@ -11,7 +11,7 @@ use std::path::Path;
 use super::{LOSS_HISTORY, Simulator};
 use crate::workload::Workload;
 use switchyard_control::{Advance, Cluster};
-use switchyard_core::model::{Action, Assignment, Operation, Trigger};
+use switchyard_core::{Action, Assignment, Operation, Trigger};
 
 struct Counting;
 

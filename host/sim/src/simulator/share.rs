@@ -6,7 +6,7 @@
 /// Amdahl-style diminishing returns: `speedup(c) = c / (1 + s (c - 1))` for `c >= 1`,
 /// where `s` is the serial fraction (0 = perfectly parallel, 1 = no gain from a second
 /// core). Below one core a task runs proportionally slower: `speedup(c) = c`.
-pub fn speedup(cores: f64, serial_fraction: f64) -> f64 {
+pub(crate) fn speedup(cores: f64, serial_fraction: f64) -> f64 {
     if cores <= 1.0 {
         cores.max(0.0)
     } else {
@@ -21,7 +21,7 @@ pub fn speedup(cores: f64, serial_fraction: f64) -> f64 {
 /// can use and the rest is divided among the others, again by weight. The result never
 /// exceeds `capacity` in total nor any task's demand, and equals
 /// `min(capacity, total demand)` in total.
-pub fn water_fill(capacity: f64, demands: &[(f64, f64)]) -> Vec<f64> {
+pub(crate) fn water_fill(capacity: f64, demands: &[(f64, f64)]) -> Vec<f64> {
     let mut shares = vec![0.0; demands.len()];
     let mut open: Vec<usize> = (0..demands.len()).filter(|&i| demands[i].0 > 0.0).collect();
     let mut left = capacity.max(0.0);

@@ -9,8 +9,7 @@ use serde::Serialize;
 use super::curve::Curve;
 use super::faults::Faults;
 use super::goodput::Goodput;
-use switchyard_core::eligibility::{PlacementRules, RuledNode, Taint};
-use switchyard_core::model::Resources;
+use switchyard_core::{PlacementRules, Resources, RuledNode, Taint};
 
 /// One machine.
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +54,8 @@ pub struct RoleSpec {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Speed {
     /// CPU-bound: `per_core` work/s on one core for each task of the scalable role,
-    /// times [`super::share::speedup`] of the cores it gets.
+    /// times the speed-up of the cores it gets (Amdahl's law with `serial_fraction`:
+    /// `c / (1 + s (c - 1))` for `c >= 1` cores, `c` below one).
     Cpu {
         /// Work per second on one core.
         per_core: f64,

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use super::share::speedup;
 use super::spec::{JobSpec, NodeSpec, Speed};
-use switchyard_core::eligibility::{RuledNode, Taint};
-use switchyard_core::model::{Job, JobMove, JobPhase, LossSample, Node, Resources, TaskPhase};
+use switchyard_core::{
+    Job, JobMove, JobPhase, LossSample, Node, Resources, RuledNode, Taint, TaskPhase,
+};
 
 /// A node and the tasks bound to it.
 #[derive(Debug)]

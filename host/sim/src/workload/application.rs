@@ -36,7 +36,7 @@ struct ApplicationFile {
 }
 
 /// Reads the model directory `dir`.
-pub fn load(dir: &Path) -> Result<Measurements, WorkloadError> {
+pub fn load_application(dir: &Path) -> Result<Measurements, WorkloadError> {
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())

@@ -14,10 +14,10 @@ use super::{WorkloadError, resources};
 use crate::simulator::curve::Curve;
 use crate::simulator::goodput::{Goodput, Measurements, Run};
 use crate::simulator::{JobSpec, RoleSpec, Speed};
-use switchyard_core::eligibility::PlacementRules;
+use switchyard_core::PlacementRules;
 
 /// Images per second with 1-4 workers, DRAGON Fig. 2.
-pub fn dragon_throughput(model: &str) -> Option<&'static [f64]> {
+pub(crate) fn dragon_throughput(model: &str) -> Option<&'static [f64]> {
     match model {
         "inceptionv3" => Some(&[92.12, 154.14, 192.01, 280.79]),
         "resnet50" => Some(&[115.06, 176.65, 277.37, 346.51]),
@@ -77,7 +77,7 @@ struct PhillyRow {
 /// one unit per second whatever its placement (the trace has no scaling data). It asks
 /// for its GPUs, one core and 4 GiB per GPU; a job with more GPUs than the largest node
 /// (`node_gpus`) becomes a gang of workers of `node_gpus` GPUs each.
-pub fn philly(
+pub(crate) fn philly(
     path: &Path,
     cluster: Option<&str>,
     jobs: Option<usize>,
@@ -187,7 +187,7 @@ fn progress_curve(run: &Run, epochs: usize) -> Curve {
 /// 16 GiB; they scale between 1 and the largest measured replica count. Jobs of models
 /// without a directory under `data` (the artifact's workloads name `bert` and
 /// `imagenet`, whose measurements it does not publish) are left out with a warning.
-pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, WorkloadError> {
+pub(crate) fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, WorkloadError> {
     let data = data.map(Path::to_path_buf).unwrap_or_else(|| {
         path.parent()
             .and_then(Path::parent)
@@ -208,7 +208,7 @@ pub fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, Workload
         if !models.contains_key(model_name) {
             let dir = data.join(model_name);
             let model = if dir.is_dir() && !model_name.is_empty() {
-                Some(Arc::new(application::load(&dir)?))
+                Some(Arc::new(application::load_application(&dir)?))
             } else {
                 None
             };

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use switchyard_core::eligibility::{SelectorTerm, Taint, Toleration};
+use switchyard_core::{SelectorTerm, Taint, Toleration};
 
 /// A whole workload file.
 #[derive(Clone, Debug, Deserialize, Serialize)]

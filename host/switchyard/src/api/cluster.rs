@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use crate::live::UtilisationSample;
-use switchyard_core::model::{Job, JobPhase, Resources};
+use switchyard_core::{Job, JobPhase, Resources};
 
 /// The most jobs one page returns.
 const JOBS_PAGE_MAX: usize = 500;

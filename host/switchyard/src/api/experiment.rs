@@ -10,8 +10,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ErrorBody};
 use crate::live::{ApiChange, ExperimentRequest};
-use switchyard_control::ExperimentReport;
-use switchyard_control::experiment::{ExperimentMode, JobAssignment, LabelSelector};
+use switchyard_control::{ExperimentMode, ExperimentReport, JobAssignment, LabelSelector};
 
 /// An experiment to start. Arm A is always the active policy.
 #[derive(Debug, Deserialize, ToSchema)]

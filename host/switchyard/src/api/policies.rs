@@ -15,7 +15,7 @@ use super::ApiState;
 use super::error::{ApiError, ErrorBody, body_rejection};
 use crate::live::catalog::info;
 use crate::live::{ApiChange, Applied, LoadFailure, Persistence, PolicyInfo};
-use switchyard_core::model::Settings;
+use switchyard_core::Settings;
 
 /// Loaded policies, the active one and standing load errors.
 #[derive(Debug, Serialize, ToSchema)]

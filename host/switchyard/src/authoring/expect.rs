@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use switchyard_control::DecisionRecord;
-use switchyard_core::model::{Action, Operation};
+use switchyard_core::{Action, Operation};
 
 use super::trace::operation_text;
 
@@ -35,7 +35,7 @@ use super::trace::operation_text;
 pub enum ExpectError {
     /// The file could not be read or is not an expectations file.
     #[error(transparent)]
-    Load(#[from] switchyard_sim::yaml::LoadError),
+    Load(#[from] switchyard_sim::YamlLoadError),
     /// An item is well-formed YAML but not a usable expectation.
     #[error("{path}: `{field}`: {message}")]
     Invalid {
@@ -210,12 +210,12 @@ const DEFAULT_WITHIN: f64 = 1.0;
 
 /// Reads and checks an expectations file.
 pub fn load(path: &Path) -> Result<Vec<Expectation>, ExpectError> {
-    checked(switchyard_sim::yaml::load(path)?, path)
+    checked(switchyard_sim::load_yaml(path)?, path)
 }
 
 /// Parses `text` as if read from `path`.
 pub fn parse(text: &str, path: &Path) -> Result<Vec<Expectation>, ExpectError> {
-    checked(switchyard_sim::yaml::parse(text, path)?, path)
+    checked(switchyard_sim::parse_yaml(text, path)?, path)
 }
 
 fn checked(file: ExpectFile, path: &Path) -> Result<Vec<Expectation>, ExpectError> {
@@ -602,8 +602,8 @@ impl fmt::Display for Verdict {
 mod tests {
     use super::*;
     use switchyard_control::ArmRecord;
-    use switchyard_core::model::{Assignment, JobLabel, Snapshot};
-    use switchyard_core::validate::Checked;
+    use switchyard_core::Checked;
+    use switchyard_core::{Assignment, JobLabel, Snapshot};
 
     fn parse_ok(text: &str) -> Vec<Expectation> {
         parse(text, Path::new("e.yaml")).unwrap()

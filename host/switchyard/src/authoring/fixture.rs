@@ -18,14 +18,14 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use switchyard_core::model::Snapshot;
+use switchyard_core::Snapshot;
 
 /// Why a fixture could not be read or written.
 #[derive(Debug, thiserror::Error)]
 pub enum FixtureError {
     /// The file could not be read or is not a fixture.
     #[error(transparent)]
-    Load(#[from] switchyard_sim::yaml::LoadError),
+    Load(#[from] switchyard_sim::YamlLoadError),
     /// Writing a fixture failed.
     #[error("cannot write {path}: {source}")]
     Write {
@@ -59,12 +59,12 @@ pub struct Fixture {
 impl Fixture {
     /// Reads a fixture file.
     pub fn load(path: &Path) -> Result<Self, FixtureError> {
-        Ok(switchyard_sim::yaml::load(path)?)
+        Ok(switchyard_sim::load_yaml(path)?)
     }
 
     /// Parses `text` as if read from `path`.
     pub fn parse(text: &str, path: &Path) -> Result<Self, FixtureError> {
-        Ok(switchyard_sim::yaml::parse(text, path)?)
+        Ok(switchyard_sim::parse_yaml(text, path)?)
     }
 
     /// True when `text` looks like a fixture rather than a workload: its top level has a

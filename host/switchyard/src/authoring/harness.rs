@@ -7,17 +7,13 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use switchyard_control::experiment::ExperimentMode;
 use switchyard_control::{
     ActionOutcome, Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment,
-    PolicySlot, StateError, StateStore,
+    ExperimentMode, PolicySlot, StateError, StateStore,
 };
-use switchyard_core::model::{Action, JobLabel, Settings, Snapshot, Trigger};
-use switchyard_core::validate;
+use switchyard_core::{Action, JobLabel, Settings, Snapshot, Trigger, check_decision};
 use switchyard_runtime::Runtime;
-use switchyard_sim::offline::{self, OfflineError};
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::{Workload, WorkloadError};
+use switchyard_sim::{OfflineError, Simulator, Workload, WorkloadError, load_slot};
 
 use super::fixture::{Fixture, FixtureError};
 use super::trace::operation_text;
@@ -138,7 +134,7 @@ fn run_workload(
 ) -> Result<TestRun, HarnessError> {
     let seed = spec.seed.unwrap_or(workload.seed());
     let scenario = workload.scenario(seed)?;
-    let slot = offline::slot(runtime, spec.policy, spec.settings)?;
+    let slot = load_slot(runtime, spec.policy, spec.settings)?;
     let tested = slot.name().to_string();
     let states = RecordedStates::default();
     let mut cluster = Recorder {
@@ -151,7 +147,7 @@ fn run_workload(
         ControlLoop::new(slot, fallback.clone(), seed).with_state_store(Box::new(states));
     let mut against_name = None;
     if let Some(against) = spec.against {
-        let b = offline::slot(runtime, against, &Settings::new())?;
+        let b = load_slot(runtime, against, &Settings::new())?;
         against_name = Some(b.name().to_string());
         control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
     }
@@ -200,7 +196,7 @@ fn run_fixture(
     fixture: &Fixture,
 ) -> Result<TestRun, HarnessError> {
     let seed = spec.seed.unwrap_or(0);
-    let slot = offline::slot(runtime, spec.policy, spec.settings)?;
+    let slot = load_slot(runtime, spec.policy, spec.settings)?;
     let decide = |slot: &PolicySlot| {
         let state = fixture.state_of(slot.name());
         slot.module
@@ -209,7 +205,7 @@ fn run_fixture(
     };
     let record = |slot: &PolicySlot, outcome: &Result<_, String>| {
         let decision = outcome.as_ref().cloned().unwrap_or_default();
-        let checked = validate::check_decision(&fixture.snapshot, &decision);
+        let checked = check_decision(&fixture.snapshot, &decision);
         let arm = ArmRecord::new(
             slot.name().to_string(),
             outcome.as_ref().err().cloned(),
@@ -222,7 +218,7 @@ fn run_fixture(
     let comparison = match spec.against {
         None => None,
         Some(against) => {
-            let b = offline::slot(runtime, against, &Settings::new())?;
+            let b = load_slot(runtime, against, &Settings::new())?;
             let other = decide(&b);
             let pairs = match (&outcome, &other) {
                 (Ok(a), Ok(o)) => vec![(

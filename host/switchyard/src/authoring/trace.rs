@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use similar::TextDiff;
 
 use switchyard_control::DecisionRecord;
-use switchyard_core::model::{Action, Operation, Trigger};
+use switchyard_core::{Action, Operation, Trigger};
 
 /// Renders `records` as a trace whose first lines are the comment `header`.
 pub fn render(header: &[String], records: &[DecisionRecord]) -> String {
@@ -159,8 +159,8 @@ pub fn diff(golden: &str, actual: &str) -> Option<String> {
 mod tests {
     use super::*;
     use switchyard_control::ArmRecord;
-    use switchyard_core::model::{JobLabel, Snapshot};
-    use switchyard_core::validate::Checked;
+    use switchyard_core::Checked;
+    use switchyard_core::{JobLabel, Snapshot};
 
     fn record(round: u64, actions: Vec<Operation>, labels: &[(&str, &str)]) -> DecisionRecord {
         let snapshot = Snapshot {
@@ -168,7 +168,7 @@ mod tests {
             triggers: vec![Trigger::Tick],
             ..Snapshot::default()
         };
-        let decision = switchyard_core::model::Decision {
+        let decision = switchyard_core::Decision {
             labels: labels
                 .iter()
                 .map(|(job, value)| JobLabel {

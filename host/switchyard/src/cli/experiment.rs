@@ -7,16 +7,13 @@
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use switchyard_control::experiment::{
-    ArmReport, ExperimentMode, ExperimentReport, JobAssignment, ShadowReport, SplitReport,
+use switchyard_control::{
+    ArmReport, ControlLoop, Estimate, Experiment, ExperimentMode, ExperimentReport, JobAssignment,
+    PolicySlot, ShadowReport, SplitReport,
 };
-use switchyard_control::stats::Estimate;
-use switchyard_control::{ControlLoop, Experiment, PolicySlot};
-use switchyard_core::model::Operation;
-use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_sim::simulator::Simulator;
-use switchyard_sim::workload::Workload;
+use switchyard_core::Operation;
+use switchyard_runtime::{PolicyRef, Runtime};
+use switchyard_sim::{Simulator, Workload};
 
 use super::SandboxArgs;
 use super::simulate::{SimulateArgs, TimeUnit, layout};
@@ -168,7 +165,7 @@ fn shadow_text(report: &ExperimentReport, shadow: &ShadowReport) -> String {
     text.push_str(&format!(
         "\n\nthe last {} of the rounds in which they differed (--json lists the last {}):\n{}",
         shown.len(),
-        switchyard_control::experiment::DIFFERENCES_KEPT,
+        shadow.differing.len(),
         layout(&header, &rows)
     ));
     text

@@ -3,8 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use switchyard_runtime::contract::PACKAGE;
-use switchyard_runtime::registry::{BUILTIN_POLICIES, PolicyRef};
+use switchyard_runtime::{BUILTIN_POLICIES, CONTRACT_PACKAGE, PolicyRef};
 
 use super::SandboxArgs;
 
@@ -46,7 +45,7 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
             if json {
                 let out = serde_json::json!({
                     "world": module.world(),
-                    "package": PACKAGE,
+                    "package": CONTRACT_PACKAGE,
                     "source": reference.source_name(),
                     "digest": module.digest().to_hex(),
                     "description": d,
@@ -89,7 +88,7 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
                 Ok(module) => {
                     let d = module.description();
                     println!(
-                        "ok: {} is a valid {PACKAGE} policy ({} {}, {})",
+                        "ok: {} is a valid {CONTRACT_PACKAGE} policy ({} {}, {})",
                         reference.source_name(),
                         d.name,
                         d.version,

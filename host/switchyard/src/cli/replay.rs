@@ -1,22 +1,21 @@
 //! `switchyard replay`: a recording made by `run --record` decided again by other
 //! policies (decision replay), run as a simulator workload under other policies
 //! (counterfactual replay, `--simulate`) or exported as that workload or with its names
-//! anonymised. The work is in `switchyard_control::replay`,
-//! `switchyard_control::recording` and `switchyard_sim::recorded`; this module reads the
-//! flags and prints the report.
+//! anonymised. The work is in [`switchyard_control::replay()`],
+//! [`switchyard_control::Recording`] and [`switchyard_sim::estimate_counterfactual`]; this
+//! module reads the flags and prints the report.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use switchyard_control::PolicySlot;
-use switchyard_control::recording::{Recording, anonymise};
-use switchyard_control::replay::{self, Agreement, ReplayPolicy, ReplayReport};
-use switchyard_core::model::{Action, Operation};
-use switchyard_runtime::registry::PolicyRef;
-use switchyard_sim::Workload;
-use switchyard_sim::recorded;
+use switchyard_control::{
+    Agreement, PolicySlot, Recording, ReplayPolicy, ReplayReport, export_anonymised, replay,
+};
+use switchyard_core::{Action, Operation};
+use switchyard_runtime::PolicyRef;
+use switchyard_sim::{Workload, estimate_counterfactual};
 
 use super::SandboxArgs;
 
@@ -79,7 +78,7 @@ pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exi
             Ok(salt) if !salt.is_empty() => salt,
             _ => random_salt()?,
         };
-        let written = anonymise::export(&recording, out, &salt)?;
+        let written = export_anonymised(&recording, out, &salt)?;
         eprintln!("wrote {written} anonymised segment(s) to {}", out.display());
         if args.policies.is_empty() {
             return Ok(ExitCode::SUCCESS);
@@ -112,7 +111,7 @@ pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exi
             slot,
         });
     }
-    let report = replay::replay(&recording, &policies)?;
+    let report = replay(&recording, &policies)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
@@ -134,7 +133,7 @@ fn counterfactual(
              (repeat to compare); the recorded run is the table's first row"
         );
     }
-    let estimated = recorded::estimate(recording)?;
+    let estimated = estimate_counterfactual(recording)?;
     let source = args.recording.display().to_string();
     let yaml = estimated
         .to_yaml(&source)

@@ -10,8 +10,8 @@ use anyhow::{Context as _, bail};
 use switchyard::api::{self, ApiConfig, Token};
 use switchyard::live::{Controller, LiveConfig};
 use switchyard::policy_dir::{self, PolicyDir};
-use switchyard_control::recording::RecordOptions;
-use switchyard_sim::workload::Workload;
+use switchyard_control::RecordOptions;
+use switchyard_sim::Workload;
 
 use super::SandboxArgs;
 

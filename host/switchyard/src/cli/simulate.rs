@@ -15,11 +15,8 @@ use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::plot;
 use switchyard_control::PolicySlot;
-use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::{PolicyRef, builtin};
-use switchyard_sim::offline;
-use switchyard_sim::report::{Results, RunResult};
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{PolicyRef, Runtime, builtin};
+use switchyard_sim::{Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
 
@@ -224,7 +221,7 @@ fn run_one(
     runtime: &Runtime,
     spec: &runs::RunSpec,
     fallback: &PolicySlot,
-    scenario: switchyard_sim::simulator::Scenario,
+    scenario: switchyard_sim::Scenario,
     seed: u64,
     trace: Option<&Path>,
 ) -> anyhow::Result<RunResult> {
@@ -244,14 +241,14 @@ fn run_one(
         })
         .transpose()?;
     let mut write_error = None;
-    let run = offline::run(
+    let run = run_offline(
         runtime,
         &spec.policy,
         &spec.settings,
         fallback,
         scenario,
         seed,
-        offline::Records::Stream,
+        Records::Stream,
         |s, record| {
             bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64);
             if let (Some(w), None) = (writer.as_mut(), &write_error) {

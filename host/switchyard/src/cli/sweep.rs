@@ -5,7 +5,7 @@
 //!
 //! Files (`results.json`, the plot, a cell's file) are written before the table is
 //! printed, so a reader that stops early (`| head`) does not cost them. What a cell runs
-//! and how cells are summarised is [`switchyard_sim::sweep`]'s; this module plans,
+//! and how cells are summarised is [`switchyard_sim::run_cell`]'s and [`SweepResults`]'; this module plans,
 //! schedules and prints.
 
 mod job;
@@ -22,10 +22,11 @@ use anyhow::{Context as _, bail, ensure};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::plot;
 use switchyard_control::PolicySlot;
-use switchyard_runtime::Runtime;
-use switchyard_runtime::registry::{PolicyRef, builtin};
-use switchyard_sim::sweep::{self, CellFile, CellResult, Outcome, Plan, SweepResults, SweepRun};
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::{PolicyRef, Runtime, builtin};
+use switchyard_sim::{
+    CellFile, CellOutcome, CellResult, SweepPlan as Plan, SweepResults, SweepRun, Workload,
+    run_cell,
+};
 
 use super::SandboxArgs;
 use super::simulate::{plan as plan_runs, target_of};
@@ -115,7 +116,7 @@ pub(super) fn run(args: SweepArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
                 cells.len().saturating_sub(1)
             );
         };
-        let result = sweep::run_cell(&runtime, &plan, &fallback, cell);
+        let result = run_cell(&runtime, &plan, &fallback, cell);
         let dir = args.out.as_deref().unwrap_or(Path::new("."));
         let file = write_cell(dir, plan, result)?;
         eprintln!("wrote {}", file.display());
@@ -201,16 +202,16 @@ fn run_cells(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(cell) = cells.get(i) else { break };
                     let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-                        sweep::run_cell(runtime, plan, fallback, cell)
+                        run_cell(runtime, plan, fallback, cell)
                     }))
                     .unwrap_or_else(|panic| CellResult {
                         cell: cell.clone(),
-                        outcome: Outcome::Failed {
+                        outcome: CellOutcome::Failed {
                             error: format!("the run panicked: {}", panic_text(&*panic)),
                         },
                         seconds: 0.0,
                     });
-                    if matches!(result.outcome, Outcome::Failed { .. }) {
+                    if matches!(result.outcome, CellOutcome::Failed { .. }) {
                         let n = failed.fetch_add(1, Ordering::Relaxed) + 1;
                         bar.set_message(format!("{n} failed"));
                     }

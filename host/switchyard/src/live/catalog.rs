@@ -10,12 +10,11 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 
 use switchyard_control::PolicySlot;
-use switchyard_core::model::{Parameter, Settings};
-use switchyard_runtime::registry::{self, BUILTIN_POLICIES};
+use switchyard_core::{Parameter, Settings};
+use switchyard_runtime::{BUILTIN_POLICIES, LoadError, PolicyError, PolicyModule, Runtime};
 
 /// The source of a built-in policy is this prefix and its name.
 const BUILTIN_SOURCE: &str = "builtin:";
-use switchyard_runtime::{LoadError, PolicyError, PolicyModule, Runtime};
 
 /// A policy the controller can activate.
 #[derive(Clone, Debug)]
@@ -146,7 +145,7 @@ impl Catalog {
             .map_err(CatalogError::Load)
             .and_then(|module| {
                 let builtin = source.strip_prefix(BUILTIN_SOURCE) == Some(module.name());
-                if !builtin && registry::builtin(module.name()).is_some() {
+                if !builtin && switchyard_runtime::builtin(module.name()).is_some() {
                     return Err(CatalogError::Reserved {
                         name: module.name().to_string(),
                         source_name: source.to_string(),

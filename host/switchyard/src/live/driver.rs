@@ -15,10 +15,9 @@ use super::{
     Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
     UtilisationSample,
 };
-use switchyard_control::recording::Recorder;
-use switchyard_control::{ActivePolicy, ControlLoop, RoundOutcome, RunEnd, Step};
-use switchyard_core::model::Trigger;
-use switchyard_sim::paced::SLICE;
+use switchyard_control::{ActivePolicy, ControlLoop, Recorder, RoundOutcome, RunEnd, Step};
+use switchyard_core::Trigger;
+use switchyard_sim::PACE_SLICE;
 
 struct Driver {
     controller: Controller,
@@ -204,10 +203,10 @@ impl Driver {
             }
             // Wait for a command rather than sleeping, so an activation is decided on
             // at once instead of up to a slice later.
-            match self.commands.recv_timeout(SLICE) {
+            match self.commands.recv_timeout(PACE_SLICE) {
                 Ok(command) => self.handle(cluster, command),
                 Err(mpsc::RecvTimeoutError::Timeout) => {}
-                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(SLICE),
+                Err(mpsc::RecvTimeoutError::Disconnected) => std::thread::sleep(PACE_SLICE),
             }
         }
     }

@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::catalog::Catalog;
 use crate::metrics::Metrics;
 use switchyard_control::{ComponentStore, KeepError};
-use switchyard_runtime::ComponentDigest;
+use switchyard_core::ComponentDigest;
 
 /// The catalog source of a component loaded from where the store kept it.
 pub fn kept_source(location: &str) -> String {

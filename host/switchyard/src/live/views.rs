@@ -11,7 +11,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use switchyard_control::SnapshotSummary;
-use switchyard_core::model::Job;
+use switchyard_core::Job;
 
 /// The active jobs as the decision thread listed them last, shared by every page read
 /// from the listing.
@@ -110,7 +110,7 @@ impl UtilisationRing {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchyard_core::model::Resources;
+    use switchyard_core::Resources;
 
     fn summary(time: f64, cpu: (u64, u64), gpus: (u32, u32)) -> SnapshotSummary {
         SnapshotSummary {

@@ -6,8 +6,7 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::Figure;
-use switchyard_sim::report::{Results, RunOutcome, RunResult};
-use switchyard_sim::simulator::UtilPoint;
+use switchyard_sim::{Results, RunOutcome, RunResult, UtilPoint};
 
 /// Colours of the runs, in command-line order (distinguishable, and in grey print).
 const COLOURS: [RGBColor; 8] = [

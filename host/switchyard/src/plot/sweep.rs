@@ -7,8 +7,8 @@ use plotters::prelude::*;
 
 use super::Figure;
 use super::figures::{Unit, colour, error, tick};
-use switchyard_control::stats::Estimate;
-use switchyard_sim::sweep::{Row, SweepResults};
+use switchyard_control::Estimate;
+use switchyard_sim::{SweepResults, SweepRow as Row};
 
 /// What a panel shows of a row.
 type Measure = fn(&Row) -> Option<Estimate>;

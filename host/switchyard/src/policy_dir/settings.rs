@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 use serde::Deserialize;
 
 use crate::live::{ExperimentRequest, OwnedBySettings};
-use switchyard_control::experiment::{ExperimentMode, JobAssignment, LabelSelector};
-use switchyard_core::model::Settings;
+use switchyard_control::{ExperimentMode, JobAssignment, LabelSelector};
+use switchyard_core::Settings;
 
 /// The settings file's name inside the directory (`settings.yml` is read too).
 pub const SETTINGS_FILE: &str = "settings.yaml";

@@ -9,8 +9,8 @@ use switchyard::authoring::harness::{self, Comparison, TestSpec};
 use switchyard::authoring::scaffold::{self, Lang};
 use switchyard::authoring::{expect, trace};
 use switchyard_control::PolicySlot;
-use switchyard_core::model::Settings;
-use switchyard_runtime::registry::PolicyRef;
+use switchyard_core::Settings;
+use switchyard_runtime::PolicyRef;
 
 use crate::cli::SandboxArgs;
 

@@ -4,7 +4,7 @@
 //! `4296` never stands beside `2.1` of another unit; a run whose jobs did not all finish says so
 //! (`end`) instead of showing a makespan.
 
-use switchyard_sim::report::{RunOutcome, RunResult, Summary};
+use switchyard_sim::{RunOutcome, RunResult, Summary};
 
 /// The unit of a column of durations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -332,8 +332,8 @@ pub(crate) fn per_job(runs: &[RunResult]) -> Option<String> {
 mod tests {
     use super::*;
     use switchyard_control::RunEnd;
-    use switchyard_control::stats::{CompletionStats, Observation};
-    use switchyard_sim::simulator::JobOutcome;
+    use switchyard_control::{CompletionStats, Observation};
+    use switchyard_sim::JobOutcome;
 
     /// A run of `jobs` jobs submitted at 0, of which those with a time finished then.
     fn run(name: &str, finish: &[Option<f64>], deadlocked: usize) -> RunResult {

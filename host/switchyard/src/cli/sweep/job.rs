@@ -20,9 +20,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use switchyard_runtime::registry::builtin;
-use switchyard_sim::sweep::Plan;
-use switchyard_sim::workload::Workload;
+use switchyard_runtime::builtin;
+use switchyard_sim::{SweepPlan as Plan, Workload};
 
 use super::SweepArgs;
 use super::table::seeds_text;

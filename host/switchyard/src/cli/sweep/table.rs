@@ -2,8 +2,8 @@
 //! their intervals, and the change against the baseline paired by seed, marked `*` when
 //! its interval excludes zero; then the failed cells and a legend.
 
-use switchyard_control::stats::Estimate;
-use switchyard_sim::sweep::{Outcome, Row, SweepResults};
+use switchyard_control::Estimate;
+use switchyard_sim::{CellOutcome as Outcome, SweepResults, SweepRow as Row};
 
 use crate::cli::experiment::with_interval;
 use crate::cli::simulate::{TimeUnit, layout};
