@@ -96,7 +96,7 @@ fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs(
         .iter()
         .filter(|c| c["run"] == "default")
         .map(|c| {
-            c["summary"]["completion"]["restricted_mean"]["value"]
+            c["summary"]["avg_completion"]
                 .as_f64()
                 .unwrap()
         })

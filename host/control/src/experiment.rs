@@ -783,7 +783,8 @@ mod tests {
         assert_eq!(counts[19], 10);
         // After every even number of jobs the arms are level, whatever the hash says.
         for (n, b) in counts.iter().enumerate().skip(1).step_by(2) {
-            assert_eq!(*b as usize, (n + 1) / 2, "after {} jobs", n + 1);
+            let jobs = n + 1;
+            assert_eq!(*b as usize, jobs / 2, "after {jobs} jobs");
         }
     }
 

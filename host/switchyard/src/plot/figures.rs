@@ -166,7 +166,7 @@ fn keyed(runs: &[RunResult], identical: &[Option<usize>], i: usize) -> String {
 fn line_keys(runs: &[RunResult], identical: &[Option<usize>]) -> Vec<Key> {
     (0..runs.len())
         .map(|i| Key {
-            text: keyed(runs, &identical, i),
+            text: keyed(runs, identical, i),
             colour: colour(i),
             marker: if identical[i].is_some() {
                 Marker::Dashed(width(i, runs.len()))

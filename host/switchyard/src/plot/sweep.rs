@@ -121,7 +121,11 @@ fn panel<DB: DrawingBackend>(
         let c = colour(i);
         let x = i as f64;
         let v = e.value / unit.seconds;
-        if let (Some(low), Some(high)) = (e.low, e.high) {
+        // An interval of no width (every seed gave the same figure) is the point alone:
+        // a bar of no length is nothing to draw.
+        if let (Some(low), Some(high)) = (e.low, e.high)
+            && high - low > (high.abs() + low.abs()) * 1e-9
+        {
             // The interval: a vertical bar with a cap at each end.
             let (low, high) = (low / unit.seconds, high / unit.seconds);
             let cap = 0.12;

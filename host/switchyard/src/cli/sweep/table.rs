@@ -10,8 +10,9 @@ use crate::cli::simulate::{TimeUnit, layout};
 
 /// What the columns mean.
 const LEGEND: &str = "\
-mean JCT: each run's mean job completion time (finish - submit; the Kaplan-Meier restricted
-  mean when a run left jobs unfinished), averaged over the seeds; makespan, avg wait likewise.
+mean JCT: each run's mean job completion time (finish - submit), averaged over the seeds
+  whose run finished every job; makespan likewise; avg wait over every seed. A run that
+  left jobs unfinished counts in `all done` only (its times stop at its own end).
 [low, high]: 95 % confidence interval of the mean over seeds (Student t); `..`: one seed.
 vs BASELINE: change against the baseline on the same seed, averaged over seeds, with its
   interval; `*`: the interval excludes 0 (significant at 5 %), `~`: it does not.
@@ -22,9 +23,11 @@ fn change(estimate: Option<&Estimate>) -> String {
     let Some(e) = estimate else {
         return "n/a".into();
     };
-    let bound = |b: Option<f64>| b.map_or("..".into(), |b| format!("{b:+.1}"));
+    // A change too small for one decimal keeps three, so `*` never stands beside -0.0.
+    let decimals = if e.value.abs().max(e.low.unwrap_or(0.0).abs()) < 0.05 { 3 } else { 1 };
+    let bound = |b: Option<f64>| b.map_or("..".into(), |b| format!("{b:+.decimals$}"));
     format!(
-        "{:+.1} % [{}, {}] {}",
+        "{:+.decimals$} % [{}, {}] {}",
         e.value,
         bound(e.low),
         bound(e.high),
