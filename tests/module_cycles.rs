@@ -121,7 +121,7 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
         modules: &["plot", "plot::figures"],
         issue: 40,
     },
-    // The sandbox arguments in `cli.rs`, which every command uses, and
+    // The sandbox arguments in `cli.rs`, which every command uses (`sweep` too), and
     // `simulate` ↔ `experiment`.
     KnownCycle {
         krate: "switchyard (bin switchyard)",
@@ -134,6 +134,7 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
             "cli::replay",
             "cli::run",
             "cli::simulate",
+            "cli::sweep",
         ],
         issue: 40,
     },

@@ -95,11 +95,7 @@ fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs(
     let mean: f64 = cells
         .iter()
         .filter(|c| c["run"] == "default")
-        .map(|c| {
-            c["summary"]["avg_completion"]
-                .as_f64()
-                .unwrap()
-        })
+        .map(|c| c["summary"]["avg_completion"].as_f64().unwrap())
         .sum::<f64>()
         / 5.0;
     let row = &results["rows"][0];

@@ -11,6 +11,7 @@
 //! `assets/fonts/`), so a machine without system fonts draws the same image.
 
 mod figures;
+mod style;
 mod sweep;
 
 use std::path::Path;
@@ -61,7 +62,21 @@ pub const SWEEP_PLOT: &str = "sweep";
 /// Writes a sweep's plot (each run's means over seeds with their intervals) into `dir`
 /// as SVG and PNG; returns the files' names.
 pub fn write_sweep(dir: &Path, results: &SweepResults) -> Result<Vec<String>, PlotError> {
-    Ok(write_figure(dir, SWEEP_PLOT, &sweep::SweepFigure::new(results))?.into())
+    Ok(write_figure(dir, SWEEP_PLOT, &SweepFigure(results))?.into())
+}
+
+/// A sweep's figure, drawn by [`sweep`]. (It draws through functions rather than
+/// implementing [`Figure`] there, so `sweep` needs nothing of this module.)
+struct SweepFigure<'a>(&'a SweepResults);
+
+impl Figure for SweepFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        sweep::size(self.0)
+    }
+
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
+        sweep::draw(root, self.0)
+    }
 }
 
 /// Draws `figure` and writes it as `name.svg` and `name.png`; returns the two names.

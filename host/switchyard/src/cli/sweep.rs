@@ -100,7 +100,12 @@ pub(super) fn run(args: SweepArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
     let runtime = sandbox.offline_runtime()?;
     let plan = make_plan(&args, &runtime)?;
     if args.job.emit_job {
-        print!("{}", job::manifest(&args, &plan)?);
+        let command = job::SweepCommand {
+            workloads: &args.workloads,
+            policies: &args.policies,
+            sets: &args.sets,
+        };
+        print!("{}", job::manifest(command, &args.job, &plan)?);
         return Ok(ExitCode::SUCCESS);
     }
     let fallback = PolicySlot::configure(

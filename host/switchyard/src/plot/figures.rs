@@ -6,23 +6,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::Figure;
+use super::style::{Unit, colour, error, tick};
 use switchyard_sim::{Results, RunOutcome, RunResult, UtilPoint};
-
-/// Colours of the runs, in command-line order (distinguishable, and in grey print).
-const COLOURS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
-
-pub(super) fn colour(run: usize) -> RGBColor {
-    COLOURS[run % COLOURS.len()]
-}
 
 /// Jobs shown by name at each end of the per-job plot when there are too many for all.
 pub(super) const JOBS_AT_EACH_END: usize = 20;
@@ -67,60 +52,10 @@ fn label(run: &RunResult) -> String {
     }
 }
 
-/// The unit of a time axis whose largest value is `largest` seconds.
-#[derive(Clone, Copy)]
-pub(super) struct Unit {
-    pub(super) symbol: &'static str,
-    pub(super) seconds: f64,
-}
-
-impl Unit {
-    pub(super) fn for_largest(largest: f64) -> Self {
-        if largest >= 2.0 * 86_400.0 {
-            Unit {
-                symbol: "days",
-                seconds: 86_400.0,
-            }
-        } else if largest >= 2.0 * 3_600.0 {
-            Unit {
-                symbol: "hours",
-                seconds: 3_600.0,
-            }
-        } else {
-            Unit {
-                symbol: "seconds",
-                seconds: 1.0,
-            }
-        }
-    }
-}
-
-/// An axis label with the digits its size needs and no trailing zeros.
-pub(super) fn tick(value: &f64) -> String {
-    let size = value.abs();
-    let decimals = if size == 0.0 || size >= 10.0 {
-        0
-    } else if size >= 1.0 {
-        1
-    } else {
-        (-size.log10()).ceil() as usize + 1
-    };
-    let text = format!("{value:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
 /// Line widths that keep overlapping lines visible: the first run's is the widest, so a
 /// later run drawn on top of it leaves its edges showing.
 fn width(run: usize, runs: usize) -> u32 {
     (2 + 3 * runs.saturating_sub(run + 1) / 2).min(6) as u32
-}
-
-pub(super) fn error(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 fn caption<DB: DrawingBackend>(

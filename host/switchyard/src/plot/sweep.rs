@@ -1,68 +1,59 @@
 //! The sweep's figure: per workload, each run's mean completion time and makespan over
 //! the seeds, as a point with its 95 % confidence interval as a bar, runs side by side,
-//! so overlapping intervals are seen at a glance. It draws what `results.json` holds.
+//! so overlapping intervals are seen at a glance. It draws what `results.json` holds; the
+//! file it goes to is `plot`'s.
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use super::Figure;
-use super::figures::{Unit, colour, error, tick};
+use super::style::{Unit, colour, error, tick};
 use switchyard_control::Estimate;
 use switchyard_sim::{SweepResults, SweepRow as Row};
 
 /// What a panel shows of a row.
 type Measure = fn(&Row) -> Option<Estimate>;
 
+/// The figure's size: a row of two panels per workload.
+pub(super) fn size(results: &SweepResults) -> (u32, u32) {
+    let workloads = results.plan.workloads.len().max(1) as u32;
+    (1100, 80 + 360 * workloads)
+}
+
 /// Mean completion time and makespan with intervals, a row of two panels per workload.
-pub(super) struct SweepFigure<'a> {
-    results: &'a SweepResults,
-}
-
-impl<'a> SweepFigure<'a> {
-    pub(super) fn new(results: &'a SweepResults) -> Self {
-        Self { results }
-    }
-}
-
-impl Figure for SweepFigure<'_> {
-    fn size(&self) -> (u32, u32) {
-        let workloads = self.results.plan.workloads.len().max(1) as u32;
-        (1100, 80 + 360 * workloads)
-    }
-
-    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
-        let plan = &self.results.plan;
-        let title = format!(
-            "mean over {} seeds with 95 % confidence intervals",
-            plan.seeds.len()
-        );
-        let area = root.titled(&title, ("sans-serif", 20)).map_err(error)?;
-        let rows = area.split_evenly((plan.workloads.len().max(1), 2));
-        let measures: [(&str, Measure); 2] = [
-            ("mean completion time", |r| r.mean_completion),
-            ("makespan", |r| r.makespan),
-        ];
-        for (w, workload) in plan.workloads.iter().enumerate() {
-            let name = std::path::Path::new(workload)
-                .file_name()
-                .map_or(workload.clone(), |n| n.to_string_lossy().into_owned());
-            let mine: Vec<&Row> = self
-                .results
-                .rows
-                .iter()
-                .filter(|r| &r.workload == workload)
-                .collect();
-            for (m, (what, measure)) in measures.iter().enumerate() {
-                panel(
-                    &rows[w * 2 + m],
-                    &format!("{name}: {what}"),
-                    &mine,
-                    *measure,
-                )?;
-            }
+pub(super) fn draw(
+    root: &DrawingArea<SVGBackend<'_>, Shift>,
+    results: &SweepResults,
+) -> Result<(), String> {
+    let plan = &results.plan;
+    let title = format!(
+        "mean over {} seeds with 95 % confidence intervals",
+        plan.seeds.len()
+    );
+    let area = root.titled(&title, ("sans-serif", 20)).map_err(error)?;
+    let rows = area.split_evenly((plan.workloads.len().max(1), 2));
+    let measures: [(&str, Measure); 2] = [
+        ("mean completion time", |r| r.mean_completion),
+        ("makespan", |r| r.makespan),
+    ];
+    for (w, workload) in plan.workloads.iter().enumerate() {
+        let name = std::path::Path::new(workload)
+            .file_name()
+            .map_or(workload.clone(), |n| n.to_string_lossy().into_owned());
+        let mine: Vec<&Row> = results
+            .rows
+            .iter()
+            .filter(|r| &r.workload == workload)
+            .collect();
+        for (m, (what, measure)) in measures.iter().enumerate() {
+            panel(
+                &rows[w * 2 + m],
+                &format!("{name}: {what}"),
+                &mine,
+                *measure,
+            )?;
         }
-        Ok(())
     }
+    Ok(())
 }
 
 /// One panel: a run per position on the x axis, its point and interval.

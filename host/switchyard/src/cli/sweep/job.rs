@@ -9,7 +9,7 @@
 //! against the official schemas. It writes text and talks to no cluster.
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, bail, ensure};
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
@@ -23,7 +23,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use switchyard_runtime::builtin;
 use switchyard_sim::{SweepPlan as Plan, Workload};
 
-use super::SweepArgs;
 use super::table::seeds_text;
 
 /// The image the manifest runs by default: the controller's (deploy/deployment.yaml).
@@ -47,26 +46,44 @@ pub(crate) struct JobArgs {
     pub emit_job: bool,
     /// With --emit-job: the PersistentVolumeClaim the cells write to (ReadWriteMany when
     /// pods run on several nodes), mounted at /results.
-    #[arg(long, value_name = "CLAIM")]
+    #[arg(long, value_name = "CLAIM", requires = "emit_job")]
     pub results_claim: Option<String>,
     /// With --emit-job: the directory inside the volume for this sweep's files
     /// [default: the Job's name].
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", requires = "emit_job")]
     pub results_path: Option<String>,
     /// With --emit-job: the Job's name (the ConfigMap is NAME-workloads).
-    #[arg(long, default_value = "switchyard-sweep", value_name = "NAME")]
+    #[arg(
+        long,
+        default_value = "switchyard-sweep",
+        value_name = "NAME",
+        requires = "emit_job"
+    )]
     pub job_name: String,
     /// With --emit-job: the image to run.
-    #[arg(long, default_value = DEFAULT_IMAGE, value_name = "IMAGE")]
+    #[arg(long, default_value = DEFAULT_IMAGE, value_name = "IMAGE", requires = "emit_job")]
     pub image: String,
     /// With --emit-job: pods running at once.
-    #[arg(long, default_value_t = 10, value_name = "N")]
+    #[arg(long, default_value_t = 10, value_name = "N", requires = "emit_job")]
     pub parallelism: i32,
 }
 
+/// What the pods run: the sweep's arguments as given.
+pub(super) struct SweepCommand<'a> {
+    /// The workload files.
+    pub(super) workloads: &'a [PathBuf],
+    /// `--policy` arguments.
+    pub(super) policies: &'a [String],
+    /// `--set` arguments.
+    pub(super) sets: &'a [String],
+}
+
 /// The manifest: the ConfigMap, then the Job, as YAML documents.
-pub(super) fn manifest(args: &SweepArgs, plan: &Plan) -> anyhow::Result<String> {
-    let job = &args.job;
+pub(super) fn manifest(
+    command: SweepCommand<'_>,
+    job: &JobArgs,
+    plan: &Plan,
+) -> anyhow::Result<String> {
     let claim = job
         .results_claim
         .as_deref()
@@ -89,7 +106,7 @@ pub(super) fn manifest(args: &SweepArgs, plan: &Plan) -> anyhow::Result<String> 
     // Each workload by its file name in the ConfigMap.
     let mut data = BTreeMap::new();
     let mut in_pod = Vec::new();
-    for path in &args.workloads {
+    for path in command.workloads {
         let workload = Workload::load(path)?;
         ensure!(
             workload.file.import.is_none(),
@@ -117,10 +134,10 @@ pub(super) fn manifest(args: &SweepArgs, plan: &Plan) -> anyhow::Result<String> 
     );
     let mut pod_args = vec!["--no-cache".to_string(), "sweep".into()];
     pod_args.extend(in_pod);
-    for run in &args.policies {
+    for run in command.policies {
         pod_args.extend(["--policy".into(), run.clone()]);
     }
-    for set in &args.sets {
+    for set in command.sets {
         pod_args.extend(["--set".into(), set.clone()]);
     }
     pod_args.extend([

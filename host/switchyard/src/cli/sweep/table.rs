@@ -24,7 +24,11 @@ fn change(estimate: Option<&Estimate>) -> String {
         return "n/a".into();
     };
     // A change too small for one decimal keeps three, so `*` never stands beside -0.0.
-    let decimals = if e.value.abs().max(e.low.unwrap_or(0.0).abs()) < 0.05 { 3 } else { 1 };
+    let decimals = if e.value.abs().max(e.low.unwrap_or(0.0).abs()) < 0.05 {
+        3
+    } else {
+        1
+    };
     let bound = |b: Option<f64>| b.map_or("..".into(), |b| format!("{b:+.decimals$}"));
     format!(
         "{:+.decimals$} % [{}, {}] {}",
