@@ -121,8 +121,9 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
         modules: &["plot", "plot::figures"],
         issue: 40,
     },
-    // The sandbox arguments in `cli.rs`, which every command uses (`sweep` too), and
-    // `simulate` ↔ `experiment`.
+    // The sandbox arguments in `cli.rs`, which every command uses (`sweep` too, and its
+    // table, through `experiment`'s and `simulate`'s text helpers), and `simulate` ↔
+    // `experiment`.
     KnownCycle {
         krate: "switchyard (bin switchyard)",
         modules: &[
@@ -135,6 +136,8 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
             "cli::run",
             "cli::simulate",
             "cli::sweep",
+            "cli::sweep::job",
+            "cli::sweep::table",
         ],
         issue: 40,
     },
