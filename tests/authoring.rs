@@ -3,6 +3,8 @@
 //! producing a crate whose `cargo build` yields a valid component, and policies written
 //! in Python and JavaScript running beside the Rust ones.
 
+#[path = "support/componentize_py.rs"]
+mod componentize_py;
 #[path = "support/outer_build.rs"]
 mod outer_build;
 
@@ -383,60 +385,14 @@ fn a_new_policy_crate_builds_anywhere_into_a_component_that_validates_and_passes
     assert!(status.success(), "the new crate's own unit tests failed");
 }
 
-/// `componentize-py`, from `COMPONENTIZE_PY` or the PATH.
-fn componentize_py() -> Option<PathBuf> {
-    if let Ok(path) = std::env::var("COMPONENTIZE_PY") {
-        return Some(PathBuf::from(path));
-    }
-    let found = Process::new("componentize-py").arg("--version").output();
-    found
-        .is_ok_and(|o| o.status.success())
-        .then(|| PathBuf::from("componentize-py"))
-}
-
-/// [`componentize_py`], or `None` once the test has said it is skipped. CI installs the
-/// tool and sets SWITCHYARD_REQUIRE_COMPONENTIZE_PY, so there a test that needs it always
-/// runs; on a machine without Python tooling it is skipped, loudly.
-fn componentize_py_or_skip() -> Option<PathBuf> {
-    let tool = componentize_py();
-    if tool.is_none() {
-        assert!(
-            std::env::var_os("SWITCHYARD_REQUIRE_COMPONENTIZE_PY").is_none(),
-            "componentize-py is required here but was not found (set COMPONENTIZE_PY)"
-        );
-        eprintln!("SKIPPED: componentize-py not installed (pip install componentize-py==0.25.1)");
-    }
-    tool
-}
-
 #[test]
 fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
-    let Some(tool) = componentize_py_or_skip() else {
+    let Some(tool) = componentize_py::tool_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
-    // The SDK from this checkout's source (`-p`), so the test checks the SDK as it is
-    // here rather than whatever copy a virtual environment holds; the SDK carries the
-    // WIT and bindings, so no `-d`.
-    let status = Process::new(&tool)
-        .current_dir(repo().join("examples/python-policy"))
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "../../sdk/python/src",
-            "app",
-            "-o",
-        ])
-        .arg(&wasm)
-        .status()
-        .unwrap();
-    assert!(status.success(), "componentize-py failed");
+    componentize_py::build_example(&tool, &wasm);
     let wasm = wasm.to_str().unwrap();
     let cache = dir.path().join("cache");
     let cache = cache.to_str().unwrap();
@@ -447,7 +403,7 @@ fn the_python_policy_builds_validates_and_runs_beside_a_rust_policy() {
 #[test]
 fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_passes_its_expectations()
  {
-    let Some(tool) = componentize_py_or_skip() else {
+    let Some(tool) = componentize_py::tool_or_skip() else {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
@@ -493,26 +449,11 @@ fn a_new_python_policy_passes_its_pytest_tests_and_builds_into_a_component_that_
             tool.display()
         );
     }
-    let status = Process::new(&tool)
-        .current_dir(&moved)
-        .env_remove("VIRTUAL_ENV")
-        .args([
-            "-w",
-            "switchyard:policy/incremental-policy@0.3.0",
-            "componentize",
-            "-p",
-            ".",
-            "-p",
-            "switchyard-sdk/src",
-            "app",
-            "-o",
-            "first_fit.wasm",
-        ])
-        .status()
-        .unwrap();
-    assert!(
-        status.success(),
-        "componentize-py failed on the new project"
+    componentize_py::build(
+        &tool,
+        &moved,
+        "switchyard-sdk/src",
+        Path::new("first_fit.wasm"),
     );
     new_project_passes_its_expectations(&moved, &dir.path().join("cache"));
 }

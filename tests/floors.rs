@@ -165,15 +165,32 @@ fn normal_closure(meta: &Value, root: &str) -> BTreeSet<String> {
     seen.iter().map(|id| name_of[id].to_string()).collect()
 }
 
+/// Fails when `root` pulls in any of `heavy` (normal dependencies, transitively), saying
+/// `why` that matters; `present`, a crate it does pull in, shows the closure was read.
+fn assert_pulls_in_none(root: &str, heavy: &[&str], present: &str, why: &str) {
+    let closure = normal_closure(&metadata(), root);
+    for heavy in heavy {
+        assert!(!closure.contains(*heavy), "{root} pulls in {heavy}: {why}");
+    }
+    assert!(closure.contains(present), "the closure was read");
+}
+
 #[test]
 fn a_crate_on_the_simulator_pulls_in_no_kubernetes_client_and_no_http_server() {
-    let meta = metadata();
-    let closure = normal_closure(&meta, "switchyard-sim");
-    for heavy in ["kube", "kube-client", "k8s-openapi", "axum", "hyper"] {
-        assert!(
-            !closure.contains(heavy),
-            "switchyard-sim pulls in {heavy}: a policy author's test crate would build it"
-        );
-    }
-    assert!(closure.contains("wasmtime"), "the closure was read");
+    assert_pulls_in_none(
+        "switchyard-sim",
+        &["kube", "kube-client", "k8s-openapi", "axum", "hyper"],
+        "wasmtime",
+        "a policy author's test crate would build it",
+    );
+}
+
+#[test]
+fn the_registry_client_pulls_in_no_wasm_engine_no_kubernetes_client_and_no_http_server() {
+    assert_pulls_in_none(
+        "switchyard-registry",
+        &["wasmtime", "kube", "kube-client", "k8s-openapi", "axum"],
+        "oci-client",
+        "it stands beside the runtime, not on it",
+    );
 }

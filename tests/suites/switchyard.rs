@@ -9,6 +9,8 @@
 mod compile_cache;
 #[path = "../live/mod.rs"]
 mod live;
+#[path = "../support/registry_server.rs"]
+mod registry_server;
 #[path = "../support/mod.rs"]
 mod support;
 
@@ -34,6 +36,8 @@ mod kube_controller;
 mod module_cycles;
 #[path = "../policy_dir.rs"]
 mod policy_dir;
+#[path = "../policy_registry.rs"]
+mod policy_registry;
 #[path = "../sweep.rs"]
 mod sweep;
 #[path = "../trust.rs"]

@@ -1,5 +1,5 @@
-//! The misbehaving test guests of `tests/guests/`, as built components. The runtime
-//! crate's build script compiles every crate there into
+//! The misbehaving test guests of `tests/guests/` and the shipped policies of
+//! `policies/`, as built components. The runtime crate's build script compiles them into
 //! `<target>/guests/wasm32-wasip2/guest/`, next to the test binaries' own target
 //! directory, so a test finds them from its own path whichever crate it belongs to.
 
@@ -10,19 +10,34 @@ use std::path::PathBuf;
 /// The built component of the test guest in `tests/guests/<folder>`.
 pub(crate) fn path(folder: &str) -> String {
     let file = format!("switchyard_test_guest_{}.wasm", folder.replace('-', "_"));
+    built(&file, &format!("tests/guests/{folder}"))
+}
+
+/// The built component of the shipped policy `policies/<name>`, which the same build
+/// script compiles beside the test guests.
+pub(crate) fn builtin_policy(name: &str) -> String {
+    built(
+        &format!("switchyard_policy_{name}.wasm"),
+        &format!("policies/{name}"),
+    )
+}
+
+/// The component `file` in the guests' target directory above the test binary;
+/// `origin` names the crate it is built from.
+fn built(file: &str, origin: &str) -> String {
     let exe = std::env::current_exe().expect("the test binary's path");
     exe.ancestors()
         .map(|dir| {
             dir.join("guests")
                 .join("wasm32-wasip2")
                 .join("guest")
-                .join(&file)
+                .join(file)
         })
         .find(|candidate| candidate.is_file())
         .map(|found: PathBuf| found.display().to_string())
         .unwrap_or_else(|| {
             panic!(
-                "no {file} above {}: the runtime crate's build script builds tests/guests/{folder}",
+                "no {file} above {}: the runtime crate's build script builds {origin}",
                 exe.display()
             )
         })

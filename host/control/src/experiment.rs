@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::PolicySlot;
 use crate::outcome::{ActionOutcome, FailureReason};
+use crate::slot::PolicySlot;
 use crate::stats::{self, CompletionStats, Observation};
 use switchyard_core::{
     Action, NodeSet, Operation, Snapshot, Trigger, check_label_key, check_label_value,
@@ -247,7 +247,7 @@ pub struct Experiment {
     b_failures: u64,
     compared: u64,
     agreed: u64,
-    differing: VecDeque<Difference>,
+    differing: VecDeque<ShadowDifference>,
     jobs: BTreeMap<String, JobTrack>,
     /// Jobs assigned so far to A and to B.
     assigned: [u64; 2],
@@ -364,7 +364,7 @@ impl Experiment {
             if self.differing.len() == DIFFERENCES_KEPT {
                 self.differing.pop_front();
             }
-            self.differing.push_back(Difference {
+            self.differing.push_back(ShadowDifference {
                 round,
                 time,
                 a: a.into_iter().map(|x| x.1).collect(),
@@ -587,7 +587,7 @@ impl Experiment {
 
 /// A round in which the shadow policy asked for something else.
 #[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Difference {
+pub struct ShadowDifference {
     /// Round number.
     pub round: u64,
     /// Cluster time.
@@ -643,7 +643,7 @@ pub struct ShadowReport {
     /// `agreed / compared`.
     pub agreement_rate: Option<f64>,
     /// The most recent rounds in which they differed.
-    pub differing: Vec<Difference>,
+    pub differing: Vec<ShadowDifference>,
 }
 
 /// Per-arm figures of a split.

@@ -18,8 +18,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use crate::PolicySlot;
 use crate::recording::{CutShort, RecordedRound, Recording, RecordingError};
+use crate::slot::PolicySlot;
 use crate::window;
 use switchyard_core::{Action, Operation, Snapshot};
 use switchyard_runtime::Session;

@@ -24,7 +24,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::record::QueueWindowRecord;
+use crate::decision_record::QueueWindowRecord;
 use switchyard_core::{Job, JobPhase, Snapshot, Trigger};
 
 /// Waiting jobs the fallback sees when it stands in for a policy that overran its

@@ -26,12 +26,12 @@ pub enum Change {
     /// Send the whole snapshot; the instance drops what it holds.
     Reset,
     /// Send only what differs (boxed: a `Reset` carries nothing).
-    Delta(Box<Delta>),
+    Delta(Box<SnapshotDelta>),
 }
 
 /// The difference between the held snapshot and the current one.
 #[derive(Debug)]
-pub struct Delta {
+pub struct SnapshotDelta {
     /// Nodes added, changed and removed.
     pub nodes: ListDelta,
     /// Jobs added, changed (other than their loss) and removed.
@@ -166,7 +166,7 @@ impl HeldSnapshot {
         let sets_differ =
             !Arc::ptr_eq(&self.node_sets, &now.node_sets) && self.node_sets != now.node_sets;
         let positions_moved = !now.node_sets.is_empty() && nodes.moves_positions();
-        Change::Delta(Box::new(Delta {
+        Change::Delta(Box::new(SnapshotDelta {
             nodes,
             jobs,
             loss_updates,

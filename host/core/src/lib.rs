@@ -5,9 +5,10 @@
 //! - `model`: the host's own view of a cluster ([`Snapshot`]) and of a policy's
 //!   decision ([`Decision`]); every other crate speaks these types.
 //! - `delta`: what a kept policy instance holds ([`HeldSnapshot`]) and the [`Change`]
-//!   that brings it to the current snapshot.
+//!   that brings it to the current snapshot: a reset, or a [`SnapshotDelta`].
 //! - `validate`: checking a decision against the snapshot it was made for
-//!   ([`check_decision`]).
+//!   ([`check_decision`]), with what it turned down and why ([`RejectedAction`],
+//!   [`RejectedLabel`]).
 //! - `eligibility`: the cluster's placement rules ([`PlacementRules`]: taints, selectors,
 //!   affinity) and the eligibility sets they give tasks ([`EligibilitySets`]).
 //! - `names`: the syntax of policy names and job labels (Kubernetes'):
@@ -27,7 +28,7 @@ mod model;
 mod names;
 mod validate;
 
-pub use delta::{Change, HeldSnapshot, LossUpdate};
+pub use delta::{Change, HeldSnapshot, ListDelta, LossUpdate, SnapshotDelta};
 pub use digest::ComponentDigest;
 pub use eligibility::{
     EligibilitySets, PlacementRules, RuledNode, SelectorOperator, SelectorRequirement,
@@ -39,4 +40,6 @@ pub use model::{
     Resources, Settings, Snapshot, Task, TaskPhase, Trigger, with_move,
 };
 pub use names::{check_label_key, check_label_value, check_policy_name};
-pub use validate::{Checked, Rejection, check_decision};
+pub use validate::{
+    Checked, LabelRejection, RejectedAction, RejectedLabel, Rejection, check_decision,
+};

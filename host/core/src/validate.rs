@@ -180,7 +180,7 @@ impl Rejection {
 
 /// An action the validator turned down, and why.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct Rejected {
+pub struct RejectedAction {
     /// The action as the policy sent it.
     pub action: Action,
     /// Why it was turned down.
@@ -230,7 +230,7 @@ pub struct Checked {
     /// Actions to apply, in the policy's order.
     pub accepted: Vec<Action>,
     /// Actions turned down.
-    pub rejected: Vec<Rejected>,
+    pub rejected: Vec<RejectedAction>,
     /// Labels to set, in the policy's order.
     pub labels: Vec<JobLabel>,
     /// Labels turned down.
@@ -244,7 +244,7 @@ pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
     for action in &decision.actions {
         match account.check(&action.op) {
             Ok(()) => checked.accepted.push(action.clone()),
-            Err(reason) => checked.rejected.push(Rejected {
+            Err(reason) => checked.rejected.push(RejectedAction {
                 action: action.clone(),
                 reason,
             }),

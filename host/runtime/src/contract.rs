@@ -113,7 +113,7 @@ pub(crate) mod metered {
 
     use switchyard_core as model;
 
-    use crate::ResultBudget;
+    use crate::limits::ResultBudget;
 
     /// What one answer may still use, and the first budget it overran.
     struct Meter {

@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use crate::{LoadError, PolicyModule, Runtime};
+use crate::engine::Runtime;
+use crate::error::LoadError;
+use crate::module::PolicyModule;
 
 /// A policy component compiled into the binary by the build script.
 #[derive(Clone, Copy, Debug)]

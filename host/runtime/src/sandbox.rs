@@ -13,7 +13,8 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 
 use crate::contract::bindings::switchyard::policy::host::{Host, LogLevel};
 use crate::contract::bindings::switchyard::policy::types;
-use crate::{CallDeadline, ResultBudget};
+use crate::error::CallDeadline;
+use crate::limits::ResultBudget;
 
 /// How much a guest may print to stdout/stderr in one call before the rest is dropped.
 const GUEST_OUTPUT_CAPACITY: usize = 64 * 1024;

@@ -17,9 +17,11 @@ use std::sync::{Arc, Mutex};
 
 use wasmtime::Store;
 
-use super::sandbox::GuestState;
-use super::{CallError, Compiled, Exports, Flavor, PolicyError, PolicyModule};
+use crate::call::{CallError, Exports, Flavor};
 use crate::contract;
+use crate::error::PolicyError;
+use crate::module::{Compiled, PolicyModule};
+use crate::sandbox::GuestState;
 use switchyard_core::{Change, Decision, HeldSnapshot, Settings, Snapshot};
 
 /// Where one caller (the active policy, the fallback, an experiment's arm) keeps its
@@ -102,7 +104,7 @@ impl PolicyModule {
             &contract::settings_to_wit(settings),
             &contract::delta_for(snapshot, &change, reads_loss),
             state,
-            &self.limits,
+            self.limits(),
         );
         kept.store.data_mut().end_call();
         let answer = answer.map_err(|error: CallError| self.failed(error, kept.store.data()))?;

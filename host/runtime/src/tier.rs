@@ -10,9 +10,9 @@
 use wasmtime::component::{HasSelf, Linker};
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, Strategy};
 
-use super::LoadError;
-use super::sandbox::GuestState;
 use crate::contract::bindings;
+use crate::error::LoadError;
+use crate::sandbox::GuestState;
 
 /// Which compiler produced a module's current code.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -24,22 +24,22 @@ pub enum Compiler {
 }
 
 /// An engine and the policy world's imports linked into it.
-pub(super) struct Tier {
-    pub(super) engine: Engine,
-    pub(super) linker: Linker<GuestState>,
-    pub(super) compiler: Compiler,
+pub(crate) struct Tier {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<GuestState>,
+    pub(crate) compiler: Compiler,
 }
 
 impl Tier {
     /// The optimising tier, from the runtime's `config`.
-    pub(super) fn cranelift(config: &Config) -> Result<Self, LoadError> {
+    pub(crate) fn cranelift(config: &Config) -> Result<Self, LoadError> {
         Self::new(config, Compiler::Cranelift)
     }
 
     /// The quick tier: Winch with the same sandbox, instances allocated on demand (it
     /// serves a few calls per upload, not worth a second pool of reserved slots), no
     /// disk cache (compiling is as cheap as reading it back).
-    pub(super) fn winch(sandboxed: bool) -> Result<Self, LoadError> {
+    pub(crate) fn winch(sandboxed: bool) -> Result<Self, LoadError> {
         let mut config = Config::new();
         config
             .strategy(Strategy::Winch)

@@ -37,11 +37,16 @@ pub use paced::{PACE_SLICE, Paced};
 pub use recorded::{Counterfactual, estimate_counterfactual};
 pub use report::{Results, RunOutcome, RunResult, Summary};
 pub use simulator::{
-    JobOutcome, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed, UtilPoint,
+    BatchSplit, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements, ModelLimits, NodeSpec,
+    RoleSpec, Scenario, SimConfig, Simulator, Speed, StepTime, UtilPoint,
 };
 pub use sweep::{
     CellFile, CellOutcome, CellResult, PairedChange, SweepCell, SweepPlan, SweepResults, SweepRow,
     SweepRun, run_cell, sweep_rows,
 };
-pub use workload::{CurveFile, Workload, WorkloadError, load_application, replay_curve};
+pub use workload::{
+    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
+    PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile, Workload,
+    WorkloadError, WorkloadFile, load_application, replay_curve,
+};
 pub use yaml::{YamlError, YamlLoadError, load_yaml, parse_yaml};

@@ -5,6 +5,7 @@
 //! [`import`]. This module decides nothing about scheduling.
 
 mod application;
+mod error;
 mod import;
 mod schema;
 mod table;
@@ -19,81 +20,15 @@ use rand_pcg::Pcg64;
 use crate::simulator::curve::Curve;
 use crate::simulator::{Faults, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub use application::load_application;
+pub use error::WorkloadError;
 pub use import::replay_curve;
-pub use schema::CurveFile;
-pub(crate) use schema::{
-    Arrival, ClusterFile, CurveShape, JobEntry, NodeGroup, RoleFile, ScaleFile, SimulatorFile,
-    Template, WorkloadFile,
+pub(crate) use schema::{Arrival, resources};
+pub use schema::{
+    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
+    PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
+    WorkloadFile,
 };
-use switchyard_core::{PlacementRules, Resources};
-
-/// A workload file that cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkloadError {
-    /// The file could not be read.
-    #[error("cannot read {path}: {source}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
-    /// The YAML does not match the schema (unknown field, wrong type, ...).
-    #[error("{path}:{line}:{column}: field `{field}`: {message}")]
-    Parse {
-        /// The file.
-        path: PathBuf,
-        /// 1-based line (0 when unknown).
-        line: usize,
-        /// 1-based column (0 when unknown).
-        column: usize,
-        /// Path of the field at fault, e.g. `templates.vae.wrok`.
-        field: String,
-        /// What is wrong.
-        message: String,
-    },
-    /// The YAML is well-formed but a value makes no sense.
-    #[error("{path}: field `{field}`: {message}")]
-    Invalid {
-        /// The file.
-        path: PathBuf,
-        /// Path of the field at fault.
-        field: String,
-        /// What is wrong and what would be accepted.
-        message: String,
-    },
-    /// A data file the workload names (a trace, measurements, a replayed curve) is not
-    /// there.
-    #[error("{path}: no such file or folder; {origin}")]
-    MissingData {
-        /// The file or folder looked for.
-        path: PathBuf,
-        /// Where such data comes from and where the repository keeps it.
-        origin: &'static str,
-    },
-    /// An imported trace could not be read.
-    #[error("{path}: {message}")]
-    Import {
-        /// The trace file.
-        path: PathBuf,
-        /// What is wrong.
-        message: String,
-    },
-}
-
-impl WorkloadError {
-    /// Short label for metrics.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            WorkloadError::Read { .. } => "read",
-            WorkloadError::Parse { .. } => "parse",
-            WorkloadError::Invalid { .. } => "invalid",
-            WorkloadError::MissingData { .. } => "missing_data",
-            WorkloadError::Import { .. } => "import",
-        }
-    }
-}
+use switchyard_core::PlacementRules;
 
 /// A parsed workload file and where it came from (imports are relative to it).
 #[derive(Clone, Debug)]
@@ -314,7 +249,7 @@ impl Workload {
     fn job(
         &self,
         name: &str,
-        t: &Template,
+        t: &JobTemplate,
         id: String,
         submit_time: f64,
     ) -> Result<JobSpec, WorkloadError> {
@@ -508,15 +443,6 @@ fn gang_labels(roles: &[RoleFile], labels: &BTreeMap<String, String>) -> BTreeMa
             .or_insert_with(|| tasks.to_string());
     }
     out
-}
-
-/// CPU cores, GiB and GPUs as [`Resources`].
-pub(crate) fn resources(cpus: f64, memory_gib: f64, gpus: u32) -> Resources {
-    Resources {
-        cpu_millis: (cpus * 1000.0).round() as u64,
-        memory_bytes: (memory_gib * (1u64 << 30) as f64).round() as u64,
-        gpus,
-    }
 }
 
 fn arrival_times(

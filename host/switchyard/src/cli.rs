@@ -80,7 +80,8 @@ pub(crate) struct SandboxArgs {
     pub min_call_interval: f64,
 
     /// Directory for the on-disk cache of compiled policies, so a machine compiles a
-    /// component once [default: the user's cache directory, e.g. ~/.cache/switchyard].
+    /// component once, and of policies pulled from registries (under `oci/`) [default:
+    /// the user's cache directory, e.g. ~/.cache/switchyard].
     #[arg(long, global = true, env = "SWITCHYARD_CACHE_DIR", value_name = "DIR")]
     pub cache_dir: Option<PathBuf>,
 

@@ -9,8 +9,8 @@
 use rustc_hash::FxHashMap;
 use sha2::{Digest, Sha256};
 
-use super::format::{Header, Record, RoundRecord};
-use crate::record::{ArmRecord, DecisionRecord};
+use super::format::{RoundRecord, SegmentHeader, SegmentRecord};
+use crate::decision_record::{ArmRecord, DecisionRecord};
 use switchyard_core::{Action, Job, JobLabel, Node, Operation, Trigger};
 
 /// The host's label prefix, kept as it is.
@@ -54,19 +54,19 @@ impl Anonymiser {
     }
 
     /// Anonymises `record` in place.
-    fn record(&mut self, record: &mut Record) {
+    fn record(&mut self, record: &mut SegmentRecord) {
         match record {
-            Record::Header(header) => self.header(header),
+            SegmentRecord::Header(header) => self.header(header),
             // A state blob is the policy's own encoding, which may hold job ids: it
             // cannot be anonymised, so it is dropped (a replay of the copy starts the
             // recorded policy afresh).
-            Record::Policy(policy) => policy.active_state.clear(),
-            Record::Round(round) => self.round(round),
+            SegmentRecord::Policy(policy) => policy.active_state.clear(),
+            SegmentRecord::Round(round) => self.round(round),
         }
     }
 
     /// A workload path can name a team or a project.
-    fn header(&mut self, header: &mut Header) {
+    fn header(&mut self, header: &mut SegmentHeader) {
         if let Some(workload) = header.cluster.strip_prefix("sim:") {
             header.cluster = format!("sim:{}", self.hash("workload", workload));
         }
@@ -253,21 +253,21 @@ impl Anonymiser {
 /// names. Returns the segments written. A segment cut short is written up to its last
 /// complete record, as a finished frame.
 pub fn export_anonymised(
-    recording: &super::Recording,
+    recording: &super::reader::Recording,
     out: &std::path::Path,
     salt: &str,
-) -> Result<usize, super::RecordingError> {
+) -> Result<usize, super::error::RecordingError> {
     use std::io::Write as _;
     let io_error = |path: &std::path::Path| {
         let path = path.to_path_buf();
-        move |source| super::RecordingError::Io { path, source }
+        move |source| super::error::RecordingError::Io { path, source }
     };
     std::fs::create_dir_all(out).map_err(io_error(out))?;
     if !super::writer::list_segments(out)
         .map_err(io_error(out))?
         .is_empty()
     {
-        return Err(super::RecordingError::Io {
+        return Err(super::error::RecordingError::Io {
             path: out.to_path_buf(),
             source: std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,

@@ -1,10 +1,10 @@
 //! The records a recording is made of, as they are written: one JSON object per line,
-//! tagged by `kind`. `docs/recording.md` documents them field by field; a change that
+//! tagged by `kind`, in segments of a quarter of the recording's size bound. `docs/recording.md` documents them field by field; a change that
 //! an older reader would misread raises [`RECORDING_FORMAT_VERSION`].
 
 use serde::{Deserialize, Serialize};
 
-use crate::record::DecisionRecord;
+use crate::decision_record::DecisionRecord;
 use switchyard_core::{Job, LossSample, Node, NodeSet, Settings};
 
 /// What the header's `format` field says, so a reader can tell a recording from any
@@ -15,12 +15,16 @@ pub(super) const FORMAT_NAME: &str = "switchyard-recording";
 /// of another version, naming both.
 pub const RECORDING_FORMAT_VERSION: u32 = 1;
 
+/// The smallest size bound a recording accepts: a segment (a quarter of it) must hold a
+/// large cluster's whole snapshot and many rounds after it.
+pub const RECORDING_MIN_MAX_BYTES: u64 = 1 << 20;
+
 /// One line of a segment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
-pub enum Record {
+pub enum SegmentRecord {
     /// The first line of every segment.
-    Header(Header),
+    Header(SegmentHeader),
     /// Which policy decides from the next round on, and who stands in when it fails:
     /// written at the start of a segment and whenever either changes.
     Policy(PolicyRecord),
@@ -31,8 +35,8 @@ pub enum Record {
 
 /// What a segment is and where it comes from.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Header {
-    /// Always [`FORMAT_NAME`].
+pub struct SegmentHeader {
+    /// Always `switchyard-recording`.
     pub format: String,
     /// The format version ([`RECORDING_FORMAT_VERSION`] when this host wrote it).
     pub version: u32,

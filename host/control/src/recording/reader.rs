@@ -14,9 +14,9 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::RecordingError;
+use super::error::RecordingError;
 use super::format::{
-    FORMAT_NAME, Header, PolicyRecord, RECORDING_FORMAT_VERSION, Record, RoundRecord,
+    FORMAT_NAME, PolicyRecord, RECORDING_FORMAT_VERSION, RoundRecord, SegmentHeader, SegmentRecord,
 };
 use super::writer::list_segments;
 use switchyard_core::{Job, Node, NodeSet, Snapshot};
@@ -31,7 +31,7 @@ pub struct Recording {
 #[derive(Clone, Debug)]
 pub struct RecordedRound {
     /// The header of the segment it is in.
-    pub header: Arc<Header>,
+    pub header: Arc<SegmentHeader>,
     /// The policies in effect (the latest policy record before it).
     pub policy: Arc<PolicyRecord>,
     /// Whether a policy record came right before this round (a segment's start, a swap):
@@ -92,8 +92,8 @@ impl Recording {
     }
 
     /// The rounds, oldest first, each with its rebuilt snapshot.
-    pub fn rounds(&self) -> Rounds {
-        Rounds {
+    pub fn rounds(&self) -> RecordedRounds {
+        RecordedRounds {
             pending: self.segments.iter().cloned().collect(),
             segment: None,
             cut_short: Vec::new(),
@@ -104,7 +104,7 @@ impl Recording {
     /// The records of segment `index` (of [`Recording::segments`]), undecoded further
     /// and read as they are asked for, so a tool that rewrites a recording (such as
     /// anonymising it) holds one record at a time, not the recording.
-    pub fn segment_records(&self, index: usize) -> Result<SegmentRecords, RecordingError> {
+    pub(crate) fn segment_records(&self, index: usize) -> Result<SegmentRecords, RecordingError> {
         let path = self.segments.get(index).ok_or_else(|| RecordingError::Io {
             path: self.segments.last().cloned().unwrap_or_default(),
             source: std::io::Error::new(
@@ -122,19 +122,12 @@ impl Recording {
 }
 
 /// One segment's records, oldest first ([`Recording::segment_records`]).
-pub struct SegmentRecords {
+pub(crate) struct SegmentRecords {
     lines: Lines,
 }
 
-impl SegmentRecords {
-    /// Why the segment ended before its last record, once the records are read.
-    pub fn cut_short(&self) -> Option<CutShort> {
-        self.lines.cut_short()
-    }
-}
-
 impl Iterator for SegmentRecords {
-    type Item = Result<Record, RecordingError>;
+    type Item = Result<SegmentRecord, RecordingError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         self.lines.next_record().transpose()
@@ -217,18 +210,18 @@ impl Lines {
 
     /// The next record; none at the end. A complete line that is not a record is an
     /// error naming the segment and the line.
-    fn next_record(&mut self) -> Result<Option<Record>, RecordingError> {
+    fn next_record(&mut self) -> Result<Option<SegmentRecord>, RecordingError> {
         let Some(line) = self.next_line() else {
             return Ok(None);
         };
-        let record: Record =
+        let record: SegmentRecord =
             serde_json::from_slice(&line).map_err(|source| RecordingError::BadRecord {
                 path: self.path.clone(),
                 line: self.records + 1,
                 source,
             })?;
         if self.records == 0 {
-            let Record::Header(header) = &record else {
+            let SegmentRecord::Header(header) = &record else {
                 return Err(RecordingError::NoHeader {
                     path: self.path.clone(),
                 });
@@ -352,7 +345,7 @@ fn upsert<T: Clone>(items: &mut Vec<Arc<T>>, upserted: &[T], key: impl Fn(&T) ->
 }
 
 /// The rounds of a recording, oldest first ([`Recording::rounds`]).
-pub struct Rounds {
+pub struct RecordedRounds {
     pending: VecDeque<PathBuf>,
     segment: Option<SegmentState>,
     cut_short: Vec<CutShort>,
@@ -362,14 +355,14 @@ pub struct Rounds {
 
 struct SegmentState {
     lines: Lines,
-    header: Arc<Header>,
+    header: Arc<SegmentHeader>,
     policy: Option<Arc<PolicyRecord>>,
     policy_written: bool,
     held: Held,
     rounds: u64,
 }
 
-impl Rounds {
+impl RecordedRounds {
     /// Segments that ended early, among those read so far.
     pub fn cut_short(&self) -> &[CutShort] {
         &self.cut_short
@@ -380,7 +373,7 @@ impl Rounds {
             return Ok(false);
         };
         let mut lines = Lines::open(&path)?;
-        let Some(Record::Header(header)) = lines.next_record()? else {
+        let Some(SegmentRecord::Header(header)) = lines.next_record()? else {
             // An empty file: the recorder stopped before its header reached the disk.
             if let Some(c) = lines.cut_short() {
                 self.cut_short.push(c);
@@ -418,18 +411,18 @@ impl Rounds {
                 }
             };
             match record {
-                Record::Header(_) => {
+                SegmentRecord::Header(_) => {
                     return Err(RecordingError::Malformed {
                         path: segment.lines.path.clone(),
                         line: segment.lines.records,
                         message: "a second header inside a segment".into(),
                     });
                 }
-                Record::Policy(policy) => {
+                SegmentRecord::Policy(policy) => {
                     segment.policy = Some(Arc::new(policy));
                     segment.policy_written = true;
                 }
-                Record::Round(round) => {
+                SegmentRecord::Round(round) => {
                     let malformed = |message: &str| RecordingError::Malformed {
                         path: segment.lines.path.clone(),
                         line: segment.lines.records,
@@ -467,7 +460,7 @@ impl Rounds {
     }
 }
 
-impl Iterator for Rounds {
+impl Iterator for RecordedRounds {
     type Item = Result<RecordedRound, RecordingError>;
 
     fn next(&mut self) -> Option<Self::Item> {

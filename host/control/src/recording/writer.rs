@@ -15,19 +15,15 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use super::RecordingError;
+use super::error::RecordingError;
 use super::format::{
-    FORMAT_NAME, Header, LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION,
-    Record, RoundRecord, SnapshotChanges,
+    FORMAT_NAME, LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION,
+    RECORDING_MIN_MAX_BYTES, RoundRecord, SegmentHeader, SegmentRecord, SnapshotChanges,
 };
-use crate::PolicySlot;
-use crate::observe::{RoundObserver, RoundStart};
-use crate::record::DecisionRecord;
+use crate::decision_record::DecisionRecord;
+use crate::round_observer::{RoundObserver, RoundStart};
+use crate::slot::PolicySlot;
 use switchyard_core::{Change, HeldSnapshot, Snapshot};
-
-/// The smallest size bound a recording accepts: a segment (a quarter of it) must hold a
-/// large cluster's whole snapshot and many rounds after it.
-pub const RECORDING_MIN_MAX_BYTES: u64 = 1 << 20;
 
 /// The zstd level: the default's speed, since a record is written inside the round.
 const ZSTD_LEVEL: i32 = 3;
@@ -165,7 +161,7 @@ impl Segments {
         let encoder =
             zstd::stream::write::Encoder::new(CountingFile { file, written: 0 }, ZSTD_LEVEL)?;
         self.open = Some(OpenSegment { path, encoder });
-        let header = Header {
+        let header = SegmentHeader {
             format: FORMAT_NAME.into(),
             version: RECORDING_FORMAT_VERSION,
             switchyard: env!("CARGO_PKG_VERSION").into(),
@@ -179,11 +175,11 @@ impl Segments {
                 .as_secs_f64(),
         };
         self.segment_in_run += 1;
-        self.write(&Record::Header(header))
+        self.write(&SegmentRecord::Header(header))
     }
 
     /// Appends `record` to the open segment and flushes it to the file.
-    fn write(&mut self, record: &Record) -> io::Result<()> {
+    fn write(&mut self, record: &SegmentRecord) -> io::Result<()> {
         let Some(open) = self.open.as_mut() else {
             return Err(io::Error::other("no segment is open"));
         };
@@ -287,13 +283,14 @@ impl Recorder {
             self.segments.start()?;
         }
         if let Some(policy) = pending.policy {
-            self.segments.write(&Record::Policy(policy))?;
+            self.segments.write(&SegmentRecord::Policy(policy))?;
         }
-        self.segments.write(&Record::Round(Box::new(RoundRecord {
-            seed: pending.seed,
-            changes: pending.changes,
-            decision: record.clone(),
-        })))?;
+        self.segments
+            .write(&SegmentRecord::Round(Box::new(RoundRecord {
+                seed: pending.seed,
+                changes: pending.changes,
+                decision: record.clone(),
+            })))?;
         if self.segments.full() {
             self.segments.finish()?;
             self.start_afresh();

@@ -10,13 +10,13 @@ use super::history::{JobHistory, RunState};
 use crate::simulator::curve::Curve;
 use crate::simulator::share::speedup;
 use crate::simulator::table_rate;
-use crate::workload::{CurveFile, CurveShape, RoleFile, ScaleFile, Template};
+use crate::workload::{CurveFile, CurveShape, JobTemplate, RoleFile, ScaleFile};
 
 /// A job's template, estimated, and what the estimate had to assume.
 #[derive(Clone, Debug)]
 pub(crate) struct Estimate {
     /// The template.
-    pub(crate) template: Template,
+    pub(crate) template: JobTemplate,
     /// What could not be told from the recording and was assumed instead.
     pub(crate) assumed: Vec<String>,
 }
@@ -119,7 +119,7 @@ pub(crate) fn estimate(job: &JobHistory, end: f64) -> Result<Estimate, String> {
 }
 
 /// The spec as recorded: roles and requests, replicas, priority, utility, labels.
-fn base_template(job: &JobHistory) -> Template {
+fn base_template(job: &JobHistory) -> JobTemplate {
     let first = &job.first;
     let cpus = |millis: u64| millis as f64 / 1000.0;
     let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
@@ -127,7 +127,7 @@ fn base_template(job: &JobHistory) -> Template {
         let used = role.max_cores_used;
         (used > 0.0).then_some(used)
     };
-    let mut template = Template {
+    let mut template = JobTemplate {
         work: 0.0,
         speed: None,
         serial_fraction: DEFAULT_SERIAL_FRACTION,

@@ -31,20 +31,20 @@ pub struct StepTime {
 /// Step times by local batch size for one placement or one (nodes, replicas) shape,
 /// local batch strictly rising.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct StepTable {
+pub(crate) struct StepTable {
     rows: Vec<(f64, StepTime)>,
 }
 
 impl StepTable {
     /// A table from `(local batch, time)` rows; rows must rise in local batch (the
     /// reader checks it and names the file when they do not).
-    pub fn new(rows: Vec<(f64, StepTime)>) -> Self {
+    pub(crate) fn new(rows: Vec<(f64, StepTime)>) -> Self {
         Self { rows }
     }
 
     /// The times at `local_bsz`, linear between measured batches; outside the measured
     /// range, the nearest measured row (the artifact refuses to extrapolate).
-    pub fn at(&self, local_bsz: f64) -> Option<StepTime> {
+    pub(crate) fn at(&self, local_bsz: f64) -> Option<StepTime> {
         let (first, last) = (self.rows.first()?, self.rows.last()?);
         if local_bsz <= first.0 {
             return Some(first.1);
@@ -64,23 +64,23 @@ impl StepTable {
 
 /// One measured training run at one total batch size, epoch by epoch.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Run {
+pub(crate) struct Run {
     /// Its total batch size.
-    pub batch_size: u32,
+    pub(crate) batch_size: u32,
     /// `progress` at the end of each epoch.
-    pub progress: Vec<f64>,
+    pub(crate) progress: Vec<f64>,
     /// The validation metric after each epoch.
-    pub metric: Vec<f64>,
+    pub(crate) metric: Vec<f64>,
     /// Squared gradient norm during each epoch.
-    pub grad_sqr: Vec<f64>,
+    pub(crate) grad_sqr: Vec<f64>,
     /// Gradient variance during each epoch.
-    pub grad_var: Vec<f64>,
+    pub(crate) grad_var: Vec<f64>,
 }
 
 /// Limits the artifact sets per model (its `Application`), each defaulting to what the
 /// measurements say.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Limits {
+pub struct ModelLimits {
     /// Batch size the `progress` units are counted at (default: the smallest run's).
     pub init_batch_size: u32,
     /// Largest total batch size (default: the largest run's).
@@ -118,7 +118,7 @@ pub struct Measurements {
     shapes: BTreeMap<u32, BTreeMap<u32, StepTable>>,
     /// By batch size, rising.
     runs: Vec<Run>,
-    limits: Limits,
+    limits: ModelLimits,
     /// `progress` at which each epoch ends: the least any run needed.
     epoch_ends: Vec<f64>,
 }
@@ -126,12 +126,12 @@ pub struct Measurements {
 impl Measurements {
     /// Measurements from checked parts: `runs` rising in batch size, each with at least
     /// `limits.max_epochs` epochs; `placements` keyed by GPUs per node.
-    pub fn new(
+    pub(crate) fn new(
         name: String,
         placements: BTreeMap<Vec<u32>, StepTable>,
         shapes: BTreeMap<u32, BTreeMap<u32, StepTable>>,
         runs: Vec<Run>,
-        limits: Limits,
+        limits: ModelLimits,
     ) -> Self {
         let epoch_ends = (0..limits.max_epochs)
             .map(|e| {
@@ -160,12 +160,12 @@ impl Measurements {
     }
 
     /// Its limits.
-    pub fn limits(&self) -> Limits {
+    pub fn limits(&self) -> ModelLimits {
         self.limits
     }
 
     /// The measured runs, rising in batch size.
-    pub fn runs(&self) -> &[Run] {
+    pub(crate) fn runs(&self) -> &[Run] {
         &self.runs
     }
 
@@ -390,7 +390,7 @@ mod tests {
                 (4, BTreeMap::from([(4, table(3.0)), (8, table(3.2))])),
             ]),
             vec![run(32, 1.0, 1.0), run(256, 1.0, 3.0)],
-            Limits {
+            ModelLimits {
                 init_batch_size: 32,
                 max_batch_size: 256,
                 min_local_bsz: 32,

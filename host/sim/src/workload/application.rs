@@ -9,9 +9,9 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use super::WorkloadError;
+use super::error::WorkloadError;
 use super::table::{Row, Table};
-use crate::simulator::goodput::{Limits, Measurements, Run, StepTable, StepTime};
+use crate::simulator::goodput::{Measurements, ModelLimits, Run, StepTable, StepTime};
 
 /// Where the files come from, for the error about a missing one.
 pub(crate) const ORIGIN: &str = "the Pollux measurements and workloads (petuum/adaptdl, \
@@ -301,7 +301,7 @@ fn merge_shapes(
 }
 
 /// The limits: `application.yaml`'s where it sets them, else what the files say.
-fn limits(dir: &Path, runs: &[Run], placements: &Table) -> Result<Limits, WorkloadError> {
+fn limits(dir: &Path, runs: &[Run], placements: &Table) -> Result<ModelLimits, WorkloadError> {
     let path = dir.join("application.yaml");
     let file = if path.exists() {
         let text = std::fs::read_to_string(&path).map_err(|source| WorkloadError::Read {
@@ -333,7 +333,7 @@ fn limits(dir: &Path, runs: &[Run], placements: &Table) -> Result<Limits, Worklo
         .map(|r| (r, r.progress.len()))
         .min_by_key(|(_, n)| *n)
         .expect("read_runs refuses a model without runs");
-    let limits = Limits {
+    let limits = ModelLimits {
         init_batch_size: file.init_batch_size.unwrap_or(runs[0].batch_size),
         max_batch_size: file
             .max_batch_size

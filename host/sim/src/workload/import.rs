@@ -9,8 +9,9 @@ use std::sync::Arc;
 use serde::Deserialize;
 
 use super::application::{self, ORIGIN as POLLUX_ORIGIN};
+use super::error::WorkloadError;
+use super::schema::resources;
 use super::table::Table;
-use super::{WorkloadError, resources};
 use crate::simulator::curve::Curve;
 use crate::simulator::goodput::{Goodput, Measurements, Run};
 use crate::simulator::{JobSpec, RoleSpec, Speed};

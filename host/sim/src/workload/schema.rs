@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
-use switchyard_core::{SelectorTerm, Taint, Toleration};
+use switchyard_core::{Resources, SelectorTerm, Taint, Toleration};
 
 /// A whole workload file.
 #[derive(Clone, Debug, Deserialize, Serialize)]
@@ -21,7 +21,7 @@ pub struct WorkloadFile {
     pub simulator: SimulatorFile,
     /// Job templates by name.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub templates: BTreeMap<String, Template>,
+    pub templates: BTreeMap<String, JobTemplate>,
     /// Jobs to submit: a template, a count and how they arrive.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub jobs: Vec<JobEntry>,
@@ -175,7 +175,7 @@ pub struct ScaleFile {
 /// A real evaluation curve to replay.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct ReplayFile {
+pub struct ReplayedCurveFile {
     /// A Pollux `validation-<batch>.csv` (relative to the workload file).
     pub path: PathBuf,
     /// The metric improves by rising (accuracy).
@@ -186,7 +186,7 @@ pub struct ReplayFile {
 /// What a kind of job is.
 #[derive(Clone, Debug, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
-pub struct Template {
+pub struct JobTemplate {
     /// Work to do (steps, samples: the unit of `speed` or `throughput`).
     pub work: f64,
     /// CPU job: work per second on one core.
@@ -226,7 +226,7 @@ pub struct Template {
     pub curve: Option<CurveFile>,
     /// Replayed evaluation curve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub replay: Option<ReplayFile>,
+    pub replay: Option<ReplayedCurveFile>,
     /// Relative noise of each evaluation (standard deviation / value).
     #[serde(default = "noise")]
     pub noise: f64,
@@ -317,7 +317,7 @@ pub struct JobEntry {
 
 /// Resolved arrival pattern.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Arrival {
+pub(crate) enum Arrival {
     /// All at once.
     At(f64),
     /// Fixed interval.
@@ -345,7 +345,7 @@ pub enum Arrival {
 
 impl JobEntry {
     /// The one arrival pattern given, or a message saying what to give.
-    pub fn arrival(&self) -> Result<Arrival, String> {
+    pub(crate) fn arrival(&self) -> Result<Arrival, String> {
         let start = self.start;
         let given: Vec<Arrival> = [
             self.at.map(Arrival::At),
@@ -403,6 +403,15 @@ pub struct PolluxImport {
     /// the workload CSV's grandparent folder).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<PathBuf>,
+}
+
+/// CPU cores, GiB and GPUs as [`Resources`].
+pub(crate) fn resources(cpus: f64, memory_gib: f64, gpus: u32) -> Resources {
+    Resources {
+        cpu_millis: (cpus * 1000.0).round() as u64,
+        memory_bytes: (memory_gib * (1u64 << 30) as f64).round() as u64,
+        gpus,
+    }
 }
 
 fn one() -> u32 {

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::WorkloadError;
+use super::error::WorkloadError;
 
 /// A whole CSV file: its column names and its rows as text.
 pub(crate) struct Table {

@@ -1,4 +1,5 @@
-//! `switchyard policy ...`: look at a component before trusting it.
+//! `switchyard policy ...`: look at a component before trusting it, and ship it through a
+//! registry.
 
 use std::process::ExitCode;
 
@@ -8,6 +9,7 @@ use switchyard_runtime::{BUILTIN_POLICIES, CONTRACT_PACKAGE, PolicyRef};
 use super::SandboxArgs;
 
 mod author;
+mod registry;
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum PolicyCommand {
@@ -34,6 +36,12 @@ pub(crate) enum PolicyCommand {
     /// Run a policy on a workload or a fixture snapshot, and check what it did:
     /// expectations, a golden decision trace, or a diff against another policy.
     Test(author::TestArgs),
+    /// Push a component to an OCI registry (the layout `wkg oci push` writes) and print
+    /// the reference pinned to its digest.
+    Push(registry::PushArgs),
+    /// Pull a component from an OCI registry, verified against its digest, and print the
+    /// reference pinned to that digest.
+    Pull(registry::PullArgs),
 }
 
 pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -105,6 +113,8 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
         PolicyCommand::New(args) => author::new(args),
         PolicyCommand::Sdk(args) => author::sdk(args),
         PolicyCommand::Test(args) => author::test(args, sandbox),
+        PolicyCommand::Push(args) => registry::push(args),
+        PolicyCommand::Pull(args) => registry::pull(args, sandbox),
         PolicyCommand::List => {
             for builtin in BUILTIN_POLICIES {
                 println!("{}", builtin.name);

@@ -7,7 +7,7 @@ use switchyard_core::{Action, Checked, JobLabel, Snapshot, Trigger};
 
 /// A rejected action and the validator's reason, as text.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct RejectedRecord {
+pub struct RejectedActionRecord {
     /// The action as the policy sent it.
     #[serde(flatten)]
     pub action: Action,
@@ -17,7 +17,7 @@ pub struct RejectedRecord {
 
 /// An accepted action the cluster failed to carry out.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct FailedRecord {
+pub struct FailedActionRecord {
     /// The action as the policy sent it.
     #[serde(flatten)]
     pub action: Action,
@@ -92,10 +92,10 @@ pub struct ArmRecord {
     pub accepted: Vec<Action>,
     /// Actions the validator accepted that the cluster failed to carry out.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub failed: Vec<FailedRecord>,
+    pub failed: Vec<FailedActionRecord>,
     /// Actions turned down, with the validator's reasons.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub rejected: Vec<RejectedRecord>,
+    pub rejected: Vec<RejectedActionRecord>,
     /// Labels the policy set.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub labels: Vec<JobLabel>,
@@ -126,7 +126,7 @@ impl ArmRecord {
             rejected: checked
                 .rejected
                 .into_iter()
-                .map(|r| RejectedRecord {
+                .map(|r| RejectedActionRecord {
                     rejected_because: r.reason.to_string(),
                     action: r.action,
                 })
@@ -153,12 +153,12 @@ impl ArmRecord {
         for (i, action) in accepted.into_iter().enumerate() {
             match outcomes.get(i) {
                 Some(Ok(())) => self.accepted.push(action),
-                Some(Err(failure)) => self.failed.push(FailedRecord {
+                Some(Err(failure)) => self.failed.push(FailedActionRecord {
                     action,
                     failure: failure.reason,
                     failed_because: failure.message.clone(),
                 }),
-                None => self.failed.push(FailedRecord {
+                None => self.failed.push(FailedActionRecord {
                     action,
                     failure: FailureReason::Other,
                     failed_because: "the cluster reported no outcome for this action".into(),

@@ -4,8 +4,8 @@
 //! the Kubernetes controllers are observed the same way. An observer sees; it must not
 //! change what the round decides, and a loop without one pays nothing.
 
-use crate::PolicySlot;
-use crate::record::DecisionRecord;
+use crate::decision_record::DecisionRecord;
+use crate::slot::PolicySlot;
 use switchyard_core::Snapshot;
 
 /// A round about to be decided.

@@ -10,8 +10,8 @@ use std::time::Duration;
 use serde::Serialize;
 use switchyard_core::{JobPhase, Resources, Snapshot};
 
+use crate::cluster::{Advance, Cluster};
 use crate::loss::LossAck;
-use crate::{Advance, Cluster};
 
 /// A cluster the live controller runs continuously: a [`Cluster`] whose waits the
 /// decision thread can interrupt to serve operator commands, and which takes loss

@@ -1,0 +1,154 @@
+//! `switchyard policy push` and `switchyard policy pull`: ship a policy component through
+//! an OCI registry. The work is `switchyard-registry`'s; this module reads the flags
+//! (insecure registries, the docker config, the size limit), runs one request and prints
+//! the pinned reference, which is what an operator writes down.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use switchyard_registry::{Cache, Client, ClientOptions, Credentials, Error, Reference};
+
+use crate::cli::SandboxArgs;
+
+/// How to reach registries: the flags `push` and `pull` share.
+#[derive(Debug, clap::Args)]
+pub(crate) struct RegistryArgs {
+    /// A registry spoken to over plain HTTP instead of TLS, as references name it
+    /// (`HOST[:PORT]`); repeatable.
+    #[arg(long = "insecure-registry", value_name = "HOST")]
+    insecure_registries: Vec<String>,
+
+    /// The docker config holding registry logins (`auths`), or its directory [default:
+    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json, as docker reads it].
+    #[arg(long, value_name = "PATH")]
+    docker_config: Option<PathBuf>,
+}
+
+/// `policy push FILE.wasm oci://REGISTRY/REPOSITORY:TAG`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PushArgs {
+    /// The component to push.
+    file: PathBuf,
+    /// Where to push it: `oci://REGISTRY/REPOSITORY:TAG`.
+    reference: String,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+/// `policy pull REF [-o FILE]`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct PullArgs {
+    /// What to pull: `oci://REGISTRY/REPOSITORY:TAG`, `...@sha256:DIGEST`, or both.
+    reference: String,
+    /// Where to write the component [default: the repository's last name, with `.wasm`,
+    /// in the current directory].
+    #[arg(short, long, value_name = "FILE")]
+    output: Option<PathBuf>,
+    /// The largest component accepted, in MiB; a larger one is refused before it is
+    /// downloaded (the default is the controller's upload limit).
+    #[arg(long, default_value_t = (switchyard::api::DEFAULT_MAX_UPLOAD_BYTES >> 20) as u64, value_name = "MIB")]
+    max_size_mib: u64,
+    #[command(flatten)]
+    registry: RegistryArgs,
+}
+
+impl RegistryArgs {
+    /// The client these flags describe, keeping pulled policies in `cache` if given.
+    fn client(&self, cache: Option<PathBuf>) -> anyhow::Result<Client> {
+        for registry in &self.insecure_registries {
+            anyhow::ensure!(
+                !registry.contains('/') && !registry.is_empty(),
+                "--insecure-registry takes a registry as references name it, HOST[:PORT] \
+                 (for example 127.0.0.1:5000), not `{registry}`"
+            );
+        }
+        let credentials = match &self.docker_config {
+            Some(path) => Credentials::from_docker_config_file(path)?,
+            None => Credentials::from_user_docker_config()?,
+        };
+        Ok(Client::new(ClientOptions {
+            insecure_registries: self.insecure_registries.clone(),
+            credentials,
+            cache: cache.map(Cache::new),
+        })?)
+    }
+}
+
+pub(super) fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
+    let reference = Reference::parse(&args.reference)?;
+    let component = std::fs::read(&args.file)
+        .with_context(|| format!("cannot read the component {}", args.file.display()))?;
+    let client = args.registry.client(None)?;
+    let pushed =
+        block_on(client.push(&reference, component.into())).map_err(|error| match error {
+            Error::NotComponent { .. } => {
+                anyhow::Error::new(error).context(format!("cannot push {}", args.file.display()))
+            }
+            error => with_flag_hint(error, &reference),
+        })?;
+    eprintln!(
+        "pushed {} ({} bytes, component {})",
+        args.file.display(),
+        pushed.size,
+        pushed.component_digest
+    );
+    println!("{}", pushed.reference);
+    Ok(ExitCode::SUCCESS)
+}
+
+pub(super) fn pull(args: PullArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let reference = Reference::parse(&args.reference)?;
+    let cache = sandbox.compile_cache()?.map(|dir| dir.join("oci"));
+    let client = args.registry.client(cache)?;
+    let limit = args.max_size_mib.saturating_mul(1 << 20);
+    let pulled = block_on(client.pull(&reference, limit))
+        .map_err(|error| with_flag_hint(error, &reference))?;
+    let output = args.output.unwrap_or_else(|| default_output(&reference));
+    std::fs::write(&output, &pulled.bytes)
+        .with_context(|| format!("cannot write the component to {}", output.display()))?;
+    eprintln!(
+        "pulled {} bytes into {}{}",
+        pulled.bytes.len(),
+        output.display(),
+        if pulled.cached {
+            " (from the cache)"
+        } else {
+            ""
+        }
+    );
+    println!("{}", pulled.reference);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `team/fair` → `fair.wasm`.
+fn default_output(reference: &Reference) -> PathBuf {
+    let name = reference
+        .repository()
+        .rsplit('/')
+        .next()
+        .unwrap_or("policy");
+    Path::new(&format!("{name}.wasm")).to_path_buf()
+}
+
+/// A registry that did not answer over TLS may serve plain HTTP: name the flag.
+fn with_flag_hint(error: Error, reference: &Reference) -> anyhow::Error {
+    match error {
+        Error::Unreachable {
+            scheme: "https", ..
+        } => anyhow::anyhow!(
+            "{error}; for such a registry add --insecure-registry {}",
+            reference.registry()
+        ),
+        error => error.into(),
+    }
+}
+
+/// Runs one registry request to completion on a runtime of its own.
+fn block_on<F: std::future::Future>(request: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a single-threaded runtime starts")
+        .block_on(request)
+}
