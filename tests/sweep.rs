@@ -7,30 +7,14 @@ use std::io::Read as _;
 use std::path::Path;
 use std::process::Stdio;
 
-use assert_cmd::Command;
 use serde_json::Value;
+
+use crate::cli::{stdout_of, switchyard};
 
 const QUICKSTART: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/../../examples/quickstart.yaml"
 );
-
-fn switchyard() -> Command {
-    let mut cmd = Command::cargo_bin("switchyard").unwrap();
-    cmd.env("SWITCHYARD_NO_CACHE", "1");
-    cmd
-}
-
-/// Runs the command, asserts it succeeded and returns its standard output.
-fn stdout_of(args: &[&str]) -> String {
-    let output = switchyard().args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout).unwrap()
-}
 
 fn json_file(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()

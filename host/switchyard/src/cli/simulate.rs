@@ -75,25 +75,7 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
     }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
-    let mut policies = args.policies.clone();
-    if policies.is_empty() {
-        let (defaults, why) = workload.default_policies();
-        policies = defaults
-            .iter()
-            .filter(|p| builtin(p).is_some())
-            .map(|p| p.to_string())
-            .collect();
-        if policies.is_empty() {
-            bail!(
-                "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
-                defaults.join(", ")
-            );
-        }
-        eprintln!(
-            "no --policy given: running {} for {why}; name others with --policy",
-            policies.join(", ")
-        );
-    }
+    let policies = policies_or_defaults(&args.policies, &workload)?;
     compare(
         Comparison {
             workload: &workload,
@@ -109,6 +91,34 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
         sandbox,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--policy` arguments, or when there are none the workload's default policies
+/// that are built in (saying so on standard error).
+pub(super) fn policies_or_defaults(
+    policies: &[String],
+    workload: &Workload,
+) -> anyhow::Result<Vec<String>> {
+    if !policies.is_empty() {
+        return Ok(policies.to_vec());
+    }
+    let (defaults, why) = workload.default_policies();
+    let policies: Vec<String> = defaults
+        .iter()
+        .filter(|p| builtin(p).is_some())
+        .map(|p| p.to_string())
+        .collect();
+    if policies.is_empty() {
+        bail!(
+            "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
+            defaults.join(", ")
+        );
+    }
+    eprintln!(
+        "no --policy given: running {} for {why}; name others with --policy",
+        policies.join(", ")
+    );
+    Ok(policies)
 }
 
 /// A workload to run under several policies and report as `simulate` does.

@@ -22,14 +22,14 @@ use anyhow::{Context as _, bail, ensure};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::plot;
 use switchyard_control::PolicySlot;
-use switchyard_runtime::{PolicyRef, Runtime, builtin};
+use switchyard_runtime::{PolicyRef, Runtime};
 use switchyard_sim::{
     CellFile, CellOutcome, CellResult, SweepPlan as Plan, SweepResults, SweepRun, Workload,
     run_cell,
 };
 
 use super::SandboxArgs;
-use super::simulate::{plan as plan_runs, target_of};
+use super::simulate::{plan as plan_runs, policies_or_defaults, target_of};
 
 /// Arguments of `sweep`.
 #[derive(Debug, clap::Args)]
@@ -318,26 +318,11 @@ fn merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
 /// Reads the arguments into the sweep's plan: runs expanded over the parameter values,
 /// seeds parsed, the baseline checked.
 fn make_plan(args: &SweepArgs, runtime: &Runtime) -> anyhow::Result<Plan> {
-    let mut policies = args.policies.clone();
-    if policies.is_empty() {
-        let first = &args.workloads[0];
-        let workload = Workload::load(first)?;
-        let (defaults, why) = workload.default_policies();
-        policies = defaults
-            .iter()
-            .filter(|p| builtin(p).is_some())
-            .map(|p| p.to_string())
-            .collect();
-        ensure!(
-            !policies.is_empty(),
-            "no --policy given and none of {} is built in; name one with --policy",
-            defaults.join(", ")
-        );
-        eprintln!(
-            "no --policy given: running {} for {why}; name others with --policy",
-            policies.join(", ")
-        );
-    }
+    let policies = if args.policies.is_empty() {
+        policies_or_defaults(&[], &Workload::load(&args.workloads[0])?)?
+    } else {
+        args.policies.clone()
+    };
     let specs = plan_runs(&policies, &[], |policy| {
         Ok(PolicyRef::parse(policy)?.load(runtime)?.name().to_string())
     })?;
