@@ -215,6 +215,21 @@ fn makespan(s: &Summary) -> Option<f64> {
     (s.finished == s.jobs).then_some(s.makespan)
 }
 
+/// Differences between two times below this share of the baseline count as none: two
+/// runs that end at the same instant can differ in the last bits of a sum taken in
+/// another order, and a change made of rounding alone, the same sign on every seed,
+/// would read as significant.
+const SAME_TIME: f64 = 1e-12;
+
+/// `this` against `base`, in per cent of `base`; 0 when they differ by rounding only.
+fn relative_change(base: f64, this: f64) -> f64 {
+    if (this - base).abs() <= SAME_TIME * base {
+        0.0
+    } else {
+        (this - base) / base * 100.0
+    }
+}
+
 /// Per workload and run, the figures over seeds and the change against
 /// `plan.baseline`, from `cells` (in any order; a cell missing from them counts as
 /// neither done nor failed).
@@ -262,7 +277,7 @@ pub fn sweep_rows(plan: &SweepPlan, cells: &[CellResult]) -> Vec<SweepRow> {
                         .iter()
                         .filter_map(|(base, this)| {
                             let (base, this) = (f(base)?, f(this)?);
-                            (base > 0.0).then(|| (this - base) / base * 100.0)
+                            (base > 0.0).then(|| relative_change(base, this))
                         })
                         .collect();
                     mean_interval(&changes)
@@ -421,6 +436,34 @@ mod tests {
         let rows = super::sweep_rows(&plan, &results);
         assert_eq!((rows[1].done, rows[1].failed), (2, 1));
         assert_eq!(rows[1].against_baseline.as_ref().unwrap().seeds, 2);
+    }
+
+    /// specon's makespans are even's but for the last bits (a sum taken in another
+    /// order), on every seed: the same sign each time, which a t interval would call
+    /// significant; its mean completion times are 10 % shorter.
+    #[test]
+    fn makespans_that_differ_by_rounding_alone_are_no_change() {
+        let plan = plan();
+        let cells = plan.cells();
+        let results: Vec<CellResult> = [100.0, 200.0, 300.0]
+            .iter()
+            .map(|t| (*t, 2.0 * t))
+            .chain(
+                [100.0, 200.0, 300.0]
+                    .iter()
+                    .map(|t| (0.9 * t, 2.0 * t * (1.0 - 2.0 * f64::EPSILON))),
+            )
+            .zip(&cells)
+            .map(|((completion, makespan), c)| done(c, completion, makespan))
+            .collect();
+        let change = sweep_rows(&plan, &results)[1].against_baseline.clone().unwrap();
+        let makespan = change.makespan.unwrap();
+        assert_eq!(
+            (makespan.value, makespan.low, makespan.high),
+            (0.0, Some(0.0), Some(0.0))
+        );
+        assert!(!makespan.excludes_zero());
+        assert!(change.mean_completion.unwrap().excludes_zero());
     }
 
     #[test]
