@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ActionOutcome, FailureReason};
 use crate::slot::PolicySlot;
@@ -62,8 +62,11 @@ pub enum ExperimentError {
     BadAssignment(String),
 }
 
-/// `key=value`: matches objects carrying that label.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// `key=value`: matches objects carrying that label. Read back from its JSON form
+/// through [`LabelSelector::parse`], so a selector read from a report is checked like
+/// one an operator typed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SelectorFields")]
 pub struct LabelSelector {
     /// Label key.
     pub key: String,
@@ -101,6 +104,21 @@ impl LabelSelector {
     }
 }
 
+/// A [`LabelSelector`]'s JSON fields before they are checked.
+#[derive(Deserialize)]
+struct SelectorFields {
+    key: String,
+    value: String,
+}
+
+impl TryFrom<SelectorFields> for LabelSelector {
+    type Error = ExperimentError;
+
+    fn try_from(fields: SelectorFields) -> Result<Self, Self::Error> {
+        Self::parse(&format!("{}={}", fields.key, fields.value))
+    }
+}
+
 impl std::fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}={}", self.key, self.value)
@@ -108,7 +126,7 @@ impl std::fmt::Display for LabelSelector {
 }
 
 /// How split jobs are assigned to arms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "by")]
 pub enum JobAssignment {
     /// A job goes to B when the hash of its id, as a fraction of the hash range, is
@@ -203,7 +221,7 @@ fn hash_fraction(id: &str) -> f64 {
 }
 
 /// What kind of experiment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "mode")]
 pub enum ExperimentMode {
     /// B decides on A's snapshots; only A's decisions apply.
@@ -220,7 +238,7 @@ pub enum ExperimentMode {
 }
 
 /// One side of an experiment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arm {
     /// The active policy.
@@ -586,7 +604,7 @@ impl Experiment {
 }
 
 /// A round in which the shadow policy asked for something else.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowDifference {
     /// Round number.
     pub round: u64,
@@ -599,7 +617,7 @@ pub struct ShadowDifference {
 }
 
 /// What an experiment measured so far.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentReport {
     /// Shadow or split, with the split rule.
     pub mode: ExperimentMode,
@@ -625,7 +643,7 @@ pub struct ExperimentReport {
 }
 
 /// Accepted actions that failed, per arm, by [`FailureReason`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailedActions {
     /// Arm A's (the active policy's, or the fallback's standing in for it).
     pub a: BTreeMap<FailureReason, u64>,
@@ -634,7 +652,7 @@ pub struct FailedActions {
 }
 
 /// Agreement between the applied and the shadow policy.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowReport {
     /// Rounds in which both decided.
     pub compared: u64,
@@ -647,7 +665,7 @@ pub struct ShadowReport {
 }
 
 /// Per-arm figures of a split.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SplitReport {
     /// Arm A then arm B.
     pub arms: Vec<ArmReport>,
@@ -660,7 +678,7 @@ pub struct SplitReport {
 }
 
 /// The arms' sizes against the split's ratio: the exact binomial test of B's count.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Imbalance {
     /// Jobs assigned.
     pub jobs: u64,
@@ -690,7 +708,7 @@ impl Imbalance {
 }
 
 /// One arm's figures, with the job counts behind them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArmReport {
     /// Which arm.
     pub arm: Arm,

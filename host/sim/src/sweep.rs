@@ -456,7 +456,10 @@ mod tests {
             .zip(&cells)
             .map(|((completion, makespan), c)| done(c, completion, makespan))
             .collect();
-        let change = sweep_rows(&plan, &results)[1].against_baseline.clone().unwrap();
+        let change = sweep_rows(&plan, &results)[1]
+            .against_baseline
+            .clone()
+            .unwrap();
         let makespan = change.makespan.unwrap();
         assert_eq!(
             (makespan.value, makespan.low, makespan.high),

@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod action_text;
 mod ctl;
 mod experiment;
 mod kube;
@@ -10,6 +11,7 @@ mod replay;
 mod run;
 mod simulate;
 mod sweep;
+mod terminal;
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -201,10 +203,11 @@ pub(crate) enum Command {
     Replay(replay::ReplayArgs),
     /// Write the HTTP API's OpenAPI document (docs/openapi.json).
     Openapi(openapi::OpenapiArgs),
-    /// Operate a running controller over its HTTP API: status, policies, upload,
+    /// Operate a running controller over its HTTP API: status, policies, jobs, upload,
     /// activate, parameters, experiments, decisions (address and token from flags or
-    /// SWITCHYARD_URL, SWITCHYARD_TOKEN_FILE, SWITCHYARD_TOKEN).
-    Ctl(ctl::CtlArgs),
+    /// SWITCHYARD_URL, SWITCHYARD_TOKEN, SWITCHYARD_TOKEN_FILE; see `ctl --help`).
+    #[command(disable_help_flag = true)]
+    Ctl(ctl::CtlCommandLine),
 }
 
 /// Runs the parsed command.

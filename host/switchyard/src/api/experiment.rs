@@ -30,6 +30,9 @@ pub(super) struct ExperimentBody {
     pub job_selector: Option<String>,
     /// Split: nodes carrying this label (`key=value`) belong to B, the others to A.
     pub node_selector: Option<String>,
+    /// Replace a running experiment (default false: starting one while another runs is
+    /// refused with 409, so its figures are not lost by accident).
+    pub replace: Option<bool>,
 }
 
 /// The two kinds of experiment.
@@ -90,6 +93,7 @@ impl ExperimentBody {
         Ok(ExperimentRequest {
             policy_b: self.policy_b,
             mode,
+            replace: self.replace.unwrap_or(false),
         })
     }
 }
@@ -111,11 +115,11 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
 #[utoipa::path(post, path = "/v1/experiment", tag = "experiments",
     request_body = ExperimentBody,
     responses(
-        (status = 201, description = "Started from the next round on (replaces a running experiment)", body = Object),
+        (status = 201, description = "Started from the next round on", body = Object),
         (status = 400, description = "Malformed or contradictory description", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
-        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
+        (status = 409, description = "An experiment is running and `replace` is not true, or the policies directory's settings file decides this (the message names the file)", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn start(

@@ -163,9 +163,12 @@ impl ExperimentSection {
                 ));
             }
         };
+        // The file is the experiment's one source of truth: what it says now replaces
+        // what it said before.
         Ok(ExperimentRequest {
             policy_b: self.policy_b.clone(),
             mode,
+            replace: true,
         })
     }
 }

@@ -6,6 +6,8 @@
 
 use switchyard_sim::{RunOutcome, RunResult, Summary};
 
+use crate::cli::terminal::escaped;
+
 /// The unit of a column of durations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TimeUnit {
@@ -162,6 +164,13 @@ change rows: relative change of each figure against the first run (negative = sm
 
 /// Lays out rows of cells under `header`, the first column left-aligned.
 pub(crate) fn layout(header: &[String], rows: &[Vec<String>]) -> String {
+    // Cells hold names from workloads, policies and controllers: escaped before they are
+    // measured, so what is measured is what is printed.
+    let safe = |cells: &[String]| -> Vec<String> {
+        cells.iter().map(|c| escaped(c).into_owned()).collect()
+    };
+    let header = safe(header);
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| safe(r)).collect();
     let widths: Vec<usize> = (0..header.len())
         .map(|c| {
             rows.iter()
@@ -185,8 +194,8 @@ pub(crate) fn layout(header: &[String], rows: &[Vec<String>]) -> String {
             .collect();
         text.join("  ").trim_end().to_string()
     };
-    let mut out = line(header);
-    for row in rows {
+    let mut out = line(&header);
+    for row in &rows {
         out.push('\n');
         out.push_str(&line(row));
     }
