@@ -388,8 +388,11 @@ async fn decisions(
     };
     let records = records_of(&page)?;
     print(&records, true)?;
+    if !follow {
+        return Ok(());
+    }
     let mut last = records.last().map(|r| r.round);
-    while follow {
+    loop {
         tokio::time::sleep(FOLLOW_EVERY).await;
         let path = match last {
             Some(round) => format!("/v1/decisions?since={round}&limit=1000"),
@@ -401,7 +404,6 @@ async fn decisions(
             print(&records, false)?;
         }
     }
-    Ok(())
 }
 
 fn records_of(page: &Value) -> anyhow::Result<Vec<DecisionRecord>> {
