@@ -249,10 +249,31 @@ async fn execute(client: &Client, command: &CtlCommand, output: Output) -> anyho
         return decisions(client, *limit, &filter, *follow, output).await;
     }
     let answer = request(client, command).await?;
-    match output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&answer)?),
-        Output::Text => print!("{}", text::answer(command, &answer)?),
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
     }
+    let printed = match command {
+        CtlCommand::Status => text::status_text(&answer),
+        CtlCommand::WaitReady { .. } => "ready\n".into(),
+        CtlCommand::Policies => text::policies(&answer),
+        CtlCommand::Jobs { .. } => text::jobs(&answer) + "\n",
+        CtlCommand::Upload { .. } => text::upload(&answer),
+        CtlCommand::Activate { .. } => text::activated(&answer),
+        CtlCommand::Parameters { .. } => text::parameters(&answer),
+        CtlCommand::Experiment(which) => text::experiment(
+            &answer,
+            match which {
+                ExperimentCommand::Shadow { .. } | ExperimentCommand::Split { .. } => {
+                    "started, from the next round"
+                }
+                ExperimentCommand::Show => "running",
+                ExperimentCommand::Stop => "stopped; its final figures",
+            },
+        )?,
+        CtlCommand::Decisions { .. } => unreachable!("decisions are printed by `decisions`"),
+    };
+    print!("{printed}");
     Ok(())
 }
 

@@ -10,7 +10,6 @@ use anyhow::Context as _;
 use serde_json::Value;
 use switchyard_control::{ArmRecord, DecisionRecord, ExperimentReport};
 
-use super::{CtlCommand, ExperimentCommand};
 use crate::cli::action_text;
 use crate::cli::experiment::{describe, figures};
 use crate::cli::simulate::layout;
@@ -25,83 +24,93 @@ fn cell(value: &Value) -> String {
     }
 }
 
-/// The answer to `command` as text.
-pub(super) fn answer(command: &CtlCommand, answer: &Value) -> anyhow::Result<String> {
+/// Lines gathered into one text, each ended by a newline.
+fn lines(write: impl FnOnce(&mut dyn FnMut(String))) -> String {
     let mut out = String::new();
-    let mut line = |s: String| {
+    write(&mut |s: String| {
         out.push_str(&s);
         out.push('\n');
-    };
-    match command {
-        CtlCommand::Status => status(answer, &mut line),
-        CtlCommand::WaitReady { .. } => line("ready".into()),
-        CtlCommand::Policies => {
-            let active = &answer["active"];
-            for p in answer["policies"].as_array().into_iter().flatten() {
-                let mark = if &p["name"] == active { "*" } else { " " };
-                line(format!(
-                    "{mark} {:<16} {:<8} {:<28} {}",
-                    cell(&p["name"]),
-                    cell(&p["version"]),
-                    cell(&p["source"]),
-                    cell(&p["summary"])
-                ));
-            }
-            load_errors(answer, "refused: ", &mut line);
-        }
-        CtlCommand::Jobs { .. } => line(jobs(answer)),
-        CtlCommand::Upload { .. } => {
-            let p = &answer["policy"];
-            line(format!(
-                "loaded {} {} ({})",
-                cell(&p["name"]),
-                cell(&p["version"]),
-                cell(&p["digest"])
-            ));
-            if let Some(round) = answer["applied"]["from_round"].as_u64() {
-                line(format!("it is the active policy from round {round}"));
-            }
-            line(format!("kept: {}", cell(&answer["persistence"])));
-        }
-        CtlCommand::Activate { .. } => line(format!(
-            "active: {} from round {}",
-            cell(&answer["active"]),
-            answer["from_round"]
-        )),
-        CtlCommand::Parameters { .. } => {
-            let p = &answer["policy"];
-            line(format!("{}: {}", cell(&p["name"]), cell(&p["settings"])));
-            if let Some(round) = answer["applied"]["from_round"].as_u64() {
-                line(format!("applies from round {round}"));
-            }
-        }
-        CtlCommand::Experiment(which) => {
-            let report: ExperimentReport = serde_json::from_value(answer.clone())
-                .context("reading the controller's experiment report")?;
-            let what = match which {
-                ExperimentCommand::Shadow { .. } | ExperimentCommand::Split { .. } => {
-                    "started, from the next round"
-                }
-                ExperimentCommand::Show => "running",
-                ExperimentCommand::Stop => "stopped; its final figures",
-            };
-            let since = report
-                .started_at
-                .map_or(String::new(), |t| format!(" since t={t:.0} s"));
-            line(format!(
-                "experiment {what}{since}, {} rounds: {}",
-                report.rounds,
-                describe(&report)
-            ));
-            line(String::new());
-            line(figures(&report));
-        }
-        CtlCommand::Decisions { .. } => unreachable!("decisions are printed by `decisions`"),
-    }
-    Ok(out)
+    });
+    out
 }
 
-fn status(answer: &Value, line: &mut impl FnMut(String)) {
+/// `ctl status`.
+pub(super) fn status_text(answer: &Value) -> String {
+    lines(|line| status(answer, line))
+}
+
+/// `ctl policies`: one line per policy, the active one marked `*`.
+pub(super) fn policies(answer: &Value) -> String {
+    lines(|line| {
+        let active = &answer["active"];
+        for p in answer["policies"].as_array().into_iter().flatten() {
+            let mark = if &p["name"] == active { "*" } else { " " };
+            line(format!(
+                "{mark} {:<16} {:<8} {:<28} {}",
+                cell(&p["name"]),
+                cell(&p["version"]),
+                cell(&p["source"]),
+                cell(&p["summary"])
+            ));
+        }
+        load_errors(answer, "refused: ", line);
+    })
+}
+
+/// `ctl upload`.
+pub(super) fn upload(answer: &Value) -> String {
+    lines(|line| {
+        let p = &answer["policy"];
+        line(format!(
+            "loaded {} {} ({})",
+            cell(&p["name"]),
+            cell(&p["version"]),
+            cell(&p["digest"])
+        ));
+        if let Some(round) = answer["applied"]["from_round"].as_u64() {
+            line(format!("it is the active policy from round {round}"));
+        }
+        line(format!("kept: {}", cell(&answer["persistence"])));
+    })
+}
+
+/// `ctl activate`.
+pub(super) fn activated(answer: &Value) -> String {
+    format!(
+        "active: {} from round {}\n",
+        cell(&answer["active"]),
+        answer["from_round"]
+    )
+}
+
+/// `ctl parameters`.
+pub(super) fn parameters(answer: &Value) -> String {
+    lines(|line| {
+        let p = &answer["policy"];
+        line(format!("{}: {}", cell(&p["name"]), cell(&p["settings"])));
+        if let Some(round) = answer["applied"]["from_round"].as_u64() {
+            line(format!("applies from round {round}"));
+        }
+    })
+}
+
+/// `ctl experiment ...`: the report, `what` saying what just happened to it
+/// (`running`, `stopped; its final figures`).
+pub(super) fn experiment(answer: &Value, what: &str) -> anyhow::Result<String> {
+    let report: ExperimentReport = serde_json::from_value(answer.clone())
+        .context("reading the controller's experiment report")?;
+    let since = report
+        .started_at
+        .map_or(String::new(), |t| format!(" since t={t:.0} s"));
+    Ok(format!(
+        "experiment {what}{since}, {} rounds: {}\n\n{}\n",
+        report.rounds,
+        describe(&report),
+        figures(&report)
+    ))
+}
+
+fn status(answer: &Value, line: &mut dyn FnMut(String)) {
     let s = &answer["snapshot"];
     line(format!("active:     {}", cell(&answer["active"])));
     line(format!(
@@ -145,7 +154,7 @@ fn status(answer: &Value, line: &mut impl FnMut(String)) {
     load_errors(answer, "refused:    ", line);
 }
 
-fn load_errors(answer: &Value, prefix: &str, line: &mut impl FnMut(String)) {
+fn load_errors(answer: &Value, prefix: &str, line: &mut dyn FnMut(String)) {
     for failure in answer["load_errors"].as_array().into_iter().flatten() {
         line(format!(
             "{prefix}{}: {}",
@@ -156,7 +165,7 @@ fn load_errors(answer: &Value, prefix: &str, line: &mut impl FnMut(String)) {
 }
 
 /// `ctl jobs`: a table of the page's jobs and a line saying how many there are.
-fn jobs(page: &Value) -> String {
+pub(super) fn jobs(page: &Value) -> String {
     let header: Vec<String> = [
         "job",
         "phase",
