@@ -15,8 +15,8 @@ use anyhow::{Context as _, anyhow, bail};
 use clap::Parser as _;
 use reqwest::Method;
 use serde_json::{Value, json};
-use switchyard::client::{Body, Client};
 use switchyard_control::DecisionRecord;
+use switchyard_controller::{Body, Client};
 
 use super::terminal::escaped;
 

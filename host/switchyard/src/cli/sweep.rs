@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use anyhow::{Context as _, bail, ensure};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use switchyard::plot;
+use switchyard::write_sweep;
 use switchyard_control::PolicySlot;
 use switchyard_runtime::{PolicyRef, Runtime};
 use switchyard_sim::{
@@ -153,7 +153,7 @@ fn report(out: Option<&Path>, results: SweepResults, json: bool) -> anyhow::Resu
     let written = match out {
         Some(dir) => {
             std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-            let mut written = plot::write_sweep(dir, &results)?;
+            let mut written = write_sweep(dir, &results)?;
             let file = dir.join("results.json");
             std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
                 .with_context(|| format!("writing {}", file.display()))?;
