@@ -588,13 +588,19 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
             .starts_with("A split experiment runs: specon"),
         "the page says which experiment replaced the shadow one"
     );
-    // Arm B's actions are listed in its rounds beside arm A's, and each job says its arm.
+    // Each job says its arm, and arm B's actions are listed in its rounds beside arm A's.
     wait_js(
         c,
-        "a decision of arm B and jobs of both arms",
-        "const items = [...document.querySelectorAll('#decisions tbody li strong')].map((e) => e.textContent);
-         const arms = [...document.querySelectorAll('#jobs tbody tr')].map((r) => r.cells[6].textContent);
-         return items.some((t) => t.startsWith('B: place ')) && arms.includes('A') && arms.includes('B');",
+        "jobs of both arms",
+        "const arms = [...document.querySelectorAll('#jobs tbody tr')].map((r) => r.cells[6].textContent);
+         return arms.includes('A') && arms.includes('B');",
+    )
+    .await;
+    wait_js(
+        c,
+        "a decision of arm B",
+        "return [...document.querySelectorAll('#decisions tbody li')]
+           .some((e) => e.textContent.startsWith('B: '));",
     )
     .await;
     screenshot(c, "split.png").await;
