@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Validates every manifest in deploy/ and examples/trainingjob.yaml against the official
-# Kubernetes OpenAPI schemas (the `kubernetes-validate` package from PyPI, installed into
-# a private venv). Objects of kinds the official schemas do not know (TrainingJob) are
+# Validates every manifest in deploy/, examples/trainingjob.yaml and the Job that
+# `switchyard sweep --emit-job` writes against the official Kubernetes OpenAPI schemas
+# (the `kubernetes-validate` package from PyPI, installed into a private venv). Objects of kinds the official schemas do not know (TrainingJob) are
 # checked against the CRD generated from the Rust types instead, by validate_crs.py.
 # install_steps.py follows the README's install steps in order against the manifests.
 # deploy/monitoring/: the ServiceMonitor and PrometheusRule against the Prometheus
@@ -47,6 +47,14 @@ PY
 echo "kubernetes-validate $("$VENV/bin/pip" show kubernetes-validate | sed -n 's/^Version: //p'), schemas for Kubernetes $K8S_VERSION"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "${manifests[@]}"
 "$VENV/bin/python" tests/deploy/validate_crs.py deploy/crd.yaml examples/trainingjob.yaml
+# `switchyard sweep --emit-job`: the Indexed Job (and its workloads' ConfigMap) a sweep
+# runs as, generated from the Rust types by the command itself.
+sweep_job="$(mktemp --suffix=.yaml)"
+cargo run --quiet -p switchyard -- sweep examples/quickstart.yaml examples/dragon-table1.yaml \
+    --policy default --policy specon --set specon.alpha=0.01,0.02 --seeds 1..20 \
+    --emit-job --results-claim sweep-results >"$sweep_job"
+"$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$sweep_job"
+rm -f "$sweep_job"
 # The README's install steps, in order, against these manifests; what the steps create
 # (namespaces, the token Secret) and the example's other objects (its claim) are checked
 # against the official schemas too.

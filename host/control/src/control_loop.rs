@@ -14,7 +14,7 @@ use crate::window::QueueWindow;
 use switchyard_core::Trigger;
 
 /// How a run of the loop ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunEnd {
     /// Nothing more was going to happen (all jobs finished, or the rest are stuck).

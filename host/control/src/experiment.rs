@@ -3,20 +3,23 @@
 //! - *Shadow*: arm A (the active policy) decides and is applied; arm B sees the same
 //!   snapshot with its own state history, and its decision is compared, never applied.
 //! - *Split*: every job is assigned to one arm when it is first seen (a deterministic
-//!   hash of its id against a ratio, or a label selector) and keeps it; nodes are
+//!   hash of its id against a ratio, that hash held to a running balance, or a label
+//!   selector) and keeps it; nodes are
 //!   optionally partitioned by a label. Each arm's policy sees a snapshot filtered to its
 //!   jobs (and nodes) and decides only for them.
 //!
-//! This module owns the assignment, the filtered views and the per-arm figures; calling
-//! the policies, validating and applying stays in the loop ([`crate::ControlLoop`]).
+//! This module owns the assignment, the filtered views and the per-arm figures (their
+//! censoring-aware statistics come from [`crate::stats`]); calling the policies,
+//! validating and applying stays in the loop ([`crate::ControlLoop`]).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::outcome::{ActionOutcome, FailureReason};
 use crate::slot::PolicySlot;
+use crate::stats::{self, CompletionStats, Observation};
 use switchyard_core::{
     Action, NodeSet, Operation, Snapshot, Trigger, check_label_key, check_label_value,
 };
@@ -51,10 +54,19 @@ pub enum ExperimentError {
     /// A split ratio outside [0, 1].
     #[error("split ratio {0} must be between 0 and 1 (the share of jobs that go to arm B)")]
     BadRatio(f64),
+    /// A split assignment that is neither `hash` nor `balanced`.
+    #[error(
+        "split assignment `{0}` is neither `hash` (each job by a hash of its id) nor \
+         `balanced` (the hash held to the ratio as jobs arrive)"
+    )]
+    BadAssignment(String),
 }
 
-/// `key=value`: matches objects carrying that label.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+/// `key=value`: matches objects carrying that label. Read back from its JSON form
+/// through [`LabelSelector::parse`], so a selector read from a report is checked like
+/// one an operator typed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "SelectorFields")]
 pub struct LabelSelector {
     /// Label key.
     pub key: String,
@@ -92,6 +104,21 @@ impl LabelSelector {
     }
 }
 
+/// A [`LabelSelector`]'s JSON fields before they are checked.
+#[derive(Deserialize)]
+struct SelectorFields {
+    key: String,
+    value: String,
+}
+
+impl TryFrom<SelectorFields> for LabelSelector {
+    type Error = ExperimentError;
+
+    fn try_from(fields: SelectorFields) -> Result<Self, Self::Error> {
+        Self::parse(&format!("{}={}", fields.key, fields.value))
+    }
+}
+
 impl std::fmt::Display for LabelSelector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}={}", self.key, self.value)
@@ -99,12 +126,19 @@ impl std::fmt::Display for LabelSelector {
 }
 
 /// How split jobs are assigned to arms.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "by")]
 pub enum JobAssignment {
     /// A job goes to B when the hash of its id, as a fraction of the hash range, is
     /// below `ratio_b`.
     Hash {
+        /// Share of jobs that go to arm B, in [0, 1].
+        ratio_b: f64,
+    },
+    /// The hash, held to a running balance: after `n` jobs arm B has `ratio_b * n`
+    /// jobs rounded up or down, so 20 jobs at 0.5 are 10 and 10. Each job still goes
+    /// where its hash sends it whenever the balance allows either arm.
+    Balanced {
         /// Share of jobs that go to arm B, in [0, 1].
         ratio_b: f64,
     },
@@ -124,9 +158,44 @@ impl JobAssignment {
         Ok(Self::Hash { ratio_b })
     }
 
-    fn arm_of(&self, id: &str, labels: &BTreeMap<String, String>) -> Arm {
+    /// A split sending `ratio_b` of the jobs to arm B by the hash, held to a running
+    /// balance ([`JobAssignment::Balanced`]).
+    pub fn balanced(ratio_b: f64) -> Result<Self, ExperimentError> {
+        Self::hash(ratio_b).map(|_| Self::Balanced { ratio_b })
+    }
+
+    /// `hash` or `balanced`, as the settings file, `--split-assign` and the API name
+    /// them, sending `ratio_b` of the jobs to B.
+    pub fn by_name(name: &str, ratio_b: f64) -> Result<Self, ExperimentError> {
+        match name {
+            "hash" => Self::hash(ratio_b),
+            "balanced" => Self::balanced(ratio_b),
+            other => Err(ExperimentError::BadAssignment(
+                other.escape_debug().to_string(),
+            )),
+        }
+    }
+
+    /// The share of jobs meant for B, when the rule has one.
+    fn ratio_b(&self) -> Option<f64> {
+        match self {
+            JobAssignment::Hash { ratio_b } | JobAssignment::Balanced { ratio_b } => Some(*ratio_b),
+            JobAssignment::Label { .. } => None,
+        }
+    }
+
+    /// The arm of a job first seen after `assigned` jobs went to A and B.
+    fn arm_of(&self, id: &str, labels: &BTreeMap<String, String>, assigned: [u64; 2]) -> Arm {
         let to_b = match self {
             JobAssignment::Hash { ratio_b } => hash_fraction(id) < *ratio_b,
+            JobAssignment::Balanced { ratio_b } => {
+                // What B lacks of its share once this job is counted: from 1 up B must
+                // take it, from 0 down A must; in between the hash decides, with
+                // odds that bring B back to its share. `|ratio n - B| < 1` holds after
+                // every job.
+                let due = ratio_b * (assigned[0] + assigned[1] + 1) as f64 - assigned[1] as f64;
+                due >= 1.0 || (due > 0.0 && hash_fraction(id) < due)
+            }
             JobAssignment::Label { selector } => selector.matches(labels),
         };
         if to_b { Arm::B } else { Arm::A }
@@ -152,7 +221,7 @@ fn hash_fraction(id: &str) -> f64 {
 }
 
 /// What kind of experiment.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", tag = "mode")]
 pub enum ExperimentMode {
     /// B decides on A's snapshots; only A's decisions apply.
@@ -169,7 +238,7 @@ pub enum ExperimentMode {
 }
 
 /// One side of an experiment.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Arm {
     /// The active policy.
@@ -198,6 +267,8 @@ pub struct Experiment {
     agreed: u64,
     differing: VecDeque<ShadowDifference>,
     jobs: BTreeMap<String, JobTrack>,
+    /// Jobs assigned so far to A and to B.
+    assigned: [u64; 2],
     last_time: Option<f64>,
     /// Per arm: (cpu millis, gpus) requested by its placed tasks at `last_time`.
     allocated: [(f64, f64); 2],
@@ -222,6 +293,7 @@ impl Experiment {
             agreed: 0,
             differing: VecDeque::new(),
             jobs: BTreeMap::new(),
+            assigned: [0; 2],
             last_time: None,
             allocated: [(0.0, 0.0); 2],
             area: [(0.0, 0.0); 2],
@@ -359,9 +431,14 @@ impl Experiment {
         self.allocated = [(0.0, 0.0); 2];
         for job in &snapshot.jobs {
             let track = self.jobs.entry(job.id.clone()).or_default();
-            let arm = *track
-                .arm
-                .get_or_insert_with(|| rule.arm_of(&job.id, &job.labels));
+            let arm = match track.arm {
+                Some(arm) => arm,
+                None => {
+                    let arm = rule.arm_of(&job.id, &job.labels, self.assigned);
+                    self.assigned[arm as usize] += 1;
+                    *track.arm.insert(arm)
+                }
+            };
             track.submit = job.submit_time;
             if track.start.is_none() {
                 track.start = job.start_time;
@@ -439,21 +516,7 @@ impl Experiment {
             agreement_rate: (self.compared > 0).then(|| self.agreed as f64 / self.compared as f64),
             differing: self.differing.iter().cloned().collect(),
         });
-        let split = self.is_split().then(|| SplitReport {
-            arms: [Arm::A, Arm::B]
-                .into_iter()
-                .map(|arm| {
-                    self.arm_report(
-                        arm,
-                        if arm == Arm::A {
-                            policy_a
-                        } else {
-                            self.b.module.name()
-                        },
-                    )
-                })
-                .collect(),
-        });
+        let split = self.is_split().then(|| self.split_report(policy_a));
         ExperimentReport {
             mode: self.mode.clone(),
             policy_a: policy_a.to_string(),
@@ -470,7 +533,32 @@ impl Experiment {
         }
     }
 
-    fn arm_report(&self, arm: Arm, policy: &str) -> ArmReport {
+    fn split_report(&self, policy_a: &str) -> SplitReport {
+        let now = self.last_time.unwrap_or(0.0);
+        let observed = |arm: Arm| -> Vec<Observation> {
+            self.jobs
+                .values()
+                .filter(|t| t.arm == Some(arm))
+                .map(|t| Observation::of(t.submit, t.finish, now))
+                .collect()
+        };
+        let (a, b, difference) = stats::compare_arms(&observed(Arm::A), &observed(Arm::B));
+        let imbalance = match &self.mode {
+            ExperimentMode::Split { jobs, .. } => jobs.ratio_b(),
+            ExperimentMode::Shadow => None,
+        }
+        .map(|ratio_b| Imbalance::of(self.assigned, ratio_b));
+        SplitReport {
+            arms: vec![
+                self.arm_report(Arm::A, policy_a, a),
+                self.arm_report(Arm::B, self.b.module.name(), b),
+            ],
+            difference,
+            imbalance,
+        }
+    }
+
+    fn arm_report(&self, arm: Arm, policy: &str, completion: CompletionStats) -> ArmReport {
         let tracks: Vec<&JobTrack> = self.jobs.values().filter(|t| t.arm == Some(arm)).collect();
         let mean = |xs: &[f64]| (!xs.is_empty()).then(|| xs.iter().sum::<f64>() / xs.len() as f64);
         let completions: Vec<f64> = tracks
@@ -510,12 +598,13 @@ impl Experiment {
             failed_actions: self.failed_actions[i].values().sum(),
             cpu_allocated: share(self.area[i].0, self.capacity[i].0),
             gpu_allocated: share(self.area[i].1, self.capacity[i].1),
+            completion,
         }
     }
 }
 
 /// A round in which the shadow policy asked for something else.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowDifference {
     /// Round number.
     pub round: u64,
@@ -528,7 +617,7 @@ pub struct ShadowDifference {
 }
 
 /// What an experiment measured so far.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentReport {
     /// Shadow or split, with the split rule.
     pub mode: ExperimentMode,
@@ -554,7 +643,7 @@ pub struct ExperimentReport {
 }
 
 /// Accepted actions that failed, per arm, by [`FailureReason`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FailedActions {
     /// Arm A's (the active policy's, or the fallback's standing in for it).
     pub a: BTreeMap<FailureReason, u64>,
@@ -563,7 +652,7 @@ pub struct FailedActions {
 }
 
 /// Agreement between the applied and the shadow policy.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ShadowReport {
     /// Rounds in which both decided.
     pub compared: u64,
@@ -576,14 +665,50 @@ pub struct ShadowReport {
 }
 
 /// Per-arm figures of a split.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SplitReport {
     /// Arm A then arm B.
     pub arms: Vec<ArmReport>,
+    /// B's restricted mean completion time minus A's at their common horizon, with its
+    /// interval; `None` while an arm has no job.
+    pub difference: Option<stats::Difference>,
+    /// Whether the arms' sizes differ from the ratio beyond chance (hash and balanced
+    /// splits; a label split has no ratio to test).
+    pub imbalance: Option<Imbalance>,
+}
+
+/// The arms' sizes against the split's ratio: the exact binomial test of B's count.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Imbalance {
+    /// Jobs assigned.
+    pub jobs: u64,
+    /// Of those, jobs assigned to B.
+    pub jobs_b: u64,
+    /// The ratio's share of `jobs`: what B should have.
+    pub expected_b: f64,
+    /// The probability of a count of B this far from `expected_b` by chance.
+    pub p_value: f64,
+    /// `p_value` below [`stats::IMBALANCE_P_VALUE`]: the arms' figures compare
+    /// different numbers of jobs than the ratio meant, and the console and `ctl` say so.
+    pub unbalanced: bool,
+}
+
+impl Imbalance {
+    fn of(assigned: [u64; 2], ratio_b: f64) -> Self {
+        let jobs = assigned[0] + assigned[1];
+        let p_value = stats::binomial_p_value(assigned[1], jobs, ratio_b);
+        Self {
+            jobs,
+            jobs_b: assigned[1],
+            expected_b: ratio_b * jobs as f64,
+            p_value,
+            unbalanced: p_value < stats::IMBALANCE_P_VALUE,
+        }
+    }
 }
 
 /// One arm's figures, with the job counts behind them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ArmReport {
     /// Which arm.
     pub arm: Arm,
@@ -597,7 +722,8 @@ pub struct ArmReport {
     pub finished: usize,
     /// Accepted actions of the arm that the cluster failed to carry out.
     pub failed_actions: u64,
-    /// Mean completion time (finish - submit) of its finished jobs, seconds.
+    /// Mean completion time (finish - submit) of its finished jobs only, seconds:
+    /// biased low while jobs are unfinished (see `completion`).
     pub avg_completion: Option<f64>,
     /// Mean wait (start - submit) of its started jobs, seconds.
     pub avg_wait: Option<f64>,
@@ -608,6 +734,11 @@ pub struct ArmReport {
     pub cpu_allocated: Option<f64>,
     /// Share of its nodes' GPUs requested by its running tasks, averaged likewise.
     pub gpu_allocated: Option<f64>,
+    /// Completion times counting its unfinished jobs as censored at their age: the
+    /// Kaplan-Meier median and the restricted mean (at the horizon common to both arms)
+    /// with their intervals. Read these rather than `avg_completion`, which leaves the
+    /// unfinished (slow) jobs out.
+    pub completion: CompletionStats,
 }
 
 /// `sets` for an arm that sees only the nodes at positions `kept` (ascending) of the
@@ -639,13 +770,80 @@ mod tests {
         let rule = JobAssignment::hash(0.3).unwrap();
         let labels = BTreeMap::new();
         let to_b = (0..2000)
-            .filter(|i| rule.arm_of(&format!("job-{i}"), &labels) == Arm::B)
+            .filter(|i| rule.arm_of(&format!("job-{i}"), &labels, [0; 2]) == Arm::B)
             .count();
         assert!((450..750).contains(&to_b), "{to_b} of 2000 went to B");
         for i in 0..50 {
             let id = format!("job-{i}");
-            assert_eq!(rule.arm_of(&id, &labels), rule.arm_of(&id, &labels));
+            assert_eq!(
+                rule.arm_of(&id, &labels, [0; 2]),
+                rule.arm_of(&id, &labels, [3; 2])
+            );
         }
+    }
+
+    /// Assigns `n` jobs in arrival order as `observe` does; returns B's count after each.
+    fn counts_of_b(rule: &JobAssignment, n: usize) -> Vec<u64> {
+        let labels = BTreeMap::new();
+        let mut assigned = [0; 2];
+        (0..n)
+            .map(|i| {
+                let arm = rule.arm_of(&format!("resnet-{i}"), &labels, assigned);
+                assigned[arm as usize] += 1;
+                assigned[1]
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_balanced_split_of_20_jobs_at_one_half_is_10_and_10() {
+        let counts = counts_of_b(&JobAssignment::balanced(0.5).unwrap(), 20);
+        assert_eq!(counts[19], 10);
+        // After every even number of jobs the arms are level, whatever the hash says.
+        for (n, b) in counts.iter().enumerate().skip(1).step_by(2) {
+            let jobs = n + 1;
+            assert_eq!(*b as usize, jobs / 2, "after {jobs} jobs");
+        }
+    }
+
+    #[test]
+    fn a_balanced_split_stays_within_one_job_of_its_ratio_and_still_follows_the_hash() {
+        for ratio in [0.1, 0.3, 0.5, 0.77] {
+            let rule = JobAssignment::balanced(ratio).unwrap();
+            for (n, b) in counts_of_b(&rule, 500).into_iter().enumerate() {
+                let share = ratio * (n + 1) as f64;
+                assert!((share - b as f64).abs() < 1.0, "{ratio}: {b} of {}", n + 1);
+            }
+        }
+        // Not a fixed alternation: the hash picks which of a pair of jobs goes to B.
+        let labels = BTreeMap::new();
+        let rule = JobAssignment::balanced(0.5).unwrap();
+        let firsts: std::collections::HashSet<Arm> = (0..20)
+            .map(|i| rule.arm_of(&format!("job-{i}"), &labels, [0; 2]))
+            .collect();
+        assert_eq!(firsts.len(), 2);
+    }
+
+    #[test]
+    fn assignments_are_named_hash_or_balanced() {
+        assert_eq!(
+            JobAssignment::by_name("balanced", 0.5),
+            Ok(JobAssignment::Balanced { ratio_b: 0.5 })
+        );
+        let error = JobAssignment::by_name("alternate", 0.5).unwrap_err();
+        assert!(error.to_string().contains("neither `hash`"), "{error}");
+        assert_eq!(
+            JobAssignment::by_name("balanced", -0.1),
+            Err(ExperimentError::BadRatio(-0.1))
+        );
+    }
+
+    #[test]
+    fn arms_of_13_and_7_at_one_half_are_within_chance_and_18_and_2_are_not() {
+        let chance = Imbalance::of([13, 7], 0.5);
+        assert_eq!((chance.jobs, chance.jobs_b), (20, 7));
+        assert!(!chance.unbalanced, "{chance:?}");
+        assert!(Imbalance::of([18, 2], 0.5).unbalanced);
     }
 
     #[test]

@@ -33,6 +33,8 @@
 //! - `recording`: a run written to disk as it happens, and read back ([`Recorder`],
 //!   [`Recording`]).
 //! - `replay`: a recording's rounds decided again by other policies ([`replay()`]).
+//! - `stats`: completion times that count unfinished jobs as censored, and figures over
+//!   seeds ([`CompletionStats`], [`mean_interval`]).
 
 mod cluster;
 mod control_loop;
@@ -48,6 +50,7 @@ mod round;
 mod round_observer;
 mod slot;
 mod state;
+mod stats;
 mod window;
 
 pub use cluster::{Advance, Cluster};
@@ -58,7 +61,7 @@ pub use decision_record::{
 };
 pub use experiment::{
     Arm, ArmReport, Experiment, ExperimentError, ExperimentMode, ExperimentReport, FailedActions,
-    JobAssignment, LabelSelector, ShadowDifference, ShadowReport, SplitReport,
+    Imbalance, JobAssignment, LabelSelector, ShadowDifference, ShadowReport, SplitReport,
 };
 pub use leader::Leader;
 pub use live_cluster::{LiveCluster, RefusalHook, SnapshotSummary};
@@ -79,4 +82,8 @@ pub use slot::PolicySlot;
 pub use state::{
     ACTIVE_FILE, ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent,
     MemoryStateStore, StateError, StateStore,
+};
+pub use stats::{
+    CONFIDENCE, CompletionStats, Difference, Estimate, IMBALANCE_P_VALUE, KaplanMeier, Observation,
+    SurvivalStep, binomial_p_value, compare_arms, mean_interval, paired_interval,
 };

@@ -16,10 +16,17 @@ const token = () => sessionStorage.getItem(TOKEN_KEY);
 const secs = (t) => (t == null ? '—' : Math.round(t).toLocaleString('en'));
 const pct = (x) => (x == null ? '—' : `${(x * 100).toFixed(0)}%`);
 
+// Bidirectional controls (and other invisible format and control characters) in names
+// and reasons from policies and workloads would reorder or hide what follows them: shown
+// as `\u{202e}`, as the command line shows them.
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const visible = (text) => text.replace(INVISIBLE, (c) => `\\u{${c.codePointAt(0).toString(16)}}`);
+
 /** An element with properties and children (strings become text nodes). */
 function h(tag, props = {}, ...children) {
   const node = Object.assign(document.createElement(tag), props);
-  node.append(...children.flat().filter((c) => c != null && c !== false));
+  node.append(...children.flat().filter((c) => c != null && c !== false)
+    .map((c) => (typeof c === 'string' ? visible(c) : c)));
   return node;
 }
 
@@ -205,7 +212,9 @@ $('experiment-mode').addEventListener('change', () => {
 $('experiment-form').addEventListener('submit', (event) => {
   event.preventDefault();
   const mode = $('experiment-mode').value;
-  const body = { mode, policy_b: $('experiment-b').value };
+  // The button reads "Replace the experiment" while one runs: pressing it is the
+  // operator's say-so, which the API asks for before it replaces a running experiment.
+  const body = { mode, policy_b: $('experiment-b').value, replace: Boolean(state.experiment) };
   if (mode === 'split') body.ratio = Number($('experiment-ratio').value);
   act('POST', '/v1/experiment', body, (r) => `The ${mode} experiment started: ${r.policy_a} against ${r.policy_b}.`);
 });
@@ -260,7 +269,9 @@ function renderJobs(page) {
     h('td', { className: 'num' }, secs((j.start_time ?? page.time) - j.submit_time) + (j.start_time == null ? ' so far' : '')),
     h('td', { className: 'num' }, `${j.placed} of ${j.tasks}`),
     h('td', {}, j.nodes.join(', ') || '—'),
-    h('td', {}, Object.entries(j.policy_labels).map(([k, v]) => h('span', { className: 'chip' }, `${k}=${v}`)), Object.keys(j.policy_labels).length ? null : '—'))));
+    h('td', {}, j.arm ? j.arm.toUpperCase() : '—'),
+    h('td', {}, Object.entries(j.policy_labels).map(([k, v]) => h('span', { className: 'chip' }, `${k}=${v}`)),
+      Object.keys(j.policy_labels).length ? h('div', { className: 'note' }, `set by ${j.labels_by ?? 'a policy'}`) : '—'))));
 }
 $('jobs-phase').addEventListener('change', () => refresh());
 
@@ -269,7 +280,7 @@ $('jobs-phase').addEventListener('change', () => refresh());
 function describeOp(a) {
   switch (a.op) {
     case 'place': return `place ${a.job} on ${[...new Set(a.assignments.map((x) => x.node))].join(', ')}`;
-    case 'migrate': return `migrate ${a.job}${a.task ? `/${a.task}` : ''} to ${a.node} (${a.kind})`;
+    case 'migrate': return `migrate ${a.job}${a.task ? `/${a.task}` : ''} to ${a.node}${a.purpose ? ` (${a.purpose})` : ''}`;
     case 'set-cpu-weight': return `set ${a.job}/${a.task} CPU weight ${a.weight.toFixed(2)}`;
     case 'scale': return `scale ${a.job} to ${a.replicas} replicas`;
     default: return `${a.op} ${a.job}`;
@@ -279,20 +290,27 @@ const describeTrigger = (t) => ({ 'job-arrived': `${t.name} arrived`, 'job-finis
   'node-changed': `${t.name} changed` })[t.kind] ?? t.kind;
 const describeOps = (ops) => (ops.length ? ops.map(describeOp).join(', ') : 'nothing');
 
-function decisionRow(d) {
-  const actions = [...d.accepted.map((a) => [a, '']), ...(d.rejected ?? []).map((a) => [a, 'rejected'])];
+// One arm's actions, rejections and labels as list items; in a split each item names its
+// arm (`A:`, `B:`), so arm B's decisions read beside arm A's.
+function armItems(arm, tag) {
+  const actions = [...arm.accepted.map((a) => [a, '']), ...(arm.rejected ?? []).map((a) => [a, 'rejected'])];
   const items = actions.slice(0, ACTIONS_SHOWN).map(([a, how]) => h('li', { className: how },
-    h('strong', {}, how ? `rejected: ${describeOp(a)}` : describeOp(a)), `: ${how ? a.rejected_because : a.reason}`));
-  if (actions.length > ACTIONS_SHOWN) items.push(h('li', {}, `and ${actions.length - ACTIONS_SHOWN} more`));
-  const labels = (d.labels ?? []).map((l) => `${l.job}: ${l.key}=${l.value}`);
-  if (labels.length) items.push(h('li', {}, `labels ${labels.slice(0, ACTIONS_SHOWN).join(', ')}${labels.length > ACTIONS_SHOWN ? ' …' : ''}`));
+    h('strong', {}, `${tag}${how ? `rejected: ${describeOp(a)}` : describeOp(a)}`), `: ${how ? a.rejected_because : a.reason}`));
+  if (actions.length > ACTIONS_SHOWN) items.push(h('li', {}, `${tag}and ${actions.length - ACTIONS_SHOWN} more`));
+  const labels = (arm.labels ?? []).map((l) => `${l.job}: ${l.key}=${l.value}`);
+  if (labels.length) items.push(h('li', {}, `${tag}labels ${labels.slice(0, ACTIONS_SHOWN).join(', ')}${labels.length > ACTIONS_SHOWN ? ' …' : ''}`));
+  return items;
+}
+
+function decisionRow(d) {
+  const items = d.arm_b ? [...armItems(d, 'A: '), ...armItems(d.arm_b, 'B: ')] : armItems(d, '');
   const shadow = d.shadow && h('div', { className: d.shadow.agrees ? 'agree' : 'differ' },
     `shadow ${d.shadow.policy}: ${d.shadow.agrees == null ? 'not compared' : d.shadow.agrees ? 'agrees' : `differs (${describeOps(d.shadow.actions)})`}`);
   return h('tr', {},
     h('th', { scope: 'row', className: 'num' }, d.round),
     h('td', { className: 'num' }, secs(d.time), h('div', { className: 'note' }, d.triggers.map(describeTrigger).join(', '))),
     h('td', {}, d.policy, d.failure ? h('div', { className: 'rejected' }, `failed: ${d.failure}`) : null,
-      d.arm_b ? h('div', {}, `arm B: ${d.arm_b.policy}`) : null),
+      d.arm_b ? h('div', {}, `arm B: ${d.arm_b.policy}`, d.arm_b.failure ? h('div', { className: 'rejected' }, `failed: ${d.arm_b.failure}`) : null) : null),
     h('td', {}, items.length ? h('ul', {}, items) : 'no action', shadow));
 }
 

@@ -93,6 +93,9 @@ pub struct LiveStatus {
     pub snapshot: SnapshotSummary,
     /// Per job, the labels policies put on it.
     pub labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per labelled job, the policy that set its labels last: in a split each arm's
+    /// policy labels its own jobs, and after a swap old labels stay until replaced.
+    pub labels_by: BTreeMap<String, String>,
     /// The running experiment's figures.
     pub experiment: Option<ExperimentReport>,
     /// The last stopped experiment's final figures.
@@ -108,6 +111,10 @@ pub struct ExperimentRequest {
     pub policy_b: String,
     /// Shadow or split.
     pub mode: ExperimentMode,
+    /// Replace a running experiment; without it, starting one while another runs is
+    /// refused ([`LiveError::ExperimentRunning`]), so nobody loses an experiment's figures
+    /// by accident.
+    pub replace: bool,
 }
 
 /// An upload the controller accepted.
@@ -136,7 +143,7 @@ type Reply<T> = tokio::sync::oneshot::Sender<Result<T, LiveError>>;
 enum Command {
     Activate(CatalogEntry, Reply<Applied>),
     Reconfigure(CatalogEntry, Reply<Applied>),
-    StartExperiment(Box<Experiment>, Reply<ExperimentReport>),
+    StartExperiment(Box<Experiment>, bool, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
     PushLoss(String, u64, f64, Reply<LossAck>),
     ListJobs(Reply<Arc<JobList>>),
@@ -543,17 +550,24 @@ impl Controller {
         } else {
             None
         };
+        tracing::info!(
+            policy = name,
+            settings = ?entry.slot.settings,
+            from_round = applied.as_ref().map(|a| a.from_round),
+            "parameters changed"
+        );
         Ok((entry, applied))
     }
 
-    /// Starts an experiment from the next round on, replacing a running one.
+    /// Starts an experiment from the next round on; a running one is replaced only when
+    /// the request says so.
     pub async fn start_experiment(
         &self,
         request: ExperimentRequest,
     ) -> Result<ExperimentReport, LiveError> {
         let entry = self.shared.catalog.get(&request.policy_b)?;
         let experiment = Box::new(Experiment::new(entry.slot, request.mode));
-        self.send(|reply| Command::StartExperiment(experiment, reply))
+        self.send(|reply| Command::StartExperiment(experiment, request.replace, reply))
             .await
     }
 

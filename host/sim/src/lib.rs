@@ -15,6 +15,8 @@
 //!   and loss curve estimated.
 //! - `report`: what a run measured ([`RunResult`]): per-job outcomes, summaries,
 //!   `results.json`.
+//! - `sweep`: workloads × runs × seeds, one offline run per cell, and the figures over
+//!   seeds with their intervals ([`SweepResults`], [`run_cell`], for `switchyard sweep`).
 //! - `yaml`: reading YAML written by people ([`load_yaml`]), with errors that locate the
 //!   fault.
 //!
@@ -26,6 +28,7 @@ mod paced;
 mod recorded;
 mod report;
 mod simulator;
+mod sweep;
 mod workload;
 mod yaml;
 
@@ -36,6 +39,10 @@ pub use report::{Results, RunOutcome, RunResult, Summary};
 pub use simulator::{
     BatchSplit, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements, ModelLimits, NodeSpec,
     RoleSpec, Scenario, SimConfig, Simulator, Speed, StepTime, UtilPoint,
+};
+pub use sweep::{
+    CellFile, CellOutcome, CellResult, PairedChange, SweepCell, SweepPlan, SweepResults, SweepRow,
+    SweepRun, run_cell, sweep_rows,
 };
 pub use workload::{
     ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,

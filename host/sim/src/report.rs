@@ -3,16 +3,17 @@
 //! figures. Nothing here depends on wall time, so the same workload and seed give the
 //! same bytes.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::simulator::{JobOutcome, Simulator, UtilPoint};
+use switchyard_control::{CompletionStats, Observation};
 use switchyard_control::{ControlLoop, RunEnd};
 
 /// Most points kept of the utilisation series in results and plots.
 pub(crate) const SERIES_POINTS: usize = 500;
 
 /// The figures of one run, as the table shows them.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
     /// Jobs in the workload.
     pub jobs: usize,
@@ -50,11 +51,15 @@ pub struct Summary {
     pub ended: RunEnd,
     /// Whether every job finished, and if not, why not.
     pub outcome: RunOutcome,
+    /// Completion times with unfinished jobs censored at the run's end: the Kaplan-Meier
+    /// median and the restricted mean with their intervals (the restricted mean is
+    /// `avg_completion` when every job finished).
+    pub completion: CompletionStats,
 }
 
 /// How a run came out, as the table's `end` column and the plots' titles say it: a run
 /// whose jobs did not all finish has no makespan worth comparing, so it is named as such.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum RunOutcome {
     /// Every job finished.
@@ -150,6 +155,10 @@ impl Summary {
             facts.end.max(last_finish)
         };
         let (cpu, gpu) = shares(makespan);
+        let observed: Vec<Observation> = jobs
+            .iter()
+            .map(|j| Observation::of(j.submit_time, j.finish_time, makespan))
+            .collect();
         let unfinished = jobs.iter().filter(|j| j.finish_time.is_none());
         let deadlocked = unfinished.clone().filter(|j| j.deadlocked).count();
         Summary {
@@ -171,6 +180,7 @@ impl Summary {
             policy_failures: facts.policy_failures,
             ended: facts.ended,
             outcome: RunOutcome::of(jobs.len(), finished, deadlocked, facts.ended),
+            completion: CompletionStats::of(&observed),
         }
     }
 }

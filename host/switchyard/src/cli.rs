@@ -1,6 +1,7 @@
 //! Command-line interface: argument parsing and the commands' output. The work itself is
 //! done by the library; this module formats what it returns for a person.
 
+mod action_text;
 mod ctl;
 mod experiment;
 mod kube;
@@ -10,6 +11,8 @@ mod replay;
 mod run;
 mod sandbox;
 mod simulate;
+mod sweep;
+mod terminal;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -40,6 +43,11 @@ pub(crate) enum Command {
     Policy(policy::PolicyCommand),
     /// Run a workload in the cluster simulator under one or more policies and compare.
     Simulate(simulate::SimulateArgs),
+    /// Run workloads under policies, parameter values and seeds in the simulator, in
+    /// parallel, and report means over seeds with confidence intervals and changes
+    /// against a baseline; or emit the sweep as a Kubernetes Indexed Job (`--emit-job`)
+    /// and merge its cells (`sweep merge DIR`).
+    Sweep(sweep::SweepArgs),
     /// Print the TrainingJob CustomResourceDefinition (what deploy/crd.yaml holds).
     Crd,
     /// Run the controller: `--cluster sim:WORKLOAD.yaml` (HTTP API, hot swap, A/B on the
@@ -53,10 +61,11 @@ pub(crate) enum Command {
     Replay(replay::ReplayArgs),
     /// Write the HTTP API's OpenAPI document (docs/openapi.json).
     Openapi(openapi::OpenapiArgs),
-    /// Operate a running controller over its HTTP API: status, policies, upload,
+    /// Operate a running controller over its HTTP API: status, policies, jobs, upload,
     /// activate, parameters, experiments, decisions (address and token from flags or
-    /// SWITCHYARD_URL, SWITCHYARD_TOKEN_FILE, SWITCHYARD_TOKEN).
-    Ctl(ctl::CtlArgs),
+    /// SWITCHYARD_URL, SWITCHYARD_TOKEN, SWITCHYARD_TOKEN_FILE; see `ctl --help`).
+    #[command(disable_help_flag = true)]
+    Ctl(ctl::CtlCommandLine),
 }
 
 /// Runs the parsed command.
@@ -64,6 +73,7 @@ pub(crate) fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         Command::Policy(cmd) => policy::run(cmd, &cli.sandbox),
         Command::Simulate(args) => simulate::run(args, &cli.sandbox),
+        Command::Sweep(args) => sweep::run(args, &cli.sandbox),
         Command::Crd => kube::crd(),
         Command::Run(cmd) => cmd.run(&cli.sandbox),
         Command::Replay(args) => replay::run(args, &cli.sandbox),

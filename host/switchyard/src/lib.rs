@@ -6,10 +6,11 @@
 //!
 //! This library holds what the command draws and the tests check without running it:
 //!
-//! - `plot`: the plots `switchyard simulate --out` draws ([`write_plots`], [`PLOTS`]).
+//! - `plot`: the plots `switchyard simulate --out` draws ([`write_plots`], [`PLOTS`]) and
+//!   the one `switchyard sweep --out` draws ([`write_sweep`]).
 //!
 //! It must not hold logic a lower crate could own.
 
 mod plot;
 
-pub use plot::{PLOTS, PlotError, write_plots};
+pub use plot::{PLOTS, PlotError, SWEEP_PLOT, write_plots, write_sweep};

@@ -1,14 +1,18 @@
 //! Plots of a comparison, each written as SVG and as PNG: utilisation over time (a panel
 //! for CPU, one for GPU, step lines: the share holds until the next change), each job's
 //! completion time, and the distribution of completion times. Every title names the
-//! workload and the seed; a run whose jobs did not all finish is marked in every legend.
-//! It draws what `results.json` holds and decides nothing.
+//! workload and the seed; a run whose jobs did not all finish is marked in every legend,
+//! and a run drawn exactly as an earlier one is dashed over it and named "identical to"
+//! it, so neither hides the other. A sweep has a figure of its own: each run's means over
+//! seeds with their intervals. It draws what `results.json` holds and decides nothing.
 //!
 //! Each figure is drawn once, as SVG; the PNG is that SVG rasterised. Text is laid out
 //! and drawn with a font embedded in the binary (DejaVu Sans, licence beside it in
 //! `assets/fonts/`), so a machine without system fonts draws the same image.
 
 mod figures;
+mod style;
+mod sweep;
 
 use std::path::Path;
 use std::sync::Once;
@@ -16,7 +20,7 @@ use std::sync::Once;
 use plotters::coord::Shift;
 use plotters::prelude::*;
 
-use switchyard_sim::Results;
+use switchyard_sim::{Results, SweepResults};
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -47,19 +51,47 @@ pub fn write_plots(dir: &Path, results: &Results) -> Result<Vec<String>, PlotErr
         (PLOTS[2], &figures::Distribution::new(&context, results)),
     ];
     for (name, figure) in figures {
-        let file = |extension: &str| dir.join(format!("{name}.{extension}"));
-        let failed = |extension: &str, message: String| PlotError {
-            file: file(extension).display().to_string(),
-            message,
-        };
-        let svg = draw_svg(figure).map_err(|message| failed("svg", message))?;
-        let png = rasterise(&svg).map_err(|message| failed("png", message))?;
-        for (extension, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
-            std::fs::write(file(extension), bytes).map_err(|e| failed(extension, e.to_string()))?;
-            written.push(format!("{name}.{extension}"));
-        }
+        written.extend(write_figure(dir, name, figure)?);
     }
     Ok(written)
+}
+
+/// The plot a sweep writes, as `SWEEP_PLOT.svg` and `.png`.
+pub const SWEEP_PLOT: &str = "sweep";
+
+/// Writes a sweep's plot (each run's means over seeds with their intervals) into `dir`
+/// as SVG and PNG; returns the files' names.
+pub fn write_sweep(dir: &Path, results: &SweepResults) -> Result<Vec<String>, PlotError> {
+    Ok(write_figure(dir, SWEEP_PLOT, &SweepFigure(results))?.into())
+}
+
+/// A sweep's figure, drawn by [`sweep`]. (It draws through functions rather than
+/// implementing [`Figure`] there, so `sweep` needs nothing of this module.)
+struct SweepFigure<'a>(&'a SweepResults);
+
+impl Figure for SweepFigure<'_> {
+    fn size(&self) -> (u32, u32) {
+        sweep::size(self.0)
+    }
+
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
+        sweep::draw(root, self.0)
+    }
+}
+
+/// Draws `figure` and writes it as `name.svg` and `name.png`; returns the two names.
+fn write_figure(dir: &Path, name: &str, figure: &dyn Figure) -> Result<[String; 2], PlotError> {
+    let file = |extension: &str| dir.join(format!("{name}.{extension}"));
+    let failed = |extension: &str, message: String| PlotError {
+        file: file(extension).display().to_string(),
+        message,
+    };
+    let svg = draw_svg(figure).map_err(|message| failed("svg", message))?;
+    let png = rasterise(&svg).map_err(|message| failed("png", message))?;
+    for (extension, bytes) in [("svg", svg.as_bytes()), ("png", png.as_slice())] {
+        std::fs::write(file(extension), bytes).map_err(|e| failed(extension, e.to_string()))?;
+    }
+    Ok([format!("{name}.svg"), format!("{name}.png")])
 }
 
 /// Draws a figure as SVG text.

@@ -16,6 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::state::ApiState;
 use crate::live::UtilisationSample;
+use switchyard_control::Arm;
 use switchyard_core::{Job, JobPhase, Resources};
 
 /// The most jobs one page returns.
@@ -59,10 +60,21 @@ pub(super) struct JobView {
     pub labels: BTreeMap<String, String>,
     /// Labels policies put on it (SpeCon's `category`, say).
     pub policy_labels: BTreeMap<String, String>,
+    /// The policy that set `policy_labels` (absent while it has none).
+    pub labels_by: Option<String>,
+    /// During a split experiment, the arm deciding for it: `a` (the active policy) or
+    /// `b`; absent otherwise.
+    #[schema(value_type = Option<String>)]
+    pub arm: Option<Arm>,
 }
 
 impl JobView {
-    fn of(job: &Job, policy_labels: Option<&BTreeMap<String, String>>) -> Self {
+    fn of(
+        job: &Job,
+        policy_labels: Option<&BTreeMap<String, String>>,
+        labels_by: Option<&String>,
+        arm: Option<Arm>,
+    ) -> Self {
         let mut nodes: Vec<String> = Vec::new();
         let mut requests = Resources::default();
         for task in job.tasks.iter() {
@@ -85,6 +97,8 @@ impl JobView {
             requests,
             labels: job.labels.as_ref().clone(),
             policy_labels: policy_labels.cloned().unwrap_or_default(),
+            labels_by: labels_by.cloned(),
+            arm,
         }
     }
 }
@@ -150,7 +164,14 @@ pub(super) async fn jobs(
         matching()
             .skip(offset)
             .take(limit)
-            .map(|job| JobView::of(job, s.labels.get(&job.id)))
+            .map(|job| {
+                JobView::of(
+                    job,
+                    s.labels.get(&job.id),
+                    s.labels_by.get(&job.id),
+                    list.arms.get(&job.id).copied(),
+                )
+            })
             .collect::<Vec<_>>()
     });
     Ok(Json(JobsPage {

@@ -74,7 +74,9 @@ impl From<LiveError> for ApiError {
             LiveError::NoExperiment | LiveError::UnknownJob(_) => StatusCode::NOT_FOUND,
             LiveError::BadLossValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
             LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            LiveError::OwnedBySettings { .. } => StatusCode::CONFLICT,
+            LiveError::OwnedBySettings { .. } | LiveError::ExperimentRunning { .. } => {
+                StatusCode::CONFLICT
+            }
             LiveError::NotDurable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::State(_) | LiveError::Recording(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };

@@ -23,10 +23,16 @@ pub(super) struct ExperimentBody {
     pub policy_b: String,
     /// Split: share of jobs assigned to B by a hash of the job id, in [0, 1].
     pub ratio: Option<f64>,
+    /// Split by `ratio`: `hash` (the default; each job by the hash alone) or `balanced`
+    /// (the hash held to the ratio as jobs arrive: 20 jobs at 0.5 are 10 and 10).
+    pub assign: Option<String>,
     /// Split: jobs carrying this label (`key=value`) go to B instead of a hash split.
     pub job_selector: Option<String>,
     /// Split: nodes carrying this label (`key=value`) belong to B, the others to A.
     pub node_selector: Option<String>,
+    /// Replace a running experiment (default false: starting one while another runs is
+    /// refused with 409, so its figures are not lost by accident).
+    pub replace: Option<bool>,
 }
 
 /// The two kinds of experiment.
@@ -45,11 +51,12 @@ impl ExperimentBody {
         let mode = match self.mode {
             ModeName::Shadow => {
                 if self.ratio.is_some()
+                    || self.assign.is_some()
                     || self.job_selector.is_some()
                     || self.node_selector.is_some()
                 {
                     return Err(bad(
-                        "ratio, job_selector and node_selector belong to a split experiment, not a shadow one".into(),
+                        "ratio, assign, job_selector and node_selector belong to a split experiment, not a shadow one".into(),
                     ));
                 }
                 ExperimentMode::Shadow
@@ -57,7 +64,13 @@ impl ExperimentBody {
             ModeName::Split => {
                 let jobs = match (self.ratio, &self.job_selector) {
                     (Some(ratio), None) => {
-                        JobAssignment::hash(ratio).map_err(|e| bad(e.to_string()))?
+                        JobAssignment::by_name(self.assign.as_deref().unwrap_or("hash"), ratio)
+                            .map_err(|e| bad(e.to_string()))?
+                    }
+                    (None, Some(_)) if self.assign.is_some() => {
+                        return Err(bad(
+                            "assign (hash or balanced) goes with ratio; a job_selector split assigns by the label".into(),
+                        ));
                     }
                     (None, Some(selector)) => JobAssignment::Label {
                         selector: LabelSelector::parse(selector).map_err(|e| bad(e.to_string()))?,
@@ -80,6 +93,7 @@ impl ExperimentBody {
         Ok(ExperimentRequest {
             policy_b: self.policy_b,
             mode,
+            replace: self.replace.unwrap_or(false),
         })
     }
 }
@@ -101,11 +115,11 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
 #[utoipa::path(post, path = "/v1/experiment", tag = "experiments",
     request_body = ExperimentBody,
     responses(
-        (status = 201, description = "Started from the next round on (replaces a running experiment)", body = Object),
+        (status = 201, description = "Started from the next round on", body = Object),
         (status = 400, description = "Malformed or contradictory description", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
-        (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
+        (status = 409, description = "An experiment is running and `replace` is not true, or the policies directory's settings file decides this (the message names the file)", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn start(

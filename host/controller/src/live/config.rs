@@ -91,6 +91,15 @@ pub enum LiveError {
     /// No experiment is running.
     #[error("no experiment is running; start one with POST /v1/experiment")]
     NoExperiment,
+    /// An experiment is running and the request did not say to replace it.
+    #[error(
+        "an experiment is running ({running}); stop it first (DELETE /v1/experiment, `switchyard \
+         ctl experiment stop`) or replace it (`\"replace\": true`, `--replace`)"
+    )]
+    ExperimentRunning {
+        /// The running experiment, in a few words.
+        running: String,
+    },
     /// A loss sample for a job the cluster does not have.
     #[error(
         "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"

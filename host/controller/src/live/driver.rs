@@ -15,7 +15,10 @@ use super::{
     Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
     UtilisationSample,
 };
-use switchyard_control::{ActivePolicy, ControlLoop, Recorder, RoundOutcome, RunEnd, Step};
+use switchyard_control::{
+    ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, Recorder, RoundOutcome, RunEnd,
+    Step,
+};
 use switchyard_core::Trigger;
 use switchyard_sim::PACE_SLICE;
 
@@ -230,20 +233,48 @@ impl Driver {
             Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
                 let _ = reply.send(self.swap(entry));
             }
-            Command::StartExperiment(experiment, reply) => {
+            Command::StartExperiment(experiment, replace, reply) => {
+                let running = self.control.experiment_report();
+                if let (Some(running), false) = (&running, replace) {
+                    let _ = reply.send(Err(LiveError::ExperimentRunning {
+                        running: in_words(running),
+                    }));
+                    return;
+                }
                 if let Err(error) = experiment.check_against(&cluster.snapshot(Vec::new())) {
                     let _ = reply.send(Err(LiveError::Experiment(error)));
                     return;
                 }
+                if let Some(replaced) = &running {
+                    tracing::info!(
+                        experiment = in_words(replaced),
+                        rounds = replaced.rounds,
+                        "experiment replaced"
+                    );
+                }
                 self.control.start_experiment(*experiment);
                 self.changed_policy = true;
                 let report = self.control.experiment_report();
+                if let Some(started) = &report {
+                    tracing::info!(
+                        experiment = in_words(started),
+                        from_round = self.control.rounds(),
+                        "experiment started"
+                    );
+                }
                 self.controller
                     .publish(|status| status.experiment = report.clone());
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::StopExperiment(reply) => {
                 let report = self.control.stop_experiment();
+                if let Some(stopped) = &report {
+                    tracing::info!(
+                        experiment = in_words(stopped),
+                        rounds = stopped.rounds,
+                        "experiment stopped"
+                    );
+                }
                 self.controller.publish(|status| {
                     status.experiment = None;
                     if report.is_some() {
@@ -278,9 +309,18 @@ impl Driver {
             return list.clone();
         }
         let snapshot = cluster.snapshot(Vec::new());
+        let arms = match self.control.experiment() {
+            Some(experiment) => snapshot
+                .jobs
+                .iter()
+                .filter_map(|job| Some((job.id.clone(), experiment.arm_of(&job.id)?)))
+                .collect(),
+            None => Default::default(),
+        };
         let list = Arc::new(JobList {
             time: snapshot.time,
             jobs: snapshot.jobs,
+            arms,
         });
         self.job_list = Some((Instant::now(), rounds, list.clone()));
         list
@@ -340,21 +380,22 @@ impl Driver {
             status.state_save_failures = save_failures;
             status.state_error = state_error;
             status.experiment = report;
-            let labels = record
-                .arm_a
-                .labels
-                .iter()
-                .chain(record.arm_b.iter().flat_map(|b| b.labels.iter()));
-            for label in labels {
-                status
-                    .labels
-                    .entry(label.job.clone())
-                    .or_default()
-                    .insert(label.key.clone(), label.value.clone());
+            for arm in std::iter::once(&record.arm_a).chain(&record.arm_b) {
+                for label in &arm.labels {
+                    status
+                        .labels
+                        .entry(label.job.clone())
+                        .or_default()
+                        .insert(label.key.clone(), label.value.clone());
+                    status
+                        .labels_by
+                        .insert(label.job.clone(), arm.policy.clone());
+                }
             }
             for trigger in &record.triggers {
                 if let Trigger::JobFinished(id) = trigger {
                     status.labels.remove(id);
+                    status.labels_by.remove(id);
                 }
             }
             status.decision_bytes += outcome.record.footprint();
@@ -393,4 +434,13 @@ impl Driver {
             }
         });
     }
+}
+
+/// An experiment in a few words, for logs and refusals: `split of default against even`.
+fn in_words(report: &ExperimentReport) -> String {
+    let mode = match report.mode {
+        ExperimentMode::Shadow => "shadow",
+        ExperimentMode::Split { .. } => "split",
+    };
+    format!("{mode} of {} against {}", report.policy_a, report.policy_b)
 }

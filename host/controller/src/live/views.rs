@@ -5,12 +5,12 @@
 //! neither adds work to a round; this module does not page, filter or serialise them for
 //! HTTP (the API does).
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use switchyard_control::SnapshotSummary;
+use switchyard_control::{Arm, SnapshotSummary};
 use switchyard_core::Job;
 
 /// The active jobs as the decision thread listed them last, shared by every page read
@@ -22,6 +22,8 @@ pub struct JobList {
     /// The active jobs, in submission order: the snapshot's own `Arc`s, so a listing of
     /// a simulated cluster costs pointers, not copies.
     pub jobs: Vec<Arc<Job>>,
+    /// During a split experiment, the arm of each job assigned so far.
+    pub arms: BTreeMap<String, Arm>,
 }
 
 /// How much of the cluster placed tasks hold at one moment: what they request over what

@@ -7,6 +7,7 @@
 //!   specon: {threshold: 0.1}
 //! experiment: {mode: shadow, policy_b: even}
 //! # or: {mode: split, policy_b: even, ratio: 0.5, node_selector: pool=b}
+//! # or: {mode: split, policy_b: even, ratio: 0.5, assign: balanced}
 //! ```
 
 use std::collections::BTreeMap;
@@ -52,6 +53,9 @@ pub(crate) struct ExperimentSection {
     pub policy_b: String,
     /// Split: share of jobs for B.
     pub ratio: Option<f64>,
+    /// Split by `ratio`: `hash` (default) or `balanced` (held to the ratio as jobs
+    /// arrive).
+    pub assign: Option<String>,
     /// Split: jobs with this label go to B.
     pub job_selector: Option<String>,
     /// Split: nodes with this label belong to B.
@@ -125,7 +129,16 @@ impl ExperimentSection {
             "shadow" => ExperimentMode::Shadow,
             "split" => {
                 let jobs = match (self.ratio, &self.job_selector) {
-                    (Some(r), None) => JobAssignment::hash(r).map_err(|e| e.to_string())?,
+                    (Some(r), None) => {
+                        JobAssignment::by_name(self.assign.as_deref().unwrap_or("hash"), r)
+                            .map_err(|e| format!("experiment.assign: {e}"))?
+                    }
+                    (None, Some(_)) if self.assign.is_some() => {
+                        return Err(
+                            "experiment.assign goes with `ratio`; a `job_selector` split assigns by the label"
+                                .into(),
+                        );
+                    }
                     (None, Some(s)) => JobAssignment::Label {
                         selector: LabelSelector::parse(s).map_err(|e| e.to_string())?,
                     },
@@ -150,9 +163,12 @@ impl ExperimentSection {
                 ));
             }
         };
+        // The file is the experiment's one source of truth: what it says now replaces
+        // what it said before.
         Ok(ExperimentRequest {
             policy_b: self.policy_b.clone(),
             mode,
+            replace: true,
         })
     }
 }
@@ -178,9 +194,38 @@ mod tests {
             mode: "split".into(),
             policy_b: "even".into(),
             ratio: None,
+            assign: None,
             job_selector: None,
             node_selector: None,
         };
         assert!(section.to_request().is_err());
+    }
+
+    #[test]
+    fn a_split_may_ask_for_a_balanced_assignment_by_name() {
+        let settings = DirSettings::parse(
+            "experiment: {mode: split, policy_b: even, ratio: 0.5, assign: balanced}\n",
+        )
+        .unwrap();
+        let request = settings.experiment.unwrap().to_request().unwrap();
+        assert_eq!(
+            request.mode,
+            ExperimentMode::Split {
+                jobs: JobAssignment::Balanced { ratio_b: 0.5 },
+                nodes_b: None
+            }
+        );
+        let error = DirSettings::parse(
+            "experiment: {mode: split, policy_b: even, ratio: 0.5, assign: alternate}\n",
+        )
+        .unwrap()
+        .experiment
+        .unwrap()
+        .to_request()
+        .unwrap_err();
+        assert!(
+            error.starts_with("experiment.assign: split assignment `alternate`"),
+            "{error}"
+        );
     }
 }

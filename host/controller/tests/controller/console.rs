@@ -490,7 +490,7 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
         "a queue above the running jobs, labelled by specon",
         "const rows = [...document.querySelectorAll('#jobs tbody tr')];
          return rows.length > 1 && rows[0].cells[1].textContent === 'waiting'
-             && rows.some((r) => r.cells[6].textContent.includes('category='));",
+             && rows.some((r) => r.cells[7].textContent.includes('category='));",
     )
     .await;
     assert_eq!(experiment["policy_b"], "even");
@@ -588,6 +588,21 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
             .starts_with("A split experiment runs: specon"),
         "the page says which experiment replaced the shadow one"
     );
+    // Each job says its arm, and arm B's actions are listed in its rounds beside arm A's.
+    wait_js(
+        c,
+        "jobs of both arms",
+        "const arms = [...document.querySelectorAll('#jobs tbody tr')].map((r) => r.cells[6].textContent);
+         return arms.includes('A') && arms.includes('B');",
+    )
+    .await;
+    wait_js(
+        c,
+        "a decision of arm B",
+        "return [...document.querySelectorAll('#decisions tbody li')]
+           .some((e) => e.textContent.startsWith('B: '));",
+    )
+    .await;
     screenshot(c, "split.png").await;
     let stop = c.find(Locator::Id("experiment-stop")).await.unwrap();
     stop.click().await.unwrap();

@@ -1,45 +1,79 @@
 //! `switchyard ctl`: an operator's commands against a running controller's HTTP API
-//! (status, policies, upload, activate, parameters, experiments, decisions), so nobody
-//! hand-crafts curl. The address and the token come from flags or the environment; the
-//! answers print as short text, or as the controller's JSON with `--json`.
+//! (status, policies, jobs, upload, activate, parameters, experiments, decisions), so
+//! nobody hand-crafts curl. It parses its own flags (only the client's: the address,
+//! the token, the output format), picks the token as kubectl does (a flag over the
+//! environment, an empty variable as unset), sends the requests and hands the answers to
+//! [`text`] or prints them as JSON. It must not interpret the controller's figures.
+
+mod text;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use anyhow::{Context as _, bail};
+use anyhow::{Context as _, anyhow, bail};
+use clap::Parser as _;
 use reqwest::Method;
 use serde_json::{Value, json};
+use switchyard_control::DecisionRecord;
 use switchyard_controller::{Body, Client};
 
-/// Arguments of `ctl`.
+use super::terminal::escaped;
+
+/// The address used when neither `--url` nor SWITCHYARD_URL gives one.
+const DEFAULT_URL: &str = "http://127.0.0.1:8080";
+
+/// What `ctl --help` says about the environment.
+const ENVIRONMENT_HELP: &str = "Environment: SWITCHYARD_URL (the address), SWITCHYARD_TOKEN \
+(the token) and SWITCHYARD_TOKEN_FILE (a file holding it). A flag overrides its variable and \
+an empty variable counts as unset, as in kubectl; of the two token variables, \
+SWITCHYARD_TOKEN wins, as --token would.";
+
+/// `switchyard ctl` with what follows it, parsed by [`CtlArgs`]: the controller's own
+/// flags (sandbox limits, caches) mean nothing here and stay out of `ctl --help`.
 #[derive(Debug, clap::Args)]
-pub(crate) struct CtlArgs {
-    /// The controller's address.
-    #[arg(
-        long,
-        env = "SWITCHYARD_URL",
-        default_value = "http://127.0.0.1:8080",
-        value_name = "http://HOST:PORT"
-    )]
-    url: String,
-    /// A file holding the API token (the controller's --token-file); needed for changes.
-    #[arg(long, env = "SWITCHYARD_TOKEN_FILE", value_name = "FILE")]
+pub(crate) struct CtlCommandLine {
+    /// The ctl command and its flags.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub rest: Vec<String>,
+}
+
+/// Arguments of `ctl`.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "switchyard ctl",
+    about = "Operate a running controller over its HTTP API",
+    after_help = ENVIRONMENT_HELP
+)]
+struct CtlArgs {
+    /// The controller's address [env: SWITCHYARD_URL] [default: http://127.0.0.1:8080].
+    #[arg(long, global = true, value_name = "http://HOST:PORT")]
+    url: Option<String>,
+    /// A file holding the API token (the controller's --token-file); needed for changes
+    /// [env: SWITCHYARD_TOKEN_FILE].
+    #[arg(long, global = true, value_name = "FILE", conflicts_with = "token")]
     token_file: Option<PathBuf>,
-    /// The API token itself (prefer --token-file: a flag shows in the process list).
-    #[arg(
-        long,
-        env = "SWITCHYARD_TOKEN",
-        hide_env_values = true,
-        conflicts_with = "token_file",
-        value_name = "TOKEN"
-    )]
+    /// The API token itself (prefer --token-file: a flag shows in the process list)
+    /// [env: SWITCHYARD_TOKEN].
+    #[arg(long, global = true, value_name = "TOKEN")]
     token: Option<String>,
-    /// Print the controller's JSON answer instead of text.
-    #[arg(long)]
+    /// `text` for people, `json` (the controller's answer) for scripts.
+    #[arg(short, long, global = true, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// The same as `-o json`.
+    #[arg(long, global = true)]
     json: bool,
     #[command(subcommand)]
     command: CtlCommand,
+}
+
+/// How answers are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    /// Short text for a person, every foreign string escaped.
+    Text,
+    /// The controller's JSON (`decisions --follow`: one record per line).
+    Json,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -54,6 +88,16 @@ enum CtlCommand {
     },
     /// The loaded policies: name, version, source, the active one marked.
     Policies,
+    /// The active jobs: phase, nodes, arm in a split, and the labels policies put on
+    /// them with the policy that did.
+    Jobs {
+        /// Only jobs in this phase.
+        #[arg(long, value_name = "waiting|running|restarting")]
+        phase: Option<String>,
+        /// At most this many (1 to 500).
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+    },
     /// Upload a policy component (a .wasm file); it replaces a loaded one of its name.
     Upload {
         /// The component.
@@ -75,11 +119,22 @@ enum CtlCommand {
     /// Start, show or stop an A/B experiment.
     #[command(subcommand)]
     Experiment(ExperimentCommand),
-    /// The most recent decisions with their reasons, oldest first.
+    /// Recent rounds that did something, oldest first: every arm's actions with their
+    /// tasks, values and reasons, what was rejected or failed, and policy failures.
     Decisions {
-        /// How many (1 to 1000).
+        /// How many recent rounds to read (1 to 1000); rounds without actions are read
+        /// but not shown.
         #[arg(long, default_value_t = 10)]
         limit: usize,
+        /// Only actions on this job.
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
+        /// Only what this policy decided (either arm).
+        #[arg(long, value_name = "NAME")]
+        policy: Option<String>,
+        /// Keep printing new rounds as they come, until interrupted.
+        #[arg(long, short)]
+        follow: bool,
     },
 }
 
@@ -90,21 +145,31 @@ enum ExperimentCommand {
     Shadow {
         /// Arm B's policy.
         policy_b: String,
+        /// Replace a running experiment (without it, one running is a refusal).
+        #[arg(long)]
+        replace: bool,
     },
     /// Split: the jobs (and optionally the nodes) are divided between the active policy
     /// and POLICY_B.
     Split {
         /// Arm B's policy.
         policy_b: String,
-        /// Share of jobs for B, by a hash of the job id, in [0, 1].
+        /// Share of jobs for B, in [0, 1].
         #[arg(long, required_unless_present = "job_selector")]
         ratio: Option<f64>,
+        /// How --ratio assigns jobs: `hash` (by a hash of the job id) or `balanced` (the
+        /// hash held to the ratio as jobs arrive: 20 jobs at 0.5 are 10 and 10).
+        #[arg(long, requires = "ratio", value_name = "hash|balanced")]
+        assign: Option<String>,
         /// Jobs with this label (`key=value`) go to B instead.
         #[arg(long, conflicts_with = "ratio", value_name = "KEY=VALUE")]
         job_selector: Option<String>,
         /// Nodes with this label (`key=value`) belong to B, the others to the active policy.
         #[arg(long, value_name = "KEY=VALUE")]
         node_selector: Option<String>,
+        /// Replace a running experiment (without it, one running is a refusal).
+        #[arg(long)]
+        replace: bool,
     },
     /// The running experiment's figures.
     Show,
@@ -112,28 +177,104 @@ enum ExperimentCommand {
     Stop,
 }
 
-pub(super) fn run(args: CtlArgs) -> anyhow::Result<ExitCode> {
-    let token = match (&args.token_file, &args.token) {
-        (Some(file), _) => Some(
-            std::fs::read_to_string(file)
+/// Parses `ctl`'s own arguments and runs the command.
+pub(super) fn run(line: CtlCommandLine) -> anyhow::Result<ExitCode> {
+    let args = CtlArgs::parse_from(std::iter::once("switchyard ctl".to_string()).chain(line.rest));
+    let env = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+    let url = args
+        .url
+        .clone()
+        .or_else(|| env("SWITCHYARD_URL"))
+        .unwrap_or_else(|| DEFAULT_URL.into());
+    let token = match token_source(&args, env) {
+        Some(TokenSource::Given(token)) => Some(token),
+        Some(TokenSource::File(file)) => Some(
+            std::fs::read_to_string(&file)
                 .with_context(|| format!("reading the token file {}", file.display()))?
                 .trim()
                 .to_string(),
         ),
-        (None, token) => token.clone(),
+        None => None,
     };
-    let client = Client::new(&args.url, token)?;
+    let output = if args.json { Output::Json } else { args.output };
+    let client = Client::new(&url, token)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the HTTP client")?;
-    let answer = runtime.block_on(request(&client, &args.command))?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&answer)?);
-    } else {
-        print!("{}", text(&args.command, &answer));
-    }
+    runtime
+        .block_on(execute(&client, &args.command, output))
+        // The controller's messages quote what it was sent: escaped like any answer.
+        .map_err(|error| anyhow!("{}", escaped(&format!("{error:#}"))))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the token comes from.
+#[derive(Debug, PartialEq)]
+enum TokenSource {
+    /// The token itself.
+    Given(String),
+    /// A file holding it.
+    File(PathBuf),
+}
+
+/// kubectl's order: `--token`, `--token-file`, then SWITCHYARD_TOKEN, then
+/// SWITCHYARD_TOKEN_FILE (`env` gives a variable's value, none when unset or empty).
+/// A flag of either kind overrides both variables, so a token file named in the
+/// environment never clashes with `--token` on the command line.
+fn token_source(args: &CtlArgs, env: impl Fn(&str) -> Option<String>) -> Option<TokenSource> {
+    if let Some(token) = &args.token {
+        return Some(TokenSource::Given(token.clone()));
+    }
+    if let Some(file) = &args.token_file {
+        return Some(TokenSource::File(file.clone()));
+    }
+    env("SWITCHYARD_TOKEN")
+        .map(TokenSource::Given)
+        .or_else(|| env("SWITCHYARD_TOKEN_FILE").map(|f| TokenSource::File(f.into())))
+}
+
+async fn execute(client: &Client, command: &CtlCommand, output: Output) -> anyhow::Result<()> {
+    if let CtlCommand::Decisions {
+        limit,
+        job,
+        policy,
+        follow,
+    } = command
+    {
+        let filter = text::DecisionFilter {
+            job: job.as_deref(),
+            policy: policy.as_deref(),
+        };
+        return decisions(client, *limit, &filter, *follow, output).await;
+    }
+    let answer = request(client, command).await?;
+    if output == Output::Json {
+        println!("{}", serde_json::to_string_pretty(&answer)?);
+        return Ok(());
+    }
+    let printed = match command {
+        CtlCommand::Status => text::status_text(&answer),
+        CtlCommand::WaitReady { .. } => "ready\n".into(),
+        CtlCommand::Policies => text::policies(&answer),
+        CtlCommand::Jobs { .. } => text::jobs(&answer) + "\n",
+        CtlCommand::Upload { .. } => text::upload(&answer),
+        CtlCommand::Activate { .. } => text::activated(&answer),
+        CtlCommand::Parameters { .. } => text::parameters(&answer),
+        CtlCommand::Experiment(which) => text::experiment(
+            &answer,
+            match which {
+                ExperimentCommand::Shadow { .. } | ExperimentCommand::Split { .. } => {
+                    "started, from the next round"
+                }
+                ExperimentCommand::Show => "running",
+                ExperimentCommand::Stop => "stopped; its final figures",
+            },
+        )?,
+        CtlCommand::Decisions { .. } => unreachable!("decisions are printed by `decisions`"),
+    };
+    print!("{printed}");
+    Ok(())
 }
 
 /// A path segment with everything but unreserved characters percent-encoded, so a name
@@ -161,6 +302,13 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
             json!({"ready": true})
         }
         CtlCommand::Policies => client.get("/v1/policies").await?,
+        CtlCommand::Jobs { phase, limit } => {
+            let mut path = format!("/v1/jobs?limit={limit}");
+            if let Some(phase) = phase {
+                path.push_str(&format!("&phase={}", segment(phase)?));
+            }
+            client.get(&path).await?
+        }
         CtlCommand::Upload { file } => {
             let bytes =
                 std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
@@ -185,8 +333,8 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
                 .send(Method::PUT, &path, Body::Json(Value::Object(body)))
                 .await?
         }
-        CtlCommand::Experiment(ExperimentCommand::Shadow { policy_b }) => {
-            let body = json!({"mode": "shadow", "policy_b": policy_b});
+        CtlCommand::Experiment(ExperimentCommand::Shadow { policy_b, replace }) => {
+            let body = json!({"mode": "shadow", "policy_b": policy_b, "replace": replace});
             client
                 .send(Method::POST, "/v1/experiment", Body::Json(body))
                 .await?
@@ -194,15 +342,19 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
         CtlCommand::Experiment(ExperimentCommand::Split {
             policy_b,
             ratio,
+            assign,
             job_selector,
             node_selector,
+            replace,
         }) => {
             let body = json!({
                 "mode": "split",
                 "policy_b": policy_b,
                 "ratio": ratio,
+                "assign": assign,
                 "job_selector": job_selector,
                 "node_selector": node_selector,
+                "replace": replace,
             });
             client
                 .send(Method::POST, "/v1/experiment", Body::Json(body))
@@ -214,154 +366,70 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
                 .send(Method::DELETE, "/v1/experiment", Body::Empty)
                 .await?
         }
-        CtlCommand::Decisions { limit } => {
-            client.get(&format!("/v1/decisions?limit={limit}")).await?
-        }
+        CtlCommand::Decisions { .. } => unreachable!("decisions are read by `decisions`"),
     };
     Ok(answer)
 }
 
-/// A JSON value as a short cell: strings bare, the rest as JSON.
-fn cell(value: &Value) -> String {
-    match value {
-        Value::String(s) => s.clone(),
-        Value::Null => "-".into(),
-        other => other.to_string(),
+/// How often `decisions --follow` asks for new rounds.
+const FOLLOW_EVERY: Duration = Duration::from_secs(1);
+
+/// `ctl decisions`: the last `limit` rounds, then with `follow` every newer round as it
+/// comes, each kept when `filter` leaves something of it.
+async fn decisions(
+    client: &Client,
+    limit: usize,
+    filter: &text::DecisionFilter<'_>,
+    follow: bool,
+    output: Output,
+) -> anyhow::Result<()> {
+    let page = client.get(&format!("/v1/decisions?limit={limit}")).await?;
+    // `first`: the page asked for, whose rounds without actions are counted in a line; a
+    // followed round is printed only when it did something.
+    let print = |records: &[DecisionRecord], first: bool| -> anyhow::Result<()> {
+        let kept: Vec<DecisionRecord> = records.iter().filter_map(|r| filter.apply(r)).collect();
+        match output {
+            // Without --follow the JSON is the controller's page, its records filtered.
+            Output::Json if !follow => {
+                let mut page = page.clone();
+                page["decisions"] = serde_json::to_value(&kept)?;
+                println!("{}", serde_json::to_string_pretty(&page)?);
+            }
+            Output::Json => {
+                for record in &kept {
+                    println!("{}", serde_json::to_string(record)?);
+                }
+            }
+            Output::Text => {
+                let read = if first { records.len() } else { kept.len() };
+                print!("{}", text::decisions(&kept, read, filter));
+            }
+        }
+        Ok(())
+    };
+    let records = records_of(&page)?;
+    print(&records, true)?;
+    if !follow {
+        return Ok(());
+    }
+    let mut last = records.last().map(|r| r.round);
+    loop {
+        tokio::time::sleep(FOLLOW_EVERY).await;
+        let path = match last {
+            Some(round) => format!("/v1/decisions?since={round}&limit=1000"),
+            None => "/v1/decisions?limit=1000".into(),
+        };
+        let records = records_of(&client.get(&path).await?)?;
+        if let Some(newest) = records.last() {
+            last = Some(newest.round);
+            print(&records, false)?;
+        }
     }
 }
 
-/// The answer as text for a person.
-fn text(command: &CtlCommand, answer: &Value) -> String {
-    let mut out = String::new();
-    let mut line = |s: String| {
-        out.push_str(&s);
-        out.push('\n');
-    };
-    match command {
-        CtlCommand::Status => {
-            let s = &answer["snapshot"];
-            line(format!("active:     {}", cell(&answer["active"])));
-            line(format!(
-                "rounds:     {} ({} decided by the fallback)",
-                answer["rounds"], answer["failures"]
-            ));
-            line(format!(
-                "cluster:    t={:.0}s, {} nodes, {} jobs ({} waiting, {} running, {} restarting), {} finished",
-                s["time"].as_f64().unwrap_or(0.0),
-                s["nodes"],
-                s["jobs"],
-                s["waiting"],
-                s["running"],
-                s["restarting"],
-                s["finished"]
-            ));
-            line(format!(
-                "experiment: {}",
-                if answer["experiment_running"] == true {
-                    "running (switchyard ctl experiment show)"
-                } else {
-                    "none"
-                }
-            ));
-            line(format!(
-                "replica:    {} ({}; leader: {})",
-                cell(&answer["identity"]),
-                if answer["leading"] == true {
-                    "leading"
-                } else {
-                    "following"
-                },
-                cell(&answer["leader"])
-            ));
-            if let Some(ended) = answer["ended"].as_str() {
-                line(format!("ended:      {ended}"));
-            }
-            if let Some(error) = answer["state_error"].as_str() {
-                line(format!("state:      not persisted: {error}"));
-            }
-            for failure in answer["load_errors"].as_array().into_iter().flatten() {
-                line(format!(
-                    "refused:    {}: {}",
-                    cell(&failure["source"]),
-                    cell(&failure["error"])
-                ));
-            }
-        }
-        CtlCommand::WaitReady { .. } => line("ready".into()),
-        CtlCommand::Policies => {
-            let active = &answer["active"];
-            for p in answer["policies"].as_array().into_iter().flatten() {
-                let mark = if &p["name"] == active { "*" } else { " " };
-                line(format!(
-                    "{mark} {:<16} {:<8} {:<28} {}",
-                    cell(&p["name"]),
-                    cell(&p["version"]),
-                    cell(&p["source"]),
-                    cell(&p["summary"])
-                ));
-            }
-            for failure in answer["load_errors"].as_array().into_iter().flatten() {
-                line(format!(
-                    "refused: {}: {}",
-                    cell(&failure["source"]),
-                    cell(&failure["error"])
-                ));
-            }
-        }
-        CtlCommand::Upload { .. } => {
-            let p = &answer["policy"];
-            line(format!(
-                "loaded {} {} ({})",
-                cell(&p["name"]),
-                cell(&p["version"]),
-                cell(&p["digest"])
-            ));
-            if let Some(round) = answer["applied"]["from_round"].as_u64() {
-                line(format!("it is the active policy from round {round}"));
-            }
-            line(format!("kept: {}", cell(&answer["persistence"])));
-        }
-        CtlCommand::Activate { .. } => line(format!(
-            "active: {} from round {}",
-            cell(&answer["active"]),
-            answer["from_round"]
-        )),
-        CtlCommand::Parameters { .. } => {
-            let p = &answer["policy"];
-            line(format!("{}: {}", cell(&p["name"]), cell(&p["settings"])));
-            if let Some(round) = answer["applied"]["from_round"].as_u64() {
-                line(format!("applies from round {round}"));
-            }
-        }
-        CtlCommand::Experiment(_) => {
-            line(serde_json::to_string_pretty(answer).unwrap_or_default());
-        }
-        CtlCommand::Decisions { .. } => {
-            for d in answer["decisions"].as_array().into_iter().flatten() {
-                line(format!(
-                    "round {} t={:.1}s {}{}",
-                    d["round"],
-                    d["time"].as_f64().unwrap_or(0.0),
-                    cell(&d["policy"]),
-                    d["failure"]
-                        .as_str()
-                        .map_or(String::new(), |f| format!(" FAILED: {f}"))
-                ));
-                for a in d["accepted"].as_array().into_iter().flatten() {
-                    line(format!(
-                        "  {} {}: {}",
-                        cell(&a["op"]),
-                        cell(&a["job"]),
-                        cell(&a["reason"])
-                    ));
-                }
-                for r in d["rejected"].as_array().into_iter().flatten() {
-                    line(format!("  rejected: {}", cell(r)));
-                }
-            }
-        }
-    }
-    out
+fn records_of(page: &Value) -> anyhow::Result<Vec<DecisionRecord>> {
+    serde_json::from_value(page["decisions"].clone())
+        .context("reading the controller's decisions (is it a different version?)")
 }
 
 #[cfg(test)]
@@ -374,5 +442,61 @@ mod tests {
         assert_eq!(segment("specon").unwrap(), "specon");
         assert!(segment("..").is_err());
         assert!(segment("").is_err());
+    }
+
+    fn parsed(args: &[&str]) -> CtlArgs {
+        CtlArgs::try_parse_from(["switchyard ctl"].iter().chain(args)).unwrap()
+    }
+
+    #[test]
+    fn a_token_flag_overrides_a_token_file_from_the_environment() {
+        let env = |name: &str| (name == "SWITCHYARD_TOKEN_FILE").then(|| "/run/token".into());
+        assert_eq!(
+            token_source(&parsed(&["--token", "t", "status"]), env),
+            Some(TokenSource::Given("t".into()))
+        );
+        assert_eq!(
+            token_source(&parsed(&["status"]), env),
+            Some(TokenSource::File("/run/token".into()))
+        );
+    }
+
+    #[test]
+    fn a_token_file_flag_overrides_a_token_from_the_environment() {
+        let env = |name: &str| (name == "SWITCHYARD_TOKEN").then(|| "from-env".into());
+        assert_eq!(
+            token_source(&parsed(&["--token-file", "f", "status"]), env),
+            Some(TokenSource::File("f".into()))
+        );
+    }
+
+    #[test]
+    fn without_flags_the_token_variable_wins_over_the_file_variable() {
+        let env = |name: &str| Some(format!("{name}-value"));
+        assert_eq!(
+            token_source(&parsed(&["status"]), env),
+            Some(TokenSource::Given("SWITCHYARD_TOKEN-value".into()))
+        );
+        assert_eq!(token_source(&parsed(&["status"]), |_: &str| None), None);
+    }
+
+    #[test]
+    fn both_token_flags_at_once_are_refused() {
+        let both = [
+            "switchyard ctl",
+            "--token",
+            "t",
+            "--token-file",
+            "f",
+            "status",
+        ];
+        assert!(CtlArgs::try_parse_from(both).is_err());
+    }
+
+    #[test]
+    fn json_output_is_asked_for_with_either_flag_anywhere_after_ctl() {
+        assert_eq!(parsed(&["jobs", "-o", "json"]).output, Output::Json);
+        assert!(parsed(&["jobs", "--json"]).json);
+        assert_eq!(parsed(&["-o", "json", "status"]).output, Output::Json);
     }
 }

@@ -1,9 +1,15 @@
 //! `switchyard simulate --shadow B` / `--split A:B:RATIO`: one offline run of the
 //! workload with an A/B experiment in the control loop, and its report (the same figures
-//! `GET /v1/experiment` gives on a live controller).
+//! `GET /v1/experiment` gives on a live controller) as tables, or as JSON with `--json`.
+//! `experiment.json` is written before anything is printed, so a reader that stops
+//! early (`| head`) does not cost the file.
 
 use std::path::Path;
 use std::process::ExitCode;
+
+mod report;
+
+pub(super) use report::{describe, figures, with_interval};
 
 use anyhow::{Context as _, bail};
 use switchyard_control::{ControlLoop, Experiment, ExperimentMode, JobAssignment, PolicySlot};
@@ -28,6 +34,10 @@ pub(super) struct ExperimentArgs<'a> {
     pub shadow: Option<&'a str>,
     /// `--split A:B:RATIO`.
     pub split: Option<&'a str>,
+    /// `--split-assign`: how the split assigns jobs.
+    pub split_assign: &'a str,
+    /// `--json`: the report as JSON instead of tables.
+    pub json: bool,
 }
 
 fn slot(runtime: &Runtime, name: &str) -> anyhow::Result<PolicySlot> {
@@ -51,7 +61,8 @@ pub(super) fn run(args: &ExperimentArgs<'_>, sandbox: &SandboxArgs) -> anyhow::R
             let ratio: f64 = ratio
                 .parse()
                 .with_context(|| format!("--split {split}: RATIO `{ratio}` is not a number"))?;
-            let jobs = JobAssignment::hash(ratio).with_context(|| format!("--split {split}"))?;
+            let jobs = JobAssignment::by_name(args.split_assign, ratio)
+                .with_context(|| format!("--split {split} --split-assign {}", args.split_assign))?;
             (
                 a.to_string(),
                 b.to_string(),
@@ -74,18 +85,38 @@ pub(super) fn run(args: &ExperimentArgs<'_>, sandbox: &SandboxArgs) -> anyhow::R
     let report = control
         .experiment_report()
         .context("the experiment report is missing")?;
-    let text = serde_json::to_string_pretty(&serde_json::json!({
+    let json = serde_json::to_string_pretty(&serde_json::json!({
         "workload": args.workload.display().to_string(),
         "seed": seed,
         "ended": ended,
         "rounds": control.rounds(),
         "experiment": report,
     }))?;
-    println!("{text}");
-    if let Some(dir) = args.out {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        let file = dir.join("experiment.json");
-        std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+    let written = match args.out {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let file = dir.join("experiment.json");
+            std::fs::write(&file, &json).with_context(|| format!("writing {}", file.display()))?;
+            Some(file)
+        }
+        None => None,
+    };
+    if args.json {
+        println!("{json}");
+    } else {
+        println!(
+            "{} of {}, seed {seed}: {}",
+            match report.mode {
+                ExperimentMode::Shadow => "shadow",
+                ExperimentMode::Split { .. } => "split",
+            },
+            args.workload.display(),
+            describe(&report)
+        );
+        println!("\n{}", figures(&report));
+    }
+    if let Some(file) = written {
+        eprintln!("wrote {}", file.display());
     }
     Ok(ExitCode::SUCCESS)
 }

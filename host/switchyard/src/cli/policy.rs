@@ -7,6 +7,7 @@ use clap::Subcommand;
 use switchyard_runtime::{BUILTIN_POLICIES, CONTRACT_PACKAGE, PolicyRef};
 
 use super::SandboxArgs;
+use super::terminal::escaped;
 
 mod author;
 mod registry;
@@ -61,8 +62,8 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
                 println!("{}", serde_json::to_string_pretty(&out)?);
                 return Ok(ExitCode::SUCCESS);
             }
-            println!("policy:   {} {}", d.name, d.version);
-            println!("summary:  {}", d.summary);
+            println!("policy:   {} {}", escaped(&d.name), escaped(&d.version));
+            println!("summary:  {}", escaped(&d.summary));
             println!("world:    {}", module.world());
             println!("source:   {}", reference.source_name());
             println!("digest:   {}", module.digest());
@@ -77,15 +78,25 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
                 println!("parameters: none");
             } else {
                 println!("parameters:");
-                let width = d.parameters.iter().map(|p| p.name.len()).max().unwrap_or(0);
+                let width = d
+                    .parameters
+                    .iter()
+                    .map(|p| escaped(&p.name).chars().count())
+                    .max()
+                    .unwrap_or(0);
                 let dwidth = d
                     .parameters
                     .iter()
-                    .map(|p| p.default.len())
+                    .map(|p| escaped(&p.default).chars().count())
                     .max()
                     .unwrap_or(0);
                 for p in &d.parameters {
-                    println!("  {:width$}  {:dwidth$}  {}", p.name, p.default, p.doc);
+                    println!(
+                        "  {:width$}  {:dwidth$}  {}",
+                        escaped(&p.name),
+                        escaped(&p.default),
+                        escaped(&p.doc)
+                    );
                 }
             }
             Ok(ExitCode::SUCCESS)
@@ -98,8 +109,8 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
                     println!(
                         "ok: {} is a valid {CONTRACT_PACKAGE} policy ({} {}, {})",
                         reference.source_name(),
-                        d.name,
-                        d.version,
+                        escaped(&d.name),
+                        escaped(&d.version),
                         module.digest()
                     );
                     Ok(ExitCode::SUCCESS)

@@ -13,11 +13,13 @@ use anyhow::{Context as _, bail};
 use switchyard_control::{
     Agreement, PolicySlot, Recording, ReplayPolicy, ReplayReport, export_anonymised, replay,
 };
-use switchyard_core::{Action, Operation};
+use switchyard_core::Action;
 use switchyard_runtime::PolicyRef;
 use switchyard_sim::{Workload, estimate_counterfactual};
 
 use super::SandboxArgs;
+use super::action_text::operation;
+use super::terminal::escaped;
 
 /// Arguments of `replay`.
 #[derive(Debug, clap::Args)]
@@ -139,21 +141,21 @@ fn counterfactual(
         .to_yaml(&source)
         .context("writing the estimated workload as YAML")?;
     for note in &estimated.notes {
-        eprintln!("note: {note}");
+        eprintln!("note: {}", escaped(note));
     }
     list_some(
         "left out (cannot be estimated)",
         estimated
             .left_out
             .iter()
-            .map(|(job, why)| format!("{job}: {why}")),
+            .map(|(job, why)| format!("{}: {}", escaped(job), escaped(why))),
     );
     list_some(
         "assumed",
-        estimated
-            .assumed
-            .iter()
-            .flat_map(|(job, what)| what.iter().map(move |w| format!("{job}: {w}"))),
+        estimated.assumed.iter().flat_map(|(job, what)| {
+            what.iter()
+                .map(move |w| format!("{}: {}", escaped(job), escaped(w)))
+        }),
     );
     let jobs = estimated.workload.jobs.len();
     let label = match &args.export_workload {
@@ -188,6 +190,7 @@ fn counterfactual(
             out: args.out.as_deref(),
             fallback: &args.fallback,
             baseline: Some(estimated.recorded),
+            json: false,
         },
         sandbox,
     )
@@ -224,12 +227,12 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
     let decided: Vec<String> = report
         .recorded_policies
         .iter()
-        .map(|(p, n)| format!("{p} ({n})"))
+        .map(|(p, n)| format!("{} ({n})", escaped(p)))
         .collect();
     let _ = writeln!(
         out,
         "{}: {} rounds, decided by {}",
-        path.display(),
+        escaped(&path.display().to_string()),
         report.rounds,
         decided.join(", ")
     );
@@ -237,13 +240,15 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
         let _ = writeln!(
             out,
             "note: {} ends early after {} records: {}",
-            cut.segment, cut.records, cut.reason
+            escaped(&cut.segment),
+            cut.records,
+            escaped(&cut.reason)
         );
     }
     let width = report
         .policies
         .iter()
-        .map(|p| p.policy.len())
+        .map(|p| escaped(&p.policy).chars().count())
         .max()
         .unwrap_or(6)
         .max(6);
@@ -256,7 +261,7 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
         let _ = writeln!(
             out,
             "{:<width$}  {:>8}  {:>8}  {:>8.1}%  {:>8}  {:>6}  {:>6}",
-            p.policy,
+            escaped(&p.policy),
             p.compared,
             p.agreed,
             p.agreement_percent,
@@ -285,7 +290,7 @@ fn differences(out: &mut String, p: &Agreement, show: usize) {
     let _ = writeln!(
         out,
         "\n{} differs in {differing} round(s); the first {}:",
-        p.policy,
+        escaped(&p.policy),
         show.min(p.differences.len())
     );
     for d in p.differences.iter().take(show) {
@@ -294,14 +299,14 @@ fn differences(out: &mut String, p: &Agreement, show: usize) {
             "  round {} at {:.1} s (recorded: {}){}",
             d.round,
             d.time,
-            d.recorded_policy,
+            escaped(&d.recorded_policy),
             d.failure
                 .as_ref()
-                .map(|f| format!(": {} failed: {f}", p.policy))
+                .map(|f| format!(": {} failed: {}", escaped(&p.policy), escaped(f)))
                 .unwrap_or_default()
         );
         for job in &d.jobs {
-            let _ = writeln!(out, "    job {}", job.job);
+            let _ = writeln!(out, "    job {}", escaped(&job.job));
             let _ = writeln!(out, "      recorded: {}", actions(&job.recorded));
             let _ = writeln!(out, "      replayed: {}", actions(&job.replayed));
         }
@@ -315,31 +320,7 @@ fn actions(actions: &[Action]) -> String {
     }
     actions
         .iter()
-        .map(|a| format!("{} — {}", operation(&a.op), a.reason))
+        .map(|a| format!("{} — {}", operation(&a.op), escaped(&a.reason)))
         .collect::<Vec<_>>()
         .join("; ")
-}
-
-fn operation(op: &Operation) -> String {
-    match op {
-        Operation::Place { assignments, .. } => format!(
-            "place {}",
-            assignments
-                .iter()
-                .map(|a| format!("{}→{}", a.task, a.node))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        Operation::Migrate { task, node, .. } => {
-            format!("migrate {}→{node}", task.as_deref().unwrap_or("all tasks"))
-        }
-        Operation::SetCpuWeight { task, weight, .. } => {
-            format!("set-cpu-weight {task}={weight}")
-        }
-        Operation::Scale {
-            replicas, nodes, ..
-        } => format!("scale to {replicas} (+{})", nodes.join(" ")),
-        Operation::Wait { .. } => "wait".into(),
-        Operation::Preempt { .. } => "preempt".into(),
-    }
 }

@@ -4,7 +4,8 @@
 mod runs;
 mod table;
 
-pub(super) use runs::{plan, policy_of};
+pub(super) use runs::{plan, policy_of, target_of};
+pub(super) use table::{TimeUnit, layout};
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -53,6 +54,20 @@ pub(crate) struct SimulateArgs {
     /// the jobs (by a hash of their id) to B, the rest to A.
     #[arg(long, value_name = "A:B:RATIO")]
     pub split: Option<String>,
+    /// How --split assigns jobs: `hash` (each job by a hash of its id; the arms' sizes
+    /// vary by chance) or `balanced` (the hash held to RATIO as jobs arrive: 20 jobs at
+    /// 0.5 are 10 and 10).
+    #[arg(
+        long,
+        default_value = "hash",
+        value_name = "hash|balanced",
+        requires = "split"
+    )]
+    pub split_assign: String,
+    /// Print the results as JSON (what results.json or experiment.json holds) instead of
+    /// tables.
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -70,30 +85,14 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             first_policy,
             shadow: args.shadow.as_deref(),
             split: args.split.as_deref(),
+            split_assign: &args.split_assign,
+            json: args.json,
         };
         return super::experiment::run(&experiment, sandbox);
     }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
-    let mut policies = args.policies.clone();
-    if policies.is_empty() {
-        let (defaults, why) = workload.default_policies();
-        policies = defaults
-            .iter()
-            .filter(|p| builtin(p).is_some())
-            .map(|p| p.to_string())
-            .collect();
-        if policies.is_empty() {
-            bail!(
-                "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
-                defaults.join(", ")
-            );
-        }
-        eprintln!(
-            "no --policy given: running {} for {why}; name others with --policy",
-            policies.join(", ")
-        );
-    }
+    let policies = policies_or_defaults(&args.policies, &workload)?;
     compare(
         Comparison {
             workload: &workload,
@@ -104,10 +103,39 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             out: args.out.as_deref(),
             fallback: &args.fallback,
             baseline: None,
+            json: args.json,
         },
         sandbox,
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The `--policy` arguments, or when there are none the workload's default policies
+/// that are built in (saying so on standard error).
+pub(super) fn policies_or_defaults(
+    policies: &[String],
+    workload: &Workload,
+) -> anyhow::Result<Vec<String>> {
+    if !policies.is_empty() {
+        return Ok(policies.to_vec());
+    }
+    let (defaults, why) = workload.default_policies();
+    let policies: Vec<String> = defaults
+        .iter()
+        .filter(|p| builtin(p).is_some())
+        .map(|p| p.to_string())
+        .collect();
+    if policies.is_empty() {
+        bail!(
+            "no --policy given and none of {} is built in; name one with --policy NAME|FILE.wasm",
+            defaults.join(", ")
+        );
+    }
+    eprintln!(
+        "no --policy given: running {} for {why}; name others with --policy",
+        policies.join(", ")
+    );
+    Ok(policies)
 }
 
 /// A workload to run under several policies and report as `simulate` does.
@@ -129,10 +157,13 @@ pub(super) struct Comparison<'a> {
     /// A run already made (a recorded one), reported first: the others are compared
     /// with it.
     pub baseline: Option<RunResult>,
+    /// Print `results.json`'s content instead of the tables.
+    pub json: bool,
 }
 
 /// Runs the workload under each policy and prints the table, the per-job changes and
-/// the legend; writes results, traces and plots to `out`.
+/// the legend; writes results, traces and plots to `out` first, so a reader that stops
+/// early (`| head`) does not cost the files.
 pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Result<()> {
     let scenario = c.workload.scenario(c.seed)?;
     let runtime = sandbox.offline_runtime()?;
@@ -161,6 +192,7 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     }
     let mut results: Vec<RunResult> = c.baseline.into_iter().collect();
+    let mut traces = Vec::new();
     for spec in specs {
         // Run names are letters, digits, `-` and `_`: safe as file names.
         let trace = c
@@ -174,17 +206,38 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
             c.seed,
             trace.as_deref(),
         )?;
+        if let Some(file) = trace.as_deref().and_then(Path::file_name) {
+            traces.push(file.to_string_lossy().into_owned());
+        }
         run.policy = spec.name;
         results.push(run);
     }
-    println!("{}", table::summary(&results));
-    if let Some(per_job) = table::per_job(&results) {
-        println!("\n{per_job}");
+    let results = Results {
+        workload: c.label.display().to_string(),
+        seed: c.seed,
+        runs: results,
+    };
+    let written = match c.out {
+        Some(dir) => Some(write_out(dir, &results, traces)?),
+        None => None,
+    };
+    if c.json {
+        println!("{}", serde_json::to_string_pretty(&results)?);
+    } else {
+        println!("{}", table::summary(&results.runs));
+        if let Some(per_job) = table::per_job(&results.runs) {
+            println!("\n{per_job}");
+        }
+        println!("\n{}", table::LEGEND);
     }
-    println!("\n{}", table::LEGEND);
-    if let Some(dir) = c.out {
-        let written = write_out(dir, c.label, c.seed, results)?;
-        println!("\nwrote to {}: {}", dir.display(), written.join(", "));
+    if let (Some(dir), Some(written)) = (c.out, written) {
+        // On standard error with `--json`, so standard output stays one JSON document.
+        let message = format!("wrote to {}: {}", dir.display(), written.join(", "));
+        if c.json {
+            eprintln!("{message}");
+        } else {
+            println!("\n{message}");
+        }
     }
     Ok(())
 }
@@ -244,24 +297,14 @@ fn run_one(
     Ok(run.result)
 }
 
-/// Writes the plots and `results.json`; returns the names of the files written, the
-/// decision traces as one pattern.
-fn write_out(
-    dir: &Path,
-    workload: &Path,
-    seed: u64,
-    runs: Vec<RunResult>,
-) -> anyhow::Result<Vec<String>> {
-    let results = Results {
-        workload: workload.display().to_string(),
-        seed,
-        runs,
-    };
-    let mut written = write_plots(dir, &results)?;
+/// Writes the plots and `results.json`; returns the names of the files written, with
+/// the decision traces already written (`traces`).
+fn write_out(dir: &Path, results: &Results, traces: Vec<String>) -> anyhow::Result<Vec<String>> {
+    let mut written = write_plots(dir, results)?;
     let file = dir.join("results.json");
-    std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
+    std::fs::write(&file, serde_json::to_vec_pretty(results)?)
         .with_context(|| format!("writing {}", file.display()))?;
     written.push("results.json".into());
-    written.push("decisions-NAME.jsonl".into());
+    written.extend(traces);
     Ok(written)
 }

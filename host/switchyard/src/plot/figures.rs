@@ -6,23 +6,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::Figure;
+use super::style::{Unit, colour, error, tick};
 use switchyard_sim::{Results, RunOutcome, RunResult, UtilPoint};
-
-/// Colours of the runs, in command-line order (distinguishable, and in grey print).
-const COLOURS: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(214, 39, 40),
-    RGBColor(44, 160, 44),
-    RGBColor(255, 127, 14),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(23, 190, 207),
-];
-
-fn colour(run: usize) -> RGBColor {
-    COLOURS[run % COLOURS.len()]
-}
 
 /// Jobs shown by name at each end of the per-job plot when there are too many for all.
 pub(super) const JOBS_AT_EACH_END: usize = 20;
@@ -67,60 +52,10 @@ fn label(run: &RunResult) -> String {
     }
 }
 
-/// The unit of a time axis whose largest value is `largest` seconds.
-#[derive(Clone, Copy)]
-struct Unit {
-    symbol: &'static str,
-    seconds: f64,
-}
-
-impl Unit {
-    fn for_largest(largest: f64) -> Self {
-        if largest >= 2.0 * 86_400.0 {
-            Unit {
-                symbol: "days",
-                seconds: 86_400.0,
-            }
-        } else if largest >= 2.0 * 3_600.0 {
-            Unit {
-                symbol: "hours",
-                seconds: 3_600.0,
-            }
-        } else {
-            Unit {
-                symbol: "seconds",
-                seconds: 1.0,
-            }
-        }
-    }
-}
-
-/// An axis label with the digits its size needs and no trailing zeros.
-fn tick(value: &f64) -> String {
-    let size = value.abs();
-    let decimals = if size == 0.0 || size >= 10.0 {
-        0
-    } else if size >= 1.0 {
-        1
-    } else {
-        (-size.log10()).ceil() as usize + 1
-    };
-    let text = format!("{value:.decimals$}");
-    if text.contains('.') {
-        text.trim_end_matches('0').trim_end_matches('.').to_string()
-    } else {
-        text
-    }
-}
-
 /// Line widths that keep overlapping lines visible: the first run's is the widest, so a
 /// later run drawn on top of it leaves its edges showing.
 fn width(run: usize, runs: usize) -> u32 {
     (2 + 3 * runs.saturating_sub(run + 1) / 2).min(6) as u32
-}
-
-fn error(e: impl std::fmt::Display) -> String {
-    e.to_string()
 }
 
 fn caption<DB: DrawingBackend>(
@@ -134,6 +69,7 @@ fn caption<DB: DrawingBackend>(
 #[derive(Clone, Copy)]
 enum Marker {
     Line(u32),
+    Dashed(u32),
     Dot,
     Cross,
 }
@@ -145,15 +81,64 @@ struct Key {
     marker: Marker,
 }
 
-/// A key entry per run drawn as a line.
-fn line_keys(runs: &[RunResult]) -> Vec<Key> {
+/// For each run, the first earlier run whose drawing (`drawn`, one per run) is the same:
+/// its line would hide under that run's, so it is drawn dashed and the key says so.
+fn coinciding<T: PartialEq>(drawn: &[T]) -> Vec<Option<usize>> {
+    (0..drawn.len())
+        .map(|i| (0..i).find(|&j| drawn[i] == drawn[j]))
+        .collect()
+}
+
+/// A run's key text, naming the run it is identical to.
+fn keyed(runs: &[RunResult], identical: &[Option<usize>], i: usize) -> String {
+    match identical[i] {
+        Some(j) => format!("{} (identical to {})", label(&runs[i]), runs[j].policy),
+        None => label(&runs[i]),
+    }
+}
+
+/// A key entry per run drawn as a line: dashed for a run identical to an earlier one.
+fn line_keys(runs: &[RunResult], identical: &[Option<usize>]) -> Vec<Key> {
     (0..runs.len())
         .map(|i| Key {
-            text: label(&runs[i]),
+            text: keyed(runs, identical, i),
             colour: colour(i),
-            marker: Marker::Line(width(i, runs.len())),
+            marker: if identical[i].is_some() {
+                Marker::Dashed(width(i, runs.len()))
+            } else {
+                Marker::Line(width(i, runs.len()))
+            },
         })
         .collect()
+}
+
+/// The chart every line figure draws on.
+type LineChart<'a, 'b> = ChartContext<
+    'a,
+    SVGBackend<'b>,
+    Cartesian2d<plotters::coord::types::RangedCoordf64, plotters::coord::types::RangedCoordf64>,
+>;
+
+/// Draws run `i`'s line: solid, or dashed when it repeats an earlier run, so the
+/// earlier run's colour shows between the dashes.
+fn run_line(
+    chart: &mut LineChart<'_, '_>,
+    points: Vec<(f64, f64)>,
+    i: usize,
+    runs: usize,
+    dashed: bool,
+) -> Result<(), String> {
+    let style = colour(i).stroke_width(width(i, runs));
+    if dashed {
+        chart
+            .draw_series(DashedLineSeries::new(points, 10, 8, style))
+            .map_err(error)?;
+    } else {
+        chart
+            .draw_series(LineSeries::new(points, style))
+            .map_err(error)?;
+    }
+    Ok(())
 }
 
 /// Draws `keys` in rows across the top of `area` (outside the chart, so the key never
@@ -192,6 +177,17 @@ fn key_strip<DB: DrawingBackend>(
                     vec![(x, y), (x + 22, y)],
                     c.stroke_width(w),
                 )),
+                Marker::Dashed(w) => strip
+                    .draw(&PathElement::new(
+                        vec![(x, y), (x + 8, y)],
+                        c.stroke_width(w),
+                    ))
+                    .and_then(|()| {
+                        strip.draw(&PathElement::new(
+                            vec![(x + 14, y), (x + 22, y)],
+                            c.stroke_width(w),
+                        ))
+                    }),
                 Marker::Dot => strip.draw(&Circle::new((x + 11, y), 4, c.filled())),
                 Marker::Cross => strip.draw(&Cross::new((x + 11, y), 5, c.stroke_width(2))),
             }
@@ -258,7 +254,6 @@ impl Figure for Utilisation<'_> {
 
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let area = key_strip(&area, &line_keys(self.runs))?;
         let end = self
             .runs
             .iter()
@@ -273,8 +268,20 @@ impl Figure for Utilisation<'_> {
         } else {
             vec![("CPU cores in use", |p| p.cpu)]
         };
+        let lines: Vec<Vec<Vec<(f64, f64)>>> = self
+            .runs
+            .iter()
+            .map(|run| {
+                panels
+                    .iter()
+                    .map(|(_, share)| Self::steps(run, unit, *share))
+                    .collect()
+            })
+            .collect();
+        let identical = coinciding(&lines);
+        let area = key_strip(&area, &line_keys(self.runs, &identical))?;
         let areas = area.split_evenly((panels.len(), 1));
-        for ((what, share), panel) in panels.into_iter().zip(&areas) {
+        for (p, ((what, _), panel)) in panels.into_iter().zip(&areas).enumerate() {
             let mut chart = ChartBuilder::on(panel)
                 .margin(10)
                 .x_label_area_size(40)
@@ -291,14 +298,14 @@ impl Figure for Utilisation<'_> {
                 .max_light_lines(0)
                 .draw()
                 .map_err(error)?;
-            for (i, run) in self.runs.iter().enumerate() {
-                let c = colour(i);
-                chart
-                    .draw_series(LineSeries::new(
-                        Self::steps(run, unit, share),
-                        c.stroke_width(width(i, self.runs.len())),
-                    ))
-                    .map_err(error)?;
+            for (i, run_lines) in lines.iter().enumerate() {
+                run_line(
+                    &mut chart,
+                    run_lines[p].clone(),
+                    i,
+                    self.runs.len(),
+                    identical[i].is_some(),
+                )?;
             }
         }
         Ok(())
@@ -364,11 +371,17 @@ impl Figure for PerJob<'_> {
         let area = caption(root, &self.title)?;
         let shown = || self.rows.iter().flatten().copied();
         let mut keys = Vec::new();
+        let times: Vec<Vec<Option<f64>>> = self
+            .runs
+            .iter()
+            .map(|run| shown().map(|j| completion(run, j)).collect())
+            .collect();
+        let identical = coinciding(&times);
         for (i, run) in self.runs.iter().enumerate() {
             let finished = shown().any(|j| completion(run, j).is_some());
             if finished {
                 keys.push(Key {
-                    text: label(run),
+                    text: keyed(self.runs, &identical, i),
                     colour: colour(i),
                     marker: Marker::Dot,
                 });
@@ -560,7 +573,6 @@ impl Figure for Distribution<'_> {
 
     fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String> {
         let area = caption(root, &self.title)?;
-        let area = key_strip(&area, &line_keys(self.runs))?;
         let largest = self
             .runs
             .iter()
@@ -568,6 +580,9 @@ impl Figure for Distribution<'_> {
             .fold(1.0, f64::max);
         let unit = Unit::for_largest(largest);
         let x_end = largest / unit.seconds * 1.02;
+        let lines: Vec<Vec<(f64, f64)>> = self.runs.iter().map(|r| Self::line(r, unit)).collect();
+        let identical = coinciding(&lines);
+        let area = key_strip(&area, &line_keys(self.runs, &identical))?;
         let mut chart = ChartBuilder::on(&area)
             .margin(10)
             .x_label_area_size(40)
@@ -588,18 +603,13 @@ impl Figure for Distribution<'_> {
             .draw()
             .map_err(error)?;
         let mut notes = 0;
-        for (i, run) in self.runs.iter().enumerate() {
+        for (i, (run, line)) in self.runs.iter().zip(lines).enumerate() {
             let c = colour(i);
-            let mut line = Self::line(run, unit);
+            let mut line = line;
             if let Some(&(_, share)) = line.last() {
                 line.push((x_end, share));
             }
-            chart
-                .draw_series(LineSeries::new(
-                    line,
-                    c.stroke_width(width(i, self.runs.len())),
-                ))
-                .map_err(error)?;
+            run_line(&mut chart, line, i, self.runs.len(), identical[i].is_some())?;
             if run.summary.finished == 0 {
                 let (x, y) = chart.backend_coord(&(0.0, 1.0));
                 let style = ("sans-serif", 15).into_font().color(&c);

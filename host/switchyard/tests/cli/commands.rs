@@ -5,13 +5,14 @@ use crate::support;
 use assert_cmd::Command;
 
 /// The command, kept off the user's compile cache so a test leaves nothing behind.
-fn switchyard() -> Command {
+pub(crate) fn switchyard() -> Command {
     let mut cmd = Command::cargo_bin("switchyard").unwrap();
     cmd.env("SWITCHYARD_NO_CACHE", "1");
     cmd
 }
 
-fn stdout_of(args: &[&str]) -> String {
+/// Runs the command, asserts it succeeded and returns its standard output.
+pub(crate) fn stdout_of(args: &[&str]) -> String {
     let output = switchyard().args(args).output().unwrap();
     assert!(
         output.status.success(),

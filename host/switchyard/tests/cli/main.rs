@@ -1,7 +1,7 @@
 //! The `switchyard` command's integration tests, one binary: the commands as a user runs
-//! them (`commands`, `authoring`, `ctl`, `run`, and `policy_registry` against a registry
-//! on loopback), and the checks of the whole repository that run the command or read
-//! every crate: the docs' shell blocks and the examples run as written (`docs`,
+//! them (`commands`, `authoring`, `ctl`, `run`, `sweep`, and `policy_registry` against a
+//! registry on loopback), and the checks of the whole repository that run the command or
+//! read every crate: the docs' shell blocks and the examples run as written (`docs`,
 //! `examples`), the crate floors (`floors`), no import cycle in any crate
 //! (`module_cycles`).
 
@@ -16,3 +16,4 @@ mod floors;
 mod module_cycles;
 mod policy_registry;
 mod run;
+mod sweep;

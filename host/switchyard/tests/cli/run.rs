@@ -15,7 +15,7 @@ fn simulate_with_split_reports_both_arms_and_with_shadow_reports_agreement() {
         let output = assert_cmd::Command::cargo_bin("switchyard")
             .unwrap()
             .env("SWITCHYARD_NO_CACHE", "1")
-            .args(["simulate", example])
+            .args(["simulate", example, "--json"])
             .args(extra)
             .output()
             .unwrap();

@@ -15,6 +15,7 @@ use switchyard_core::Settings;
 use switchyard_runtime::PolicyRef;
 
 use crate::cli::SandboxArgs;
+use crate::cli::terminal::escaped;
 
 /// Arguments of `policy new`.
 #[derive(Debug, clap::Args)]
@@ -256,10 +257,10 @@ fn print_comparison(tested: &str, c: &Comparison) {
     for d in c.differing.iter().take(DIFFERENCES_SHOWN) {
         println!("round {} t={:.3}", d.round, d.time);
         for op in &d.only_tested {
-            println!("  - {op}   (only {tested})");
+            println!("  - {}   (only {tested})", escaped(op));
         }
         for op in &d.only_other {
-            println!("  + {op}   (only {})", c.against);
+            println!("  + {}   (only {})", escaped(op), c.against);
         }
     }
     if c.differing.len() > DIFFERENCES_SHOWN {

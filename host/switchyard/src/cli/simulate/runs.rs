@@ -96,7 +96,10 @@ pub(crate) fn plan(
 /// The run, parameter and value a `--set` names. The run is named by its name or by the
 /// policy argument (a `.wasm` path, whose own dots are no trouble: the longest prefix
 /// wins) when only that run loads it.
-fn target_of<'a>(set: &'a str, runs: &[RunSpec]) -> anyhow::Result<(usize, &'a str, &'a str)> {
+pub(crate) fn target_of<'a>(
+    set: &'a str,
+    runs: &[RunSpec],
+) -> anyhow::Result<(usize, &'a str, &'a str)> {
     let Some((target, value)) = set.split_once('=') else {
         bail!("--set {set}: expected NAME.key=value");
     };

@@ -6,6 +6,8 @@
 
 use switchyard_sim::{RunOutcome, RunResult, Summary};
 
+use crate::cli::terminal::escaped;
+
 /// The unit of a column of durations.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum TimeUnit {
@@ -161,7 +163,14 @@ change rows: relative change of each figure against the first run (negative = sm
   and the difference of counts.";
 
 /// Lays out rows of cells under `header`, the first column left-aligned.
-fn layout(header: &[String], rows: &[Vec<String>]) -> String {
+pub(crate) fn layout(header: &[String], rows: &[Vec<String>]) -> String {
+    // Cells hold names from workloads, policies and controllers: escaped before they are
+    // measured, so what is measured is what is printed.
+    let safe = |cells: &[String]| -> Vec<String> {
+        cells.iter().map(|c| escaped(c).into_owned()).collect()
+    };
+    let header = safe(header);
+    let rows: Vec<Vec<String>> = rows.iter().map(|r| safe(r)).collect();
     let widths: Vec<usize> = (0..header.len())
         .map(|c| {
             rows.iter()
@@ -185,8 +194,8 @@ fn layout(header: &[String], rows: &[Vec<String>]) -> String {
             .collect();
         text.join("  ").trim_end().to_string()
     };
-    let mut out = line(header);
-    for row in rows {
+    let mut out = line(&header);
+    for row in &rows {
         out.push('\n');
         out.push_str(&line(row));
     }
@@ -332,6 +341,7 @@ pub(crate) fn per_job(runs: &[RunResult]) -> Option<String> {
 mod tests {
     use super::*;
     use switchyard_control::RunEnd;
+    use switchyard_control::{CompletionStats, Observation};
     use switchyard_sim::JobOutcome;
 
     /// A run of `jobs` jobs submitted at 0, of which those with a time finished then.
@@ -374,6 +384,12 @@ mod tests {
             policy_failures: 0,
             ended: RunEnd::Idle,
             outcome: RunOutcome::of(jobs.len(), finished, deadlocked, RunEnd::Idle),
+            completion: CompletionStats::of(
+                &jobs
+                    .iter()
+                    .map(|j| Observation::of(j.submit_time, j.finish_time, last))
+                    .collect::<Vec<_>>(),
+            ),
         };
         RunResult {
             policy: name.into(),
