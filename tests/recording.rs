@@ -219,7 +219,7 @@ fn replaying_a_recording_under_its_own_policy_agrees_and_under_another_names_the
     let (own, other) = (&report.policies[0], &report.policies[1]);
     assert_eq!(own.compared, report.rounds);
     assert_eq!(own.agreed, own.compared, "{:#?}", own.differences.first());
-    assert_eq!(own.agreement_percent, 100.0);
+    assert_eq!(own.agreement_percent, Some(100.0));
     assert!(other.agreed < other.compared, "even decides otherwise");
     let first = &other.differences[0];
     assert!(!first.jobs.is_empty(), "a differing round names its jobs");

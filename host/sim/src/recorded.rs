@@ -42,14 +42,8 @@ pub struct Counterfactual {
 
 /// Reads `recording` once, streaming, and estimates its workload.
 pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, RecordingError> {
+    // A recording without a round is an error of the reader's.
     let history = history::read(recording)?;
-    if history.rounds == 0 {
-        return Err(RecordingError::Malformed {
-            path: recording.segments()[0].clone(),
-            line: 0,
-            message: "the recording holds no round, so no load to replay".into(),
-        });
-    }
     // A simulator counts time from 0; a Kubernetes recording from the host's clock,
     // which the workload starts at its first round (or earliest submission).
     let origin = if history.cluster.starts_with("sim:") {
