@@ -107,8 +107,15 @@ impl Workload {
         Self::parse_with(text, path, InputLimits::default())
     }
 
-    /// Parses `text` as if read from `path`, within `limits`.
+    /// Parses `text` as if read from `path`, within `limits`: at most
+    /// `limits.yaml_bytes` bytes, nested at most `limits.yaml_depth` levels.
     pub fn parse_with(text: &str, path: &Path, limits: InputLimits) -> Result<Self, WorkloadError> {
+        if text.len() as u64 > limits.yaml_bytes {
+            return Err(WorkloadError::Read {
+                path: path.to_path_buf(),
+                source: crate::yaml::too_large(limits.yaml_bytes),
+            });
+        }
         let file: WorkloadFile = crate::yaml::from_str(text, limits.yaml_depth)
             .map_err(|e| WorkloadError::parse(path, e))?;
         Ok(Self {

@@ -70,6 +70,14 @@ pub(crate) fn read_text(path: &Path, limits: &InputLimits) -> std::io::Result<St
     })
 }
 
+/// The error of a YAML text longer than `limit` bytes, as a file that size is refused.
+pub(crate) fn too_large(limit: u64) -> std::io::Error {
+    std::io::Error::new(
+        std::io::ErrorKind::FileTooLarge,
+        format!("larger than the limit of {limit} bytes"),
+    )
+}
+
 /// A YAML file that could not be read or does not fit.
 #[derive(Debug, thiserror::Error)]
 pub enum YamlLoadError {

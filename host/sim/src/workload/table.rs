@@ -135,7 +135,10 @@ impl Row<'_> {
         let text = self.text(col);
         match text.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
-            _ => Err(self.fault(col, format!("`{text}` is not a finite number"))),
+            _ => Err(self.fault(
+                col,
+                format!("`{}` is not a finite number", text.escape_debug()),
+            )),
         }
     }
 
