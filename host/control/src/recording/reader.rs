@@ -190,6 +190,8 @@ struct Lines {
     /// The decoder has nothing more; why, when it ended early.
     ended: Option<Option<String>>,
     records: u64,
+    /// The file held no byte when it was opened.
+    empty: bool,
 }
 
 const READ_CHUNK: usize = 64 << 10;
@@ -209,6 +211,7 @@ impl Lines {
                 io_error(source)
             }
         })?;
+        let empty = file.metadata().map_err(io_error)?.len() == 0;
         let decoder = zstd::stream::read::Decoder::new(file).map_err(io_error)?;
         Ok(Self {
             path: path.to_path_buf(),
@@ -219,6 +222,7 @@ impl Lines {
             max_line,
             ended: None,
             records: 0,
+            empty,
         })
     }
 
@@ -452,9 +456,11 @@ impl RecordedRounds {
         // The recorder names a segment only once its header is on disk, so a segment
         // without one was cut or replaced after the fact: it cannot be read as a part.
         let Some(SegmentRecord::Header(header)) = lines.next_record()? else {
-            let reason = lines
-                .cut_short()
-                .map_or_else(|| "it is empty".to_string(), |c| c.reason);
+            let reason = match lines.cut_short() {
+                _ if lines.empty => "it is empty".to_string(),
+                Some(cut) => cut.reason,
+                None => "it holds no record".to_string(),
+            };
             return Err(RecordingError::Unreadable { path, reason });
         };
         self.check_order(&header, &path)?;
