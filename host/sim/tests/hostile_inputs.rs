@@ -427,3 +427,22 @@ fn a_workload_that_is_not_a_regular_file_or_too_large_is_refused_unread() {
     assert!(growth < 64 << 10, "{growth}");
     assert_names(&message, &["workload.yaml", "limit of 1024 bytes"]);
 }
+
+#[test]
+fn every_shipped_workload_is_within_the_default_limits() {
+    let examples = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples");
+    let mut checked = 0;
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        if path.extension().is_none_or(|e| e != "yaml") || text.contains("kind: TrainingJob") {
+            continue;
+        }
+        let workload = Workload::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        workload
+            .scenario(workload.seed())
+            .unwrap_or_else(|e| panic!("{e}"));
+        checked += 1;
+    }
+    assert!(checked >= 20, "{checked} examples");
+}
