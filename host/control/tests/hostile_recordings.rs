@@ -271,6 +271,6 @@ fn a_recording_of_headers_and_no_round_is_an_error_and_replays_nothing() {
     };
     let recording = Recording::open(dir.path()).unwrap();
     let replayed = replay(&recording, &[policy]);
-    let error = replayed.err().expect("no report over no round");
+    let error = replayed.expect_err("no report over no round");
     assert!(error.to_string().contains("holds no round"), "{error}");
 }
