@@ -203,6 +203,38 @@ mod tests {
     }
 
     #[test]
+    fn too_many_labels_an_empty_key_and_a_long_value_are_refused_naming_the_field() {
+        let limits = InputLimits::default();
+        let labels = |pairs: &[(String, String)]| -> std::collections::BTreeMap<_, _> {
+            pairs.iter().cloned().collect()
+        };
+        let many = labels(
+            &(0..65)
+                .map(|k| (format!("k{k}"), "v".to_string()))
+                .collect::<Vec<_>>(),
+        );
+        let (field, message) = limits.check_labels("labels", many.iter()).unwrap_err();
+        assert_eq!(field, "labels");
+        assert!(
+            message.contains("65 labels") && message.contains("at most 64"),
+            "{message}"
+        );
+        let empty = labels(&[(String::new(), "v".into())]);
+        let (field, message) = limits.check_labels("labels", empty.iter()).unwrap_err();
+        assert_eq!(field, "labels (a key)");
+        assert!(message.contains("empty name"), "{message}");
+        let long = labels(&[("team".into(), "v".repeat(254))]);
+        let (field, message) = limits.check_labels("labels", long.iter()).unwrap_err();
+        assert_eq!(field, "labels.team");
+        assert!(
+            message.contains("254 bytes") && message.contains("at most 253"),
+            "{message}"
+        );
+        let within = labels(&[("team".into(), "v".repeat(253))]);
+        assert!(limits.check_labels("labels", within.iter()).is_ok());
+    }
+
+    #[test]
     fn a_number_that_must_be_positive_refuses_nan_zero_negative_and_infinite() {
         for bad in [f64::NAN, 0.0, -8.0, f64::INFINITY] {
             let error = positive(bad, "cores").unwrap_err();
