@@ -3,61 +3,13 @@
 //! and refuses it stays bounded. Memory is counted by this binary's allocator, per
 //! thread, so the tests running beside one do not add to its figure.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::{Path, PathBuf};
 
 use switchyard_sim::{InputLimits, Workload, WorkloadError};
-
-struct Counting;
-
-thread_local! {
-    /// Bytes allocated and not yet freed by this thread.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    /// The most `LIVE` reached since the last reset.
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-fn count(bytes: isize) {
-    // A thread being torn down has no counter left; what it frees then is not ours.
-    let _ = LIVE.try_with(|live| {
-        let now = live.get() + bytes;
-        live.set(now);
-        let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-    });
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; counting touches
-// thread-local cells only, and allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use switchyard_test_support::{CountingAllocator, peak_growth};
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// The most this thread held above what it held before, while `f` ran.
-fn peak_growth<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let base = LIVE.with(Cell::get);
-    PEAK.with(|peak| peak.set(base));
-    let out = f();
-    let peak = PEAK.with(Cell::get);
-    (out, (peak - base).max(0) as usize)
-}
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// What refusing a hostile file may cost, besides the file's own text: the parser's and
 /// the deserialiser's working memory for a few lines, never anything in proportion to
