@@ -456,6 +456,9 @@ impl Controller {
             Ok(entry) => entry,
             Err(error) => {
                 self.shared.metrics.observe_load_error(error.metric_label());
+                self.shared
+                    .catalog
+                    .record_failure(&source, &error.to_string());
                 tracing::warn!(%error, source, "policy refused; the running policy stays");
                 self.report_refusal(&source, &error.to_string());
                 return Err(error.into());

@@ -131,8 +131,9 @@ impl Catalog {
     /// Compiles and checks `bytes`, configures the policy and adds it under the name it
     /// gives itself, replacing a policy of the same name. Its parameters are
     /// `parameters[name]` when given, else those of the policy it replaces, else the
-    /// defaults. A refusal is kept as `source`'s load error (and nothing is replaced);
-    /// success clears it.
+    /// defaults. A refusal replaces nothing; the caller counts it and then records it
+    /// with [`Catalog::record_failure`], so whoever sees the failure listed also sees it
+    /// counted. Success clears `source`'s earlier failure.
     pub fn load(
         &self,
         bytes: &[u8],
@@ -171,10 +172,7 @@ impl Catalog {
                     .insert(entry.slot.name().to_string(), entry.clone());
                 Ok(entry)
             }
-            Err(error) => {
-                self.record_failure(source, &error.to_string());
-                Err(error)
-            }
+            Err(error) => Err(error),
         }
     }
 

@@ -83,7 +83,6 @@ pub(super) fn restore(
         let (source, error, kind) = match kept {
             Err(error) => {
                 let source = kept_source(&error.place());
-                catalog.record_failure(&source, &error.to_string());
                 (source, error.to_string(), "read")
             }
             Ok(kept) => {
@@ -97,12 +96,12 @@ pub(super) fn restore(
                         tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
                         continue;
                     }
-                    // The catalog has recorded it under `source`.
                     Err(error) => (source, error.to_string(), error.metric_label()),
                 }
             }
         };
         metrics.observe_load_error(kind);
+        catalog.record_failure(&source, &error);
         tracing::warn!(
             source,
             error,
