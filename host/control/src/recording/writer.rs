@@ -7,7 +7,10 @@
 //! window of the earlier records still compresses the later ones. A crash loses at most
 //! the record being written. Segments rotate at a quarter of the size bound, and the
 //! oldest are deleted to keep the directory within it; each segment starts with a
-//! header, the policies and the whole snapshot, so it reads on its own.
+//! header, the policies and the whole snapshot, so it reads on its own. A segment takes
+//! its name only once its header is on disk, and one left without a round by a failed
+//! write (a full disk) is removed, so no reader meets an empty segment and the bound
+//! counts every segment kept.
 
 use std::collections::VecDeque;
 use std::fs::File;
