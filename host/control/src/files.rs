@@ -72,11 +72,7 @@ mod tests {
     fn a_directory_a_device_and_a_fifo_are_refused_without_blocking() {
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&fifo)
-            .status()
-            .unwrap();
-        assert!(made.success());
+        switchyard_test_support::make_fifo(&fifo);
         for path in [dir.path(), Path::new("/dev/zero"), fifo.as_path()] {
             let error = open_regular_file(path).unwrap_err();
             assert_eq!(error.kind(), io::ErrorKind::InvalidInput, "{path:?}");

@@ -12,7 +12,7 @@ use switchyard_control::{
     PolicySlot, RecordedRound, Recording, RecordingError, ReplayPolicy, replay,
 };
 use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
-use switchyard_test_support::{CountingAllocator, peak_growth};
+use switchyard_test_support::{CountingAllocator, make_fifo, peak_growth};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -138,11 +138,7 @@ fn an_empty_or_corrupt_segment_is_an_error_naming_it_never_a_recording_of_nothin
 fn a_fifo_a_device_or_a_directory_in_a_segments_place_is_refused_without_reading_it() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = tempfile::tempdir().unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(segment(fifo.path(), 0))
-        .status()
-        .unwrap();
-    assert!(made.success());
+    make_fifo(&segment(fifo.path(), 0));
     std::fs::create_dir(segment(dir.path(), 0)).unwrap();
     let device = tempfile::tempdir().unwrap();
     std::os::unix::fs::symlink("/dev/zero", segment(device.path(), 0)).unwrap();
@@ -169,11 +165,7 @@ fn a_segment_swapped_for_a_fifo_after_opening_is_refused_without_blocking() {
     std::fs::copy(checked_in_segment(), &path).unwrap();
     let recording = Recording::open(dir.path()).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let made = std::process::Command::new("mkfifo")
-        .arg(&path)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    make_fifo(&path);
     let error = recording.rounds().next().unwrap().unwrap_err();
     assert!(matches!(error, RecordingError::NotAFile { .. }), "{error}");
 }

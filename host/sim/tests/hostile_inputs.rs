@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use switchyard_sim::{InputLimits, Workload, WorkloadError};
-use switchyard_test_support::{CountingAllocator, peak_growth};
+use switchyard_test_support::{CountingAllocator, make_fifo, peak_growth};
 
 #[global_allocator]
 static ALLOCATOR: CountingAllocator = CountingAllocator;
@@ -356,11 +356,7 @@ fn yaml_nested_two_hundred_thousand_levels_deep_is_refused_where_it_passes_the_l
 fn a_workload_that_is_not_a_regular_file_or_too_large_is_refused_unread() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("workload.yaml");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    make_fifo(&fifo);
     for path in [fifo.as_path(), Path::new("/dev/zero"), dir.path()] {
         let (message, growth) = refused_within(path, InputLimits::default());
         assert!(growth < REFUSAL_BYTES, "{growth}");

@@ -5,6 +5,7 @@
 //!
 //! - `builders`: fixture builders for snapshots ([`cluster`], [`node`], [`job`]) and
 //!   [`wait_until`];
+//! - `fifo`: a named pipe for the readers that must refuse one ([`make_fifo`]);
 //! - `counting`: an allocator that counts each thread's bytes ([`CountingAllocator`],
 //!   [`peak_growth`]), for the tests that bound what the host holds;
 //! - `guests`: the built components of the test guests in `tests/guests/` ([`guest`]);
@@ -27,6 +28,7 @@ mod builders;
 mod compile_cache;
 mod componentize_py;
 mod counting;
+mod fifo;
 mod guests;
 #[cfg(feature = "live")]
 mod live;
@@ -43,6 +45,7 @@ pub use componentize_py::{
     COMPONENTIZE_PY, build_python_example, build_python_policy, componentize_py_or_skip,
 };
 pub use counting::{CountingAllocator, live_bytes, peak_growth};
+pub use fifo::make_fifo;
 pub use guests::{builtin_policy, guest, guest_reading_loss, hostile_guest_named};
 #[cfg(feature = "live")]
 pub use live::{Live, STREAM, TOKEN, start_live, start_live_with};
