@@ -1,8 +1,9 @@
 //! The Kubernetes backend's own cost per round at 5,000 nodes and 50,000 pods: the
 //! leader's pass between rounds (finished jobs, failed pods, restarts, loss writes, what
 //! changed) and the snapshot the policy is handed, from caches filled as the reflectors
-//! fill them. 2,500 TrainingJobs of two bound workers each (5,000 of the controller's
-//! pods) and 45,000 other schedulers' pods (kept as charges). No policy runs: this is the
+//! fill them. 2,500 TrainingJobs of two workers each, released and bound by
+//! kube-scheduler (5,000 of the controller's pods), and 45,000 other schedulers' pods
+//! (kept as charges). No policy runs: this is the
 //! host's share of a round, whose target is in `docs/performance.md`.
 //!
 //! ```sh
@@ -26,10 +27,10 @@ use kube::runtime::events::Reporter;
 use kube::runtime::{reflector, watcher};
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_kube::act::Actor;
-use switchyard_kube::cluster::KubeCluster;
-use switchyard_kube::crd::TrainingJob;
-use switchyard_kube::observe::Caches;
+use switchyard_kube::Actor;
+use switchyard_kube::Caches;
+use switchyard_kube::KubeCluster;
+use switchyard_kube::TrainingJob;
 
 #[path = "../host/kube/tests/support/counting.rs"]
 mod counting;
@@ -79,9 +80,16 @@ fn job(i: usize) -> TrainingJob {
                         "resources": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"},
                             "limits": {"nvidia.com/gpu": "1"}}}]}}}]
         },
-        "status": {"phase": "Running", "replicas": WORKERS}
+        "status": {"phase": "Running", "replicas": WORKERS,
+            "placements": (0..WORKERS).map(|t| json!({"task": format!("worker-{t}"),
+                "pod": format!("{name}-worker-{t}-0"), "node": worker_node(i, t)})).collect::<Vec<_>>()}
     }))
     .expect("a job")
+}
+
+/// The node job `job`'s worker `task` was bound to.
+fn worker_node(job: usize, task: usize) -> String {
+    format!("node-{:05}", ((job * WORKERS + task) * 2) % NODES)
 }
 
 fn own_pod(job: usize, task: usize, version: u64) -> Pod {
@@ -95,8 +103,7 @@ fn own_pod(job: usize, task: usize, version: u64) -> Pod {
                 "switchyard.dev/generation": "0"},
             "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
                 "name": name, "uid": format!("uid-{name}"), "controller": true}]},
-        "spec": {"schedulerName": "switchyard",
-            "nodeName": format!("node-{:05}", ((job * WORKERS + task) * 2) % NODES),
+        "spec": {"nodeName": worker_node(job, task),
             "containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1",
                 "resources": {"requests": {"cpu": "4", "memory": "16Gi", "nvidia.com/gpu": "1"}}}]},
         "status": {"phase": "Running", "startTime": "2026-01-01T00:01:00Z"}
@@ -156,7 +163,7 @@ fn round(c: &mut Criterion) {
     pods.apply_watcher_event(&watcher::Event::InitDone);
     jobs.apply_watcher_event(&watcher::Event::InitDone);
     let mut caches = Caches::new(nodes_store, pods_store, jobs_store);
-    caches.others = switchyard_kube::charges::Charges::default();
+    caches.others = switchyard_kube::Charges::default();
     caches.others.apply(&watcher::Event::Init);
     for i in 0..OTHER_PODS {
         caches

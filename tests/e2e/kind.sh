@@ -1,7 +1,20 @@
 #!/usr/bin/env bash
-# End to end on a real cluster: installs switchyard on a kind (or k3d) cluster, submits a
-# small TrainingJob, checks that its pods are bound by switchyard, swaps the active
-# policy through the API, checks the swap, and uninstalls.
+# End to end on a real cluster: installs switchyard on a kind (or k3d) cluster of three
+# workers and runs, against a real kube-scheduler and kubelet, the flows the scripted
+# scenarios of host/kube/tests run against the mock API server:
+#
+#   1. a gang placed: the controller creates its pods held by the switchyard.dev/placement
+#      gate, pins each to the policy's node and lifts the gate; kube-scheduler binds them
+#      there;
+#   2. a placement kube-scheduler refuses (a resource no node has): the gang is taken
+#      back, the refusal recorded in the job's status, and the job backs off;
+#   3. a drain of a gang member: the eviction (through the job's PodDisruptionBudget)
+#      restarts the whole gang, off the drained node;
+#   4. a migration: SpeCon moves a converged job (this step waits for SpeCon's own
+#      judgement, so it allows minutes);
+#   5. a resize: FlowCon sets CPU weights, as in-place resizes (Kubernetes 1.33+);
+#   6. a leader failover: the leader's pod is deleted, the other replica leads, and the
+#      running job is not restarted.
 #
 # It needs Docker, kind (or k3d with E2E_K3D=1), kubectl, curl and jq, and so it cannot
 # run where there is no container engine (CI runs only `shellcheck` on it). Run it from
@@ -42,13 +55,82 @@ cleanup() {
 }
 trap cleanup EXIT
 
-step "cluster $CLUSTER and image $IMAGE"
+# Waits up to $1 seconds for the command after it to succeed, every 2 s.
+within() {
+    local seconds=$1
+    shift
+    local waited=0
+    until "$@"; do
+        [ "$waited" -ge "$seconds" ] && return 1
+        sleep 2
+        waited=$((waited + 2))
+    done
+}
+
+# The API, through the Service (it reaches the leader alone); restarts the forward.
+api_forward() {
+    if [ -n "$forward_pid" ]; then kill "$forward_pid" 2>/dev/null || true; fi
+    kubectl port-forward -n "$NS" svc/switchyard "$PORT:80" >/dev/null 2>&1 &
+    forward_pid=$!
+    within 60 curl -fs "localhost:$PORT/readyz" -o /dev/null || fail "the API did not answer"
+}
+activate() {
+    curl -fs -X POST -H "Authorization: Bearer $token" \
+        "localhost:$PORT/v1/policies/$1/activate" >/dev/null || fail "activating $1"
+}
+job_status() { kubectl get trainingjob "$1" -n "$JOB_NS" -o json | jq -r "$2"; }
+
+# A TrainingJob $1 of $2 workers (2 to 4 when $3 is "elastic", else exactly $2),
+# checkpointing on the stop signal, whose loss falls from 1 by $4 per step (0: flat);
+# $5, when given, is an extended resource each worker asks for one of.
+submit() {
+    local name=$1 workers=$2 min=$2 max=$2 drop=$4 resources="{cpu: 100m, memory: 16Mi}"
+    if [ "$3" = elastic ]; then min=2; max=4; fi
+    if [ -n "${5:-}" ]; then
+        # An extended resource is asked for by its limit (requests follow it).
+        resources="{requests: {cpu: 100m, memory: 16Mi}, limits: {$5: 1}}"
+    else
+        resources="{requests: $resources}"
+    fi
+    kubectl apply -f - <<YAML
+apiVersion: switchyard.dev/v1alpha1
+kind: TrainingJob
+metadata: {name: $name, namespace: $JOB_NS}
+spec:
+  checkpoint: {method: Signal, gracePeriodSeconds: 5}
+  progress:
+    log:
+      container: trainer
+      pattern: 'step (?P<step>\d+) loss: (?P<value>[0-9.]+)'
+  roles:
+    - name: worker
+      replicas: $workers
+      minReplicas: $min
+      maxReplicas: $max
+      scalable: true
+      template:
+        spec:
+          containers:
+            - name: trainer
+              image: busybox:1.36
+              command: ["sh", "-c", "i=0; while true; do i=\$((i+1)); echo \"step \$i loss: \$(awk -v i=\$i -v d=$drop 'BEGIN{v=1-i*d; if (v<0.01) v=0.01; print v}')\"; sleep 2; done"]
+              resources: $resources
+YAML
+}
+
+step "cluster $CLUSTER (three workers) and image $IMAGE"
 docker build -t "$IMAGE" .
 if [ "${E2E_K3D:-0}" = 1 ]; then
-    k3d cluster list "$CLUSTER" >/dev/null 2>&1 || k3d cluster create "$CLUSTER" --agents 2 --wait
+    k3d cluster list "$CLUSTER" >/dev/null 2>&1 || k3d cluster create "$CLUSTER" --agents 3 --wait
     k3d image import "$IMAGE" --cluster "$CLUSTER"
 else
-    kind get clusters | grep -qx "$CLUSTER" || kind create cluster --name "$CLUSTER" --wait 120s
+    if ! kind get clusters | grep -qx "$CLUSTER"; then
+        kind create cluster --name "$CLUSTER" --wait 120s --config - <<'YAML'
+kind: Cluster
+apiVersion: kind.x-k8s.io/v1alpha4
+nodes: [{role: control-plane}, {role: worker}, {role: worker}, {role: worker}]
+YAML
+    fi
     kind load docker-image "$IMAGE" --name "$CLUSTER"
 fi
 
@@ -62,51 +144,94 @@ kubectl patch -n "$NS" deployment/switchyard --type=json \
     -p '[{"op": "add", "path": "/spec/template/spec/containers/0/imagePullPolicy", "value": "IfNotPresent"}]'
 kubectl rollout status -n "$NS" deployment/switchyard --timeout=180s
 kubectl wait -n "$NS" pod -l switchyard.dev/leader=true --for=condition=Ready --timeout=120s
-
-step "submit a job"
-kubectl create namespace "$JOB_NS" --dry-run=client -o yaml | kubectl apply -f -
-kubectl apply -f - <<YAML
-apiVersion: switchyard.dev/v1alpha1
-kind: TrainingJob
-metadata: {name: tiny, namespace: $JOB_NS}
-spec:
-  progress:
-    log:
-      container: trainer
-      pattern: 'step (?P<step>\d+) loss: (?P<value>[0-9.]+)'
-  roles:
-    - name: worker
-      replicas: 2
-      template:
-        spec:
-          containers:
-            - name: trainer
-              image: busybox:1.36
-              command: ["sh", "-c", "for i in \$(seq 1 600); do echo \"step \$i loss: 0.\$((1000 - i))\"; sleep 1; done"]
-              resources: {requests: {cpu: 10m, memory: 16Mi}}
-YAML
-
-step "its pods are bound by switchyard"
-for _ in $(seq 1 60); do
-    bound=$(kubectl get pods -n "$JOB_NS" -l switchyard.dev/job=tiny -o json |
-        jq '[.items[] | select(.spec.schedulerName == "switchyard" and .spec.nodeName != null)] | length')
-    [ "$bound" = 2 ] && break
-    sleep 2
-done
-[ "$bound" = 2 ] || fail "the job's pods were not bound (bound: $bound)"
-kubectl get pods -n "$JOB_NS" -o wide
-
-step "swap the policy through the Service (it reaches the leader)"
-kubectl port-forward -n "$NS" svc/switchyard "$PORT:80" >/dev/null &
-forward_pid=$!
-for _ in $(seq 1 30); do curl -fs "localhost:$PORT/readyz" >/dev/null && break; sleep 1; done
 token=$(kubectl get secret switchyard-api-token -n "$NS" -o jsonpath='{.data.token}' | base64 -d)
-before=$(curl -fs "localhost:$PORT/v1/status" | jq -r .active)
-target=flowcon
-[ "$before" = flowcon ] && target=specon
-curl -fs -X POST -H "Authorization: Bearer $token" "localhost:$PORT/v1/policies/$target/activate" >/dev/null
-after=$(curl -fs "localhost:$PORT/v1/status" | jq -r .active)
-[ "$after" = "$target" ] || fail "the active policy is $after, not $target"
-echo "active policy: $before -> $after"
+api_forward
+activate default
+kubectl create namespace "$JOB_NS" --dry-run=client -o yaml | kubectl apply -f -
+
+step "1. a gang placed: pinned and released by switchyard, bound by kube-scheduler"
+submit gang 2 elastic 0.02
+# Every pod bound, by the default scheduler, on the node its pin names, its gate gone.
+pinned_and_bound() {
+    kubectl get pods -n "$JOB_NS" -l switchyard.dev/job=gang -o json | jq -e '
+        [.items[] | select(.metadata.deletionTimestamp == null)] as $pods
+        | ($pods | length) == 2 and all($pods[];
+            .spec.schedulerName == "default-scheduler"
+            and .spec.nodeName != null
+            and ((.spec.schedulingGates // []) | map(.name) | index("switchyard.dev/placement") | not)
+            and .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+                .nodeSelectorTerms[0].matchFields[0].values[0] == .spec.nodeName)' >/dev/null
+}
+within 120 pinned_and_bound || fail "the gang's pods were not bound where switchyard pinned them"
+kubectl get pods -n "$JOB_NS" -o wide
+[ "$(kubectl get pdb gang -n "$JOB_NS" -o jsonpath='{.spec.maxUnavailable}')" = 1 ] \
+    || fail "the job has no PodDisruptionBudget"
+
+step "2. a placement kube-scheduler refuses comes back and backs off"
+submit greedy 1 fixed 0.01 example.com/fpga
+refused() { [ "$(job_status greedy '.status.refusal.count // 0')" -ge 1 ]; }
+within 180 refused || fail "the refused placement was not recorded"
+job_status greedy '.status.refusal'
+[ "$(job_status greedy '.status.conditions[] | select(.type == "PodsScheduled") | .status')" = False ] \
+    || fail "PodsScheduled is not False"
+kubectl events -n "$JOB_NS" --for trainingjob/greedy | grep -q PlacementRefused \
+    || fail "no PlacementRefused Event"
+kubectl delete trainingjob greedy -n "$JOB_NS"
+
+step "3. a drained gang member restarts the whole gang"
+generation=$(job_status gang '.status.generation // 0')
+victim=$(kubectl get pods -n "$JOB_NS" -l switchyard.dev/job=gang -o jsonpath='{.items[0].spec.nodeName}')
+kubectl drain "$victim" --ignore-daemonsets --delete-emptydir-data --timeout=180s
+restarted() {
+    [ "$(job_status gang '.status.generation // 0')" -gt "$generation" ] \
+        && [ "$(job_status gang '.status.disruptions // 0')" -ge 1 ] \
+        && pinned_and_bound
+}
+within 240 restarted || fail "the gang did not restart after the drain"
+kubectl get pods -n "$JOB_NS" -l switchyard.dev/job=gang -o json \
+    | jq -e --arg n "$victim" '[.items[] | select(.spec.nodeName == $n)] | length == 0' >/dev/null \
+    || fail "a member was placed on the drained node"
+kubectl uncordon "$victim"
+
+step "4. a migration: SpeCon moves a converged job"
+submit flat 1 fixed 0
+submit busy-a 1 fixed 0.05
+submit busy-b 1 fixed 0.05
+# SpeCon categorises every 30 s (its default `interval`): the flat job converges first.
+activate specon
+migrated() {
+    kubectl get trainingjobs -n "$JOB_NS" -o json \
+        | jq -e '[.items[].status.moves // [] | .[] | select(.kind == "Migrated")] | length > 0' >/dev/null
+}
+within 600 migrated || fail "SpeCon moved no job within 10 minutes"
+kubectl get trainingjobs -n "$JOB_NS"
+
+step "5. a resize: FlowCon's CPU weights, in place"
+activate flowcon
+resized() {
+    kubectl get trainingjobs -n "$JOB_NS" -o json \
+        | jq -e '[.items[].status.conditions // [] | .[] | select(.type == "CpuWeightApplied")] | length > 0' >/dev/null
+}
+within 600 resized || fail "FlowCon set no CPU weight within 10 minutes"
+kubectl get trainingjobs -n "$JOB_NS" -o json \
+    | jq -c '.items[] | {name: .metadata.name, weight: [.status.conditions // [] | .[] | select(.type == "CpuWeightApplied")]}'
+
+step "6. leader failover: the other replica leads, the running gang is not restarted"
+activate default
+leader=$(kubectl get pods -n "$NS" -l switchyard.dev/leader=true -o jsonpath='{.items[0].metadata.name}')
+generation=$(job_status gang '.status.generation')
+kubectl delete pod -n "$NS" "$leader" --wait=false
+new_leader() {
+    local now
+    now=$(kubectl get pods -n "$NS" -l switchyard.dev/leader=true -o jsonpath='{.items[0].metadata.name}' 2>/dev/null)
+    [ -n "$now" ] && [ "$now" != "$leader" ]
+}
+within 120 new_leader || fail "no other replica took the lead"
+api_forward
+curl -fs "localhost:$PORT/v1/status" | jq -c '{active, leading, leader}'
+sleep 20
+[ "$(job_status gang '.status.generation')" = "$generation" ] \
+    || fail "the failover restarted the gang"
+[ "$(job_status gang '.status.phase')" = Running ] || fail "the gang is not running"
 
 step "passed"

@@ -12,6 +12,7 @@ mod error;
 mod experiment;
 mod observe;
 mod policies;
+mod state;
 
 use std::future::Future;
 
@@ -27,18 +28,12 @@ pub use auth::{Token, TokenError};
 pub use error::ApiError;
 
 use crate::live::Controller;
+use state::ApiState;
 
 /// Default upload limit of a policy component: room for a Python policy built with
 /// componentize-py carries the interpreter, tens of MB; Rust policies are a few
 /// hundred KiB.
 pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 32 << 20;
-
-/// What every handler can reach.
-#[derive(Clone)]
-pub(crate) struct ApiState {
-    controller: Controller,
-    max_upload_bytes: usize,
-}
 
 /// The API's settings.
 #[derive(Clone, Debug)]

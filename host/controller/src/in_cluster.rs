@@ -16,14 +16,10 @@ use kube::Client;
 use kube::api::Api;
 use kube::runtime::events::Reporter;
 
-use switchyard_kube::act::Actor;
-use switchyard_kube::cluster::KubeCluster;
-use switchyard_kube::events;
-use switchyard_kube::leader_label::{self, LeaderLabel};
-use switchyard_kube::lease::{self, LeadershipLost, LeaseLock};
-use switchyard_kube::observe::{self, Caches};
-use switchyard_kube::retry::CALL_TIMEOUT;
-use switchyard_kube::state::ConfigMapStateStore;
+use switchyard_kube::{
+    Actor, CALL_TIMEOUT, Caches, ConfigMapStateStore, KubeCluster, LeaderLabel, LeadershipLost,
+    LeaseLock,
+};
 
 use crate::api::{self, ApiConfig};
 use crate::live::{Controller, LiveConfig};
@@ -85,7 +81,7 @@ pub struct InClusterOptions {
     /// This replica's identity (the pod name).
     pub identity: String,
     /// This replica's own pod, labelled while it leads (see
-    /// [`switchyard_kube::leader_label`]); `None` outside a pod.
+    /// [`switchyard_kube::LeaderLabel`]); `None` outside a pod.
     pub own_pod: Option<String>,
     /// The controller's namespace: the Lease, the state ConfigMap and the pod the
     /// controller's own Events are about.
@@ -96,6 +92,8 @@ pub struct InClusterOptions {
     pub lease_duration: Duration,
     /// Name of the ConfigMap holding policy state.
     pub state_configmap: String,
+    /// The controller class whose TrainingJobs this installation acts on.
+    pub controller_class: String,
     /// How often usage is read from `metrics.k8s.io`.
     pub metrics_every: Duration,
     /// Where the HTTP API (and the probes) listen.
@@ -123,6 +121,7 @@ pub async fn run_in_cluster(
             source,
         })?;
     let (caches, drivers) = Caches::start(&client);
+    let caches = caches.of_class(&options.controller_class);
     let mut tasks: Vec<tokio::task::JoinHandle<()>> =
         drivers.into_iter().map(tokio::spawn).collect();
 
@@ -130,7 +129,8 @@ pub async fn run_in_cluster(
         let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);
         tasks.push(tokio::spawn(async move {
             loop {
-                let fetched = tokio::time::timeout(CALL_TIMEOUT, observe::fetch_usage(&client));
+                let fetched =
+                    tokio::time::timeout(CALL_TIMEOUT, switchyard_kube::fetch_usage(&client));
                 let usage = match fetched.await {
                     Ok(Ok(usage)) => usage,
                     Ok(Err(error)) => {
@@ -157,7 +157,7 @@ pub async fn run_in_cluster(
     );
     if let Some(pod) = &options.own_pod {
         let label = LeaderLabel::new(Api::namespaced(client.clone(), &options.namespace), pod);
-        tasks.push(tokio::spawn(leader_label::keep_marked(
+        tasks.push(tokio::spawn(switchyard_kube::keep_marked(
             label,
             leader.clone(),
             LEADER_LABEL_EVERY,
@@ -172,7 +172,7 @@ pub async fn run_in_cluster(
         tasks.push(tokio::spawn(async move {
             if caches.wait_synced().await {
                 tracing::info!("caches synced; joining the election");
-                let lost = lease::keep_leading(lock, leader).await;
+                let lost = switchyard_kube::keep_leading(lock, leader).await;
                 let _ = lost_tx.send(lost);
             }
         }));
@@ -187,7 +187,9 @@ pub async fn run_in_cluster(
         handle.clone(),
         client.clone(),
         caches,
-        Actor::new(client.clone(), reporter.clone()),
+        // Its status writes carry the Lease term it leads under: a newer leader's
+        // status stops it at the API server.
+        Actor::new(client.clone(), reporter.clone()).with_term(lock.term()),
         leader.clone(),
     );
     let store = ConfigMapStateStore::new(
@@ -211,7 +213,7 @@ pub async fn run_in_cluster(
     .await
     .map_err(InClusterError::LoopPanicked)?
     .map_err(InClusterError::Live)?;
-    controller.on_refusal(events::refusal_events(
+    controller.on_refusal(switchyard_kube::refusal_events(
         handle.clone(),
         client.clone(),
         reporter,

@@ -4,6 +4,12 @@
 //! placements that each fit alone but not together are caught: the first is accepted and
 //! the second rejected. An invalid action is rejected with a reason and the others still
 //! go through; a rejected placement binds none of its tasks (a gang is all or nothing).
+//! A job is moved (migrated, rescaled, preempted) at most once per decision, and never
+//! in a decision that also places any of its tasks: a placement and a restart of one
+//! job in one round would leave the restart stopping pods that do not include the ones
+//! the placement is making, and the job's task could run twice. Several placements of
+//! distinct pending tasks of one job stay allowed (a pod-by-pod policy, as kube-scheduler
+//! itself places).
 
 use std::collections::{HashMap, HashSet};
 
@@ -145,9 +151,10 @@ pub enum Rejection {
         tasks: String,
     },
     /// The job already had a move (migration, rescale, preemption) accepted in this
-    /// decision: a job moves at most once per round.
+    /// decision, or a placement when this is a move: a job moves at most once per
+    /// round, and never in the round it is placed.
     #[error(
-        "job `{job}` already moves in this decision (a migration, rescale or preemption); one move per job per round"
+        "job `{job}` already has a placement or a move (migration, rescale, preemption) in this decision; a job moves at most once per round, and not in a round that places it"
     )]
     ConflictingAction {
         /// Job id.
@@ -309,7 +316,8 @@ struct Account<'a> {
     placed: HashSet<(&'a str, &'a str)>,
     /// Per job, (task, node) of the placements accepted so far in this decision.
     placed_on: FxHashMap<&'a str, Vec<(&'a str, &'a str)>>,
-    moved_jobs: HashSet<&'a str>,
+    /// Jobs with a move accepted so far in this decision.
+    moved: FxHashSet<&'a str>,
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
@@ -379,7 +387,7 @@ impl<'a> Account<'a> {
             free: FxHashMap::default(),
             placed: HashSet::new(),
             placed_on: FxHashMap::default(),
-            moved_jobs: HashSet::new(),
+            moved: FxHashSet::default(),
             snapshot,
             eligible: FxHashMap::default(),
         }
@@ -449,7 +457,7 @@ impl<'a> Account<'a> {
                 // Its nodes are released only once the checkpoint is saved, so nothing
                 // placed in this round can use them yet.
                 self.claim_move(job_id)?;
-                self.moved_jobs.insert(job_id);
+                self.moved.insert(job_id);
                 Ok(())
             }
         }
@@ -517,6 +525,9 @@ impl<'a> Account<'a> {
                 what: "no placement until it has restarted".into(),
             });
         }
+        if self.moved.contains(job_id) {
+            return Err(Rejection::ConflictingAction { job: job_id.into() });
+        }
         let mut in_group = HashSet::new();
         let mut charges = Vec::with_capacity(assignments.len());
         for a in assignments {
@@ -564,7 +575,7 @@ impl<'a> Account<'a> {
                 what: "only a running job can be migrated, rescaled or preempted".into(),
             });
         }
-        if self.moved_jobs.contains(job_id) {
+        if self.moved.contains(job_id) || self.placed_on.contains_key(job_id) {
             return Err(Rejection::ConflictingAction { job: job_id.into() });
         }
         Ok(())
@@ -619,7 +630,7 @@ impl<'a> Account<'a> {
                 self.free.insert(n.name.as_str(), released);
             }
         }
-        self.moved_jobs.insert(job_id);
+        self.moved.insert(job_id);
         Ok(())
     }
 
@@ -678,7 +689,7 @@ impl<'a> Account<'a> {
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));
         }
-        self.moved_jobs.insert(job_id);
+        self.moved.insert(job_id);
         Ok(())
     }
 }

@@ -274,6 +274,57 @@ fn two_moves_of_one_job_in_one_decision_keep_only_the_first() {
 }
 
 #[test]
+fn a_placement_and_a_move_of_one_job_in_one_decision_keep_only_the_first() {
+    // worker-0 runs on n1, worker-1 waits: a placement of worker-1 and a restart of the
+    // job in one round would restart without the pod the placement makes.
+    let mut partly = job("j")
+        .task("worker-0", "worker", res(1.0, 1, 0))
+        .task("worker-1", "worker", res(1.0, 1, 0))
+        .replicas("worker", 2, 1, 3)
+        .build();
+    let first = &mut std::sync::Arc::make_mut(&mut partly.tasks)[0];
+    first.node = Some("n1".into());
+    first.phase = TaskPhase::Running;
+    partly.phase = JobPhase::Running;
+    let snapshot = Snapshot {
+        jobs: vec![partly.into()],
+        ..cluster().node(node("n1")).node(node("n2")).build()
+    };
+    let grow = action(Operation::Scale {
+        job: "j".into(),
+        replicas: 3,
+        nodes: vec!["n2".into()],
+    });
+    let move_first = action(Operation::Migrate {
+        job: "j".into(),
+        task: Some("worker-0".into()),
+        node: "n2".into(),
+        purpose: String::new(),
+    });
+    let orders = [
+        vec![place("j", &[("worker-1", "n2")]), move_first.clone()],
+        vec![move_first, place("j", &[("worker-1", "n2")])],
+        vec![place("j", &[("worker-1", "n2")]), preempt("j")],
+        vec![preempt("j"), place("j", &[("worker-1", "n2")])],
+        vec![place("j", &[("worker-1", "n2")]), grow.clone()],
+        vec![grow, place("j", &[("worker-1", "n2")])],
+    ];
+    for actions in orders {
+        let checked = decide(&snapshot, actions.clone());
+        assert_eq!(checked.accepted, actions[..1], "{actions:?}");
+        let [rejected] = checked.rejected.as_slice() else {
+            panic!("the second is refused: {checked:?}");
+        };
+        assert!(
+            matches!(rejected.reason, Rejection::ConflictingAction { .. }),
+            "{}",
+            rejected.reason
+        );
+        assert_eq!(rejected.reason.metric_label(), "conflicting-action");
+    }
+}
+
+#[test]
 fn a_job_that_cannot_checkpoint_is_never_migrated() {
     let snapshot = cluster()
         .node(node("n1"))
@@ -705,6 +756,7 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         .collect();
     let mut bound: HashMap<(&str, &str), &str> = HashMap::new();
     let mut moves: HashMap<&str, usize> = HashMap::new();
+    let mut placed_jobs: std::collections::HashSet<&str> = std::collections::HashSet::new();
     let eligible = |task: &Task, node: &str| -> bool {
         task.eligible.is_none_or(|id| {
             snapshot.node_set(id).is_some_and(|set| {
@@ -721,6 +773,7 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
         match &a.op {
             Operation::Place { assignments, .. } => {
                 assert!(!assignments.is_empty());
+                placed_jobs.insert(job.id.as_str());
                 for asg in assignments {
                     let task = job.task(&asg.task).expect("known task");
                     assert!(task.node.is_none(), "placed a bound task");
@@ -797,6 +850,10 @@ fn assert_invariants(snapshot: &Snapshot, accepted: &[Action]) {
     assert!(
         moves.values().all(|&m| m <= 1),
         "a job moved twice in one decision"
+    );
+    assert!(
+        moves.keys().all(|j| !placed_jobs.contains(j)),
+        "a job placed and moved in one decision"
     );
 }
 

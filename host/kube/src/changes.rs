@@ -20,7 +20,7 @@ use k8s_openapi::api::core::v1::Node as KubeNode;
 use kube::runtime::watcher;
 
 use crate::crd::TrainingJob;
-use crate::observe::job_id;
+use crate::pods::job_id;
 
 /// Who reads the changes; each has its own dirty set.
 #[derive(Clone, Copy, Debug)]

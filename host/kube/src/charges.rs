@@ -20,9 +20,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 
-use crate::act::node_of;
-use crate::observe::{holds_resources, pod_requests};
-use crate::spread::{HostPort, host_ports};
+use crate::pods::{holds_resources, node_of, pod_requests};
 use switchyard_core::Resources;
 
 /// What other schedulers' pods take from their nodes.
@@ -41,10 +39,6 @@ struct Inner {
     /// `by_pod` summed per node, kept in step with every change so that a round reads
     /// it instead of adding up every pod of the cluster again.
     per_node: HashMap<Arc<str>, Resources>,
-    /// The host ports of the pods charged that ask for any (few do), with the node.
-    ports: HashMap<String, (Arc<str>, Vec<HostPort>)>,
-    /// `ports` of the list under way.
-    ports_listing: HashMap<String, (Arc<str>, Vec<HostPort>)>,
     /// Nodes whose sum changed since the snapshot last looked.
     changed: HashSet<Arc<str>>,
     /// Whether the snapshot looked since the last (re)list; until it does, every node
@@ -96,15 +90,10 @@ impl Charges {
         match event {
             watcher::Event::Init => {
                 inner.listing = Some(HashMap::new());
-                inner.ports_listing.clear();
             }
             watcher::Event::InitApply(pod) => {
                 if let (Some(listing), Some(charge)) = (inner.listing.as_mut(), charge_of(pod)) {
-                    let key = key_of(pod);
-                    if let Some(ports) = ports_of(pod, &charge.0) {
-                        inner.ports_listing.insert(key.clone(), ports);
-                    }
-                    listing.insert(key, charge);
+                    listing.insert(key_of(pod), charge);
                 }
             }
             watcher::Event::InitDone => {
@@ -116,30 +105,16 @@ impl Charges {
                     }
                     inner.by_pod = listing;
                     inner.per_node = per_node;
-                    inner.ports = std::mem::take(&mut inner.ports_listing);
                     inner.changed.clear();
                     inner.looked = false;
                 }
                 self.listed.store(true, Ordering::SeqCst);
             }
             watcher::Event::Apply(pod) => match charge_of(pod) {
-                Some(charge) => {
-                    let key = key_of(pod);
-                    match ports_of(pod, &charge.0) {
-                        Some(ports) => inner.ports.insert(key.clone(), ports),
-                        None => inner.ports.remove(&key),
-                    };
-                    inner.charge(key, charge)
-                }
-                None => {
-                    inner.ports.remove(&key_of(pod));
-                    inner.discharge(&key_of(pod))
-                }
+                Some(charge) => inner.charge(key_of(pod), charge),
+                None => inner.discharge(&key_of(pod)),
             },
-            watcher::Event::Delete(pod) => {
-                inner.ports.remove(&key_of(pod));
-                inner.discharge(&key_of(pod))
-            }
+            watcher::Event::Delete(pod) => inner.discharge(&key_of(pod)),
         }
     }
 
@@ -163,16 +138,6 @@ impl Charges {
         looked.then_some(changed)
     }
 
-    /// The host ports the pods charged use, with their nodes.
-    pub fn host_ports(&self) -> Vec<(Arc<str>, HostPort)> {
-        let inner = self.inner.read().expect("charges lock");
-        inner
-            .ports
-            .values()
-            .flat_map(|(node, ports)| ports.iter().map(|p| (node.clone(), p.clone())))
-            .collect()
-    }
-
     /// How many pods are charged.
     pub fn len(&self) -> usize {
         self.inner.read().expect("charges lock").by_pod.len()
@@ -189,11 +154,6 @@ fn key_of(pod: &Pod) -> String {
         .uid
         .clone()
         .unwrap_or_else(|| format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()))
-}
-
-fn ports_of(pod: &Pod, node: &Arc<str>) -> Option<(Arc<str>, Vec<HostPort>)> {
-    let ports = host_ports(pod.spec.as_ref()?);
-    (!ports.is_empty()).then(|| (node.clone(), ports))
 }
 
 fn charge_of(pod: &Pod) -> Option<(Arc<str>, Resources)> {
@@ -230,30 +190,32 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn pod(uid: &str, host_port: Option<u16>, phase: &str) -> Pod {
+    fn pod(uid: &str, node: &str, phase: &str) -> Pod {
         serde_json::from_value(
             json!({"metadata": {"name": uid, "namespace": "kube-system", "uid": uid},
-            "spec": {"nodeName": "n1", "containers": [{"name": "c",
-                "ports": host_port.map(|p| vec![json!({"containerPort": p, "hostPort": p})])}]},
+            "spec": {"nodeName": node, "containers": [{"name": "c",
+                "resources": {"requests": {"cpu": "500m"}}}]},
             "status": {"phase": phase}}),
         )
         .unwrap()
     }
 
     #[test]
-    fn another_scheduler_s_host_ports_are_kept_while_its_pod_holds_its_node() {
+    fn another_scheduler_s_pod_is_charged_to_its_node_while_it_holds_it() {
         let charges = Charges::default();
         charges.apply(&watcher::Event::Init);
-        charges.apply(&watcher::Event::InitApply(pod("dns", Some(53), "Running")));
-        charges.apply(&watcher::Event::InitApply(pod("web", None, "Running")));
+        charges.apply(&watcher::Event::InitApply(pod("dns", "n1", "Running")));
+        charges.apply(&watcher::Event::InitApply(pod("web", "n1", "Running")));
         charges.apply(&watcher::Event::InitDone);
-        let ports = charges.host_ports();
-        assert_eq!(ports.len(), 1);
-        assert_eq!((&*ports[0].0, ports[0].1.port), ("n1", 53));
-        charges.apply(&watcher::Event::Apply(pod("dns", Some(53), "Succeeded")));
-        assert!(
-            charges.host_ports().is_empty(),
-            "a finished pod frees its port"
+        assert_eq!(charges.on_node("n1").cpu_millis, 1000);
+        assert!(charges.take_changed().is_none(), "every node after a list");
+        charges.apply(&watcher::Event::Apply(pod("dns", "n1", "Succeeded")));
+        assert_eq!(
+            charges.on_node("n1").cpu_millis,
+            500,
+            "a finished pod frees its room"
         );
+        let changed = charges.take_changed().expect("looked since the list");
+        assert!(changed.contains("n1"));
     }
 }

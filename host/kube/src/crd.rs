@@ -19,7 +19,9 @@ use switchyard_core::{JobMove, MOVE_HISTORY, MoveKind};
 /// refused at `kubectl apply` with the rule's message rather than failing later): the
 /// name is a DNS label of at most 63 characters (it names the job's headless Service and
 /// is a label value on its pods), role names are unique, at most one role is scalable,
-/// `minReplicas <= replicas <= maxReplicas`, and the success policy names existing roles.
+/// `minReplicas <= replicas <= maxReplicas`, the success policy names existing roles,
+/// `managedBy` never changes, and the roles (templates, replica counts and bounds) never
+/// change once the job has started (its phase is past `Waiting`).
 #[derive(CustomResource, Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[kube(
     group = "switchyard.dev",
@@ -29,6 +31,8 @@ use switchyard_core::{JobMove, MOVE_HISTORY, MoveKind};
     status = "TrainingJobStatus",
     shortname = "tj",
     validation = kube::core::Rule::new(NAME_RULE).message(NAME_MESSAGE),
+    validation = kube::core::Rule::new(MANAGED_BY_RULE).message(MANAGED_BY_MESSAGE),
+    validation = kube::core::Rule::new(STARTED_ROLES_RULE).message(STARTED_ROLES_MESSAGE),
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Replicas","type":"integer","jsonPath":".status.replicas"}"#,
     printcolumn = r#"{"name":"Migrations","type":"integer","jsonPath":".status.migrations"}"#,
@@ -66,15 +70,54 @@ pub struct TrainingJobSpec {
     pub metric_rises: bool,
     /// How many times the job's pods may fail before the job fails, as in a Kubernetes
     /// Job. A failed pod sends the whole gang back to the queue, after a back-off of
-    /// 10 s doubling with each failure (at most 6 min). Pods the node refused (the
-    /// kubelet's `OutOfcpu`, `OutOfnvidia.com/gpu`, ...), evicted or shut down with it
-    /// are disruptions: the gang goes back to the queue at once and nothing is counted.
+    /// 10 s doubling with each failure (at most 6 min). Pods evicted, deleted or shut
+    /// down with their node are disruptions: the gang goes back to the queue at once and
+    /// nothing is counted. Pods the node refused (the kubelet's `OutOfcpu`,
+    /// `OutOfnvidia.com/gpu`, ...) are a refused placement: nothing is counted, and the
+    /// gang goes back after the refusal's back-off (`status.refusal`).
     #[serde(default = "default_backoff_limit")]
     pub backoff_limit: u32,
     /// When the job has succeeded. Absent: once every task of every role has.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_policy: Option<SuccessPolicy>,
+    /// Which installation of switchyard acts on the job, as a Job's `spec.managedBy`:
+    /// a controller acts only on the jobs of its class (`--controller-class`, by default
+    /// `switchyard.dev/controller`, which a job without this field belongs to) and
+    /// leaves every other job alone, so two installations never act on one job. It
+    /// cannot change once the job exists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub managed_by: Option<String>,
 }
+
+/// The class of a controller that names none, and of a job without `spec.managedBy`.
+pub const DEFAULT_CONTROLLER_CLASS: &str = "switchyard.dev/controller";
+
+impl TrainingJob {
+    /// Whether a controller of `class` acts on this job ([`TrainingJobSpec::managed_by`]).
+    pub fn managed_by(&self, class: &str) -> bool {
+        self.spec
+            .managed_by
+            .as_deref()
+            .unwrap_or(DEFAULT_CONTROLLER_CLASS)
+            == class
+    }
+}
+
+/// `spec.managedBy` is set at creation or never, and never changes.
+const MANAGED_BY_RULE: &str = "has(self.spec.managedBy) == has(oldSelf.spec.managedBy) && (!has(self.spec.managedBy) || self.spec.managedBy == oldSelf.spec.managedBy)";
+
+/// Why a change of `spec.managedBy` is refused.
+const MANAGED_BY_MESSAGE: &str =
+    "spec.managedBy is immutable: another installation would act on a job this one started";
+
+/// A job that has started (its phase past `Waiting`) keeps its roles: its pods were
+/// made from them, and a gang restarted from a checkpoint must be the gang that wrote
+/// it. A job still waiting may be changed.
+const STARTED_ROLES_RULE: &str = "!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase == 'Waiting' || self.spec.roles == oldSelf.spec.roles";
+
+/// Why a change to a started job's roles is refused.
+const STARTED_ROLES_MESSAGE: &str = "spec.roles (templates, replicas, minReplicas, maxReplicas) cannot change once the job has started; delete the job and submit it again";
 
 /// The rule on the job's name (see [`TrainingJob`]).
 const NAME_RULE: &str =
@@ -127,9 +170,12 @@ pub struct Role {
     /// This is the role whose replica count the policy may change.
     #[serde(default)]
     pub scalable: bool,
-    /// The pod each replica runs. The controller adds `schedulerName: switchyard`, its
-    /// labels and an owner reference; the first container is the training container
-    /// unless `progress.log.container` names another.
+    /// The pod each replica runs. The controller adds its labels, an owner reference
+    /// and its placement scheduling gate, and once the policy chose a node, pins the
+    /// pod there (required node affinity on `metadata.name`) and lifts the gate for
+    /// kube-scheduler (or the scheduler the template names) to bind it. The first
+    /// container is the training container unless `progress.log.container` names
+    /// another.
     // The full PodTemplateSpec schema would make the CRD several thousand lines long and
     // too large for client-side apply; the API server checks the template when the
     // controller creates the pod, and a refusal becomes the `PodsCreated=False`
@@ -333,12 +379,42 @@ pub struct TrainingJobStatus {
     /// controller finishes the restart instead of starting another.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<PendingRestart>,
-    /// Conditions: `PodsCreated` (the job's pods were created and bound; `False` with
-    /// reason `TemplateRejected` when the API server refused a role's template, or
-    /// `PlacementFailed`) and `CpuWeightApplied` (an in-place CPU resize was applied,
-    /// or refused by the cluster).
+    /// Conditions: `PodsCreated` (the job's pods were created and released to the
+    /// scheduler; `False` with reason `TemplateRejected` when the API server refused a
+    /// role's template, or `PlacementFailed`), `PodsScheduled` (`False` with the
+    /// scheduler's reason when it refused a member and the gang was taken back),
+    /// `CpuWeightApplied` (an in-place CPU resize was applied, or refused by the
+    /// cluster) and `VolumesReady`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
+    /// The Lease term (`leaseTransitions`) of the leader that last wrote this status: a
+    /// replica of an earlier term writes it no more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leader_term: Option<u64>,
+    /// The last placement kube-scheduler, or a node's kubelet, refused, while the job has
+    /// not run since:
+    /// which nodes, why, and how many placements in a row were refused (the back-off
+    /// before the job is offered again grows with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refusal: Option<Refusal>,
+}
+
+/// A placement the scheduler or a node's kubelet refused
+/// ([`TrainingJobStatus::refusal`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Refusal {
+    /// The nodes the refused members were pinned to.
+    pub nodes: Vec<String>,
+    /// The scheduler's reason (`Unschedulable`, `SchedulerError`), or the kubelet's
+    /// (`OutOfnvidia.com/gpu`, `UnexpectedAdmissionError`).
+    pub reason: String,
+    /// Who refused each refused pod, with their reason and message.
+    pub message: String,
+    /// Placements refused in a row.
+    pub count: u32,
+    /// RFC 3339 time it was taken back.
+    pub time: String,
 }
 
 /// A restart of some of a job's pods (a migration) or all of them (a rescale), carried
@@ -361,7 +437,7 @@ pub struct PendingRestart {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delete_after: Option<String>,
     /// RFC 3339 time before which the job is not queued again (`Recover`: the back-off
-    /// after a failure).
+    /// after a failure or a refused placement).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<String>,
     /// The policy's reason, repeated in the Event when the restart completes.
@@ -371,19 +447,23 @@ pub struct PendingRestart {
 /// What a restart carries out.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub enum RestartAction {
-    /// Some tasks move to another node; the others keep running.
+    /// Tasks move to another node. In an elastic job (its scalable role's
+    /// `minReplicas` below its `maxReplicas`) the others keep running and rejoin the
+    /// moved ones; in any other job every task restarts from the checkpoint with them,
+    /// the others on the nodes they ran on, as a gang's processes cannot lose a member.
     Migrate,
     /// The whole job restarts with another replica count.
     Scale,
-    /// A pod failed: the whole gang is stopped and the job goes back to the queue,
-    /// for the policy to place again.
+    /// A member failed, crash-looped, was evicted or deleted, or the scheduler refused
+    /// it: the whole gang is stopped and the job goes back to the queue, after a
+    /// back-off, for the policy to place again.
     Recover,
     /// The policy preempted the job: every pod saves a checkpoint and stops, and the
     /// job goes back to the queue; placed again, its pods restore the checkpoint.
     Preempt,
 }
 
-/// A task and the node its replacement pod is bound to.
+/// A task and the node its replacement pod is pinned to.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskTarget {
@@ -551,6 +631,53 @@ mod tests {
             roles: vec!["evaluator".into()],
         });
         assert!(refusals(&unknown).contains("successPolicy.roles must name roles"));
+    }
+
+    /// The messages of the transition rules `updated` breaks against `old`.
+    fn update_refusals(updated: &TrainingJob, old: &TrainingJob) -> String {
+        match kube::core::cel::validate_cel_update(updated, old) {
+            Ok(()) => String::new(),
+            Err(errors) => format!("{errors:?}"),
+        }
+    }
+
+    #[test]
+    fn a_started_job_keeps_its_roles_and_no_job_changes_its_controller_class() {
+        let waiting = example();
+        let mut more = waiting.clone();
+        more.spec.roles[1].max_replicas = Some(16);
+        assert_eq!(
+            update_refusals(&more, &waiting),
+            "",
+            "a waiting job may change"
+        );
+        let mut started = waiting.clone();
+        started.status = Some(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            ..TrainingJobStatus::default()
+        });
+        let mut grown = started.clone();
+        grown.spec.roles[1].max_replicas = Some(16);
+        assert!(
+            update_refusals(&grown, &started).contains("cannot change once the job has started"),
+            "{}",
+            update_refusals(&grown, &started)
+        );
+        let mut priority = started.clone();
+        priority.spec.priority = 9;
+        assert_eq!(
+            update_refusals(&priority, &started),
+            "",
+            "only the roles are kept"
+        );
+        let mut claimed = waiting.clone();
+        claimed.spec.managed_by = Some("other.example/controller".into());
+        assert!(update_refusals(&claimed, &waiting).contains("spec.managedBy is immutable"));
+        assert!(update_refusals(&waiting, &claimed).contains("spec.managedBy is immutable"));
+        assert_eq!(update_refusals(&claimed, &claimed), "");
+        assert!(waiting.managed_by(DEFAULT_CONTROLLER_CLASS));
+        assert!(!claimed.managed_by(DEFAULT_CONTROLLER_CLASS));
+        assert!(claimed.managed_by("other.example/controller"));
     }
 
     #[test]

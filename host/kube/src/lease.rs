@@ -10,6 +10,12 @@
 //! local clock, which clock skew would defeat). It owns the Lease; it must not act on
 //! the cluster.
 //!
+//! Each acquisition raises the Lease's `leaseTransitions`; the value a replica acquired
+//! under is its term ([`LeaderTerm`]), a fencing token: the controller writes it into
+//! every status it writes (guarded by the status's resourceVersion), and a replica whose
+//! term is older than the one a status carries writes nothing more to that job, even
+//! when a pause kept it from noticing that its lead ran out.
+//!
 //! A replica whose container restarted comes back under the same identity (its pod
 //! name) and renews the Lease it finds in its own name at once, as client-go does: the
 //! process that held it is gone with the old container. What makes that safe is that
@@ -24,6 +30,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ObjectMeta, PostParams};
 
+use crate::retry::LeaderTerm;
 use crate::{Error, FIELD_MANAGER, Result};
 use switchyard_control::Leader;
 
@@ -50,6 +57,8 @@ pub struct LeaseLock {
     duration: Duration,
     /// The other holder's record as last seen, and when this replica saw it change.
     observed: Arc<Mutex<Option<Observed>>>,
+    /// The term of the Lease as this replica last wrote it.
+    term: LeaderTerm,
 }
 
 /// A Lease record held by another replica and when this one saw it last change: a
@@ -73,7 +82,14 @@ impl LeaseLock {
             identity: identity.into(),
             duration,
             observed: Arc::default(),
+            term: LeaderTerm::default(),
         }
+    }
+
+    /// The term this replica leads under, kept up to date by every acquisition and
+    /// renewal (see [`LeaderTerm`]).
+    pub fn term(&self) -> LeaderTerm {
+        self.term.clone()
     }
 
     /// How often to call [`LeaseLock::try_acquire_or_renew`]: a third of the duration,
@@ -196,7 +212,12 @@ impl LeaseLock {
 
     fn write(&self, outcome: Result<Lease, kube::Error>, what: &str) -> Result<Leadership> {
         match outcome {
-            Ok(_) => Ok(Leadership::Leading),
+            Ok(written) => {
+                let transitions = written.spec.and_then(|s| s.lease_transitions);
+                self.term
+                    .set(transitions.unwrap_or(0).max(0).unsigned_abs().into());
+                Ok(Leadership::Leading)
+            }
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(Leadership::LostRace),
             Err(error) => Err(Error::api(format!("{what} Lease {}", self.name))(error)),
         }

@@ -1,183 +1,66 @@
 //! Observing the cluster: reflectors (kube-runtime watchers feeding in-memory stores) on
-//! Nodes, Pods and TrainingJobs; measured usage from `metrics.k8s.io` when the cluster
-//! serves it; loss samples from following training containers' logs (and, kept in the
-//! same [`LossBook`], from pushes); the snapshot the policy sees is built from those
-//! caches in [`crate::snapshot`]. Watches restart on their own with back-off when the
-//! API server drops them; each event also marks what it changed ([`crate::changes`]).
-//! This module reads; it must not write to the cluster.
-//!
-//! A followed log is read with timestamps, each sample keeps its line's time, and each
-//! pod's follower remembers the timestamp of the last line it read: when the stream ends
-//! and the pod is followed again, the log is asked for from that second on
-//! (`sinceTime`) and the lines up to the remembered timestamp are skipped, so no sample
-//! is taken twice. A process that has not followed the pod before (a new leader) starts
-//! from the job's latest recorded sample in the same way. A job's series also takes each
-//! step once, and starts from the samples in its status, so a restarted controller
-//! continues the series rather than starting it over.
+//! Nodes, Pods, TrainingJobs and storage, and the caches they fill; the snapshot the
+//! policy sees is built from those caches in [`crate::snapshot`]. Watches restart on
+//! their own with back-off when the API server drops them; each event also marks what
+//! it changed ([`crate::changes`]). This module reads; it must not write to the
+//! cluster.
 //!
 //! Pods are watched cluster-wide, not only the controller's own: a node's `requested`
 //! must count every pod bound to it, whoever scheduled it. The controller's own pods are
 //! one watch (by label); every other pod is watched only while it is bound and has not
 //! finished (`spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed`, the
 //! selector kube-scheduler uses for assigned pods), and every object is trimmed to what
-//! is read ([`crate::trim`]) before it is stored.
+//! is read ([`crate::trim`]) before it is stored. Those counts are the policy's view;
+//! kube-scheduler, which binds, also counts the pods it assumed or nominated.
+//!
+//! Every TrainingJob is watched, and only those of this controller's class
+//! ([`TrainingJob::managed_by`]) are read: another installation's jobs are never in a
+//! snapshot or acted on.
 
-use std::borrow::Borrow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::{AsyncBufReadExt, StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, LogParams};
+use kube::Client;
+use kube::api::Api;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use kube::{Client, ResourceExt};
-use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::act::node_of;
 use crate::changes::Changes;
 use crate::charges::{self, Charges};
-use crate::crd::{self, TrainingJob};
+use crate::crd::{DEFAULT_CONTROLLER_CLASS, TrainingJob};
+use crate::loss::LossBook;
 use crate::pod_index::PodIndex;
-use crate::progress::LogPattern;
+use crate::pods::{own_of, owned_by, placed_node};
+use crate::usage::Usage;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
-use crate::{Error, JOB_LABEL, Result, pods, quantity, trim};
-pub use switchyard_control::LOSS_WINDOW;
-use switchyard_control::LossSeries;
-// The core types are named `model::X` here, apart from the Kubernetes types of the same names.
-use switchyard_core as model;
+use crate::{JOB_LABEL, trim};
 use switchyard_core::Resources;
 
-/// Every job's loss series, what of it is already in the job's status, and how far each
-/// followed log has been read.
-#[derive(Debug, Default)]
-pub struct LossBook {
-    id_to_series: HashMap<String, JobLoss>,
-    /// Per followed pod (`<job id>:<pod>`), the timestamp of the last line read.
-    pod_to_read_until: HashMap<String, Timestamp>,
-    /// Jobs whose series changed since the snapshot last looked.
-    changed: HashSet<String>,
-}
-
-#[derive(Debug, Default)]
-struct JobLoss {
-    series: LossSeries,
-    /// Raised by every sample taken.
-    version: u64,
-    /// The version last written to the job's status.
-    written: u64,
-    /// When it was last written (Unix seconds).
-    written_at: Option<f64>,
-}
-
-impl LossBook {
-    /// Whether job `id` has a series (else its status is what there is).
-    pub fn has(&self, id: &str) -> bool {
-        self.id_to_series.contains_key(id)
-    }
-
-    /// Starts job `id`'s series from the samples its status holds.
-    pub fn seed(&mut self, id: &str, from_status: &[crd::LossSample]) {
-        self.changed.insert(id.to_string());
-        self.id_to_series
-            .entry(id.to_string())
-            .or_insert_with(|| JobLoss {
-                series: LossSeries::from_samples(from_status.iter().map(|s| model::LossSample {
-                    time: s.time,
-                    step: s.step,
-                    value: s.value,
-                })),
-                ..JobLoss::default()
-            });
-    }
-
-    /// Adds a sample to job `id`'s series; false when its step is already there.
-    pub fn record(&mut self, id: &str, time: f64, step: Option<u64>, value: f64) -> bool {
-        let job = self.id_to_series.entry(id.to_string()).or_default();
-        let taken = job.series.record(time, step, value);
-        if taken {
-            job.version += 1;
-            self.changed.insert(id.to_string());
-        }
-        taken
-    }
-
-    /// The time of job `id`'s latest sample, if it has any.
-    pub fn latest_time(&self, id: &str) -> Option<f64> {
-        self.id_to_series
-            .get(id)?
-            .series
-            .to_vec()
-            .iter()
-            .map(|s| s.time)
-            .reduce(f64::max)
-    }
-
-    /// The version of job `id`'s series: raised by every sample taken.
-    pub fn version(&self, id: &str) -> Option<u64> {
-        self.id_to_series.get(id).map(|j| j.version)
-    }
-
-    /// Job `id`'s samples, oldest first.
-    pub fn samples(&self, id: &str) -> Option<Vec<model::LossSample>> {
-        self.id_to_series.get(id).map(|j| j.series.to_vec())
-    }
-
-    /// The series with samples not yet in their job's status, last written at least
-    /// `every` seconds before `now`: (job id, version, samples).
-    pub fn due(&self, now: f64, every: f64) -> Vec<(String, u64, Vec<model::LossSample>)> {
-        self.id_to_series
-            .iter()
-            .filter(|(_, j)| j.version > j.written && j.written_at.is_none_or(|t| now - t >= every))
-            .map(|(id, j)| (id.clone(), j.version, j.series.to_vec()))
-            .collect()
-    }
-
-    /// Notes that `version` of job `id`'s series is in its status since `now`.
-    pub fn written(&mut self, id: &str, version: u64, now: f64) {
-        if let Some(job) = self.id_to_series.get_mut(id) {
-            job.written = job.written.max(version);
-            job.written_at = Some(now);
-        }
-    }
-
-    /// The jobs whose series changed since the last call (for the snapshot).
-    pub fn take_changed(&mut self) -> HashSet<String> {
-        std::mem::take(&mut self.changed)
-    }
-
-    /// Drops a finished job's series and cursors.
-    pub fn forget(&mut self, id: &str) {
-        self.changed.insert(id.to_string());
-        self.id_to_series.remove(id);
-        let prefix = format!("{id}:");
-        self.pod_to_read_until
-            .retain(|k, _| !k.starts_with(&prefix));
-    }
-}
-
-/// Pods this replica has bound and the pod reflector has not shown bound yet, charged to
-/// their nodes meanwhile: kube-scheduler's assume cache. Without it, the round after a
-/// placement sees the node's room still free and the next placement lands in it too,
-/// for the kubelet to refuse. An entry goes once the cache shows the pod bound, or after
-/// [`ASSUME_FOR`] (a pod deleted before the cache saw it).
+/// Pods this replica has released to the scheduler that the pod reflector has not shown
+/// released yet, charged to their nodes meanwhile, as kube-scheduler's assume cache
+/// does. Without it, the round after a placement sees the node's room still free and the
+/// next placement lands in it too, for the scheduler to refuse. An entry goes once the
+/// cache shows the pod placed (released or bound), or after `ASSUME_FOR` (a pod
+/// deleted before the cache saw it).
 #[derive(Debug, Default)]
 pub struct Assumed {
-    /// `namespace/name` to (node, requests, when bound).
+    /// `namespace/name` to (node, requests, when released).
     pods: HashMap<String, (String, Resources, std::time::Instant)>,
 }
 
-/// How long a bound pod is charged to its node without the cache showing it.
-pub const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
+/// How long a released pod is charged to its node without the cache showing it.
+pub(crate) const ASSUME_FOR: std::time::Duration = std::time::Duration::from_secs(120);
 
 impl Assumed {
-    /// Charges pod `namespace/name`, just bound to `node`, with `requests`.
-    pub fn bound(&mut self, namespace: &str, name: &str, node: &str, requests: Resources) {
+    /// Charges pod `namespace/name`, just released to `node`, with `requests`.
+    pub fn released(&mut self, namespace: &str, name: &str, node: &str, requests: Resources) {
         self.pods.insert(
             format!("{namespace}/{name}"),
             (node.to_string(), requests, std::time::Instant::now()),
@@ -189,34 +72,30 @@ impl Assumed {
         self.pods.is_empty()
     }
 
+    /// Whether pod `namespace/name` was released here lately and may not be in the
+    /// cache yet.
+    pub(crate) fn holds(&self, namespace: &str, name: &str) -> bool {
+        self.pods
+            .get(&format!("{namespace}/{name}"))
+            .is_some_and(|(_, _, at)| at.elapsed() < ASSUME_FOR)
+    }
+
     /// The charges of pods the pod cache (`cached`, by namespace and name) does not
-    /// show bound; forgets those it shows, and those assumed too long ago.
+    /// show placed; forgets those it shows, and those assumed too long ago.
     pub(crate) fn pending(&mut self, cached: &Store<Pod>) -> Vec<(String, Resources)> {
         self.pods.retain(|key, (_, _, at)| {
-            let shown_bound = key.split_once('/').is_some_and(|(namespace, name)| {
+            let shown = key.split_once('/').is_some_and(|(namespace, name)| {
                 cached
                     .get(&ObjectRef::new(name).within(namespace))
-                    .is_some_and(|p| node_of(&p).is_some())
+                    .is_some_and(|p| placed_node(&p).is_some())
             });
-            at.elapsed() < ASSUME_FOR && !shown_bound
+            at.elapsed() < ASSUME_FOR && !shown
         });
         self.pods
             .values()
             .map(|(node, requests, _)| (node.clone(), *requests))
             .collect()
     }
-}
-
-/// The samples of a series as the status holds them.
-pub fn status_loss(samples: &[model::LossSample]) -> Vec<crd::LossSample> {
-    samples
-        .iter()
-        .map(|s| crd::LossSample {
-            time: s.time,
-            step: s.step,
-            value: s.value,
-        })
-        .collect()
 }
 
 /// The caches the snapshot is built from.
@@ -234,13 +113,16 @@ pub struct Caches {
     /// Every other pod while it is bound and holds resources, as what it takes from its
     /// node ([`Charges`]).
     pub others: Charges,
-    /// Every TrainingJob.
+    /// Every TrainingJob, of every class: read them through [`Caches::managed_jobs`] and
+    /// [`Caches::training_job`], which keep to this controller's.
     pub jobs: Store<TrainingJob>,
+    /// The controller class whose jobs this controller acts on.
+    pub class: Arc<str>,
     /// Measured usage, when `metrics.k8s.io` answers.
     pub usage: Arc<Mutex<Option<Arc<Usage>>>>,
     /// Loss series per job id, and how far each followed log was read.
     pub loss: Arc<Mutex<LossBook>>,
-    /// Pods bound by this replica that the pod cache does not show bound yet.
+    /// Pods released by this replica that the pod cache does not show placed yet.
     pub assumed: Arc<Mutex<Assumed>>,
     /// Signalled on every watch event.
     pub changed: Arc<Notify>,
@@ -252,7 +134,7 @@ pub struct Caches {
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
 /// (to be spawned). Each object is trimmed by `trim` before the store keeps it (see
-/// [`crate::trim`]), and each event signals `changed`.
+/// the crate's `trim` functions), and each event signals `changed`.
 pub fn reflect<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -280,7 +162,7 @@ where
 
 /// [`reflect`] into `writer`, handing each event to `note` once the store applied it
 /// (to mark what changed, [`crate::changes`]).
-pub fn reflect_into<K>(
+pub(crate) fn reflect_into<K>(
     writer: Writer<K>,
     api: Api<K>,
     config: watcher::Config,
@@ -329,6 +211,7 @@ impl Caches {
             pods,
             others: Charges::listed_empty(),
             jobs,
+            class: Arc::from(DEFAULT_CONTROLLER_CLASS),
             usage: Arc::default(),
             loss: Arc::default(),
             assumed: Arc::default(),
@@ -358,6 +241,19 @@ impl Caches {
     pub fn with_volumes(mut self, volumes: VolumeCaches) -> Self {
         self.volumes = volumes;
         self
+    }
+
+    /// These caches reading only the jobs of controller class `class`.
+    pub fn of_class(mut self, class: &str) -> Self {
+        self.class = Arc::from(class);
+        self
+    }
+
+    /// Every job of this controller's class.
+    pub fn managed_jobs(&self) -> Vec<Arc<TrainingJob>> {
+        let mut jobs = self.jobs.state();
+        jobs.retain(|j| j.managed_by(&self.class));
+        jobs
     }
 
     /// Starts the reflectors on `client`; the returned futures must be spawned. The
@@ -438,6 +334,7 @@ impl Caches {
             changes,
             others,
             jobs,
+            class: Arc::from(DEFAULT_CONTROLLER_CLASS),
             usage: Arc::default(),
             loss: Arc::default(),
             assumed: Arc::default(),
@@ -540,7 +437,9 @@ impl Caches {
     /// The job with id `id` (`namespace/name`), without its pods.
     pub fn training_job(&self, id: &str) -> Option<Arc<TrainingJob>> {
         let (namespace, name) = id.split_once('/')?;
-        self.jobs.get(&ObjectRef::new(name).within(namespace))
+        self.jobs
+            .get(&ObjectRef::new(name).within(namespace))
+            .filter(|j| j.managed_by(&self.class))
     }
 
     /// The job with id `id` (`namespace/name`) and its current pods.
@@ -558,308 +457,20 @@ impl Caches {
 pub const OTHERS_HOLDING_RESOURCES: &str =
     "spec.nodeName!=,status.phase!=Succeeded,status.phase!=Failed";
 
-/// A job's id in the snapshot: `namespace/name`.
-pub fn job_id(job: &TrainingJob) -> String {
-    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
-}
-
-/// Whether `job` controls `pod` (its controller owner reference names the job's UID).
-pub fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
-    let Some(uid) = job.metadata.uid.as_deref() else {
-        return false;
-    };
-    pod.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.uid == uid)
-}
-
 /// The pods `job` controls (its namespace, its job label, and its UID in their
 /// controller owner reference), by name.
-pub fn job_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Pod> {
+pub(crate) fn job_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Pod> {
     own_pods(job, all).iter().map(|p| (**p).clone()).collect()
 }
 
 /// [`job_pods`] without copying them, for passes that only look.
-pub fn own_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Arc<Pod>> {
+pub(crate) fn own_pods(job: &TrainingJob, all: &PodIndex) -> Vec<Arc<Pod>> {
     own_of(job, all.labelled(job))
-}
-
-/// Those of `labelled` (a job's labelled pods, by name) that `job` controls.
-pub fn own_of(job: &TrainingJob, labelled: Vec<Arc<Pod>>) -> Vec<Arc<Pod>> {
-    let mut own = labelled;
-    own.retain(|p| owned_by(p, job));
-    own
 }
 
 /// Whether pods carry `job`'s name but belong to another object: those of a job of the
 /// same name that was deleted, which the garbage collector has not removed yet. Their
 /// names would collide with the new job's, so it is not placed until they are gone.
-pub fn has_foreign_pods(job: &TrainingJob, labelled: &[Arc<Pod>]) -> bool {
+pub(crate) fn has_foreign_pods(job: &TrainingJob, labelled: &[Arc<Pod>]) -> bool {
     labelled.iter().any(|p| !owned_by(p, job))
-}
-
-/// Whether `job` has succeeded: every task of the roles its success policy names has a
-/// pod that exited successfully, the pod its placement names (so an old pod of a restart,
-/// or one of a deleted job of the same name, never counts).
-pub fn succeeded<P: Borrow<Pod>>(job: &TrainingJob, own: &[P]) -> bool {
-    let Some(status) = job.status.as_ref() else {
-        return false;
-    };
-    if status.restart.is_some() || status.placements.is_empty() {
-        return false;
-    }
-    let needed: Vec<pods::TaskSpec> = pods::tasks(job)
-        .into_iter()
-        .filter(|t| job.spec.success_needs(&t.role))
-        .collect();
-    !needed.is_empty()
-        && needed.iter().all(|t| {
-            status
-                .placements
-                .iter()
-                .find(|p| p.task == t.name)
-                .and_then(|placed| {
-                    own.iter()
-                        .map(Borrow::borrow)
-                        .find(|p: &&Pod| p.metadata.name.as_deref() == Some(placed.pod.as_str()))
-                })
-                .is_some_and(|p| phase_of(p) == Some("Succeeded"))
-        })
-}
-
-/// The job's pods that failed and are not being deleted yet.
-pub fn failed_pods<P: Borrow<Pod>>(own: &[P]) -> Vec<&Pod> {
-    own.iter()
-        .map(Borrow::borrow)
-        .filter(|p| phase_of(p) == Some("Failed") && p.metadata.deletion_timestamp.is_none())
-        .collect()
-}
-
-/// Whether a failed pod was a disruption rather than a failure of the training process:
-/// refused by its node's kubelet at admission (`OutOfcpu`, `OutOfnvidia.com/gpu`,
-/// `UnexpectedAdmissionError`, ...), evicted, preempted, or stopped with its node. Such a
-/// pod is replaced without counting against the job's `backoffLimit`, as a Job's
-/// `podFailurePolicy` ignores the `DisruptionTarget` condition.
-pub fn is_disruption(pod: &Pod) -> bool {
-    let Some(status) = pod.status.as_ref() else {
-        return false;
-    };
-    let reason = status.reason.as_deref().unwrap_or_default();
-    let admission_or_node = reason.starts_with("OutOf")
-        || matches!(
-            reason,
-            "Evicted"
-                | "Preempting"
-                | "NodeShutdown"
-                | "Shutdown"
-                | "Terminated"
-                | "NodeLost"
-                | "UnexpectedAdmissionError"
-                | "NodeAffinity"
-                | "NodeAffinityMismatch"
-                | "InvalidNodeInfo"
-                | "PodOSNotSupported"
-        );
-    let disruption_target = status
-        .conditions
-        .iter()
-        .flatten()
-        .any(|c| c.type_ == "DisruptionTarget" && c.status == "True");
-    admission_or_node || disruption_target
-}
-
-/// Whether `pod` is being deleted on a node that cannot confirm it stopped (gone, or
-/// not Ready) and its grace period is over at `now`: the kubelet will never report it
-/// gone, so a restart does not wait for it.
-pub fn stuck_on_lost_node(pod: &Pod, nodes: &Store<KubeNode>, now: Timestamp) -> bool {
-    let Some(deleting_by) = pod.metadata.deletion_timestamp.as_ref() else {
-        return false;
-    };
-    let Some(node) = node_of(pod) else {
-        return false;
-    };
-    let node = nodes.get(&ObjectRef::new(node));
-    deleting_by.0 < now && node.is_none_or(|n| !ready(&n))
-}
-
-/// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
-pub fn phase_of(pod: &Pod) -> Option<&str> {
-    pod.status.as_ref()?.phase.as_deref()
-}
-
-/// Whether a pod still holds its node's resources (it has not finished).
-pub fn holds_resources(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    !matches!(phase, Some("Succeeded" | "Failed"))
-}
-
-/// What a pod takes from its node ([`pods::spec_requests`]: containers, sidecars,
-/// initialisation, overhead, with whatever the API server's admission added).
-pub fn pod_requests(pod: &Pod) -> Resources {
-    pod.spec
-        .as_ref()
-        .map(pods::spec_requests)
-        .unwrap_or_default()
-}
-
-/// Whether new pods may be bound to `node`: Ready and not cordoned.
-pub fn schedulable(node: &KubeNode) -> bool {
-    let cordoned = node
-        .spec
-        .as_ref()
-        .and_then(|s| s.unschedulable)
-        .unwrap_or(false);
-    ready(node) && !cordoned
-}
-
-fn ready(node: &KubeNode) -> bool {
-    node.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
-        .is_some_and(|c| c.status == "True")
-}
-
-/// Usage measured by the metrics server.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct Usage {
-    /// Per node name.
-    pub nodes: HashMap<String, Resources>,
-    /// Per (namespace, pod name), containers summed.
-    pub pods: HashMap<(String, String), Resources>,
-}
-
-/// Reads node usage, and the controller's pods' usage, from `metrics.k8s.io/v1beta1`.
-/// `Ok(None)` when the cluster does not serve it (404 or 503): the snapshot then carries
-/// no usage.
-pub async fn fetch_usage(client: &Client) -> Result<Option<Usage>> {
-    let get = |path: &'static str| async move {
-        let request = http::Request::get(path)
-            .body(Vec::new())
-            .expect("a valid request");
-        match client.request::<Value>(request).await {
-            Ok(v) => Ok(Some(v)),
-            Err(kube::Error::Api(s)) if matches!(s.code, 404 | 503) => Ok(None),
-            Err(error) => Err(Error::api(format!("reading {path}"))(error)),
-        }
-    };
-    let Some(nodes) = get("/apis/metrics.k8s.io/v1beta1/nodes").await? else {
-        return Ok(None);
-    };
-    // Only the controller's pods: the snapshot carries no other pod's usage.
-    let Some(pods) =
-        get("/apis/metrics.k8s.io/v1beta1/pods?labelSelector=switchyard.dev%2Fjob").await?
-    else {
-        return Ok(None);
-    };
-    let resources = |usage: &Value| -> Resources {
-        let map: BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity> =
-            serde_json::from_value(usage.clone()).unwrap_or_default();
-        quantity::resources(&map)
-    };
-    let items = |list: &Value| list["items"].as_array().cloned().unwrap_or_default();
-    let mut usage = Usage::default();
-    for item in items(&nodes) {
-        if let Some(name) = item["metadata"]["name"].as_str() {
-            usage
-                .nodes
-                .insert(name.to_string(), resources(&item["usage"]));
-        }
-    }
-    for item in items(&pods) {
-        let (Some(ns), Some(name)) = (
-            item["metadata"]["namespace"].as_str(),
-            item["metadata"]["name"].as_str(),
-        ) else {
-            continue;
-        };
-        let sum = item["containers"]
-            .as_array()
-            .iter()
-            .flat_map(|c| c.iter())
-            .fold(Resources::default(), |acc, c| {
-                acc.plus(&resources(&c["usage"]))
-            });
-        usage.pods.insert((ns.to_string(), name.to_string()), sum);
-    }
-    Ok(Some(usage))
-}
-
-/// Follows the log of `pod`'s `container` and records every sample the pattern finds
-/// for job `id`, each at its line's time (`clock` for a line without one). A pod
-/// followed before is read from where its last follower stopped; one this process has
-/// not followed, from the job's latest recorded sample (see the module docs). Returns
-/// the number of samples taken when the log ends (the container stopped, or the API
-/// server closed the stream).
-pub async fn follow_log(
-    pods: Api<Pod>,
-    pod: &str,
-    container: Option<String>,
-    mut pattern: LogPattern,
-    caches: &Caches,
-    id: &str,
-    clock: impl Fn() -> f64,
-) -> Result<usize> {
-    let cursor = format!("{id}:{pod}");
-    let followed_before = caches
-        .loss
-        .lock()
-        .expect("loss lock")
-        .pod_to_read_until
-        .get(&cursor)
-        .copied();
-    let read_until = followed_before.or_else(|| caches.loss_cursor(id));
-    let params = LogParams {
-        container,
-        follow: true,
-        timestamps: true,
-        // `sinceTime` has whole seconds; the lines of that second already read are
-        // skipped below by their full timestamps.
-        since_time: read_until.map(|t| Timestamp::from_second(t.as_second()).unwrap_or(t)),
-        ..LogParams::default()
-    };
-    let stream = pods
-        .log_stream(pod, &params)
-        .await
-        .map_err(Error::api(format!("following the log of pod {pod}")))?;
-    let mut lines = stream.lines();
-    let mut count = 0;
-    while let Some(line) = lines.try_next().await.map_err(|source| Error::Log {
-        pod: pod.to_string(),
-        source,
-    })? {
-        let (stamp, text) = match line.split_once(' ') {
-            Some((head, rest)) => match head.parse::<Timestamp>() {
-                Ok(stamp) => (Some(stamp), rest),
-                Err(_) => (None, line.as_str()),
-            },
-            None => (None, line.as_str()),
-        };
-        // Samples keep their time in milliseconds: lines are compared at that grain.
-        if let (Some(stamp), Some(until)) = (stamp, read_until)
-            && stamp.as_millisecond() <= until.as_millisecond()
-        {
-            continue;
-        }
-        if let Some(sample) = pattern.parse_line(text) {
-            let step = pattern.has_step_group().then_some(sample.step);
-            let time = stamp
-                .map(|s| s.as_millisecond() as f64 / 1000.0)
-                .unwrap_or_else(&clock);
-            if caches.record_sample(id, time, step, sample.value) {
-                count += 1;
-            }
-        }
-        if let Some(stamp) = stamp {
-            caches
-                .loss
-                .lock()
-                .expect("loss lock")
-                .pod_to_read_until
-                .insert(cursor.clone(), stamp);
-        }
-    }
-    Ok(count)
 }

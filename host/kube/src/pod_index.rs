@@ -20,11 +20,9 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use switchyard_core::Resources;
 
-use crate::JOB_LABEL;
-use crate::act::node_of;
 use crate::changes::Changes;
 use crate::crd::TrainingJob;
-use crate::observe::{holds_resources, pod_requests};
+use crate::pods::{holds_resources, job_id, labelled_job, placed_node, pod_key, pod_requests};
 
 /// The controller's pods by job, kept from the pod cache's watch events.
 #[derive(Clone)]
@@ -78,8 +76,10 @@ impl Inner {
     }
 
     fn insert(&mut self, key: String, pod: Arc<Pod>) -> (Option<String>, Option<String>) {
-        let job = job_of(&pod);
-        let charge = node_of(&pod)
+        let job = labelled_job(&pod);
+        // A pod released to the scheduler takes its room on the node it is pinned to
+        // from then on, bound or not yet, as a nominated pod does for kube-scheduler.
+        let charge = placed_node(&pod)
             .filter(|_| holds_resources(&pod))
             .map(|node| (node.to_string(), pod_requests(&pod)));
         if let Some((node, requests)) = &charge {
@@ -92,7 +92,7 @@ impl Inner {
                 .or_default()
                 .insert(pod.name_any(), pod.clone());
         }
-        let node = node_of(&pod).map(str::to_string);
+        let node = placed_node(&pod).map(str::to_string);
         self.by_pod.insert(
             key,
             Entry {
@@ -130,15 +130,15 @@ impl PodIndex {
                 if inner.stale {
                     // Rebuilt from the cache, this event included, at the next read.
                     drop(inner);
-                    if let Some(job) = job_of(pod) {
+                    if let Some(job) = labelled_job(pod) {
                         self.changes.job(&job);
                     }
-                    if let Some(node) = node_of(pod) {
+                    if let Some(node) = placed_node(pod) {
                         self.changes.node(node);
                     }
                     return;
                 }
-                let key = key_of(pod);
+                let key = pod_key(pod);
                 let name = pod.name_any();
                 let (old_job, old_node) = inner.remove(&key, &name);
                 let (new_job, new_node) = match event {
@@ -173,7 +173,7 @@ impl PodIndex {
             if inner.stale {
                 let mut fresh = Inner::default();
                 for pod in self.store.state() {
-                    fresh.insert(key_of(&pod), pod);
+                    fresh.insert(pod_key(&pod), pod);
                 }
                 *inner = fresh;
             }
@@ -183,7 +183,7 @@ impl PodIndex {
 
     /// The pods labelled with `job`'s name in its namespace, whoever owns them, by name.
     pub fn labelled(&self, job: &TrainingJob) -> Vec<Arc<Pod>> {
-        let id = crate::observe::job_id(job);
+        let id = job_id(job);
         self.labelled_id(&id)
     }
 
@@ -196,7 +196,8 @@ impl PodIndex {
             .unwrap_or_default()
     }
 
-    /// What the pods bound to `node` that still hold resources request.
+    /// What the pods placed on `node` (bound, or released to it) that still hold resources
+    /// request.
     pub fn requested_on(&self, node: &str) -> Resources {
         self.read().per_node.get(node).copied().unwrap_or_default()
     }
@@ -210,17 +211,4 @@ impl PodIndex {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
-}
-
-fn key_of(pod: &Pod) -> String {
-    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
-}
-
-/// The id of the job `pod` is labelled with: `namespace/label`.
-fn job_of(pod: &Pod) -> Option<String> {
-    let label = pod.metadata.labels.as_ref()?.get(JOB_LABEL)?;
-    Some(format!(
-        "{}/{label}",
-        pod.metadata.namespace.as_deref().unwrap_or_default()
-    ))
 }

@@ -1,70 +1,109 @@
-//! Turning a job's spec into tasks and pods: task names (`<role>-<index>`), the pod made
-//! from the role's template (scheduler name, labels, owner reference, a generation in
-//! the name so a replacement never collides with the pod it replaces, the task as its
-//! hostname under the job's headless Service), the Service, and the requests and CPU
-//! weight the policy sees. It builds objects; it must not send them.
+//! Plain accessors over the controller's pods and jobs: which job, task, node and
+//! generation a pod belongs to, what it requests, whether it is held by the placement
+//! gate, which node its placement pins it to, whether kube-scheduler refused it, how it
+//! failed or stopped. Every other module reads pods through these, so this module is
+//! the crate's leaf: it names only the resource ([`crate::crd`]), the quantities and the
+//! crate's constants, and it must not read a cache, write to the cluster or decide
+//! anything.
 
-use std::collections::BTreeMap;
+use std::borrow::Borrow;
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, Service, ServiceSpec};
-use kube::Resource;
-use kube::api::ObjectMeta;
-
-use crate::crd::{Role, TrainingJob};
-use crate::{
-    Error, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL, Result, SCHEDULER_NAME,
-    TASK_LABEL, quantity,
-};
+use k8s_openapi::api::core::v1::{Container, Node, Pod, PodSpec};
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use switchyard_core::Resources;
 
-/// One task the job's spec asks for now.
-#[derive(Clone, Debug, PartialEq)]
-pub struct TaskSpec {
-    /// `<role>-<index>`.
-    pub name: String,
-    /// Role name.
-    pub role: String,
-    /// What its pod requests (see [`spec_requests`]).
-    pub requests: Resources,
+use crate::crd::TrainingJob;
+use crate::{
+    GENERATION_LABEL, JOB_LABEL, PLACEMENT_GATE, RELEASED_ANNOTATION, TASK_LABEL, quantity,
+};
+
+/// The taint an operator puts on a node that is shut down for good
+/// (`node.kubernetes.io/out-of-service`): its pods are confirmed gone.
+pub(crate) const OUT_OF_SERVICE_TAINT: &str = "node.kubernetes.io/out-of-service";
+
+/// A job's id in the snapshot: `namespace/name`.
+pub(crate) fn job_id(job: &TrainingJob) -> String {
+    format!("{}/{}", job.namespace().unwrap_or_default(), job.name_any())
 }
 
-/// The tasks `job` runs with `scalable` replicas of its scalable role (the current count
-/// from the status, or as submitted).
-pub fn tasks(job: &TrainingJob) -> Vec<TaskSpec> {
-    let scalable = job.spec.scalable_role().map(|r| r.name.clone());
-    let current = job.status.as_ref().and_then(|s| s.replicas);
-    job.spec
-        .roles
-        .iter()
-        .flat_map(|role| {
-            let count = match (&scalable, current) {
-                (Some(name), Some(n)) if *name == role.name => n,
-                _ => role.replicas,
-            };
-            let requests = template_requests(role);
-            (0..count).map(move |i| TaskSpec {
-                name: format!("{}-{i}", role.name),
-                role: role.name.clone(),
-                requests,
-            })
-        })
-        .collect()
+/// The id of the job `pod` is labelled with: `namespace/label`.
+pub(crate) fn labelled_job(pod: &Pod) -> Option<String> {
+    let label = pod.metadata.labels.as_ref()?.get(JOB_LABEL)?;
+    Some(format!(
+        "{}/{label}",
+        pod.metadata.namespace.as_deref().unwrap_or_default()
+    ))
 }
 
-/// What a pod made from the role's template requests (see [`spec_requests`]).
-pub fn template_requests(role: &Role) -> Resources {
-    role.template
-        .spec
+/// `namespace/name` of a pod.
+pub(crate) fn pod_key(pod: &Pod) -> String {
+    format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any())
+}
+
+/// The key under which a delete of `pod` is remembered: its UID, else its name.
+pub(crate) fn delete_key(pod: &Pod) -> String {
+    pod.metadata.uid.clone().unwrap_or_else(|| pod_key(pod))
+}
+
+/// The node a pod is bound to.
+pub(crate) fn node_of(pod: &Pod) -> Option<&str> {
+    pod.spec.as_ref()?.node_name.as_deref()
+}
+
+/// The task a pod runs (its `switchyard.dev/task` label).
+pub(crate) fn task_of(pod: &Pod) -> Option<&str> {
+    pod.metadata
+        .labels
+        .as_ref()?
+        .get(TASK_LABEL)
+        .map(String::as_str)
+}
+
+/// A pod's phase (`Pending`, `Running`, `Succeeded`, `Failed`).
+pub(crate) fn phase_of(pod: &Pod) -> Option<&str> {
+    pod.status.as_ref()?.phase.as_deref()
+}
+
+/// Whether a pod's containers have stopped for good (it holds no resources any more).
+pub(crate) fn terminated(pod: &Pod) -> bool {
+    matches!(phase_of(pod), Some("Succeeded" | "Failed"))
+}
+
+/// Whether a pod still holds its node's resources (it has not finished).
+pub(crate) fn holds_resources(pod: &Pod) -> bool {
+    !terminated(pod)
+}
+
+/// Whether the kubelet has confirmed that `pod` runs nothing any more: it finished, or
+/// every container it reported on is terminated.
+pub(crate) fn confirmed_stopped(pod: &Pod) -> bool {
+    if terminated(pod) {
+        return true;
+    }
+    let statuses = pod
+        .status
         .as_ref()
-        .map(spec_requests)
-        .unwrap_or_default()
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default();
+    !statuses.is_empty()
+        && statuses
+            .iter()
+            .all(|c| c.state.as_ref().is_some_and(|s| s.terminated.is_some()))
+}
+
+/// What a pod takes from its node ([`spec_requests`]: containers, sidecars,
+/// initialisation, overhead, with whatever the API server's admission added).
+pub(crate) fn pod_requests(pod: &Pod) -> Resources {
+    pod.spec.as_ref().map(spec_requests).unwrap_or_default()
 }
 
 /// What a pod with `spec` takes from its node, counted as kube-scheduler counts it: its
 /// containers and its sidecars (init containers with `restartPolicy: Always`, which run
 /// alongside), or the largest step of its initialisation if that is more, plus the
-/// runtime class's `overhead`.
-pub fn spec_requests(spec: &PodSpec) -> Resources {
+/// runtime class's `overhead`. Only the resources the contract has (CPU, memory, GPUs):
+/// it is the policy's view, and kube-scheduler checks every resource when it binds.
+pub(crate) fn spec_requests(spec: &PodSpec) -> Resources {
     let requests = |c: &Container| {
         c.resources
             .as_ref()
@@ -103,147 +142,9 @@ fn largest(a: &Resources, b: &Resources) -> Resources {
     }
 }
 
-fn containers(role: &Role) -> &[Container] {
-    role.template
-        .spec
-        .as_ref()
-        .map(|s| s.containers.as_slice())
-        .unwrap_or(&[])
-}
-
-/// The name of a task's pod in a given generation: `<job>-<task>-<generation>`.
-pub fn pod_name(job: &str, task: &str, generation: u32) -> String {
-    format!("{job}-{task}-{generation}")
-}
-
-/// The pod for `task` of `job` in `generation`: the role's template with the
-/// controller's scheduler name, labels and owner reference, not bound to any node.
-pub fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Pod> {
-    let job_name = job.metadata.name.clone().unwrap_or_default();
-    let (role_name, _) = task.rsplit_once('-').ok_or_else(|| {
-        Error::NotFound(format!(
-            "task `{task}` of TrainingJob `{job_name}` is not of the form <role>-<index>"
-        ))
-    })?;
-    let role = job
-        .spec
-        .roles
-        .iter()
-        .find(|r| r.name == role_name)
-        .ok_or_else(|| {
-            Error::NotFound(format!(
-                "TrainingJob `{job_name}` has no role `{role_name}`"
-            ))
-        })?;
-    let mut spec: PodSpec = role.template.spec.clone().unwrap_or_default();
-    if spec.containers.is_empty() {
-        return Err(Error::InvalidSpec {
-            job: job_name,
-            message: format!("role `{role_name}` has a template without containers"),
-        });
-    }
-    spec.scheduler_name = Some(SCHEDULER_NAME.to_string());
-    spec.node_name = None;
-    if spec.restart_policy.is_none() {
-        spec.restart_policy = Some("OnFailure".to_string());
-    }
-    // Rendezvous: `<task>.<job>` resolves through the job's headless Service to whatever
-    // pod runs the task now, across generations.
-    spec.hostname = Some(task.to_string());
-    spec.subdomain = Some(job_name.clone());
-    let env = rendezvous_env(job, role_name, task);
-    for container in &mut spec.containers {
-        let vars = container.env.get_or_insert_with(Vec::new);
-        for var in &env {
-            if !vars.iter().any(|v| v.name == var.name) {
-                vars.push(var.clone());
-            }
-        }
-    }
-    let template_meta = role.template.metadata.clone().unwrap_or_default();
-    let mut labels: BTreeMap<String, String> = template_meta.labels.unwrap_or_default();
-    labels.insert(JOB_LABEL.to_string(), job_name.clone());
-    labels.insert(TASK_LABEL.to_string(), task.to_string());
-    labels.insert(ROLE_LABEL.to_string(), role_name.to_string());
-    labels.insert(GENERATION_LABEL.to_string(), generation.to_string());
-    if let Some(uid) = &job.metadata.uid {
-        labels.insert(JOB_UID_LABEL.to_string(), uid.clone());
-    }
-    Ok(Pod {
-        metadata: ObjectMeta {
-            name: Some(pod_name(&job_name, task, generation)),
-            namespace: job.metadata.namespace.clone(),
-            labels: Some(labels),
-            annotations: template_meta.annotations,
-            owner_references: job.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(spec),
-        status: None,
-    })
-}
-
-/// What each container learns of its place in the job: `SWITCHYARD_JOB`,
-/// `SWITCHYARD_ROLE`, `SWITCHYARD_TASK`, `SWITCHYARD_INDEX`, and per role
-/// `SWITCHYARD_<ROLE>_HOSTS`, the task hostnames of that role now
-/// (`worker-0.resnet50,worker-1.resnet50`). A variable the template sets stays.
-fn rendezvous_env(job: &TrainingJob, role: &str, task: &str) -> Vec<EnvVar> {
-    let job_name = job.metadata.name.clone().unwrap_or_default();
-    let var = |name: String, value: String| EnvVar {
-        name,
-        value: Some(value),
-        ..EnvVar::default()
-    };
-    let index = task.rsplit_once('-').map(|(_, i)| i).unwrap_or("0");
-    let mut env = vec![
-        var("SWITCHYARD_JOB".into(), job_name.clone()),
-        var("SWITCHYARD_ROLE".into(), role.to_string()),
-        var("SWITCHYARD_TASK".into(), task.to_string()),
-        var("SWITCHYARD_INDEX".into(), index.to_string()),
-    ];
-    let tasks = tasks(job);
-    for r in &job.spec.roles {
-        let hosts: Vec<String> = tasks
-            .iter()
-            .filter(|t| t.role == r.name)
-            .map(|t| format!("{}.{job_name}", t.name))
-            .collect();
-        let name = format!(
-            "SWITCHYARD_{}_HOSTS",
-            r.name.to_ascii_uppercase().replace('-', "_")
-        );
-        env.push(var(name, hosts.join(",")));
-    }
-    env
-}
-
-/// The headless Service of `job`: named after it, selecting its pods, publishing them
-/// before they are ready (the processes rendezvous before any of them is), owned by the
-/// job so that it goes with it.
-pub fn service(job: &TrainingJob) -> Service {
-    let name = job.metadata.name.clone().unwrap_or_default();
-    let selector = BTreeMap::from([(JOB_LABEL.to_string(), name.clone())]);
-    Service {
-        metadata: ObjectMeta {
-            name: Some(name),
-            namespace: job.metadata.namespace.clone(),
-            labels: Some(selector.clone()),
-            owner_references: job.controller_owner_ref(&()).map(|o| vec![o]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(ServiceSpec {
-            cluster_ip: Some("None".into()),
-            selector: Some(selector),
-            publish_not_ready_addresses: Some(true),
-            ..ServiceSpec::default()
-        }),
-        status: None,
-    }
-}
-
 /// The generation a pod of the controller was made for: its `switchyard.dev/generation`
 /// label, else the last part of its name (`<job>-<task>-<generation>`).
-pub fn generation_of(pod: &Pod) -> u32 {
+pub(crate) fn generation_of(pod: &Pod) -> u32 {
     let labels = pod.metadata.labels.as_ref();
     labels
         .and_then(|l| l.get(GENERATION_LABEL))
@@ -259,113 +160,234 @@ pub fn generation_of(pod: &Pod) -> u32 {
         .unwrap_or(0)
 }
 
-/// The CPU weight of a running pod: its training container's CPU request as the kubelet
-/// applied it (its status; the spec when the status does not say) over the request in
-/// the template (a resize lowers the request, and the kernel's CPU shares
-/// follow the request). 1 when either is unknown.
-pub fn cpu_weight(job: &TrainingJob, pod: &Pod) -> f64 {
-    let labels = pod.metadata.labels.as_ref();
-    let Some(role) = labels
-        .and_then(|l| l.get(ROLE_LABEL))
-        .and_then(|r| job.spec.roles.iter().find(|role| &role.name == r))
-    else {
-        return 1.0;
+/// Whether `job` controls `pod` (its controller owner reference names the job's UID).
+pub(crate) fn owned_by(pod: &Pod, job: &TrainingJob) -> bool {
+    let Some(uid) = job.metadata.uid.as_deref() else {
+        return false;
     };
-    let Some(container) = containers(role).first() else {
-        return 1.0;
-    };
-    let base = cpu_request(container);
-    // What the kubelet applied (the container's status), not what the spec asks for: a
-    // resize the node has not carried out does not count.
-    let applied = pod
+    pod.metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.controller == Some(true) && o.uid == uid)
+}
+
+/// Those of `labelled` (a job's labelled pods, by name) that `job` controls.
+pub(crate) fn own_of<P: Borrow<Pod>>(job: &TrainingJob, labelled: Vec<P>) -> Vec<P> {
+    let mut own = labelled;
+    own.retain(|p| owned_by(p.borrow(), job));
+    own
+}
+
+/// Whether `pod` has scheduling gates, whoever put them there.
+pub(crate) fn gated(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| !g.is_empty())
+}
+
+/// Whether `pod` still carries the controller's placement gate ([`PLACEMENT_GATE`]):
+/// made, but no node chosen for it yet.
+pub(crate) fn held_by_placement_gate(pod: &Pod) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.scheduling_gates.as_ref())
+        .is_some_and(|g| g.iter().any(|g| g.name == PLACEMENT_GATE))
+}
+
+/// The node the controller's placement pinned `pod` to: the `metadata.name` its required
+/// node affinity's first term names, alone, in `matchFields` (what the release writes).
+pub(crate) fn pinned_node(pod: &Pod) -> Option<&str> {
+    let terms = &pod
+        .spec
+        .as_ref()?
+        .affinity
+        .as_ref()?
+        .node_affinity
+        .as_ref()?
+        .required_during_scheduling_ignored_during_execution
+        .as_ref()?
+        .node_selector_terms;
+    terms.first()?.match_fields.iter().flatten().find_map(|r| {
+        let values = r.values.as_deref()?;
+        match (r.key.as_str(), r.operator.as_str(), values) {
+            ("metadata.name", "In", [node]) => Some(node.as_str()),
+            _ => None,
+        }
+    })
+}
+
+/// Where `pod` runs or is about to: the node it is bound to, else, once the placement
+/// gate is lifted, the node its placement pinned it to (kube-scheduler binds it there
+/// or refuses it).
+pub(crate) fn placed_node(pod: &Pod) -> Option<&str> {
+    node_of(pod).or_else(|| {
+        if held_by_placement_gate(pod) {
+            None
+        } else {
+            pinned_node(pod)
+        }
+    })
+}
+
+/// When the controller lifted `pod`'s placement gate ([`RELEASED_ANNOTATION`]).
+pub(crate) fn released_at(pod: &Pod) -> Option<Timestamp> {
+    pod.annotations().get(RELEASED_ANNOTATION)?.parse().ok()
+}
+
+/// Why kube-scheduler did not bind `pod`: its `PodScheduled` condition is `False` for a
+/// reason other than scheduling gates (`Unschedulable`, `SchedulerError`), with the
+/// scheduler's message.
+pub(crate) fn scheduling_refusal(pod: &Pod) -> Option<(String, String)> {
+    if node_of(pod).is_some() || gated(pod) {
+        return None;
+    }
+    let condition = pod
         .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled")?;
+    let reason = condition.reason.as_deref().unwrap_or_default();
+    (condition.status == "False" && reason != "SchedulingGated").then(|| {
+        (
+            reason.to_string(),
+            condition.message.clone().unwrap_or_default(),
+        )
+    })
+}
+
+/// How often `pod`'s containers were restarted by the kubelet (a crash loop under
+/// `restartPolicy: OnFailure`); sidecars, which restart by design, are not counted.
+pub(crate) fn container_restarts(pod: &Pod) -> u32 {
+    pod.status
         .as_ref()
-        .and_then(|s| s.container_statuses.as_ref())
-        .and_then(|c| c.iter().find(|c| c.name == container.name))
-        .and_then(|c| c.resources.as_ref()?.requests.as_ref())
-        .map(|r| quantity::resources(r).cpu_millis);
-    let now = applied
-        .or_else(|| {
-            pod.spec
-                .as_ref()
-                .and_then(|s| s.containers.iter().find(|c| c.name == container.name))
-                .map(cpu_request)
-        })
-        .unwrap_or(base);
-    if base == 0 {
-        1.0
-    } else {
-        (now as f64 / base as f64).clamp(f64::MIN_POSITIVE, 1.0)
-    }
+        .and_then(|s| s.container_statuses.as_deref())
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.restart_count.max(0) as u32)
+        .sum()
 }
 
-/// Where an in-place resize of a pod stands.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ResizeState {
-    /// Each container's status shows the requests its spec asks for.
-    Applied,
-    /// The kubelet has not carried it out yet (deferred, in progress), with why.
-    Pending(String),
-    /// The node cannot fit it (`PodResizePending`, reason `Infeasible`).
-    Infeasible(String),
+/// What `pod`'s last container crash was: the container, its exit code and reason.
+pub(crate) fn last_crash(pod: &Pod) -> Option<String> {
+    let statuses = pod.status.as_ref()?.container_statuses.as_deref()?;
+    statuses.iter().find_map(|c| {
+        let last = c.last_state.as_ref()?.terminated.as_ref()?;
+        Some(format!(
+            "container {} exited {} ({})",
+            c.name,
+            last.exit_code,
+            last.reason.as_deref().unwrap_or("Error")
+        ))
+    })
 }
 
-/// Where `pod`'s last in-place resize stands, from its conditions and container
-/// statuses.
-pub fn resize_state(pod: &Pod) -> ResizeState {
-    let status = pod.status.as_ref();
-    let conditions = status.and_then(|s| s.conditions.as_ref());
-    for condition in conditions.into_iter().flatten() {
-        let message = condition.message.clone().unwrap_or_default();
-        match (condition.type_.as_str(), condition.reason.as_deref()) {
-            ("PodResizePending", Some("Infeasible")) => return ResizeState::Infeasible(message),
-            ("PodResizePending", _) | ("PodResizeInProgress", _) => {
-                return ResizeState::Pending(message);
-            }
-            _ => {}
-        }
-    }
-    let statuses = status.and_then(|s| s.container_statuses.as_ref());
-    let spec_containers = pod.spec.iter().flat_map(|s| &s.containers);
-    for container in spec_containers {
-        let applied = statuses
-            .and_then(|c| c.iter().find(|c| c.name == container.name))
-            .and_then(|c| c.resources.as_ref()?.requests.as_ref())
-            .map(|r| quantity::resources(r).cpu_millis);
-        if applied.is_some_and(|cpu| cpu != cpu_request(container)) {
-            return ResizeState::Pending(format!(
-                "container {} does not run with its new request yet",
-                container.name
-            ));
-        }
-    }
-    ResizeState::Applied
-}
-
-/// The container whose log `pod` of `job` is read: `progress.log.container`, else the
-/// first container of the pod's role.
-pub fn log_container(job: &TrainingJob, pod: &Pod) -> Option<String> {
-    let log = job.spec.progress.log.as_ref()?;
-    if let Some(container) = &log.container {
-        return Some(container.clone());
-    }
-    let role = pod.metadata.labels.as_ref()?.get(ROLE_LABEL)?;
-    let role = job.spec.roles.iter().find(|r| &r.name == role)?;
-    containers(role).first().map(|c| c.name.clone())
-}
-
-/// The training container of a role (the first) and its template CPU request, millis.
-pub fn training_container(role: &Role) -> Option<(&str, u64)> {
-    containers(role)
-        .first()
-        .map(|c| (c.name.as_str(), cpu_request(c)))
-}
-
-fn cpu_request(container: &Container) -> u64 {
-    container
-        .resources
+/// Whether `node` is Ready.
+pub(crate) fn ready(node: &Node) -> bool {
+    node.status
         .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .map(|r| quantity::resources(r).cpu_millis)
-        .unwrap_or(0)
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"))
+        .is_some_and(|c| c.status == "True")
+}
+
+/// Whether new pods may be bound to `node`: Ready and not cordoned.
+pub(crate) fn schedulable(node: &Node) -> bool {
+    let cordoned = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.unschedulable)
+        .unwrap_or(false);
+    ready(node) && !cordoned
+}
+
+/// Whether an operator declared `node` out of service (the
+/// `node.kubernetes.io/out-of-service` taint): what ran there is gone.
+pub(crate) fn out_of_service(node: &Node) -> bool {
+    node.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|t| t.iter().any(|t| t.key == OUT_OF_SERVICE_TAINT))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn pod(value: serde_json::Value) -> Pod {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn a_pod_is_placed_where_it_is_bound_or_once_released_where_its_pin_says() {
+        let pinned = |gates: serde_json::Value| {
+            pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+                "schedulingGates": gates,
+                "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                    {"nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}],
+                        "matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n2"]}]}]}}}}}))
+        };
+        let held = pinned(json!([{"name": PLACEMENT_GATE}]));
+        assert_eq!(pinned_node(&held), Some("n2"));
+        assert_eq!(placed_node(&held), None, "still held by the placement gate");
+        let released = pinned(json!([{"name": "example.com/quota"}]));
+        assert_eq!(placed_node(&released), Some("n2"), "another's gate");
+        let mut bound = pinned(json!(null));
+        bound.spec.as_mut().unwrap().node_name = Some("n2".into());
+        assert_eq!(placed_node(&bound), Some("n2"));
+        let user_pin = pod(json!({"metadata": {"name": "p"}, "spec": {"containers": [],
+            "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+                {"nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In",
+                    "values": ["n1", "n2"]}]}]}}}}}));
+        assert_eq!(pinned_node(&user_pin), None, "not a pin to one node");
+    }
+
+    #[test]
+    fn a_refusal_is_a_false_pod_scheduled_condition_other_than_the_gate_s() {
+        let with = |reason: &str| {
+            pod(
+                json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+                "status": {"conditions": [{"type": "PodScheduled", "status": "False",
+                    "reason": reason, "message": "0/3 nodes are available"}]}}),
+            )
+        };
+        assert_eq!(
+            scheduling_refusal(&with("Unschedulable")),
+            Some(("Unschedulable".into(), "0/3 nodes are available".into()))
+        );
+        assert_eq!(scheduling_refusal(&with("SchedulingGated")), None);
+    }
+
+    #[test]
+    fn container_restarts_and_a_confirmed_stop_are_read_from_the_kubelet_s_report() {
+        let running = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "trainer", "image": "i", "imageID": "", "ready": false, "restartCount": 2,
+                 "lastState": {"terminated": {"exitCode": 137, "reason": "OOMKilled"}},
+                 "state": {"running": {}}}]}}),
+        );
+        assert_eq!(container_restarts(&running), 2);
+        assert_eq!(
+            last_crash(&running).as_deref(),
+            Some("container trainer exited 137 (OOMKilled)")
+        );
+        assert!(!confirmed_stopped(&running));
+        let stopped = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            "status": {"phase": "Running", "containerStatuses": [
+                {"name": "trainer", "image": "i", "imageID": "", "ready": false, "restartCount": 0,
+                 "state": {"terminated": {"exitCode": 0}}}]}}),
+        );
+        assert!(confirmed_stopped(&stopped));
+        let unknown = pod(
+            json!({"metadata": {"name": "p"}, "spec": {"containers": []},
+            "status": {"phase": "Running"}}),
+        );
+        assert!(!confirmed_stopped(&unknown), "nothing reported");
+    }
 }

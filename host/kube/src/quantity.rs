@@ -1,6 +1,9 @@
 //! Kubernetes resource quantities (`500m`, `4Gi`, `1e9`) read into the host's
 //! [`Resources`]: CPU in millicores, memory in bytes, GPUs as `nvidia.com/gpu` (or
-//! `amd.com/gpu`). Owns only the arithmetic; unknown resource names are ignored.
+//! `amd.com/gpu`, counted as the same kind). The contract has no other resource, so this
+//! is the policy's view only: every other resource a pod asks for (extended resources,
+//! MIG profiles, hugepages, ephemeral storage, pods per node) is left to kube-scheduler,
+//! which binds. Owns only the arithmetic; unknown resource names are ignored.
 
 use std::collections::BTreeMap;
 
@@ -9,11 +12,11 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use switchyard_core::Resources;
 
 /// Extended resources counted as GPUs.
-pub const GPU_RESOURCES: [&str; 2] = ["nvidia.com/gpu", "amd.com/gpu"];
+pub(crate) const GPU_RESOURCES: [&str; 2] = ["nvidia.com/gpu", "amd.com/gpu"];
 
 /// The quantity as a plain number (`500m` -> 0.5, `4Gi` -> 4294967296), or `None` when
 /// it is not a valid quantity.
-pub fn parse(quantity: &str) -> Option<f64> {
+pub(crate) fn parse(quantity: &str) -> Option<f64> {
     let q = quantity.trim();
     let split = q
         .find(|c: char| c.is_ascii_alphabetic() && c != 'e' && c != 'E')
@@ -43,7 +46,7 @@ pub fn parse(quantity: &str) -> Option<f64> {
 }
 
 /// CPU, memory and GPUs of a resource map (requests, allocatable, usage).
-pub fn resources(map: &BTreeMap<String, Quantity>) -> Resources {
+pub(crate) fn resources(map: &BTreeMap<String, Quantity>) -> Resources {
     let get = |name: &str| map.get(name).and_then(|q| parse(&q.0)).unwrap_or(0.0);
     Resources {
         cpu_millis: (get("cpu") * 1000.0).ceil() as u64,
@@ -53,7 +56,7 @@ pub fn resources(map: &BTreeMap<String, Quantity>) -> Resources {
 }
 
 /// Millicores as a quantity string (`250m`).
-pub fn cpu_millis(millis: u64) -> String {
+pub(crate) fn cpu_millis(millis: u64) -> String {
     format!("{millis}m")
 }
 

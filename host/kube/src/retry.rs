@@ -8,17 +8,18 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use switchyard_control::Leader;
 
 /// Attempts before giving up.
-pub const ATTEMPTS: u32 = 5;
+pub(crate) const ATTEMPTS: u32 = 5;
 /// Wait before the second attempt; doubles after each failure.
-pub const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 
 /// Whether `error` is worth retrying: a 409 conflict (not `AlreadyExists`) or a 429.
-pub fn is_transient(error: &kube::Error) -> bool {
+pub(crate) fn is_transient(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(status) => {
             status.code == 429 || (status.code == 409 && status.reason != "AlreadyExists")
@@ -30,13 +31,13 @@ pub fn is_transient(error: &kube::Error) -> bool {
 /// Whether `error` is throttling (429), the one failure worth repeating for a call whose
 /// 409 is an answer (a binding to a pod already bound, a delete whose precondition
 /// failed).
-pub fn is_throttled(error: &kube::Error) -> bool {
+pub(crate) fn is_throttled(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.code == 429)
 }
 
 /// Runs `call` until it succeeds, fails for good, or [`ATTEMPTS`] are spent, sleeping
 /// [`FIRST_BACKOFF`], then twice that, and so on between attempts.
-pub async fn with_backoff<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
+pub(crate) async fn with_backoff<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
@@ -45,7 +46,7 @@ where
 }
 
 /// Like [`with_backoff`], but repeats only throttled calls ([`is_throttled`]).
-pub async fn on_throttle<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
+pub(crate) async fn on_throttle<T, F, Fut>(what: &str, call: F) -> Result<T, kube::Error>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, kube::Error>>,
@@ -77,6 +78,27 @@ where
     }
 }
 
+/// The Lease term this replica leads under: the Lease's `leaseTransitions` when it last
+/// acquired or renewed it; none before it has. Shared by the election, which sets it, and
+/// the calls that fence their writes with it (the call guard).
+#[derive(Clone, Debug, Default)]
+pub struct LeaderTerm(Arc<AtomicU64>);
+
+impl LeaderTerm {
+    /// The term, once this replica has held the Lease.
+    pub fn get(&self) -> Option<u64> {
+        match self.0.load(Ordering::SeqCst) {
+            0 => None,
+            stored => Some(stored - 1),
+        }
+    }
+
+    /// Sets the term (the Lease's `leaseTransitions` as written).
+    pub fn set(&self, term: u64) {
+        self.0.store(term.saturating_add(1), Ordering::SeqCst);
+    }
+}
+
 /// How long one API call may take by default.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -84,7 +106,7 @@ pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 /// matches on the client's error stay as they are; [`crate::Error`] turns it back into
 /// its own variants.
 #[derive(Debug, thiserror::Error)]
-pub enum Cut {
+pub(crate) enum Cut {
     /// No answer within the deadline. The call may still have happened.
     #[error("no answer within {0:?}")]
     TimedOut(Duration),
@@ -94,7 +116,7 @@ pub enum Cut {
 }
 
 /// The [`Cut`] inside `error`, if it is one.
-pub fn cut_of(error: &kube::Error) -> Option<&Cut> {
+pub(crate) fn cut_of(error: &kube::Error) -> Option<&Cut> {
     match error {
         kube::Error::Service(inner) => inner.downcast_ref::<Cut>(),
         _ => None,
@@ -104,8 +126,9 @@ pub fn cut_of(error: &kube::Error) -> Option<&Cut> {
 /// Bounds calls: each under a deadline, and, when fenced by a [`Leader`], made only
 /// while that replica leads.
 #[derive(Clone, Debug)]
-pub struct Guard {
+pub(crate) struct Guard {
     leader: Option<Arc<Leader>>,
+    term: Option<LeaderTerm>,
     timeout: Duration,
 }
 
@@ -113,6 +136,7 @@ impl Default for Guard {
     fn default() -> Self {
         Self {
             leader: None,
+            term: None,
             timeout: CALL_TIMEOUT,
         }
     }
@@ -120,19 +144,30 @@ impl Default for Guard {
 
 impl Guard {
     /// Makes calls only while `leader` leads.
-    pub fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
+    pub(crate) fn fenced_by(mut self, leader: Arc<Leader>) -> Self {
         self.leader = Some(leader);
         self
     }
 
+    /// Fences status writes with `term` (see [`LeaderTerm`]).
+    pub(crate) fn with_term(mut self, term: LeaderTerm) -> Self {
+        self.term = Some(term);
+        self
+    }
+
+    /// The term this replica's writes carry, once it has one.
+    pub(crate) fn term(&self) -> Option<u64> {
+        self.term.as_ref().and_then(LeaderTerm::get)
+    }
+
     /// Gives each call `timeout` instead of [`CALL_TIMEOUT`].
-    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+    pub(crate) fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
     /// Runs `call` if this replica may, and for at most the deadline.
-    pub async fn call<T>(
+    pub(crate) async fn call<T>(
         &self,
         call: impl Future<Output = Result<T, kube::Error>>,
     ) -> Result<T, kube::Error> {

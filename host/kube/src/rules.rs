@@ -7,7 +7,9 @@
 //! `PreferNoSchedule` taint never excludes a node); the `matchExpressions` and
 //! `matchFields` of `requiredDuringSchedulingIgnoredDuringExecution` node affinity.
 //! Not honoured here: preferred affinity, pod affinity and anti-affinity. Volume
-//! topology is added by [`crate::volumes`].
+//! topology is added by [`crate::volumes`]. These sets are the policy's hint:
+//! kube-scheduler, which binds, checks the pod as admission left it, with everything
+//! else it checks.
 //!
 //! `matchFields` selects on the node object's fields, of which the API server accepts
 //! only `metadata.name`. The eligibility sets match labels, so each node also carries its
@@ -28,17 +30,17 @@ use switchyard_core::{
 
 /// The key a node's `metadata.name` is matched under, for `matchFields`: not a valid
 /// label key, so no label of the node can shadow it.
-pub const NODE_NAME_FIELD: &str = "field:metadata.name";
+pub(crate) const NODE_NAME_FIELD: &str = "field:metadata.name";
 
 /// What eligibility needs of a node: its labels and taints.
-pub struct RuledKubeNode {
+pub(crate) struct RuledKubeNode {
     labels: BTreeMap<String, String>,
     taints: Vec<Taint>,
 }
 
 impl RuledKubeNode {
     /// The labels and the taints (of a known effect) of `node`.
-    pub fn of(node: &Node) -> Self {
+    pub(crate) fn of(node: &Node) -> Self {
         let taints = node
             .spec
             .as_ref()
@@ -82,7 +84,7 @@ fn effect(text: &str) -> Option<TaintEffect> {
 }
 
 /// The rules a pod made from `spec` carries.
-pub fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
+pub(crate) fn of_pod_spec(spec: Option<&PodSpec>) -> Arc<PlacementRules> {
     let Some(spec) = spec else {
         return Arc::default();
     };
@@ -158,7 +160,7 @@ fn field_requirement(requirement: &NodeSelectorRequirement) -> SelectorRequireme
 /// `rules` with `restrictions` added: a node must still match one of the rules' own
 /// affinity terms, and now also one term of each restriction (terms are ANDed by
 /// concatenating their requirements, one combination per pair).
-pub fn restricted(
+pub(crate) fn restricted(
     rules: &Arc<PlacementRules>,
     restrictions: &[Vec<SelectorTerm>],
 ) -> Arc<PlacementRules> {

@@ -12,27 +12,28 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
-use switchyard_core::{JobPhase, Resources, SelectorTerm, Snapshot, TaskPhase, Trigger};
-// The core types are named `model::X` here, apart from the Kubernetes types of the same names.
+use kube::runtime::reflector::ObjectRef;
 use switchyard_core as model;
+use switchyard_core::SelectorTerm;
+use switchyard_core::{JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
-use crate::act::{node_of, task_of};
 use crate::changes::Reader;
-use crate::charges::Charges;
 use crate::crd::{Phase, RestartAction, TrainingJob};
-use crate::observe::{
-    Caches, LossBook, Usage, has_foreign_pods, holds_resources, job_id, own_of, own_pods, phase_of,
-    pod_requests, schedulable,
-};
+use crate::loss::LossBook;
+use crate::observe::{Caches, has_foreign_pods, own_pods};
 use crate::pod_index::PodIndex;
+use crate::pods::{
+    generation_of, holds_resources, job_id, own_of, phase_of, placed_node, pod_requests,
+    schedulable, task_of,
+};
+use crate::usage::Usage;
 use crate::views::{JobKey, JobTraits, Views};
-use crate::{pods, quantity, rules, spread, volumes};
+use crate::{PLACEMENT_REFUSED_LABEL, quantity, rules, spread, template, volumes};
 
 impl Caches {
     /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only. Views
     /// of nodes and jobs that did not change since the last snapshot are the same `Arc`s
-    /// again ([`Views`]).
+    /// again (the views kept between rounds).
     pub fn snapshot(&self, now: f64, triggers: Vec<Trigger>) -> Snapshot {
         let dirty = self.changes.take(Reader::Snapshot);
         let others_changed = self.others.take_changed();
@@ -48,7 +49,7 @@ impl Caches {
         // The jobs.
         let whole = dirty.all || usage_changed || step.sets_reset;
         let visit: Vec<Arc<TrainingJob>> = if whole {
-            self.jobs.state()
+            self.managed_jobs()
         } else {
             let mut ids: HashSet<String> = views.watched().clone();
             ids.extend(dirty.jobs);
@@ -61,19 +62,6 @@ impl Caches {
                 }
             }
             found
-        };
-        let wants_ports = |job: &TrainingJob| {
-            job.spec.roles.iter().any(|r| {
-                r.template
-                    .spec
-                    .as_ref()
-                    .is_some_and(|s| !spread::host_ports(s).is_empty())
-            })
-        };
-        let ports_in_use = if views.any_wants_ports() || visit.iter().any(|j| wants_ports(j)) {
-            host_ports_in_use(&self.pods, &self.others)
-        } else {
-            Vec::new()
         };
         let loss = self.loss.lock().expect("loss lock");
         for job in &visit {
@@ -93,24 +81,21 @@ impl Caches {
                     .collect()
             });
             // A claim bound to a zonal or local volume narrows its role's nodes; a
-            // claim not ready holds the job (see `crate::volumes`).
-            // A role with host ports stays off the nodes where another job's pod, or
-            // another scheduler's, uses them (see `crate::spread`).
+            // claim not ready holds the job (see `crate::volumes`). Hints: the
+            // scheduler checks the volumes again when it binds.
             let mounts_claims = volumes::mounts_claims(job);
             let claims = mounts_claims.then(|| self.volumes.of_job(job));
             let eligible: Vec<Option<u32>> = rules
                 .iter()
                 .map(|(role, r)| {
-                    let mut extra: Vec<Vec<SelectorTerm>> = claims
+                    let extra: &[Vec<SelectorTerm>] = claims
                         .as_ref()
-                        .and_then(|c| c.restrictions.get(role).cloned())
+                        .and_then(|c| c.restrictions.get(role))
+                        .map(Vec::as_slice)
                         .unwrap_or_default();
-                    if !ports_in_use.is_empty() {
-                        extra.extend(port_exclusion(job, role, &ports_in_use));
-                    }
                     match extra.is_empty() {
                         true => views.eligible(r),
-                        false => views.eligible(&rules::restricted(r, &extra)),
+                        false => views.eligible(&rules::restricted(r, extra)),
                     }
                 })
                 .collect();
@@ -141,7 +126,6 @@ impl Caches {
             };
             let traits = JobTraits {
                 mounts_claims,
-                wants_ports: wants_ports(job),
                 restarting: job.status.as_ref().is_some_and(|s| s.restart.is_some()),
             };
             views.job(&id, key, rules.clone(), traits, |loss_moved_on| {
@@ -287,7 +271,7 @@ impl Caches {
         }
         let id = job_id(job);
         let own = own_of(job, labelled.to_vec());
-        let tasks: Vec<model::Task> = pods::tasks(job)
+        let tasks: Vec<model::Task> = template::tasks(job)
             .into_iter()
             .map(|spec| {
                 // The task's newest pod: an old one a restart has not deleted yet is
@@ -298,11 +282,14 @@ impl Caches {
                         task_of(p) == Some(spec.name.as_str())
                             && p.metadata.deletion_timestamp.is_none()
                     })
-                    .max_by_key(|p| pods::generation_of(p));
+                    .max_by_key(|p| generation_of(p));
+                // Released to the scheduler, the task is where the policy put it: the
+                // scheduler binds it there, or refuses it and the gang comes back.
+                let node = pod.and_then(|p| placed_node(p));
                 let phase = match pod {
                     // A failed pod is replaced with its gang; it no longer runs.
                     Some(p) if phase_of(p) == Some("Failed") => TaskPhase::Restarting,
-                    Some(p) if node_of(p).is_some() => TaskPhase::Running,
+                    Some(_) if node.is_some() => TaskPhase::Running,
                     Some(_) | None
                         if own.iter().any(|p| {
                             task_of(p) == Some(spec.name.as_str())
@@ -311,12 +298,14 @@ impl Caches {
                     {
                         TaskPhase::Restarting
                     }
+                    // Made and still held by the placement gate (a placement that
+                    // stopped half-way): placeable, and the next placement takes it.
                     _ => TaskPhase::Pending,
                 };
                 model::Task {
-                    node: pod.and_then(|p| node_of(p)).map(str::to_string),
+                    node: node.map(str::to_string),
                     phase,
-                    cpu_weight: pod.map(|p| pods::cpu_weight(job, p)).unwrap_or(1.0),
+                    cpu_weight: pod.map(|p| template::cpu_weight(job, p)).unwrap_or(1.0),
                     usage: pod
                         .and_then(|p| usage?.pods.get(&(p.namespace()?, p.name_any())).copied()),
                     // The pod, once made, says what admission added (LimitRange
@@ -333,12 +322,8 @@ impl Caches {
         // when the old pods are gone and the new ones not yet in the cache: the policy
         // must not place them a second time.
         // Held back: pods of a deleted job of the same name still there (their names
-        // would collide), or pods of this one waiting for their scheduling gates to be
-        // lifted (they cannot be bound until then).
-        let gated = own
-            .iter()
-            .any(|p| node_of(p).is_none() && crate::act::gated(p));
-        if gated || has_foreign_pods(job, labelled) {
+        // would collide).
+        if has_foreign_pods(job, labelled) {
             for task in &mut tasks {
                 task.phase = TaskPhase::Restarting;
                 task.node = None;
@@ -419,70 +404,17 @@ impl Caches {
     }
 }
 
-/// Host ports taken on each node, with the UID of the job whose pod takes them (none:
-/// another scheduler's pod). A look at every pod, made only while some job asks for a
-/// host port.
-fn host_ports_in_use(
-    pods: &Store<Pod>,
-    others: &Charges,
-) -> Vec<(Arc<str>, spread::HostPort, Option<String>)> {
-    let mut in_use: Vec<(Arc<str>, spread::HostPort, Option<String>)> = others
-        .host_ports()
-        .into_iter()
-        .map(|(node, port)| (node, port, None))
-        .collect();
-    for pod in pods.state() {
-        let (Some(node), Some(spec)) = (node_of(&pod), pod.spec.as_ref()) else {
-            continue;
-        };
-        if !holds_resources(&pod) {
-            continue;
-        }
-        let uid = pod.labels().get(crate::JOB_UID_LABEL).cloned();
-        let node: Arc<str> = Arc::from(node);
-        for port in spread::host_ports(spec) {
-            in_use.push((node.clone(), port, uid.clone()));
-        }
-    }
-    in_use
-}
-
-/// The exclusion keeping `role` of `job` off nodes where its host ports are taken by
-/// other jobs' pods or other schedulers' (its own job's pods are kept apart by
-/// [`spread::one_task_per_node`]).
-fn port_exclusion(
-    job: &TrainingJob,
-    role: &str,
-    in_use: &[(Arc<str>, spread::HostPort, Option<String>)],
-) -> Option<Vec<SelectorTerm>> {
-    let spec = job
-        .spec
-        .roles
-        .iter()
-        .find(|r| r.name == role)?
-        .template
-        .spec
-        .as_ref()?;
-    let wanted = spread::host_ports(spec);
-    if wanted.is_empty() {
-        return None;
-    }
-    let uid = job.metadata.uid.as_deref();
-    spread::port_exclusion(
-        &wanted,
-        in_use
-            .iter()
-            .filter(|(_, _, owner)| owner.as_deref().is_none_or(|o| Some(o) != uid))
-            .map(|(node, port, _)| (&**node, port)),
-    )
-}
-
-/// The labels the policy sees on `job`: its own, and
-/// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node.
+/// The labels the policy sees on `job`: its own,
+/// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node, and
+/// [`PLACEMENT_REFUSED_LABEL`] with the nodes the scheduler or their kubelet refused its
+/// last placement on, until it runs.
 fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
     let mut labels = job.labels().clone();
     if spread::one_task_per_node(job) {
         labels.insert(spread::ONE_TASK_PER_NODE_LABEL.into(), "true".into());
+    }
+    if let Some(refusal) = job.status.as_ref().and_then(|s| s.refusal.as_ref()) {
+        labels.insert(PLACEMENT_REFUSED_LABEL.into(), refusal.nodes.join(","));
     }
     labels
 }
@@ -497,7 +429,7 @@ fn reserved(job: &TrainingJob, all: &PodIndex) -> Vec<(String, Resources)> {
     };
     let generation = job.status.as_ref().map(|s| s.generation).unwrap_or(0);
     let own = own_pods(job, all);
-    let tasks = pods::tasks(job);
+    let tasks = template::tasks(job);
     restart
         .targets
         .iter()
@@ -505,8 +437,8 @@ fn reserved(job: &TrainingJob, all: &PodIndex) -> Vec<(String, Resources)> {
             !own.iter().any(|p| {
                 task_of(p) == Some(target.task.as_str())
                     && holds_resources(p)
-                    && (pods::generation_of(p) == generation
-                        || node_of(p) == Some(target.node.as_str()))
+                    && (generation_of(p) == generation
+                        || placed_node(p) == Some(target.node.as_str()))
             })
         })
         .filter_map(|target| {

@@ -1,74 +1,41 @@
-//! How a job's pods stand toward each other and toward other pods on a node: required
-//! pod anti-affinity per node against the job's own pods, and host ports.
+//! How a job's pods stand toward each other on a node: a role template with required
+//! pod anti-affinity whose topology key is `kubernetes.io/hostname` and whose selector
+//! matches the job's own pods, or with a `hostPort`, means no two tasks of the job may
+//! share a node. The job's view carries the label [`ONE_TASK_PER_NODE_LABEL`], which
+//! policies read and the validator enforces, so a policy does not propose a placement
+//! the scheduler would refuse. It is judged per job, not per role: a job whose parameter
+//! server and workers could share a node under a per-role rule is still kept apart.
 //!
-//! - A role template with required pod anti-affinity whose topology key is
-//!   `kubernetes.io/hostname` and whose selector matches the job's own pods, or with a
-//!   `hostPort`, means no two tasks of the job may share a node. The job's view carries
-//!   the label [`ONE_TASK_PER_NODE_LABEL`], which policies read and the validator
-//!   enforces. It is judged per job, not per role: a job whose parameter server and
-//!   workers could share a node under a per-role rule is still kept apart.
-//! - A node where a pod of another job, or of another scheduler, already uses one of a
-//!   role's host ports (same protocol and port, and the same or a wildcard address) is
-//!   left out of that role's eligibility set, as kube-scheduler's `NodePorts` plugin
-//!   does.
-//!
-//! Not honoured: anti-affinity against other jobs' pods, pod affinity, topology keys
-//! other than the node's hostname, preferred terms. It reads; it must not write.
+//! A hint: kube-scheduler, which binds, checks every pod (anti-)affinity, topology
+//! spread and host port against every other pod, and a placement it refuses comes back
+//! to the policy. It reads; it must not write.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::PodSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
-pub use switchyard_core::ONE_TASK_PER_NODE_LABEL;
-use switchyard_core::{SelectorOperator, SelectorRequirement, SelectorTerm};
+pub(crate) use switchyard_core::ONE_TASK_PER_NODE_LABEL;
 
 use crate::crd::TrainingJob;
 use crate::{JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL};
 
 /// The node label anti-affinity per node names, and the one exclusions are written on.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+pub(crate) const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 
-/// A port a container asks for on its node's network.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct HostPort {
-    /// The port number.
-    pub port: i32,
-    /// `TCP`, `UDP` or `SCTP`.
-    pub protocol: String,
-    /// The address it binds; empty or `0.0.0.0`: every address.
-    pub ip: String,
-}
-
-impl HostPort {
-    /// Whether two pods asking for these could not run on one node.
-    pub fn conflicts(&self, other: &HostPort) -> bool {
-        let wildcard = |ip: &str| ip.is_empty() || ip == "0.0.0.0";
-        self.port == other.port
-            && self.protocol == other.protocol
-            && (wildcard(&self.ip) || wildcard(&other.ip) || self.ip == other.ip)
-    }
-}
-
-/// The host ports a pod made from `spec` asks for (containers and init containers).
-pub fn host_ports(spec: &PodSpec) -> Vec<HostPort> {
+/// Whether a pod made from `spec` asks for a port on its node's network (containers
+/// and init containers).
+fn asks_host_port(spec: &PodSpec) -> bool {
     spec.containers
         .iter()
         .chain(spec.init_containers.iter().flatten())
         .flat_map(|c| c.ports.iter().flatten())
-        .filter_map(|p| {
-            Some(HostPort {
-                port: p.host_port.filter(|&port| port > 0)?,
-                protocol: p.protocol.clone().unwrap_or_else(|| "TCP".into()),
-                ip: p.host_ip.clone().unwrap_or_default(),
-            })
-        })
-        .collect()
+        .any(|p| p.host_port.is_some_and(|port| port > 0))
 }
 
 /// Whether no two tasks of `job` may share a node: a role's template has a host port,
 /// or required anti-affinity per node against pods the job's own pods are.
-pub fn one_task_per_node(job: &TrainingJob) -> bool {
+pub(crate) fn one_task_per_node(job: &TrainingJob) -> bool {
     let namespace = job.namespace().unwrap_or_default();
     let own_labels: Vec<BTreeMap<String, String>> = job
         .spec
@@ -114,7 +81,7 @@ pub fn one_task_per_node(job: &TrainingJob) -> bool {
                     .as_ref()
                     .is_some_and(|s| own_labels.iter().any(|l| selects(s, l)))
         });
-        against_own || !host_ports(spec).is_empty()
+        against_own || asks_host_port(spec)
     })
 }
 
@@ -138,31 +105,6 @@ pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String
                 _ => false,
             }
         })
-}
-
-/// The restriction keeping a role that asks for `wanted` off the nodes where
-/// `in_use` (node, port) conflicts: none when no node does.
-pub fn port_exclusion<'a>(
-    wanted: &[HostPort],
-    in_use: impl IntoIterator<Item = (&'a str, &'a HostPort)>,
-) -> Option<Vec<SelectorTerm>> {
-    let mut nodes: Vec<String> = in_use
-        .into_iter()
-        .filter(|(_, used)| wanted.iter().any(|w| w.conflicts(used)))
-        .map(|(node, _)| node.to_string())
-        .collect();
-    if nodes.is_empty() {
-        return None;
-    }
-    nodes.sort();
-    nodes.dedup();
-    Some(vec![SelectorTerm {
-        match_expressions: vec![SelectorRequirement {
-            key: HOSTNAME_LABEL.into(),
-            operator: SelectorOperator::NotIn,
-            values: nodes,
-        }],
-    }])
 }
 
 #[cfg(test)]
@@ -215,27 +157,5 @@ mod tests {
         let plain = json!({"spec": {"containers": [{"name": "c", "image": "i",
             "ports": [{"containerPort": 29500}]}]}});
         assert!(!one_task_per_node(&job(plain)));
-    }
-
-    #[test]
-    fn a_node_is_excluded_only_where_a_used_host_port_conflicts() {
-        let port = |port: i32, protocol: &str, ip: &str| HostPort {
-            port,
-            protocol: protocol.into(),
-            ip: ip.into(),
-        };
-        let wanted = [port(29500, "TCP", "")];
-        let used = [
-            ("n1", port(29500, "TCP", "10.0.0.1")),
-            ("n2", port(29500, "UDP", "")),
-            ("n3", port(8080, "TCP", "")),
-        ];
-        let terms = port_exclusion(&wanted, used.iter().map(|(n, p)| (*n, p))).unwrap();
-        assert_eq!(terms[0].match_expressions[0].values, ["n1"]);
-        assert_eq!(
-            port_exclusion(&wanted, used[1..].iter().map(|(n, p)| (*n, p))),
-            None
-        );
-        assert!(!port(80, "TCP", "10.0.0.1").conflicts(&port(80, "TCP", "10.0.0.2")));
     }
 }

@@ -7,9 +7,10 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStatus, Node, NodeSpec, NodeStatus, ObjectReference, PersistentVolume,
-    PersistentVolumeClaim, PersistentVolumeClaimSpec, PersistentVolumeClaimStatus,
-    PersistentVolumeSpec, PersistentVolumeStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
+    Affinity, Container, ContainerState, ContainerStateTerminated, ContainerStatus, Node,
+    NodeAffinity, NodeSpec, NodeStatus, ObjectReference, PersistentVolume, PersistentVolumeClaim,
+    PersistentVolumeClaimSpec, PersistentVolumeClaimStatus, PersistentVolumeSpec,
+    PersistentVolumeStatus, Pod, PodSpec, PodStatus, ResourceRequirements,
     VolumeResourceRequirements,
 };
 use k8s_openapi::api::storage::v1::StorageClass;
@@ -17,20 +18,22 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::api::ObjectMeta;
 
 use crate::crd::TrainingJob;
-use crate::volumes::SELECTED_NODE_ANNOTATION;
-use crate::{CHECKPOINT_ANNOTATION, SCHEDULER_NAME};
+use crate::{CHECKPOINT_ANNOTATION, RELEASED_ANNOTATION};
 
-/// Conditions of a pod that are read: a disruption, and an in-place resize's progress.
-const POD_CONDITIONS: [&str; 3] = [
+/// Conditions of a pod that are read: whether the scheduler refused it, a disruption,
+/// and an in-place resize's progress.
+const POD_CONDITIONS: [&str; 4] = [
+    "PodScheduled",
     "DisruptionTarget",
     "PodResizePending",
     "PodResizeInProgress",
 ];
 
-/// Keeps of a pod its identity and owner, the controller's labels and checkpoint
-/// annotation, where it runs and what it requests, and its phase, failure reason, start
-/// time, the conditions read, and each container's resources as the kubelet applied
-/// them.
+/// Keeps of a pod its identity and owner, the controller's labels and annotations, its
+/// scheduling gates and required node affinity (where its placement pinned it), where
+/// it runs and what it requests, and its phase, failure reason, start time, the
+/// conditions read, and each container's resources as the kubelet applied them, its
+/// restarts and whether it has terminated.
 pub fn pod(pod: &mut Pod) {
     let meta = &mut pod.metadata;
     common_meta(meta);
@@ -42,11 +45,25 @@ pub fn pod(pod: &mut Pod) {
     meta.annotations = meta
         .annotations
         .take()
-        .map(|a| keep_keys(a, |k| k == CHECKPOINT_ANNOTATION))
+        .map(|a| {
+            keep_keys(a, |k| {
+                k == CHECKPOINT_ANNOTATION || k == RELEASED_ANNOTATION
+            })
+        })
         .filter(|a| !a.is_empty());
     if let Some(spec) = pod.spec.take() {
-        let ours = spec.scheduler_name.as_deref() == Some(SCHEDULER_NAME);
+        let required = spec
+            .affinity
+            .and_then(|a| a.node_affinity)
+            .and_then(|n| n.required_during_scheduling_ignored_during_execution);
         pod.spec = Some(PodSpec {
+            affinity: required.map(|required| Affinity {
+                node_affinity: Some(NodeAffinity {
+                    required_during_scheduling_ignored_during_execution: Some(required),
+                    ..NodeAffinity::default()
+                }),
+                ..Affinity::default()
+            }),
             containers: spec.containers.into_iter().map(container).collect(),
             init_containers: spec
                 .init_containers
@@ -54,7 +71,6 @@ pub fn pod(pod: &mut Pod) {
             node_name: spec.node_name,
             overhead: spec.overhead,
             scheduling_gates: spec.scheduling_gates,
-            scheduler_name: ours.then(|| SCHEDULER_NAME.to_string()),
             ..PodSpec::default()
         });
     }
@@ -79,6 +95,17 @@ pub fn pod(pod: &mut Pod) {
                         name: s.name,
                         resources: s.resources.map(requests_only),
                         allocated_resources: s.allocated_resources,
+                        restart_count: s.restart_count,
+                        state: s.state.and_then(|s| s.terminated).map(|t| ContainerState {
+                            terminated: Some(terminated_only(t)),
+                            ..ContainerState::default()
+                        }),
+                        last_state: s.last_state.and_then(|s| s.terminated).map(|t| {
+                            ContainerState {
+                                terminated: Some(terminated_only(t)),
+                                ..ContainerState::default()
+                            }
+                        }),
                         ..ContainerStatus::default()
                     })
                     .collect()
@@ -119,18 +146,13 @@ pub fn job(job: &mut TrainingJob) {
     }
 }
 
-/// Keeps of a claim its identity, the node chosen for its volume, its class, the
-/// volume it is bound to and its phase: what [`crate::volumes`] reads.
+/// Keeps of a claim its identity, its class, the volume it is bound to and its phase:
+/// what the volume hints read.
 pub fn claim(claim: &mut PersistentVolumeClaim) {
     common_meta(&mut claim.metadata);
     claim.metadata.labels = None;
     claim.metadata.owner_references = None;
-    claim.metadata.annotations = claim
-        .metadata
-        .annotations
-        .take()
-        .map(|a| keep_keys(a, |k| k == SELECTED_NODE_ANNOTATION))
-        .filter(|a| !a.is_empty());
+    claim.metadata.annotations = None;
     // What matching it to a pre-provisioned volume reads, too (`volumes::matching`).
     claim.spec = claim.spec.take().map(|s| PersistentVolumeClaimSpec {
         storage_class_name: s.storage_class_name,
@@ -152,7 +174,7 @@ pub fn claim(claim: &mut PersistentVolumeClaim) {
 
 /// Keeps of a volume its name, labels and node affinity (where it can be mounted), and
 /// what matching a claim to it reads (`volumes::matching`): size, access modes, class,
-/// volume mode, the claim it is promised to, and its phase.
+/// volume mode, the claim it is bound or promised to, and its phase.
 pub fn volume(volume: &mut PersistentVolume) {
     common_meta(&mut volume.metadata);
     volume.metadata.annotations = None;
@@ -191,6 +213,15 @@ pub fn class(class: &mut StorageClass) {
     }
     class.parameters = None;
     class.mount_options = None;
+}
+
+/// Of a container's termination, what describing a crash reads.
+fn terminated_only(t: ContainerStateTerminated) -> ContainerStateTerminated {
+    ContainerStateTerminated {
+        exit_code: t.exit_code,
+        reason: t.reason,
+        ..ContainerStateTerminated::default()
+    }
 }
 
 fn common_meta(meta: &mut ObjectMeta) {
@@ -306,7 +337,7 @@ mod tests {
         let status = pod.status.as_ref().unwrap();
         assert_eq!(status.reason.as_deref(), Some("OutOfcpu"));
         assert_eq!(status.conditions.as_ref().unwrap().len(), 1);
-        assert!(crate::observe::is_disruption(&pod));
+        assert!(crate::gang::is_disruption(&pod));
         let container = &status.container_statuses.as_ref().unwrap()[0];
         assert!(container.image.is_empty() && container.resources.is_some());
     }

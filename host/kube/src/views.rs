@@ -10,8 +10,8 @@
 //!
 //! Some jobs depend on more than their own object and pods, and are visited every round
 //! while they do ([`Views::watched`]): a job mounting claims (the claims and volumes
-//! change apart from it), a job asking for host ports (other pods take ports), and a job
-//! with a restart under way (what it reserves on its target nodes).
+//! change apart from it), and a job with a restart under way (what it reserves on its
+//! target nodes).
 //!
 //! It owns no cluster state of its own: everything here can be rebuilt from the
 //! caches, and it is, entry by entry, when it is out of date.
@@ -54,8 +54,6 @@ pub struct Views {
     job_list: BTreeMap<JobOrder, Arc<model::Job>>,
     /// Jobs visited every round (see the module docs).
     watched: HashSet<String>,
-    /// Jobs asking for host ports.
-    with_ports: HashSet<String>,
     /// Jobs with a restart under way.
     restarting: HashSet<String>,
     /// Nodes that carried reservations or assumed pods last round.
@@ -112,8 +110,6 @@ impl JobKey {
 pub struct JobTraits {
     /// It mounts PersistentVolumeClaims.
     pub mounts_claims: bool,
-    /// A role asks for host ports.
-    pub wants_ports: bool,
     /// A restart is under way.
     pub restarting: bool,
 }
@@ -355,21 +351,16 @@ impl Views {
         build: impl FnOnce(Option<&model::Job>) -> Option<(f64, model::Job)>,
     ) {
         let round = self.round;
-        for (set, on) in [
-            (&mut self.with_ports, traits.wants_ports),
-            (&mut self.restarting, traits.restarting),
-        ] {
-            match on {
-                true if !set.contains(id) => {
-                    set.insert(id.to_string());
-                }
-                false if set.contains(id) => {
-                    set.remove(id);
-                }
-                _ => {}
+        match traits.restarting {
+            true if !self.restarting.contains(id) => {
+                self.restarting.insert(id.to_string());
             }
+            false if self.restarting.contains(id) => {
+                self.restarting.remove(id);
+            }
+            _ => {}
         }
-        let watched = traits.mounts_claims || traits.wants_ports || traits.restarting;
+        let watched = traits.mounts_claims || traits.restarting;
         if watched != self.watched.contains(id) {
             match watched {
                 true => self.watched.insert(id.to_string()),
@@ -418,7 +409,6 @@ impl Views {
             }
         }
         self.watched.remove(id);
-        self.with_ports.remove(id);
         self.restarting.remove(id);
     }
 
@@ -446,11 +436,6 @@ impl Views {
     /// Jobs visited every round (see the module docs).
     pub fn watched(&self) -> &HashSet<String> {
         &self.watched
-    }
-
-    /// Whether any job asks for host ports.
-    pub fn any_wants_ports(&self) -> bool {
-        !self.with_ports.is_empty()
     }
 
     /// Jobs with a restart under way.

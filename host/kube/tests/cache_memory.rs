@@ -21,8 +21,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use switchyard_kube::charges::{self, Charges};
-use switchyard_kube::{observe, trim};
+use switchyard_kube::Charges;
+use switchyard_kube::{reflect, trim_pod};
 use tokio::sync::Notify;
 
 use support::mock::{Expect, MockServer};
@@ -173,7 +173,7 @@ async fn in_a_store(pods: Vec<Value>, trim: fn(&mut Pod)) -> (impl Sized, usize)
     let list = listed(pods.into_iter());
     let (client, server) = serving(&list);
     drop(list);
-    let (store, driver) = observe::reflect(
+    let (store, driver) = reflect(
         Api::<Pod>::all(client),
         watcher::Config::default(),
         trim,
@@ -199,7 +199,7 @@ async fn as_charges(pods: Vec<Value>) -> (impl Sized, usize) {
     let (client, server) = serving(&list);
     drop(list);
     let charges = Charges::default();
-    let task = tokio::spawn(charges::watch(
+    let task = tokio::spawn(switchyard_kube::watch_charges(
         Api::<Pod>::all(client),
         watcher::Config::default(),
         charges.clone(),
@@ -222,8 +222,8 @@ async fn the_caches_hold_50_000_pods_in_a_fraction_of_what_whole_pods_take() {
     let others = || all().filter(|p| !p["metadata"]["labels"]["switchyard.dev/job"].is_string());
     let started = std::time::Instant::now();
     let (whole, whole_json) = held(|| in_a_store(all().collect(), |_| {})).await;
-    let (trimmed, trimmed_json) = held(|| in_a_store(all().collect(), trim::pod)).await;
-    let (own, own_json) = held(|| in_a_store(ours().collect(), trim::pod)).await;
+    let (trimmed, trimmed_json) = held(|| in_a_store(all().collect(), trim_pod)).await;
+    let (own, own_json) = held(|| in_a_store(ours().collect(), trim_pod)).await;
     let (charged, _) = held(|| as_charges(others().collect())).await;
     let (n_ours, n_others) = (ours().count(), others().count());
     let per = |bytes: isize, n: usize| bytes / n.max(1) as isize;

@@ -1,18 +1,13 @@
 //! The registry client: one `oci-client` client with its transport settings (TLS unless a
 //! registry is named insecure, timeouts, no platform resolution), the logins of a docker
-//! config and an optional cache. Pushing lives in `client/push.rs` and pulling in
-//! `client/pull.rs`; this module holds what both use. It never decides which policy runs.
-
-mod pull;
-mod push;
+//! config and an optional cache. Pushing (`push`) and pulling (`pull`) add their methods
+//! to [`Client`] in modules of their own; this module holds what both use. It never
+//! decides which policy runs.
 
 use std::time::Duration;
 
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::OciDistributionError;
-
-pub use pull::Pulled;
-pub use push::Pushed;
 
 use crate::cache::Cache;
 use crate::credentials::Credentials;
@@ -42,8 +37,8 @@ pub struct ClientOptions {
 
 /// Pushes policy components to registries and pulls them back, verified.
 pub struct Client {
-    oci: oci_client::Client,
-    options: ClientOptions,
+    pub(crate) oci: oci_client::Client,
+    pub(crate) options: ClientOptions,
 }
 
 impl Client {
@@ -88,7 +83,7 @@ impl Client {
     }
 
     /// The scheme `registry` is spoken to over.
-    fn scheme(&self, registry: &str) -> &'static str {
+    pub(crate) fn scheme(&self, registry: &str) -> &'static str {
         match self
             .options
             .insecure_registries
@@ -102,14 +97,14 @@ impl Client {
 
     /// Hands `reference`'s registry its login before a request that does not take one
     /// (blob requests authenticate with what the client holds for the registry).
-    async fn authorize(&self, reference: &Reference) {
+    pub(crate) async fn authorize(&self, reference: &Reference) {
         let registry = reference.registry();
         let auth = self.options.credentials.auth_for(registry);
         self.oci.store_auth_if_needed(registry, &auth).await;
     }
 
     /// Reads an `oci-client` error met while working on `reference`.
-    fn error(&self, error: OciDistributionError, reference: &Reference) -> Error {
+    pub(crate) fn error(&self, error: OciDistributionError, reference: &Reference) -> Error {
         Error::from_oci(
             error,
             reference,

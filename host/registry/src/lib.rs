@@ -23,11 +23,15 @@ mod cache;
 mod client;
 mod credentials;
 mod error;
+mod pull;
+mod push;
 mod reference;
 
 pub use artifact::{CONFIG_MEDIA_TYPE, LAYER_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, NotComponent};
 pub use cache::Cache;
-pub use client::{Client, ClientOptions, Pulled, Pushed};
+pub use client::{Client, ClientOptions};
 pub use credentials::{Credentials, CredentialsError, CredentialsProblem};
 pub use error::{Error, Size};
+pub use pull::Pulled;
+pub use push::Pushed;
 pub use reference::{BadDigest, Digest, Problem, Reference, ReferenceError, SCHEME};

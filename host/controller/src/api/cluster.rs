@@ -13,8 +13,8 @@ use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::state::ApiState;
 use crate::live::UtilisationSample;
 use switchyard_core::{Job, JobPhase, Resources};
 

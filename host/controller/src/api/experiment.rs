@@ -7,8 +7,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::state::ApiState;
 use crate::live::{ApiChange, ExperimentRequest};
 use switchyard_control::{ExperimentMode, ExperimentReport, JobAssignment, LabelSelector};
 

@@ -11,8 +11,8 @@ use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use utoipa::{IntoParams, ToSchema};
 
-use super::ApiState;
 use super::error::{ApiError, ErrorBody};
+use super::state::ApiState;
 use crate::live::LoadFailure;
 use switchyard_control::DecisionRecord;
 use switchyard_control::{LossAck, SnapshotSummary};

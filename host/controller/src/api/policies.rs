@@ -11,8 +11,8 @@ use axum::response::{IntoResponse as _, Response};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::ApiState;
 use super::error::{ApiError, ErrorBody, body_rejection};
+use super::state::ApiState;
 use crate::live::policy_info;
 use crate::live::{ApiChange, Applied, LoadFailure, Persistence, PolicyInfo};
 use switchyard_core::Settings;

@@ -24,7 +24,7 @@ use switchyard_control::{
 };
 use switchyard_controller::{ApiConfig, Token};
 use switchyard_controller::{Controller, DriverHandle, LiveConfig};
-use switchyard_kube::crd::{Phase, TrainingJobStatus};
+use switchyard_kube::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
 fn runtime() -> Runtime {
@@ -315,11 +315,11 @@ async fn live_keeping_uploads(
     world: &World,
     client: kube::Client,
 ) -> (Controller, axum::Router, DriverHandle) {
-    let components = switchyard_kube::state::ConfigMapStateStore::new(
+    let components = switchyard_kube::ConfigMapStateStore::new(
         tokio::runtime::Handle::current(),
         client,
         "switchyard",
-        switchyard_kube::state::STATE_CONFIGMAP,
+        switchyard_kube::STATE_CONFIGMAP,
     );
     let (quiet, _) = MockServer::start(vec![]);
     live(
@@ -504,19 +504,20 @@ async fn a_follower_that_becomes_leader_loads_the_upload_the_previous_leader_kep
     server.finish().await;
 }
 
-/// Job `a` on one node, and the API server's script for its one pod: created, its bind
-/// denied by an admission webhook (GPU quota), the pod deleted, the job's status updated
-/// and a Warning Event written.
-fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
-    use kube_support::fixtures::{EVENTS, NS, PODS, create, delete, event_json, service};
+/// Job `a` on one node, and the API server's script for its one pod: created, its
+/// release denied by an admission webhook (GPU quota), the pod deleted, the job's status
+/// updated and a Warning Event written.
+fn a_release_refused_by_a_webhook() -> (World, Vec<Expect>) {
+    use kube_support::fixtures::{EVENTS, NS, PODS, budget, create, delete, event_json, service};
     let mut world = World::new().node(node("n1", 8));
     let job = JobBuilder::new("a");
     world.job(&job);
     let status = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
     let script = vec![
         service("a"),
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+        Expect::patch(&format!("{PODS}/a-main-0-0")).fail(
             400,
             "BadRequest",
             "admission webhook \"gpu-quota.example.com\" denied the request: team ml is over its GPU quota",
@@ -533,8 +534,9 @@ fn a_bind_refused_by_a_webhook() -> (World, Vec<Expect>) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events() {
-    let (world, script) = a_bind_refused_by_a_webhook();
+async fn a_release_an_admission_webhook_denies_shows_as_failed_in_the_decisions_metrics_and_events()
+{
+    let (world, script) = a_release_refused_by_a_webhook();
     let (client, server) = MockServer::start(script);
     let (controller, router, driver) = leading(&world, client).await;
     until_ready(&controller).await;
@@ -589,7 +591,7 @@ async fn a_bind_an_admission_webhook_denies_shows_as_failed_in_the_decisions_met
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_in_kube_mode_records_what_it_sees_and_does() {
     use switchyard_control::{RecordOptions, Recording};
-    let (world, script) = a_bind_refused_by_a_webhook();
+    let (world, script) = a_release_refused_by_a_webhook();
     let (client, server) = MockServer::start(script);
     let dir = tempfile::tempdir().unwrap();
     let config = LiveConfig {

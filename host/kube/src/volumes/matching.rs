@@ -15,11 +15,11 @@ use switchyard_core::SelectorTerm;
 use crate::quantity;
 
 /// The class under which Kubernetes makes no volumes: only pre-provisioned ones bind.
-pub const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
+pub(super) const NO_PROVISIONER: &str = "kubernetes.io/no-provisioner";
 
 /// A volume `claim` could be bound to, with where it can be mounted.
 #[derive(Clone, Debug)]
-pub struct Candidate {
+pub(super) struct Candidate {
     /// The volume.
     pub volume: Arc<PersistentVolume>,
     /// Its node affinity's terms (an OR; none: any node).
@@ -29,7 +29,7 @@ pub struct Candidate {
 }
 
 /// The volumes `claim` could be bound to, smallest first.
-pub fn candidates(
+pub(super) fn candidates(
     claim: &PersistentVolumeClaim,
     volumes: &Store<PersistentVolume>,
 ) -> Vec<Candidate> {
@@ -88,7 +88,7 @@ pub fn candidates(
 
 /// Whether `volume`'s `claimRef` names `claim` (a volume promised to a claim, by an
 /// administrator or by a binding under way).
-pub fn promised_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
+pub(super) fn promised_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> bool {
     let Some(to) = volume.spec.as_ref().and_then(|s| s.claim_ref.as_ref()) else {
         return false;
     };
@@ -101,7 +101,7 @@ pub fn promised_to(volume: &PersistentVolume, claim: &PersistentVolumeClaim) -> 
 }
 
 /// `volume`'s required node affinity as selector terms (none: any node).
-pub fn node_terms(volume: &PersistentVolume) -> Vec<SelectorTerm> {
+pub(super) fn node_terms(volume: &PersistentVolume) -> Vec<SelectorTerm> {
     volume
         .spec
         .as_ref()

@@ -11,15 +11,15 @@ use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use switchyard_core::{JobPhase, TaskPhase};
-use switchyard_kube::act::{Migration, RestartProgress};
-use switchyard_kube::crd::{
+use switchyard_kube::Caches;
+use switchyard_kube::LogPattern;
+use switchyard_kube::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJob,
     TrainingJobStatus,
 };
-use switchyard_kube::crd::{MoveKindRecord, MoveRecord};
-use switchyard_kube::observe::{self, Caches};
-use switchyard_kube::progress::LogPattern;
-use switchyard_kube::trim;
+use switchyard_kube::{Migration, RestartProgress};
+use switchyard_kube::{MoveKindRecord, MoveRecord};
+use switchyard_kube::{PLACEMENT_GATE, trim_job, trim_node, trim_pod};
 use tokio::sync::Notify;
 
 use crate::support::fixtures::*;
@@ -38,7 +38,7 @@ fn three(task_nodes: [(&str, &str); 3]) -> Vec<(String, String)> {
         .collect()
 }
 
-pub(crate) async fn binding_a_gang() -> Vec<Access> {
+pub(crate) async fn releasing_a_gang() -> Vec<Access> {
     let job = gang();
     let placed = job.clone_with(TrainingJobStatus {
         phase: Some(Phase::Running),
@@ -51,19 +51,22 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
     });
     let mut script = vec![
         service("a"),
+        budget("a"),
+        // Every pod made held by the placement gate first, then every one released.
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
-        bind("a-ps-0-0", "n1"),
-        bind("a-worker-0-0", "n1"),
-        bind("a-worker-1-0", "n2"),
+        release("a-ps-0-0", "n1"),
+        release("a-worker-0-0", "n1"),
+        release("a-worker-1-0", "n2"),
     ];
     script.extend(status_write(
         &job,
         json!({"metadata": {"resourceVersion": "5"}, "status": {"phase": "Running", "placements": [
             {"task": "ps-0", "pod": "a-ps-0-0", "node": "n1"},
             {"task": "worker-0", "pod": "a-worker-0-0", "node": "n1"},
-            {"task": "worker-1", "pod": "a-worker-1-0", "node": "n2"}]}}),
+            {"task": "worker-1", "pod": "a-worker-1-0", "node": "n2"}],
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Released"}]}}),
         &placed,
     ));
     script.push(event("Placed", "Place", "Normal"));
@@ -73,31 +76,29 @@ pub(crate) async fn binding_a_gang() -> Vec<Access> {
             &job.build(),
             &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
             "the gang fits on n1 and n2",
+            at(0),
         )
         .await
         .expect("the gang is placed");
     server.finish().await
 }
 
-pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
+pub(crate) async fn rolling_back_a_failed_gang_release() -> Vec<Access> {
     let job = gang();
-    let unavailable = || {
-        Expect::post(&format!("{PODS}/a-worker-0-0/binding")).fail(
-            503,
-            "ServiceUnavailable",
-            "etcdserver: leader changed",
-        )
-    };
     let (client, server) = MockServer::start(vec![
         service("a"),
+        budget("a"),
         create("a-ps-0-0", "a", "ps-0", "ps"),
         create("a-worker-0-0", "a", "worker-0", "worker"),
         create("a-worker-1-0", "a", "worker-1", "worker"),
-        bind("a-ps-0-0", "n1"),
-        // The outcome of a 5xx is unknown: sent once more, it fails again.
-        unavailable(),
-        unavailable(),
-        // Each pod this call created goes, with its UID and its own grace period.
+        release("a-ps-0-0", "n1"),
+        Expect::patch(&format!("{PODS}/a-worker-0-0")).fail(
+            503,
+            "ServiceUnavailable",
+            "etcdserver: leader changed",
+        ),
+        // Each pod this call created or released goes, with its UID and its own grace
+        // period: no member of a gang released alone.
         delete("a-ps-0-0", None),
         delete("a-worker-0-0", None),
         delete("a-worker-1-0", None),
@@ -115,46 +116,53 @@ pub(crate) async fn rolling_back_a_failed_gang_bind() -> Vec<Access> {
             &job.build(),
             &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
             "fits",
+            at(0),
         )
         .await
-        .expect_err("a failed bind fails the placement");
+        .expect_err("a failed release fails the placement");
     assert!(
         error
             .to_string()
-            .contains("binding pod a-worker-0-0 to node n1"),
+            .contains("releasing pod a-worker-0-0 to the scheduler on node n1"),
         "{error}"
     );
     server.finish().await
 }
 
-/// A pod that already existed: bound (`Some(node)`) or not.
+/// A pod that already existed: released to `node` (`Some`), or still held by the
+/// placement gate.
 fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {
+    let found = match node {
+        Some(node) => released(pod("a", task, 0, None), node, 0),
+        None => held(pod("a", task, 0, None)),
+    };
+    let mut found = serde_json::to_value(found).unwrap();
+    found["metadata"]["resourceVersion"] = json!("1");
     [
         Expect::post(PODS).fail(
             409,
             "AlreadyExists",
             &format!("pods \"{name}\" already exists"),
         ),
-        Expect::get(&format!("{PODS}/{name}"))
-            .ok(serde_json::to_value(pod("a", task, 0, node)).unwrap()),
+        Expect::get(&format!("{PODS}/{name}")).ok(found),
     ]
 }
 
 pub(crate) async fn rolling_back_leaves_the_pods_that_were_there_before() -> Vec<Access> {
     let job = gang();
-    let mut script = vec![service("a")];
-    // A controller stopped half-way: the ps was created and bound, worker-0 created.
+    let mut script = vec![service("a"), budget("a")];
+    // A controller stopped half-way: the ps was created and released, worker-0 created.
     script.extend(existing("a-ps-0-0", "ps-0", Some("n1")));
     script.extend(existing("a-worker-0-0", "worker-0", None));
     script.push(create("a-worker-1-0", "a", "worker-1", "worker"));
-    script.push(bind("a-worker-0-0", "n1"));
-    script.push(Expect::post(&format!("{PODS}/a-worker-1-0/binding")).fail(
+    script.push(release("a-worker-0-0", "n1"));
+    script.push(Expect::patch(&format!("{PODS}/a-worker-1-0")).fail(
         404,
         "NotFound",
         "pods \"a-worker-1-0\" not found",
     ));
-    // This call bound worker-0 and created worker-1: those two go. The ps was bound
-    // before, and may run: it stays.
+    // This call released worker-0 and created worker-1: those two go. The ps was
+    // released before, and may run: it stays.
     script.push(delete("a-worker-0-0", None));
     script.push(delete("a-worker-1-0", None));
     script.push(Expect::get(STATUS).ok(job.json()));
@@ -166,32 +174,35 @@ pub(crate) async fn rolling_back_leaves_the_pods_that_were_there_before() -> Vec
             &job.build(),
             &three([("ps-0", "n1"), ("worker-0", "n1"), ("worker-1", "n2")]),
             "fits",
+            at(0),
         )
         .await
-        .expect_err("the failed bind fails the placement");
+        .expect_err("the failed release fails the placement");
     server.finish().await
 }
 
-pub(crate) async fn a_binding_whose_reply_was_lost_is_found_done() -> Vec<Access> {
+pub(crate) async fn a_release_that_races_another_write_pins_the_pod_as_it_is_now() -> Vec<Access> {
     let job = JobBuilder::new("a");
-    let mut bound_pod = serde_json::to_value(pod("a", "main-0", 0, Some("n1"))).unwrap();
-    bound_pod["metadata"]["uid"] = json!("uid-a-main-0-0");
+    // A webhook added a gate of its own after the pod was created.
+    let mut changed = created_json("a-main-0-0");
+    changed["metadata"]["resourceVersion"] = json!("2");
+    changed["spec"]["schedulingGates"] =
+        json!([{"name": PLACEMENT_GATE}, {"name": "example.com/quota"}]);
     let mut script = vec![
         service("a"),
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
-        // The binding went through, but its reply was lost on the way back.
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
-            504,
-            "Timeout",
-            "the server was unable to return a response in the time allotted",
-        ),
-        // Sent again, it conflicts with itself.
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
+        Expect::patch(&format!("{PODS}/a-main-0-0")).fail(
             409,
             "Conflict",
-            "Operation cannot be fulfilled on pods/binding \"a-main-0-0\": pod a-main-0-0 is already assigned to node \"n1\"",
+            "Operation cannot be fulfilled on pods \"a-main-0-0\": the object has been modified",
         ),
-        Expect::get(&format!("{PODS}/a-main-0-0")).ok(bound_pod),
+        Expect::get(&format!("{PODS}/a-main-0-0")).ok(changed),
+        // Pinned again from what it is now: its other gate stays, for its owner to lift.
+        Expect::patch(&format!("{PODS}/a-main-0-0"))
+            .body(json!({"metadata": {"resourceVersion": "2"},
+                "spec": {"schedulingGates": [{"name": "example.com/quota"}], "affinity": pin("n1")}}))
+            .ok(pod_json("a-main-0-0")),
     ];
     script.extend(status_write(
         &job,
@@ -205,55 +216,48 @@ pub(crate) async fn a_binding_whose_reply_was_lost_is_found_done() -> Vec<Access
             &job.build(),
             &[("main-0".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
-        .expect("the binding is found done, not rolled back");
+        .expect("the pod is released as it is now, not rolled back");
     server.finish().await
 }
 
-pub(crate) async fn a_pod_bound_elsewhere_by_someone_else_fails_the_placement() -> Vec<Access> {
+pub(crate) async fn a_pod_released_elsewhere_by_someone_else_fails_the_placement() -> Vec<Access> {
     let job = JobBuilder::new("a");
-    let mut elsewhere = serde_json::to_value(pod("a", "main-0", 0, Some("n7"))).unwrap();
-    elsewhere["metadata"]["uid"] = json!("uid-a-main-0-0");
-    let (client, server) = MockServer::start(vec![
-        service("a"),
-        create("a-main-0-0", "a", "main-0", "main"),
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(
-            409,
-            "Conflict",
-            "pod a-main-0-0 is already assigned to node \"n7\"",
-        ),
-        Expect::get(&format!("{PODS}/a-main-0-0")).ok(elsewhere),
-        delete("a-main-0-0", None),
-        Expect::get(STATUS).ok(job.json()),
-        Expect::put(STATUS).ok(job.json()),
-        event("PlacementFailed", "Place", "Warning"),
-    ]);
-    actor(client)
+    let mut script = vec![service("a"), budget("a")];
+    script.extend(existing("a-main-0-0", "main-0", Some("n7")));
+    // Not made here, so not deleted here either.
+    script.push(Expect::get(STATUS).ok(job.json()));
+    script.push(Expect::put(STATUS).ok(job.json()));
+    script.push(event("PlacementFailed", "Place", "Warning"));
+    let (client, server) = MockServer::start(script);
+    let error = actor(client)
         .place(
             &job.build(),
             &[("main-0".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
-        .expect_err("a conflict that is not ours fails the placement, without a retry");
+        .expect_err("a pod pinned elsewhere fails the placement");
+    assert!(
+        error.to_string().contains("placed on n7, not n1"),
+        "{error}"
+    );
     server.finish().await
 }
 
-pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec<Access> {
+pub(crate) async fn placing_again_after_a_restart_reuses_a_held_pod() -> Vec<Access> {
     let job = JobBuilder::new("a");
     let placed = job.clone_with(TrainingJobStatus {
         phase: Some(Phase::Running),
         placements: vec![placement("main-0", "a-main-0-0", "n1")],
         ..TrainingJobStatus::default()
     });
-    let mut script = vec![
-        service("a"),
-        Expect::post(PODS).fail(409, "AlreadyExists", "pods \"a-main-0-0\" already exists"),
-        Expect::get(&format!("{PODS}/a-main-0-0"))
-            .ok(serde_json::to_value(pod("a", "main-0", 0, None)).unwrap()),
-        bind("a-main-0-0", "n1"),
-    ];
+    let mut script = vec![service("a"), budget("a")];
+    script.extend(existing("a-main-0-0", "main-0", None));
+    script.push(release("a-main-0-0", "n1"));
     script.extend(status_write(
         &job,
         json!({"status": {"placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
@@ -266,9 +270,10 @@ pub(crate) async fn placing_again_after_a_restart_reuses_an_unbound_pod() -> Vec
             &job.build(),
             &[("main-0".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
-        .expect("the leftover pod is bound, not duplicated");
+        .expect("the leftover pod is released, not duplicated");
     server.finish().await
 }
 
@@ -276,6 +281,7 @@ pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> V
     let job = JobBuilder::new("a");
     let (client, server) = MockServer::start(vec![
         service("a"),
+        budget("a"),
         Expect::post(PODS).fail(
             422,
             "Invalid",
@@ -295,6 +301,7 @@ pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> V
             &job.build(),
             &[("main-0".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
         .expect_err("a refused template fails the placement");
@@ -333,12 +340,13 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     );
     script.push(delete("a-main-0-0", None));
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
-    script.push(bind("a-main-0-1", "n2"));
+    script.push(release("a-main-0-1", "n2"));
     script.extend(status_write(
         &marked,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
-            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Created", "message": "*", "lastTransitionTime": "*"}]}}),
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Released", "message": "*", "lastTransitionTime": "*"}]}}),
         &marked,
     ));
     script.push(event("Migrated", "Migrate", "Normal"));
@@ -420,8 +428,9 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
     ));
     script.push(delete("a-main-0-0", Some(45)));
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
-    script.push(bind("a-main-0-1", "n3"));
+    script.push(release("a-main-0-1", "n3"));
     script.extend(status_write(
         &marked,
         json!({"status": {"phase": "Running"}}),
@@ -605,6 +614,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
         script.push(delete(p, Some(10)));
     }
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     for i in 0..3 {
         script.push(create(
@@ -620,7 +630,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
         ("a-worker-1-1", "n2"),
         ("a-worker-2-1", "n3"),
     ] {
-        script.push(bind(p, n));
+        script.push(release(p, n));
     }
     script.extend(status_write(
         &scaled,
@@ -722,7 +732,7 @@ where
             .after(std::time::Duration::from_secs(3600))
             .text(""),
     ]);
-    let (store, driver) = observe::reflect(
+    let (store, driver) = switchyard_kube::reflect(
         api(client),
         watcher::Config::default(),
         trim,
@@ -768,10 +778,10 @@ pub(crate) async fn a_dropped_node_watch_restarts_where_it_left_off() -> Vec<Acc
             .text(""),
     ]);
     let changed = Arc::new(Notify::new());
-    let (store, driver) = observe::reflect(
+    let (store, driver) = switchyard_kube::reflect(
         Api::<Node>::all(client),
         watcher::Config::default(),
-        trim::node,
+        trim_node,
         changed,
     );
     let task = tokio::spawn(driver);
@@ -793,7 +803,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (nodes, s) = reflect(
         Api::<Node>::all,
         "/api/v1/nodes?*",
-        trim::node,
+        trim_node,
         vec![
             serde_json::to_value(node("n1", 8)).unwrap(),
             serde_json::to_value(node("n2", 8)).unwrap(),
@@ -809,7 +819,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
         serde_json::to_value(pod("a", "worker-0", 0, None)).unwrap(),
         other,
     ];
-    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", trim::pod, pods_json).await;
+    let (pods, s) = reflect(Api::<Pod>::all, "/api/v1/pods?*", trim_pod, pods_json).await;
     seen.extend(s);
     let job = gang().with_status(TrainingJobStatus {
         moves: vec![migrated_for("reallocate", "n1", "n2")],
@@ -818,7 +828,7 @@ pub(crate) async fn the_snapshot_comes_from_the_caches() -> Vec<Access> {
     let (jobs, s) = reflect(
         Api::<TrainingJob>::all,
         "/apis/switchyard.dev/v1alpha1/trainingjobs?*",
-        trim::job,
+        trim_job,
         vec![job.json()],
     )
     .await;
@@ -899,7 +909,7 @@ pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
             "containers": [{"name": "trainer", "usage": {"cpu": "1200m", "memory": "1Gi"}}, {"name": "sidecar", "usage": {"cpu": "100m", "memory": "0"}}]}]})),
         Expect::get("/apis/metrics.k8s.io/v1beta1/nodes").fail(404, "NotFound", "the server could not find the requested resource"),
     ]);
-    let usage = observe::fetch_usage(&client)
+    let usage = switchyard_kube::fetch_usage(&client)
         .await
         .unwrap()
         .expect("metrics are served");
@@ -909,7 +919,7 @@ pub(crate) async fn usage_comes_from_metrics_when_served() -> Vec<Access> {
         1300
     );
     assert_eq!(
-        observe::fetch_usage(&client).await.unwrap(),
+        switchyard_kube::fetch_usage(&client).await.unwrap(),
         None,
         "without metrics-server the usage is None"
     );
@@ -949,7 +959,7 @@ pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
         LogPattern::compile("a", r"Step \[(?P<step>\d+)/\d+\] loss=(?P<value>[0-9.]+)").unwrap();
     let mut taken = Vec::new();
     for _ in 0..2 {
-        let n = observe::follow_log(
+        let n = switchyard_kube::follow_log(
             Api::namespaced(client.clone(), NS),
             "a-main-0-0",
             Some("trainer".into()),
@@ -970,13 +980,14 @@ pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
 }
 
 #[tokio::test(start_paused = true)]
-async fn binding_a_gang_creates_every_pod_then_binds_each_and_records_the_placements() {
-    binding_a_gang().await;
+async fn placing_a_gang_creates_every_pod_held_then_releases_each_pinned_and_records_the_placements()
+ {
+    releasing_a_gang().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_pod_left_unbound_by_a_restarted_controller_is_bound_not_created_twice() {
-    placing_again_after_a_restart_reuses_an_unbound_pod().await;
+async fn a_pod_left_held_by_a_restarted_controller_is_released_not_created_twice() {
+    placing_again_after_a_restart_reuses_a_held_pod().await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -985,23 +996,24 @@ async fn a_template_the_api_server_refuses_is_reported_as_pods_created_false() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_bind_deletes_every_pod_the_placement_created() {
-    rolling_back_a_failed_gang_bind().await;
+async fn a_failed_release_deletes_every_pod_the_placement_created_or_released() {
+    rolling_back_a_failed_gang_release().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_rolled_back_placement_leaves_the_pods_that_were_bound_before_it_alone() {
+async fn a_rolled_back_placement_leaves_the_pods_that_were_released_before_it_alone() {
     rolling_back_leaves_the_pods_that_were_there_before().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_binding_whose_reply_was_lost_and_that_comes_back_as_a_409_counts_as_done() {
-    a_binding_whose_reply_was_lost_is_found_done().await;
+async fn a_release_that_conflicts_with_another_write_reads_the_pod_again_and_keeps_its_other_gates()
+{
+    a_release_that_races_another_write_pins_the_pod_as_it_is_now().await;
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_binding_409_for_a_pod_bound_elsewhere_is_not_retried_and_fails_the_placement() {
-    a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await;
+async fn a_pod_found_pinned_to_another_node_fails_the_placement_and_is_left_alone() {
+    a_pod_released_elsewhere_by_someone_else_fails_the_placement().await;
 }
 
 #[tokio::test(start_paused = true)]

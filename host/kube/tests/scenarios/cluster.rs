@@ -12,7 +12,7 @@ use switchyard_control::{
     Cluster, ControlLoop, DecisionRecord, Leader, LiveCluster, LossAck, PolicySlot, Step,
 };
 use switchyard_core::{Action, Assignment, Operation, Trigger};
-use switchyard_kube::crd::{CheckpointMethod, Phase, TrainingJobStatus};
+use switchyard_kube::{CheckpointMethod, Phase, TrainingJobStatus};
 use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
 
 use crate::support::fixtures::*;
@@ -33,7 +33,7 @@ pub(crate) fn default_policy(runtime: &Runtime) -> PolicySlot {
 
 /// One round of the default policy through the control loop, from the wait for it:
 /// the decision record.
-pub(crate) fn default_round(cluster: &mut switchyard_kube::cluster::KubeCluster) -> DecisionRecord {
+pub(crate) fn default_round(cluster: &mut switchyard_kube::KubeCluster) -> DecisionRecord {
     let slot = default_policy(&runtime());
     let mut control = ControlLoop::new(slot.clone(), slot, 0);
     let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
@@ -48,14 +48,15 @@ pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() 
     world.job(&job);
     let mut script = vec![
         service("a"),
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
-        bind("a-main-0-0", "n1"),
+        release("a-main-0-0", "n1"),
     ];
     script.extend(status_write_of(
         "a",
         &job,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}],
-            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Created"}]}}),
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Released"}]}}),
     ));
     script.push(event_on("a", "Placed", "Place"));
     let (client, server) = MockServer::start(script);
@@ -116,8 +117,9 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     ));
     script.push(Expect::patch(&format!("{PODS}/a-main-0-0")).ok(json!({})));
     script.push(service("b"));
+    script.push(budget("b"));
     script.push(create("b-main-0-0", "b", "main-0", "main"));
-    script.push(bind("b-main-0-0", "n2"));
+    script.push(release("b-main-0-0", "n2"));
     script.extend(status_write_of(
         "b",
         &b,
@@ -126,8 +128,9 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     script.push(event_on("b", "Placed", "Place"));
     script.push(delete("a-main-0-0", None));
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-main-0-1", "a", "main-0", "main"));
-    script.push(bind("a-main-0-1", "n2"));
+    script.push(release("a-main-0-1", "n2"));
     script.extend(status_write(
         &marked,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
@@ -166,8 +169,8 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     );
     assert_eq!(
         server.served(),
-        9,
-        "b was created, bound, recorded and announced in the same round as a's checkpoint request"
+        10,
+        "b was created, released, recorded and announced in the same round as a's checkpoint request"
     );
 
     // The reflector brings the status the migration wrote; 10 s in, nothing is due.
@@ -176,14 +179,14 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        9,
+        10,
         "a is not deleted before its grace period is over"
     );
     world.set_clock(31);
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        10,
+        11,
         "the grace period is over: a's pod is deleted"
     );
     world.pod(terminating(old.clone()));
@@ -191,7 +194,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(35).as_second() as f64))).await;
     assert_eq!(
         server.served(),
-        10,
+        11,
         "while the reflector shows the old pod terminating, no replacement is created"
     );
     world.pod_gone(old);
@@ -203,7 +206,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
 pub(crate) async fn a_pushed_loss_sample_joins_the_series_read_back_from_the_status_and_is_written_to_it()
 -> Vec<Access> {
     let mut world = World::new().node(node("n1", 8));
-    let sample = |step: u64, value: f64| switchyard_kube::crd::LossSample {
+    let sample = |step: u64, value: f64| switchyard_kube::LossSample {
         time: 1.0,
         step,
         value,

@@ -6,7 +6,7 @@ use tokio::runtime::Handle;
 
 use crate::support::fixtures::event_json;
 use crate::support::mock::{Access, Expect, MockServer};
-use switchyard_kube::events::*;
+use switchyard_kube::*;
 
 pub(crate) async fn a_refusal_becomes_an_event_on_the_pod() -> Vec<Access> {
     let (client, server) = MockServer::start(vec![

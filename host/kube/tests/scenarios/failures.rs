@@ -1,35 +1,21 @@
-//! Failed pods, Job-controller style: a pod the node refused, evicted or shut down is a
-//! disruption that sends its gang back to the queue at once; a pod that failed on its
-//! own is counted against `backoffLimit`, and the gang is queued again after a back-off
-//! until the limit is passed, when the job fails and its pods are deleted. One failed
-//! pod never leaves the rest of its gang holding resources.
+//! Failed pods, Job-controller style: a pod the node's kubelet refused is a refused
+//! placement that sends its gang back to the queue after the refusal's back-off, named
+//! to the policy and counted against nothing; a pod that failed on its own is counted
+//! against `backoffLimit`, and the gang is queued again after a back-off until the limit
+//! is passed, when the job fails and its pods are deleted. One failed pod never leaves
+//! the rest of its gang holding resources.
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
-use switchyard_kube::crd::{
-    CheckpointMethod, PendingRestart, Phase, RestartAction, TrainingJobStatus,
+use switchyard_kube::{
+    CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, RestartAction,
+    TrainingJobStatus,
 };
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
 use crate::support::world::{World, blocking, status_write_of};
-
-/// A ps on n1 and one worker on n2, both placed.
-fn ps_and_worker() -> JobBuilder {
-    JobBuilder::new("a")
-        .push_progress()
-        .ps_worker(1, 1, 2)
-        .checkpoint(CheckpointMethod::Signal, 20)
-        .with_status(TrainingJobStatus {
-            phase: Some(Phase::Running),
-            placements: vec![
-                placement("ps-0", "a-ps-0-0", "n1"),
-                placement("worker-0", "a-worker-0-0", "n2"),
-            ],
-            ..TrainingJobStatus::default()
-        })
-}
 
 fn warning_on_a(reason: &str) -> Expect {
     event(reason, "Recover", "Warning")
@@ -43,53 +29,50 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
     world.job(&job);
     world.pod(ps.clone());
     world.pod(worker.clone());
-    let recovering = restarting(
+    let why = "the kubelet refused pod a-worker-0-0 on n2: OutOfnvidia.com/gpu (Pod was rejected: OutOfnvidia.com/gpu)";
+    let (recovering, refusal) = refused_and_held(
         &job,
-        TrainingJobStatus {
-            generation: 1,
-            disruptions: 1,
-            ..TrainingJobStatus::default()
-        },
-        PendingRestart {
-            action: RestartAction::Recover,
-            stopping: vec!["a-ps-0-0".into(), "a-worker-0-0".into()],
-            targets: vec![],
-            requested_at: at(0).to_string(),
-            delete_after: None,
-            retry_after: None,
-            reason: "pod a-worker-0-0 on n2: OutOfnvidia.com/gpu".into(),
-        },
+        "n2",
+        "OutOfnvidia.com/gpu",
+        why,
+        0,
+        &["a-ps-0-0", "a-worker-0-0"],
     );
     let requeued = job.clone_with(TrainingJobStatus {
         phase: Some(Phase::Waiting),
         generation: 1,
-        disruptions: 1,
+        refusal: Some(refusal),
         ..TrainingJobStatus::default()
     });
     let mut script = Vec::new();
-    // Recorded first: a disruption, not a failure, and the gang stops.
+    // Recorded first: a refused placement, not a failure, and the gang stops.
     script.extend(status_write_of(
         "a",
         &job,
-        json!({"status": {"phase": "Restarting", "generation": 1, "disruptions": 1, "failures": 0,
-            "restart": {"action": "Recover", "stopping": ["a-ps-0-0", "a-worker-0-0"], "targets": []}}}),
+        json!({"status": {"phase": "Restarting", "generation": 1, "disruptions": 0, "failures": 0,
+            "refusal": {"nodes": ["n2"], "reason": "OutOfnvidia.com/gpu", "count": 1},
+            "conditions": [{"type": "PodsScheduled", "status": "False", "reason": "OutOfnvidia.com/gpu"}],
+            "restart": {"action": "Recover", "stopping": ["a-ps-0-0", "a-worker-0-0"], "targets": [],
+                "retryAfter": "2026-01-01T00:00:10Z"}}}),
     ));
     script.push(delete("a-ps-0-0", Some(20)));
     script.push(delete("a-worker-0-0", Some(20)));
-    script.push(warning_on_a("Disrupted"));
-    // Once both are gone, the job waits in the queue again, nothing placed.
+    script.push(warning_on_a("PlacementRefused"));
+    // Once both are gone and the back-off has passed, the job waits in the queue again.
     script.extend(status_write_of(
         "a",
         &recovering,
-        json!({"status": {"phase": "Waiting", "generation": 1, "disruptions": 1}}),
+        json!({"status": {"phase": "Waiting", "generation": 1, "refusal": {"nodes": ["n2"]}}}),
     ));
     script.push(event("Requeued", "Recover", "Normal"));
-    // And the policy's next placement makes generation 1's pods.
+    // And the policy's next placement, away from the node that refused, makes
+    // generation 1's pods.
     script.push(service("a"));
+    script.push(budget("a"));
     script.push(create("a-ps-0-1", "a", "ps-0", "ps"));
     script.push(create("a-worker-0-1", "a", "worker-0", "worker"));
-    script.push(bind("a-ps-0-1", "n1"));
-    script.push(bind("a-worker-0-1", "n1"));
+    script.push(release("a-ps-0-1", "n1"));
+    script.push(release("a-worker-0-1", "n1"));
     script.extend(status_write_of(
         "a",
         &requeued,
@@ -116,14 +99,23 @@ pub(crate) async fn a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue()
     let a = snapshot.job("ml/a").unwrap();
     assert_eq!(a.phase, JobPhase::Restarting, "not failed, not placeable");
 
+    // Both pods gone: the same placement is not made again at once, round after round.
     world.pod_gone(ps);
-    world.set_clock(2);
-    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(2).as_second() as f64))).await;
+    world.set_clock(9);
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(9).as_second() as f64))).await;
+    assert_eq!(server.served(), 5, "nothing within the back-off");
+    world.set_clock(10);
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
     world.job(&requeued);
     let (cluster, snapshot) = blocking(cluster, |c| c.snapshot(Vec::new())).await;
     let a = snapshot.job("ml/a").unwrap();
     assert_eq!(a.phase, JobPhase::Waiting);
     assert!(a.tasks.iter().all(|t| t.phase == TaskPhase::Pending));
+    assert_eq!(
+        a.labels.get(PLACEMENT_REFUSED_LABEL).map(String::as_str),
+        Some("n2"),
+        "the policy sees which node refused"
+    );
     let place = vec![Action {
         op: Operation::Place {
             job: "ml/a".into(),
@@ -223,7 +215,8 @@ pub(crate) async fn a_failure_within_the_limit_queues_the_gang_after_a_back_off(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pod_the_kubelet_refused_is_placed_again_with_its_gang_and_the_job_does_not_fail() {
+async fn a_pod_the_kubelet_refused_backs_its_gang_off_names_the_node_to_the_policy_and_does_not_fail_the_job()
+ {
     a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue().await;
 }
 
@@ -246,7 +239,7 @@ fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_
         .node(node("n1", 16))
         .node(node("n2", 16))
         .node(node("n3", 16));
-    // b was bound to n1 by this replica a moment ago; the pod cache has not seen it.
+    // b was released to n1 by this replica a moment ago; the pod cache has not seen it.
     let b = JobBuilder::new("b").push_progress();
     world.job(&b);
     let two_cpus = Resources {
@@ -259,7 +252,7 @@ fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_
         .assumed
         .lock()
         .unwrap()
-        .bound(NS, "b-main-0-0", "n1", two_cpus);
+        .released(NS, "b-main-0-0", "n1", two_cpus);
     // a is moving from n1 to n2, waiting out its checkpoint's grace period.
     let a = restarting(
         &JobBuilder::new("a")

@@ -10,7 +10,7 @@ use serde_json::json;
 use switchyard_control::Leader;
 
 use crate::support::mock::{Expect, MockServer};
-use switchyard_kube::lease::*;
+use switchyard_kube::*;
 
 const PATH: &str = "/apis/coordination.k8s.io/v1/namespaces/switchyard/leases/switchyard-leader";
 
@@ -116,11 +116,17 @@ async fn a_lease_unchanged_for_its_duration_by_the_local_clock_is_taken_over_and
         lock.try_acquire_or_renew(now).await.unwrap(),
         Leadership::Following { .. }
     ));
+    assert_eq!(lock.term().get(), None, "no term before this replica leads");
     tokio::time::advance(Duration::from_secs(1)).await;
     assert_eq!(
         lock.try_acquire_or_renew(now).await.unwrap(),
         Leadership::Leading,
         "unchanged for 15 s by this replica's clock"
+    );
+    assert_eq!(
+        lock.term().get(),
+        Some(4),
+        "its term is the transition it wrote, later than the previous holder's"
     );
     server.finish().await;
 }
@@ -269,7 +275,7 @@ fn pod_labelled(leader: Option<&str>) -> serde_json::Value {
 /// have led), labels it once its grant says it leads, and takes it off when the grant
 /// runs out; a patch that fails is sent again.
 pub(crate) async fn the_leader_label_follows_the_grant() -> Vec<crate::support::mock::Access> {
-    use switchyard_kube::leader_label::{LeaderLabel, keep_marked};
+    use switchyard_kube::{LeaderLabel, keep_marked};
     let (client, server) = MockServer::start(vec![
         Expect::patch(OWN_POD)
             .body(json!({"metadata": {"labels": {"switchyard.dev/leader": null}}}))

@@ -4,7 +4,7 @@
 
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_kube::crd::{LossSample, Phase, TrainingJobStatus};
+use switchyard_kube::{LossSample, Phase, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};

@@ -11,6 +11,7 @@ mod cluster;
 mod events;
 mod failures;
 mod fencing;
+mod gangs;
 mod lease;
 mod logs;
 mod others;

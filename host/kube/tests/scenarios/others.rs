@@ -7,9 +7,9 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use switchyard_kube::Charges;
 use switchyard_kube::JOB_LABEL;
-use switchyard_kube::charges::{self, Charges};
-use switchyard_kube::observe::OTHERS_HOLDING_RESOURCES;
+use switchyard_kube::OTHERS_HOLDING_RESOURCES;
 use tokio::sync::Notify;
 
 use crate::support::fixtures::*;
@@ -62,7 +62,7 @@ pub(crate) async fn other_pods_are_charged_while_they_hold_resources() -> Vec<Ac
             .after(std::time::Duration::from_secs(3600))
             .text(""),
     ]);
-    let task = tokio::spawn(charges::watch(
+    let task = tokio::spawn(switchyard_kube::watch_charges(
         Api::<Pod>::all(client),
         watcher::Config::default()
             .labels(&format!("!{JOB_LABEL}"))

@@ -6,7 +6,7 @@
 use serde_json::json;
 use switchyard_control::{Advance, Cluster, ControlLoop, FailureReason, Leader, RETRY_FIRST, Step};
 use switchyard_core::{Action, Operation, Trigger};
-use switchyard_kube::crd::{
+use switchyard_kube::{
     CheckpointMethod, MoveKindRecord, MoveRecord, PendingRestart, Phase, RestartAction,
     TrainingJobStatus,
 };
@@ -29,14 +29,16 @@ fn warning(reason: &str, action: &str, note: &str) -> Expect {
         .respond(201, event_json())
 }
 
-pub(crate) async fn a_bind_an_admission_webhook_denies_is_a_failed_action() -> Vec<Access> {
+pub(crate) async fn a_release_an_admission_webhook_denies_is_a_failed_action() -> Vec<Access> {
     let mut world = World::new().node(node("n1", 8));
     let job = JobBuilder::new("a");
     world.job(&job);
     let (client, server) = MockServer::start(vec![
         service("a"),
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main"),
-        Expect::post(&format!("{PODS}/a-main-0-0/binding")).fail(400, "BadRequest", WEBHOOK_DENIAL),
+        // A webhook guarding pod updates denies the release.
+        Expect::patch(&format!("{PODS}/a-main-0-0")).fail(400, "BadRequest", WEBHOOK_DENIAL),
         // The half-done placement is undone: the pod it created goes.
         delete("a-main-0-0", None),
         Expect::get(STATUS).ok(job.json()),
@@ -68,7 +70,7 @@ pub(crate) async fn a_bind_an_admission_webhook_denies_is_a_failed_action() -> V
     assert!(
         failed
             .failed_because
-            .contains("binding pod a-main-0-0 to node n1")
+            .contains("releasing pod a-main-0-0 to the scheduler on node n1")
             && failed.failed_because.contains("over its GPU quota"),
         "{}",
         failed.failed_because
@@ -222,7 +224,7 @@ fn preempted_from(node: &str) -> MoveRecord {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_bind_an_admission_webhook_denies_is_recorded_failed_with_its_reason_and_a_warning_event()
 {
-    a_bind_an_admission_webhook_denies_is_a_failed_action().await;
+    a_release_an_admission_webhook_denies_is_a_failed_action().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

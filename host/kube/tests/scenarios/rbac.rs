@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, lease, logs, others, outcomes, ownership, rendezvous,
-    restarts, spread, startup, state, volumes, wedges,
+    act, cluster, events, failures, fencing, gangs, lease, logs, others, outcomes, ownership,
+    rendezvous, restarts, spread, startup, state, volumes, wedges,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -57,16 +57,16 @@ fn granted(path: &str) -> BTreeSet<Access> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
-    used.extend(act::binding_a_gang().await);
-    used.extend(act::rolling_back_a_failed_gang_bind().await);
+    used.extend(act::releasing_a_gang().await);
+    used.extend(act::rolling_back_a_failed_gang_release().await);
     used.extend(act::rolling_back_leaves_the_pods_that_were_there_before().await);
-    used.extend(act::a_binding_whose_reply_was_lost_is_found_done().await);
-    used.extend(act::a_pod_bound_elsewhere_by_someone_else_fails_the_placement().await);
+    used.extend(act::a_release_that_races_another_write_pins_the_pod_as_it_is_now().await);
+    used.extend(act::a_pod_released_elsewhere_by_someone_else_fails_the_placement().await);
     used.extend(failures::a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue().await);
     used.extend(failures::failing_past_the_backoff_limit_fails_the_job_and_frees_its_gang().await);
     used.extend(failures::a_failure_within_the_limit_queues_the_gang_after_a_back_off().await);
     used.extend(act::a_template_the_api_server_refuses_becomes_a_condition().await);
-    used.extend(act::placing_again_after_a_restart_reuses_an_unbound_pod().await);
+    used.extend(act::placing_again_after_a_restart_reuses_a_held_pod().await);
     used.extend(act::migrating_with_a_checkpoint_annotation().await);
     used.extend(act::migrating_with_the_stop_signal().await);
     used.extend(act::migrating_to_the_current_node_only_marks().await);
@@ -94,13 +94,32 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
             .await,
     );
     used.extend(startup::a_leader_with_an_unlisted_pod_cache_waits_for_it().await);
-    used.extend(wedges::a_pod_created_with_scheduling_gates_waits_for_them_unbound().await);
-    used.extend(wedges::a_restart_does_not_wait_for_a_pod_on_a_lost_node().await);
+    used.extend(wedges::a_gate_a_webhook_added_stays_for_its_owner_to_lift().await);
+    used.extend(
+        wedges::a_task_on_a_partitioned_node_is_not_replaced_until_the_node_is_out_of_service()
+            .await,
+    );
     used.extend(wedges::a_resize_the_node_cannot_fit_is_reported_infeasible().await);
     used.extend(rendezvous::pods_are_named_under_the_jobs_headless_service().await);
     used.extend(others::other_pods_are_charged_while_they_hold_resources().await);
     used.extend(fencing::a_hung_call_is_abandoned_and_the_round_goes_on().await);
     used.extend(ownership::a_job_created_again_under_the_same_name_adopts_nothing().await);
+    used.extend(ownership::another_installation_s_job_is_neither_seen_nor_touched().await);
+    used.extend(
+        gangs::a_placement_needing_an_unknown_extended_resource_comes_back_and_backs_off().await,
+    );
+    used.extend(gangs::a_placement_against_a_node_selector_admission_added_comes_back().await);
+    used.extend(gangs::a_drained_member_restarts_the_gang().await);
+    used.extend(gangs::a_member_gone_from_the_cluster_restarts_the_gang().await);
+    used.extend(gangs::a_crash_loop_consumes_the_failure_budget().await);
+    used.extend(gangs::a_lost_status_write_is_written_again_from_the_pods().await);
+    used.extend(gangs::a_refusal_is_cleared_once_the_gang_is_bound_whole().await);
+    used.extend(restarts::moving_one_member_of_a_gang_restarts_every_member().await);
+    used.extend(restarts::moving_one_member_of_an_elastic_job_restarts_that_member_alone().await);
+    used.extend(
+        restarts::a_restart_is_refused_while_the_cache_lacks_a_pod_the_status_names().await,
+    );
+    used.extend(wedges::a_task_confirmed_stopped_on_a_partitioned_node_is_replaced().await);
     used.extend(logs::a_new_leader_reads_a_log_from_the_samples_already_recorded().await);
     used.extend(
         logs::a_log_is_asked_for_by_container_and_a_refusal_is_not_repeated_at_once().await,
@@ -115,27 +134,23 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     used.extend(restarts::restart_pods_that_exited_on_their_own_are_deleted().await);
     used.extend(restarts::old_pods_that_succeeded_do_not_make_a_rescaled_job_succeed().await);
     used.extend(restarts::a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await);
-    used.extend(outcomes::a_bind_an_admission_webhook_denies_is_a_failed_action().await);
+    used.extend(outcomes::a_release_an_admission_webhook_denies_is_a_failed_action().await);
     used.extend(outcomes::a_resize_the_api_server_forbids_is_a_failed_action().await);
     used.extend(outcomes::a_preemption_checkpoints_stops_and_requeues_the_job().await);
     used.extend(volumes::a_claim_bound_to_a_zonal_volume_keeps_the_job_in_its_zone().await);
-    used.extend(
-        volumes::a_claim_waiting_for_its_first_consumer_is_provisioned_for_the_chosen_node_then_bound()
-            .await,
-    );
+    used.extend(volumes::a_claim_waiting_for_its_first_consumer_is_left_to_the_scheduler().await);
     used.extend(volumes::a_missing_claim_holds_the_job_with_a_condition_naming_it().await);
     used.extend(volumes::claims_volumes_and_classes_are_watched_and_trimmed().await);
     used.extend(volumes::a_claim_that_turns_up_lifts_the_hold_and_the_condition_says_so().await);
     used.extend(
-        volumes::an_ephemeral_volume_s_claim_is_made_for_the_pod_s_node_before_it_is_bound().await,
+        volumes::a_pod_with_an_ephemeral_volume_is_made_and_released_like_any_other().await,
     );
-    used.extend(volumes::a_claim_the_ephemeral_volume_controller_made_first_gets_the_node().await);
     used.extend(
-        volumes::a_claim_waiting_for_its_consumer_is_bound_to_the_smallest_pre_provisioned_volume_the_node_can_mount()
+        volumes::a_claim_of_a_class_without_provisioner_is_offered_the_nodes_of_its_matching_volumes()
             .await,
     );
     used.extend(
-        spread::the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await,
+        spread::a_host_port_the_scheduler_finds_taken_sends_the_gang_back_to_the_policy().await,
     );
     let granted = granted(concat!(
         env!("CARGO_MANIFEST_DIR"),

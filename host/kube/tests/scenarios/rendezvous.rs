@@ -3,7 +3,7 @@
 //! environment.
 
 use serde_json::json;
-use switchyard_kube::crd::{CheckpointMethod, TrainingJobStatus};
+use switchyard_kube::{CheckpointMethod, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
@@ -29,10 +29,22 @@ pub(crate) async fn pods_are_named_under_the_jobs_headless_service() -> Vec<Acce
             "metadata": {"name": "a", "namespace": NS,
                 "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
                     "name": "a", "uid": "uid-a", "controller": true}]}})),
+        // So is its PodDisruptionBudget.
+        Expect::post(BUDGETS).fail(
+            409,
+            "AlreadyExists",
+            "poddisruptionbudgets.policy \"a\" already exists",
+        ),
+        Expect::get(&format!("{BUDGETS}/a")).ok(
+            json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "a", "namespace": NS,
+                "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+                    "name": "a", "uid": "uid-a", "controller": true}]}}),
+        ),
         create("a-worker-1-0", "a", "worker-1", "worker").body(json!({
             "spec": {"hostname": "worker-1", "subdomain": "a",
                 "containers": [{"name": "trainer", "env": hosts}]}})),
-        bind("a-worker-1-0", "n1"),
+        release("a-worker-1-0", "n1"),
     ];
     script.push(Expect::get(STATUS).ok(job.json()));
     script.push(Expect::put(STATUS).ok(placed.json()));
@@ -43,6 +55,7 @@ pub(crate) async fn pods_are_named_under_the_jobs_headless_service() -> Vec<Acce
             &job.build(),
             &[("worker-1".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
         .expect("placed");

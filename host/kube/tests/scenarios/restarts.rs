@@ -8,8 +8,8 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::TaskPhase;
 use switchyard_kube::Error;
-use switchyard_kube::act::Migration;
-use switchyard_kube::crd::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
+use switchyard_kube::Migration;
+use switchyard_kube::{CheckpointMethod, Phase, RestartAction, TaskTarget, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
@@ -310,4 +310,150 @@ async fn old_pods_that_succeeded_when_stopped_do_not_make_a_rescaled_job_succeed
 async fn a_job_succeeds_once_the_roles_of_its_success_policy_have_and_its_parameter_server_is_stopped()
  {
     a_job_whose_workers_succeeded_succeeds_and_its_ps_is_stopped().await;
+}
+
+/// A ps on n1 and two workers on n1 and n2, placed; the worker role scales between
+/// `min` and `max`.
+fn gang_of_three(min: u32, max: u32) -> JobBuilder {
+    JobBuilder::new("a")
+        .ps_worker(2, min, max)
+        .checkpoint(CheckpointMethod::Signal, 10)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![
+                placement("ps-0", "a-ps-0-0", "n1"),
+                placement("worker-0", "a-worker-0-0", "n1"),
+                placement("worker-1", "a-worker-1-0", "n2"),
+            ],
+            ..TrainingJobStatus::default()
+        })
+}
+
+fn gang_pods() -> [Pod; 3] {
+    [
+        pod("a", "ps-0", 0, Some("n1")),
+        pod("a", "worker-0", 0, Some("n1")),
+        pod("a", "worker-1", 0, Some("n2")),
+    ]
+}
+
+fn move_worker_1_to_n3() -> Migration<'static> {
+    Migration {
+        task: Some("worker-1"),
+        node: "n3",
+        purpose: "rebalance",
+        reason: "n2 is hot",
+    }
+}
+
+pub(crate) async fn moving_one_member_of_a_gang_restarts_every_member() -> Vec<Access> {
+    // Two workers exactly: the processes cannot go on without one of them.
+    let job = gang_of_three(2, 2);
+    let mut script = status_write_of(
+        "a",
+        &job,
+        json!({"status": {"phase": "Restarting", "migrations": 1,
+            "moves": [{"kind": "Migrated", "fromNodes": ["n2"], "toNodes": ["n3"]}],
+            "restart": {"action": "Migrate",
+                "stopping": ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"],
+                "targets": [{"task": "ps-0", "node": "n1"}, {"task": "worker-0", "node": "n1"},
+                    {"task": "worker-1", "node": "n3"}]}}}),
+    )
+    .to_vec();
+    for pod in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
+        script.push(delete(pod, Some(10)));
+    }
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .migrate(&job.build(), &gang_pods(), move_worker_1_to_n3(), at(0))
+        .await
+        .expect("the migration starts");
+    server.finish().await
+}
+
+pub(crate) async fn moving_one_member_of_an_elastic_job_restarts_that_member_alone() -> Vec<Access>
+{
+    let job = gang_of_three(1, 4);
+    let mut script = status_write_of(
+        "a",
+        &job,
+        json!({"status": {"restart": {"action": "Migrate", "stopping": ["a-worker-1-0"],
+            "targets": [{"task": "worker-1", "node": "n3"}]}}}),
+    )
+    .to_vec();
+    script.push(delete("a-worker-1-0", Some(10)));
+    let (client, server) = MockServer::start(script);
+    actor(client)
+        .migrate(&job.build(), &gang_pods(), move_worker_1_to_n3(), at(0))
+        .await
+        .expect("the migration starts");
+    server.finish().await
+}
+
+pub(crate) async fn a_restart_is_refused_while_the_cache_lacks_a_pod_the_status_names()
+-> Vec<Access> {
+    // worker-1's pod was made a moment ago: the status names it, the cache not yet.
+    let job = gang_of_three(2, 2);
+    let (client, server) = MockServer::start(vec![
+        Expect::get(STATUS).ok(job.json()),
+        event("MigrateFailed", "Migrate", "Warning"),
+    ]);
+    let [ps, worker, _] = gang_pods();
+    let error = actor(client)
+        .migrate(
+            &job.build(),
+            &[ps, worker],
+            Migration {
+                task: Some("worker-0"),
+                node: "n3",
+                purpose: "rebalance",
+                reason: "n1 is hot",
+            },
+            at(0),
+        )
+        .await
+        .expect_err("a restart that would leave worker-1's pod running is refused");
+    assert!(matches!(error, Error::Stale { .. }), "{error}");
+    assert!(error.to_string().contains("a-worker-1-0"), "{error}");
+    server.finish().await
+}
+
+#[tokio::test(start_paused = true)]
+async fn moving_one_member_of_a_gang_that_cannot_lose_one_restarts_every_member_where_it_ran() {
+    moving_one_member_of_a_gang_restarts_every_member().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn moving_one_member_of_an_elastic_job_restarts_only_that_member() {
+    moving_one_member_of_an_elastic_job_restarts_that_member_alone().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_never_leaves_a_pod_newer_than_the_cache_running_beside_its_replacement() {
+    a_restart_is_refused_while_the_cache_lacks_a_pod_the_status_names().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_checkpoint_request_is_not_sent_by_a_replica_that_stopped_leading() {
+    // The restart was recorded; the lead is lost before the pod is asked.
+    let job = restarting(
+        &JobBuilder::new("a")
+            .push_progress()
+            .checkpoint(CheckpointMethod::Annotation, 30),
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            generation: 1,
+            ..TrainingJobStatus::default()
+        },
+        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    );
+    let (client, server) = MockServer::start(vec![]);
+    let follower = std::sync::Arc::new(Leader::elected("switchyard-1"));
+    let error = actor(client)
+        .fenced_by(follower)
+        .advance_restart(&job.build(), &[pod("a", "main-0", 0, Some("n1"))], at(40))
+        .await
+        .expect_err("a follower sends nothing");
+    assert!(matches!(error, Error::NotLeading { .. }), "{error}");
+    server.finish().await;
 }

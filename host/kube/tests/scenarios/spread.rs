@@ -1,7 +1,8 @@
 //! One task per node and host ports: a job whose template asks for a host port (or for
-//! required anti-affinity against its own pods per node) is offered only nodes where the
-//! port is free, carries the label that says its tasks may not share a node, and the
-//! validator refuses a decision that puts two of them on one.
+//! required anti-affinity against its own pods per node) carries the label that says
+//! its tasks may not share a node, and the validator refuses a decision that puts two of
+//! them on one. Whether another pod holds the port on a node is kube-scheduler's to
+//! judge when it binds: a placement it refuses for that comes back to the policy.
 
 use serde_json::json;
 use switchyard_core::{
@@ -13,7 +14,10 @@ use switchyard_control::Leader;
 use crate::cluster::default_round;
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
+use crate::support::scheduler::{Scheduled, Scheduler};
 use crate::support::world::{World, blocking, first_placement, status_write_of};
+use switchyard_control::Cluster;
+use switchyard_kube::{Phase, TrainingJobStatus};
 
 fn place(pairs: &[(&str, &str)]) -> Decision {
     Decision {
@@ -34,8 +38,17 @@ fn place(pairs: &[(&str, &str)]) -> Decision {
     }
 }
 
+/// Job b's pod on n1, holding host port 29500.
+fn port_holder() -> k8s_openapi::api::core::v1::Pod {
+    let mut holder = pod("b", "main-0", 0, Some("n1"));
+    holder.spec.as_mut().unwrap().containers[0].ports = Some(vec![
+        serde_json::from_value(json!({"containerPort": 29500, "hostPort": 29500})).unwrap(),
+    ]);
+    holder
+}
+
 #[test]
-fn a_job_with_a_host_port_avoids_nodes_where_it_is_taken_and_never_doubles_up_on_a_node() {
+fn a_job_with_a_host_port_never_doubles_up_on_a_node() {
     let mut world = World::new()
         .node(node("n1", 16))
         .node(node("n2", 16))
@@ -46,36 +59,16 @@ fn a_job_with_a_host_port_avoids_nodes_where_it_is_taken_and_never_doubles_up_on
             .host_port(29500)
             .push_progress(),
     );
-    // Job b's pod holds the port on n1.
-    let b = JobBuilder::new("b").host_port(29500).push_progress();
-    world.job(&b);
-    let mut holder = pod("b", "main-0", 0, Some("n1"));
-    holder.spec.as_mut().unwrap().containers[0].ports = Some(vec![
-        serde_json::from_value(json!({"containerPort": 29500, "hostPort": 29500})).unwrap(),
-    ]);
-    world.pod(holder);
+    world.pod(port_holder());
     let snapshot = world.caches.snapshot(0.0, vec![]);
     let job = snapshot.job("ml/a").unwrap();
     assert_eq!(
         job.labels.get(ONE_TASK_PER_NODE_LABEL).map(String::as_str),
         Some("true")
     );
-    let set = job.tasks[0].eligible.expect("n1 is excluded");
-    let allowed: Vec<&str> = snapshot
-        .node_set(set)
-        .unwrap()
-        .nodes
-        .iter()
-        .map(|&i| snapshot.nodes[i as usize].name.as_str())
-        .collect();
-    assert_eq!(allowed, ["n2", "n3"]);
-    let checked = check_decision(
-        &snapshot,
-        &place(&[("ps-0", "n1"), ("worker-0", "n2"), ("worker-1", "n3")]),
-    );
-    assert!(
-        matches!(&checked.rejected[0].reason, Rejection::NotEligible { node, .. } if node == "n1"),
-        "{checked:?}"
+    assert_eq!(
+        job.tasks[0].eligible, None,
+        "another pod's port is the scheduler's to check, not a hint"
     );
     let checked = check_decision(
         &snapshot,
@@ -98,7 +91,7 @@ fn a_job_with_a_host_port_avoids_nodes_where_it_is_taken_and_never_doubles_up_on
     );
 }
 
-pub(crate) async fn the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node()
+pub(crate) async fn a_host_port_the_scheduler_finds_taken_sends_the_gang_back_to_the_policy()
 -> Vec<Access> {
     let mut world = World::new()
         .node(node("n1", 16))
@@ -109,33 +102,83 @@ pub(crate) async fn the_default_policy_spreads_a_host_port_job_and_leaves_out_th
         .host_port(29500)
         .push_progress();
     world.job(&job);
-    let mut holder = pod("b", "main-0", 0, Some("n1"));
-    holder.spec.as_mut().unwrap().containers[0].ports = Some(vec![
-        serde_json::from_value(json!({"containerPort": 29500, "hostPort": 29500})).unwrap(),
-    ]);
-    world.pod(holder);
-    // Pod by pod: ps-0 on n2, worker-0 on n3; worker-1 has no node left (n1's port is
-    // taken, n2 and n3 hold its siblings) and waits.
+    world.pod(port_holder());
+    // Pod by pod, one task per node: ps-0 on n2, worker-0 on n3, worker-1 on n1, whose
+    // port the policy cannot see is taken.
     let mut script = first_placement(&job, "ps-0", "ps", "n2");
-    script.push(create("a-worker-0-0", "a", "worker-0", "worker"));
-    script.push(bind("a-worker-0-0", "n3"));
+    for (task, node) in [("worker-0", "n3"), ("worker-1", "n1")] {
+        let name = format!("a-{task}-0");
+        script.push(create(&name, "a", task, "worker"));
+        script.push(release(&name, node));
+        script.extend(status_write_of(
+            "a",
+            &job,
+            json!({"status": {"placements": [{"task": task, "node": node}]}}),
+        ));
+        // The recorder folds a repeated Event into the first: a patch.
+        script.push(Expect::patch(&format!("{EVENTS}/*")).ok(event_json()));
+    }
+    // kube-scheduler refuses worker-1: the gang is taken back, every member deleted,
+    // and the refusal recorded for the policy.
     script.extend(status_write_of(
         "a",
         &job,
-        json!({"status": {"placements": [{"task": "worker-0", "node": "n3"}]}}),
+        json!({"status": {"phase": "Restarting", "generation": 1,
+            "refusal": {"nodes": ["n1"], "reason": "Unschedulable", "count": 1},
+            "restart": {"action": "Recover", "retryAfter": "2026-01-01T00:00:41Z"}}}),
     ));
-    // The recorder folds a repeated Event into the first: a patch.
-    script.push(Expect::patch(&format!("{EVENTS}/*")).ok(event_json()));
+    for pod in ["a-ps-0-0", "a-worker-0-0", "a-worker-1-0"] {
+        script.push(delete(pod, None));
+    }
+    script.push(event("PlacementRefused", "Recover", "Warning"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    let (_, record) = blocking(cluster, default_round).await;
-    assert_eq!(record.arm_a.accepted.len(), 2, "{record:#?}");
+    let (cluster, record) = blocking(cluster, default_round).await;
+    assert_eq!(record.arm_a.accepted.len(), 3, "{record:#?}");
     assert!(record.arm_a.rejected.is_empty(), "{record:#?}");
+    // What the API server now holds: the placements written, the pods released.
+    let placed = [("ps-0", "n2"), ("worker-0", "n3"), ("worker-1", "n1")];
+    world.job(
+        &job.clone_with(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: placed
+                .iter()
+                .map(|(task, node)| placement(task, &format!("a-{task}-0"), node))
+                .collect(),
+            ..TrainingJobStatus::default()
+        }),
+    );
+    for (task, node) in placed {
+        world.pod(released(pod("a", task, 0, None), node, 0));
+    }
+    let ports_taken = "node(s) didn't have free ports for the requested pod ports";
+    let scheduled = Scheduler::new()
+        .refusing("n1", ports_taken)
+        .schedule(&mut world);
+    assert!(scheduled.contains(&Scheduled::Bound {
+        pod: "a-ps-0-0".into(),
+        node: "n2".into()
+    }));
+    assert!(
+        matches!(&scheduled[2], Scheduled::Refused { pod, message }
+            if pod == "a-worker-1-0" && message.contains(ports_taken)),
+        "{scheduled:?}"
+    );
+    let placed = server.served();
+    world.set_clock(29);
+    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(29).as_second() as f64))).await;
+    assert_eq!(
+        server.served(),
+        placed,
+        "a refusal may pass: not taken back yet"
+    );
+    world.set_clock(31);
+    let (_, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
     server.finish().await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_default_policy_binds_a_host_port_job_one_task_per_node_off_the_node_whose_port_is_taken()
- {
-    the_default_policy_spreads_a_host_port_job_and_leaves_out_the_taken_node().await;
+async fn a_host_port_job_placed_one_task_per_node_comes_back_when_the_scheduler_finds_a_port_taken()
+{
+    a_host_port_the_scheduler_finds_taken_sends_the_gang_back_to_the_policy().await;
 }

@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use switchyard_control::{Advance, Cluster, ControlLoop, Leader, LiveCluster, Step};
 use switchyard_core::{JobPhase, Trigger};
-use switchyard_kube::crd::{CheckpointMethod, Phase, TrainingJobStatus};
+use switchyard_kube::{CheckpointMethod, Phase, TrainingJobStatus};
 
 use crate::cluster::{default_policy, runtime};
 use crate::support::fixtures::*;

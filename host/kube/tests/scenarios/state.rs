@@ -6,7 +6,7 @@ use switchyard_core::ComponentDigest;
 use tokio::runtime::Handle;
 
 use crate::support::mock::{Access, Expect, MockServer};
-use switchyard_kube::state::*;
+use switchyard_kube::*;
 
 const CM: &str = "/api/v1/namespaces/switchyard/configmaps/switchyard-state";
 

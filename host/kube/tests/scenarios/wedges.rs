@@ -1,16 +1,18 @@
-//! What used to wedge a job: scheduling gates (every bind refused, every round rolled
-//! back), an old pod stuck terminating on a lost node (a restart waiting forever), and a
-//! resize the API server accepted but the node never carried out.
+//! What wedges a job, or would run a task twice: a gate another controller put on a
+//! pod (it stays for its owner to lift, and the job counts as placed), an old pod on a
+//! node that stopped answering (never replaced until the node is gone, declared out of
+//! service, or the pod is confirmed stopped: the StatefulSet rule), and a resize the API
+//! server accepted but the node never carried out.
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use serde_json::json;
 use switchyard_control::{Cluster, Leader};
-use switchyard_core::JobPhase;
-use switchyard_kube::crd::{CheckpointMethod, Condition, Phase, TrainingJobStatus};
+use switchyard_core::{JobPhase, TaskPhase};
+use switchyard_kube::{CheckpointMethod, Condition, PLACEMENT_GATE, Phase, TrainingJobStatus};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
-use crate::support::world::{World, blocking, status_write_of};
+use crate::support::world::{World, blocking, event_on, status_write_of};
 
 fn gated(mut pod: Pod) -> Pod {
     pod.spec.as_mut().unwrap().scheduling_gates = Some(vec![
@@ -19,53 +21,92 @@ fn gated(mut pod: Pod) -> Pod {
     pod
 }
 
-pub(crate) async fn a_pod_created_with_scheduling_gates_waits_for_them_unbound() -> Vec<Access> {
+pub(crate) async fn a_gate_a_webhook_added_stays_for_its_owner_to_lift() -> Vec<Access> {
     let job = JobBuilder::new("a");
-    let mut answered = serde_json::to_value(gated(pod("a", "main-0", 0, None))).unwrap();
-    answered["metadata"]["uid"] = json!("uid-a-main-0-0");
-    let (client, server) = MockServer::start(vec![
+    let mut answered = created_json("a-main-0-0");
+    // A webhook (a quota system, say) gated the pod as it was created.
+    answered["spec"]["schedulingGates"] =
+        json!([{"name": PLACEMENT_GATE}, {"name": "example.com/quota"}]);
+    let mut script = vec![
         service("a"),
-        // A webhook (a quota system, say) gated the pod as it was created.
+        budget("a"),
         create("a-main-0-0", "a", "main-0", "main").respond(201, answered),
-        // No binding, no rollback: the pod waits for its gate to be lifted.
-        Expect::get(STATUS).ok(job.json()),
-        Expect::put(STATUS)
+        // Only the placement gate goes; the quota's stays for the quota system.
+        Expect::patch(&format!("{PODS}/a-main-0-0"))
             .body(
-                json!({"status": {"conditions": [{"type": "PodsCreated", "status": "False",
-                "reason": "SchedulingGated"}]}}),
+                json!({"spec": {"schedulingGates": [{"name": "example.com/quota"}],
+                "affinity": pin("n1")}}),
             )
-            .ok(job.json()),
-        event("SchedulingGated", "Place", "Warning"),
-    ]);
-    let error = actor(client)
+            .ok(pod_json("a-main-0-0")),
+    ];
+    script.extend(status_write(
+        &job,
+        json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-0", "node": "n1"}]}}),
+        &job,
+    ));
+    script.push(event("Placed", "Place", "Normal"));
+    let (client, server) = MockServer::start(script);
+    actor(client)
         .place(
             &job.build(),
             &[("main-0".to_string(), "n1".to_string())],
             "fits",
+            at(0),
         )
         .await
-        .expect_err("a gated pod is not placed yet");
-    assert_eq!(error.metric_label(), "gated");
+        .expect("the policy's part is done; the quota system lifts its own gate");
     server.finish().await
 }
 
 #[test]
-fn a_job_whose_pods_wait_for_their_scheduling_gates_is_not_offered_to_the_policy() {
+fn a_job_whose_released_pod_waits_for_another_gate_stays_placed_on_its_node() {
     let mut world = World::new().node(node("n1", 8));
     world.job(&JobBuilder::new("a").push_progress());
-    world.pod(gated(pod("a", "main-0", 0, None)));
-    let phase = |w: &World| w.caches.snapshot(0.0, vec![]).job("ml/a").unwrap().phase;
-    assert_eq!(phase(&world), JobPhase::Restarting, "held while gated");
-    world.pod(pod("a", "main-0", 0, None));
-    assert_eq!(phase(&world), JobPhase::Waiting, "placeable once lifted");
+    world.pod(gated(released(pod("a", "main-0", 0, None), "n1", 0)));
+    let snapshot = world.caches.snapshot(0.0, vec![]);
+    let job = snapshot.job("ml/a").unwrap();
+    assert_eq!(job.phase, JobPhase::Running, "placed, not placeable again");
+    assert_eq!(job.tasks[0].node.as_deref(), Some("n1"));
+    assert_eq!(
+        snapshot.node("n1").unwrap().requested.cpu_millis,
+        2000,
+        "its room on n1 is taken"
+    );
+    world.pod(held(pod("a", "main-0", 0, None)));
+    let job = world
+        .caches
+        .snapshot(1.0, vec![])
+        .job("ml/a")
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        job.tasks[0].phase,
+        TaskPhase::Pending,
+        "still held by the placement gate: placeable, and the next placement takes the pod"
+    );
 }
 
-pub(crate) async fn a_restart_does_not_wait_for_a_pod_on_a_lost_node() -> Vec<Access> {
-    // a moves from n1 to n2; n1 stopped answering, so its pod stays Terminating.
-    let mut world = World::new().node(node("n2", 8));
-    let mut lost = serde_json::to_value(node("n1", 8)).unwrap();
+/// A node that stopped answering: its Ready condition is `Unknown`.
+fn unreachable(name: &str) -> Node {
+    let mut lost = serde_json::to_value(node(name, 8)).unwrap();
     lost["status"]["conditions"] = json!([{"type": "Ready", "status": "Unknown"}]);
-    world = world.node(serde_json::from_value(lost).unwrap());
+    lost["metadata"]["resourceVersion"] = json!("2");
+    serde_json::from_value(lost).unwrap()
+}
+
+/// `name` tainted `node.kubernetes.io/out-of-service`: an operator says it is gone.
+fn out_of_service(name: &str) -> Node {
+    let mut gone = serde_json::to_value(unreachable(name)).unwrap();
+    gone["spec"]["taints"] = json!([{"key": "node.kubernetes.io/out-of-service",
+        "value": "nodeshutdown", "effect": "NoExecute"}]);
+    gone["metadata"]["resourceVersion"] = json!("3");
+    serde_json::from_value(gone).unwrap()
+}
+
+/// Job `a` moving from n1 to n2, its old pod (`old`) being deleted on n1, which stopped
+/// answering: the process on it may still run and write the checkpoint.
+fn partitioned(old: Pod) -> (World, JobBuilder) {
+    let mut world = World::new().node(node("n2", 8)).node(unreachable("n1"));
     let job = restarting(
         &JobBuilder::new("a")
             .push_progress()
@@ -79,28 +120,66 @@ pub(crate) async fn a_restart_does_not_wait_for_a_pod_on_a_lost_node() -> Vec<Ac
         migration("a-main-0-0", "main-0", "n2", None),
     );
     world.job(&job);
-    // Its grace period ran out at 0 (the fixture's deletion time).
-    world.pod(terminating(pod("a", "main-0", 0, Some("n1"))));
+    world.pod(old);
+    (world, job)
+}
+
+/// The replacement of job `a`'s task on n2: made, released, recorded, announced.
+fn replaced_on_n2(job: &JobBuilder) -> Vec<Expect> {
     let mut script = vec![
         service("a"),
+        budget("a"),
         create("a-main-0-1", "a", "main-0", "main"),
-        bind("a-main-0-1", "n2"),
+        release("a-main-0-1", "n2"),
     ];
     script.extend(status_write_of(
         "a",
-        &job,
+        job,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
     ));
     script.push(event("Migrated", "Migrate", "Normal"));
+    script
+}
+
+pub(crate) async fn a_task_on_a_partitioned_node_is_not_replaced_until_the_node_is_out_of_service()
+-> Vec<Access> {
+    // Its grace period ran out long ago (the fixture's deletion time is 0).
+    let (mut world, job) = partitioned(terminating(pod("a", "main-0", 0, Some("n1"))));
+    // Said once, with what would let the restart go on.
+    let mut script = vec![
+        event_on("a", "WaitingForNode", "Recover").body(json!({"type": "Warning",
+            "note": "pod ml/a-main-0-0 on node n1, which is not Ready, may still run*"})),
+    ];
+    script.extend(replaced_on_n2(&job));
     let (client, server) = MockServer::start(script);
+    let mut cluster = world.cluster(client, Leader::always("switchyard-0"));
+    for t in [60, 600, 3600] {
+        world.set_clock(t);
+        (cluster, _) = blocking(cluster, move |c| c.advance(Some(at(t).as_second() as f64))).await;
+        assert_eq!(
+            server.served(),
+            1,
+            "no replacement while n1 may run the task (t={t})"
+        );
+    }
+    let waiting = world.caches.snapshot(0.0, vec![]);
+    assert_eq!(waiting.job("ml/a").unwrap().phase, JobPhase::Restarting);
+    // The operator declares n1 out of service: its pods are gone for good.
+    world = world.node(out_of_service("n1"));
+    world.set_clock(3601);
+    let (_, _) = blocking(cluster, |c| c.advance(Some(at(3601).as_second() as f64))).await;
+    server.finish().await
+}
+
+pub(crate) async fn a_task_confirmed_stopped_on_a_partitioned_node_is_replaced() -> Vec<Access> {
+    // The kubelet reported the container terminated before the node stopped answering.
+    let mut stopped = serde_json::to_value(terminating(pod("a", "main-0", 0, Some("n1")))).unwrap();
+    stopped["status"]["containerStatuses"] = json!([{"name": "trainer", "image": "i",
+        "imageID": "", "ready": false, "restartCount": 0,
+        "state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]);
+    let (world, job) = partitioned(serde_json::from_value(stopped).unwrap());
+    let (client, server) = MockServer::start(replaced_on_n2(&job));
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
-    world.set_clock(-1);
-    let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(-1).as_second() as f64))).await;
-    assert_eq!(
-        server.served(),
-        0,
-        "within its grace period the pod may still stop"
-    );
     world.set_clock(60);
     let (_, _) = blocking(cluster, |c| c.advance(Some(at(60).as_second() as f64))).await;
     server.finish().await
@@ -156,13 +235,18 @@ pub(crate) async fn a_resize_the_node_cannot_fit_is_reported_infeasible() -> Vec
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_pod_created_with_scheduling_gates_is_left_unbound_for_them_to_be_lifted() {
-    a_pod_created_with_scheduling_gates_waits_for_them_unbound().await;
+async fn a_gate_another_controller_put_on_a_pod_is_kept_when_the_placement_gate_is_lifted() {
+    a_gate_a_webhook_added_stays_for_its_owner_to_lift().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_restart_stops_waiting_for_an_old_pod_stuck_terminating_on_a_lost_node() {
-    a_restart_does_not_wait_for_a_pod_on_a_lost_node().await;
+async fn a_pod_on_a_node_that_stopped_answering_is_replaced_only_once_the_node_is_out_of_service() {
+    a_task_on_a_partitioned_node_is_not_replaced_until_the_node_is_out_of_service().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pod_the_kubelet_confirmed_stopped_is_replaced_though_its_node_stopped_answering() {
+    a_task_confirmed_stopped_on_a_partitioned_node_is_replaced().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

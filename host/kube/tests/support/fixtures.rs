@@ -6,10 +6,9 @@ use serde_json::{Value, json};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
-use switchyard_kube::act::Actor;
-use switchyard_kube::crd::{
-    Checkpoint, CheckpointMethod, PendingRestart, Phase, Placement, RestartAction, TaskTarget,
-    TrainingJob, TrainingJobStatus,
+use switchyard_kube::{
+    Actor, Checkpoint, CheckpointMethod, PLACEMENT_GATE, PendingRestart, Phase, Placement,
+    RELEASED_ANNOTATION, Refusal, RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
 };
 
 use super::mock::Expect;
@@ -131,7 +130,8 @@ fn role(name: &str, replicas: u32, scale: Option<(u32, u32)>) -> Value {
     r
 }
 
-/// A controller pod of `job` running `task` on `node` (`None`: not bound).
+/// A controller pod of `job` running `task` on `node` (`None`: not bound, and no longer
+/// held by the placement gate).
 pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
     let role = task.rsplit_once('-').unwrap().0;
     serde_json::from_value(json!({
@@ -142,12 +142,54 @@ pub fn pod(job: &str, task: &str, generation: u32, node: Option<&str>) -> Pod {
                 "switchyard.dev/job-uid": format!("uid-{job}"), "switchyard.dev/generation": generation.to_string()},
             "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
                 "name": job, "uid": format!("uid-{job}"), "controller": true}]},
-        "spec": {"schedulerName": "switchyard", "nodeName": node,
+        "spec": {"nodeName": node,
             "containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1",
                 "resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}]},
         "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
     }))
     .unwrap()
+}
+
+/// `pod` held by the placement gate: made, no node chosen for it yet.
+pub fn held(mut pod: Pod) -> Pod {
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = None;
+    spec.scheduling_gates = Some(vec![
+        serde_json::from_value(json!({"name": PLACEMENT_GATE})).unwrap(),
+    ]);
+    pod.status.get_or_insert_with(Default::default).phase = Some("Pending".into());
+    pod
+}
+
+/// `pod` released to the scheduler pinned to `node`, not bound yet: its node affinity
+/// names the node, and it says when it was released (`at`, seconds after [`at`]'s 0).
+pub fn released(mut pod: Pod, node: &str, released_at: i64) -> Pod {
+    let spec = pod.spec.as_mut().unwrap();
+    spec.node_name = None;
+    spec.scheduling_gates = None;
+    spec.affinity = Some(serde_json::from_value(pin(node)).unwrap());
+    pod.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(RELEASED_ANNOTATION.into(), at(released_at).to_string());
+    pod.status.get_or_insert_with(Default::default).phase = Some("Pending".into());
+    pod
+}
+
+/// `pod`, released and unbound, refused by the scheduler with `message`.
+pub fn refused(mut pod: Pod, message: &str) -> Pod {
+    pod.status.get_or_insert_with(Default::default).conditions = Some(vec![
+        serde_json::from_value(json!({"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": message}))
+        .unwrap(),
+    ]);
+    pod
+}
+
+/// The affinity that pins a pod with no node affinity of its own to `node`.
+pub fn pin(node: &str) -> Value {
+    json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}}})
 }
 
 /// `pod` being deleted: the API server has set its deletion timestamp and the kubelet
@@ -170,15 +212,20 @@ pub fn node(name: &str, cpus: u32) -> Node {
     .unwrap()
 }
 
-/// What the API server answers to a created or deleted pod.
+/// What the API server answers to a deleted pod.
 pub fn pod_json(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}")}})
 }
 
-/// What the API server answers to a binding.
-pub fn bound() -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201})
+/// What the API server answers to a created pod: held by the placement gate, at
+/// resourceVersion 1.
+pub fn created_json(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "namespace": NS, "uid": format!("uid-{name}"),
+            "resourceVersion": "1"},
+        "spec": {"containers": [{"name": "trainer", "image": "ghcr.io/example/resnet:1"}],
+            "schedulingGates": [{"name": PLACEMENT_GATE}]}})
 }
 
 /// What the API server answers to a created Event.
@@ -189,6 +236,7 @@ pub fn event_json() -> Value {
 
 pub const PODS: &str = "/api/v1/namespaces/ml/pods";
 pub const SERVICES: &str = "/api/v1/namespaces/ml/services";
+pub const BUDGETS: &str = "/apis/policy/v1/namespaces/ml/poddisruptionbudgets";
 pub const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
 
@@ -210,14 +258,16 @@ pub fn placement(task: &str, pod: &str, node: &str) -> Placement {
     }
 }
 
+/// The creation of pod `name` of `job` for `task` of `role`, held by the placement gate
+/// and left to the cluster's scheduler.
 pub fn create(name: &str, job: &str, task: &str, role: &str) -> Expect {
     Expect::post(PODS)
         .body(json!({"metadata": {"name": name, "namespace": NS,
             "labels": {"switchyard.dev/job": job, "switchyard.dev/task": task, "switchyard.dev/role": role},
             "ownerReferences": [{"apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
                 "name": job, "uid": format!("uid-{job}"), "controller": true}]},
-            "spec": {"schedulerName": "switchyard"}}))
-        .respond(201, pod_json(name))
+            "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}], "restartPolicy": "Never"}}))
+        .respond(201, created_json(name))
 }
 
 /// The creation of job `job`'s headless Service, the first time the controller places
@@ -231,14 +281,27 @@ pub fn service(job: &str) -> Expect {
             "metadata": {"name": job, "namespace": NS, "uid": format!("uid-svc-{job}")}}))
 }
 
-/// The binding of pod `pod` (the fixtures' UID `uid-<pod>`) to `node`.
-pub fn bind(pod: &str, node: &str) -> Expect {
-    Expect::post(&format!("{PODS}/{pod}/binding"))
+/// The release of pod `pod` (as [`created_json`] made it) to the scheduler on `node`:
+/// pinned there, the placement gate lifted, on the resourceVersion read.
+pub fn release(pod: &str, node: &str) -> Expect {
+    Expect::patch(&format!("{PODS}/{pod}"))
         .body(
-            json!({"metadata": {"name": pod, "uid": format!("uid-{pod}")},
-            "target": {"apiVersion": "v1", "kind": "Node", "name": node}}),
+            json!({"metadata": {"resourceVersion": "1", "annotations": {RELEASED_ANNOTATION: "*"}},
+            "spec": {"schedulingGates": [], "affinity": pin(node)}}),
         )
-        .respond(201, bound())
+        .ok(pod_json(pod))
+}
+
+/// The creation of job `job`'s PodDisruptionBudget, with its Service the first time
+/// the controller places or replaces its pods: one member unavailable at a time.
+pub fn budget(job: &str) -> Expect {
+    Expect::post(BUDGETS)
+        .body(json!({"metadata": {"name": job, "namespace": NS,
+            "ownerReferences": [{"kind": "TrainingJob", "name": job, "uid": format!("uid-{job}"), "controller": true}]},
+            "spec": {"maxUnavailable": 1, "unhealthyPodEvictionPolicy": "AlwaysAllow",
+                "selector": {"matchLabels": {"switchyard.dev/job-uid": format!("uid-{job}")}}}}))
+        .respond(201, json!({"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": job, "namespace": NS, "uid": format!("uid-pdb-{job}")}}))
 }
 
 /// The delete of pod `pod` (the fixtures' UID `uid-<pod>` as its precondition), with
@@ -285,6 +348,23 @@ pub fn event(reason: &str, action: &str, type_: &str) -> Expect {
         .respond(201, event_json())
 }
 
+/// Job `a`: a ps on n1 and one worker on n2, both placed, checkpointing on the stop
+/// signal with 20 s of grace.
+pub fn ps_and_worker() -> JobBuilder {
+    JobBuilder::new("a")
+        .push_progress()
+        .ps_worker(1, 1, 2)
+        .checkpoint(CheckpointMethod::Signal, 20)
+        .with_status(TrainingJobStatus {
+            phase: Some(Phase::Running),
+            placements: vec![
+                placement("ps-0", "a-ps-0-0", "n1"),
+                placement("worker-0", "a-worker-0-0", "n2"),
+            ],
+            ..TrainingJobStatus::default()
+        })
+}
+
 pub fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
     JobBuilder::new("a")
         .checkpoint(method, grace)
@@ -298,6 +378,45 @@ pub fn running_single(method: CheckpointMethod, grace: u32) -> JobBuilder {
 /// The time the scenarios' actions happen at.
 pub fn at(seconds_after: i64) -> Timestamp {
     Timestamp::from_second(1_767_225_600 + seconds_after).unwrap()
+}
+
+/// `job` once its first placement, on `node`, was refused at `at(t)` (`reason`, and
+/// `message` per refused pod) and taken back: the refusal recorded, `stopping` being
+/// stopped, and the job held until `at(t + 10)`, the first refusal's back-off. Returns
+/// the job and its refusal.
+pub fn refused_and_held(
+    job: &JobBuilder,
+    node: &str,
+    reason: &str,
+    message: &str,
+    t: i64,
+    stopping: &[&str],
+) -> (JobBuilder, Refusal) {
+    let refusal = Refusal {
+        nodes: vec![node.into()],
+        reason: reason.into(),
+        message: message.into(),
+        count: 1,
+        time: at(t).to_string(),
+    };
+    let held = restarting(
+        job,
+        TrainingJobStatus {
+            generation: 1,
+            refusal: Some(refusal.clone()),
+            ..TrainingJobStatus::default()
+        },
+        PendingRestart {
+            action: RestartAction::Recover,
+            stopping: stopping.iter().map(|p| p.to_string()).collect(),
+            targets: vec![],
+            requested_at: at(t).to_string(),
+            delete_after: None,
+            retry_after: Some(at(t + 10).to_string()),
+            reason: message.into(),
+        },
+    );
+    (held, refusal)
 }
 
 /// `job` with `restart` under way after its first restart was recorded.

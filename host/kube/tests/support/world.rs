@@ -10,10 +10,10 @@ use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher;
 use serde_json::{Value, json};
 use switchyard_control::Leader;
-use switchyard_kube::cluster::KubeCluster;
-use switchyard_kube::crd::TrainingJob;
-use switchyard_kube::observe::Caches;
-use switchyard_kube::volumes::VolumeCaches;
+use switchyard_kube::Caches;
+use switchyard_kube::KubeCluster;
+use switchyard_kube::TrainingJob;
+use switchyard_kube::VolumeCaches;
 
 use super::fixtures::{JobBuilder, NS, actor, at, event_json};
 use super::mock::Expect;
@@ -302,8 +302,9 @@ pub fn first_placement(job: &JobBuilder, task: &str, role: &str, node: &str) -> 
     let pod = format!("{name}-{task}-0");
     let mut script = vec![
         super::fixtures::service(&name),
+        super::fixtures::budget(&name),
         super::fixtures::create(&pod, &name, task, role),
-        super::fixtures::bind(&pod, node),
+        super::fixtures::release(&pod, node),
     ];
     script.extend(status_write_of(
         &name,

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use switchyard_controller::{InClusterOptions, run_in_cluster};
-use switchyard_kube::state::STATE_CONFIGMAP;
+use switchyard_kube::{DEFAULT_CONTROLLER_CLASS, STATE_CONFIGMAP};
 
 use super::SandboxArgs;
 use super::run::{LiveArgs, shutdown_signal};
@@ -48,13 +48,18 @@ pub(super) struct RunArgs {
     /// Name of the ConfigMap that keeps each policy's state blob and the active policy.
     #[arg(long, default_value = STATE_CONFIGMAP)]
     pub state_configmap: String,
+    /// The TrainingJobs this installation acts on: those whose `spec.managedBy` is this
+    /// class (a job without one belongs to the default class). Two installations in one
+    /// cluster need two classes; each leaves the other's jobs alone.
+    #[arg(long, env = "SWITCHYARD_CONTROLLER_CLASS", default_value = DEFAULT_CONTROLLER_CLASS)]
+    pub controller_class: String,
     #[command(flatten)]
     pub live: LiveArgs,
 }
 
 /// Prints the CRD.
 pub(super) fn crd() -> anyhow::Result<ExitCode> {
-    print!("{}", switchyard_kube::crd::crd_yaml());
+    print!("{}", switchyard_kube::crd_yaml());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -72,6 +77,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         lease_name: args.lease_name.clone(),
         lease_duration: Duration::from_secs(15),
         state_configmap: args.state_configmap.clone(),
+        controller_class: args.controller_class.clone(),
         metrics_every: Duration::from_secs(30),
         listen: args.listen,
         policies_dir: args.live.policies_dir.clone(),

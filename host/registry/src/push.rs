@@ -9,8 +9,8 @@
 use bytes::Bytes;
 use http::HeaderValue;
 
-use super::Client;
 use crate::artifact::{self, HEADER_LEN, MANIFEST_MEDIA_TYPE};
+use crate::client::Client;
 use crate::error::Error;
 use crate::reference::{Digest, Reference};
 

@@ -14,9 +14,9 @@ use oci_client::manifest::{
 };
 use sha2::{Digest as _, Sha256};
 
-use super::Client;
 use crate::artifact::{self, ComponentLayer, HEADER_LEN, MANIFEST_MEDIA_TYPE};
 use crate::cache::{Cache, Kind};
+use crate::client::Client;
 use crate::error::{Error, Size};
 use crate::reference::{Digest, Reference};
 

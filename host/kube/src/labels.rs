@@ -1,0 +1,31 @@
+//! The names the controller writes on the cluster's objects and reads back: its pods'
+//! labels and annotations, its scheduling gate, the job label it shows the policy, and
+//! its field manager. Names only; it must not read or write anything.
+
+/// Label on every pod the controller creates: the job's name.
+pub const JOB_LABEL: &str = "switchyard.dev/job";
+/// Label on every pod the controller creates: the task's name (`worker-1`).
+pub const TASK_LABEL: &str = "switchyard.dev/task";
+/// Label on every pod the controller creates: the task's role.
+pub const ROLE_LABEL: &str = "switchyard.dev/role";
+/// Label on every pod the controller creates: the UID of the job that owns it (as a
+/// Job's `batch.kubernetes.io/controller-uid`), so a job deleted and created again under
+/// the same name never takes the old one's pods for its own.
+pub const JOB_UID_LABEL: &str = "switchyard.dev/job-uid";
+/// Label on every pod the controller creates: the job's generation it was made for.
+pub const GENERATION_LABEL: &str = "switchyard.dev/generation";
+/// Annotation set on a pod to ask its training process to save a checkpoint.
+pub const CHECKPOINT_ANNOTATION: &str = "switchyard.dev/checkpoint-requested";
+/// The scheduling gate every pod of the controller is created with: the scheduler
+/// leaves the pod alone until the controller pins it to the policy's node and lifts it.
+pub const PLACEMENT_GATE: &str = "switchyard.dev/placement";
+/// Annotation the controller sets when it lifts the placement gate (RFC 3339): the
+/// scheduler's refusal is counted from then ([`crate::REFUSAL_GRACE`]).
+pub const RELEASED_ANNOTATION: &str = "switchyard.dev/released-at";
+/// The job label the policy sees on a job whose last placement the scheduler (or a
+/// node's kubelet) refused, until it runs: the refused nodes, comma-separated. A policy
+/// may avoid them; the job is offered again only after a back-off that grows with each
+/// refusal in a row.
+pub const PLACEMENT_REFUSED_LABEL: &str = "switchyard.dev/placement-refused";
+/// The field manager named on the controller's writes.
+pub const FIELD_MANAGER: &str = "switchyard";
