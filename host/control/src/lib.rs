@@ -35,11 +35,14 @@
 //! - `replay`: a recording's rounds decided again by other policies ([`replay()`]).
 //! - `stats`: completion times that count unfinished jobs as censored, and figures over
 //!   seeds ([`CompletionStats`], [`mean_interval`]).
+//! - `files`: opening the files people and recordings name: regular files only, without
+//!   blocking, up to a limit ([`open_regular_file`], [`read_regular_file`]).
 
 mod cluster;
 mod control_loop;
 mod decision_record;
 mod experiment;
+mod files;
 mod leader;
 mod live_cluster;
 mod loss;
@@ -63,14 +66,16 @@ pub use experiment::{
     Arm, ArmReport, Experiment, ExperimentError, ExperimentMode, ExperimentReport, FailedActions,
     Imbalance, JobAssignment, LabelSelector, ShadowDifference, ShadowReport, SplitReport,
 };
+pub use files::{open_regular_file, read_regular_file};
 pub use leader::Leader;
 pub use live_cluster::{LiveCluster, RefusalHook, SnapshotSummary};
 pub use loss::{LOSS_MAGNITUDE_MAX, LOSS_WINDOW, LossAck, LossSeries, is_loss_value};
 pub use outcome::{ActionFailure, ActionOutcome, FailureReason};
 pub use recording::{
     CutShort, LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION,
-    RECORDING_MIN_MAX_BYTES, RecordOptions, RecordedRound, RecordedRounds, Recorder, Recording,
-    RecordingError, RoundRecord, SegmentHeader, SegmentRecord, SnapshotChanges, export_anonymised,
+    RECORDING_MAX_RECORD_BYTES, RECORDING_MIN_MAX_BYTES, RecordOptions, RecordedRound,
+    RecordedRounds, Recorder, Recording, RecordingError, RoundRecord, SegmentHeader, SegmentRecord,
+    SnapshotChanges, export_anonymised,
 };
 pub use replay::{
     Agreement, CutShortNote, JobDifference, ReplayError, ReplayPolicy, ReplayReport,

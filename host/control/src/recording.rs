@@ -20,8 +20,8 @@ mod writer;
 pub use anonymise::export_anonymised;
 pub use error::RecordingError;
 pub use format::{
-    LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION, RECORDING_MIN_MAX_BYTES,
-    RoundRecord, SegmentHeader, SegmentRecord, SnapshotChanges,
+    LossAppend, PolicyIdentity, PolicyRecord, RECORDING_FORMAT_VERSION, RECORDING_MAX_RECORD_BYTES,
+    RECORDING_MIN_MAX_BYTES, RoundRecord, SegmentHeader, SegmentRecord, SnapshotChanges,
 };
 pub use reader::{CutShort, RecordedRound, RecordedRounds, Recording};
 pub use writer::{RecordOptions, Recorder};

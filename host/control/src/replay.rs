@@ -71,8 +71,9 @@ pub struct Agreement {
     pub compared: u64,
     /// Compared rounds in which it asked for the same operations as the recording.
     pub agreed: u64,
-    /// `agreed / compared`, in percent (100 when nothing was compared).
-    pub agreement_percent: f64,
+    /// `agreed / compared`, in percent; none when nothing was compared (every round
+    /// was decided by the fallback or a split), so no agreement is claimed over nothing.
+    pub agreement_percent: Option<f64>,
     /// Rounds not compared because the recorded policy's fallback decided them.
     pub skipped_fallback: u64,
     /// Rounds not compared because a split experiment was running.
@@ -141,7 +142,7 @@ pub fn replay(
                 digest: p.slot.module.digest().to_hex(),
                 compared: 0,
                 agreed: 0,
-                agreement_percent: 100.0,
+                agreement_percent: None,
                 skipped_fallback: 0,
                 skipped_split: 0,
                 failed: 0,
@@ -173,7 +174,7 @@ pub fn replay(
         .map(|mut r| {
             let a = &mut r.agreement;
             if a.compared > 0 {
-                a.agreement_percent = 100.0 * a.agreed as f64 / a.compared as f64;
+                a.agreement_percent = Some(100.0 * a.agreed as f64 / a.compared as f64);
             }
             r.agreement
         })

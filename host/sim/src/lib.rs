@@ -5,7 +5,7 @@
 //! - `simulator`: the discrete-event cluster simulator ([`Simulator`], a
 //!   [`switchyard_control::Cluster`]) and what it runs ([`Scenario`]).
 //! - `workload`: workload files (YAML, [`Workload`]) and importers of real traces,
-//!   turned into a [`Scenario`].
+//!   turned into a [`Scenario`] within [`InputLimits`].
 //! - `paced`: the simulator in scaled real time ([`Paced`], a
 //!   [`switchyard_control::LiveCluster`] the live controller runs on).
 //! - `offline`: one scenario under one policy, start to finish ([`run_offline`], for
@@ -45,8 +45,8 @@ pub use sweep::{
     SweepRun, run_cell, sweep_rows,
 };
 pub use workload::{
-    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
-    PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile, Workload,
-    WorkloadError, WorkloadFile, load_application, replay_curve,
+    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, InputLimits, JobEntry, JobTemplate,
+    NodeGroup, PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
+    Workload, WorkloadError, WorkloadFile, load_application, replay_curve,
 };
 pub use yaml::{YamlError, YamlLoadError, load_yaml, parse_yaml};

@@ -17,7 +17,7 @@ use switchyard_core::Node;
 
 use crate::report::{RunFacts, RunResult, SERIES_POINTS, Summary, downsample};
 use crate::simulator::{JobOutcome, UtilPoint};
-use crate::workload::{ClusterFile, JobEntry, NodeGroup, SimulatorFile, WorkloadFile};
+use crate::workload::{ClusterFile, InputLimits, JobEntry, NodeGroup, SimulatorFile, WorkloadFile};
 
 /// A recording turned into a workload, with what the estimate left out or assumed.
 #[derive(Clone, Debug)]
@@ -42,14 +42,8 @@ pub struct Counterfactual {
 
 /// Reads `recording` once, streaming, and estimates its workload.
 pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, RecordingError> {
+    // A recording without a round is an error of the reader's.
     let history = history::read(recording)?;
-    if history.rounds == 0 {
-        return Err(RecordingError::Malformed {
-            path: recording.segments()[0].clone(),
-            line: 0,
-            message: "the recording holds no round, so no load to replay".into(),
-        });
-    }
     // A simulator counts time from 0; a Kubernetes recording from the host's clock,
     // which the workload starts at its first round (or earliest submission).
     let origin = if history.cluster.starts_with("sim:") {
@@ -106,10 +100,17 @@ pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, 
     let mut outcomes = Vec::new();
     let mut left_out = Vec::new();
     let mut assumed = Vec::new();
+    let names = InputLimits::default();
     for index in order {
         let job = &history.jobs[index];
         let id = job.first.id.clone();
-        match fit::estimate(job, history.last_time) {
+        // A recorded id is whatever the cluster or a policy's recording said; the
+        // workload takes only names its reader accepts back.
+        let estimated = names
+            .check_name(&id)
+            .map_err(|why| format!("its id is not a workload name: {why}"))
+            .and_then(|()| fit::estimate(job, history.last_time));
+        match estimated {
             Err(why) => left_out.push((id, why)),
             Ok(estimate) => {
                 if !estimate.assumed.is_empty() {
@@ -180,30 +181,53 @@ pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, 
 
 impl Counterfactual {
     /// The workload as YAML, headed by comments saying where it comes from, which jobs
-    /// were left out and what was assumed.
+    /// were left out and what was assumed. The workload is written by the YAML library's
+    /// serialiser; the comments hold recorded text (job ids, policy names, reasons) with
+    /// every line break and control character escaped, so no recorded string can end a
+    /// comment and add a key.
     pub fn to_yaml(&self, source: &str) -> Result<String, serde_norway::Error> {
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# Estimated from the recording {source} ({} rounds under `{}`) by\n\
+            "# Estimated from the recording {} ({} rounds under `{}`) by\n\
              # `switchyard replay --export-workload`: the recorded nodes and arrivals, each job its\n\
              # own template, its speed, work and loss curve fitted to what it did (the method and\n\
              # its limits: docs/recording.md). Edit it and run it with `switchyard simulate`.",
-            self.rounds, self.policy
+            Comment(source),
+            self.rounds,
+            Comment(&self.policy)
         );
         for note in &self.notes {
-            let _ = writeln!(out, "# Note: {note}");
+            let _ = writeln!(out, "# Note: {}", Comment(note));
         }
         for (job, why) in &self.left_out {
-            let _ = writeln!(out, "# Left out: {job}: {why}");
+            let _ = writeln!(out, "# Left out: {}: {}", Comment(job), Comment(why));
         }
         for (job, what) in &self.assumed {
             for item in what {
-                let _ = writeln!(out, "# Assumed for {job}: {item}");
+                let _ = writeln!(out, "# Assumed for {}: {}", Comment(job), Comment(item));
             }
         }
         out.push_str(&serde_norway::to_string(&self.workload)?);
         Ok(out)
+    }
+}
+
+/// Text inside a YAML comment: control characters and every character YAML reads as a
+/// line break (NEL, LINE SEPARATOR, PARAGRAPH SEPARATOR besides CR and LF) escaped as
+/// Rust escapes them (`\n`, `\u{2028}`), everything else as it is.
+struct Comment<'a>(&'a str);
+
+impl std::fmt::Display for Comment<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in self.0.chars() {
+            if c.is_control() || matches!(c, '\u{2028}' | '\u{2029}') {
+                write!(f, "{}", c.escape_debug())?;
+            } else {
+                f.write_char(c)?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -5,6 +5,9 @@
 //!
 //! - `builders`: fixture builders for snapshots ([`cluster`], [`node`], [`job`]) and
 //!   [`wait_until`];
+//! - `fifo`: a named pipe for the readers that must refuse one ([`make_fifo`]);
+//! - `counting`: an allocator that counts each thread's bytes ([`CountingAllocator`],
+//!   [`peak_growth`]), for the tests that bound what the host holds;
 //! - `guests`: the built components of the test guests in `tests/guests/` ([`guest`]);
 //! - `offline` (feature `offline`): a policy slot, a simulator from workload YAML and the
 //!   runtime offline runs share;
@@ -24,6 +27,8 @@
 mod builders;
 mod compile_cache;
 mod componentize_py;
+mod counting;
+mod fifo;
 mod guests;
 #[cfg(feature = "live")]
 mod live;
@@ -39,6 +44,8 @@ pub use compile_cache::compile_cache_dir;
 pub use componentize_py::{
     COMPONENTIZE_PY, build_python_example, build_python_policy, componentize_py_or_skip,
 };
+pub use counting::{CountingAllocator, live_bytes, peak_growth};
+pub use fifo::make_fifo;
 pub use guests::{builtin_policy, guest, guest_reading_loss, hostile_guest_named};
 #[cfg(feature = "live")]
 pub use live::{Live, STREAM, TOKEN, start_live, start_live_with};

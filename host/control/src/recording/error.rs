@@ -32,6 +32,66 @@ pub enum RecordingError {
         /// The directory.
         path: PathBuf,
     },
+    /// A segment that is not a regular file (a directory, device, FIFO or socket).
+    #[error(
+        "{path}: not a regular file; a recording's segments are regular files (a directory, device, FIFO or socket is never read)"
+    )]
+    NotAFile {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A segment from which not even its header can be read: empty, or not a zstd
+    /// stream. The recorder never leaves one (it names a segment once its header is on
+    /// disk).
+    #[error(
+        "{path}: no record can be read from it ({reason}); a segment starts with its header, so this one was cut or replaced: remove it to read the others"
+    )]
+    Unreadable {
+        /// The segment.
+        path: PathBuf,
+        /// What the reader found.
+        reason: String,
+    },
+    /// A record longer than the reader's limit.
+    #[error(
+        "{path}: record {line} is longer than the limit of {limit} bytes (a record is one line); it was read no further"
+    )]
+    RecordTooLarge {
+        /// The segment.
+        path: PathBuf,
+        /// The record's place in the segment, from 1.
+        line: u64,
+        /// The limit.
+        limit: usize,
+    },
+    /// A segment read already, or one before the segment read last in its run, or of a
+    /// run another run has followed: its rounds would be counted twice or out of order.
+    #[error(
+        "{path}: segment {segment} of run `{run}` comes after segment {after_segment} of run `{after_run}` ({}): a recording's segments are read once each, in the order they were written; remove the copied or renamed one",
+        after.display()
+    )]
+    OutOfOrder {
+        /// The segment refused.
+        path: PathBuf,
+        /// Its run, as its header says.
+        run: String,
+        /// Its place in its run, as its header says.
+        segment: u64,
+        /// The segment read before it.
+        after: PathBuf,
+        /// That segment's run.
+        after_run: String,
+        /// That segment's place in its run.
+        after_segment: u64,
+    },
+    /// A recording whose segments hold no round.
+    #[error(
+        "{path}: the recording holds no round (its segments have headers and nothing decided), so there is nothing to replay"
+    )]
+    NoRounds {
+        /// The recording's directory or file.
+        path: PathBuf,
+    },
     /// A file that does not start with a recording's header.
     #[error(
         "{path}: not a switchyard recording (its first line is not a `header` record of format `{}`)",
@@ -86,6 +146,11 @@ impl RecordingError {
             RecordingError::Version { .. } => "version",
             RecordingError::BadRecord { .. } => "bad_record",
             RecordingError::Malformed { .. } => "malformed",
+            RecordingError::NotAFile { .. } => "not_a_file",
+            RecordingError::Unreadable { .. } => "unreadable",
+            RecordingError::RecordTooLarge { .. } => "record_too_large",
+            RecordingError::OutOfOrder { .. } => "out_of_order",
+            RecordingError::NoRounds { .. } => "no_rounds",
         }
     }
 }

@@ -19,6 +19,13 @@ pub const RECORDING_FORMAT_VERSION: u32 = 1;
 /// large cluster's whole snapshot and many rounds after it.
 pub const RECORDING_MIN_MAX_BYTES: u64 = 1 << 20;
 
+/// The longest record a reader reads by default
+/// ([`Recording::with_max_record_bytes`](super::Recording::with_max_record_bytes) sets
+/// another): a round that resets the snapshot holds the whole cluster, so this leaves
+/// room for a cluster many times the largest the performance tests run, and still
+/// refuses a line that would take the reader's memory.
+pub const RECORDING_MAX_RECORD_BYTES: usize = 256 << 20;
+
 /// One line of a segment.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]

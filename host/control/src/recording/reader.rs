@@ -5,6 +5,13 @@
 //! complete record: zstd decodes every block that reached the file, a record is one
 //! line, and a line without its end is dropped. The reader notes such an end and goes on
 //! with the next segment, which starts with a whole snapshot.
+//!
+//! What it refuses rather than reads: a segment that is not a regular file (opened
+//! without blocking, so a FIFO cannot hang it), one without a header (empty, or not a
+//! zstd stream), a record longer than the limit (each byte is looked at once, and no
+//! more than the limit is held), a segment read already or out of its run's order, and a
+//! recording that holds no round at all: a replay over nothing would report agreement
+//! over nothing.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -12,11 +19,12 @@ use std::io::{self, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use super::error::RecordingError;
 use super::format::{
-    FORMAT_NAME, PolicyRecord, RECORDING_FORMAT_VERSION, RoundRecord, SegmentHeader, SegmentRecord,
+    FORMAT_NAME, PolicyRecord, RECORDING_FORMAT_VERSION, RECORDING_MAX_RECORD_BYTES, RoundRecord,
+    SegmentHeader, SegmentRecord,
 };
 use super::writer::list_segments;
 use switchyard_core::{Job, Node, NodeSet, Snapshot};
@@ -24,7 +32,11 @@ use switchyard_core::{Job, Node, NodeSet, Snapshot};
 /// A recording on disk: a directory of segments, or one segment file.
 #[derive(Clone, Debug)]
 pub struct Recording {
+    /// The directory or file it was opened at.
+    path: PathBuf,
     segments: Vec<PathBuf>,
+    /// The longest record (line) read.
+    max_record_bytes: usize,
 }
 
 /// One recorded round, with the snapshot the policy was shown.
@@ -62,16 +74,17 @@ pub struct CutShort {
 
 impl Recording {
     /// The recording at `path`: a directory holding `segment-NNNNNN.jsonl.zst` files,
-    /// or one such file.
+    /// or one such file. Every segment must be a regular file: a directory, device,
+    /// FIFO or socket in its place is refused here, before anything is read.
     pub fn open(path: &Path) -> Result<Self, RecordingError> {
-        let io_error = |source| RecordingError::Io {
-            path: path.to_path_buf(),
-            source,
+        let io_error = |path: &Path| {
+            let path = path.to_path_buf();
+            move |source| RecordingError::Io { path, source }
         };
-        let meta = std::fs::metadata(path).map_err(io_error)?;
-        let segments = if meta.is_dir() {
+        let meta = std::fs::metadata(path).map_err(io_error(path))?;
+        let segments: Vec<PathBuf> = if meta.is_dir() {
             list_segments(path)
-                .map_err(io_error)?
+                .map_err(io_error(path))?
                 .into_iter()
                 .map(|(_, p)| p)
                 .collect()
@@ -83,7 +96,29 @@ impl Recording {
                 path: path.to_path_buf(),
             });
         }
-        Ok(Self { segments })
+        for segment in &segments {
+            if !std::fs::metadata(segment)
+                .map_err(io_error(segment))?
+                .is_file()
+            {
+                return Err(RecordingError::NotAFile {
+                    path: segment.clone(),
+                });
+            }
+        }
+        Ok(Self {
+            path: path.to_path_buf(),
+            segments,
+            max_record_bytes: RECORDING_MAX_RECORD_BYTES,
+        })
+    }
+
+    /// The same recording, read with records of at most `bytes` bytes (a line longer
+    /// than that is an error, read no further than the limit); the default is
+    /// [`RECORDING_MAX_RECORD_BYTES`].
+    pub fn with_max_record_bytes(mut self, bytes: usize) -> Self {
+        self.max_record_bytes = bytes;
+        self
     }
 
     /// The segment files, in order.
@@ -94,10 +129,16 @@ impl Recording {
     /// The rounds, oldest first, each with its rebuilt snapshot.
     pub fn rounds(&self) -> RecordedRounds {
         RecordedRounds {
+            recording: self.path.clone(),
+            max_record_bytes: self.max_record_bytes,
             pending: self.segments.iter().cloned().collect(),
             segment: None,
             cut_short: Vec::new(),
             last: None,
+            runs: FxHashSet::default(),
+            previous: None,
+            rounds: 0,
+            done: false,
         }
     }
 
@@ -116,7 +157,7 @@ impl Recording {
             ),
         })?;
         Ok(SegmentRecords {
-            lines: Lines::open(path)?,
+            lines: Lines::open(path, self.max_record_bytes)?,
         })
     }
 }
@@ -141,44 +182,72 @@ struct Lines {
     buffer: Vec<u8>,
     /// Where the unread part of `buffer` starts.
     start: usize,
+    /// How far past `start` the buffer is known to hold no line end, so each byte is
+    /// looked at once however long a line is.
+    scanned: usize,
+    /// The longest line read.
+    max_line: usize,
     /// The decoder has nothing more; why, when it ended early.
     ended: Option<Option<String>>,
     records: u64,
+    /// The file held no byte when it was opened.
+    empty: bool,
 }
 
 const READ_CHUNK: usize = 64 << 10;
 
 impl Lines {
-    fn open(path: &Path) -> Result<Self, RecordingError> {
-        let file = File::open(path).map_err(|source| RecordingError::Io {
+    fn open(path: &Path, max_line: usize) -> Result<Self, RecordingError> {
+        let io_error = |source| RecordingError::Io {
             path: path.to_path_buf(),
             source,
+        };
+        let file = crate::files::open_regular_file(path).map_err(|source| {
+            if source.kind() == io::ErrorKind::InvalidInput {
+                RecordingError::NotAFile {
+                    path: path.to_path_buf(),
+                }
+            } else {
+                io_error(source)
+            }
         })?;
-        let decoder =
-            zstd::stream::read::Decoder::new(file).map_err(|source| RecordingError::Io {
-                path: path.to_path_buf(),
-                source,
-            })?;
+        let empty = file.metadata().map_err(io_error)?.len() == 0;
+        let decoder = zstd::stream::read::Decoder::new(file).map_err(io_error)?;
         Ok(Self {
             path: path.to_path_buf(),
             decoder,
             buffer: Vec::new(),
             start: 0,
+            scanned: 0,
+            max_line,
             ended: None,
             records: 0,
+            empty,
         })
     }
 
-    /// The next complete line, without its end; none at the end of what can be read.
-    fn next_line(&mut self) -> Option<Vec<u8>> {
+    /// The next complete line, without its end; none at the end of what can be read. A
+    /// line longer than the limit is an error, read no further than the limit.
+    fn next_line(&mut self) -> Result<Option<Vec<u8>>, RecordingError> {
         loop {
-            if let Some(at) = self.buffer[self.start..].iter().position(|&b| b == b'\n') {
-                let line = self.buffer[self.start..self.start + at].to_vec();
-                self.start += at + 1;
-                return Some(line);
+            let unread = &self.buffer[self.start..];
+            if let Some(at) = unread[self.scanned..].iter().position(|&b| b == b'\n') {
+                let end = self.scanned + at;
+                let line = unread[..end].to_vec();
+                self.start += end + 1;
+                self.scanned = 0;
+                return Ok(Some(line));
+            }
+            self.scanned = unread.len();
+            if self.scanned > self.max_line {
+                return Err(RecordingError::RecordTooLarge {
+                    path: self.path.clone(),
+                    line: self.records + 1,
+                    limit: self.max_line,
+                });
             }
             if self.ended.is_some() {
-                return None;
+                return Ok(None);
             }
             self.buffer.drain(..self.start);
             self.start = 0;
@@ -211,7 +280,7 @@ impl Lines {
     /// The next record; none at the end. A complete line that is not a record is an
     /// error naming the segment and the line.
     fn next_record(&mut self) -> Result<Option<SegmentRecord>, RecordingError> {
-        let Some(line) = self.next_line() else {
+        let Some(line) = self.next_line()? else {
             return Ok(None);
         };
         let record: SegmentRecord =
@@ -346,11 +415,22 @@ fn upsert<T: Clone>(items: &mut Vec<Arc<T>>, upserted: &[T], key: impl Fn(&T) ->
 
 /// The rounds of a recording, oldest first ([`Recording::rounds`]).
 pub struct RecordedRounds {
+    /// The recording's directory or file, for an error about the whole of it.
+    recording: PathBuf,
+    max_record_bytes: usize,
     pending: VecDeque<PathBuf>,
     segment: Option<SegmentState>,
     cut_short: Vec<CutShort>,
     /// The run and round of the last round read.
     last: Option<(String, u64)>,
+    /// Each run read so far.
+    runs: FxHashSet<String>,
+    /// The run and number of the last segment read, and its file.
+    previous: Option<(String, u64, PathBuf)>,
+    /// Rounds read so far.
+    rounds: u64,
+    /// Nothing more comes: the end was reached or an error ended the reading.
+    done: bool,
 }
 
 struct SegmentState {
@@ -372,15 +452,18 @@ impl RecordedRounds {
         let Some(path) = self.pending.pop_front() else {
             return Ok(false);
         };
-        let mut lines = Lines::open(&path)?;
+        let mut lines = Lines::open(&path, self.max_record_bytes)?;
+        // The recorder names a segment only once its header is on disk, so a segment
+        // without one was cut or replaced after the fact: it cannot be read as a part.
         let Some(SegmentRecord::Header(header)) = lines.next_record()? else {
-            // An empty file: the recorder stopped before its header reached the disk.
-            if let Some(c) = lines.cut_short() {
-                self.cut_short.push(c);
-            }
-            self.segment = None;
-            return Ok(true);
+            let reason = match lines.cut_short() {
+                _ if lines.empty => "it is empty".to_string(),
+                Some(cut) => cut.reason,
+                None => "it holds no record".to_string(),
+            };
+            return Err(RecordingError::Unreadable { path, reason });
         };
+        self.check_order(&header, &path)?;
         self.segment = Some(SegmentState {
             lines,
             header: Arc::new(header),
@@ -392,10 +475,37 @@ impl RecordedRounds {
         Ok(true)
     }
 
+    /// Refuses a segment read already (a copy) or one that goes back in its run or
+    /// returns to a run another has followed: its rounds would be counted twice or out
+    /// of order.
+    fn check_order(&mut self, header: &SegmentHeader, path: &Path) -> Result<(), RecordingError> {
+        if let Some((after_run, after_segment, after)) = &self.previous
+            && self.runs.contains(&header.run)
+            && (*after_run != header.run || header.segment <= *after_segment)
+        {
+            return Err(RecordingError::OutOfOrder {
+                path: path.to_path_buf(),
+                run: header.run.clone(),
+                segment: header.segment,
+                after: after.clone(),
+                after_run: after_run.clone(),
+                after_segment: *after_segment,
+            });
+        }
+        self.runs.insert(header.run.clone());
+        self.previous = Some((header.run.clone(), header.segment, path.to_path_buf()));
+        Ok(())
+    }
+
     fn next_round(&mut self) -> Result<Option<RecordedRound>, RecordingError> {
         loop {
             let Some(segment) = self.segment.as_mut() else {
                 if !self.next_segment()? {
+                    if self.rounds == 0 {
+                        return Err(RecordingError::NoRounds {
+                            path: self.recording.clone(),
+                        });
+                    }
                     return Ok(None);
                 }
                 continue;
@@ -437,6 +547,7 @@ impl RecordedRounds {
                         return Err(malformed("a round before any policy record"));
                     };
                     segment.rounds += 1;
+                    self.rounds += 1;
                     segment.held.apply(&round);
                     let snapshot = segment.held.snapshot(&round);
                     let run = segment.header.run.clone();
@@ -464,11 +575,18 @@ impl Iterator for RecordedRounds {
     type Item = Result<RecordedRound, RecordingError>;
 
     fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
         match self.next_round() {
             Ok(Some(round)) => Some(Ok(round)),
-            Ok(None) => None,
+            Ok(None) => {
+                self.done = true;
+                None
+            }
             Err(error) => {
                 // An error ends the reading: the rounds after it cannot be rebuilt.
+                self.done = true;
                 self.pending.clear();
                 self.segment = None;
                 Some(Err(error))

@@ -7,7 +7,10 @@
 //! window of the earlier records still compresses the later ones. A crash loses at most
 //! the record being written. Segments rotate at a quarter of the size bound, and the
 //! oldest are deleted to keep the directory within it; each segment starts with a
-//! header, the policies and the whole snapshot, so it reads on its own.
+//! header, the policies and the whole snapshot, so it reads on its own. A segment takes
+//! its name only once its header is on disk, and one left without a round by a failed
+//! write (a full disk) is removed, so no reader meets an empty segment and the bound
+//! counts every segment kept.
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -60,6 +63,8 @@ struct Segments {
 struct OpenSegment {
     path: PathBuf,
     encoder: zstd::stream::write::Encoder<'static, CountingFile>,
+    /// Rounds written to it whole.
+    rounds: u64,
 }
 
 /// A file that counts the bytes written to it: the compressed size of a segment.
@@ -85,6 +90,12 @@ pub(crate) fn segment_name(n: u64) -> String {
     format!("segment-{n:06}.jsonl.zst")
 }
 
+/// The name segment number `n` has while its header is written: not a segment's name,
+/// so no reader lists it before its header is on disk.
+fn partial_name(n: u64) -> String {
+    format!("{}.partial", segment_name(n))
+}
+
 /// The number of a segment file named by [`segment_name`].
 pub(crate) fn segment_number(path: &Path) -> Option<u64> {
     let name = path.file_name()?.to_str()?;
@@ -107,6 +118,23 @@ pub(crate) fn list_segments(dir: &Path) -> io::Result<Vec<(u64, PathBuf)>> {
     Ok(segments)
 }
 
+/// Deletes the partial segments a recorder killed while writing a header left in
+/// `dir`.
+fn remove_partial_segments(dir: &Path) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        let partial = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(".partial"))
+            .is_some_and(|n| segment_number(Path::new(n)).is_some());
+        if partial {
+            remove_quietly(&path);
+        }
+    }
+    Ok(())
+}
+
 impl Segments {
     fn open(options: RecordOptions) -> Result<Self, RecordingError> {
         if options.max_bytes < RECORDING_MIN_MAX_BYTES {
@@ -120,6 +148,7 @@ impl Segments {
             source,
         };
         std::fs::create_dir_all(dir).map_err(io_error)?;
+        remove_partial_segments(dir).map_err(io_error)?;
         let existing = list_segments(dir).map_err(io_error)?;
         let next_file = existing.last().map_or(0, |(n, _)| n + 1);
         let mut closed = VecDeque::new();
@@ -153,14 +182,25 @@ impl Segments {
         self.open.is_some()
     }
 
-    /// Starts the next segment and writes its header.
+    /// Starts the next segment and writes its header. The segment is written under a
+    /// partial name and takes its own once the header is on disk, so a reader never
+    /// meets a segment without one, and a segment that cannot take its header (a full
+    /// disk) is removed, not left empty for the next round to add another beside.
     fn start(&mut self) -> io::Result<()> {
         let path = self.options.dir.join(segment_name(self.next_file));
-        self.next_file += 1;
-        let file = File::options().write(true).create_new(true).open(&path)?;
+        let partial = self.options.dir.join(partial_name(self.next_file));
+        let file = File::options()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&partial)?;
         let encoder =
             zstd::stream::write::Encoder::new(CountingFile { file, written: 0 }, ZSTD_LEVEL)?;
-        self.open = Some(OpenSegment { path, encoder });
+        self.open = Some(OpenSegment {
+            path: partial.clone(),
+            encoder,
+            rounds: 0,
+        });
         let header = SegmentHeader {
             format: FORMAT_NAME.into(),
             version: RECORDING_FORMAT_VERSION,
@@ -174,8 +214,20 @@ impl Segments {
                 .unwrap_or_default()
                 .as_secs_f64(),
         };
+        let named = self
+            .write(&SegmentRecord::Header(header))
+            .and_then(|()| std::fs::rename(&partial, &path));
+        if let Err(error) = named {
+            self.open = None;
+            remove_quietly(&partial);
+            return Err(error);
+        }
+        if let Some(open) = self.open.as_mut() {
+            open.path = path;
+        }
+        self.next_file += 1;
         self.segment_in_run += 1;
-        self.write(&SegmentRecord::Header(header))
+        Ok(())
     }
 
     /// Appends `record` to the open segment and flushes it to the file.
@@ -186,7 +238,11 @@ impl Segments {
         let mut line = serde_json::to_vec(record).map_err(io::Error::other)?;
         line.push(b'\n');
         open.encoder.write_all(&line)?;
-        open.encoder.flush()
+        open.encoder.flush()?;
+        if matches!(record, SegmentRecord::Round(_)) {
+            open.rounds += 1;
+        }
+        Ok(())
     }
 
     /// Whether the open segment has reached its share of the bound.
@@ -208,12 +264,21 @@ impl Segments {
         Ok(())
     }
 
-    /// Drops the open segment after a failed write, keeping what reached the file.
+    /// Drops the open segment after a failed write: one holding a whole round is kept
+    /// (what reached the file reads up to its last complete record) and counts against
+    /// the bound; one holding none is removed, since it has nothing to replay.
     fn abandon(&mut self) {
-        if let Some(open) = self.open.take() {
-            let written = open.encoder.get_ref().written;
-            self.closed.push_back((open.path, written));
+        let Some(open) = self.open.take() else {
+            return;
+        };
+        if open.rounds == 0 {
+            drop(open.encoder);
+            remove_quietly(&open.path);
+            return;
         }
+        let written = open.encoder.get_ref().written;
+        self.closed.push_back((open.path, written));
+        self.prune();
     }
 
     /// Deletes the oldest finished segments until they leave room for a full open one.
@@ -224,13 +289,19 @@ impl Segments {
             let Some((path, size)) = self.closed.pop_front() else {
                 break;
             };
-            if let Err(error) = std::fs::remove_file(&path)
-                && error.kind() != io::ErrorKind::NotFound
-            {
-                tracing::warn!(%error, path = %path.display(), "cannot delete an old recording segment");
-            }
+            remove_quietly(&path);
             total -= size;
         }
+    }
+}
+
+/// Deletes the segment file at `path`; a failure is logged, since the recording goes on
+/// without it either way.
+fn remove_quietly(path: &Path) {
+    if let Err(error) = std::fs::remove_file(path)
+        && error.kind() != io::ErrorKind::NotFound
+    {
+        tracing::warn!(%error, path = %path.display(), "cannot delete a recording segment");
     }
 }
 
@@ -401,5 +472,137 @@ impl Drop for Recorder {
         if let Err(error) = self.finish() {
             tracing::warn!(%error, "cannot finish the recording's last segment; its records stay readable");
         }
+    }
+}
+
+#[cfg(all(test, target_os = "linux"))]
+mod tests {
+    use super::*;
+    use crate::decision_record::ArmRecord;
+    use crate::recording::Recording;
+
+    /// Set in the child process the test starts: the directory to record to.
+    const CHILD_DIR: &str = "SWITCHYARD_TEST_RECORDER_FILE_LIMIT_DIR";
+
+    fn identity(name: &str) -> PolicyIdentity {
+        PolicyIdentity {
+            name: name.into(),
+            version: "1".into(),
+            digest: format!("sha256:{}", "0".repeat(64)),
+            settings: Default::default(),
+        }
+    }
+
+    /// Lets `recorder` record round `n`, as the loop's two calls would.
+    fn record_round(recorder: &mut Recorder, n: u64) {
+        recorder.pending = Some(Pending {
+            policy: Some(PolicyRecord {
+                active: identity("default"),
+                fallback: identity("default"),
+                active_state: String::new(),
+            }),
+            seed: n,
+            changes: SnapshotChanges {
+                reset: true,
+                ..SnapshotChanges::default()
+            },
+        });
+        recorder.round_decided(&DecisionRecord {
+            round: n,
+            time: n as f64,
+            triggers: Vec::new(),
+            arm_a: ArmRecord {
+                policy: "default".into(),
+                failure: None,
+                accepted: Vec::new(),
+                failed: Vec::new(),
+                rejected: Vec::new(),
+                labels: Vec::new(),
+                rejected_labels: Vec::new(),
+            },
+            next_call_after: None,
+            queue_window: None,
+            shadow: None,
+            arm_b: None,
+        });
+    }
+
+    /// Sets how large this process may make a file: 0 fails every write, as a full
+    /// disk does.
+    fn file_size_limit(bytes: libc::rlim_t) {
+        // SAFETY: plain system calls on this process's own limits and signal
+        // disposition. SIGXFSZ is ignored so that a write past the limit fails with
+        // EFBIG instead of killing the process.
+        unsafe {
+            libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+            let mut limit = std::mem::zeroed::<libc::rlimit>();
+            assert_eq!(libc::getrlimit(libc::RLIMIT_FSIZE, &mut limit), 0);
+            limit.rlim_cur = bytes.min(limit.rlim_max);
+            assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+        }
+    }
+
+    /// In the child: five rounds recorded, thirty while no write succeeds, three after.
+    fn record_through_a_full_disk(dir: &Path) {
+        let mut recorder = Recorder::open(RecordOptions {
+            dir: dir.to_path_buf(),
+            max_bytes: RECORDING_MIN_MAX_BYTES,
+            cluster: "sim:full.yaml".into(),
+            seed: 1,
+        })
+        .unwrap();
+        for n in 0..5 {
+            record_round(&mut recorder, n);
+        }
+        file_size_limit(0);
+        for n in 5..35 {
+            record_round(&mut recorder, n);
+        }
+        file_size_limit(libc::RLIM_INFINITY);
+        for n in 35..38 {
+            record_round(&mut recorder, n);
+        }
+    }
+
+    #[test]
+    fn a_recorder_on_a_full_disk_leaves_no_segment_without_a_round_and_resumes_after_it() {
+        if let Some(dir) = std::env::var_os(CHILD_DIR) {
+            record_through_a_full_disk(Path::new(&dir));
+            return;
+        }
+        // The file size limit is the process's: the recording runs in a child process
+        // of this test binary, running this test alone.
+        let dir = tempfile::tempdir().unwrap();
+        let child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "recording::writer::tests::a_recorder_on_a_full_disk_leaves_no_segment_without_a_round_and_resumes_after_it",
+                "--exact",
+                "--test-threads=1",
+            ])
+            .env(CHILD_DIR, dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            child.status.success(),
+            "the recording child failed: {}\n{}",
+            String::from_utf8_lossy(&child.stdout),
+            String::from_utf8_lossy(&child.stderr)
+        );
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["segment-000000.jsonl.zst", "segment-000001.jsonl.zst"],
+            "the segment before the outage and the one after it, nothing for the rounds between"
+        );
+        let recording = Recording::open(dir.path()).unwrap();
+        let rounds: Vec<u64> = recording
+            .rounds()
+            .map(|r| r.unwrap().record.decision.round)
+            .collect();
+        assert_eq!(rounds, [0, 1, 2, 3, 4, 35, 36, 37]);
     }
 }

@@ -239,11 +239,7 @@ fn reading_the_directory_does_not_trigger_another_read() {
 fn a_fifo_or_a_device_in_the_directory_is_refused_without_blocking() {
     let dir = tempfile::tempdir().unwrap();
     let fifo = dir.path().join("settings.yaml");
-    let made = std::process::Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    support::make_fifo(&fifo);
     std::os::unix::fs::symlink("/dev/zero", dir.path().join("zero.wasm")).unwrap();
     let (tokio, live, watcher, first) = follow(dir.path());
     let refused: Vec<&String> = first.refused.iter().map(|(source, _)| source).collect();

@@ -4,53 +4,16 @@
 //! has live, so the figure is what the simulator holds, not a resident-set size that
 //! depends on the allocator's habits or on the tests running beside it.
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 use std::path::Path;
 
 use super::{LOSS_HISTORY, Simulator};
 use crate::workload::Workload;
 use switchyard_control::{Advance, Cluster};
 use switchyard_core::{Action, Assignment, Operation, Trigger};
-
-struct Counting;
-
-thread_local! {
-    /// Bytes allocated and not yet freed by this thread.
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-}
-
-fn count(bytes: isize) {
-    // A thread being torn down has no counter left; what it frees then is not ours.
-    let _ = LIVE.try_with(|live| live.set(live.get() + bytes));
-}
-
-// SAFETY: every call is passed to the system allocator unchanged; counting touches a
-// thread-local cell only, and allocates nothing.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        count(layout.size() as isize);
-        // SAFETY: the caller's layout, as `GlobalAlloc::alloc` requires.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        count(-(layout.size() as isize));
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        count(new_size as isize - layout.size() as isize);
-        // SAFETY: `ptr` came from `System` with this layout.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
+use switchyard_test_support::{CountingAllocator, live_bytes};
 
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-fn live_bytes() -> isize {
-    LIVE.with(Cell::get)
-}
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// `examples/scale-10000-nodes.yaml` at a twenty-fifth of its size: the same nodes, jobs
 /// and evaluations, so the same bytes per job.

@@ -64,7 +64,8 @@ pub enum Speed {
     },
     /// Measured throughput by replica count of the scalable role: entry `i` is the
     /// work/s with `i + 1` replicas; past the end it grows by the last increment.
-    Table(Vec<f64>),
+    /// Shared by the jobs of one template.
+    Table(Arc<[f64]>),
     /// The Pollux artifact's measured job model: progress per second from the step
     /// times measured at the scalable role's actual placement (GPUs per node), with
     /// gradient accumulation and statistical efficiency, changing at each epoch's end.
@@ -107,8 +108,8 @@ pub struct JobSpec {
     pub metric_rises: bool,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
-    /// Submission labels.
-    pub labels: BTreeMap<String, String>,
+    /// Submission labels, shared by the jobs of one template.
+    pub labels: Arc<BTreeMap<String, String>>,
     /// Where its tasks may run (node selector, tolerations, required affinity), shared
     /// by the jobs of one template.
     pub placement: Arc<PlacementRules>,

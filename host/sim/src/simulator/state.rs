@@ -122,7 +122,7 @@ pub(crate) fn task_name(role: &str, count: u32, index: u32) -> String {
 
 impl SimJob {
     pub(crate) fn new(mut spec: JobSpec) -> Self {
-        let labels = Arc::new(std::mem::take(&mut spec.labels));
+        let labels = std::mem::take(&mut spec.labels);
         let mut tasks = Vec::with_capacity(spec.roles.iter().map(|r| r.count as usize).sum());
         let mut replicas = 0;
         for (r, role) in spec.roles.iter().enumerate() {

@@ -10,6 +10,7 @@ use std::path::Path;
 use serde::Deserialize;
 
 use super::error::WorkloadError;
+use super::limits::InputLimits;
 use super::table::{Row, Table};
 use crate::simulator::goodput::{Measurements, ModelLimits, Run, StepTable, StepTime};
 
@@ -35,24 +36,29 @@ struct ApplicationFile {
     max_local_bsz: Option<u32>,
 }
 
-/// Reads the model directory `dir`.
+/// Reads the model directory `dir`, within the default [`InputLimits`].
 pub fn load_application(dir: &Path) -> Result<Measurements, WorkloadError> {
+    load_within(dir, &InputLimits::default())
+}
+
+/// Reads the model directory `dir`, each file within `limits`.
+pub(crate) fn load_within(dir: &Path, limits: &InputLimits) -> Result<Measurements, WorkloadError> {
     let name = dir
         .file_name()
         .and_then(|n| n.to_str())
         .unwrap_or_default()
         .to_string();
-    let runs = read_runs(dir)?;
-    let placements_table = Table::read(&dir.join("placements.csv"), ORIGIN)?;
+    let runs = read_runs(dir, limits)?;
+    let placements_table = Table::read(&dir.join("placements.csv"), ORIGIN, limits)?;
     let (placements, placed_shapes) = read_placements(&placements_table)?;
-    let scalability = Table::read(&dir.join("scalability.csv"), ORIGIN)?;
+    let scalability = Table::read(&dir.join("scalability.csv"), ORIGIN, limits)?;
     let shapes = merge_shapes(placed_shapes, &scalability)?;
-    let limits = limits(dir, &runs, &placements_table)?;
+    let limits = model_limits(dir, &runs, &placements_table, limits)?;
     Ok(Measurements::new(name, placements, shapes, runs, limits))
 }
 
 /// Every `validation-<batch>.csv`, rising in batch size.
-fn read_runs(dir: &Path) -> Result<Vec<Run>, WorkloadError> {
+fn read_runs(dir: &Path, limits: &InputLimits) -> Result<Vec<Run>, WorkloadError> {
     if !dir.is_dir() {
         return Err(WorkloadError::MissingData {
             path: dir.to_path_buf(),
@@ -96,7 +102,7 @@ fn read_runs(dir: &Path) -> Result<Vec<Run>, WorkloadError> {
                 format!("a second run at batch size {}", twin.batch_size),
             ));
         }
-        runs.push(read_run(&Table::read(&path, ORIGIN)?, batch_size)?);
+        runs.push(read_run(&Table::read(&path, ORIGIN, limits)?, batch_size)?);
     }
     if runs.is_empty() {
         return Err(fault(
@@ -154,7 +160,7 @@ fn step_row(
     row: &Row<'_>,
     [bsz, step, sync]: [usize; 3],
 ) -> Result<(f64, StepTime), WorkloadError> {
-    let local = f64::from(row.whole(bsz, 1)?);
+    let local = f64::from(row.whole(bsz, 1, u32::MAX)?);
     let step_time = row.number_where(step, "above 0 seconds", |v| v > 0.0)?;
     let sync_time = row.number_where(
         sync,
@@ -256,8 +262,8 @@ fn merge_shapes(
     ])?;
     let mut measured: ShapeRows = BTreeMap::new();
     for row in scalability.rows() {
-        let n = row.whole(nodes, 1)?;
-        let r = row.whole(replicas, n)?;
+        let n = row.whole(nodes, 1, u32::MAX)?;
+        let r = row.whole(replicas, n, u32::MAX)?;
         let entry = step_row(&row, [bsz, step, sync])?;
         push_rising(
             &mut measured,
@@ -301,20 +307,20 @@ fn merge_shapes(
 }
 
 /// The limits: `application.yaml`'s where it sets them, else what the files say.
-fn limits(dir: &Path, runs: &[Run], placements: &Table) -> Result<ModelLimits, WorkloadError> {
+fn model_limits(
+    dir: &Path,
+    runs: &[Run],
+    placements: &Table,
+    input: &InputLimits,
+) -> Result<ModelLimits, WorkloadError> {
     let path = dir.join("application.yaml");
     let file = if path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(|source| WorkloadError::Read {
+        let text = crate::yaml::read_text(&path, input).map_err(|source| WorkloadError::Read {
             path: path.clone(),
             source,
         })?;
-        crate::yaml::from_str::<ApplicationFile>(&text).map_err(|e| WorkloadError::Parse {
-            path: path.clone(),
-            line: e.line,
-            column: e.column,
-            field: e.field,
-            message: e.message,
-        })?
+        crate::yaml::from_str::<ApplicationFile>(&text, input.yaml_depth)
+            .map_err(|e| WorkloadError::parse(&path, e))?
     } else {
         ApplicationFile::default()
     };
@@ -326,7 +332,7 @@ fn limits(dir: &Path, runs: &[Run], placements: &Table) -> Result<ModelLimits, W
     let bsz = placements.column("local_bsz")?;
     let locals: Vec<u32> = placements
         .rows()
-        .map(|r| r.whole(bsz, 1))
+        .map(|r| r.whole(bsz, 1, u32::MAX))
         .collect::<Result<_, _>>()?;
     let (shortest, fewest) = runs
         .iter()

@@ -2,7 +2,7 @@
 //! and, where it can, the line and field at fault with what would be accepted. It reads
 //! no file itself.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// A workload file that cannot be used.
 #[derive(Debug, thiserror::Error)]
@@ -16,8 +16,12 @@ pub enum WorkloadError {
         #[source]
         source: std::io::Error,
     },
-    /// The YAML does not match the schema (unknown field, wrong type, ...).
-    #[error("{path}:{line}:{column}: field `{field}`: {message}")]
+    /// The YAML does not match the schema (unknown field, wrong type, ...) or nests
+    /// too deep.
+    #[error(
+        "{path}:{line}:{column}: {}{message}",
+        crate::yaml::field_prefix(field)
+    )]
     Parse {
         /// The file.
         path: PathBuf,
@@ -25,7 +29,8 @@ pub enum WorkloadError {
         line: usize,
         /// 1-based column (0 when unknown).
         column: usize,
-        /// Path of the field at fault, e.g. `templates.vae.wrok`.
+        /// Path of the field at fault, e.g. `templates.vae.wrok`; empty when the fault
+        /// is the document's shape (its nesting).
         field: String,
         /// What is wrong.
         message: String,
@@ -60,6 +65,17 @@ pub enum WorkloadError {
 }
 
 impl WorkloadError {
+    /// The YAML of the file at `path` does not fit, as `error` locates it.
+    pub(crate) fn parse(path: &Path, error: crate::yaml::YamlError) -> Self {
+        WorkloadError::Parse {
+            path: path.to_path_buf(),
+            line: error.line,
+            column: error.column,
+            field: error.field,
+            message: error.message,
+        }
+    }
+
     /// Short label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {

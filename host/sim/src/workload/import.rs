@@ -6,10 +6,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::Arc;
 
-use serde::Deserialize;
-
 use super::application::{self, ORIGIN as POLLUX_ORIGIN};
 use super::error::WorkloadError;
+use super::limits::{InputLimits, positive_up_to};
 use super::schema::resources;
 use super::table::Table;
 use crate::simulator::curve::Curve;
@@ -47,29 +46,9 @@ fn missing(path: &Path, origin: &'static str) -> WorkloadError {
     }
 }
 
-fn read_rows<T: for<'de> Deserialize<'de>>(
-    path: &Path,
-    origin: &'static str,
-) -> Result<Vec<T>, WorkloadError> {
-    if !path.exists() {
-        return Err(missing(path, origin));
-    }
-    let mut reader = csv::Reader::from_path(path).map_err(|e| import_error(path, e))?;
-    reader
-        .deserialize()
-        .collect::<Result<Vec<T>, _>>()
-        .map_err(|e| import_error(path, e))
-}
-
-#[derive(Deserialize)]
-struct PhillyRow {
-    timestamp: String,
-    duration: f64,
-    num_gpus: u32,
-    #[allow(dead_code)]
-    gpu_time: f64,
-    cluster: String,
-}
+/// The longest a Philly job may have run, seconds (about 32 years): the trace's longest
+/// is a few months.
+const PHILLY_MAX_DURATION: f64 = 1e9;
 
 /// The first `jobs` jobs of virtual cluster `cluster` (of every cluster when none) in
 /// `philly.csv`, by submission time, submitted relative to the first of them.
@@ -77,38 +56,59 @@ struct PhillyRow {
 /// A Philly job ran for a measured `duration`; here it does `duration` units of work at
 /// one unit per second whatever its placement (the trace has no scaling data). It asks
 /// for its GPUs, one core and 4 GiB per GPU; a job with more GPUs than the largest node
-/// (`node_gpus`) becomes a gang of workers of `node_gpus` GPUs each.
+/// (`node_gpus`) becomes a gang of workers of `node_gpus` GPUs each. Each row is held to
+/// `limits` (its duration a finite number of seconds above 0, its gang within the tasks
+/// a job may have) before any job is built.
 pub(crate) fn philly(
     path: &Path,
     cluster: Option<&str>,
     jobs: Option<usize>,
     node_gpus: u32,
+    limits: &InputLimits,
 ) -> Result<Vec<JobSpec>, WorkloadError> {
-    let rows: Vec<PhillyRow> = read_rows(path, PHILLY_ORIGIN)?;
-    let mut picked: Vec<(i64, PhillyRow)> = Vec::new();
-    for row in rows
-        .into_iter()
-        .filter(|r| cluster.is_none_or(|c| r.cluster == c))
-    {
-        let time = chrono::NaiveDateTime::parse_from_str(&row.timestamp, "%Y-%m-%d %H:%M:%S")
-            .map_err(|e| import_error(path, format!("timestamp `{}`: {e}", row.timestamp)))?;
-        picked.push((time.and_utc().timestamp(), row));
+    let table = Table::read(path, PHILLY_ORIGIN, limits)?;
+    let [timestamp, duration, num_gpus, cluster_col] =
+        table.columns(["timestamp", "duration", "num_gpus", "cluster"])?;
+    let per_node = node_gpus.max(1);
+    let most_tasks = limits.tasks_per_job.min(limits.replicas);
+    let mut picked: Vec<(i64, f64, u32)> = Vec::new();
+    for row in table.rows() {
+        if cluster.is_some_and(|c| row.text(cluster_col) != c) {
+            continue;
+        }
+        let text = row.text(timestamp);
+        let time = chrono::NaiveDateTime::parse_from_str(text, "%Y-%m-%d %H:%M:%S")
+            .map_err(|e| row.fault(timestamp, format!("`{}`: {e}", text.escape_debug())))?;
+        let seconds = row.number(duration)?;
+        positive_up_to(seconds, PHILLY_MAX_DURATION, "seconds")
+            .map_err(|m| row.fault(duration, m))?;
+        let gpus = row.whole(num_gpus, 0, u32::MAX)?.max(1);
+        let workers = u64::from(gpus.div_ceil(per_node));
+        if gpus > per_node && workers > most_tasks {
+            return Err(row.fault(
+                num_gpus,
+                format!(
+                    "{gpus} GPUs make a gang of {workers} workers of {per_node} GPUs (the \
+                     largest node's); give at most {} GPUs ({most_tasks} workers)",
+                    u64::from(per_node) * most_tasks
+                ),
+            ));
+        }
+        picked.push((time.and_utc().timestamp(), seconds, gpus));
     }
     if picked.is_empty() {
         let which = cluster.map_or("any cluster".into(), |c| format!("cluster `{c}`"));
         return Err(import_error(path, format!("no job of {which}")));
     }
-    picked.sort_by_key(|(t, _)| *t);
+    picked.sort_by_key(|(t, _, _)| *t);
     picked.truncate(jobs.unwrap_or(usize::MAX));
     let first = picked[0].0;
-    let per_node = node_gpus.max(1);
     // The trace says nothing of where a job may run: one shared "anywhere".
     let anywhere: Arc<PlacementRules> = Arc::default();
     Ok(picked
         .into_iter()
         .enumerate()
-        .map(|(i, (t, row))| {
-            let gpus = row.num_gpus.max(1);
+        .map(|(i, (t, seconds, gpus))| {
             let (role, count, each) = if gpus <= per_node {
                 ("main", 1, gpus)
             } else {
@@ -130,8 +130,8 @@ pub(crate) fn philly(
                 scalable_role: role.into(),
                 min_replicas: count,
                 max_replicas: count,
-                work: row.duration.max(1.0),
-                speed: Speed::Table(vec![1.0; count as usize]),
+                work: seconds,
+                speed: Speed::Table(vec![1.0; count as usize].into()),
                 comm_penalty: 1.0,
                 curve: None,
                 noise: 0.0,
@@ -139,19 +139,27 @@ pub(crate) fn philly(
                 metric_rises: false,
                 checkpointable: true,
                 placement: Arc::clone(&anywhere),
-                labels: BTreeMap::from([
+                labels: Arc::new(BTreeMap::from([
                     ("trace".into(), "philly".into()),
                     ("gpus".into(), gpus.to_string()),
-                ]),
+                ])),
             }
         })
         .collect())
 }
 
 /// A Pollux `validation-<batch>.csv` as a curve over the fraction of its iterations,
-/// with the run's total iterations.
+/// with the run's total iterations, read within the default [`InputLimits`].
 pub fn replay_curve(path: &Path) -> Result<(Curve, f64), WorkloadError> {
-    let table = Table::read(path, POLLUX_ORIGIN)?;
+    replay_curve_within(path, &InputLimits::default())
+}
+
+/// [`replay_curve`], the file read within `limits`.
+pub(crate) fn replay_curve_within(
+    path: &Path,
+    limits: &InputLimits,
+) -> Result<(Curve, f64), WorkloadError> {
+    let table = Table::read(path, POLLUX_ORIGIN, limits)?;
     let [iteration, metric] = table.columns(["iteration", "metric"])?;
     let mut rows = Vec::with_capacity(table.len());
     for row in table.rows() {
@@ -188,14 +196,18 @@ fn progress_curve(run: &Run, epochs: usize) -> Curve {
 /// 16 GiB; they scale between 1 and the largest measured replica count. Jobs of models
 /// without a directory under `data` (the artifact's workloads name `bert` and
 /// `imagenet`, whose measurements it does not publish) are left out with a warning.
-pub(crate) fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, WorkloadError> {
+pub(crate) fn pollux(
+    path: &Path,
+    data: Option<&Path>,
+    limits: &InputLimits,
+) -> Result<Vec<JobSpec>, WorkloadError> {
     let data = data.map(Path::to_path_buf).unwrap_or_else(|| {
         path.parent()
             .and_then(Path::parent)
             .unwrap_or(Path::new("."))
             .to_path_buf()
     });
-    let table = Table::read(path, POLLUX_ORIGIN)?;
+    let table = Table::read(path, POLLUX_ORIGIN, limits)?;
     if !data.is_dir() {
         return Err(missing(&data, POLLUX_ORIGIN));
     }
@@ -209,7 +221,7 @@ pub(crate) fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, W
         if !models.contains_key(model_name) {
             let dir = data.join(model_name);
             let model = if dir.is_dir() && !model_name.is_empty() {
-                Some(Arc::new(application::load_application(&dir)?))
+                Some(Arc::new(application::load_within(&dir, limits)?))
             } else {
                 None
             };
@@ -220,9 +232,11 @@ pub(crate) fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, W
             continue;
         };
         let id = row.text(name).to_string();
+        limits.check_name(&id).map_err(|m| row.fault(name, m))?;
         let submit_time = row.number_where(time, "a time >= 0 seconds", |t| t >= 0.0)?;
-        let replicas = row.whole(replicas_col, 1)?;
-        let batch_size = row.whole(batch_col, 1)?;
+        let most = u32::try_from(limits.replicas.min(limits.tasks_per_job)).unwrap_or(u32::MAX);
+        let replicas = row.whole(replicas_col, 1, most)?;
+        let batch_size = row.whole(batch_col, 1, u32::MAX)?;
         let runs = model.runs();
         let smallest = runs[0].batch_size;
         if batch_size < smallest {
@@ -269,10 +283,10 @@ pub(crate) fn pollux(path: &Path, data: Option<&Path>) -> Result<Vec<JobSpec>, W
             eval_every: work / 20.0,
             metric_rises: metric_rises(runs),
             checkpointable: true,
-            labels: BTreeMap::from([
+            labels: Arc::new(BTreeMap::from([
                 ("model".into(), model_name.to_string()),
                 ("trace".into(), "pollux".into()),
-            ]),
+            ])),
             placement: Arc::default(),
         });
     }

@@ -1,10 +1,12 @@
 //! CSV files with a header row, read so that every fault names the file, the line and
 //! the column: a missing column, a cell that is not a number, a value out of range.
+//! A file is read only when it is a regular file within the limits' bytes and rows.
 //! The importers say what each column must hold; this module only reads and locates.
 
 use std::path::{Path, PathBuf};
 
 use super::error::WorkloadError;
+use super::limits::{InputLimits, Number};
 
 /// A whole CSV file: its column names and its rows as text.
 pub(crate) struct Table {
@@ -21,8 +23,14 @@ pub(crate) struct Row<'t> {
 }
 
 impl Table {
-    /// Reads `path`; a missing file is [`WorkloadError::MissingData`] with `origin`.
-    pub(crate) fn read(path: &Path, origin: &'static str) -> Result<Self, WorkloadError> {
+    /// Reads `path`; a missing file is [`WorkloadError::MissingData`] with `origin`. A
+    /// file that is not a regular file, or holds more bytes or rows than `limits` allow,
+    /// is refused, read no further than the limit.
+    pub(crate) fn read(
+        path: &Path,
+        origin: &'static str,
+        limits: &InputLimits,
+    ) -> Result<Self, WorkloadError> {
         if !path.exists() {
             return Err(WorkloadError::MissingData {
                 path: path.to_path_buf(),
@@ -30,7 +38,19 @@ impl Table {
             });
         }
         let fail = |e: csv::Error| error(path, e);
-        let mut reader = csv::Reader::from_path(path).map_err(fail)?;
+        let file = switchyard_control::open_regular_file(path).map_err(|e| error(path, e))?;
+        let size = file.metadata().map_err(|e| error(path, e))?.len();
+        if size > limits.trace_bytes {
+            return Err(error(
+                path,
+                format!(
+                    "{size} bytes; a trace or measurement file may have at most {} bytes",
+                    limits.trace_bytes
+                ),
+            ));
+        }
+        // The file may grow while it is read: no more than the limit is read.
+        let mut reader = csv::Reader::from_reader(std::io::Read::take(file, limits.trace_bytes));
         let columns = reader
             .headers()
             .map_err(fail)?
@@ -40,6 +60,15 @@ impl Table {
         let mut rows = Vec::new();
         for record in reader.records() {
             let record = record.map_err(fail)?;
+            if rows.len() as u64 == limits.trace_rows {
+                return Err(error(
+                    path,
+                    format!(
+                        "more than {} rows; a trace or measurement file may have at most that many",
+                        limits.trace_rows
+                    ),
+                ));
+            }
             let line = record.position().map_or(0, |p| p.line());
             rows.push((line, record));
         }
@@ -106,7 +135,10 @@ impl Row<'_> {
         let text = self.text(col);
         match text.parse::<f64>() {
             Ok(v) if v.is_finite() => Ok(v),
-            _ => Err(self.fault(col, format!("`{text}` is not a finite number"))),
+            _ => Err(self.fault(
+                col,
+                format!("`{}` is not a finite number", text.escape_debug()),
+            )),
         }
     }
 
@@ -121,17 +153,20 @@ impl Row<'_> {
         if ok(v) {
             Ok(v)
         } else {
-            Err(self.fault(col, format!("{v} must be {wanted}")))
+            Err(self.fault(col, format!("{} must be {wanted}", Number(v))))
         }
     }
 
-    /// The whole number in column `col`, at least `min`.
-    pub(crate) fn whole(&self, col: usize, min: u32) -> Result<u32, WorkloadError> {
+    /// The whole number in column `col`, from `min` to `max`.
+    pub(crate) fn whole(&self, col: usize, min: u32, max: u32) -> Result<u32, WorkloadError> {
         let v = self.number(col)?;
-        if v.fract() == 0.0 && v >= f64::from(min) && v <= f64::from(u32::MAX) {
+        if v.fract() == 0.0 && v >= f64::from(min) && v <= f64::from(max) {
             Ok(v as u32)
         } else {
-            Err(self.fault(col, format!("{v} must be a whole number >= {min}")))
+            Err(self.fault(
+                col,
+                format!("{} must be a whole number from {min} to {max}", Number(v)),
+            ))
         }
     }
 

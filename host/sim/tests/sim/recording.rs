@@ -219,7 +219,7 @@ fn replaying_a_recording_under_its_own_policy_agrees_and_under_another_names_the
     let (own, other) = (&report.policies[0], &report.policies[1]);
     assert_eq!(own.compared, report.rounds);
     assert_eq!(own.agreed, own.compared, "{:#?}", own.differences.first());
-    assert_eq!(own.agreement_percent, 100.0);
+    assert_eq!(own.agreement_percent, Some(100.0));
     assert!(other.agreed < other.compared, "even decides otherwise");
     let first = &other.differences[0];
     assert!(!first.jobs.is_empty(), "a differing round names its jobs");
@@ -507,4 +507,54 @@ fn the_estimated_workload_says_what_it_fitted_and_refuses_nothing_it_wrote() {
         resnet.work
     );
     assert!(yaml.starts_with("# Estimated from the recording"), "{yaml}");
+}
+
+/// A job id is whatever the cluster reported: one holding line breaks (here, a line
+/// that would import a trace) reaches the exported workload only escaped inside a
+/// comment, and the job is left out, since a workload refuses such a name.
+#[test]
+fn a_recorded_job_id_holding_line_breaks_cannot_add_a_key_to_the_exported_workload() {
+    let checked_in = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/data/recording-v1/segment-000000.jsonl.zst");
+    let text =
+        String::from_utf8(zstd::decode_all(std::fs::File::open(checked_in).unwrap()).unwrap())
+            .unwrap();
+    // In the records' JSON, `\n` is a line break in the id.
+    let hostile = text.replace(
+        "\"vae-0\"",
+        "\"vae-0\\nimport:\\n  philly: {path: philly.csv}\"",
+    );
+    assert_ne!(hostile, text);
+    let dir = tempfile::tempdir().unwrap();
+    let segment = dir.path().join("segment-000000.jsonl.zst");
+    zstd::stream::copy_encode(
+        hostile.as_bytes(),
+        std::fs::File::create(&segment).unwrap(),
+        3,
+    )
+    .unwrap();
+
+    let estimated = estimate_counterfactual(&Recording::open(dir.path()).unwrap()).unwrap();
+    let yaml = estimated.to_yaml("the recording").unwrap();
+    assert!(
+        !yaml.lines().any(|line| line.starts_with("import:")),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains(
+            "# Left out: vae-0\\nimport:\\n  philly: {path: philly.csv}: its id is not a \
+             workload name"
+        ),
+        "{yaml}"
+    );
+    let workload = Workload::parse(&yaml, Path::new("exported.yaml"))
+        .unwrap_or_else(|e| panic!("{e}\n{yaml}"));
+    assert!(workload.file.import.is_none());
+    let ids: Vec<&str> = workload
+        .file
+        .jobs
+        .iter()
+        .filter_map(|j| j.id.as_deref())
+        .collect();
+    assert_eq!(ids, ["vae-1", "vae-2", "vae-3"]);
 }

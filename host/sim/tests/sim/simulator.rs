@@ -55,7 +55,7 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
         eval_every: f64::INFINITY,
         metric_rises: false,
         checkpointable: true,
-        labels: BTreeMap::new(),
+        labels: Default::default(),
         placement: Default::default(),
     }
 }
@@ -264,7 +264,7 @@ fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput
     .into();
     job.scalable_role = "worker".into();
     job.max_replicas = 2;
-    job.speed = Speed::Table(vec![10.0, 20.0]);
+    job.speed = Speed::Table(vec![10.0, 20.0].into());
     let mut s = sim(vec![node("n1", 8.0)], vec![job]);
     s.advance(None);
     s.apply(&[place("a", "worker-0", "n1")], &[]);
@@ -505,7 +505,7 @@ fn co_located_cpu_jobs_slow_each_other_by_the_interference_factor() {
 fn a_finished_gpu_job_stops_counting_as_gpu_utilisation() {
     let mut job = cpu_job("a", 100.0, 1.0, 1.0);
     Arc::make_mut(&mut job.roles)[0].requests = res(1.0, 1, 2);
-    job.speed = Speed::Table(vec![1.0]);
+    job.speed = Speed::Table(vec![1.0].into());
     let mut s = sim(vec![node("n1", 8.0)], vec![job]);
     s.advance(None);
     s.apply(&[place("a", "main", "n1")], &[]);
@@ -552,7 +552,7 @@ fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
         job.scalable_role = "worker".into();
         job.min_replicas = 2;
         job.max_replicas = 2;
-        job.speed = Speed::Table(vec![5.0, 10.0]);
+        job.speed = Speed::Table(vec![5.0, 10.0].into());
         job.comm_penalty = 0.8;
         job
     };
@@ -764,7 +764,7 @@ fn a_snapshot_hands_out_the_same_node_and_job_until_they_change() {
 fn jobs_with_the_same_labels_share_one_map() {
     let labelled = |id: &str| {
         let mut job = cpu_job(id, 10.0, 1.0, 1.0);
-        job.labels = BTreeMap::from([("team".to_string(), "vision".to_string())]);
+        job.labels = Arc::new(BTreeMap::from([("team".to_string(), "vision".to_string())]));
         job
     };
     let mut s = sim(vec![node("n1", 8.0)], vec![labelled("a"), labelled("b")]);

@@ -258,13 +258,17 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
         "policy", "compared", "agreed", "agreement", "fallback", "split", "failed"
     );
     for p in &report.policies {
+        // No round compared: no agreement to claim.
+        let agreement = p
+            .agreement_percent
+            .map_or_else(|| "-".to_string(), |percent| format!("{percent:.1}%"));
         let _ = writeln!(
             out,
-            "{:<width$}  {:>8}  {:>8}  {:>8.1}%  {:>8}  {:>6}  {:>6}",
+            "{:<width$}  {:>8}  {:>8}  {:>9}  {:>8}  {:>6}  {:>6}",
             escaped(&p.policy),
             p.compared,
             p.agreed,
-            p.agreement_percent,
+            agreement,
             p.skipped_fallback,
             p.skipped_split,
             p.failed

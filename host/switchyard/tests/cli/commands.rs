@@ -416,3 +416,25 @@ fn compiled_policies_are_cached_on_disk_unless_the_cache_is_turned_off() {
         "the second run found it there"
     );
 }
+
+#[test]
+fn replay_of_an_empty_segment_fails_naming_it_instead_of_reporting_full_agreement() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::File::create(dir.path().join("segment-000000.jsonl.zst")).unwrap();
+    let output = switchyard()
+        .arg("replay")
+        .arg(dir.path())
+        .args(["--policy", "default"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr),
+    );
+    assert!(!output.status.success(), "{stdout}");
+    assert!(
+        stderr.contains("segment-000000.jsonl.zst") && stderr.contains("it is empty"),
+        "{stderr}"
+    );
+    assert!(!stdout.contains('%'), "no agreement is claimed: {stdout}");
+}
