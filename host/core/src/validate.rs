@@ -4,11 +4,14 @@
 //! placements that each fit alone but not together are caught: the first is accepted and
 //! the second rejected. An invalid action is rejected with a reason and the others still
 //! go through; a rejected placement binds none of its tasks (a gang is all or nothing).
+//! A disruption that passes every rule here is also put to the disruption budget, when
+//! the caller gives one (`disruption.rs` owns those rules).
 
 use std::collections::{HashMap, HashSet};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::disruption::{DisruptionBudget, DisruptionRefusal, Gate};
 use crate::model::{
     Action, Assignment, Decision, Job, JobLabel, JobPhase, Node, Operation, Resources, Snapshot,
     Task, TaskPhase,
@@ -153,6 +156,9 @@ pub enum Rejection {
         /// Job id.
         job: String,
     },
+    /// A valid disruption the disruption budget turns down (`disruption.rs`).
+    #[error(transparent)]
+    Disruption(#[from] DisruptionRefusal),
 }
 
 impl Rejection {
@@ -174,6 +180,7 @@ impl Rejection {
             Rejection::BadReplicaCount { .. } => "bad-replica-count",
             Rejection::ConflictingAction { .. } => "conflicting-action",
             Rejection::SharedNode { .. } => "shared-node",
+            Rejection::Disruption(refusal) => refusal.metric_label(),
         }
     }
 }
@@ -237,9 +244,20 @@ pub struct Checked {
     pub rejected_labels: Vec<RejectedLabel>,
 }
 
-/// Checks every action and label of `decision` against `snapshot`.
+/// Checks every action and label of `decision` against `snapshot`, with no
+/// disruption budget.
 pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
-    let mut account = Account::new(snapshot, decision);
+    check_decision_within(snapshot, decision, DisruptionBudget::OFF)
+}
+
+/// Checks every action and label of `decision` against `snapshot`, and every valid
+/// disruption (a migration to another node, a rescale, a preemption) against `budget`.
+pub fn check_decision_within(
+    snapshot: &Snapshot,
+    decision: &Decision,
+    budget: DisruptionBudget,
+) -> Checked {
+    let mut account = Account::new(snapshot, decision, Gate::new(budget, snapshot));
     let mut checked = Checked::default();
     for action in &decision.actions {
         match account.check(&action.op) {
@@ -313,6 +331,8 @@ struct Account<'a> {
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
+    /// The disruption budget of this decision.
+    disruptions: Gate<'a>,
 }
 
 /// (task, node) of every task of `job` that is on a node.
@@ -355,7 +375,7 @@ fn show(r: &Resources) -> String {
 }
 
 impl<'a> Account<'a> {
-    fn new(snapshot: &'a Snapshot, decision: &Decision) -> Self {
+    fn new(snapshot: &'a Snapshot, decision: &Decision, disruptions: Gate<'a>) -> Self {
         let named: FxHashSet<&str> = decision.actions.iter().map(|a| a.op.job()).collect();
         // No action, no job to index (and no id of the snapshot hashed).
         let jobs = if named.is_empty() {
@@ -382,6 +402,7 @@ impl<'a> Account<'a> {
             moved_jobs: HashSet::new(),
             snapshot,
             eligible: FxHashMap::default(),
+            disruptions,
         }
     }
 
@@ -449,6 +470,8 @@ impl<'a> Account<'a> {
                 // Its nodes are released only once the checkpoint is saved, so nothing
                 // placed in this round can use them yet.
                 self.claim_move(job_id)?;
+                self.disruptions.admit(job)?;
+                self.disruptions.disrupted();
                 self.moved_jobs.insert(job_id);
                 Ok(())
             }
@@ -600,6 +623,11 @@ impl<'a> Account<'a> {
         for t in moving.iter().filter(|t| t.node.as_deref() != Some(node)) {
             self.check_eligible(job_id, t, node)?;
         }
+        // Migrating to the node a task is on only marks the job: no disruption.
+        let disrupts = moving.iter().any(|t| t.node.as_deref() != Some(node));
+        if disrupts {
+            self.disruptions.admit(job)?;
+        }
         if job.one_task_per_node() {
             let moved = |name: &str| moving.iter().any(|t| t.name == name);
             let staying = where_tasks_run(job).filter(|(task, _)| !moved(task));
@@ -618,6 +646,9 @@ impl<'a> Account<'a> {
                 let released = self.free_now(n).plus(&t.requests);
                 self.free.insert(n.name.as_str(), released);
             }
+        }
+        if disrupts {
+            self.disruptions.disrupted();
         }
         self.moved_jobs.insert(job_id);
         Ok(())
@@ -643,6 +674,7 @@ impl<'a> Account<'a> {
             return Err(bad("it already runs that many".into()));
         }
         self.claim_move(job_id)?;
+        self.disruptions.admit(job)?;
         let template = job
             .tasks
             .iter()
@@ -678,6 +710,7 @@ impl<'a> Account<'a> {
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));
         }
+        self.disruptions.disrupted();
         self.moved_jobs.insert(job_id);
         Ok(())
     }
