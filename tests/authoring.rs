@@ -141,6 +141,7 @@ fn trace_of(policy: &str, workload: &str) -> String {
         input: Path::new(workload),
         seed: None,
         save_snapshots: None,
+        disruption: Default::default(),
     };
     let run = harness::run(&runtime, &spec, &fallback).unwrap();
     trace::render(&run.header, &run.records)

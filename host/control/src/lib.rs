@@ -1,4 +1,5 @@
-//! The control loop: snapshot -> policy -> [`check_decision`](switchyard_core::check_decision)
+//! The control loop: snapshot -> policy ->
+//! [`check_decision_within`](switchyard_core::check_decision_within) its disruption budget
 //! -> apply.
 //!
 //! It owns the round: when to call the policy (every job arrival or departure, and when

@@ -37,7 +37,7 @@ use switchyard_control::{
     ExperimentReport, Leader, LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder,
     RecordingError, RefusalHook, RunEnd, SnapshotSummary, StateError, StateStore,
 };
-use switchyard_core::Settings;
+use switchyard_core::{DisruptionBudget, Settings};
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
 pub use views::{JobList, UtilisationRing, UtilisationSample};
@@ -78,6 +78,8 @@ pub struct LiveConfig {
     /// Record every round to this directory ([`switchyard_control::Recorder`]); the
     /// options' seed is set to [`LiveConfig::seed`] at start.
     pub record: Option<RecordOptions>,
+    /// How often the policies may disrupt running jobs.
+    pub disruption: DisruptionBudget,
 }
 
 /// What the kept decision records may hold by default, in bytes: a thousand rounds of a
@@ -102,6 +104,7 @@ impl Default for LiveConfig {
             utilisation_every: Duration::from_secs(1),
             stalled_after: Duration::from_secs(120),
             record: None,
+            disruption: DisruptionBudget::default(),
         }
     }
 }

@@ -52,7 +52,9 @@ pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<
     let runtime = sandbox.offline_runtime()?;
     let fallback = slot(&runtime, &args.fallback)?;
     let mut sim = Simulator::new(workload.scenario(seed)?);
-    let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed).keep_records(false);
+    let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed)
+        .with_disruption_budget(sandbox.disruption.budget()?)
+        .keep_records(false);
     control.start_experiment(Experiment::new(slot(&runtime, &b)?, mode));
     let ended = control.run(&mut sim, |_, _| {});
     let report = control

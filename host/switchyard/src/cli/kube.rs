@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use switchyard::in_cluster::{self, Options};
+use switchyard::live::LiveConfig;
 use switchyard_kube::state::STATE_CONFIGMAP;
 
 use super::SandboxArgs;
@@ -75,7 +76,10 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         metrics_every: Duration::from_secs(30),
         listen: args.listen,
         policies_dir: args.live.policies_dir.clone(),
-        live: args.live.config(0, "kube"),
+        live: LiveConfig {
+            disruption: sandbox.disruption.budget()?,
+            ..args.live.config(0, "kube")
+        },
         // An optional Secret that was not created leaves the API read-only.
         api: args.live.api(true)?,
     };

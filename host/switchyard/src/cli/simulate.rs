@@ -15,7 +15,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::plot;
 use switchyard_control::PolicySlot;
 use switchyard_runtime::{PolicyRef, Runtime, builtin};
-use switchyard_sim::{Records, Results, RunResult, Workload, run_offline};
+use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
 
@@ -121,6 +121,7 @@ pub(super) struct Comparison<'a> {
 pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Result<()> {
     let scenario = c.workload.scenario(c.seed)?;
     let runtime = sandbox.offline_runtime()?;
+    let disruption = sandbox.disruption.budget()?;
     // A run without an alias is named by its policy's own name (compiling here is no
     // extra cost: the runtime keeps the module for the run).
     let specs = runs::plan(&c.policies, c.sets, |policy| {
@@ -151,12 +152,17 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
         let trace = c
             .out
             .map(|dir| dir.join(format!("decisions-{}.jsonl", spec.name)));
+        let options = OfflineOptions {
+            records: Records::Stream,
+            disruption,
+        };
         let mut run = run_one(
             &runtime,
             &spec,
             &fallback,
             scenario.clone(),
             c.seed,
+            options,
             trace.as_deref(),
         )?;
         run.policy = spec.name;
@@ -182,6 +188,7 @@ fn run_one(
     fallback: &PolicySlot,
     scenario: switchyard_sim::Scenario,
     seed: u64,
+    options: OfflineOptions,
     trace: Option<&Path>,
 ) -> anyhow::Result<RunResult> {
     let total = scenario.jobs.len() as u64;
@@ -207,7 +214,7 @@ fn run_one(
         fallback,
         scenario,
         seed,
-        Records::Stream,
+        options,
         |s, record| {
             bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64);
             if let (Some(w), None) = (writer.as_mut(), &write_error) {

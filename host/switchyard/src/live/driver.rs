@@ -70,6 +70,7 @@ pub(super) fn spawn<C: LiveCluster>(
             } = parts;
             let mut control = ControlLoop::new(active.slot, fallback.slot, config.seed)
                 .with_state_store(store)
+                .with_disruption_budget(config.disruption)
                 .keep_records(false);
             if let Some(recorder) = recorder {
                 control = control.with_observer(Box::new(recorder));

@@ -177,6 +177,7 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         input: &args.input,
         seed: args.seed,
         save_snapshots: args.save_snapshots.as_deref(),
+        disruption: sandbox.disruption.budget()?,
     };
     let run = harness::run(&runtime, &spec, &fallback)?;
     let rendered = trace::render(&run.header, &run.records);
