@@ -14,6 +14,8 @@ mod offline_runtime;
 #[path = "../support/mod.rs"]
 mod support;
 
+#[path = "../budgets.rs"]
+mod budgets;
 #[path = "../constrained.rs"]
 mod constrained;
 #[path = "../peer_agreement.rs"]

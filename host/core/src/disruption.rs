@@ -38,7 +38,7 @@ pub struct DisruptionBudget {
 }
 
 /// The default minimum run time, cluster seconds.
-pub const DEFAULT_MIN_RUN_TIME: f64 = 60.0;
+pub const DEFAULT_MIN_RUN_TIME: f64 = 20.0;
 /// The default share of the jobs holding nodes that may be disrupted per interval.
 pub const DEFAULT_MAX_DISRUPTED_SHARE: f64 = 0.5;
 /// The default interval of the cap, cluster seconds.

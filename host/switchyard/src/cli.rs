@@ -18,7 +18,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use switchyard_core::DisruptionBudget;
-use switchyard_runtime::{ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_runtime::{LogRate, ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
 
 /// Host for WebAssembly scheduling policies of deep-learning training jobs.
 #[derive(Debug, Parser)]
@@ -74,6 +74,15 @@ pub(crate) struct SandboxArgs {
     /// Most bytes of log one policy call may write, in KiB.
     #[arg(long, global = true, default_value_t = ResultBudget::default().log_bytes >> 10, value_name = "KIB")]
     pub policy_log_kib: usize,
+
+    /// Log lines a policy may write per minute of cluster time, over all its calls (a
+    /// minute's worth may come at once); the rest is counted in one line per minute.
+    #[arg(long, global = true, default_value_t = LogRate::default().lines_per_minute, value_name = "N")]
+    pub policy_log_lines_per_minute: usize,
+
+    /// KiB of log a policy may write per minute of cluster time, over all its calls.
+    #[arg(long, global = true, default_value_t = LogRate::default().bytes_per_minute >> 10, value_name = "KIB")]
+    pub policy_log_kib_per_minute: usize,
 
     /// The soonest a policy may ask to be called again, in seconds of cluster time; a
     /// shorter `next-call-after` is raised to it.
@@ -174,6 +183,10 @@ impl SandboxArgs {
                     log_bytes: self.policy_log_kib << 10,
                 },
                 min_call_interval: self.min_call_interval,
+                log_rate: LogRate {
+                    lines_per_minute: self.policy_log_lines_per_minute,
+                    bytes_per_minute: self.policy_log_kib_per_minute << 10,
+                },
                 ..SandboxLimits::default()
             },
             cache_dir: self.compile_cache()?,

@@ -147,8 +147,7 @@ fn run_workload(
         policy: tested.clone(),
         snapshots: spec.save_snapshots.map(|_| Vec::new()),
     };
-    let mut control =
-ControlLoop::new(slot, fallback.clone(), seed)
+    let mut control = ControlLoop::new(slot, fallback.clone(), seed)
         .with_state_store(Box::new(states))
         .with_disruption_budget(spec.disruption);
     let mut against_name = None;

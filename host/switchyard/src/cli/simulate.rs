@@ -3,10 +3,11 @@
 
 mod runs;
 mod table;
+mod trace;
 
 pub(super) use runs::{plan, policy_of};
+pub(super) use trace::DEFAULT_TRACE_LIMIT_KIB;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -18,6 +19,7 @@ use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
+use trace::TraceWriter;
 
 /// Arguments of `simulate`.
 #[derive(Debug, clap::Args)]
@@ -52,6 +54,11 @@ pub(crate) struct SimulateArgs {
     /// the jobs (by a hash of their id) to B, the rest to A.
     #[arg(long, value_name = "A:B:RATIO")]
     pub split: Option<String>,
+    /// KiB of decision records each run's trace (`decisions-NAME.jsonl` under --out)
+    /// holds; the rounds past it are summarised in the trace's last line,
+    /// `{"omitted": {...}}`.
+    #[arg(long, default_value_t = trace::DEFAULT_TRACE_LIMIT_KIB, value_name = "KIB")]
+    pub trace_limit_kib: u64,
 }
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -89,6 +96,7 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             out: args.out.as_deref(),
             fallback: &args.fallback,
             baseline: None,
+            trace_limit_kib: args.trace_limit_kib,
         },
         sandbox,
     )?;
@@ -114,6 +122,8 @@ pub(super) struct Comparison<'a> {
     /// A run already made (a recorded one), reported first: the others are compared
     /// with it.
     pub baseline: Option<RunResult>,
+    /// KiB of records each run's decision trace holds before it summarises the rest.
+    pub trace_limit_kib: u64,
 }
 
 /// Runs the workload under each policy and prints the table, the per-job changes and
@@ -163,7 +173,7 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
             scenario.clone(),
             c.seed,
             options,
-            trace.as_deref(),
+            trace.as_deref().map(|file| (file, c.trace_limit_kib)),
         )?;
         run.policy = spec.name;
         results.push(run);
@@ -180,8 +190,9 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
     Ok(())
 }
 
-/// Runs one policy; its decision records go to `trace` as they are made (JSON lines),
-/// or nowhere, so a long trace runs in bounded memory either way.
+/// Runs one policy; its decision records go to `trace` (a file and its limit, KiB) as
+/// they are made (JSON lines), or nowhere, so a long trace runs in bounded memory
+/// either way.
 fn run_one(
     runtime: &Runtime,
     spec: &runs::RunSpec,
@@ -189,7 +200,7 @@ fn run_one(
     scenario: switchyard_sim::Scenario,
     seed: u64,
     options: OfflineOptions,
-    trace: Option<&Path>,
+    trace: Option<(&Path, u64)>,
 ) -> anyhow::Result<RunResult> {
     let total = scenario.jobs.len() as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -200,13 +211,8 @@ fn run_one(
     );
     bar.set_prefix(spec.name.clone());
     let mut writer = trace
-        .map(|file| {
-            std::fs::File::create(file)
-                .map(std::io::BufWriter::new)
-                .with_context(|| format!("writing {}", file.display()))
-        })
+        .map(|(file, limit_kib)| TraceWriter::create(file, limit_kib))
         .transpose()?;
-    let mut write_error = None;
     let run = run_offline(
         runtime,
         &spec.policy,
@@ -217,21 +223,23 @@ fn run_one(
         options,
         |s, record| {
             bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64);
-            if let (Some(w), None) = (writer.as_mut(), &write_error) {
-                let written = serde_json::to_writer(&mut *w, record)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| w.write_all(b"\n"));
-                write_error = written.err();
+            if let Some(w) = writer.as_mut() {
+                w.record(record);
             }
         },
     )?;
     bar.finish_and_clear();
-    if let (Some(file), Some(error)) = (trace, write_error) {
-        return Err(error).with_context(|| format!("writing {}", file.display()));
-    }
-    if let (Some(file), Some(mut w)) = (trace, writer) {
-        w.flush()
-            .with_context(|| format!("writing {}", file.display()))?;
+    if let (Some((file, _)), Some(writer)) = (trace, writer)
+        && let Some(omitted) = writer.finish()?
+    {
+        eprintln!(
+            "{}: {} rounds from t={:.0}s to t={:.0}s past its limit of {} KiB are summarised in its last line (--trace-limit-kib)",
+            file.display(),
+            omitted.rounds,
+            omitted.first_time,
+            omitted.last_time,
+            omitted.limit_bytes / 1024,
+        );
     }
     Ok(run.result)
 }
