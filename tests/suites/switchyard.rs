@@ -34,6 +34,8 @@ mod floors;
 mod kube_controller;
 #[path = "../module_cycles.rs"]
 mod module_cycles;
+#[path = "../one_writer.rs"]
+mod one_writer;
 #[path = "../policy_dir.rs"]
 mod policy_dir;
 #[path = "../policy_registry.rs"]

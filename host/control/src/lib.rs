@@ -79,5 +79,5 @@ pub use round_observer::{RoundObserver, RoundStart};
 pub use slot::PolicySlot;
 pub use state::{
     ACTIVE_FILE, ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent,
-    MemoryStateStore, StateError, StateStore,
+    MemoryStateStore, PARAMETERS_FILE, PolicyParameters, StateError, StateStore,
 };
