@@ -28,8 +28,6 @@
 //! - `sandbox/<with|without>`: a SpeCon round at 1,000 nodes with and without the epoch
 //!   deadline and memory cap.
 
-#[path = "../tests/support/guests.rs"]
-mod guests;
 #[path = "support/synthetic.rs"]
 mod synthetic;
 
@@ -358,7 +356,10 @@ fn rounds(c: &mut Criterion) {
     // are, deciding nothing.
     for (name, reads_loss) in [("idle", false), ("idle-reading-loss", true)] {
         let module = runtime
-            .load(&guests::reading_loss("idle", reads_loss), name)
+            .load(
+                &switchyard_test_support::guest_reading_loss("idle", reads_loss),
+                name,
+            )
             .expect("the idle guest loads");
         let subject = Subject {
             name,
@@ -383,7 +384,7 @@ fn breakdown(c: &mut Criterion) {
     let runtime = runtime(false);
     let null = runtime
         .load(
-            &std::fs::read(guests::path("null")).expect("the null guest"),
+            &std::fs::read(switchyard_test_support::guest("null")).expect("the null guest"),
             "null",
         )
         .expect("the null guest loads");

@@ -36,7 +36,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use switchyard::live::{Controller, DriverHandle, LiveConfig};
+use switchyard_controller::{Controller, DriverHandle, LiveConfig};
 use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions, builtin};
 use switchyard_sim::{Simulator, Workload};
 use wasm_encoder::{ComponentSection, CustomSection};

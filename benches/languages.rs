@@ -28,8 +28,6 @@
 //! The `-reading-loss` variants run `loss` and `reset` only: `churn` adds the same jobs
 //! and nodes to either.
 
-#[path = "../tests/support/guests.rs"]
-mod guests;
 #[path = "support/synthetic.rs"]
 mod synthetic;
 
@@ -248,10 +246,13 @@ fn languages(c: &mut Criterion) {
         ("python-reading-loss", python_component(true)),
         ("javascript", javascript_component(false)),
         ("javascript-reading-loss", javascript_component(true)),
-        ("rust", guests::reading_loss("least-loaded", false)),
+        (
+            "rust",
+            switchyard_test_support::guest_reading_loss("least-loaded", false),
+        ),
         (
             "rust-reading-loss",
-            guests::reading_loss("least-loaded", true),
+            switchyard_test_support::guest_reading_loss("least-loaded", true),
         ),
     ];
     let whole = synthetic::cluster(NODES, 2, synthetic::NOW);

@@ -6,7 +6,7 @@
 //! lock) and the `guest` profile. The shipped policies are embedded with
 //! `include_bytes!` through a generated table (`$OUT_DIR/builtin_policies.rs`); the test
 //! guests stay in `<target>/guests/wasm32-wasip2/guest/`, where the tests of every host
-//! crate find them (`tests/support/guests.rs`).
+//! crate find them (`host/test-support/src/guests.rs`).
 
 use std::{env, path::PathBuf, process::Command};
 

@@ -1,16 +1,9 @@
 //! Pushing and pulling policies against a real registry on loopback (Debian's
-//! `docker-registry`, started per test by `tests/support/registry_server.rs`): a Rust
+//! `docker-registry`, started per test by `host/test-support/src/registry_server.rs`): a Rust
 //! policy and, where componentize-py is installed, a Python one go up and come back byte
 //! for byte by tag and by digest, in the layout `wkg` writes; every refusal (wrong
 //! login, missing tag, not a component, a changed blob, too large, no TLS) names the
 //! reference and what is wrong.
-
-#[path = "../../../tests/support/componentize_py.rs"]
-mod componentize_py;
-#[path = "../../../tests/support/guests.rs"]
-mod guests;
-#[path = "../../../tests/support/registry_server.rs"]
-mod registry_server;
 
 use std::path::{Path, PathBuf};
 
@@ -18,22 +11,22 @@ use bytes::Bytes;
 use oci_client::client::{Config, ImageLayer};
 use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;
-use registry_server::TestRegistry;
 use switchyard_registry::{
     Cache, Client, ClientOptions, Credentials, Digest, Error, NotComponent, Pushed, Reference, Size,
 };
+use switchyard_test_support::{self as support, TestRegistry};
 
 /// A limit no test component comes near.
 const LIMIT: u64 = 256 << 20;
 
 /// The shipped DRAGON policy, as the runtime's build script compiled it.
 fn dragon() -> Bytes {
-    Bytes::from(std::fs::read(guests::builtin_policy("dragon")).unwrap())
+    Bytes::from(std::fs::read(support::builtin_policy("dragon")).unwrap())
 }
 
 /// The shipped default policy: a second, different component.
 fn default_policy() -> Bytes {
-    Bytes::from(std::fs::read(guests::builtin_policy("default")).unwrap())
+    Bytes::from(std::fs::read(support::builtin_policy("default")).unwrap())
 }
 
 fn reference(text: &str) -> Reference {
@@ -654,12 +647,12 @@ async fn a_python_policy_goes_up_and_comes_back_byte_for_byte() {
 }
 
 /// The Python example policy built by componentize-py, or `None` where it is not
-/// installed (`tests/support/componentize_py.rs`).
+/// installed (`host/test-support/src/componentize_py.rs`).
 fn python_policy() -> Option<Bytes> {
-    let tool = componentize_py::tool_or_skip()?;
+    let tool = support::componentize_py_or_skip("the Python policy's push and pull")?;
     let dir = tempfile::tempdir().unwrap();
     let wasm = dir.path().join("least_loaded.wasm");
-    componentize_py::build_example(&tool, &wasm);
+    support::build_python_example(&tool, &wasm);
     Some(Bytes::from(std::fs::read(&wasm).unwrap()))
 }
 

@@ -28,7 +28,7 @@ pub struct PlotError {
     pub message: String,
 }
 
-/// The plots `write_all` writes, each as `NAME.svg` and `NAME.png`.
+/// The plots [`write_plots`] writes, each as `NAME.svg` and `NAME.png`.
 pub const PLOTS: [&str; 3] = ["utilisation", "completion", "completion-cdf"];
 
 /// One plot: its size and how to draw it.
@@ -38,7 +38,7 @@ trait Figure {
 }
 
 /// Writes every plot of [`PLOTS`] into `dir` as SVG and PNG; returns the files' names.
-pub fn write_all(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError> {
+pub fn write_plots(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError> {
     let context = figures::Context::of(results);
     let mut written = Vec::new();
     let figures: [(&str, &dyn Figure); 3] = [

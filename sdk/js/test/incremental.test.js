@@ -1,6 +1,6 @@
 // The delta application, property-tested against the whole snapshot.
 //
-// Two properties, as the Rust SDK's tests (`tests/incremental.rs`) and the Python SDK's
+// Two properties, as the Rust SDK's tests (`host/runtime/tests/runtime/incremental.rs`) and the Python SDK's
 // check them:
 //
 // - random sequences of cluster changes (arrivals, departures, loss series moving on or

@@ -1,6 +1,6 @@
 """The delta application, property-tested against the whole snapshot.
 
-Two properties, as the Rust SDK's tests (`tests/incremental.rs`) check them for the
+Two properties, as the Rust SDK's tests (`host/runtime/tests/runtime/incremental.rs`) check them for the
 Rust guests:
 
 - random sequences of cluster changes (arrivals, departures, loss series moving on or

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context as _, bail};
 use reqwest::Method;
 use serde_json::{Value, json};
-use switchyard::client::{Body, Client};
+use switchyard_controller::{Body, Client};
 
 /// Arguments of `ctl`.
 #[derive(Debug, clap::Args)]

@@ -2,6 +2,7 @@
 //! workload with an A/B experiment in the control loop, and its report (the same figures
 //! `GET /v1/experiment` gives on a live controller).
 
+use std::path::Path;
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
@@ -10,7 +11,24 @@ use switchyard_runtime::{PolicyRef, Runtime};
 use switchyard_sim::{Simulator, Workload};
 
 use super::SandboxArgs;
-use super::simulate::SimulateArgs;
+
+/// What `simulate --shadow` or `--split` asked for, read from its flags by `simulate`.
+pub(super) struct ExperimentArgs<'a> {
+    /// The workload file.
+    pub workload: &'a Path,
+    /// Seed (overrides the workload's).
+    pub seed: Option<u64>,
+    /// Policy that decides a round when the tested one fails.
+    pub fallback: &'a str,
+    /// Directory for `experiment.json`.
+    pub out: Option<&'a Path>,
+    /// The policy the first `--policy` loads, arm A of a shadow experiment.
+    pub first_policy: Option<&'a str>,
+    /// `--shadow B`.
+    pub shadow: Option<&'a str>,
+    /// `--split A:B:RATIO`.
+    pub split: Option<&'a str>,
+}
 
 fn slot(runtime: &Runtime, name: &str) -> anyhow::Result<PolicySlot> {
     let module = PolicyRef::parse(name)?.load(runtime)?;
@@ -18,15 +36,13 @@ fn slot(runtime: &Runtime, name: &str) -> anyhow::Result<PolicySlot> {
         .with_context(|| format!("configuring {name}"))
 }
 
-pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
-    let (a, b, mode) = match (&args.shadow, &args.split) {
-        (Some(b), _) => {
-            let a = match args.policies.first() {
-                Some(first) => super::simulate::policy_of(first)?.to_string(),
-                None => "default".into(),
-            };
-            (a, b.clone(), ExperimentMode::Shadow)
-        }
+pub(super) fn run(args: &ExperimentArgs<'_>, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let (a, b, mode) = match (args.shadow, args.split) {
+        (Some(b), _) => (
+            args.first_policy.unwrap_or("default").to_string(),
+            b.to_string(),
+            ExperimentMode::Shadow,
+        ),
         (None, Some(split)) => {
             let parts: Vec<&str> = split.rsplitn(3, ':').collect();
             let [ratio, b, a] = parts[..] else {
@@ -47,10 +63,10 @@ pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<
         }
         (None, None) => unreachable!("called only for an experiment"),
     };
-    let workload = Workload::load(&args.workload)?;
+    let workload = Workload::load(args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
     let runtime = sandbox.offline_runtime()?;
-    let fallback = slot(&runtime, &args.fallback)?;
+    let fallback = slot(&runtime, args.fallback)?;
     let mut sim = Simulator::new(workload.scenario(seed)?);
     let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed)
         .with_disruption_budget(sandbox.disruption.budget()?)
@@ -68,7 +84,7 @@ pub(super) fn run(args: &SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<
         "experiment": report,
     }))?;
     println!("{text}");
-    if let Some(dir) = &args.out {
+    if let Some(dir) = args.out {
         std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
         let file = dir.join("experiment.json");
         std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;

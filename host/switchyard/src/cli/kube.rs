@@ -7,8 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use switchyard::in_cluster::{self, Options};
-use switchyard::live::LiveConfig;
+use switchyard_controller::{InClusterOptions, LiveConfig, run_in_cluster};
 use switchyard_kube::state::STATE_CONFIGMAP;
 
 use super::SandboxArgs;
@@ -62,7 +61,7 @@ pub(super) fn crd() -> anyhow::Result<ExitCode> {
 /// Runs the controller until SIGTERM or SIGINT.
 pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let ClusterKind::Kube = args.cluster;
-    let options = Options {
+    let options = InClusterOptions {
         identity: args.identity.clone(),
         // In a pod (the downward API set POD_NAME) the leader labels its own pod so the
         // Service reaches it alone; run from a workstation there is no pod to label.
@@ -87,7 +86,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     let tokio = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     tokio.block_on(async {
         let client = switchyard_kube::connect().await?;
-        in_cluster::run(client, runtime, options, shutdown_signal()?).await?;
+        run_in_cluster(client, runtime, options, shutdown_signal()?).await?;
         Ok(ExitCode::SUCCESS)
     })
 }

@@ -15,7 +15,7 @@ pub(crate) struct OpenapiArgs {
 }
 
 pub(super) fn run(args: OpenapiArgs) -> anyhow::Result<ExitCode> {
-    let text = switchyard::api::openapi_json();
+    let text = switchyard_controller::openapi_json();
     if args.out.as_os_str() == "-" {
         print!("{text}");
     } else {

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
-use switchyard::api::{self, ApiConfig, Token};
-use switchyard::live::{Controller, LiveConfig};
-use switchyard::policy_dir::{self, PolicyDir};
 use switchyard_control::RecordOptions;
+use switchyard_controller::{
+    ApiConfig, Controller, DirWatcher, LiveConfig, PolicyDir, Token, watch_policy_dir,
+};
 use switchyard_sim::Workload;
 
 use super::SandboxArgs;
@@ -37,7 +37,7 @@ pub(super) struct LiveArgs {
     #[arg(long, default_value = "default", value_name = "NAME")]
     pub fallback: String,
     /// Largest policy upload, MiB.
-    #[arg(long, default_value_t = switchyard::api::DEFAULT_MAX_UPLOAD_BYTES >> 20, value_name = "MIB")]
+    #[arg(long, default_value_t = switchyard_controller::DEFAULT_MAX_UPLOAD_BYTES >> 20, value_name = "MIB")]
     pub max_upload_mib: usize,
     /// Decision records kept for GET /v1/decisions.
     #[arg(long, default_value_t = 1000, value_name = "N")]
@@ -179,7 +179,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         &runtime,
         api_config.max_upload_bytes,
     )?;
-    let router = api::router(controller, api_config);
+    let router = switchyard_controller::router(controller, api_config);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -191,7 +191,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
             args.speed,
             listener.local_addr()?
         );
-        api::serve(listener, router, shutdown)
+        switchyard_controller::serve(listener, router, shutdown)
             .await
             .context("serving the API")
     })?;
@@ -205,11 +205,11 @@ pub(super) fn watch_policies(
     controller: &Controller,
     runtime: &tokio::runtime::Runtime,
     max_file_bytes: usize,
-) -> anyhow::Result<Option<policy_dir::DirWatcher>> {
+) -> anyhow::Result<Option<DirWatcher>> {
     let Some(dir) = dir else { return Ok(None) };
     let dir = PolicyDir::new(dir, controller.clone(), runtime.handle().clone())?
         .max_file_bytes(max_file_bytes);
-    let (watcher, first) = policy_dir::watch(dir)?;
+    let (watcher, first) = watch_policy_dir(dir)?;
     for (source, error) in &first.refused {
         eprintln!("refused {source}: {error}");
     }

@@ -13,12 +13,13 @@ use std::process::ExitCode;
 
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use switchyard::plot;
+use switchyard::write_plots;
 use switchyard_control::PolicySlot;
 use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
+use super::experiment::ExperimentArgs;
 use trace::TraceWriter;
 
 /// Arguments of `simulate`.
@@ -63,7 +64,21 @@ pub(crate) struct SimulateArgs {
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     if args.shadow.is_some() || args.split.is_some() {
-        return super::experiment::run(&args, sandbox);
+        // Arm A of a shadow experiment is the first --policy; a split names both arms.
+        let first_policy = match (&args.shadow, args.policies.first()) {
+            (Some(_), Some(first)) => Some(policy_of(first)?),
+            _ => None,
+        };
+        let experiment = ExperimentArgs {
+            workload: &args.workload,
+            seed: args.seed,
+            fallback: &args.fallback,
+            out: args.out.as_deref(),
+            first_policy,
+            shadow: args.shadow.as_deref(),
+            split: args.split.as_deref(),
+        };
+        return super::experiment::run(&experiment, sandbox);
     }
     let workload = Workload::load(&args.workload)?;
     let seed = args.seed.unwrap_or(workload.seed());
@@ -257,7 +272,7 @@ fn write_out(
         seed,
         runs,
     };
-    let mut written = plot::write_all(dir, &results)?;
+    let mut written = write_plots(dir, &results)?;
     let file = dir.join("results.json");
     std::fs::write(&file, serde_json::to_vec_pretty(&results)?)
         .with_context(|| format!("writing {}", file.display()))?;

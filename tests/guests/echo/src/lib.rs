@@ -3,7 +3,7 @@
 //! snapshot it was given: the whole-snapshot twin of `tests/guests/mirror`.
 //!
 //! It says it reads loss series; a test flips the byte after `READS_LOSS`'s marker in
-//! the built component (`tests/support/guests.rs`) to have it say it does not.
+//! the built component (`host/test-support/src/guests.rs`) to have it say it does not.
 
 use switchyard_policy_sdk::{Decision, Description, Guest, Setting, Snapshot};
 

@@ -6,7 +6,7 @@
 //! checks. `benches/decision.rs` sets it beside SpeCon and DRAGON.
 //!
 //! It says it reads loss series; the bench flips the byte after `READS_LOSS`'s marker
-//! in the built component (`tests/support/guests.rs`) for the cost of a policy that
+//! in the built component (`host/test-support/src/guests.rs`) for the cost of a policy that
 //! does not (as DRAGON), with no second component to build.
 
 /// The marker the bench looks for, then `1` (reads loss series) or `0`.

@@ -9,7 +9,7 @@
 //!
 //! Like the Python and JavaScript examples it says it reads no loss series. The bench
 //! flips the byte after `READS_LOSS`'s marker in the built component
-//! (`tests/support/guests.rs`) to measure the same policy saying it does.
+//! (`host/test-support/src/guests.rs`) to measure the same policy saying it does.
 
 use switchyard_policy_sdk::cluster::{Ledger, one_task_per_node, pending_tasks};
 use switchyard_policy_sdk::{

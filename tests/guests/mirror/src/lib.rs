@@ -1,11 +1,11 @@
 //! An incremental policy that decides nothing and hands back, as its state, whether the
 //! host sent a reset, how many whole jobs and loss updates the change carried, and the
 //! `Debug` form of the snapshot it holds after applying the change.
-//! `tests/incremental.rs` compares that with the whole snapshot lowered natively: any
+//! `host/runtime/tests/runtime/incremental.rs` compares that with the whole snapshot lowered natively: any
 //! delta the SDK applies wrongly shows up as a difference.
 //!
 //! It says it reads loss series; a test flips the byte after `READS_LOSS`'s marker in
-//! the built component (`tests/support/guests.rs`) to have the same guest say it does
+//! the built component (`host/test-support/src/guests.rs`) to have the same guest say it does
 //! not, with no second component to build.
 
 use switchyard_policy_sdk::{

@@ -1,13 +1,15 @@
 //! `switchyard policy new` and `switchyard policy test`: the policy author's commands.
-//! The work is in [`switchyard::authoring`]; this module parses flags and prints.
+//! The work is in [`switchyard_authoring`]; this module parses flags and prints.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use switchyard::authoring::harness::{self, Comparison, TestSpec};
-use switchyard::authoring::scaffold::{self, Lang};
-use switchyard::authoring::{expect, trace};
+use switchyard_authoring::{
+    Comparison, Evidence, Lang, Sdk, TestSpec, check_expectations, create_js_project,
+    create_python_project, create_rust_project, diff_trace, load_expectations, render_trace,
+    run_policy_test, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk,
+};
 use switchyard_control::PolicySlot;
 use switchyard_core::Settings;
 use switchyard_runtime::PolicyRef;
@@ -39,7 +41,7 @@ pub(crate) struct NewArgs {
 pub(crate) struct SdkArgs {
     /// The folder to write the SDK into: a policy's `switchyard-sdk/` (its files are
     /// replaced) or a new folder.
-    #[arg(long, value_name = "DIR", default_value = switchyard::authoring::vendor::SDK_DIR)]
+    #[arg(long, value_name = "DIR", default_value = switchyard_authoring::SDK_DIR)]
     pub dir: PathBuf,
     /// Which SDK: the Rust crate, the Python package or the JavaScript modules.
     #[arg(long, value_enum, default_value = "rust")]
@@ -87,10 +89,8 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
     let dir = args.dir.unwrap_or_else(|| PathBuf::from(&args.name));
     let created = match args.lang {
         Lang::Rust => {
-            let sdk = args
-                .sdk
-                .map_or(scaffold::Sdk::Vendored, scaffold::Sdk::Path);
-            scaffold::create(&args.name, &dir, &sdk)?
+            let sdk = args.sdk.map_or(Sdk::Vendored, Sdk::Path);
+            create_rust_project(&args.name, &dir, &sdk)?
         }
         Lang::Python => {
             anyhow::ensure!(
@@ -98,7 +98,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
                 "--sdk names a Rust SDK crate; a Python policy gets the Python SDK in its \
                  switchyard-sdk/ (leave --sdk out)"
             );
-            scaffold::python::create(&args.name, &dir)?
+            create_python_project(&args.name, &dir)?
         }
         Lang::Js => {
             anyhow::ensure!(
@@ -106,7 +106,7 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
                 "--sdk names a Rust SDK crate; a JavaScript policy gets the JavaScript SDK in \
                  its switchyard-sdk/ (leave --sdk out)"
             );
-            scaffold::js::create(&args.name, &dir)?
+            create_js_project(&args.name, &dir)?
         }
     };
     println!(
@@ -142,9 +142,9 @@ pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
 
 pub(super) fn sdk(args: SdkArgs) -> anyhow::Result<ExitCode> {
     let files = match args.lang {
-        Lang::Rust => switchyard::authoring::vendor::write(&args.dir)?,
-        Lang::Python => switchyard::authoring::vendor::python::write(&args.dir)?,
-        Lang::Js => switchyard::authoring::vendor::js::write(&args.dir)?,
+        Lang::Rust => vendor_rust_sdk(&args.dir)?,
+        Lang::Python => vendor_python_sdk(&args.dir)?,
+        Lang::Js => vendor_js_sdk(&args.dir)?,
     };
     println!(
         "wrote the policy SDK and WIT of switchyard {} ({} files) to {}",
@@ -164,7 +164,7 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         settings.insert(key.to_string(), value.to_string());
     }
     // Expectations are read before anything runs, so a typo costs no simulation.
-    let expectations = args.expect.as_deref().map(expect::load).transpose()?;
+    let expectations = args.expect.as_deref().map(load_expectations).transpose()?;
     let runtime = sandbox.offline_runtime()?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,
@@ -179,8 +179,8 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         save_snapshots: args.save_snapshots.as_deref(),
         disruption: sandbox.disruption.budget()?,
     };
-    let run = harness::run(&runtime, &spec, &fallback)?;
-    let rendered = trace::render(&run.header, &run.records);
+    let run = run_policy_test(&runtime, &spec, &fallback)?;
+    let rendered = render_trace(&run.header, &run.records);
     let mut passed = true;
     if expectations.is_none() && args.golden.is_none() {
         print!("{rendered}");
@@ -189,9 +189,9 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         println!("saved {} snapshots in {}", run.records.len(), dir.display());
     }
     if let Some(expectations) = &expectations {
-        let verdicts = expect::check(
+        let verdicts = check_expectations(
             expectations,
-            expect::Evidence {
+            Evidence {
                 records: &run.records,
                 finished: run.finished.as_ref(),
             },
@@ -219,7 +219,7 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
                     golden.display()
                 )
             })?;
-            match trace::diff(&expected, &rendered) {
+            match diff_trace(&expected, &rendered) {
                 None => println!("the decision trace matches {}", golden.display()),
                 Some(diff) => {
                     println!(

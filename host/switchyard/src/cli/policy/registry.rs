@@ -47,7 +47,7 @@ pub(crate) struct PullArgs {
     output: Option<PathBuf>,
     /// The largest component accepted, in MiB; a larger one is refused before it is
     /// downloaded (the default is the controller's upload limit).
-    #[arg(long, default_value_t = (switchyard::api::DEFAULT_MAX_UPLOAD_BYTES >> 20) as u64, value_name = "MIB")]
+    #[arg(long, default_value_t = (switchyard_controller::DEFAULT_MAX_UPLOAD_BYTES >> 20) as u64, value_name = "MIB")]
     max_size_mib: u64,
     #[command(flatten)]
     registry: RegistryArgs,

@@ -1,0 +1,77 @@
+//! The shipped policies decide as their golden decision traces in `tests/golden/`
+//! record, through the harness `switchyard policy test --golden` uses. A binary of its
+//! own: it moves the process into the repository's root, where the workloads' relative
+//! paths (and the traces' headers, which name them) resolve.
+
+use std::path::{Path, PathBuf};
+
+use switchyard_authoring::{TestSpec, diff_trace, render_trace, run_policy_test};
+use switchyard_control::PolicySlot;
+use switchyard_core::Settings;
+use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The trace of a shipped policy on one of the paper workloads, as `policy test
+/// --golden` renders it.
+fn trace_of(policy: &str, workload: &str) -> String {
+    let runtime = Runtime::new(RuntimeOptions::default()).unwrap();
+    let fallback = PolicySlot::configure(
+        PolicyRef::parse("default").unwrap().load(&runtime).unwrap(),
+        &Settings::new(),
+    )
+    .unwrap();
+    let settings = Settings::new();
+    let spec = TestSpec {
+        policy,
+        settings: &settings,
+        against: None,
+        input: Path::new(workload),
+        seed: None,
+        save_snapshots: None,
+        disruption: Default::default(),
+    };
+    let run = run_policy_test(&runtime, &spec, &fallback).unwrap();
+    render_trace(&run.header, &run.records)
+}
+
+/// Compares a shipped policy's trace with its golden file in tests/golden/.
+fn assert_matches_golden(policy: &str, workload: &str) {
+    let golden = repo().join(format!("tests/golden/{policy}.trace"));
+    std::env::set_current_dir(repo()).unwrap();
+    let actual = trace_of(policy, workload);
+    let expected = std::fs::read_to_string(&golden).unwrap_or_default();
+    if let Some(diff) = diff_trace(&expected, &actual) {
+        panic!(
+            "{policy} no longer decides as tests/golden/{policy}.trace records.\n\
+             If the change is intended, regenerate the file and commit it with the change:\n  \
+             cargo run -- policy test {policy} {workload} --golden tests/golden/{policy}.trace --bless\n\n{diff}"
+        );
+    }
+}
+
+#[test]
+fn specon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("specon", "examples/specon-random-20.yaml");
+}
+
+#[test]
+fn flowcon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("flowcon", "examples/flowcon-three-jobs.yaml");
+}
+
+#[test]
+fn dragon_decides_as_its_golden_trace_records() {
+    assert_matches_golden("dragon", "examples/dragon-table1.yaml");
+}
+
+#[test]
+fn gang_decides_as_its_golden_trace_records() {
+    assert_matches_golden("gang", "examples/gang-three-ps-jobs.yaml");
+}

@@ -1,0 +1,113 @@
+//! Uploads that outlive the process: what the live controller does with a
+//! [`ComponentStore`]. An accepted upload is handed to the store, and the upload's answer
+//! says whether a restart will have it ([`Persistence`]); at start, and when a replica
+//! becomes leader, every kept component is loaded into the catalog again, before the
+//! remembered active policy is resolved, so the same policies (with the same digests)
+//! are there to resume. A kept component that no longer loads is a load error like a
+//! refused upload (log, metric, `load_errors`) and the controller goes on without it.
+//! This module does not decide which policy is active and does not know where or how
+//! the store keeps things.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use super::catalog::Catalog;
+use crate::metrics::Metrics;
+use switchyard_control::{ComponentStore, KeepError};
+use switchyard_core::ComponentDigest;
+
+/// The catalog source of a component loaded from where the store kept it.
+pub(super) fn kept_source(location: &str) -> String {
+    format!("kept:{location}")
+}
+
+/// Whether an accepted upload survives a restart of the controller.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct Persistence {
+    /// True when the state store kept the component: a restarted controller, and the
+    /// replica that leads next, load it again.
+    pub survives_restart: bool,
+    /// Where it is kept (a file under `--state-dir`, or a ConfigMap), when it is.
+    pub location: Option<String>,
+    /// When it is not kept: why, and how to ship the policy so that it survives.
+    pub warning: Option<String>,
+}
+
+impl Persistence {
+    /// What keeping `policy`'s upload came to; counted and logged when it was not kept.
+    pub(super) fn of(
+        policy: &str,
+        kept: Result<String, KeepError>,
+        catalog: &Catalog,
+        metrics: &Metrics,
+    ) -> Self {
+        match kept {
+            Ok(location) => {
+                // An older copy there that failed to load at start is replaced now.
+                catalog.clear_failure(&kept_source(&location));
+                tracing::info!(policy, location, "upload kept for the next start");
+                Persistence {
+                    survives_restart: true,
+                    location: Some(location),
+                    warning: None,
+                }
+            }
+            Err(error) => {
+                metrics.observe_upload_not_kept(error.metric_label());
+                match &error {
+                    KeepError::NothingKept => tracing::info!(policy, "{error}"),
+                    _ => tracing::warn!(policy, "{error}"),
+                }
+                Persistence {
+                    survives_restart: false,
+                    location: None,
+                    warning: Some(error.to_string()),
+                }
+            }
+        }
+    }
+}
+
+/// Loads every component `store` kept into `catalog`, skipping those already loaded
+/// (same digest). Returns the refused ones as (source, error); each is logged, counted
+/// and listed under `load_errors`.
+pub(super) fn restore(
+    catalog: &Catalog,
+    store: &dyn ComponentStore,
+    metrics: &Metrics,
+) -> Vec<(String, String)> {
+    let loaded: BTreeSet<String> = catalog.list().into_iter().map(|p| p.digest).collect();
+    let mut refused = Vec::new();
+    for kept in store.kept() {
+        let (source, error, kind) = match kept {
+            Err(error) => {
+                let source = kept_source(&error.place());
+                (source, error.to_string(), "read")
+            }
+            Ok(kept) => {
+                let source = kept_source(&kept.location);
+                if loaded.contains(&ComponentDigest::of(&kept.bytes).to_hex()) {
+                    catalog.clear_failure(&source);
+                    continue;
+                }
+                match catalog.load(&kept.bytes, &source, &BTreeMap::new()) {
+                    Ok(entry) => {
+                        tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
+                        continue;
+                    }
+                    Err(error) => (source, error.to_string(), error.metric_label()),
+                }
+            }
+        };
+        metrics.observe_load_error(kind);
+        catalog.record_failure(&source, &error);
+        tracing::warn!(
+            source,
+            error,
+            "a kept upload no longer loads; going on without it (upload the policy again to replace the kept copy)"
+        );
+        refused.push((source, error));
+    }
+    refused
+}

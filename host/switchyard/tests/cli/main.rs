@@ -1,0 +1,18 @@
+//! The `switchyard` command's integration tests, one binary: the commands as a user runs
+//! them (`commands`, `authoring`, `ctl`, `run`, and `policy_registry` against a registry
+//! on loopback), and the checks of the whole repository that run the command or read
+//! every crate: the docs' shell blocks and the examples run as written (`docs`,
+//! `examples`), the crate floors (`floors`), no import cycle in any crate
+//! (`module_cycles`).
+
+use switchyard_test_support as support;
+
+mod authoring;
+mod commands;
+mod ctl;
+mod docs;
+mod examples;
+mod floors;
+mod module_cycles;
+mod policy_registry;
+mod run;
