@@ -11,7 +11,9 @@ use switchyard_control::{
     ActionOutcome, Advance, ArmRecord, Cluster, ControlLoop, DecisionRecord, Experiment,
     ExperimentMode, PolicySlot, StateError, StateStore,
 };
-use switchyard_core::{Action, JobLabel, Settings, Snapshot, Trigger, check_decision};
+use switchyard_core::{
+    Action, DisruptionBudget, JobLabel, Settings, Snapshot, Trigger, check_decision,
+};
 use switchyard_runtime::Runtime;
 use switchyard_sim::{OfflineError, Simulator, Workload, WorkloadError, load_slot};
 
@@ -61,6 +63,8 @@ pub struct TestSpec<'a> {
     pub seed: Option<u64>,
     /// Where to write every round's snapshot as a fixture (`round-N.yaml`).
     pub save_snapshots: Option<&'a Path>,
+    /// How often the policy may disrupt running jobs (a workload's run only).
+    pub disruption: DisruptionBudget,
 }
 
 /// A finished test run.
@@ -143,8 +147,9 @@ fn run_workload(
         policy: tested.clone(),
         snapshots: spec.save_snapshots.map(|_| Vec::new()),
     };
-    let mut control =
-        ControlLoop::new(slot, fallback.clone(), seed).with_state_store(Box::new(states));
+    let mut control = ControlLoop::new(slot, fallback.clone(), seed)
+        .with_state_store(Box::new(states))
+        .with_disruption_budget(spec.disruption);
     let mut against_name = None;
     if let Some(against) = spec.against {
         let b = load_slot(runtime, against, &Settings::new())?;

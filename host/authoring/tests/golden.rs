@@ -35,6 +35,7 @@ fn trace_of(policy: &str, workload: &str) -> String {
         input: Path::new(workload),
         seed: None,
         save_snapshots: None,
+        disruption: Default::default(),
     };
     let run = run_policy_test(&runtime, &spec, &fallback).unwrap();
     render_trace(&run.header, &run.records)

@@ -11,7 +11,7 @@ use crate::round_observer::RoundObserver;
 use crate::slot::PolicySlot;
 use crate::state::{MemoryStateStore, PolicyStates, StateStore};
 use crate::window::QueueWindow;
-use switchyard_core::Trigger;
+use switchyard_core::{DisruptionBudget, Trigger};
 
 /// How a run of the loop ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -60,6 +60,8 @@ pub struct ControlLoop {
     pub(crate) records: Vec<DecisionRecord>,
     /// Told about every round (the recorder); none costs nothing.
     pub(crate) observer: Option<Box<dyn RoundObserver>>,
+    /// How often the policies may disrupt running jobs.
+    pub(crate) disruption: DisruptionBudget,
 }
 
 impl ControlLoop {
@@ -83,7 +85,20 @@ impl ControlLoop {
             keep_records: true,
             records: Vec::new(),
             observer: None,
+            disruption: DisruptionBudget::default(),
         }
+    }
+
+    /// Holds every decision to `budget` (the default budget unless told otherwise;
+    /// [`DisruptionBudget::OFF`] lets every valid disruption through).
+    pub fn with_disruption_budget(mut self, budget: DisruptionBudget) -> Self {
+        self.disruption = budget;
+        self
+    }
+
+    /// The disruption budget decisions are held to.
+    pub fn disruption_budget(&self) -> DisruptionBudget {
+        self.disruption
     }
 
     /// Tells `observer` about every round from now on (see [`RoundObserver`]).

@@ -1,4 +1,5 @@
-//! The control loop: snapshot -> policy -> [`check_decision`](switchyard_core::check_decision)
+//! The control loop: snapshot -> policy ->
+//! [`check_decision_within`](switchyard_core::check_decision_within) its disruption budget
 //! -> apply.
 //!
 //! It owns the round: when to call the policy (every job arrival or departure, and when
@@ -86,7 +87,7 @@ pub use round_observer::{RoundObserver, RoundStart};
 pub use slot::PolicySlot;
 pub use state::{
     ACTIVE_FILE, ActivePolicy, ComponentStore, DirStateStore, KeepError, KeptComponent,
-    MemoryStateStore, StateError, StateStore,
+    MemoryStateStore, PARAMETERS_FILE, PolicyParameters, StateError, StateStore,
 };
 pub use stats::{
     CONFIDENCE, CompletionStats, Difference, Estimate, IMBALANCE_P_VALUE, KaplanMeier, Observation,

@@ -1,9 +1,9 @@
 //! One round of the loop ([`ControlLoop::decide_round`]): the snapshot, arm A's call
 //! and, when it fails, the last good decision maker's or the fallback's
 //! ([`decide_with_fallback`]), its state blob kept, its decision validated against the
-//! snapshot it saw and applied, then arm B of an experiment the same way, the record
-//! written and the observer told. It changes no policy and starts no experiment: the
-//! loop's driver does that between rounds.
+//! snapshot it saw and the loop's disruption budget and applied, then arm B of an
+//! experiment the same way, the record written and the observer told. It changes no
+//! policy and starts no experiment: the loop's driver does that between rounds.
 
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use crate::round_observer::RoundStart;
 use crate::slot::PolicySlot;
 use crate::state::PolicyStates;
 use crate::window;
-use switchyard_core::{Checked, Decision, Operation, Snapshot, Trigger, check_decision};
+use switchyard_core::{Checked, Decision, Operation, Snapshot, Trigger, check_decision_within};
 use switchyard_runtime::PolicyError;
 
 /// Which part a policy played in a round.
@@ -267,7 +267,7 @@ impl ControlLoop {
             };
         }
         let next_tick = self.next_after(view, &decided, &decision);
-        let checked = check_decision(view, &decision);
+        let checked = check_decision_within(view, &decision, self.disruption);
         calls.rejections.extend(
             checked
                 .rejected

@@ -1,5 +1,6 @@
 //! What the controller keeps between runs: each policy's state blob, which policy is
-//! active, and the components accepted by upload.
+//! active, the parameters operators set for every policy, and the components accepted
+//! by upload.
 //!
 //! A policy is instantiated afresh for every call, so its blob is all it remembers. The
 //! loop keeps one blob per policy name: swapping to another policy and back resumes the
@@ -29,6 +30,13 @@ use switchyard_core::Settings;
 
 /// The file under a state directory naming the active policy and its parameters.
 pub const ACTIVE_FILE: &str = "active.json";
+
+/// The file under a state directory holding the parameters operators set, by policy
+/// (active or not).
+pub const PARAMETERS_FILE: &str = "parameters.json";
+
+/// The parameters operators set, by policy name.
+pub type PolicyParameters = std::collections::BTreeMap<String, Settings>;
 /// The folder under a state directory holding uploaded components, `<policy>.wasm`.
 const COMPONENTS_DIR: &str = "components";
 
@@ -161,6 +169,14 @@ pub trait StateStore: Send {
     fn save_active(&self, _active: &ActivePolicy) -> Result<(), StateError> {
         Ok(())
     }
+    /// The parameters operators set, by policy (stores that keep nothing answer none).
+    fn load_parameters(&self) -> Result<PolicyParameters, StateError> {
+        Ok(PolicyParameters::new())
+    }
+    /// Remembers the parameters operators set, by policy, replacing what was kept.
+    fn save_parameters(&self, _parameters: &PolicyParameters) -> Result<(), StateError> {
+        Ok(())
+    }
 }
 
 /// Keeps nothing beyond the process: the simulator's offline runs.
@@ -188,7 +204,8 @@ impl ComponentStore for MemoryStateStore {
 /// The name every temporary file of a write starts with.
 const TEMP_PREFIX: &str = ".switchyard-writing-";
 
-/// One file per policy under a directory (`<policy>.state`, `active.json`, and each kept
+/// One file per policy under a directory (`<policy>.state`, `active.json`,
+/// `parameters.json`, and each kept
 /// upload as `components/<policy>.wasm`), written atomically (a temporary file in the
 /// same directory, synced, then renamed over the old one), so a crash mid-write leaves
 /// the previous contents intact.
@@ -280,7 +297,29 @@ impl StateStore for DirStateStore {
     }
 
     fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
-        let path = self.dir.join(ACTIVE_FILE);
+        self.read_json(ACTIVE_FILE)
+    }
+
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        self.write_json(ACTIVE_FILE, active)
+    }
+
+    fn load_parameters(&self) -> Result<PolicyParameters, StateError> {
+        Ok(self.read_json(PARAMETERS_FILE)?.unwrap_or_default())
+    }
+
+    fn save_parameters(&self, parameters: &PolicyParameters) -> Result<(), StateError> {
+        self.write_json(PARAMETERS_FILE, parameters)
+    }
+}
+
+impl DirStateStore {
+    /// The JSON file `name` under the directory, `None` when there is none.
+    fn read_json<T: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+    ) -> Result<Option<T>, StateError> {
+        let path = self.dir.join(name);
         match std::fs::read(&path) {
             Ok(text) => serde_json::from_slice(&text)
                 .map(Some)
@@ -290,9 +329,10 @@ impl StateStore for DirStateStore {
         }
     }
 
-    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
-        let path = self.dir.join(ACTIVE_FILE);
-        let bytes = serde_json::to_vec_pretty(active).map_err(|source| StateError::Format {
+    /// Writes `value` as the JSON file `name` under the directory, atomically.
+    fn write_json(&self, name: &str, value: &impl Serialize) -> Result<(), StateError> {
+        let path = self.dir.join(name);
+        let bytes = serde_json::to_vec_pretty(value).map_err(|source| StateError::Format {
             path: path.clone(),
             source,
         })?;

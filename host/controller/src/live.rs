@@ -8,7 +8,10 @@
 //! round, the metrics, this replica's [`Leader`] grant, and the command channel to the
 //! decision thread (`driver`). Commands are applied by the driver between rounds only, so a swap
 //! is atomic: the round in progress finishes with the old policy and every round is
-//! decided by exactly one policy (plus arm B of a split). Uploads are handed to a
+//! decided by exactly one policy (plus arm B of a split). The driver is the one writer of
+//! the active policy and of every policy's parameters: activations, parameter changes
+//! (from the API or the settings file) and reloads are commands it applies in order, so
+//! an answer of 200 is what holds until the next change. Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
 //! The driver is generic over the cluster, so the simulator and a real cluster get the
 //! same controller. What it shows beyond counts (the jobs one by one, allocation over
@@ -139,10 +142,18 @@ pub struct Applied {
 
 type Reply<T> = tokio::sync::oneshot::Sender<Result<T, LiveError>>;
 
-/// What the API and the directory watcher ask the driver to do between rounds.
+/// What the API and the directory watcher ask the driver to do between rounds. Every
+/// change of the active policy or of any policy's parameters is one of these, applied
+/// by the driver alone in the order they came, so the answer to each is what holds
+/// until the next.
 enum Command {
-    Activate(CatalogEntry, Reply<Applied>),
-    Reconfigure(CatalogEntry, Reply<Applied>),
+    /// Make the named policy active, as the catalog holds it when the driver gets here.
+    Activate(String, Reply<Applied>),
+    /// Set the named policy's parameters, keep them, and apply them if it is active.
+    SetParameters(String, Settings, Reply<(CatalogEntry, Option<Applied>)>),
+    /// The catalog's entry for the named policy changed (an upload or a file); if it is
+    /// active, the new entry decides from the next round.
+    Reload(String, Reply<Option<Applied>>),
     StartExperiment(Box<Experiment>, bool, Reply<ExperimentReport>),
     StopExperiment(Reply<ExperimentReport>),
     PushLoss(String, u64, f64, Reply<LossAck>),
@@ -265,6 +276,7 @@ impl Controller {
         let catalog = Catalog::with_builtins(runtime)?;
         let metrics = Metrics::new();
         kept::restore(&catalog, components.as_ref(), &metrics);
+        let parameters = driver::restore_parameters(&catalog, store.as_ref());
         let remembered = store.load_active().unwrap_or_else(|error| {
             tracing::warn!(%error, "cannot read which policy was active; starting with {}", config.policy);
             None
@@ -313,6 +325,7 @@ impl Controller {
             active,
             fallback,
             store,
+            parameters,
             recorder,
         };
         let thread = driver::spawn(controller.clone(), cluster, config, parts, rx);
@@ -472,15 +485,8 @@ impl Controller {
             }
         };
         tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "policy loaded");
-        let active = self.with_status(|s| s.active.clone());
-        let applied = if active == entry.slot.name() {
-            Some(
-                self.send(|reply| Command::Reconfigure(entry.clone(), reply))
-                    .await?,
-            )
-        } else {
-            None
-        };
+        let name = entry.slot.name().to_string();
+        let applied = self.send(|reply| Command::Reload(name, reply)).await?;
         Ok((entry, applied))
     }
 
@@ -529,27 +535,26 @@ impl Controller {
 
     /// Makes `name` the active policy from the next round on.
     pub async fn activate(&self, name: &str) -> Result<Applied, LiveError> {
-        let entry = self.shared.catalog.get(name)?;
-        self.send(|reply| Command::Activate(entry, reply)).await
+        self.shared.catalog.get(name)?;
+        let name = name.to_string();
+        self.send(|reply| Command::Activate(name, reply)).await
     }
 
-    /// Sets `name`'s parameters (checked by its `configure`); when it is active, the new
-    /// values apply from the next round on.
+    /// Sets `name`'s parameters (checked by its `configure`) and keeps them in the state
+    /// store, whether the policy is active or not; when it is active, the new values
+    /// apply from the next round on. The decision thread makes the change, between
+    /// rounds and in order with activations, so no activation answered before or after
+    /// it is undone by it.
     pub async fn set_parameters(
         &self,
         name: &str,
         settings: &Settings,
     ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
-        let entry = self.shared.catalog.configure(name, settings)?;
-        let active = self.with_status(|s| s.active.clone());
-        let applied = if active == name {
-            Some(
-                self.send(|reply| Command::Reconfigure(entry.clone(), reply))
-                    .await?,
-            )
-        } else {
-            None
-        };
+        self.shared.catalog.get(name)?;
+        let (owned_name, owned_settings) = (name.to_string(), settings.clone());
+        let (entry, applied) = self
+            .send(|reply| Command::SetParameters(owned_name, owned_settings, reply))
+            .await?;
         tracing::info!(
             policy = name,
             settings = ?entry.slot.settings,

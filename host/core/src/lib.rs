@@ -9,6 +9,9 @@
 //! - `validate`: checking a decision against the snapshot it was made for
 //!   ([`check_decision`]), with what it turned down and why ([`RejectedAction`],
 //!   [`RejectedLabel`]).
+//! - `disruption`: the disruption budget ([`DisruptionBudget`]): how soon a job may be
+//!   disrupted again and how many may be per interval, which the validator applies
+//!   ([`check_decision_within`]).
 //! - `eligibility`: the cluster's placement rules ([`PlacementRules`]: taints, selectors,
 //!   affinity) and the eligibility sets they give tasks ([`EligibilitySets`]).
 //! - `names`: the syntax of policy names and job labels (Kubernetes'):
@@ -22,6 +25,7 @@
 
 mod delta;
 mod digest;
+mod disruption;
 mod eligibility;
 mod lowering;
 mod model;
@@ -30,6 +34,10 @@ mod validate;
 
 pub use delta::{Change, HeldSnapshot, ListDelta, LossUpdate, SnapshotDelta};
 pub use digest::ComponentDigest;
+pub use disruption::{
+    DEFAULT_DISRUPTION_INTERVAL, DEFAULT_MAX_DISRUPTED_SHARE, DEFAULT_MIN_RUN_TIME,
+    DisruptionBudget, DisruptionBudgetError, DisruptionRefusal,
+};
 pub use eligibility::{
     EligibilitySets, PlacementRules, RuledNode, SelectorOperator, SelectorRequirement,
     SelectorTerm, Taint, TaintEffect, Toleration, TolerationOperator,
@@ -42,4 +50,5 @@ pub use model::{
 pub use names::{check_label_key, check_label_value, check_policy_name};
 pub use validate::{
     Checked, LabelRejection, RejectedAction, RejectedLabel, Rejection, check_decision,
+    check_decision_within,
 };

@@ -10,11 +10,14 @@
 //! the placement is making, and the job's task could run twice. Several placements of
 //! distinct pending tasks of one job stay allowed (a pod-by-pod policy, as kube-scheduler
 //! itself places).
+//! A disruption that passes every rule here is also put to the disruption budget, when
+//! the caller gives one (`disruption.rs` owns those rules).
 
 use std::collections::{HashMap, HashSet};
 
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::disruption::{DisruptionBudget, DisruptionRefusal, Gate};
 use crate::model::{
     Action, Assignment, Decision, Job, JobLabel, JobPhase, Node, Operation, Resources, Snapshot,
     Task, TaskPhase,
@@ -160,6 +163,9 @@ pub enum Rejection {
         /// Job id.
         job: String,
     },
+    /// A valid disruption the disruption budget turns down (`disruption.rs`).
+    #[error(transparent)]
+    Disruption(#[from] DisruptionRefusal),
 }
 
 impl Rejection {
@@ -181,6 +187,7 @@ impl Rejection {
             Rejection::BadReplicaCount { .. } => "bad-replica-count",
             Rejection::ConflictingAction { .. } => "conflicting-action",
             Rejection::SharedNode { .. } => "shared-node",
+            Rejection::Disruption(refusal) => refusal.metric_label(),
         }
     }
 }
@@ -244,9 +251,20 @@ pub struct Checked {
     pub rejected_labels: Vec<RejectedLabel>,
 }
 
-/// Checks every action and label of `decision` against `snapshot`.
+/// Checks every action and label of `decision` against `snapshot`, with no
+/// disruption budget.
 pub fn check_decision(snapshot: &Snapshot, decision: &Decision) -> Checked {
-    let mut account = Account::new(snapshot, decision);
+    check_decision_within(snapshot, decision, DisruptionBudget::OFF)
+}
+
+/// Checks every action and label of `decision` against `snapshot`, and every valid
+/// disruption (a migration to another node, a rescale, a preemption) against `budget`.
+pub fn check_decision_within(
+    snapshot: &Snapshot,
+    decision: &Decision,
+    budget: DisruptionBudget,
+) -> Checked {
+    let mut account = Account::new(snapshot, decision, Gate::new(budget, snapshot));
     let mut checked = Checked::default();
     for action in &decision.actions {
         match account.check(&action.op) {
@@ -321,6 +339,8 @@ struct Account<'a> {
     snapshot: &'a Snapshot,
     /// The nodes of each eligibility set a checked task named, by set id.
     eligible: FxHashMap<u32, FxHashSet<&'a str>>,
+    /// The disruption budget of this decision.
+    disruptions: Gate<'a>,
 }
 
 /// (task, node) of every task of `job` that is on a node.
@@ -363,7 +383,7 @@ fn show(r: &Resources) -> String {
 }
 
 impl<'a> Account<'a> {
-    fn new(snapshot: &'a Snapshot, decision: &Decision) -> Self {
+    fn new(snapshot: &'a Snapshot, decision: &Decision, disruptions: Gate<'a>) -> Self {
         let named: FxHashSet<&str> = decision.actions.iter().map(|a| a.op.job()).collect();
         // No action, no job to index (and no id of the snapshot hashed).
         let jobs = if named.is_empty() {
@@ -390,6 +410,7 @@ impl<'a> Account<'a> {
             moved: FxHashSet::default(),
             snapshot,
             eligible: FxHashMap::default(),
+            disruptions,
         }
     }
 
@@ -457,6 +478,8 @@ impl<'a> Account<'a> {
                 // Its nodes are released only once the checkpoint is saved, so nothing
                 // placed in this round can use them yet.
                 self.claim_move(job_id)?;
+                self.disruptions.admit(job)?;
+                self.disruptions.disrupted();
                 self.moved.insert(job_id);
                 Ok(())
             }
@@ -611,6 +634,11 @@ impl<'a> Account<'a> {
         for t in moving.iter().filter(|t| t.node.as_deref() != Some(node)) {
             self.check_eligible(job_id, t, node)?;
         }
+        // Migrating to the node a task is on only marks the job: no disruption.
+        let disrupts = moving.iter().any(|t| t.node.as_deref() != Some(node));
+        if disrupts {
+            self.disruptions.admit(job)?;
+        }
         if job.one_task_per_node() {
             let moved = |name: &str| moving.iter().any(|t| t.name == name);
             let staying = where_tasks_run(job).filter(|(task, _)| !moved(task));
@@ -629,6 +657,9 @@ impl<'a> Account<'a> {
                 let released = self.free_now(n).plus(&t.requests);
                 self.free.insert(n.name.as_str(), released);
             }
+        }
+        if disrupts {
+            self.disruptions.disrupted();
         }
         self.moved.insert(job_id);
         Ok(())
@@ -654,6 +685,7 @@ impl<'a> Account<'a> {
             return Err(bad("it already runs that many".into()));
         }
         self.claim_move(job_id)?;
+        self.disruptions.admit(job)?;
         let template = job
             .tasks
             .iter()
@@ -689,6 +721,7 @@ impl<'a> Account<'a> {
         } else if !nodes.is_empty() {
             return Err(bad("shrinking takes no target nodes".into()));
         }
+        self.disruptions.disrupted();
         self.moved.insert(job_id);
         Ok(())
     }

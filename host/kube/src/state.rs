@@ -1,7 +1,8 @@
 //! The policies' state blobs, which policy is active, and the uploaded components, kept
 //! in the cluster so that a restarted controller, or the replica that takes over as
 //! leader, resumes them: one ConfigMap (`switchyard-state` in the controller's namespace)
-//! with a `binaryData` key per policy (`<policy>.state`), `data: active.json`, and an
+//! with a `binaryData` key per policy (`<policy>.state`), `data: active.json`,
+//! `data: parameters.json` (the parameters operators set, by policy), and an
 //! index entry `data: <policy>.component.json` per kept upload, naming the ConfigMap
 //! that holds the component (`switchyard-state-component-<policy>`, `binaryData:
 //! <policy>.wasm`, the layout of the policies ConfigMap) and its digest.
@@ -40,7 +41,8 @@ use tokio::runtime::Handle;
 
 use crate::FIELD_MANAGER;
 use switchyard_control::{
-    ACTIVE_FILE, ActivePolicy, ComponentStore, KeepError, KeptComponent, StateError, StateStore,
+    ACTIVE_FILE, ActivePolicy, ComponentStore, KeepError, KeptComponent, PARAMETERS_FILE,
+    PolicyParameters, StateError, StateStore,
 };
 use switchyard_core::ComponentDigest;
 
@@ -341,6 +343,27 @@ impl StateStore for ConfigMapStateStore {
         let mut created = self.empty();
         created.data = Some(BTreeMap::from([(ACTIVE_FILE.to_string(), text.clone())]));
         self.merge(json!({"data": {ACTIVE_FILE: text}}), created)
+    }
+
+    fn load_parameters(&self) -> Result<PolicyParameters, StateError> {
+        let Some(text) = self.read()?.and_then(|cm| cm.data?.remove(PARAMETERS_FILE)) else {
+            return Ok(PolicyParameters::new());
+        };
+        serde_json::from_str(&text).map_err(|e| {
+            self.error(format!(
+                "{PARAMETERS_FILE} is not what this version writes: {e}"
+            ))
+        })
+    }
+
+    fn save_parameters(&self, parameters: &PolicyParameters) -> Result<(), StateError> {
+        let text = serde_json::to_string(parameters).map_err(|e| self.error(e))?;
+        let mut created = self.empty();
+        created.data = Some(BTreeMap::from([(
+            PARAMETERS_FILE.to_string(),
+            text.clone(),
+        )]));
+        self.merge(json!({"data": {PARAMETERS_FILE: text}}), created)
     }
 }
 

@@ -11,7 +11,9 @@
 //!   under the budget.
 //! - `session`: [`Session`], a kept instance of an incremental policy, handed only what
 //!   changed since its last call.
-//! - `limits`: what every call runs under ([`SandboxLimits`], [`ResultBudget`]).
+//! - `limits`: what every call runs under ([`SandboxLimits`], [`ResultBudget`],
+//!   [`LogRate`]).
+//! - `log_budget`: what a policy may log over time, one account per [`Session`].
 //! - `error`: [`LoadError`] and [`PolicyError`], each naming the component or policy.
 //! - `contract`: the one `bindgen!` of `wit/policy.wit` and the conversions between its
 //!   generated types and the model of [`switchyard_core`]; no other module names a
@@ -43,6 +45,7 @@ mod engine;
 mod epoch;
 mod error;
 mod limits;
+mod log_budget;
 mod module;
 mod registry;
 mod sandbox;
@@ -52,7 +55,7 @@ mod tier;
 pub use contract::{CONTRACT_PACKAGE, delta_to_wit, snapshot_to_wit};
 pub use engine::{Runtime, RuntimeOptions};
 pub use error::{CallDeadline, LoadError, PolicyError};
-pub use limits::{ResultBudget, SandboxLimits};
+pub use limits::{LogRate, ResultBudget, SandboxLimits};
 pub use module::PolicyModule;
 pub use registry::{BUILTIN_POLICIES, BuiltinPolicy, PolicyRef, RegistryError, builtin};
 pub use session::Session;

@@ -1,5 +1,6 @@
 //! The limits every policy call runs under: its deadlines, its memory, the state it may
-//! hand back ([`SandboxLimits`]) and what else one answer may hold ([`ResultBudget`]).
+//! hand back ([`SandboxLimits`]), what else one answer may hold ([`ResultBudget`]) and
+//! what a policy may log over time ([`LogRate`]).
 //! This module only describes the limits; the engine and the sandbox enforce them.
 
 use std::time::Duration;
@@ -26,6 +27,9 @@ pub struct SandboxLimits {
     /// The soonest a policy may ask to be called again, seconds of cluster time: a
     /// shorter `next-call-after` is raised to it, so no policy can make the loop spin.
     pub min_call_interval: f64,
+    /// What a policy may log over time, through one [`crate::Session`], beside what
+    /// one call may ([`ResultBudget::log_lines`], [`ResultBudget::log_bytes`]).
+    pub log_rate: LogRate,
 }
 
 impl Default for SandboxLimits {
@@ -37,6 +41,29 @@ impl Default for SandboxLimits {
             state_bytes: 16 << 20,
             budget: ResultBudget::default(),
             min_call_interval: 1.0,
+            log_rate: LogRate::default(),
+        }
+    }
+}
+
+/// A policy's log budget over time: a token bucket that holds one minute's worth of
+/// lines and bytes and refills at that rate per minute of cluster time (the snapshot's
+/// clock, so a run logs the same lines however fast it runs). Lines past it are
+/// dropped, and what was dropped is reported in one warning per minute. The defaults
+/// bound a policy that logs without end to 64 KiB a minute, 90 MiB a day.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogRate {
+    /// Log lines per minute.
+    pub lines_per_minute: usize,
+    /// Bytes of log per minute.
+    pub bytes_per_minute: usize,
+}
+
+impl Default for LogRate {
+    fn default() -> Self {
+        Self {
+            lines_per_minute: 600,
+            bytes_per_minute: 64 << 10,
         }
     }
 }

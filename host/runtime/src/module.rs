@@ -13,6 +13,7 @@ use crate::contract::{self, INCREMENTAL_SCHEDULER_EXPORT, SCHEDULER_EXPORT};
 use crate::epoch;
 use crate::error::{CallDeadline, LoadError, PolicyError};
 use crate::limits::SandboxLimits;
+use crate::log_budget::PolicyLog;
 use crate::sandbox::{self, GuestState};
 use crate::tier::Compiler;
 use switchyard_core::{ComponentDigest, Decision, Description, Settings, Snapshot};
@@ -132,7 +133,7 @@ impl PolicyModule {
     /// Checks operator settings and returns the effective ones, defaults filled in.
     pub fn configure(&self, settings: &Settings) -> Result<Settings, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
-        let answer = self.call(0.0, 0, |policy, store| {
+        let answer = self.call(0.0, 0, None, |policy, store| {
             policy.configure(store, &wit_settings, &self.limits)
         })?;
         answer.map_err(|message| self.refused(message))
@@ -141,6 +142,8 @@ impl PolicyModule {
     /// One decision round on a fresh instance with the whole snapshot. `seed` seeds the
     /// guest's randomness; the same inputs and seed always give the same decision.
     /// [`PolicyModule::decide_in`] is the same round on a kept instance.
+    /// Its log is held to the per-call cap only; a call through a [`crate::Session`]
+    /// is also held to the policy's log budget over time.
     pub fn decide(
         &self,
         settings: &Settings,
@@ -148,9 +151,21 @@ impl PolicyModule {
         state: &[u8],
         seed: u64,
     ) -> Result<Decision, PolicyError> {
+        self.decide_logged(settings, snapshot, state, seed, None)
+    }
+
+    /// [`PolicyModule::decide`], its log held to `log` as well when given.
+    pub(crate) fn decide_logged(
+        &self,
+        settings: &Settings,
+        snapshot: &Snapshot,
+        state: &[u8],
+        seed: u64,
+        log: Option<&PolicyLog>,
+    ) -> Result<Decision, PolicyError> {
         let wit_settings = contract::settings_to_wit(settings);
         let reads_loss = self.description.reads_loss;
-        let answer = self.call(snapshot.time, seed, |policy, store| {
+        let answer = self.call(snapshot.time, seed, log, |policy, store| {
             policy.decide_whole(
                 store,
                 &wit_settings,
@@ -183,7 +198,9 @@ impl PolicyModule {
     }
 
     fn describe(&self) -> Result<Description, PolicyError> {
-        self.call(0.0, 0, |policy, store| policy.describe(store, &self.limits))
+        self.call(0.0, 0, None, |policy, store| {
+            policy.describe(store, &self.limits)
+        })
     }
 
     /// An answer the host cannot use, for `message`'s reason.
@@ -234,15 +251,20 @@ impl PolicyModule {
         }
     }
 
-    /// Instantiates into a fresh store under the sandbox limits and runs `f`.
+    /// Instantiates into a fresh store under the sandbox limits (and `log`'s budget over
+    /// time, when given) and runs `f`.
     fn call<R>(
         &self,
         time: f64,
         seed: u64,
+        log: Option<&PolicyLog>,
         f: impl FnOnce(&Exports, &mut Store<GuestState>) -> Result<R, CallError>,
     ) -> Result<R, PolicyError> {
         let compiled = self.compiled();
         let mut store = self.new_store(&compiled, time, seed);
+        if let Some(log) = log {
+            store.data_mut().log_over_time(log, self.limits.log_rate);
+        }
         self.arm_deadline(&mut store);
         let outcome = compiled
             .pre

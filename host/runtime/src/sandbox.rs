@@ -1,6 +1,8 @@
 //! What a policy instance may touch: the per-call store state with its memory limiter,
 //! a locked-down WASI context (no files, network, environment or arguments; virtual
-//! clocks at the snapshot's time; randomness seeded from the call), and the `log` import.
+//! clocks at the snapshot's time; randomness seeded from the call), and the `log` import
+//! with its per-call cap (and, for a call made through a session, the policy's log
+//! budget over time, whose account `log_budget.rs` keeps).
 
 use std::borrow::Cow;
 use std::time::Duration;
@@ -14,7 +16,8 @@ use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxView, Was
 use crate::contract::bindings::switchyard::policy::host::{Host, LogLevel};
 use crate::contract::bindings::switchyard::policy::types;
 use crate::error::CallDeadline;
-use crate::limits::ResultBudget;
+use crate::limits::{LogRate, ResultBudget};
+use crate::log_budget::PolicyLog;
 
 /// How much a guest may print to stdout/stderr in one call before the rest is dropped.
 const GUEST_OUTPUT_CAPACITY: usize = 64 * 1024;
@@ -30,6 +33,11 @@ pub(crate) struct GuestState {
     output_mark: usize,
     /// What this call may still write through `log`.
     log: LogBudget,
+    /// What the policy may still log over time, and its rate, when the call is made
+    /// through a session; without one only the per-call cap applies.
+    over_time: Option<(PolicyLog, LogRate)>,
+    /// The cluster time of the current call.
+    time: f64,
     /// The deadline the current call runs under, for the error that names it.
     pub(crate) deadline: CallDeadline,
 }
@@ -93,8 +101,17 @@ impl GuestState {
             stderr,
             output_mark: 0,
             log: LogBudget::new(budget.log_lines, budget.log_bytes),
+            over_time: None,
+            time,
             deadline: CallDeadline::Round(Duration::ZERO),
         }
+    }
+
+    /// Holds this call's log, and every later call's on this store, to `log` as well as
+    /// to the per-call cap.
+    pub(crate) fn log_over_time(&mut self, log: &PolicyLog, rate: LogRate) {
+        log.refill(self.time, rate);
+        self.over_time = Some((log.clone(), rate));
     }
 
     /// Readies a kept instance's store for its next call: the clocks move to `time`,
@@ -106,11 +123,27 @@ impl GuestState {
         self.limiter.refused = false;
         self.output_mark = self.stderr.contents().len();
         self.log = LogBudget::new(self.log.max_lines, self.log.max_bytes);
+        self.time = time;
+        if let Some((log, rate)) = &self.over_time {
+            log.refill(time, *rate);
+        }
     }
 
-    /// Closes a call: what the guest logged past its budget is summarised in one line.
+    /// Closes a call: what the guest logged past its budgets is summarised in one line,
+    /// per call, or per minute when the call was held to a budget over time (a line per
+    /// call would itself be a log without bound).
     pub(crate) fn end_call(&mut self) {
         let log = &self.log;
+        if let Some((over_time, rate)) = &self.over_time {
+            over_time.count_dropped(log.dropped_lines, log.dropped_bytes);
+            over_time.report(
+                &self.policy_name,
+                self.time,
+                *rate,
+                (log.max_lines, log.max_bytes),
+            );
+            return;
+        }
         if log.dropped_lines > 0 {
             tracing::warn!(
                 policy = %printable(&self.policy_name),
@@ -190,6 +223,11 @@ impl types::Host for GuestState {}
 impl Host for GuestState {
     fn log(&mut self, level: LogLevel, message: String) {
         if !self.log.admit(message.len()) {
+            return;
+        }
+        if let Some((over_time, _)) = &self.over_time
+            && !over_time.admit(message.len())
+        {
             return;
         }
         let policy = printable(&self.policy_name);

@@ -1,4 +1,5 @@
-//! An incremental policy's instance kept between calls.
+//! An incremental policy's instance kept between calls, and the log budget over time of
+//! each caller's policy (kept in `log_budget.rs`'s account).
 //!
 //! Moving a 10,000-task snapshot into a guest costs more than most policies' own work,
 //! while a round changes a few jobs. A [`Session`] keeps one instance of an
@@ -20,16 +21,19 @@ use wasmtime::Store;
 use crate::call::{CallError, Exports, Flavor};
 use crate::contract;
 use crate::error::PolicyError;
+use crate::log_budget::PolicyLog;
 use crate::module::{Compiled, PolicyModule};
 use crate::sandbox::GuestState;
 use switchyard_core::{Change, Decision, HeldSnapshot, Settings, Snapshot};
 
 /// Where one caller (the active policy, the fallback, an experiment's arm) keeps its
-/// policy's instance between calls. Clones share it; the instance goes when the last
-/// clone does. Calls through one session run one at a time.
+/// policy's instance between calls, and the policy's log budget over time. Clones share
+/// both; the instance goes when the last clone does. Calls through one session run one
+/// at a time.
 #[derive(Clone, Default)]
 pub struct Session {
     kept: Arc<Mutex<Option<KeptInstance>>>,
+    log: PolicyLog,
 }
 
 impl std::fmt::Debug for Session {
@@ -64,7 +68,7 @@ impl PolicyModule {
     ) -> Result<Decision, PolicyError> {
         let compiled = self.compiled();
         if compiled.pre.flavor != Flavor::Incremental {
-            return self.decide(settings, snapshot, state, seed);
+            return self.decide_logged(settings, snapshot, state, seed, Some(&session.log));
         }
         let mut slot = session
             .kept
@@ -88,6 +92,9 @@ impl PolicyModule {
             }
         };
         kept.store.data_mut().begin_call(snapshot.time, seed);
+        kept.store
+            .data_mut()
+            .log_over_time(&session.log, self.limits().log_rate);
         let change = match &kept.held {
             Some(held) => {
                 self.arm_deadline(&mut kept.store);

@@ -32,7 +32,7 @@ mod sweep;
 mod workload;
 mod yaml;
 
-pub use offline::{OfflineError, OfflineRun, Records, load_slot, run_offline};
+pub use offline::{OfflineError, OfflineOptions, OfflineRun, Records, load_slot, run_offline};
 pub use paced::{PACE_SLICE, Paced};
 pub use recorded::{Counterfactual, estimate_counterfactual};
 pub use report::{Results, RunOutcome, RunResult, Summary};

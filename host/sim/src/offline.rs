@@ -10,7 +10,7 @@ use std::sync::Arc;
 use crate::report::RunResult;
 use crate::simulator::{Scenario, Simulator};
 use switchyard_control::{ControlLoop, DecisionRecord, PolicySlot};
-use switchyard_core::Settings;
+use switchyard_core::{DisruptionBudget, Settings};
 use switchyard_runtime::{PolicyError, PolicyRef, RegistryError, Runtime};
 
 /// Why a run could not be made.
@@ -72,6 +72,25 @@ pub enum Records {
     Stream,
 }
 
+/// How an offline run treats its records and its policy's disruptions. A [`Records`]
+/// alone is that, under the default disruption budget.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OfflineOptions {
+    /// What the run does with its decision records.
+    pub records: Records,
+    /// How often the policy may disrupt running jobs.
+    pub disruption: DisruptionBudget,
+}
+
+impl From<Records> for OfflineOptions {
+    fn from(records: Records) -> Self {
+        Self {
+            records,
+            disruption: DisruptionBudget::default(),
+        }
+    }
+}
+
 /// Runs `scenario` under `policy` with `settings` (the fallback decides rounds it fails)
 /// until the cluster is idle or out of time. `on_round` sees the simulator and the
 /// round's record after every round (progress bars, records written as they come).
@@ -83,14 +102,16 @@ pub fn run_offline(
     fallback: &PolicySlot,
     scenario: Scenario,
     seed: u64,
-    records: Records,
+    options: impl Into<OfflineOptions>,
     on_round: impl FnMut(&Simulator, &DecisionRecord),
 ) -> Result<OfflineRun, OfflineError> {
+    let options = options.into();
     let slot = load_slot(runtime, policy, settings)?;
     let effective = slot.settings.clone();
     let mut sim = Simulator::new(scenario);
-    let mut control =
-        ControlLoop::new(slot, fallback.clone(), seed).keep_records(records == Records::Keep);
+    let mut control = ControlLoop::new(slot, fallback.clone(), seed)
+        .keep_records(options.records == Records::Keep)
+        .with_disruption_budget(options.disruption);
     let ended = control.run(&mut sim, on_round);
     let result = RunResult::collect(policy.to_string(), &control, &sim, ended, effective);
     Ok(OfflineRun { result, control })

@@ -212,18 +212,43 @@ impl Catalog {
     /// Configures `name` with `settings` (defaults filled in by the policy) and keeps
     /// the result as its parameters. Nothing changes when the policy refuses them.
     pub fn configure(&self, name: &str, settings: &Settings) -> Result<CatalogEntry, CatalogError> {
+        loop {
+            let entry = self.configured(name, settings)?;
+            if self.keep_configured(&entry) {
+                return Ok(entry);
+            }
+        }
+    }
+
+    /// `name` configured with `settings`, not kept: the caller keeps it with
+    /// [`Catalog::keep_configured`] once it has made the change durable.
+    pub fn configured(
+        &self,
+        name: &str,
+        settings: &Settings,
+    ) -> Result<CatalogEntry, CatalogError> {
         let entry = self.get(name)?;
         let slot = PolicySlot::configure(entry.slot.module.clone(), settings)
             .map_err(CatalogError::Configure)?;
-        let entry = CatalogEntry {
+        Ok(CatalogEntry {
             slot,
             source: entry.source,
-        };
-        self.name_to_entry
-            .write()
-            .unwrap()
-            .insert(name.to_string(), entry.clone());
-        Ok(entry)
+        })
+    }
+
+    /// Keeps `entry` as its policy's, unless another component of that name was loaded
+    /// since it was configured (an upload while the policy's `configure` ran): then
+    /// nothing changes and the answer is `false`, so a parameter change never undoes
+    /// an upload.
+    pub fn keep_configured(&self, entry: &CatalogEntry) -> bool {
+        let mut entries = self.name_to_entry.write().unwrap();
+        match entries.get_mut(entry.slot.name()) {
+            Some(current) if Arc::ptr_eq(&current.slot.module, &entry.slot.module) => {
+                *current = entry.clone();
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Every loaded policy, by name.

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use switchyard_control::{ExperimentError, RecordOptions, RecordingError, StateError};
+use switchyard_core::DisruptionBudget;
 
 use super::catalog::CatalogError;
 
@@ -45,6 +46,8 @@ pub struct LiveConfig {
     /// Record every round to this directory ([`switchyard_control::Recorder`]); the
     /// options' seed is set to [`LiveConfig::seed`] at start.
     pub record: Option<RecordOptions>,
+    /// How often the policies may disrupt running jobs.
+    pub disruption: DisruptionBudget,
 }
 
 /// What the kept decision records may hold by default, in bytes: a thousand rounds of a
@@ -69,6 +72,7 @@ impl Default for LiveConfig {
             utilisation_every: Duration::from_secs(1),
             stalled_after: Duration::from_secs(120),
             record: None,
+            disruption: DisruptionBudget::default(),
         }
     }
 }

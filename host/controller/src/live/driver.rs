@@ -11,15 +11,16 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use super::catalog::Catalog;
 use super::{
     Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
     UtilisationSample,
 };
 use switchyard_control::{
-    ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, Recorder, RoundOutcome, RunEnd,
-    Step,
+    ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, PolicyParameters, Recorder,
+    RoundOutcome, RunEnd, StateStore, Step,
 };
-use switchyard_core::Trigger;
+use switchyard_core::{Settings, Trigger};
 use switchyard_sim::PACE_SLICE;
 
 struct Driver {
@@ -40,6 +41,8 @@ struct Driver {
     was_leading: bool,
     /// State save failures already counted in the metrics.
     save_failures_seen: u64,
+    /// The parameters operators set, by policy, as this driver last kept them.
+    parameters: PolicyParameters,
 }
 
 /// What the decision thread builds its control loop from. The loop is built on the
@@ -49,8 +52,10 @@ pub(super) struct LoopParts {
     pub(super) active: CatalogEntry,
     /// The policy that decides a round the active one failed.
     pub(super) fallback: CatalogEntry,
-    /// Where state blobs and the active policy are kept.
+    /// Where state blobs, the active policy and the parameters are kept.
     pub(super) store: Box<dyn switchyard_control::StateStore>,
+    /// The parameters operators set, by policy, as the store kept them.
+    pub(super) parameters: PolicyParameters,
     /// What records each round, when `--record` asks for it.
     pub(super) recorder: Option<Recorder>,
 }
@@ -69,10 +74,12 @@ pub(super) fn spawn<C: LiveCluster>(
                 active,
                 fallback,
                 store,
+                parameters,
                 recorder,
             } = parts;
             let mut control = ControlLoop::new(active.slot, fallback.slot, config.seed)
                 .with_state_store(store)
+                .with_disruption_budget(config.disruption)
                 .keep_records(false);
             if let Some(recorder) = recorder {
                 control = control.with_observer(Box::new(recorder));
@@ -92,6 +99,7 @@ pub(super) fn spawn<C: LiveCluster>(
                 changed_policy: false,
                 was_leading,
                 save_failures_seen: 0,
+                parameters,
             };
             driver.run(&mut cluster);
         })
@@ -158,6 +166,7 @@ impl Driver {
         tracing::info!("leading: resuming the persisted policies and state");
         // Uploads first: the previous leader's active policy may be one of them.
         self.controller.restore_kept();
+        self.parameters = restore_parameters(self.controller.catalog(), self.control.state_store());
         self.control.reload_states();
         let saved = match self.control.state_store().load_active() {
             Ok(saved) => saved,
@@ -230,8 +239,30 @@ impl Driver {
 
     fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
         match command {
-            Command::Activate(entry, reply) | Command::Reconfigure(entry, reply) => {
-                let _ = reply.send(self.swap(entry));
+            Command::Activate(name, reply) => {
+                let activated = self
+                    .controller
+                    .catalog()
+                    .get(&name)
+                    .map_err(LiveError::from)
+                    .and_then(|entry| self.swap(entry));
+                let _ = reply.send(activated);
+            }
+            Command::SetParameters(name, settings, reply) => {
+                let _ = reply.send(self.set_parameters(&name, settings));
+            }
+            Command::Reload(name, reply) => {
+                let reloaded = if self.control.active().name() == name {
+                    self.controller
+                        .catalog()
+                        .get(&name)
+                        .map_err(LiveError::from)
+                        .and_then(|entry| self.swap(entry))
+                        .map(Some)
+                } else {
+                    Ok(None)
+                };
+                let _ = reply.send(reloaded);
             }
             Command::StartExperiment(experiment, replace, reply) => {
                 let running = self.control.experiment_report();
@@ -324,6 +355,44 @@ impl Driver {
         });
         self.job_list = Some((Instant::now(), rounds, list.clone()));
         list
+    }
+
+    /// Sets `name`'s parameters: checked by its `configure`, kept in the state store
+    /// (the leader's), then in the catalog, then applied from the next round when it is
+    /// the active policy. When the store cannot keep them nothing changes and the answer
+    /// says why.
+    fn set_parameters(
+        &mut self,
+        name: &str,
+        settings: Settings,
+    ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
+        let catalog = self.controller.catalog();
+        let entry = loop {
+            let entry = catalog.configured(name, &settings)?;
+            if self.controller.leader().is_leading() {
+                let mut parameters = self.parameters.clone();
+                parameters.insert(name.to_string(), settings.clone());
+                if let Err(error) = self.control.state_store().save_parameters(&parameters) {
+                    tracing::error!(%error, policy = name, "cannot persist the parameters; they stay as they were");
+                    self.controller.metrics().observe_state_save_failures(1);
+                    return Err(LiveError::NotDurable {
+                        active: self.control.active().name().to_string(),
+                        source: error,
+                    });
+                }
+                self.parameters = parameters;
+            }
+            if catalog.keep_configured(&entry) {
+                break entry;
+            }
+        };
+        tracing::info!(policy = name, settings = ?entry.slot.settings, "parameters set");
+        let applied = if self.control.active().name() == name {
+            Some(self.swap(entry.clone())?)
+        } else {
+            None
+        };
+        Ok((entry, applied))
     }
 
     /// Makes `entry` the active policy from the next round. The leader persists the
@@ -443,4 +512,20 @@ fn in_words(report: &ExperimentReport) -> String {
         ExperimentMode::Split { .. } => "split",
     };
     format!("{mode} of {} against {}", report.policy_a, report.policy_b)
+}
+
+/// Configures every policy in `catalog` with the parameters `store` kept for it and
+/// returns them; a policy that is not loaded, or refuses what was kept, keeps its own
+/// (a warning says which).
+pub(super) fn restore_parameters(catalog: &Catalog, store: &dyn StateStore) -> PolicyParameters {
+    let parameters = store.load_parameters().unwrap_or_else(|error| {
+        tracing::warn!(%error, "cannot read the kept parameters; every policy starts with its own");
+        PolicyParameters::new()
+    });
+    for (name, settings) in &parameters {
+        if let Err(error) = catalog.configure(name, settings) {
+            tracing::warn!(%error, policy = name, "the kept parameters do not apply");
+        }
+    }
+    parameters
 }

@@ -1,10 +1,12 @@
 //! The simulator crate's integration tests, one binary, one module per subject: the
 //! simulator itself, the control loop on it (policy state, resilience, recordings), the
-//! offline runs against the papers' figures (reproduction, constrained placement) and
-//! against the Pollux peer's outputs (`peer_agreement`, `pollux_model`).
+//! offline runs against the papers' figures (reproduction, constrained placement),
+//! against the Pollux peer's outputs (`peer_agreement`, `pollux_model`) and against
+//! policies that abuse the host's budgets over time (`budgets`).
 
 use switchyard_test_support as support;
 
+mod budgets;
 mod constrained;
 mod peer_agreement;
 mod policy_state;

@@ -79,7 +79,9 @@ pub(super) fn run(args: &ExperimentArgs<'_>, sandbox: &SandboxArgs) -> anyhow::R
     let runtime = sandbox.offline_runtime()?;
     let fallback = slot(&runtime, args.fallback)?;
     let mut sim = Simulator::new(workload.scenario(seed)?);
-    let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed).keep_records(false);
+    let mut control = ControlLoop::new(slot(&runtime, &a)?, fallback, seed)
+        .with_disruption_budget(sandbox.disruption.budget()?)
+        .keep_records(false);
     control.start_experiment(Experiment::new(slot(&runtime, &b)?, mode));
     let ended = control.run(&mut sim, |_, _| {});
     let report = control

@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
+use switchyard_core::Settings;
 use switchyard_runtime::{BUILTIN_POLICIES, CONTRACT_PACKAGE, PolicyRef};
 
 use super::SandboxArgs;
@@ -22,7 +23,9 @@ pub(crate) enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Check that a component is a valid policy; the exit status says whether it is.
+    /// Check that a component is a valid policy: it loads, describes itself and accepts
+    /// its default settings (`configure`, under the call deadline); the exit status says
+    /// whether it is.
     Validate {
         /// A built-in policy name or a `.wasm` file.
         policy: String,
@@ -103,7 +106,20 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
         }
         PolicyCommand::Validate { policy } => {
             let reference = PolicyRef::parse(&policy)?;
-            match reference.load(&sandbox.checking_runtime()?) {
+            let checked = reference
+                .load(&sandbox.checking_runtime()?)
+                .map_err(|error| error.to_string())
+                .and_then(|module| {
+                    // A policy that cannot be configured fails every run that uses it.
+                    match module.configure(&Settings::new()) {
+                        Ok(_) => Ok(module),
+                        Err(error) => Err(format!(
+                            "{}: calling `configure` with the default settings failed: {error}",
+                            reference.source_name()
+                        )),
+                    }
+                });
+            match checked {
                 Ok(module) => {
                     let d = module.description();
                     println!(

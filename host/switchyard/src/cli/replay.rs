@@ -56,6 +56,10 @@ pub(crate) struct ReplayArgs {
     /// With --simulate: directory for results.json, decision traces and plots.
     #[arg(long, value_name = "DIR", requires = "simulate")]
     pub out: Option<PathBuf>,
+    /// With --simulate: KiB of decision records each run's trace holds; the rounds past
+    /// it are summarised in the trace's last line.
+    #[arg(long, default_value_t = super::simulate::DEFAULT_TRACE_LIMIT_KIB, value_name = "KIB")]
+    pub trace_limit_kib: u64,
     /// With --simulate: the seed of the simulated runs (default: the recording's).
     #[arg(long, requires = "simulate")]
     pub seed: Option<u64>,
@@ -191,6 +195,7 @@ fn counterfactual(
             fallback: &args.fallback,
             baseline: Some(estimated.recorded),
             json: false,
+            trace_limit_kib: args.trace_limit_kib,
         },
         sandbox,
     )

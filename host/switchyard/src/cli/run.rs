@@ -163,6 +163,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     let config = LiveConfig {
         speed: args.speed,
         state_dir: args.state_dir.clone(),
+        disruption: sandbox.disruption.budget()?,
         ..args.live.config(workload.seed(), &args.cluster)
     };
     let scenario = workload.scenario(config.seed)?;

@@ -6,9 +6,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use switchyard_runtime::{ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_core::DisruptionBudget;
+use switchyard_runtime::{LogRate, ResultBudget, Runtime, RuntimeOptions, SandboxLimits};
 
-/// Sandbox settings shared by every command that runs policies.
+/// Sandbox settings shared by every command that runs policies, and the limits on what
+/// their decisions may do to running jobs.
 #[derive(Debug, clap::Args)]
 pub(crate) struct SandboxArgs {
     /// Deadline of one policy call, in milliseconds [default: 100 for the controller
@@ -47,6 +49,15 @@ pub(crate) struct SandboxArgs {
     #[arg(long, global = true, default_value_t = ResultBudget::default().log_bytes >> 10, value_name = "KIB")]
     pub policy_log_kib: usize,
 
+    /// Log lines a policy may write per minute of cluster time, over all its calls (a
+    /// minute's worth may come at once); the rest is counted in one line per minute.
+    #[arg(long, global = true, default_value_t = LogRate::default().lines_per_minute, value_name = "N")]
+    pub policy_log_lines_per_minute: usize,
+
+    /// KiB of log a policy may write per minute of cluster time, over all its calls.
+    #[arg(long, global = true, default_value_t = LogRate::default().bytes_per_minute >> 10, value_name = "KIB")]
+    pub policy_log_kib_per_minute: usize,
+
     /// The soonest a policy may ask to be called again, in seconds of cluster time; a
     /// shorter `next-call-after` is raised to it.
     #[arg(long, global = true, default_value_t = SandboxLimits::default().min_call_interval, value_name = "SECONDS")]
@@ -61,6 +72,42 @@ pub(crate) struct SandboxArgs {
     /// Compile policies in memory only, every run: no on-disk cache.
     #[arg(long, global = true, env = "SWITCHYARD_NO_CACHE", value_parser = clap::builder::FalseyValueParser::new())]
     pub no_cache: bool,
+
+    #[command(flatten)]
+    pub disruption: DisruptionArgs,
+}
+
+/// The disruption budget (docs/security.md): how often a policy may migrate, rescale or
+/// preempt running jobs, in every mode.
+#[derive(Debug, clap::Args)]
+pub(crate) struct DisruptionArgs {
+    /// Seconds of cluster time a job runs after it was started, restarted, migrated,
+    /// rescaled or preempted before a policy may disrupt it again (migrate it to another
+    /// node, rescale or preempt it); 0 sets no minimum.
+    #[arg(long, global = true, default_value_t = DisruptionBudget::default().min_run_time, value_name = "SECONDS")]
+    pub min_run_time: f64,
+
+    /// The largest share of the jobs holding nodes that may be disrupted per
+    /// `--disruption-interval`, in (0, 1], at least one job; 1 sets no cap.
+    #[arg(long, global = true, default_value_t = DisruptionBudget::default().max_share, value_name = "SHARE")]
+    pub max_disrupted_share: f64,
+
+    /// The interval `--max-disrupted-share` is counted over, seconds of cluster time; 0
+    /// sets no cap.
+    #[arg(long, global = true, default_value_t = DisruptionBudget::default().interval, value_name = "SECONDS")]
+    pub disruption_interval: f64,
+}
+
+impl DisruptionArgs {
+    /// The budget the flags set, each checked against its range.
+    pub(crate) fn budget(&self) -> anyhow::Result<DisruptionBudget> {
+        DisruptionBudget::new(
+            self.min_run_time,
+            self.max_disrupted_share,
+            self.disruption_interval,
+        )
+        .context("--min-run-time, --max-disrupted-share, --disruption-interval")
+    }
 }
 
 /// The controller's deadline: a round must not hold up a real cluster.
@@ -110,6 +157,10 @@ impl SandboxArgs {
                     log_bytes: self.policy_log_kib << 10,
                 },
                 min_call_interval: self.min_call_interval,
+                log_rate: LogRate {
+                    lines_per_minute: self.policy_log_lines_per_minute,
+                    bytes_per_minute: self.policy_log_kib_per_minute << 10,
+                },
                 ..SandboxLimits::default()
             },
             cache_dir: self.compile_cache()?,

@@ -3,11 +3,12 @@
 
 mod runs;
 mod table;
+mod trace;
 
 pub(super) use runs::{plan, policy_of, target_of};
 pub(super) use table::{TimeUnit, layout};
+pub(super) use trace::DEFAULT_TRACE_LIMIT_KIB;
 
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -16,10 +17,11 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::write_plots;
 use switchyard_control::PolicySlot;
 use switchyard_runtime::{PolicyRef, Runtime, builtin};
-use switchyard_sim::{Records, Results, RunResult, Workload, run_offline};
+use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
 use super::experiment::ExperimentArgs;
+use trace::TraceWriter;
 
 /// Arguments of `simulate`.
 #[derive(Debug, clap::Args)]
@@ -68,6 +70,11 @@ pub(crate) struct SimulateArgs {
     /// tables.
     #[arg(long)]
     pub json: bool,
+    /// KiB of decision records each run's trace (`decisions-NAME.jsonl` under --out)
+    /// holds; the rounds past it are summarised in the trace's last line,
+    /// `{"omitted": {...}}`.
+    #[arg(long, default_value_t = trace::DEFAULT_TRACE_LIMIT_KIB, value_name = "KIB")]
+    pub trace_limit_kib: u64,
 }
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -104,6 +111,7 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
             fallback: &args.fallback,
             baseline: None,
             json: args.json,
+            trace_limit_kib: args.trace_limit_kib,
         },
         sandbox,
     )?;
@@ -159,6 +167,8 @@ pub(super) struct Comparison<'a> {
     pub baseline: Option<RunResult>,
     /// Print `results.json`'s content instead of the tables.
     pub json: bool,
+    /// KiB of records each run's decision trace holds before it summarises the rest.
+    pub trace_limit_kib: u64,
 }
 
 /// Runs the workload under each policy and prints the table, the per-job changes and
@@ -167,6 +177,7 @@ pub(super) struct Comparison<'a> {
 pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Result<()> {
     let scenario = c.workload.scenario(c.seed)?;
     let runtime = sandbox.offline_runtime()?;
+    let disruption = sandbox.disruption.budget()?;
     // A run without an alias is named by its policy's own name (compiling here is no
     // extra cost: the runtime keeps the module for the run).
     let specs = runs::plan(&c.policies, c.sets, |policy| {
@@ -198,13 +209,18 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
         let trace = c
             .out
             .map(|dir| dir.join(format!("decisions-{}.jsonl", spec.name)));
+        let options = OfflineOptions {
+            records: Records::Stream,
+            disruption,
+        };
         let mut run = run_one(
             &runtime,
             &spec,
             &fallback,
             scenario.clone(),
             c.seed,
-            trace.as_deref(),
+            options,
+            trace.as_deref().map(|file| (file, c.trace_limit_kib)),
         )?;
         if let Some(file) = trace.as_deref().and_then(Path::file_name) {
             traces.push(file.to_string_lossy().into_owned());
@@ -242,15 +258,17 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
     Ok(())
 }
 
-/// Runs one policy; its decision records go to `trace` as they are made (JSON lines),
-/// or nowhere, so a long trace runs in bounded memory either way.
+/// Runs one policy; its decision records go to `trace` (a file and its limit, KiB) as
+/// they are made (JSON lines), or nowhere, so a long trace runs in bounded memory
+/// either way.
 fn run_one(
     runtime: &Runtime,
     spec: &runs::RunSpec,
     fallback: &PolicySlot,
     scenario: switchyard_sim::Scenario,
     seed: u64,
-    trace: Option<&Path>,
+    options: OfflineOptions,
+    trace: Option<(&Path, u64)>,
 ) -> anyhow::Result<RunResult> {
     let total = scenario.jobs.len() as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -261,13 +279,8 @@ fn run_one(
     );
     bar.set_prefix(spec.name.clone());
     let mut writer = trace
-        .map(|file| {
-            std::fs::File::create(file)
-                .map(std::io::BufWriter::new)
-                .with_context(|| format!("writing {}", file.display()))
-        })
+        .map(|(file, limit_kib)| TraceWriter::create(file, limit_kib))
         .transpose()?;
-    let mut write_error = None;
     let run = run_offline(
         runtime,
         &spec.policy,
@@ -275,24 +288,26 @@ fn run_one(
         fallback,
         scenario,
         seed,
-        Records::Stream,
+        options,
         |s, record| {
             bar.set_position(switchyard_control::Cluster::finished_jobs(s) as u64);
-            if let (Some(w), None) = (writer.as_mut(), &write_error) {
-                let written = serde_json::to_writer(&mut *w, record)
-                    .map_err(std::io::Error::from)
-                    .and_then(|()| w.write_all(b"\n"));
-                write_error = written.err();
+            if let Some(w) = writer.as_mut() {
+                w.record(record);
             }
         },
     )?;
     bar.finish_and_clear();
-    if let (Some(file), Some(error)) = (trace, write_error) {
-        return Err(error).with_context(|| format!("writing {}", file.display()));
-    }
-    if let (Some(file), Some(mut w)) = (trace, writer) {
-        w.flush()
-            .with_context(|| format!("writing {}", file.display()))?;
+    if let (Some((file, _)), Some(writer)) = (trace, writer)
+        && let Some(omitted) = writer.finish()?
+    {
+        eprintln!(
+            "{}: {} rounds from t={:.0}s to t={:.0}s past its limit of {} KiB are summarised in its last line (--trace-limit-kib)",
+            file.display(),
+            omitted.rounds,
+            omitted.first_time,
+            omitted.last_time,
+            omitted.limit_bytes / 1024,
+        );
     }
     Ok(run.result)
 }

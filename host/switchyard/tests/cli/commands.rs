@@ -362,6 +362,48 @@ fn simulate_out_writes_every_plot_as_png_and_svg_and_names_the_files() {
     assert!(dir.path().join("decisions-gang.jsonl").is_file());
 }
 
+#[test]
+fn simulate_holds_each_decision_trace_to_its_limit_and_summarises_the_rounds_past_it() {
+    let example = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/quickstart.yaml"
+    );
+    const LIMIT_KIB: usize = 4;
+    let trace_of = |limit: Option<usize>| {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().to_str().unwrap();
+        let mut args = vec!["simulate", example, "--policy", "default", "--out", out];
+        let limit = limit.map(|kib| kib.to_string());
+        if let Some(kib) = &limit {
+            args.extend(["--trace-limit-kib", kib]);
+        }
+        stdout_of(&args);
+        std::fs::read_to_string(dir.path().join("decisions-default.jsonl")).unwrap()
+    };
+    let whole = trace_of(None);
+    let cut = trace_of(Some(LIMIT_KIB));
+    assert!(
+        whole.len() > LIMIT_KIB << 10,
+        "the run writes more than the limit"
+    );
+
+    let (records, summary) = cut
+        .trim_end()
+        .rsplit_once('\n')
+        .expect("records, then the summary");
+    assert!(records.len() < LIMIT_KIB << 10, "{} bytes", records.len());
+    assert!(
+        whole.starts_with(records),
+        "the trace is the run's first rounds, written whole"
+    );
+    let summary: serde_json::Value = serde_json::from_str(summary).unwrap();
+    let omitted = &summary["omitted"];
+    let left_out = &whole[records.len() + 1..];
+    assert_eq!(omitted["rounds"], left_out.lines().count(), "{summary}");
+    assert_eq!(omitted["bytes"], left_out.len(), "{summary}");
+    assert_eq!(omitted["limit_bytes"], LIMIT_KIB << 10, "{summary}");
+}
+
 /// Files (at any depth) under `dir` that `keep` accepts by name.
 fn files_under(dir: &std::path::Path, keep: &dyn Fn(&str) -> bool) -> usize {
     std::fs::read_dir(dir).map_or(0, |entries| {

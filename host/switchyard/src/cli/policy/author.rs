@@ -178,6 +178,7 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         input: &args.input,
         seed: args.seed,
         save_snapshots: args.save_snapshots.as_deref(),
+        disruption: sandbox.disruption.budget()?,
     };
     let run = run_policy_test(&runtime, &spec, &fallback)?;
     let rendered = render_trace(&run.header, &run.records);

@@ -1,0 +1,181 @@
+//! The host's budgets over time against policies that abuse them, in whole offline runs:
+//! a policy that preempts every running job every round (the `preempt-all` test guest)
+//! still lets the quickstart finish, under the default disruption budget; the paper
+//! policies never reach the budget's minimum run time; a policy that logs all its
+//! per-call cap allows every second (the `log-flood` test guest) logs no more over a long
+//! run than its log budget per minute allows.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use switchyard_control::DecisionRecord;
+use switchyard_runtime::{LogRate, Runtime};
+use switchyard_sim::{OfflineRun, Records, Workload, load_slot, run_offline};
+
+fn example(name: &str) -> Workload {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples")
+        .join(name);
+    Workload::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Runs `workload` on its own seed under `policy` (a built-in name or a `.wasm` path)
+/// with its defaults, under the default disruption budget, keeping every record.
+fn run(runtime: &Runtime, workload: &Workload, policy: &str) -> OfflineRun {
+    let fallback = load_slot(runtime, "default", &BTreeMap::new()).expect("default policy");
+    let scenario = workload.scenario(workload.seed()).unwrap();
+    run_offline(
+        runtime,
+        policy,
+        &BTreeMap::new(),
+        &fallback,
+        scenario,
+        workload.seed(),
+        Records::Keep,
+        |_, _| {},
+    )
+    .unwrap_or_else(|e| panic!("{policy}: {e}"))
+}
+
+/// The reasons of every action the validator turned down in `records`.
+fn rejections(records: &[DecisionRecord]) -> impl Iterator<Item = &str> {
+    records
+        .iter()
+        .flat_map(|r| &r.arm_a.rejected)
+        .map(|r| r.rejected_because.as_str())
+}
+
+/// A refusal for the minimum run time, in the validator's words (its `Display`).
+const MIN_RUN_TIME: &str = "the disruption budget lets it run";
+/// A refusal for the cap per interval.
+const CAP: &str = "the disruption budget allows";
+
+#[test]
+fn the_quickstart_under_a_policy_that_preempts_every_job_every_round_finishes_every_job() {
+    let runtime = support::generous_runtime();
+    let workload = example("quickstart.yaml");
+    let run = run(&runtime, &workload, &support::guest("preempt-all"));
+    let summary = &run.result.summary;
+    assert_eq!(
+        summary.finished, summary.jobs,
+        "every job finishes: {summary:?}"
+    );
+    assert_eq!(summary.policy_failures, 0, "{summary:?}");
+    assert!(summary.preemptions > 0, "the budget lets some through");
+    let refused: Vec<&str> = rejections(run.control.records())
+        .filter(|reason| reason.contains(MIN_RUN_TIME) || reason.contains(CAP))
+        .collect();
+    assert!(
+        refused.len() as u64 > summary.preemptions,
+        "the budget refused more preemptions ({}) than it let through ({})",
+        refused.len(),
+        summary.preemptions
+    );
+}
+
+#[test]
+fn specon_dragon_and_tiresias_never_reach_the_default_minimum_run_time() {
+    let runtime = support::generous_runtime();
+    for file in [
+        "quickstart.yaml",
+        "dragon-table1.yaml",
+        "specon-random-20.yaml",
+    ] {
+        let workload = example(file);
+        for policy in ["specon", "dragon", "tiresias"] {
+            let run = run(&runtime, &workload, policy);
+            let refused: Vec<&str> = rejections(run.control.records())
+                .filter(|reason| reason.contains(MIN_RUN_TIME))
+                .collect();
+            assert!(refused.is_empty(), "{policy} on {file}: {refused:#?}");
+        }
+    }
+}
+
+/// A writer the log lines of one test go to.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// One job that runs for ten minutes of cluster time, while log-flood is called every
+/// second.
+const TEN_MINUTES: &str = "seed: 1
+cluster:
+  nodes:
+    - {name: n, cpus: 4, memory_gib: 8}
+templates:
+  t: {work: 600, speed: 1.0, cpus: 1, max_cores: 1, memory_gib: 1, curve: none}
+jobs:
+  - {template: t}
+";
+
+#[test]
+fn a_long_run_under_a_policy_that_floods_its_log_logs_within_its_budget_per_minute() {
+    let runtime = support::generous_runtime();
+    let workload = Workload::parse(TEN_MINUTES, Path::new("ten-minutes.yaml")).unwrap();
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || writer.clone())
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .finish();
+    let run = tracing::subscriber::with_default(subscriber, || {
+        run(&runtime, &workload, &support::guest("log-flood"))
+    });
+    let summary = &run.result.summary;
+    assert_eq!(summary.finished, 1, "{summary:?}");
+    let last_round = run.control.records().last().expect("rounds").time;
+    let minutes = last_round / 60.0;
+    assert!(minutes >= 9.0, "a long run: {minutes:.1} minutes");
+    assert!(
+        summary.rounds as f64 >= minutes * 50.0,
+        "called about every second: {} rounds",
+        summary.rounds
+    );
+
+    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    // The guest's lines are `t=TIME xxx...`; the host's report of what it dropped is
+    // one line of its own.
+    let logged: Vec<&str> = text.lines().filter(|l| l.contains("xxxxxxxx")).collect();
+    let reports = text
+        .lines()
+        .filter(|l| l.contains("per minute of cluster time"))
+        .count();
+    let rate = LogRate::default();
+    let allowed = |per_minute: usize| (per_minute as f64 * (minutes + 1.0)) as usize;
+    assert!(!logged.is_empty(), "the budget lets some through");
+    assert!(
+        logged.len() <= allowed(rate.lines_per_minute),
+        "{} lines in {minutes:.1} minutes for a budget of {} a minute",
+        logged.len(),
+        rate.lines_per_minute
+    );
+    // A message runs from its `t=` to its last `x`; the rest is the log's own framing.
+    let message_len = |line: &str| {
+        let message = &line[line.find("t=").expect("the guest's prefix")..];
+        message.rfind('x').expect("the guest's fill") + 1
+    };
+    let bytes: usize = logged.iter().map(|l| message_len(l)).sum();
+    assert!(
+        bytes <= allowed(rate.bytes_per_minute),
+        "{bytes} bytes of log lines in {minutes:.1} minutes for a budget of {} bytes a minute",
+        rate.bytes_per_minute
+    );
+    assert!(
+        (1..=minutes as usize + 2).contains(&reports),
+        "{reports} reports of dropped lines in {minutes:.1} minutes: one a minute at most"
+    );
+}
