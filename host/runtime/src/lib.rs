@@ -47,6 +47,7 @@ mod error;
 mod limits;
 mod log_budget;
 mod module;
+mod printable;
 mod registry;
 mod sandbox;
 mod session;

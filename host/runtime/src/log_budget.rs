@@ -15,7 +15,7 @@
 use std::sync::{Arc, Mutex};
 
 use crate::limits::LogRate;
-use crate::sandbox::printable;
+use crate::printable::printable;
 
 /// Cluster seconds the bucket takes to refill from empty, and between two reports of
 /// what was dropped.

@@ -14,7 +14,8 @@ use crate::epoch;
 use crate::error::{CallDeadline, LoadError, PolicyError};
 use crate::limits::SandboxLimits;
 use crate::log_budget::PolicyLog;
-use crate::sandbox::{self, GuestState};
+use crate::printable::printable;
+use crate::sandbox::GuestState;
 use crate::tier::Compiler;
 use switchyard_core::{ComponentDigest, Decision, Description, Settings, Snapshot};
 
@@ -317,7 +318,7 @@ impl PolicyModule {
         PolicyError::Refused {
             policy: self.name().to_string(),
             digest: self.digest.short(),
-            message: sandbox::printable(&message).into_owned(),
+            message: printable(&message).into_owned(),
         }
     }
 }

@@ -4,7 +4,6 @@
 //! with its per-call cap (and, for a call made through a session, the policy's log
 //! budget over time, whose account `log_budget.rs` keeps).
 
-use std::borrow::Cow;
 use std::time::Duration;
 
 use rand_core::SeedableRng;
@@ -18,6 +17,7 @@ use crate::contract::bindings::switchyard::policy::types;
 use crate::error::CallDeadline;
 use crate::limits::{LogRate, ResultBudget};
 use crate::log_budget::PolicyLog;
+use crate::printable::printable;
 
 /// How much a guest may print to stdout/stderr in one call before the rest is dropped.
 const GUEST_OUTPUT_CAPACITY: usize = 64 * 1024;
@@ -241,23 +241,6 @@ impl Host for GuestState {
             LogLevel::Error => tracing::error!(policy, "{message}"),
         }
     }
-}
-
-/// `text` with its control characters escaped (`\n` for a newline), so nothing a policy
-/// writes can start a line of the host's log or forge one.
-pub(crate) fn printable(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(char::is_control) {
-        return Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if c.is_control() {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
 }
 
 /// Caps linear memory; remembers a refusal so the host can report it as out-of-memory

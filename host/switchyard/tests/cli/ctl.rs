@@ -44,16 +44,18 @@ async fn ctl(base: &str, env: &[(&str, &str)], args: &[&str]) -> Ran {
 
 const WITH_TOKEN: &[(&str, &str)] = &[("SWITCHYARD_TOKEN", TOKEN)];
 
-/// Jobs whose ids carry an OSC title sequence, a bell and a right-to-left override.
+/// Jobs whose ids carry a right-to-left override (a workload refuses control characters
+/// in names, so the escaping of ESC, OSC and CR is shown by the unit tests of the
+/// terminal module).
 const HOSTILE_NAMES: &str = "
 seed: 1
 cluster:
   nodes:
     - {name: cpu, count: 2, cpus: 8, memory_gib: 32}
 templates:
-  \"evil\\e]0;owned\\a\\u202e\": {work: 2000, speed: 1.0, cpus: 1, max_cores: 1, memory_gib: 1, curve: none, checkpointable: false}
+  \"evil\\u202e\": {work: 2000, speed: 1.0, cpus: 1, max_cores: 1, memory_gib: 1, curve: none, checkpointable: false}
 jobs:
-  - {template: \"evil\\e]0;owned\\a\\u202e\", count: 3, every: 1}
+  - {template: \"evil\\u202e\", count: 3, every: 1}
 ";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,8 +441,7 @@ async fn a_token_flag_overrides_the_environment_and_an_empty_variable_counts_as_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_escapes_what_the_controller_echoes_and_lists_only_its_own_flags() {
-    // Job ids made of a template name that moves the cursor, retitles the terminal and
-    // reverses the text after it.
+    // Job ids made of a template name that reverses the text after it.
     let live = start_live(HOSTILE_NAMES, 20.0, Duration::from_millis(500)).await;
     live.wait_for("/v1/jobs", |page| page["total"].as_u64().unwrap_or(0) > 0)
         .await;
@@ -453,7 +454,7 @@ async fn ctl_escapes_what_the_controller_echoes_and_lists_only_its_own_flags() {
             ran.stdout
         );
         assert!(
-            ran.stdout.contains("evil\\u{1b}]0;owned\\u{7}\\u{202e}-0"),
+            ran.stdout.contains("evil\\u{202e}-0"),
             "{args:?}: {}",
             ran.stdout
         );
