@@ -52,7 +52,7 @@ fn assert_matches_golden(policy: &str, workload: &str) {
         panic!(
             "{policy} no longer decides as tests/golden/{policy}.trace records.\n\
              If the change is intended, regenerate the file and commit it with the change:\n  \
-             cargo run -- policy test {policy} {workload} --min-run-time 0 --max-disrupted-share 1 --golden tests/golden/{policy}.trace --bless\n\n{diff}"
+             cargo run -- policy test {policy} {workload} --no-disruption-budget --golden tests/golden/{policy}.trace --bless\n\n{diff}"
         );
     }
 }

@@ -96,11 +96,23 @@ pub(crate) struct DisruptionArgs {
     /// sets no cap.
     #[arg(long, global = true, default_value_t = DisruptionBudget::default().interval, value_name = "SECONDS")]
     pub disruption_interval: f64,
+
+    /// No disruption budget at all: every disruption the validator accepts goes through,
+    /// so a policy runs as its paper describes it (the papers' reproductions use it).
+    #[arg(
+        long,
+        global = true,
+        conflicts_with_all = ["min_run_time", "max_disrupted_share", "disruption_interval"]
+    )]
+    pub no_disruption_budget: bool,
 }
 
 impl DisruptionArgs {
     /// The budget the flags set, each checked against its range.
     pub(crate) fn budget(&self) -> anyhow::Result<DisruptionBudget> {
+        if self.no_disruption_budget {
+            return Ok(DisruptionBudget::OFF);
+        }
         DisruptionBudget::new(
             self.min_run_time,
             self.max_disrupted_share,

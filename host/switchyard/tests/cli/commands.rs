@@ -363,6 +363,43 @@ fn simulate_out_writes_every_plot_as_png_and_svg_and_names_the_files() {
 }
 
 #[test]
+fn no_disruption_budget_runs_a_policy_as_its_paper_does_and_the_default_budget_refuses_some_of_it()
+{
+    let table1 = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/dragon-table1.yaml"
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec!["simulate", table1, "--policy", "dragon"];
+        args.extend(extra);
+        stdout_of(&args)
+    };
+    let off = run(&["--no-disruption-budget"]);
+    assert_eq!(
+        off,
+        run(&["--min-run-time", "0", "--max-disrupted-share", "1"]),
+        "the flag is no budget at all"
+    );
+    // DRAGON's scale-down of a job for an urgent one falls in the cap's interval.
+    assert_ne!(
+        off,
+        run(&[]),
+        "the default budget changes DRAGON on Table 1"
+    );
+    let clash = switchyard()
+        .args([
+            "simulate",
+            table1,
+            "--no-disruption-budget",
+            "--min-run-time",
+            "5",
+        ])
+        .output()
+        .unwrap();
+    assert!(!clash.status.success(), "the flag and a budget flag clash");
+}
+
+#[test]
 fn simulate_holds_each_decision_trace_to_its_limit_and_summarises_the_rounds_past_it() {
     let example = concat!(
         env!("CARGO_MANIFEST_DIR"),
