@@ -10,6 +10,7 @@
 //! and drawn with a font embedded in the binary (DejaVu Sans, licence beside it in
 //! `assets/fonts/`), so a machine without system fonts draws the same image.
 
+mod figure;
 mod figures;
 mod style;
 mod sweep;
@@ -21,6 +22,8 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 
 use switchyard_sim::{Results, SweepResults};
+
+use figure::Figure;
 
 /// A plot that could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -34,12 +37,6 @@ pub struct PlotError {
 
 /// The plots [`write_plots`] writes, each as `NAME.svg` and `NAME.png`.
 pub const PLOTS: [&str; 3] = ["utilisation", "completion", "completion-cdf"];
-
-/// One plot: its size and how to draw it.
-trait Figure {
-    fn size(&self) -> (u32, u32);
-    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, Shift>) -> Result<(), String>;
-}
 
 /// Writes every plot of [`PLOTS`] into `dir` as SVG and PNG; returns the files' names.
 pub fn write_plots(dir: &Path, results: &Results) -> Result<Vec<String>, PlotError> {

@@ -5,7 +5,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use super::Figure;
+use super::figure::Figure;
 use super::style::{Unit, colour, error, tick};
 use switchyard_sim::{Results, RunOutcome, RunResult, UtilPoint};
 

@@ -55,12 +55,6 @@ const KNOWN_CYCLES: &[KnownCycle] = &[
         modules: &["live", "live::driver"],
         issue: 40,
     },
-    // The figure type in `plot.rs`, which its figures use.
-    KnownCycle {
-        krate: "switchyard",
-        modules: &["plot", "plot::figures"],
-        issue: 40,
-    },
 ];
 
 /// Modules of one crate allowed to reach one another until an issue removes the cycle.
