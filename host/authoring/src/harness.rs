@@ -15,7 +15,9 @@ use switchyard_core::{
     Action, DisruptionBudget, JobLabel, Settings, Snapshot, Trigger, check_decision,
 };
 use switchyard_runtime::Runtime;
-use switchyard_sim::{OfflineError, Simulator, Workload, WorkloadError, load_slot};
+use switchyard_sim::{
+    InputLimits, OfflineError, Simulator, Workload, WorkloadError, load_slot,
+};
 
 use crate::fixture::{Fixture, FixtureError};
 use crate::trace::operation_text;
@@ -65,6 +67,8 @@ pub struct TestSpec<'a> {
     pub save_snapshots: Option<&'a Path>,
     /// How often the policy may disrupt running jobs (a workload's run only).
     pub disruption: DisruptionBudget,
+    /// The bounds the input is read within (its size: `yaml_bytes`).
+    pub limits: InputLimits,
 }
 
 /// A finished test run.
@@ -112,10 +116,14 @@ pub fn run_policy_test(
     spec: &TestSpec,
     fallback: &PolicySlot,
 ) -> Result<TestRun, HarnessError> {
-    let text = std::fs::read_to_string(spec.input).map_err(|source| HarnessError::Read {
+    let read = |source| HarnessError::Read {
         path: spec.input.to_path_buf(),
         source,
-    })?;
+    };
+    let bytes = switchyard_control::read_regular_file(spec.input, spec.limits.yaml_bytes)
+        .map_err(read)?;
+    let text = String::from_utf8(bytes)
+        .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     if Fixture::looks_like(&text) {
         if spec.save_snapshots.is_some() {
             return Err(HarnessError::SnapshotsOfFixture {
@@ -125,7 +133,7 @@ pub fn run_policy_test(
         let fixture = Fixture::parse(&text, spec.input)?;
         run_fixture(runtime, spec, &fixture)
     } else {
-        let workload = Workload::parse(&text, spec.input)?;
+        let workload = Workload::parse_with(&text, spec.input, spec.limits)?;
         run_workload(runtime, spec, &workload, fallback)
     }
 }

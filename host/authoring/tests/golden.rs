@@ -9,6 +9,7 @@ use switchyard_authoring::{TestSpec, diff_trace, render_trace, run_policy_test};
 use switchyard_control::PolicySlot;
 use switchyard_core::{DisruptionBudget, Settings};
 use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
+use switchyard_sim::InputLimits;
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,6 +38,7 @@ fn trace_of(policy: &str, workload: &str) -> String {
         save_snapshots: None,
         // The policy's own decisions: the host's disruption budget has tests of its own.
         disruption: DisruptionBudget::OFF,
+        limits: InputLimits::default(),
     };
     let run = run_policy_test(&runtime, &spec, &fallback).unwrap();
     render_trace(&run.header, &run.records)

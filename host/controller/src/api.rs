@@ -1,6 +1,8 @@
 //! The HTTP API of the live controller (axum): routes, authentication of the mutating
-//! ones, the upload size limit, the operator's console (`console`: a page and its assets,
-//! embedded in the binary), serving with a shutdown signal, and the OpenAPI document
+//! ones, the upload size limit, what one client may hold (`limits`: body deadline,
+//! uploads at once), the operator's console (`console`: a page and its assets, embedded
+//! in the binary), serving within the connection limits with a shutdown signal
+//! (`serve`), and the OpenAPI document
 //! generated from the handlers' annotations (`switchyard openapi` writes it to
 //! `docs/openapi.json`). Handlers translate between HTTP and [`Controller`]; they decide
 //! nothing themselves.
@@ -10,22 +12,23 @@ mod cluster;
 mod console;
 mod error;
 mod experiment;
+mod limits;
 mod observe;
 mod policies;
+mod serve;
 mod state;
-
-use std::future::Future;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::StatusCode;
 use axum::routing::{get, post, put};
 use axum::{Router, middleware};
-use tokio::net::TcpListener;
 use utoipa::OpenApi;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
 
-pub use auth::{Token, TokenError};
+pub use auth::{MAX_TOKEN_FILE_BYTES, Token, TokenError, read_token_file};
 pub use error::ApiError;
+pub use limits::HttpLimits;
+pub use serve::serve;
 
 use crate::live::Controller;
 use state::ApiState;
@@ -42,12 +45,32 @@ pub struct ApiConfig {
     pub token: Option<Token>,
     /// Largest accepted upload.
     pub max_upload_bytes: usize,
+    /// What one client may hold: connections, timeouts, uploads at once.
+    pub limits: HttpLimits,
+}
+
+impl Default for ApiConfig {
+    /// No token (changes refused), the default upload limit and [`HttpLimits`].
+    fn default() -> Self {
+        Self {
+            token: None,
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            limits: HttpLimits::default(),
+        }
+    }
 }
 
 /// The router: read endpoints and the console open on every replica, mutating ones
 /// behind the bearer token and answered only by the leader (a follower refuses them with
-/// 503 and names the leader).
+/// 503 and names the leader). Every body must arrive within the body-read timeout, and
+/// uploads past the number received at once are refused (503, `Retry-After`) before
+/// their body is read.
 pub fn router(controller: Controller, config: ApiConfig) -> Router {
+    let uploads = limits::UploadSlots::new(config.limits.max_concurrent_uploads, controller.clone());
+    let deadline = limits::BodyDeadline {
+        timeout: config.limits.body_read_timeout,
+        controller: controller.clone(),
+    };
     let state = ApiState {
         controller,
         max_upload_bytes: config.max_upload_bytes,
@@ -55,7 +78,9 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
     let mutating = Router::new()
         .route(
             "/v1/policies",
-            post(policies::upload).layer(DefaultBodyLimit::max(config.max_upload_bytes)),
+            post(policies::upload)
+                .layer(DefaultBodyLimit::max(config.max_upload_bytes))
+                .layer(middleware::from_fn_with_state(uploads, limits::limit_uploads)),
         )
         .route("/v1/policies/{name}/activate", post(policies::activate))
         .route(
@@ -103,19 +128,11 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
                 "this endpoint does not take that method; see docs/openapi.json",
             )
         })
+        .layer(middleware::from_fn_with_state(
+            deadline,
+            limits::bound_body_read,
+        ))
         .with_state(state)
-}
-
-/// Serves `router` on `listener` until `shutdown` completes, then finishes the requests
-/// in flight.
-pub async fn serve(
-    listener: TcpListener,
-    router: Router,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown)
-        .await
 }
 
 #[derive(OpenApi)]

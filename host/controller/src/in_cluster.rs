@@ -259,7 +259,13 @@ pub async fn run_in_cluster(
             }
         }
     };
-    let served = api::serve(listener, router, stop).await;
+    let served = api::serve(
+        listener,
+        router,
+        controller.clone(),
+        options.api.limits.clone(),
+        stop,
+    ).await;
     tracing::info!("shutting down");
     // Stop deciding first, then stop acting, then hand the Lease over.
     tokio::task::spawn_blocking(move || {

@@ -28,7 +28,8 @@ mod metrics;
 mod policy_dir;
 
 pub use api::{
-    ApiConfig, ApiError, DEFAULT_MAX_UPLOAD_BYTES, Token, TokenError, openapi_json, router, serve,
+    ApiConfig, ApiError, DEFAULT_MAX_UPLOAD_BYTES, HttpLimits, MAX_TOKEN_FILE_BYTES, Token,
+    TokenError, openapi_json, read_token_file, router, serve,
 };
 pub use client::{Body, Client, ClientError};
 pub use in_cluster::{InClusterError, InClusterOptions, run_in_cluster};

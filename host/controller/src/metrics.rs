@@ -118,6 +118,9 @@ pub struct Metrics {
     arm_avg_completion: Family<ArmLabels, FloatGauge>,
     arm_avg_wait: Family<ArmLabels, FloatGauge>,
     leader: Gauge,
+    http_connections: Gauge,
+    http_connections_closed: Family<ReasonLabel, Counter>,
+    http_requests_refused: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -255,6 +258,24 @@ impl Metrics {
             "1 while this replica leads (acts on the cluster), 0 while it follows",
             leader.clone(),
         );
+        let http_connections = Gauge::default();
+        registry.register(
+            "switchyard_http_connections",
+            "Connections the HTTP API holds open (at most --max-connections)",
+            http_connections.clone(),
+        );
+        let http_connections_closed = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "switchyard_http_connections_closed",
+            "Connections the HTTP API closed for a limit, per reason (header-timeout, idle-timeout, evicted: the oldest idle one, to make room; refused: over --max-connections with every one serving a request)",
+            http_connections_closed.clone(),
+        );
+        let http_requests_refused = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "switchyard_http_requests_refused",
+            "Requests the HTTP API refused for a limit, per reason (uploads-busy: over --max-concurrent-uploads; body-timeout: a body not received within --body-read-timeout)",
+            http_requests_refused.clone(),
+        );
         Self {
             registry,
             rounds,
@@ -278,6 +299,9 @@ impl Metrics {
             arm_avg_completion,
             arm_avg_wait,
             leader,
+            http_connections,
+            http_connections_closed,
+            http_requests_refused,
         }
     }
 
@@ -426,6 +450,32 @@ impl Metrics {
     /// Records whether this replica leads, read when the metrics are scraped.
     pub fn observe_leader(&self, leading: bool) {
         self.leader.set(i64::from(leading));
+    }
+
+    /// Records how many connections the HTTP API holds open.
+    pub fn observe_http_connections(&self, open: usize) {
+        self.http_connections
+            .set(i64::try_from(open).unwrap_or(i64::MAX));
+    }
+
+    /// Counts a connection the HTTP API closed for a limit (`header-timeout`,
+    /// `idle-timeout`, `evicted`, `refused`).
+    pub fn observe_http_connection_closed(&self, reason: &'static str) {
+        self.http_connections_closed
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
+    /// Counts a request the HTTP API refused for a limit (`uploads-busy`,
+    /// `body-timeout`).
+    pub fn observe_http_request_refused(&self, reason: &'static str) {
+        self.http_requests_refused
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
     }
 
     /// The Prometheus text exposition of every metric.

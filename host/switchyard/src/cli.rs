@@ -4,6 +4,7 @@
 mod action_text;
 mod ctl;
 mod experiment;
+mod input_limits;
 mod kube;
 mod openapi;
 mod policy;
@@ -11,6 +12,7 @@ mod replay;
 mod run;
 mod sandbox;
 mod simulate;
+mod size;
 mod sweep;
 mod terminal;
 

@@ -48,7 +48,7 @@ pub use counting::{CountingAllocator, live_bytes, peak_growth};
 pub use fifo::make_fifo;
 pub use guests::{builtin_policy, guest, guest_reading_loss, hostile_guest_named};
 #[cfg(feature = "live")]
-pub use live::{Live, STREAM, TOKEN, start_live, start_live_with};
+pub use live::{Live, STREAM, TOKEN, start_live, start_live_serving, start_live_with};
 #[cfg(feature = "offline")]
 pub use offline::{generous_runtime, policy_slot, simulator_of};
 pub use outer_build::OUTER_BUILD_VARS;

@@ -6,7 +6,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use switchyard_controller::{ApiConfig, Controller, DriverHandle, LiveConfig, Token};
+use switchyard_controller::{
+    ApiConfig, Controller, DriverHandle, HttpLimits, LiveConfig, Token,
+};
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::Workload;
 use tokio::sync::oneshot;
@@ -58,6 +60,16 @@ pub async fn start_live(workload: &str, speed: f64, deadline: Duration) -> Live 
 
 /// Like [`start_live`], with the whole configuration.
 pub async fn start_live_with(workload: &str, config: LiveConfig, deadline: Duration) -> Live {
+    start_live_serving(workload, config, deadline, HttpLimits::default()).await
+}
+
+/// Like [`start_live_with`], with the HTTP API held to `limits`.
+pub async fn start_live_serving(
+    workload: &str,
+    config: LiveConfig,
+    deadline: Duration,
+    limits: HttpLimits,
+) -> Live {
     let runtime = Runtime::new(RuntimeOptions {
         limits: SandboxLimits {
             deadline,
@@ -83,12 +95,19 @@ pub async fn start_live_with(workload: &str, config: LiveConfig, deadline: Durat
         ApiConfig {
             token: Token::new(TOKEN),
             max_upload_bytes: 4 << 20,
+            limits: limits.clone(),
         },
     );
     let (tx, rx) = oneshot::channel::<()>();
-    tokio::spawn(switchyard_controller::serve(listener, router, async {
-        let _ = rx.await;
-    }));
+    tokio::spawn(switchyard_controller::serve(
+        listener,
+        router,
+        controller.clone(),
+        limits,
+        async {
+            let _ = rx.await;
+        },
+    ));
     Live {
         base,
         client: reqwest::Client::new(),

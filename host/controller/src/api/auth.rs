@@ -21,7 +21,8 @@ use crate::live::Controller;
 /// A token file that cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    /// The file could not be read.
+    /// The file could not be read: missing, not a regular file, or larger than
+    /// [`MAX_TOKEN_FILE_BYTES`].
     #[error("cannot read the token file {path}: {source}")]
     Read {
         /// The file.
@@ -33,6 +34,9 @@ pub enum TokenError {
     /// The file holds only whitespace.
     #[error("the token file {0} is empty; put the bearer token in it")]
     Empty(PathBuf),
+    /// The file is not UTF-8 text.
+    #[error("the token file {0} is not text; put the bearer token in it as plain text")]
+    NotText(PathBuf),
 }
 
 /// The bearer token mutating requests must carry: fixed, or read from a file (a
@@ -82,16 +86,44 @@ impl Token {
     }
 }
 
-fn read(path: &Path) -> Result<Box<[u8]>, TokenError> {
-    let text = std::fs::read_to_string(path).map_err(|source| TokenError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+/// The most bytes a token file may hold: a bearer token is tens of bytes, and a file
+/// past this (a wrong path, `/dev/zero`) is refused rather than read.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 4 << 10;
+
+/// The token in the file at `path` (a regular file of at most [`MAX_TOKEN_FILE_BYTES`],
+/// surrounding whitespace removed). A FIFO, a device or a directory is refused without
+/// waiting on it.
+pub fn read_token_file(path: &Path) -> Result<String, TokenError> {
+    let bytes = switchyard_control::read_regular_file(path, MAX_TOKEN_FILE_BYTES).map_err(
+        |source| TokenError::Read {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
+    let text = String::from_utf8(bytes).map_err(|_| TokenError::NotText(path.to_path_buf()))?;
     let text = text.trim();
     if text.is_empty() {
         return Err(TokenError::Empty(path.to_path_buf()));
     }
-    Ok(text.as_bytes().into())
+    Ok(text.to_string())
+}
+
+fn read(path: &Path) -> Result<Box<[u8]>, TokenError> {
+    Ok(read_token_file(path)?.into_bytes().into_boxed_slice())
+}
+
+/// The credentials of an `Authorization` value when its scheme is `Bearer`: RFC 9110
+/// §11.1 makes the scheme case-insensitive and puts one or more spaces before the token
+/// (the field's own leading and trailing spaces and tabs are not part of it). None for
+/// another scheme, a missing token, or a token with whitespace inside.
+fn bearer_token(value: &str) -> Option<&str> {
+    let value = value.trim_matches([' ', '\t']);
+    let (scheme, token) = value.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer")
+        && !token.is_empty()
+        && !token.contains(|c: char| c.is_ascii_whitespace()))
+    .then_some(token)
 }
 
 /// Lets the request through only with `Authorization: Bearer <token>`.
@@ -144,8 +176,7 @@ fn check(token: Option<&Token>, request: &Request) -> Result<(), ApiError> {
         .headers()
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(bearer_token);
     match presented {
         None => Err(ApiError::unauthorized(
             "this endpoint changes the controller: send `Authorization: Bearer <token>` with \
@@ -169,10 +200,67 @@ mod tests {
     use axum::body::Body;
 
     fn with_bearer(token: &str) -> Request {
+        with_authorization(&format!("Bearer {token}"))
+    }
+
+    fn with_authorization(value: &str) -> Request {
         Request::builder()
-            .header(AUTHORIZATION, format!("Bearer {token}"))
+            .header(AUTHORIZATION, value)
             .body(Body::empty())
             .unwrap()
+    }
+
+    #[test]
+    fn the_bearer_scheme_is_matched_in_any_case_with_one_or_more_spaces_before_the_token() {
+        let token = Token::new("s3cret").unwrap();
+        for value in [
+            "Bearer s3cret",
+            "bearer s3cret",
+            "BEARER s3cret",
+            "bEaReR    s3cret",
+            " Bearer s3cret\t",
+        ] {
+            assert!(
+                check(Some(&token), &with_authorization(value)).is_ok(),
+                "{value:?} is a bearer token"
+            );
+        }
+        for value in [
+            "Bearers3cret",
+            "Basic s3cret",
+            "Bearer",
+            "Bearer ",
+            "Bearer\ts3cret",
+            "Bearer s3 cret",
+            "Bearer s3cret extra",
+            "Bearer S3CRET",
+        ] {
+            assert!(
+                check(Some(&token), &with_authorization(value)).is_err(),
+                "{value:?} is refused"
+            );
+        }
+    }
+
+    #[test]
+    fn a_token_file_that_is_not_a_small_regular_file_is_refused_naming_the_file_and_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let large = dir.path().join("token");
+        std::fs::write(&large, "x".repeat(MAX_TOKEN_FILE_BYTES as usize + 1)).unwrap();
+        let error = read_token_file(&large).unwrap_err().to_string();
+        assert!(
+            error.contains(&large.display().to_string())
+                && error.contains(&format!("limit of {MAX_TOKEN_FILE_BYTES} bytes")),
+            "{error}"
+        );
+        let fifo = dir.path().join("fifo");
+        switchyard_test_support::make_fifo(&fifo);
+        for path in [Path::new("/dev/zero"), fifo.as_path(), dir.path()] {
+            let error = read_token_file(path).unwrap_err().to_string();
+            assert!(error.contains("not a regular file"), "{error}");
+        }
+        std::fs::write(&large, "s3cret\n").unwrap();
+        assert_eq!(read_token_file(&large).unwrap(), "s3cret");
     }
 
     #[test]

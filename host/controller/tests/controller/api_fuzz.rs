@@ -123,6 +123,7 @@ fn random_requests_get_no_undocumented_error_and_change_nothing_without_the_toke
         ApiConfig {
             token: Token::new(TOKEN),
             max_upload_bytes: 1 << 20,
+            ..ApiConfig::default()
         },
     );
     let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {

@@ -61,6 +61,7 @@ async fn live(
         ApiConfig {
             token: Token::new("t0ken"),
             max_upload_bytes: 4 << 20,
+            ..ApiConfig::default()
         },
     );
     (controller, router, driver)

@@ -530,6 +530,7 @@ async fn the_router_answers_a_wrong_method_and_a_body_without_content_type_with_
         ApiConfig {
             token: Token::new(TOKEN),
             max_upload_bytes: 1024,
+            ..ApiConfig::default()
         },
     );
     let response = router

@@ -1,6 +1,6 @@
 //! The controller crate's integration tests, one binary: the live controller over a real
 //! HTTP server on loopback (`live_api`, `experiments`, `restarts`), its API against malformed requests
-//! (`api_fuzz`), the trust it places in uploads and tokens (`trust`), the policies
+//! (`api_fuzz`), its server against slow and flooding clients (`http_limits`), the trust it places in uploads and tokens (`trust`), the policies
 //! directory (`policy_dir`), the one writer of the active policy and parameters
 //! (`one_writer`), the operator's console in a real browser (`console`), and
 //! the controller in kube mode against the scripted API server (`in_cluster`).
@@ -10,6 +10,7 @@ use switchyard_test_support as support;
 mod api_fuzz;
 mod console;
 mod experiments;
+mod http_limits;
 mod in_cluster;
 mod live_api;
 mod one_writer;

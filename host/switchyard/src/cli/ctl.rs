@@ -100,8 +100,12 @@ enum CtlCommand {
     },
     /// Upload a policy component (a .wasm file); it replaces a loaded one of its name.
     Upload {
-        /// The component.
+        /// The component: a regular file of at most --max-upload-mib.
         file: PathBuf,
+        /// The largest file sent, MiB: the controller's own --max-upload-mib (a larger
+        /// file is refused before it is read).
+        #[arg(long, default_value_t = switchyard_controller::DEFAULT_MAX_UPLOAD_BYTES >> 20, value_name = "MIB")]
+        max_upload_mib: usize,
     },
     /// Make a loaded policy the active one (from the next round).
     Activate {
@@ -188,12 +192,7 @@ pub(super) fn run(line: CtlCommandLine) -> anyhow::Result<ExitCode> {
         .unwrap_or_else(|| DEFAULT_URL.into());
     let token = match token_source(&args, env) {
         Some(TokenSource::Given(token)) => Some(token),
-        Some(TokenSource::File(file)) => Some(
-            std::fs::read_to_string(&file)
-                .with_context(|| format!("reading the token file {}", file.display()))?
-                .trim()
-                .to_string(),
-        ),
+        Some(TokenSource::File(file)) => Some(switchyard_controller::read_token_file(&file)?),
         None => None,
     };
     let output = if args.json { Output::Json } else { args.output };
@@ -309,9 +308,20 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
             }
             client.get(&path).await?
         }
-        CtlCommand::Upload { file } => {
-            let bytes =
-                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+        CtlCommand::Upload {
+            file,
+            max_upload_mib,
+        } => {
+            let limit = u64::try_from(*max_upload_mib)
+                .unwrap_or(u64::MAX)
+                .saturating_mul(1 << 20);
+            let bytes = switchyard_control::read_regular_file(file, limit).with_context(|| {
+                format!(
+                    "reading {} (a regular file of at most {max_upload_mib} MiB, \
+                     --max-upload-mib)",
+                    file.display()
+                )
+            })?;
             client
                 .send(Method::POST, "/v1/policies", Body::Wasm(bytes))
                 .await?

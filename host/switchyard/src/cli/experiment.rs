@@ -14,7 +14,7 @@ pub(super) use report::{describe, figures, with_interval};
 use anyhow::{Context as _, bail};
 use switchyard_control::{ControlLoop, Experiment, ExperimentMode, JobAssignment, PolicySlot};
 use switchyard_runtime::{PolicyRef, Runtime};
-use switchyard_sim::{Simulator, Workload};
+use switchyard_sim::{InputLimits, Simulator, Workload};
 
 use super::SandboxArgs;
 
@@ -22,6 +22,8 @@ use super::SandboxArgs;
 pub(super) struct ExperimentArgs<'a> {
     /// The workload file.
     pub workload: &'a Path,
+    /// The bounds the workload is read within.
+    pub input_limits: InputLimits,
     /// Seed (overrides the workload's).
     pub seed: Option<u64>,
     /// Policy that decides a round when the tested one fails.
@@ -74,7 +76,7 @@ pub(super) fn run(args: &ExperimentArgs<'_>, sandbox: &SandboxArgs) -> anyhow::R
         }
         (None, None) => unreachable!("called only for an experiment"),
     };
-    let workload = Workload::load(args.workload)?;
+    let workload = Workload::load_with(args.workload, args.input_limits)?;
     let seed = args.seed.unwrap_or(workload.seed());
     let runtime = sandbox.offline_runtime()?;
     let fallback = slot(&runtime, args.fallback)?;

@@ -19,6 +19,7 @@ use switchyard_sim::{Workload, estimate_counterfactual};
 
 use super::SandboxArgs;
 use super::action_text::operation;
+use super::input_limits::InputLimitArgs;
 use super::terminal::escaped;
 
 /// Arguments of `replay`.
@@ -75,6 +76,9 @@ pub(crate) struct ReplayArgs {
     /// (the same salt gives the same hashes) or a random one.
     #[arg(long)]
     pub anonymise: bool,
+    /// With --simulate: the bounds the estimated workload is read back within.
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
 }
 
 pub(super) fn run(args: ReplayArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -182,7 +186,7 @@ fn counterfactual(
     }
     // Read back from the text written, so a run here and `simulate` of the exported
     // file are the same run.
-    let workload = Workload::parse(&yaml, &label)?;
+    let workload = Workload::parse_with(&yaml, &label, args.input_limits.limits())?;
     let seed = args.seed.unwrap_or(workload.seed());
     super::simulate::compare(
         super::simulate::Comparison {

@@ -14,6 +14,12 @@ use switchyard_controller::{
 use switchyard_sim::Workload;
 
 use super::SandboxArgs;
+use super::input_limits::InputLimitArgs;
+use super::size::parse_size;
+
+mod http_limits;
+
+use http_limits::HttpLimitArgs;
 
 /// The live controller's flags, the same for every cluster.
 #[derive(Debug, clap::Args)]
@@ -53,38 +59,8 @@ pub(super) struct LiveArgs {
     /// stay within it. Bytes, or with a unit: `500MiB`, `2GiB`, `1GB`.
     #[arg(long, default_value = "1GiB", value_name = "SIZE", value_parser = parse_size, requires = "record")]
     pub record_max_bytes: u64,
-}
-
-/// A size in bytes: a number, optionally followed by `KiB`, `MiB`, `GiB`, `TiB` (powers
-/// of 1024) or `kB`, `MB`, `GB`, `TB` (powers of 1000).
-fn parse_size(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !c.is_ascii_digit())
-        .unwrap_or(text.len());
-    let (number, unit) = text.split_at(split);
-    let number: u64 = number
-        .parse()
-        .map_err(|_| format!("`{text}` is not a size: expected a whole number of bytes, optionally with a unit (500MiB, 2GiB, 1GB)"))?;
-    let scale: u64 = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        "kB" | "KB" => 1_000,
-        "MB" => 1_000_000,
-        "GB" => 1_000_000_000,
-        "TB" => 1_000_000_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit `{other}`: use KiB, MiB, GiB, TiB (powers of 1024) or kB, MB, GB, TB"
-            ));
-        }
-    };
-    number
-        .checked_mul(scale)
-        .ok_or_else(|| format!("`{text}` is too large"))
+    #[command(flatten)]
+    pub http: HttpLimitArgs,
 }
 
 impl LiveArgs {
@@ -125,6 +101,7 @@ impl LiveArgs {
         Ok(ApiConfig {
             token,
             max_upload_bytes: self.max_upload_mib << 20,
+            limits: self.http.limits()?,
         })
     }
 }
@@ -147,6 +124,8 @@ pub(super) struct RunArgs {
     pub state_dir: Option<PathBuf>,
     #[command(flatten)]
     pub live: LiveArgs,
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
 }
 
 pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -159,7 +138,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     if !(args.speed.is_finite() && args.speed > 0.0) {
         bail!("--speed {} must be a positive number", args.speed);
     }
-    let workload = Workload::load(workload.as_ref())?;
+    let workload = Workload::load_with(workload.as_ref(), args.input_limits.limits())?;
     let config = LiveConfig {
         speed: args.speed,
         state_dir: args.state_dir.clone(),
@@ -179,7 +158,8 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         &runtime,
         api_config.max_upload_bytes,
     )?;
-    let router = switchyard_controller::router(controller, api_config);
+    let limits = api_config.limits.clone();
+    let router = switchyard_controller::router(controller.clone(), api_config);
     runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
@@ -191,7 +171,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
             args.speed,
             listener.local_addr()?
         );
-        switchyard_controller::serve(listener, router, shutdown)
+        switchyard_controller::serve(listener, router, controller, limits, shutdown)
             .await
             .context("serving the API")
     })?;

@@ -21,6 +21,7 @@ use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_
 
 use super::SandboxArgs;
 use super::experiment::ExperimentArgs;
+use super::input_limits::InputLimitArgs;
 use trace::TraceWriter;
 
 /// Arguments of `simulate`.
@@ -75,6 +76,8 @@ pub(crate) struct SimulateArgs {
     /// `{"omitted": {...}}`.
     #[arg(long, default_value_t = trace::DEFAULT_TRACE_LIMIT_KIB, value_name = "KIB")]
     pub trace_limit_kib: u64,
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
 }
 
 pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
@@ -86,6 +89,7 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
         };
         let experiment = ExperimentArgs {
             workload: &args.workload,
+            input_limits: args.input_limits.limits(),
             seed: args.seed,
             fallback: &args.fallback,
             out: args.out.as_deref(),
@@ -97,7 +101,7 @@ pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<E
         };
         return super::experiment::run(&experiment, sandbox);
     }
-    let workload = Workload::load(&args.workload)?;
+    let workload = Workload::load_with(&args.workload, args.input_limits.limits())?;
     let seed = args.seed.unwrap_or(workload.seed());
     let policies = policies_or_defaults(&args.policies, &workload)?;
     compare(

@@ -517,3 +517,53 @@ async fn ctl_names_the_address_that_does_not_answer_and_refuses_one_that_is_not_
         ran.stderr
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_refuses_a_token_file_or_an_upload_that_is_not_a_small_regular_file_without_reading_it()
+{
+    // Nothing listens here: every refusal comes before a request would be sent.
+    let base = "http://127.0.0.1:9";
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("fifo");
+    support::make_fifo(&fifo);
+    let large_token = dir.path().join("token");
+    std::fs::write(&large_token, "t".repeat(5 << 10)).unwrap();
+    let large_token = large_token.to_str().unwrap();
+    let ran = ctl(base, &[], &["--token-file", large_token, "activate", "even"]).await;
+    assert!(
+        !ran.ok && ran.stderr.contains(large_token) && ran.stderr.contains("limit of 4096 bytes"),
+        "{}",
+        ran.stderr
+    );
+    for file in ["/dev/zero", fifo.to_str().unwrap()] {
+        let env = [("SWITCHYARD_TOKEN_FILE", file)];
+        let ran = ctl(base, &env, &["activate", "even"]).await;
+        assert!(
+            !ran.ok && ran.stderr.contains(file) && ran.stderr.contains("not a regular file"),
+            "{file}: {}",
+            ran.stderr
+        );
+        let ran = ctl(base, WITH_TOKEN, &["upload", file]).await;
+        assert!(
+            !ran.ok && ran.stderr.contains(file) && ran.stderr.contains("not a regular file"),
+            "{file}: {}",
+            ran.stderr
+        );
+    }
+    // A sparse file past the limit is refused by its size, before it is read.
+    let large = dir.path().join("large.wasm");
+    std::fs::File::create(&large)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    let large = large.to_str().unwrap();
+    let ran = ctl(base, WITH_TOKEN, &["upload", large, "--max-upload-mib", "1"]).await;
+    assert!(
+        !ran.ok
+            && ran.stderr.contains(large)
+            && ran.stderr.contains("--max-upload-mib")
+            && ran.stderr.contains("larger than the limit of 1048576 bytes"),
+        "{}",
+        ran.stderr
+    );
+}

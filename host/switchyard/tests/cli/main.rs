@@ -1,5 +1,6 @@
 //! The `switchyard` command's integration tests, one binary: the commands as a user runs
-//! them (`commands`, `authoring`, `ctl`, `run`, `sweep`, and `policy_registry` against a
+//! them (`commands`, `authoring`, `ctl`, `run`, `sweep`, the input limits' flags
+//! (`input_limits`), and `policy_registry` against a
 //! registry on loopback), and the checks of the whole repository that run the command or
 //! read every crate: the docs' shell blocks and the examples run as written (`docs`,
 //! `examples`), the crate floors (`floors`), no import cycle in any crate
@@ -13,6 +14,7 @@ mod ctl;
 mod docs;
 mod examples;
 mod floors;
+mod input_limits;
 mod module_cycles;
 mod policy_registry;
 mod run;

@@ -15,6 +15,7 @@ use switchyard_core::Settings;
 use switchyard_runtime::PolicyRef;
 
 use crate::cli::SandboxArgs;
+use crate::cli::input_limits::InputLimitArgs;
 use crate::cli::terminal::escaped;
 
 /// Arguments of `policy new`.
@@ -84,6 +85,8 @@ pub(crate) struct TestArgs {
     /// Policy that decides a round when the tested one fails.
     #[arg(long, default_value = "default", value_name = "NAME|FILE.wasm")]
     pub fallback: String,
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
 }
 
 pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
@@ -179,6 +182,7 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
         seed: args.seed,
         save_snapshots: args.save_snapshots.as_deref(),
         disruption: sandbox.disruption.budget()?,
+        limits: args.input_limits.limits(),
     };
     let run = run_policy_test(&runtime, &spec, &fallback)?;
     let rendered = render_trace(&run.header, &run.records);

@@ -1,0 +1,66 @@
+//! The flags of the bounds on what a workload or a trace may ask for (`InputLimits`),
+//! one set flattened into every command that reads workloads. It turns flags into the
+//! library's limits; what each bound refuses is the simulator crate's business.
+
+use switchyard_sim::InputLimits;
+
+use super::size::parse_size;
+
+/// Bounds on a workload and the traces it imports (docs/security.md lists each with
+/// its default and its test); raise one to read a larger input on purpose.
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Input limits")]
+pub(crate) struct InputLimitArgs {
+    /// Jobs in one scenario (every entry's count and every imported trace row).
+    #[arg(long, default_value_t = InputLimits::default().jobs, value_name = "N")]
+    pub max_jobs: u64,
+    /// Nodes in one cluster.
+    #[arg(long, default_value_t = InputLimits::default().nodes, value_name = "N")]
+    pub max_nodes: u64,
+    /// Tasks of all jobs together.
+    #[arg(long, default_value_t = InputLimits::default().tasks, value_name = "N")]
+    pub max_tasks: u64,
+    /// Tasks of one job.
+    #[arg(long, default_value_t = InputLimits::default().tasks_per_job, value_name = "N")]
+    pub max_tasks_per_job: u64,
+    /// Replicas of a job's scalable role.
+    #[arg(long, default_value_t = InputLimits::default().replicas, value_name = "N")]
+    pub max_replicas: u64,
+    /// Bytes of a name (node, job, template, role, label).
+    #[arg(long, default_value_t = InputLimits::default().name_bytes, value_name = "BYTES")]
+    pub max_name_bytes: usize,
+    /// Labels of one node group or template.
+    #[arg(long, default_value_t = InputLimits::default().labels, value_name = "N")]
+    pub max_labels: usize,
+    /// Nesting of a YAML file's mappings and sequences.
+    #[arg(long, default_value_t = InputLimits::default().yaml_depth, value_name = "LEVELS")]
+    pub max_yaml_depth: usize,
+    /// Size of a YAML file: bytes, or with a unit (64MiB).
+    #[arg(long, default_value_t = InputLimits::default().yaml_bytes, value_name = "SIZE", value_parser = parse_size)]
+    pub max_yaml_bytes: u64,
+    /// Rows of one imported trace or measurement file.
+    #[arg(long, default_value_t = InputLimits::default().trace_rows, value_name = "N")]
+    pub max_trace_rows: u64,
+    /// Size of one imported trace or measurement file: bytes, or with a unit (256MiB).
+    #[arg(long, default_value_t = InputLimits::default().trace_bytes, value_name = "SIZE", value_parser = parse_size)]
+    pub max_trace_bytes: u64,
+}
+
+impl InputLimitArgs {
+    /// The limits these flags give.
+    pub(crate) fn limits(&self) -> InputLimits {
+        InputLimits {
+            jobs: self.max_jobs,
+            nodes: self.max_nodes,
+            tasks: self.max_tasks,
+            tasks_per_job: self.max_tasks_per_job,
+            replicas: self.max_replicas,
+            name_bytes: self.max_name_bytes,
+            labels: self.max_labels,
+            yaml_depth: self.max_yaml_depth,
+            yaml_bytes: self.max_yaml_bytes,
+            trace_rows: self.max_trace_rows,
+            trace_bytes: self.max_trace_bytes,
+        }
+    }
+}
