@@ -9,15 +9,15 @@ use std::time::Duration;
 use support::{STREAM, TOKEN, start_live};
 
 /// What one `switchyard ctl` run printed, and whether it succeeded.
-struct Ran {
-    ok: bool,
-    stdout: String,
-    stderr: String,
+pub(crate) struct Ran {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
 }
 
 /// Runs `switchyard ctl ARGS` against `base` with the environment `env` (nothing of the
 /// test's own SWITCHYARD_* variables).
-async fn ctl(base: &str, env: &[(&str, &str)], args: &[&str]) -> Ran {
+pub(crate) async fn ctl(base: &str, env: &[(&str, &str)], args: &[&str]) -> Ran {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_switchyard"));
     command.arg("ctl");
     for var in [
@@ -45,8 +45,7 @@ async fn ctl(base: &str, env: &[(&str, &str)], args: &[&str]) -> Ran {
 const WITH_TOKEN: &[(&str, &str)] = &[("SWITCHYARD_TOKEN", TOKEN)];
 
 /// Jobs whose ids carry a right-to-left override (a workload refuses control characters
-/// in names, so the escaping of ESC, OSC and CR is shown by the unit tests of the
-/// terminal module).
+/// in names; ESC, OSC and CR from a policy are shown escaped end to end in `escaping`).
 const HOSTILE_NAMES: &str = "
 seed: 1
 cluster:

@@ -1,5 +1,6 @@
 //! The `switchyard` command's integration tests, one binary: the commands as a user runs
-//! them (`commands`, `authoring`, `ctl`, `run`, `sweep`, the input limits' flags
+//! them (`commands`, `authoring`, `ctl`, `run`, `sweep`, a policy's escape sequences
+//! end to end (`escaping`), the input limits' flags
 //! (`input_limits`), and `policy_registry` against a
 //! registry on loopback), and the checks of the whole repository that run the command or
 //! read every crate: the docs' shell blocks and the examples run as written (`docs`,
@@ -12,6 +13,7 @@ mod authoring;
 mod commands;
 mod ctl;
 mod docs;
+mod escaping;
 mod examples;
 mod floors;
 mod input_limits;
