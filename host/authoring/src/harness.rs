@@ -15,9 +15,7 @@ use switchyard_core::{
     Action, DisruptionBudget, JobLabel, Settings, Snapshot, Trigger, check_decision,
 };
 use switchyard_runtime::Runtime;
-use switchyard_sim::{
-    InputLimits, OfflineError, Simulator, Workload, WorkloadError, load_slot,
-};
+use switchyard_sim::{InputLimits, OfflineError, Simulator, Workload, WorkloadError, load_slot};
 
 use crate::fixture::{Fixture, FixtureError};
 use crate::trace::operation_text;
@@ -120,8 +118,8 @@ pub fn run_policy_test(
         path: spec.input.to_path_buf(),
         source,
     };
-    let bytes = switchyard_control::read_regular_file(spec.input, spec.limits.yaml_bytes)
-        .map_err(read)?;
+    let bytes =
+        switchyard_control::read_regular_file(spec.input, spec.limits.yaml_bytes).map_err(read)?;
     let text = String::from_utf8(bytes)
         .map_err(|e| read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
     if Fixture::looks_like(&text) {

@@ -66,7 +66,8 @@ impl Default for ApiConfig {
 /// uploads past the number received at once are refused (503, `Retry-After`) before
 /// their body is read.
 pub fn router(controller: Controller, config: ApiConfig) -> Router {
-    let uploads = limits::UploadSlots::new(config.limits.max_concurrent_uploads, controller.clone());
+    let uploads =
+        limits::UploadSlots::new(config.limits.max_concurrent_uploads, controller.clone());
     let deadline = limits::BodyDeadline {
         timeout: config.limits.body_read_timeout,
         controller: controller.clone(),
@@ -80,7 +81,10 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
             "/v1/policies",
             post(policies::upload)
                 .layer(DefaultBodyLimit::max(config.max_upload_bytes))
-                .layer(middleware::from_fn_with_state(uploads, limits::limit_uploads)),
+                .layer(middleware::from_fn_with_state(
+                    uploads,
+                    limits::limit_uploads,
+                )),
         )
         .route("/v1/policies/{name}/activate", post(policies::activate))
         .route(

@@ -265,7 +265,8 @@ pub async fn run_in_cluster(
         controller.clone(),
         options.api.limits.clone(),
         stop,
-    ).await;
+    )
+    .await;
     tracing::info!("shutting down");
     // Stop deciding first, then stop acting, then hand the Lease over.
     tokio::task::spawn_blocking(move || {

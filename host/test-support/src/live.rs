@@ -6,9 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use switchyard_controller::{
-    ApiConfig, Controller, DriverHandle, HttpLimits, LiveConfig, Token,
-};
+use switchyard_controller::{ApiConfig, Controller, DriverHandle, HttpLimits, LiveConfig, Token};
 use switchyard_runtime::{Runtime, RuntimeOptions, SandboxLimits};
 use switchyard_sim::Workload;
 use tokio::sync::oneshot;

@@ -94,12 +94,13 @@ pub const MAX_TOKEN_FILE_BYTES: u64 = 4 << 10;
 /// surrounding whitespace removed). A FIFO, a device or a directory is refused without
 /// waiting on it.
 pub fn read_token_file(path: &Path) -> Result<String, TokenError> {
-    let bytes = switchyard_control::read_regular_file(path, MAX_TOKEN_FILE_BYTES).map_err(
-        |source| TokenError::Read {
-            path: path.to_path_buf(),
-            source,
-        },
-    )?;
+    let bytes =
+        switchyard_control::read_regular_file(path, MAX_TOKEN_FILE_BYTES).map_err(|source| {
+            TokenError::Read {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     let text = String::from_utf8(bytes).map_err(|_| TokenError::NotText(path.to_path_buf()))?;
     let text = text.trim();
     if text.is_empty() {

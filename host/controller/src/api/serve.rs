@@ -55,6 +55,8 @@ struct Connection {
     /// Whether it has been answered once: before that, its wait and its head share the
     /// header-read timeout from the connection.
     answered: AtomicBool,
+    /// Wakes the watchdog when the phase changes, so it waits for the new deadline.
+    changed: Notify,
     evicted: Notify,
 }
 
@@ -79,6 +81,7 @@ impl Connection {
             phase: AtomicU8::new(WAITING),
             since_ms: AtomicU64::new(clock.now_ms()),
             answered: AtomicBool::new(false),
+            changed: Notify::new(),
             evicted: Notify::new(),
         }
     }
@@ -93,6 +96,7 @@ impl Connection {
             && self.answered.load(Ordering::Acquire)
         {
             self.since_ms.store(clock.now_ms(), Ordering::Release);
+            self.changed.notify_one();
         }
     }
 
@@ -104,6 +108,7 @@ impl Connection {
         self.answered.store(true, Ordering::Release);
         self.since_ms.store(clock.now_ms(), Ordering::Release);
         self.phase.store(WAITING, Ordering::Release);
+        self.changed.notify_one();
     }
 
     /// When the current phase runs out, and the reason the connection is then closed;
@@ -251,12 +256,11 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(server.clone().run(
-            stream,
-            connection,
-            stopping.clone(),
-            all_done.clone(),
-        ));
+        tokio::spawn(
+            server
+                .clone()
+                .run(stream, connection, stopping.clone(), all_done.clone()),
+        );
     }
     drop(listener);
     let _ = stop.send(true);
@@ -343,15 +347,13 @@ impl Server {
         let mut serving = pin!(self.http.serve_connection(io, service));
         let mut stopped = false;
         loop {
-            let wake = connection
-                .deadline(&self.limits, self.clock)
-                .map(|(at, _)| at)
-                // While serving, look again after a while: the phase changes without
-                // telling the watchdog.
-                .unwrap_or_else(|| Instant::now() + self.limits.header_read_timeout);
+            let deadline = connection.deadline(&self.limits, self.clock);
+            // While serving there is no deadline: the branch is off until the phase
+            // changes, and the instant given to it is never reached.
+            let wake = deadline.map_or_else(Instant::now, |(at, _)| at);
             tokio::select! {
                 _ = serving.as_mut() => break,
-                () = tokio::time::sleep_until(wake) => {
+                () = tokio::time::sleep_until(wake), if deadline.is_some() => {
                     if let Some((at, reason)) = connection.deadline(&self.limits, self.clock)
                         && at <= Instant::now()
                     {
@@ -359,6 +361,7 @@ impl Server {
                         break;
                     }
                 }
+                () = connection.changed.notified() => {}
                 () = connection.evicted.notified() => break,
                 changed = stopping.changed(), if !stopped => {
                     stopped = true;

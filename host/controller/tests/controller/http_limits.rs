@@ -96,7 +96,10 @@ async fn a_client_sending_its_head_a_byte_at_a_time_is_cut_off_at_the_header_rea
     let started = Instant::now();
     let (mut reader, mut writer) = stream.split();
     let trickle = async {
-        for byte in b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: ".iter().cycle() {
+        for byte in b"GET /healthz HTTP/1.1\r\nhost: x\r\nx-slow: "
+            .iter()
+            .cycle()
+        {
             if writer.write_all(&[*byte]).await.is_err() {
                 break;
             }
@@ -155,7 +158,10 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout_but_not_while_
     }
     let waiting = Instant::now();
     assert_eq!(until_closed(&mut stream).await, "");
-    assert!(waiting.elapsed() >= idle / 2, "closed before the idle timeout");
+    assert!(
+        waiting.elapsed() >= idle / 2,
+        "closed before the idle timeout"
+    );
     assert_eq!(
         metric(
             &live,
@@ -268,7 +274,10 @@ async fn uploads_past_the_limit_get_503_with_retry_after_while_the_probes_answer
     );
     for probe in ["/healthz", "/readyz", "/metrics"] {
         let (status, body) = live.get(probe).await;
-        assert_eq!(status, 200, "{probe} while uploads are at their limit: {body}");
+        assert_eq!(
+            status, 200,
+            "{probe} while uploads are at their limit: {body}"
+        );
     }
     assert_eq!(
         metric(

@@ -42,7 +42,15 @@ mod tests {
         assert_eq!(parse_size("512").unwrap(), 512);
         assert_eq!(parse_size("2GiB").unwrap(), 2 << 30);
         assert_eq!(parse_size("1GB").unwrap(), 1_000_000_000);
-        assert!(parse_size("1 parsec").unwrap_err().contains("unknown size unit"));
-        assert!(parse_size("99999999999TiB").unwrap_err().contains("too large"));
+        assert!(
+            parse_size("1 parsec")
+                .unwrap_err()
+                .contains("unknown size unit")
+        );
+        assert!(
+            parse_size("99999999999TiB")
+                .unwrap_err()
+                .contains("too large")
+        );
     }
 }

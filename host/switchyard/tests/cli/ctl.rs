@@ -528,7 +528,12 @@ async fn ctl_refuses_a_token_file_or_an_upload_that_is_not_a_small_regular_file_
     let large_token = dir.path().join("token");
     std::fs::write(&large_token, "t".repeat(5 << 10)).unwrap();
     let large_token = large_token.to_str().unwrap();
-    let ran = ctl(base, &[], &["--token-file", large_token, "activate", "even"]).await;
+    let ran = ctl(
+        base,
+        &[],
+        &["--token-file", large_token, "activate", "even"],
+    )
+    .await;
     assert!(
         !ran.ok && ran.stderr.contains(large_token) && ran.stderr.contains("limit of 4096 bytes"),
         "{}",
@@ -556,12 +561,19 @@ async fn ctl_refuses_a_token_file_or_an_upload_that_is_not_a_small_regular_file_
         .set_len(2 << 20)
         .unwrap();
     let large = large.to_str().unwrap();
-    let ran = ctl(base, WITH_TOKEN, &["upload", large, "--max-upload-mib", "1"]).await;
+    let ran = ctl(
+        base,
+        WITH_TOKEN,
+        &["upload", large, "--max-upload-mib", "1"],
+    )
+    .await;
     assert!(
         !ran.ok
             && ran.stderr.contains(large)
             && ran.stderr.contains("--max-upload-mib")
-            && ran.stderr.contains("larger than the limit of 1048576 bytes"),
+            && ran
+                .stderr
+                .contains("larger than the limit of 1048576 bytes"),
         "{}",
         ran.stderr
     );

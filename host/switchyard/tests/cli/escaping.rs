@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 const RAW: [char; 4] = ['\u{1b}', '\u{7}', '\r', '\u{202e}'];
 
 fn assert_escaped(what: &str, text: &str) {
-    assert!(!text.contains(RAW), "{what} printed a raw control: {text:?}");
+    assert!(
+        !text.contains(RAW),
+        "{what} printed a raw control: {text:?}"
+    );
     assert!(
         !text.lines().any(|l| l.starts_with("round 1 FAILED")),
         "{what} printed a line the policy forged: {text}"
@@ -107,7 +110,10 @@ async fn a_policys_escape_sequences_reach_ctl_replay_and_the_log_escaped() {
     assert!(killed.success());
     assert!(child.wait().unwrap().success());
     let log = log.join().unwrap();
-    assert!(log.contains("log ok"), "the guest's log line is logged:\n{log}");
+    assert!(
+        log.contains("log ok"),
+        "the guest's log line is logged:\n{log}"
+    );
     assert_escaped("the controller's log", &log);
 
     // Replayed under a policy that decides nothing, every recorded round differs and

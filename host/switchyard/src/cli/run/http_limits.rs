@@ -23,7 +23,7 @@ pub(in crate::cli) struct HttpLimitArgs {
     #[arg(long, default_value_t = HttpLimits::default().body_read_timeout.as_secs_f64(), value_name = "SECONDS", value_parser = seconds)]
     pub body_read_timeout: f64,
     /// Policy uploads received at once; more are answered 503 with Retry-After.
-    #[arg(long, default_value_t = HttpLimits::default().max_concurrent_uploads, value_name = "N", value_parser = clap::value_parser!(u32).range(1..).map(|n| n as usize))]
+    #[arg(long, default_value_t = HttpLimits::default().max_concurrent_uploads, value_name = "N")]
     pub max_concurrent_uploads: usize,
 }
 
@@ -47,6 +47,9 @@ impl HttpLimitArgs {
     pub(in crate::cli) fn limits(&self) -> anyhow::Result<HttpLimits> {
         if self.max_connections == 0 {
             anyhow::bail!("--max-connections 0 would refuse every client; give 1 or more");
+        }
+        if self.max_concurrent_uploads == 0 {
+            anyhow::bail!("--max-concurrent-uploads 0 would refuse every upload; give 1 or more");
         }
         Ok(HttpLimits {
             max_connections: self.max_connections,
