@@ -17,6 +17,8 @@
 //! - `names`: the syntax of policy names and job labels (Kubernetes'):
 //!   [`check_policy_name`], [`check_label_key`], [`check_label_value`].
 //! - `digest`: the [`ComponentDigest`] that names a policy component by its content.
+//! - `printable`: text from a policy, a recording or a workload made safe to print or
+//!   log ([`printable`]: control and bidirectional characters shown escaped).
 //! - [`snapshot_lowering!`]: the one lowering of a snapshot to the WIT types, shared by
 //!   the host's bindings and the guest SDK's.
 //!
@@ -30,6 +32,7 @@ mod eligibility;
 mod lowering;
 mod model;
 mod names;
+mod printable;
 mod validate;
 
 pub use delta::{Change, HeldSnapshot, ListDelta, LossUpdate, SnapshotDelta};
@@ -48,6 +51,7 @@ pub use model::{
     Resources, Settings, Snapshot, Task, TaskPhase, Trigger, with_move,
 };
 pub use names::{check_label_key, check_label_value, check_policy_name};
+pub use printable::printable;
 pub use validate::{
     Checked, LabelRejection, RejectedAction, RejectedLabel, Rejection, check_decision,
     check_decision_within,

@@ -123,7 +123,7 @@ async fn a_policys_escape_sequences_reach_ctl_replay_and_the_log_escaped() {
         .env("SWITCHYARD_NO_CACHE", "1")
         .arg("replay")
         .arg(&recording)
-        .args(["--policy", &null])
+        .args(["--policy", &null, "--show", "1000"])
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&output.stdout);

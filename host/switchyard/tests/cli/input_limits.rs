@@ -33,7 +33,7 @@ fn run(args: &[&str]) -> (bool, String) {
 fn a_raised_limit_admits_a_workload_the_default_refuses_in_simulate_and_policy_test() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("long-name.yaml");
-    // A name past the default 253 bytes.
+    // Job ids (the template's name and `-0`) past the default 253 bytes.
     std::fs::write(&path, workload(&"t".repeat(300))).unwrap();
     let path = path.to_str().unwrap();
     for command in [
@@ -42,7 +42,7 @@ fn a_raised_limit_admits_a_workload_the_default_refuses_in_simulate_and_policy_t
     ] {
         let (ok, stderr) = run(command);
         assert!(
-            !ok && stderr.contains("300 bytes") && stderr.contains("253"),
+            !ok && stderr.contains("302 bytes") && stderr.contains("at most 253 bytes"),
             "{command:?}: {stderr}"
         );
         let raised = [command, &["--max-name-bytes", "400"]].concat();
