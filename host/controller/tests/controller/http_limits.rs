@@ -84,6 +84,33 @@ fn upload_head(length: usize) -> String {
     )
 }
 
+/// `n` authenticated uploads whose bodies stop after a few bytes, each holding its
+/// connection (being served) and an upload slot. Each asks `Expect: 100-continue`, so
+/// the server's `100 Continue` says its handler is reading the body before the test
+/// goes on.
+async fn stalled_uploads(live: &Live, n: usize) -> Vec<TcpStream> {
+    let mut stalled = Vec::new();
+    for _ in 0..n {
+        let mut stream = connect(live).await;
+        let head = upload_head(1 << 20).replace("\r\n\r\n", "\r\nexpect: 100-continue\r\n\r\n");
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"\r\n\r\n") {
+            let mut byte = [0_u8; 1];
+            stream.read_exact(&mut byte).await.unwrap();
+            answer.push(byte[0]);
+        }
+        assert!(
+            answer.starts_with(b"HTTP/1.1 100"),
+            "{:?}",
+            String::from_utf8_lossy(&answer)
+        );
+        stream.write_all(&[0; 16]).await.unwrap();
+        stalled.push(stream);
+    }
+    stalled
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_sending_its_head_a_byte_at_a_time_is_cut_off_at_the_header_read_timeout() {
     let timeout = Duration::from_millis(600);
@@ -133,7 +160,7 @@ async fn a_client_sending_its_head_a_byte_at_a_time_is_cut_off_at_the_header_rea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_kept_alive_connection_is_closed_after_the_idle_timeout_but_not_while_in_use() {
-    let idle = Duration::from_millis(700);
+    let idle = Duration::from_millis(1500);
     let live = start(HttpLimits {
         idle_timeout: idle,
         ..limits()
@@ -154,7 +181,7 @@ async fn a_kept_alive_connection_is_closed_after_the_idle_timeout_but_not_while_
             String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"),
             "a connection in use was closed"
         );
-        tokio::time::sleep(idle / 4).await;
+        tokio::time::sleep(idle / 10).await;
     }
     let waiting = Instant::now();
     assert_eq!(until_closed(&mut stream).await, "");
@@ -215,17 +242,7 @@ async fn when_every_connection_is_serving_a_new_one_gets_503_with_retry_after_na
     })
     .await;
     // Two uploads whose bodies never come hold both connections while being served.
-    let mut slow = Vec::new();
-    for _ in 0..2 {
-        let mut stream = connect(&live).await;
-        stream
-            .write_all(upload_head(1 << 20).as_bytes())
-            .await
-            .unwrap();
-        stream.write_all(&[0; 16]).await.unwrap();
-        slow.push(stream);
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let slow = stalled_uploads(&live, 2).await;
     let mut refused = connect(&live).await;
     let answer = until_closed(&mut refused).await;
     assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
@@ -238,17 +255,7 @@ async fn when_every_connection_is_serving_a_new_one_gets_503_with_retry_after_na
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn uploads_past_the_limit_get_503_with_retry_after_while_the_probes_answer() {
     let live = start(limits()).await;
-    let mut slow = Vec::new();
-    for _ in 0..2 {
-        let mut stream = connect(&live).await;
-        stream
-            .write_all(upload_head(1 << 20).as_bytes())
-            .await
-            .unwrap();
-        stream.write_all(&[0; 16]).await.unwrap();
-        slow.push(stream);
-    }
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let slow = stalled_uploads(&live, 2).await;
     let response = live
         .client
         .post(live.url("/v1/policies"))
