@@ -15,6 +15,11 @@ const $ = (id) => document.getElementById(id);
 const token = () => sessionStorage.getItem(TOKEN_KEY);
 const secs = (t) => (t == null ? '—' : Math.round(t).toLocaleString('en'));
 const pct = (x) => (x == null ? '—' : `${(x * 100).toFixed(0)}%`);
+const signed = (t) => `${t > 0 ? '+' : t < 0 ? '−' : ''}${secs(Math.abs(t))}`;
+/** An estimate's 95% interval; an end the data do not reach yet is "open". */
+const interval = (e, show = secs) => `95% CI ${e.low == null ? 'open' : show(e.low)} to ${e.high == null ? 'open' : show(e.high)}`;
+/** An estimate for a table cell: the value, its interval on a line of its own. */
+const estimate = (e) => [secs(e.value), h('div', { className: 'ci' }, interval(e))];
 
 // Bidirectional controls (and other invisible format and control characters) in names
 // and reasons from policies and workloads would reorder or hide what follows them: shown
@@ -177,7 +182,7 @@ function renderExperiment(report) {
   state.experiment = report;
   $('arms').parentElement.hidden = !running;
   showMode();
-  if (!running) { $('differences').replaceChildren(); return; }
+  if (!running) { $('differences').replaceChildren(); renderComparison(null); return; }
   const head = $('arms').tHead.rows[0].cells;
   head[1].textContent = `Arm A: ${report.policy_a}`;
   head[2].textContent = `Arm B: ${report.policy_b}`;
@@ -191,19 +196,46 @@ function renderExperiment(report) {
   } else {
     const [a, b] = report.split.arms;
     const row = (label, f) => [label, f(a), f(b)];
-    rows = [row('Jobs', (x) => x.jobs), row('Started', (x) => x.started), row('Finished', (x) => x.finished),
-      row('Mean completion (s)', (x) => secs(x.avg_completion)), row('Mean wait (s)', (x) => secs(x.avg_wait)),
-      row('Makespan (s)', (x) => secs(x.makespan)), row('CPU allocated', (x) => pct(x.cpu_allocated)),
+    // Completion counts the unfinished jobs at their age (censored): a mean over the
+    // finished jobs alone would favour the arm that has finished least.
+    const common = report.split.difference?.horizon;
+    rows = [row('Jobs counted', (x) => x.jobs), row('Started', (x) => x.started),
+      row('Finished', (x) => x.completion.finished), row('Still waiting or running', (x) => x.completion.unfinished),
+      row('Median completion, Kaplan-Meier (s)', (x) => (x.completion.median
+        ? estimate(x.completion.median) : 'not reached: half or more unfinished')),
+      row(`Mean completion up to ${common == null ? "the arm's oldest job" : `${secs(common)} s`}, restricted (s)`,
+        (x) => (x.completion.restricted_mean ? estimate(x.completion.restricted_mean) : '—')),
+      row('Mean wait of started jobs (s)', (x) => secs(x.avg_wait)),
+      row('CPU allocated', (x) => pct(x.cpu_allocated)),
       row('GPU allocated', (x) => pct(x.gpu_allocated)), ['Failed rounds', '—', report.b_failures]];
   }
   $('arms').tBodies[0].replaceChildren(...rows.map(([label, a, b]) => h('tr', {}, h('th', { scope: 'row' }, label),
-    a?.span != null ? h('td', { colSpan: 2 }, a.span) : [h('td', { className: 'num' }, String(a)), h('td', { className: 'num' }, String(b))])));
+    a?.span != null ? h('td', { colSpan: 2 }, a.span) : [a, b].map((x) => h('td', { className: 'num' }, [x].flat().map((c) => (c instanceof Node ? c : String(c))))))));
+  renderComparison(report.split);
   const differing = (report.shadow?.differing ?? []).slice(-3).reverse();
   const items = differing.map((d) => h('li', {},
     `Round ${d.round} (t=${secs(d.time)} s): A ${describeOps(d.a)}; B ${describeOps(d.b)}`));
   $('differences').replaceChildren(...(items.length
     ? [h('h3', {}, 'The latest rounds in which B asked for something else'), h('ul', { className: 'compact' }, items)]
     : []));
+}
+
+/** A split's B-A difference and, when the arms' sizes differ beyond chance, a warning. */
+function renderComparison(split) {
+  const d = split?.difference;
+  const difference = !split ? '' : d
+    ? `B − A, mean completion up to ${secs(d.horizon)} s: ${signed(d.b_minus_a.value)} s (${interval(d.b_minus_a, signed)} s); `
+      + (d.significant ? `B is ${d.b_minus_a.value < 0 ? 'faster' : 'slower'} beyond chance (the interval excludes 0).`
+        : 'not significant (the interval includes 0).')
+    : 'B − A: not yet, an arm has no job.';
+  $('arm-difference').textContent = difference;
+  const i = split?.imbalance;
+  const balance = !i ? '' : `B has ${i.jobs_b} of ${i.jobs} jobs where the ratio expects ${i.expected_b.toFixed(1)}`
+    + ` (p = ${i.p_value < 0.0001 ? '< 0.0001' : i.p_value.toFixed(4)})`;
+  // Set only on a change: the warning is a status region, announced when its text changes.
+  const warning = i?.unbalanced ? `Unbalanced arms: ${balance}, beyond chance. The arms' figures compare different numbers of jobs than the ratio meant.` : '';
+  if ($('imbalance').textContent !== warning) $('imbalance').textContent = warning;
+  $('arm-balance').textContent = i && !i.unbalanced ? `Arm sizes: ${balance}, within chance.` : '';
 }
 
 $('experiment-mode').addEventListener('change', () => {
