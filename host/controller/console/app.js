@@ -35,7 +35,7 @@ function h(tag, props = {}, ...children) {
   return node;
 }
 
-const state = { policies: null, shown: {}, chart: null, samples: [[], [], []] };
+const state = { policies: null, shown: {}, chart: null, samples: [[], [], []], marks: [] };
 
 // ---- talking to the controller -------------------------------------------------------
 
@@ -255,6 +255,72 @@ $('experiment-stop').addEventListener('click', () => act('DELETE', '/v1/experime
 
 // ---- utilisation ---------------------------------------------------------------------
 
+// A mark's colour and dash on the chart, and its swatch in the list under it.
+const MARK_STYLE = {
+  policy: { color: '#6b2fb3', dash: [] },
+  'experiment-start': { color: '#11582b', dash: [6, 3] },
+  'experiment-stop': { color: '#a4161a', dash: [2, 3] },
+};
+
+function describeMark(m) {
+  switch (m.kind) {
+    case 'policy': return m.policy === m.previous
+      ? `${m.policy} reloaded or given new parameters`
+      : `${m.policy} decides (before: ${m.previous})`;
+    case 'experiment-start': return `${m.mode} experiment starts: ${m.policy_a} (A) against ${m.policy_b} (B)`;
+    case 'experiment-stop': return `experiment stops: ${m.policy_a} against ${m.policy_b}`;
+    default: return m.kind;
+  }
+}
+
+/** uPlot draw hook: each mark in the shown range as a vertical line, numbered as in the list. */
+function drawMarks(u) {
+  const { ctx } = u;
+  const { top, height } = u.bbox;
+  const ratio = window.devicePixelRatio || 1;
+  const rows = []; // the right edge of the last label in each row, so labels never overlap
+  ctx.save();
+  ctx.font = `600 ${12 * ratio}px system-ui, sans-serif`;
+  ctx.textAlign = 'center';
+  ctx.textBaseline = 'middle';
+  state.marks.forEach((m, i) => {
+    if (m.time < u.scales.x.min || m.time > u.scales.x.max) return;
+    const style = MARK_STYLE[m.kind] ?? MARK_STYLE.policy;
+    const x = Math.round(u.valToPos(m.time, 'x', true));
+    ctx.strokeStyle = style.color;
+    ctx.lineWidth = 2 * ratio;
+    ctx.setLineDash(style.dash.map((d) => d * ratio));
+    ctx.beginPath();
+    ctx.moveTo(x, top);
+    ctx.lineTo(x, top + height);
+    ctx.stroke();
+    const label = String(i + 1);
+    const w = ctx.measureText(label).width + 8 * ratio;
+    const tall = 16 * ratio;
+    let row = rows.findIndex((right) => x - w / 2 > right + 2 * ratio);
+    if (row < 0) row = rows.length;
+    rows[row] = x + w / 2;
+    ctx.fillStyle = style.color;
+    ctx.fillRect(x - w / 2, top + row * (tall + 2 * ratio), w, tall);
+    ctx.fillStyle = '#fff';
+    ctx.fillText(label, x, top + row * (tall + 2 * ratio) + tall / 2);
+  });
+  ctx.restore();
+}
+
+function renderMarks(marks) {
+  const key = JSON.stringify(marks);
+  if (state.shown.marks === key) return false;
+  state.shown.marks = key;
+  state.marks = marks;
+  $('chart-marks').replaceChildren(...marks.map((m, i) => h('li', {},
+    h('span', { className: `mark mark-${m.kind}` }, String(i + 1)),
+    h('span', { className: `mark-line mark-${m.kind}`, ariaHidden: 'true' }),
+    `t=${secs(m.time)} s: ${describeMark(m)}`)));
+  $('chart-marks-heading').hidden = !marks.length;
+  return true;
+}
+
 function renderUtilisation(answer) {
   const [time, cpu, gpu] = state.samples;
   // Two refreshes can overlap (a change refreshes at once): take only what is new.
@@ -262,12 +328,14 @@ function renderUtilisation(answer) {
     time.push(s.time); cpu.push(s.cpu * 100); gpu.push(s.gpu == null ? null : s.gpu * 100);
   }
   for (const series of state.samples) series.splice(0, Math.max(0, series.length - CHART_POINTS));
+  const marked = renderMarks(answer.marks ?? []);
   const last = answer.samples.at(-1);
   if (last) {
     const gpus = answer.allocatable.gpus;
     $('chart-summary').textContent = `Share of the cluster requested by placed tasks over cluster time. Now (t=${secs(last.time)} s): CPU ${pct(last.cpu)} of ${answer.allocatable.cpu_millis / 1000} cores`
       + (gpus ? `, GPU ${pct(last.gpu)} of ${gpus} GPUs.` : '; the cluster has no GPUs.')
-      + ` Peak CPU over the ${time.length} samples shown: ${Math.max(...cpu).toFixed(0)}%.`;
+      + ` Peak CPU over the ${time.length} samples shown: ${Math.max(...cpu).toFixed(0)}%.`
+      + (state.marks.length ? ` Numbered lines mark the ${state.marks.length} changes listed below.` : '');
   }
   if (!window.uPlot || time.length < 2) return;
   if (!state.chart) {
@@ -278,10 +346,13 @@ function renderUtilisation(answer) {
       series: [{ label: 'time (s)' },
         { label: 'CPU', stroke: '#0b57d0', width: 2, value: (_, v) => (v == null ? '—' : `${v.toFixed(0)}%`) },
         { label: 'GPU', stroke: '#b35900', width: 2, dash: [8, 4], value: (_, v) => (v == null ? '—' : `${v.toFixed(0)}%`) }],
+      hooks: { draw: [drawMarks] },
     }, state.samples, $('chart'));
     new ResizeObserver(() => state.chart.setSize({ width: $('chart').clientWidth, height: 260 })).observe($('chart'));
   } else if (answer.samples.length) {
     state.chart.setData(state.samples);
+  } else if (marked) {
+    state.chart.redraw(false);
   }
 }
 

@@ -45,7 +45,7 @@ use switchyard_control::{
 use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
-pub(crate) use views::{JobList, UtilisationRing, UtilisationSample};
+pub(crate) use views::{ChartMark, JobList, UtilisationRing, UtilisationSample};
 
 /// What a policies directory's settings file decides. The file is the one source of
 /// truth for what it names: the API refuses to change those (409, naming the file) and
