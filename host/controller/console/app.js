@@ -89,6 +89,12 @@ function showMode() {
     ? 'Token set for this tab: changes are enabled. It is sent as a header, never in a URL, and forgotten when the tab closes.'
     : 'Read-only. Enter the API token (the contents of the controller\'s --token-file) to activate policies, set parameters and run experiments.';
   if (state.experiment !== undefined) $('experiment-stop').disabled = !canAct || !state.experiment;
+  // A settings file that has an experiment section owns the experiment: the API refuses
+  // to start or stop one (409), so the page offers neither and says where to change it.
+  const pinned = Boolean(state.owned?.experiment);
+  $('experiment-form').hidden = pinned;
+  const why = pinned ? `The settings file ${state.owned.file} sets the experiment (its experiment section): start, replace or stop it there; the API refuses to from here (409).` : '';
+  if ($('experiment-owned').textContent !== why) $('experiment-owned').textContent = why;
 }
 
 $('token-form').addEventListener('submit', (event) => {
@@ -107,7 +113,8 @@ $('forget').addEventListener('click', () => {
 // ---- policies ------------------------------------------------------------------------
 
 function renderPolicies(list) {
-  const key = JSON.stringify(list);
+  const owned = state.owned;
+  const key = JSON.stringify([list, owned]);
   if (state.shown.policies === key) return;
   state.shown.policies = key;
   state.policies = list;
@@ -124,8 +131,10 @@ function renderPolicies(list) {
       h('td', { className: 'mono', title: p.digest }, p.digest.replace('sha256:', '').slice(0, 12)),
       h('td', {}, p.source),
       h('td', {}, params.length ? h('ul', { className: 'inline' }, params) : 'none'),
-      h('td', {}, active ? h('strong', {}, 'active') : activate));
+      h('td', {}, active ? h('strong', {}, 'active') : owned?.active ? h('span', { className: 'note' }, 'set by the settings file') : activate));
   }));
+  $('policies-owned').textContent = owned?.active
+    ? `The settings file ${owned.file} names the active policy: change it there (the API refuses activations with 409).` : '';
   const errors = list.load_errors.map((e) => h('li', {}, h('strong', {}, e.source), `: ${e.error}`));
   $('load-errors').replaceChildren(...(errors.length ? [h('h3', {}, 'Load errors: components refused'), h('ul', {}, errors)] : []));
   fillSelect($('params-policy'), list.policies.map((p) => p.name));
@@ -157,6 +166,10 @@ function renderParameterFields() {
       h('p', { id: `${id}-doc`, className: 'note' }, `${param.doc} (default ${param.default})`)];
   });
   $('params-fields').replaceChildren(...(fields.length ? fields : [h('p', { className: 'note' }, 'This policy takes no parameters.')]));
+  const pinned = Boolean(policy && state.owned?.parameters.includes(policy.name));
+  $('params-submit').hidden = pinned;
+  $('params-owned').textContent = pinned
+    ? `The settings file ${state.owned.file} gives ${policy.name}'s parameters: change them there (the API refuses with 409).` : '';
 }
 
 $('params-policy').addEventListener('change', renderParameterFields);
@@ -442,6 +455,7 @@ for (const form of ['jobs-filter', 'decisions-filter']) $(form).addEventListener
 // ---- the loop ------------------------------------------------------------------------
 
 function renderStatus(s) {
+  state.owned = s.owned_by_settings;
   const snap = s.snapshot;
   $('summary').textContent = `Active policy ${s.active} · cluster time ${secs(snap.time)} s · round ${s.rounds}`
     + ` (${s.failures} decided by the fallback) · jobs: ${snap.waiting} waiting, ${snap.running} running, ${snap.finished} finished`

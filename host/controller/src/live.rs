@@ -404,6 +404,11 @@ impl Controller {
         *self.shared.owned_by_settings.write().unwrap() = owned;
     }
 
+    /// What the followed settings file decides, when one is followed.
+    pub fn owned_by_settings(&self) -> Option<OwnedBySettings> {
+        self.shared.owned_by_settings.read().unwrap().clone()
+    }
+
     /// Refuses an API change that the followed settings file decides.
     pub fn check_api_change(&self, change: ApiChange<'_>) -> Result<(), LiveError> {
         let owned = self.shared.owned_by_settings.read().unwrap();
