@@ -15,7 +15,11 @@ const $ = (id) => document.getElementById(id);
 const token = () => sessionStorage.getItem(TOKEN_KEY);
 const secs = (t) => (t == null ? '—' : Math.round(t).toLocaleString('en'));
 const pct = (x) => (x == null ? '—' : `${(x * 100).toFixed(0)}%`);
-const signed = (t) => `${t > 0 ? '+' : t < 0 ? '−' : ''}${secs(Math.abs(t))}`;
+// A difference with its sign; one that rounds to 0 has none.
+const signed = (t) => {
+  const shown = Math.round(Math.abs(t));
+  return `${shown && t > 0 ? '+' : shown && t < 0 ? '−' : ''}${secs(Math.abs(t))}`;
+};
 /** An estimate's 95% interval; an end the data do not reach yet is "open". */
 const interval = (e, show = secs) => `95% CI ${e.low == null ? 'open' : show(e.low)} to ${e.high == null ? 'open' : show(e.high)}`;
 /** An estimate for a table cell: the value, its interval on a line of its own. */

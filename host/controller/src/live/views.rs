@@ -231,7 +231,10 @@ mod tests {
         }
         let marks = ring.marks();
         assert_eq!(marks.len(), KEEP_MARKS);
-        assert_eq!((marks[0].time, marks[KEEP_MARKS - 1].time), (2.0, (KEEP_MARKS + 1) as f64));
+        assert_eq!(
+            (marks[0].time, marks[KEEP_MARKS - 1].time),
+            (2.0, (KEEP_MARKS + 1) as f64)
+        );
         let json = serde_json::to_value(&marks[0]).unwrap();
         assert_eq!(
             json,

@@ -29,9 +29,7 @@ use crate::support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use browser::{
-    accessibility_violations, drive, press, screenshot, text_of, tools, wait_js,
-};
+use browser::{accessibility_violations, drive, press, screenshot, text_of, tools, wait_js};
 use fantoccini::key::Key;
 use fantoccini::{Client, Locator};
 use serde_json::Value;
@@ -446,9 +444,18 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     )
     .await;
     let listed: Vec<String> = serde_json::from_value(listed).unwrap();
-    assert!(listed[0].contains("specon decides (before: default)"), "{listed:?}");
-    assert!(listed[1].contains("shadow experiment starts: specon (A) against even (B)"), "{listed:?}");
-    assert!(listed[2].contains("split experiment starts: specon (A) against even (B)"), "{listed:?}");
+    assert!(
+        listed[0].contains("specon decides (before: default)"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[1].contains("shadow experiment starts: specon (A) against even (B)"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[2].contains("split experiment starts: specon (A) against even (B)"),
+        "{listed:?}"
+    );
     screenshot(c, "split.png").await;
     let stop = c.find(Locator::Id("experiment-stop")).await.unwrap();
     stop.click().await.unwrap();

@@ -197,7 +197,6 @@ pub(super) async fn accessibility_violations(client: &Client, axe: &str) -> Vec<
     serde_json::from_value(violations).unwrap()
 }
 
-
 /// Runs `scenario` on a new browser's client as a task of its own, so that a failed
 /// assertion still closes the browser; then closes it and returns the scenario's
 /// failure, for the caller to stop what it started before failing with it.
