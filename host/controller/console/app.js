@@ -39,6 +39,9 @@ function h(tag, props = {}, ...children) {
   return node;
 }
 
+/** Text with a line-break opportunity after each `:` and `/`, where a source breaks best. */
+const breakable = (text) => text.split(/(?<=[:/])/).flatMap((part, i) => (i ? [h('wbr'), part] : [part]));
+
 const state = { policies: null, shown: {}, chart: null, samples: [[], [], []], marks: [] };
 
 // ---- talking to the controller -------------------------------------------------------
@@ -130,11 +133,10 @@ function renderPolicies(list) {
     activate.addEventListener('click', () => act('POST', `/v1/policies/${encodeURIComponent(p.name)}/activate`, undefined,
       (a) => `${a.active} is active from round ${a.from_round}.`));
     return h('tr', { className: active ? 'active' : '' },
-      h('th', { scope: 'row', title: p.summary }, p.name),
-      h('td', {}, p.version),
+      h('th', { scope: 'row', title: p.summary, className: 'text' }, p.name, h('div', { className: 'note' }, p.version)),
       h('td', { className: 'mono', title: p.digest }, p.digest.replace('sha256:', '').slice(0, 12)),
-      h('td', {}, p.source),
-      h('td', {}, params.length ? h('ul', { className: 'inline' }, params) : 'none'),
+      h('td', { className: 'text' }, breakable(p.source)),
+      h('td', { className: 'text' }, params.length ? h('ul', { className: 'inline' }, params) : 'none'),
       h('td', {}, active ? h('strong', {}, 'active') : owned?.active ? h('span', { className: 'note' }, 'set by the settings file') : activate));
   }));
   $('policies-owned').textContent = owned?.active
@@ -383,14 +385,14 @@ function renderJobs(page) {
   // The queue first, then the rest; each in submission order (the sort is stable).
   const jobs = [...page.jobs].sort((a, b) => PHASE_ORDER[a.phase] - PHASE_ORDER[b.phase]);
   $('jobs').tBodies[0].replaceChildren(...jobs.map((j) => h('tr', {},
-    h('th', { scope: 'row', className: 'id' }, j.id),
+    h('th', { scope: 'row', className: 'text' }, j.id),
     h('td', {}, h('span', { className: `chip phase-${j.phase}` }, j.phase)),
     h('td', { className: 'num' }, secs(j.submit_time)),
     h('td', { className: 'num' }, secs((j.start_time ?? page.time) - j.submit_time) + (j.start_time == null ? ' so far' : '')),
     h('td', { className: 'num' }, `${j.placed} of ${j.tasks}`),
-    h('td', {}, j.nodes.join(', ') || '—'),
+    h('td', { className: 'text' }, j.nodes.join(', ') || '—'),
     h('td', {}, j.arm ? j.arm.toUpperCase() : '—'),
-    h('td', {}, Object.entries(j.policy_labels).map(([k, v]) => h('span', { className: 'chip' }, `${k}=${v}`)),
+    h('td', { className: 'text' }, Object.entries(j.policy_labels).map(([k, v]) => h('span', { className: 'chip' }, `${k}=${v}`)),
       Object.keys(j.policy_labels).length ? h('div', { className: 'note' }, `set by ${j.labels_by ?? 'a policy'}`) : '—'))));
 }
 $('jobs-phase').addEventListener('change', () => refresh());
@@ -412,12 +414,17 @@ const describeOps = (ops) => (ops.length ? ops.map(describeOp).join(', ') : 'not
 
 // One arm's actions, rejections and labels as list items; in a split each item names its
 // arm (`A:`, `B:`), so arm B's decisions read beside arm A's.
+// While the decisions are filtered by a job, what concerns it comes first, so the few
+// items shown say why the row matched.
 function armItems(arm, tag) {
-  const actions = [...arm.accepted.map((a) => [a, '']), ...(arm.rejected ?? []).map((a) => [a, 'rejected'])];
+  const job = $('filter-job').value.trim();
+  const first = (list, jobOf) => (job ? [...list].sort((x, y) => jobOf(y).includes(job) - jobOf(x).includes(job)) : list);
+  const actions = first([...arm.accepted.map((a) => [a, '']), ...(arm.rejected ?? []).map((a) => [a, 'rejected'])],
+    ([a]) => a.job ?? '');
   const items = actions.slice(0, ACTIONS_SHOWN).map(([a, how]) => h('li', { className: how },
     h('strong', {}, `${tag}${how ? `rejected: ${describeOp(a)}` : describeOp(a)}`), `: ${how ? a.rejected_because : a.reason}`));
   if (actions.length > ACTIONS_SHOWN) items.push(h('li', {}, `${tag}and ${actions.length - ACTIONS_SHOWN} more`));
-  const labels = (arm.labels ?? []).map((l) => `${l.job}: ${l.key}=${l.value}`);
+  const labels = first(arm.labels ?? [], (l) => l.job).map((l) => `${l.job}: ${l.key}=${l.value}`);
   if (labels.length) items.push(h('li', {}, `${tag}labels ${labels.slice(0, ACTIONS_SHOWN).join(', ')}${labels.length > ACTIONS_SHOWN ? ' …' : ''}`));
   return items;
 }

@@ -102,7 +102,7 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     let names = wait_js(
         c,
         "the policies table",
-        "const names = [...document.querySelectorAll('#policies tbody th')].map((e) => e.textContent);
+        "const names = [...document.querySelectorAll('#policies tbody th')].map((e) => e.firstChild.textContent);
          return names.length ? names : null;",
     )
     .await;

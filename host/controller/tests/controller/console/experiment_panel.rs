@@ -8,7 +8,7 @@
 
 use std::time::{Duration, Instant};
 
-use fantoccini::Client;
+use fantoccini::{Client, Locator};
 use serde_json::Value;
 
 use super::browser::{PATIENCE, accessibility_violations, drive, screenshot, tools, wait_js};
@@ -323,6 +323,12 @@ async fn scenario(c: Client, base: String, axe: Option<String>) {
     )
     .await;
     assert_eq!(jobs, expected, "{jobs}");
+    c.execute(
+        "document.getElementById('experiment-section').scrollIntoView()",
+        vec![],
+    )
+    .await
+    .unwrap();
     screenshot(c, "pinned-split.png").await;
 
     // Nothing scrolls sideways ([`OVERFLOWS`]).
@@ -348,6 +354,23 @@ async fn scenario(c: Client, base: String, axe: Option<String>) {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
+    // The running jobs, the hostile names among them, for the screenshot.
+    c.find(Locator::Id("jobs-phase"))
+        .await
+        .unwrap()
+        .select_by_value("running")
+        .await
+        .unwrap();
+    wait_js(
+        c,
+        "the running jobs",
+        "return [...document.querySelectorAll('#jobs tbody tr')].some((r) => r.cells[0].textContent.startsWith('a-job-whose-name'))",
+    )
+    .await;
+    assert_eq!(
+        c.execute(OVERFLOWS, vec![]).await.unwrap(),
+        serde_json::json!([])
+    );
     c.execute(
         "document.getElementById('jobs-section').scrollIntoView()",
         vec![],
