@@ -250,7 +250,7 @@ function renderComparison(split) {
   $('arm-difference').textContent = difference;
   const i = split?.imbalance;
   const balance = !i ? '' : `B has ${i.jobs_b} of ${i.jobs} jobs where the ratio expects ${i.expected_b.toFixed(1)}`
-    + ` (p = ${i.p_value < 0.0001 ? '< 0.0001' : i.p_value.toFixed(4)})`;
+    + ` (p ${i.p_value < 0.0001 ? '< 0.0001' : `= ${i.p_value.toFixed(4)}`})`;
   // Set only on a change: the warning is a status region, announced when its text changes.
   const warning = i?.unbalanced ? `Unbalanced arms: ${balance}, beyond chance. The arms' figures compare different numbers of jobs than the ratio meant.` : '';
   if ($('imbalance').textContent !== warning) $('imbalance').textContent = warning;

@@ -61,22 +61,27 @@ jobs:
   - {template: resnet, count: 500, every: 80}
 ";
 
+/// A ready controller on `workload` at `speed`, sampling allocation five times a second
+/// so the chart has a line to draw within a test's seconds.
+async fn live_at(workload: &str, speed: f64) -> Live {
+    let live = support::start_live_with(
+        workload,
+        LiveConfig {
+            speed,
+            utilisation_every: Duration::from_millis(200),
+            ..LiveConfig::default()
+        },
+        Duration::from_millis(500),
+    )
+    .await;
+    live.wait_ready().await;
+    live
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_the_controller_reads_without_the_token_and_steers_it_with_it() {
     let Some(tools) = tools() else { return };
-    let live = Arc::new(
-        support::start_live_with(
-            WORKLOAD,
-            LiveConfig {
-                speed: 20.0,
-                utilisation_every: Duration::from_millis(200),
-                ..LiveConfig::default()
-            },
-            Duration::from_millis(500),
-        )
-        .await,
-    );
-    live.wait_ready().await;
+    let live = Arc::new(live_at(WORKLOAD, 20.0).await);
     let (axe, shared) = (tools.axe.clone(), live.clone());
     let failure = drive(&tools, |client| scenario(client, shared, axe)).await;
     if let Ok(live) = Arc::try_unwrap(live) {

@@ -179,6 +179,18 @@ pub(super) async fn screenshot(client: &Client, name: &str) {
     std::fs::write(dir.join(name), png).unwrap();
 }
 
+/// Scrolls the element `id` to the top of the viewport, then saves a [`screenshot`].
+pub(super) async fn screenshot_of(client: &Client, id: &str, name: &str) {
+    client
+        .execute(
+            "document.getElementById(arguments[0]).scrollIntoView()",
+            vec![json!(id)],
+        )
+        .await
+        .unwrap();
+    screenshot(client, name).await;
+}
+
 /// axe-core's WCAG 2.1 A and AA rules on the page as it is now; each violation as text.
 pub(super) async fn accessibility_violations(client: &Client, axe: &str) -> Vec<String> {
     // A WebDriver script runs outside the page's Content-Security-Policy.

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 use fantoccini::{Client, Locator};
 use serde_json::Value;
 
-use super::browser::{PATIENCE, accessibility_violations, drive, screenshot, tools, wait_js};
-use crate::support;
-use switchyard_controller::{LiveConfig, PolicyDir, watch_policy_dir};
+use super::browser::{PATIENCE, accessibility_violations, drive, screenshot_of, tools, wait_js};
+use super::live_at;
+use switchyard_controller::{PolicyDir, watch_policy_dir};
 
 /// Jobs that queue on one small node, so the run ends (at `max_time`) with some
 /// finished and some not. The prefix `skew1705` is one whose ids the hash at 0.5 sends
@@ -127,17 +127,7 @@ async fn shown_rows(c: &Client) -> Vec<[String; 3]> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_panel_of_a_pinned_split_matches_the_api_and_hostile_names_stay_in_their_columns() {
     let Some(tools) = tools() else { return };
-    let live = support::start_live_with(
-        WORKLOAD,
-        LiveConfig {
-            speed: 40.0,
-            utilisation_every: Duration::from_millis(100),
-            ..LiveConfig::default()
-        },
-        Duration::from_millis(500),
-    )
-    .await;
-    live.wait_ready().await;
+    let live = live_at(WORKLOAD, 40.0).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("settings.yaml"), SETTINGS).unwrap();
     let (controller, path) = (live.controller.clone(), dir.path().to_path_buf());
@@ -323,13 +313,7 @@ async fn scenario(c: Client, base: String, axe: Option<String>) {
     )
     .await;
     assert_eq!(jobs, expected, "{jobs}");
-    c.execute(
-        "document.getElementById('experiment-section').scrollIntoView()",
-        vec![],
-    )
-    .await
-    .unwrap();
-    screenshot(c, "pinned-split.png").await;
+    screenshot_of(c, "experiment-section", "pinned-split.png").await;
 
     // Nothing scrolls sideways ([`OVERFLOWS`]).
     for (width, height) in [(1280, 800), (1024, 768)] {
@@ -371,13 +355,7 @@ async fn scenario(c: Client, base: String, axe: Option<String>) {
         c.execute(OVERFLOWS, vec![]).await.unwrap(),
         serde_json::json!([])
     );
-    c.execute(
-        "document.getElementById('jobs-section').scrollIntoView()",
-        vec![],
-    )
-    .await
-    .unwrap();
-    screenshot(c, "narrow-jobs.png").await;
+    screenshot_of(c, "jobs-section", "narrow-jobs.png").await;
 
     if let Some(axe) = &axe {
         let violations = accessibility_violations(c, axe).await;
