@@ -3,10 +3,8 @@
 //! follower refusing changes, uploads kept in ConfigMaps and loaded again by the next
 //! leader. The caches are filled by hand, standing for the reflectors.
 
+use crate::kube_support;
 use crate::support;
-// The Kubernetes backend's scripted API server and fixtures, from its own tests.
-#[path = "../../../kube/tests/support/mod.rs"]
-mod kube_support;
 
 use std::sync::{Arc, Mutex};
 
