@@ -56,7 +56,7 @@ pub const DEFAULT_MAX_DISRUPTIONS_PER_JOB: u32 = 8;
 /// (DRAGON's scale-downs), and the bound per job already keeps every job progressing.
 pub const DEFAULT_MAX_DISRUPTED_SHARE: f64 = 1.0;
 /// The default interval disruptions are counted over, cluster seconds.
-pub const DEFAULT_DISRUPTION_INTERVAL: f64 = 3600.0;
+pub const DEFAULT_DISRUPTION_INTERVAL: f64 = 600.0;
 
 impl Default for DisruptionBudget {
     fn default() -> Self {
