@@ -25,14 +25,14 @@ use switchyard_controller::{Controller, DriverHandle, LiveConfig};
 use switchyard_kube::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
-fn runtime() -> Runtime {
+pub(crate) fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions {
         cache_dir: Some(support::compile_cache_dir()),
         ..RuntimeOptions::default()
     })
     .expect("a runtime")
 }
-async fn live(
+pub(crate) async fn live(
     world: &World,
     client: kube::Client,
     leader: Leader,
@@ -76,13 +76,18 @@ async fn leading(world: &World, client: kube::Client) -> (Controller, axum::Rout
     .await
 }
 
-async fn stop(driver: DriverHandle) {
+pub(crate) async fn stop(driver: DriverHandle) {
     tokio::task::spawn_blocking(move || driver.shutdown())
         .await
         .unwrap();
 }
 
-async fn call(router: &axum::Router, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn call(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
     let request = Request::builder()
         .method(method)
         .uri(path)

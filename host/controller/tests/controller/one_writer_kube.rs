@@ -5,26 +5,19 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use crate::in_cluster::{call, live, runtime, stop};
 use crate::kube_support::fixtures::node;
 use crate::kube_support::mock::{Expect, MockServer};
 use crate::kube_support::world::World;
 use switchyard_control::{ActivePolicy, Leader, MemoryStateStore, PolicySlot};
-use switchyard_controller::{ApiConfig, Controller, LiveConfig, Token};
 use switchyard_core::Settings;
 use switchyard_kube::{ConfigMapStateStore, STATE_CONFIGMAP};
-use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
+use switchyard_runtime::{PolicyRef, Runtime};
 
 const STATE_CM: &str = "/api/v1/namespaces/switchyard/configmaps/switchyard-state";
-
-fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        cache_dir: Some(crate::support::compile_cache_dir()),
-        ..RuntimeOptions::default()
-    })
-    .expect("a runtime")
-}
 
 /// `active.json` as the controller writes it for `policy` configured with `settings`.
 fn active_json(runtime: &Runtime, policy: &str, settings: &Settings) -> String {
@@ -40,26 +33,6 @@ fn active_json(runtime: &Runtime, policy: &str, settings: &Settings) -> String {
 fn state_configmap() -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "switchyard-state", "namespace": "switchyard", "resourceVersion": "1"}})
-}
-
-async fn call(router: &axum::Router, method: &str, path: &str, body: Value) -> (u16, Value) {
-    use tower::ServiceExt as _;
-    let request = axum::http::Request::builder()
-        .method(method)
-        .uri(path)
-        .header("authorization", "Bearer t0ken")
-        .header("content-type", "application/json")
-        .body(axum::body::Body::from(body.to_string()))
-        .unwrap();
-    let response = router.clone().oneshot(request).await.unwrap();
-    let status = response.status().as_u16();
-    let bytes = axum::body::to_bytes(response.into_body(), 1 << 20)
-        .await
-        .unwrap();
-    (
-        status,
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -98,28 +71,14 @@ async fn an_activation_during_a_parameter_change_is_kept_in_the_state_configmap_
     );
     let world = World::new().node(node("n1", 8));
     let (quiet, _) = MockServer::start(vec![]);
-    let cluster = world.cluster(quiet, Leader::always("switchyard-0"));
-    let leader = cluster.leader();
-    let (controller, driver) = tokio::task::spawn_blocking(move || {
-        Controller::start(
-            runtime,
-            cluster,
-            LiveConfig::default(),
-            Box::new(store),
-            Arc::new(MemoryStateStore),
-            leader,
-        )
-        .unwrap()
-    })
-    .await
-    .unwrap();
-    let router = switchyard_controller::router(
-        controller.clone(),
-        ApiConfig {
-            token: Token::new("t0ken"),
-            max_upload_bytes: 4 << 20,
-        },
-    );
+    let (controller, router, driver) = live(
+        &world,
+        quiet,
+        Leader::always("switchyard-0"),
+        Box::new(store),
+        Arc::new(MemoryStateStore),
+    )
+    .await;
 
     let set = tokio::spawn({
         let router = router.clone();
@@ -143,17 +102,15 @@ async fn an_activation_during_a_parameter_change_is_kept_in_the_state_configmap_
     .expect("the parameters' write came");
     let (activated, applied) = call(&router, "POST", "/v1/policies/even/activate", json!({})).await;
     let (set, changed) = set.await.unwrap();
-    assert_eq!(set, 200, "{changed}");
+    assert_eq!(set, StatusCode::OK, "{changed}");
     assert_eq!(changed["applied"]["active"], "default", "{changed}");
-    assert_eq!(activated, 200, "{applied}");
+    assert_eq!(activated, StatusCode::OK, "{applied}");
     assert_eq!(applied["active"], "even", "{applied}");
     assert!(
         applied["from_round"].as_u64() >= changed["applied"]["from_round"].as_u64(),
         "answered in order: {changed} then {applied}"
     );
     assert_eq!(controller.with_status(|s| s.active.clone()), "even");
-    tokio::task::spawn_blocking(move || driver.shutdown())
-        .await
-        .unwrap();
+    stop(driver).await;
     server.finish().await;
 }
