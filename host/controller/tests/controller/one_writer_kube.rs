@@ -12,7 +12,9 @@ use crate::in_cluster::{call, live, runtime, stop};
 use crate::kube_support::fixtures::node;
 use crate::kube_support::mock::{Expect, MockServer};
 use crate::kube_support::world::World;
-use switchyard_control::{ActivePolicy, Leader, MemoryStateStore, PolicySlot};
+use switchyard_control::{
+    ActivePolicy, Leader, MemoryStateStore, PolicyParameters, PolicySlot, StateError, StateStore,
+};
 use switchyard_core::Settings;
 use switchyard_kube::{ConfigMapStateStore, STATE_CONFIGMAP};
 use switchyard_runtime::{PolicyRef, Runtime};
@@ -28,6 +30,32 @@ fn active_json(runtime: &Runtime, policy: &str, settings: &Settings) -> String {
         settings: slot.settings.clone(),
     })
     .unwrap()
+}
+
+/// The state ConfigMap for the active policy and the parameters, and memory for the
+/// policies' state blobs: a round may read a blob whenever the cluster gives it one, and
+/// the script is about the writes the API's answers make.
+struct ChoicesInConfigMap(ConfigMapStateStore);
+
+impl StateStore for ChoicesInConfigMap {
+    fn load(&self, policy: &str) -> Result<Option<Vec<u8>>, StateError> {
+        MemoryStateStore.load(policy)
+    }
+    fn save(&self, policy: &str, blob: &[u8]) -> Result<(), StateError> {
+        MemoryStateStore.save(policy, blob)
+    }
+    fn load_active(&self) -> Result<Option<ActivePolicy>, StateError> {
+        self.0.load_active()
+    }
+    fn save_active(&self, active: &ActivePolicy) -> Result<(), StateError> {
+        self.0.save_active(active)
+    }
+    fn load_parameters(&self) -> Result<PolicyParameters, StateError> {
+        self.0.load_parameters()
+    }
+    fn save_parameters(&self, parameters: &PolicyParameters) -> Result<(), StateError> {
+        self.0.save_parameters(parameters)
+    }
 }
 
 fn state_configmap() -> Value {
@@ -75,7 +103,7 @@ async fn an_activation_during_a_parameter_change_is_kept_in_the_state_configmap_
         &world,
         quiet,
         Leader::always("switchyard-0"),
-        Box::new(store),
+        Box::new(ChoicesInConfigMap(store)),
         Arc::new(MemoryStateStore),
     )
     .await;
