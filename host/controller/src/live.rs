@@ -50,7 +50,7 @@ use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
 pub(crate) use views::LiveStatus;
-pub(crate) use views::{JobList, UtilisationRing, UtilisationSample};
+pub(crate) use views::{ChartMark, JobList, UtilisationRing, UtilisationSample};
 
 /// An experiment as an operator asks for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -213,6 +213,7 @@ impl Controller {
             leader,
             on_refusal: OnceLock::new(),
             components,
+            owned_by_settings: RwLock::new(None),
             uploading: tokio::sync::Mutex::new(()),
         });
         let controller = Controller { shared };
@@ -280,6 +281,12 @@ impl Controller {
         owned: Option<OwnedBySettings>,
     ) -> Result<(), LiveError> {
         self.send(|reply| Command::Own(owned, reply)).await
+    }
+
+    /// What the followed settings file decides, as the decision thread last applied it
+    /// (none when no settings file is followed).
+    pub(crate) fn owned_by_settings(&self) -> Option<OwnedBySettings> {
+        self.shared.owned_by_settings.read().unwrap().clone()
     }
 
     /// A copy of what the driver published last.

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use super::catalog::{Catalog, CatalogEntry};
 use super::config::{LiveConfig, LiveError};
 use super::shared::{ApiChange, Applied, Command, OwnedBySettings, Shared};
-use super::views::{JobList, UtilisationSample};
+use super::views::{ChartMark, JobList, LiveStatus, MarkKind, UtilisationSample};
 use switchyard_control::{
     ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, LiveCluster, PolicyParameters,
     Recorder, RoundOutcome, RunEnd, StateStore, Step,
@@ -269,6 +269,7 @@ impl Driver {
                 let _ = reply.send(reloaded);
             }
             Command::Own(owned, reply) => {
+                *self.shared.owned_by_settings.write().unwrap() = owned.clone();
                 self.owned = owned;
                 let _ = reply.send(Ok(()));
             }
@@ -305,8 +306,15 @@ impl Driver {
                         "experiment started"
                     );
                 }
-                self.shared
-                    .publish(|status| status.experiment = report.clone());
+                let mark = report.as_ref().map(|r| MarkKind::ExperimentStart {
+                    mode: mode_name(&r.mode).to_string(),
+                    policy_a: r.policy_a.clone(),
+                    policy_b: r.policy_b.clone(),
+                });
+                self.shared.publish(|status| {
+                    status.experiment = report.clone();
+                    mark.into_iter().for_each(|m| mark_chart(status, m));
+                });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::StopExperiment(by, reply) => {
@@ -324,8 +332,13 @@ impl Driver {
                 }
                 self.shared.publish(|status| {
                     status.experiment = None;
-                    if report.is_some() {
+                    if let Some(stopped) = &report {
                         status.last_experiment = report.clone();
+                        let mark = MarkKind::ExperimentStop {
+                            policy_a: stopped.policy_a.clone(),
+                            policy_b: stopped.policy_b.clone(),
+                        };
+                        mark_chart(status, mark);
                     }
                 });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
@@ -458,7 +471,14 @@ impl Driver {
         self.control.swap_policy(entry.slot);
         self.shared.metrics().observe_swap();
         self.changed_policy = true;
-        self.shared.publish(|status| status.active = name.clone());
+        let mark = MarkKind::Policy {
+            policy: name.clone(),
+            previous,
+        };
+        self.shared.publish(|status| {
+            status.active = name.clone();
+            mark_chart(status, mark);
+        });
         Ok(Applied {
             active: name,
             from_round: self.control.rounds(),
@@ -543,11 +563,22 @@ impl Driver {
 
 /// An experiment in a few words, for logs and refusals: `split of default against even`.
 fn in_words(report: &ExperimentReport) -> String {
-    let mode = match report.mode {
+    let mode = mode_name(&report.mode);
+    format!("{mode} of {} against {}", report.policy_a, report.policy_b)
+}
+
+fn mode_name(mode: &ExperimentMode) -> &'static str {
+    match mode {
         ExperimentMode::Shadow => "shadow",
         ExperimentMode::Split { .. } => "split",
-    };
-    format!("{mode} of {} against {}", report.policy_a, report.policy_b)
+    }
+}
+
+/// Marks the allocation chart with `kind` at the cluster time of the latest summary: the
+/// change applies from the next round, which that time precedes.
+fn mark_chart(status: &mut LiveStatus, kind: MarkKind) {
+    let time = status.snapshot.time;
+    status.utilisation.mark(ChartMark { time, kind });
 }
 
 /// Configures every policy in `catalog` with the parameters `store` kept for it and

@@ -134,6 +134,9 @@ pub(super) struct Shared {
     pub(super) leader: Arc<Leader>,
     pub(super) on_refusal: OnceLock<RefusalHook>,
     pub(super) components: Arc<dyn ComponentStore>,
+    /// What the followed settings file decides, for readers: written by the decision
+    /// thread alone, when it applies the command that says so.
+    pub(super) owned_by_settings: RwLock<Option<OwnedBySettings>>,
     /// Held from loading an upload to keeping it, so the copy kept for a name is the
     /// one loaded last.
     pub(super) uploading: tokio::sync::Mutex<()>,
