@@ -12,7 +12,9 @@
 //! the active policy and of every policy's parameters: activations, parameter changes
 //! (from the API or the settings file) and reloads are commands it applies in order, so
 //! an answer of 200 is what holds until the next change. Uploads are handed to a
-//! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
+//! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]);
+//! policies named by a registry reference are kept as that reference, pinned, and pulled
+//! again ([`references`]).
 //! The driver is generic over the cluster, so the simulator and a real cluster get the
 //! same controller. What it shows beyond counts (the jobs one by one, allocation over
 //! time) is in [`views`]. This module does not speak HTTP, watch files or talk to the API
@@ -22,6 +24,8 @@ mod catalog;
 mod config;
 mod driver;
 mod kept;
+mod references;
+mod registry_access;
 mod views;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -37,6 +41,7 @@ pub(crate) use catalog::policy_info;
 pub(crate) use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use config::{LiveConfig, LiveError};
 pub(crate) use kept::Persistence;
+pub use registry_access::RegistryAccess;
 use switchyard_control::{
     ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentMode, ExperimentReport,
     Leader, LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder, RefusalHook, RunEnd,
@@ -173,6 +178,8 @@ struct Shared {
     leader: Arc<Leader>,
     on_refusal: OnceLock<RefusalHook>,
     components: Arc<dyn ComponentStore>,
+    /// How policies named by a registry reference are pulled.
+    registry: RegistryAccess,
     /// What the policies directory's settings file decides, if one is followed.
     owned_by_settings: RwLock<Option<OwnedBySettings>>,
     /// Held from loading an upload to keeping it, so the copy kept for a name is the
@@ -275,7 +282,11 @@ impl Controller {
     ) -> Result<(Controller, DriverHandle), LiveError> {
         let catalog = Catalog::with_builtins(runtime)?;
         let metrics = Metrics::new();
-        kept::restore(&catalog, components.as_ref(), &metrics);
+        let registry = match &config.registry {
+            Some(registry) => registry.clone(),
+            None => RegistryAccess::anonymous()?,
+        };
+        kept::restore(&catalog, components.as_ref(), &registry, &metrics);
         let parameters = driver::restore_parameters(&catalog, store.as_ref());
         let remembered = store.load_active().unwrap_or_else(|error| {
             tracing::warn!(%error, "cannot read which policy was active; starting with {}", config.policy);
@@ -317,6 +328,7 @@ impl Controller {
             leader,
             on_refusal: OnceLock::new(),
             components,
+            registry,
             owned_by_settings: RwLock::new(None),
             uploading: tokio::sync::Mutex::new(()),
         });
@@ -499,24 +511,7 @@ impl Controller {
         let (entry, applied) = self
             .load_policy(bytes.clone(), "upload".into(), BTreeMap::new())
             .await?;
-        let (components, policy) = (
-            self.shared.components.clone(),
-            entry.slot.name().to_string(),
-        );
-        let kept = tokio::task::spawn_blocking(move || components.keep(&policy, &bytes))
-            .await
-            .map_err(|_| LiveError::Stopped)?;
-        let persistence = Persistence::of(
-            entry.slot.name(),
-            kept,
-            &self.shared.catalog,
-            &self.shared.metrics,
-        );
-        Ok(Uploaded {
-            entry,
-            applied,
-            persistence,
-        })
+        self.keep_loaded(entry, applied, bytes).await
     }
 
     /// Loads the uploads the component store kept that are not loaded here yet (a
@@ -526,6 +521,7 @@ impl Controller {
         let refused = kept::restore(
             &self.shared.catalog,
             self.shared.components.as_ref(),
+            &self.shared.registry,
             &self.shared.metrics,
         );
         for (source, error) in refused {

@@ -7,6 +7,7 @@ mod experiment;
 mod kube;
 mod openapi;
 mod policy;
+mod registry;
 mod replay;
 mod run;
 mod sandbox;

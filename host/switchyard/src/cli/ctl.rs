@@ -98,9 +98,12 @@ enum CtlCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// Upload a policy component (a .wasm file); it replaces a loaded one of its name.
+    /// Upload a policy component (a .wasm file), or have the controller pull one from a
+    /// registry (oci://REGISTRY/REPOSITORY:TAG, ...@sha256:DIGEST); it replaces a loaded
+    /// one of its name. A policy from a registry is kept as its reference pinned to the
+    /// digest, however large it is.
     Upload {
-        /// The component.
+        /// The component's file, or its registry reference.
         file: PathBuf,
     },
     /// Make a loaded policy the active one (from the next round).
@@ -309,13 +312,21 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
             }
             client.get(&path).await?
         }
-        CtlCommand::Upload { file } => {
-            let bytes =
-                std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
-            client
-                .send(Method::POST, "/v1/policies", Body::Wasm(bytes))
-                .await?
-        }
+        CtlCommand::Upload { file } => match file.to_str() {
+            Some(reference) if switchyard_registry::Reference::is_reference(reference) => {
+                let body = json!({ "reference": reference });
+                client
+                    .send(Method::POST, "/v1/policies", Body::Json(body))
+                    .await?
+            }
+            _ => {
+                let bytes =
+                    std::fs::read(file).with_context(|| format!("reading {}", file.display()))?;
+                client
+                    .send(Method::POST, "/v1/policies", Body::Wasm(bytes))
+                    .await?
+            }
+        },
         CtlCommand::Activate { name } => {
             let path = format!("/v1/policies/{}/activate", segment(name)?);
             client.send(Method::POST, &path, Body::Empty).await?
