@@ -16,6 +16,13 @@
 //!   (`activate`, then the driver's next round), with the same two caches; cold
 //!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
 //!   the cold path on a controller without `quick_first` (Cranelift only);
+//! - `registry/<cold|cached>/even`: the same path for a policy named by OCI reference
+//!   (`Controller::load_reference`), against Debian's `docker-registry` on loopback
+//!   (`SWITCHYARD_DOCKER_REGISTRY`; skipped without it): cold, a tag pushed just before
+//!   (untimed) and new to every cache, so the tag is resolved, the manifest and the
+//!   component downloaded and verified, and the component compiled; cached, a pinned
+//!   reference already pulled once, which the on-disk cache and the compile cache answer
+//!   without the registry;
 //! - `tiers/<winch|cranelift>/<policy>`: one SpeCon or DRAGON round at 1,000 nodes on a
 //!   fresh instance, on each compiler's code: what an upload's rounds cost before
 //!   Cranelift's code replaces Winch's;
@@ -36,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use switchyard_controller::{Controller, DriverHandle, LiveConfig};
+use switchyard_controller::{Controller, DriverHandle, LiveConfig, RegistryAccess};
 use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions, builtin};
 use switchyard_sim::{Simulator, Workload};
 use wasm_encoder::{ComponentSection, CustomSection};
@@ -160,6 +167,7 @@ fn instantiate(c: &mut Criterion) {
 fn idle_controller(
     runtime: &tokio::runtime::Runtime,
     quick_first: bool,
+    registry: Option<RegistryAccess>,
 ) -> (Controller, impl Drop) {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -174,6 +182,7 @@ fn idle_controller(
     .expect("runtime");
     let config = LiveConfig {
         speed: 1e9,
+        registry,
         ..LiveConfig::default()
     };
     let (controller, driver) =
@@ -186,17 +195,37 @@ fn idle_controller(
     (controller, driver)
 }
 
+/// How a policy reaches the controller.
+enum Upload {
+    /// Its component, as `POST /v1/policies` sends it.
+    Bytes(Vec<u8>),
+    /// Its OCI reference, which the controller pulls.
+    Reference(String),
+}
+
 /// Time from the upload of `name` to the first record decided by it, and the module.
 async fn swap_in(
     controller: &Controller,
     name: &str,
-    bytes: Vec<u8>,
+    upload: Upload,
 ) -> (Duration, std::sync::Arc<PolicyModule>) {
     let start = Instant::now();
-    let (entry, _) = controller
-        .load_policy(bytes, "bench upload".into(), BTreeMap::new())
-        .await
-        .expect("the upload is accepted");
+    let entry = match upload {
+        Upload::Bytes(bytes) => {
+            controller
+                .load_policy(bytes, "bench upload".into(), BTreeMap::new())
+                .await
+                .expect("the upload is accepted")
+                .0
+        }
+        Upload::Reference(reference) => {
+            controller
+                .load_reference(&reference)
+                .await
+                .expect("the reference pulls and loads")
+                .entry
+        }
+    };
     let applied = controller.activate(name).await.expect("activates");
     loop {
         let decided = controller.with_status(|s| {
@@ -222,8 +251,8 @@ fn api_runtime() -> tokio::runtime::Runtime {
 
 fn swap(c: &mut Criterion) {
     let tokio = api_runtime();
-    let (quick, _quick_driver) = idle_controller(&tokio, true);
-    let (cranelift, _cranelift_driver) = idle_controller(&tokio, false);
+    let (quick, _quick_driver) = idle_controller(&tokio, true, None);
+    let (cranelift, _cranelift_driver) = idle_controller(&tokio, false, None);
     let mut g = c.benchmark_group("swap");
     for (label, cold, name) in UPLOADED.iter().flat_map(|&name| {
         [
@@ -246,7 +275,7 @@ fn swap(c: &mut Criterion) {
                         } else {
                             builtin_bytes(name).to_vec()
                         };
-                        let (took, module) = swap_in(controller, name, bytes).await;
+                        let (took, module) = swap_in(controller, name, Upload::Bytes(bytes)).await;
                         total += took;
                         wait_for_cranelift(&module);
                         controller
@@ -256,6 +285,65 @@ fn swap(c: &mut Criterion) {
                     }
                     total
                 })
+            })
+        });
+    }
+    g.finish();
+}
+
+fn registry(c: &mut Criterion) {
+    let Some(registry) = switchyard_test_support::TestRegistry::anonymous() else {
+        return;
+    };
+    let cache = tempfile::tempdir().expect("a cache directory");
+    let access = RegistryAccess::new(
+        switchyard_registry::ClientOptions {
+            insecure_registries: vec![registry.address().to_string()],
+            cache: Some(switchyard_registry::Cache::new(cache.path())),
+            ..Default::default()
+        },
+        64 << 20,
+    )
+    .expect("registry access");
+    let tokio = api_runtime();
+    let (controller, _driver) = idle_controller(&tokio, true, Some(access));
+    let pusher = registry.client(switchyard_registry::Credentials::none(), None);
+    let push = |tag: &str, bytes: Vec<u8>| {
+        let reference =
+            switchyard_registry::Reference::parse(&registry.reference(tag)).expect("a tag");
+        tokio
+            .block_on(pusher.push(&reference, bytes.into()))
+            .expect("the registry takes the policy")
+            .reference
+    };
+    let pinned = push("bench/even:cached", builtin_bytes("even").to_vec()).to_string();
+    let mut g = c.benchmark_group("registry");
+    for label in ["cold", "cached"] {
+        g.bench_function(BenchmarkId::new(label, "even"), |b| {
+            b.iter_custom(|iterations| {
+                let mut total = Duration::ZERO;
+                for i in 0..iterations {
+                    let reference = match label {
+                        "cold" => push(&format!("bench/even:{i}"), fresh_copy("even"))
+                            .to_string()
+                            .split('@')
+                            .next()
+                            .expect("a tag")
+                            .to_string(),
+                        _ => pinned.clone(),
+                    };
+                    tokio.block_on(async {
+                        let (took, module) =
+                            swap_in(&controller, "even", Upload::Reference(reference)).await;
+                        total += took;
+                        wait_for_cranelift(&module);
+                        controller
+                            .activate("default")
+                            .await
+                            .expect("back to default");
+                    });
+                }
+                total
             })
         });
     }
@@ -344,6 +432,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = load, tiers, instantiate, swap, sustained
+    targets = load, tiers, instantiate, swap, registry, sustained
 }
 criterion_main!(benches);

@@ -136,9 +136,7 @@ impl TestRegistry {
     /// artifact's config, or push one that is not a component.
     pub fn raw_client(&self) -> oci_client::Client {
         oci_client::Client::try_from(oci_client::client::ClientConfig {
-            protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![
-                self.address.clone(),
-            ]),
+            protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![self.address.clone()]),
             ..Default::default()
         })
         .expect("an oci-client client")

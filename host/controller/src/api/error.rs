@@ -92,9 +92,7 @@ impl From<LiveError> for ApiError {
 /// failing).
 fn registry_status(error: &RegistryError) -> StatusCode {
     match error {
-        RegistryError::Reference(_) | RegistryError::PushToDigest { .. } => {
-            StatusCode::BAD_REQUEST
-        }
+        RegistryError::Reference(_) | RegistryError::PushToDigest { .. } => StatusCode::BAD_REQUEST,
         RegistryError::NotFound { .. }
         | RegistryError::NotComponent { .. }
         | RegistryError::DigestMismatch { .. }

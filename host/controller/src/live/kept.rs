@@ -79,7 +79,6 @@ fn kept_reference(bytes: &[u8]) -> Option<&str> {
         .map(str::trim)
 }
 
-
 /// Loads every component `store` kept into `catalog`, skipping those already loaded
 /// (same digest, or the same pinned reference), and pulls the kept references through
 /// `registry`. Returns the refused ones as (source, error); each is logged, counted and
@@ -100,31 +99,30 @@ pub(super) fn restore(
                 let source = kept_source(&error.place());
                 (source, error.to_string(), "read")
             }
-            Ok(kept) if kept_reference(&kept.bytes).is_some() => {
-                let reference = kept_reference(&kept.bytes).unwrap_or_default();
-                if sources.contains(reference) {
+            Ok(kept) => match kept_reference(&kept.bytes) {
+                Some(reference) if sources.contains(reference) => {
                     catalog.clear_failure(reference);
                     continue;
                 }
-                match pull_and_load(catalog, registry, reference) {
+                Some(reference) => match pull_kept(catalog, registry, reference) {
                     Ok(()) => continue,
                     Err((error, kind)) => (reference.to_string(), error, kind),
-                }
-            }
-            Ok(kept) => {
-                let source = kept_source(&kept.location);
-                if loaded.contains(&ComponentDigest::of(&kept.bytes).to_hex()) {
-                    catalog.clear_failure(&source);
-                    continue;
-                }
-                match catalog.load(&kept.bytes, &source, &BTreeMap::new()) {
-                    Ok(entry) => {
-                        tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
+                },
+                None => {
+                    let source = kept_source(&kept.location);
+                    if loaded.contains(&ComponentDigest::of(&kept.bytes).to_hex()) {
+                        catalog.clear_failure(&source);
                         continue;
                     }
-                    Err(error) => (source, error.to_string(), error.metric_label()),
+                    match catalog.load(&kept.bytes, &source, &BTreeMap::new()) {
+                        Ok(entry) => {
+                            tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
+                            continue;
+                        }
+                        Err(error) => (source, error.to_string(), error.metric_label()),
+                    }
                 }
-            }
+            },
         };
         metrics.observe_load_error(kind);
         catalog.record_failure(&source, &error);
@@ -140,7 +138,7 @@ pub(super) fn restore(
 
 /// Pulls the kept, pinned `reference` and loads it under that reference as its source;
 /// the error and its metric label when either fails.
-fn pull_and_load(
+fn pull_kept(
     catalog: &Catalog,
     registry: &RegistryAccess,
     reference: &str,

@@ -7,6 +7,10 @@ use std::sync::Arc;
 
 use switchyard_registry::{Client, ClientOptions, Error, Pulled, Reference};
 
+/// The largest component a controller started without registry settings pulls: the
+/// API's default upload limit, so a policy that could be uploaded can be named too.
+const DEFAULT_MAX_PULL_BYTES: u64 = 32 << 20;
+
 /// How the controller reaches registries: one client (its insecure registries, its
 /// logins, its cache) and the largest component it pulls.
 #[derive(Clone, Debug)]
@@ -28,10 +32,7 @@ impl RegistryAccess {
     /// Anonymous access over TLS to every registry, with no cache, up to the API's upload
     /// limit: what a controller started without registry settings uses.
     pub fn anonymous() -> Result<Self, Error> {
-        Self::new(
-            ClientOptions::default(),
-            crate::api::DEFAULT_MAX_UPLOAD_BYTES as u64,
-        )
+        Self::new(ClientOptions::default(), DEFAULT_MAX_PULL_BYTES)
     }
 
     /// Pulls `reference`, verified, on a thread and runtime of its own, so that callers
@@ -51,5 +52,16 @@ impl RegistryAccess {
                 .join()
                 .unwrap_or_else(|_| Err(Error::Setup("the pull panicked".into())))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_default_pull_limit_is_the_default_upload_limit() {
+        assert_eq!(
+            super::DEFAULT_MAX_PULL_BYTES,
+            crate::api::DEFAULT_MAX_UPLOAD_BYTES as u64
+        );
     }
 }

@@ -29,10 +29,11 @@ impl PolicyDir {
             if unchanged && !(refused && changed) {
                 continue;
             }
-            let pulled = self.runtime.block_on(
-                self.controller
-                    .pull_and_load(reference, settings.parameters.clone(), reference),
-            );
+            let pulled = self.runtime.block_on(self.controller.pull_and_load(
+                reference,
+                settings.parameters.clone(),
+                reference,
+            ));
             let entry = match pulled {
                 Ok((entry, _, _)) => entry,
                 // pull_and_load has logged, counted and recorded it.

@@ -411,7 +411,7 @@ async fn an_upload_in_kube_mode_is_kept_in_its_own_configmap_and_the_next_contro
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upload_too_large_for_a_configmap_is_used_and_the_answer_says_a_restart_loses_it_and_names_the_registry_way()
-{
+ {
     let world = World::new().node(node("n1", 8));
     let bytes = null_guest_padded(1 << 20);
     let (client, server) = MockServer::start(vec![

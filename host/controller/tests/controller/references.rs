@@ -15,7 +15,7 @@ use std::time::Duration;
 use axum::body::Bytes;
 use serde_json::{Value, json};
 use support::{STREAM, TestRegistry};
-use switchyard_controller::{LiveConfig, RegistryAccess};
+use switchyard_controller::{LiveConfig, PolicyDir, RegistryAccess, watch_policy_dir};
 use switchyard_registry::{ClientOptions, Credentials, Digest, Pushed, Reference};
 
 fn guest_bytes(folder: &str) -> Bytes {
@@ -80,7 +80,11 @@ async fn a_policy_named_by_tag_is_listed_under_its_pinned_reference_and_the_same
     let pinned = pushed.reference.to_string();
     let dir = tempfile::tempdir().unwrap();
     let limit = 64 << 20;
-    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    let live = start(config(
+        Some(dir.path()),
+        access(&registry, Credentials::none(), limit),
+    ))
+    .await;
 
     let (status, loaded) = live
         .post(
@@ -127,24 +131,35 @@ async fn a_policy_named_by_tag_is_listed_under_its_pinned_reference_and_the_same
 
     // The tag moves on; the restarted controller pulls what the kept digest names.
     push(&registry, "least-loaded", "team/null:1").await;
-    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    let live = start(config(
+        Some(dir.path()),
+        access(&registry, Credentials::none(), limit),
+    ))
+    .await;
     let (_, list) = live.get("/v1/policies").await;
     assert_eq!(list["load_errors"], json!([]), "{list}");
-    assert_eq!(list["active"], "null", "the active policy came back: {list}");
+    assert_eq!(
+        list["active"], "null",
+        "the active policy came back: {list}"
+    );
     let null = listed(&list, "null").unwrap_or_else(|| panic!("null came back: {list}"));
     assert_eq!(null["source"], pinned);
     assert_eq!(null["digest"], loaded["policy"]["digest"]);
     assert!(listed(&list, "least-loaded-rust").is_none(), "{list}");
     live.wait_for_rounds_after(3).await;
     assert!(
-        live.all_decisions().await.iter().all(|r| r["policy"] == "null"),
+        live.all_decisions()
+            .await
+            .iter()
+            .all(|r| r["policy"] == "null"),
         "the pulled policy decides after the restart"
     );
     live.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_kept_reference_that_no_longer_pulls_at_restart_is_a_load_error_and_the_rest_comes_back() {
+async fn a_kept_reference_that_no_longer_pulls_at_restart_is_a_load_error_and_the_rest_comes_back()
+{
     let dir = tempfile::tempdir().unwrap();
     let Some(registry) = TestRegistry::anonymous() else {
         return;
@@ -284,7 +299,11 @@ async fn references_that_cannot_be_pulled_are_refused_with_their_reason_and_the_
             400,
             vec!["oci://".into()],
         ),
-        (json!({"ref": here("team/null:1")}), 400, vec!["reference".into()]),
+        (
+            json!({"ref": here("team/null:1")}),
+            400,
+            vec!["reference".into()],
+        ),
         (json!({"reference": 7}), 400, vec!["reference".into()]),
     ];
     for (body, status, wanted) in cases {
@@ -293,7 +312,10 @@ async fn references_that_cannot_be_pulled_are_refused_with_their_reason_and_the_
         let message = answer["error"].as_str().unwrap_or_default().to_string();
         assert_eq!(got, status, "{body}: {answer}");
         for part in &wanted {
-            assert!(message.contains(part.as_str()), "{body}: `{part}` in {message}");
+            assert!(
+                message.contains(part.as_str()),
+                "{body}: `{part}` in {message}"
+            );
         }
         let (_, now) = live.get("/v1/status").await;
         assert_eq!(now["active"], "flowcon", "{body}: {now}");
@@ -302,7 +324,11 @@ async fn references_that_cannot_be_pulled_are_refused_with_their_reason_and_the_
     let (_, list) = live.get("/v1/policies").await;
     assert!(listed(&list, "null").is_none(), "{list}");
     assert!(
-        live.all_decisions().await.iter().skip(5).all(|r| r["policy"] == "flowcon"),
+        live.all_decisions()
+            .await
+            .iter()
+            .skip(5)
+            .all(|r| r["policy"] == "flowcon"),
         "flowcon decided throughout"
     );
     live.stop().await;
@@ -348,4 +374,70 @@ async fn with_basic_auth_the_login_of_the_docker_config_pulls_and_a_wrong_one_is
         assert_eq!(now["active"], "default");
         live.stop().await;
     }
+}
+
+#[test]
+fn a_settings_file_names_a_policy_by_reference_makes_it_active_and_keeps_nothing_for_it() {
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let pinned = tokio
+        .block_on(push(&registry, "null", "team/null:1"))
+        .reference
+        .to_string();
+    let state = tempfile::tempdir().unwrap();
+    let live = tokio.block_on(start(config(
+        Some(state.path()),
+        access(&registry, Credentials::none(), 64 << 20),
+    )));
+    let dir = tempfile::tempdir().unwrap();
+    let settings = dir.path().join("settings.yaml");
+    let tagged = registry.reference("team/null:1");
+    std::fs::write(
+        &settings,
+        // Quoted: a bare `null` is YAML's null.
+        format!("policies:\n  \"null\": {tagged}\nactive: \"null\"\n"),
+    )
+    .unwrap();
+    let watched =
+        PolicyDir::new(dir.path(), live.controller.clone(), tokio.handle().clone()).unwrap();
+    let (watcher, first) = watch_policy_dir(watched).unwrap();
+    assert_eq!(first.refused, vec![]);
+    assert_eq!(first.activated.as_deref(), Some("null"));
+    let (_, list) = tokio.block_on(live.get("/v1/policies"));
+    assert_eq!(listed(&list, "null").unwrap()["source"], pinned, "{list}");
+    assert!(
+        !state.path().join("components").join("null.wasm").exists(),
+        "the settings file is the policy's persistence"
+    );
+
+    // A name that is not the one the policy gives itself is reported against the file.
+    std::fs::write(
+        &settings,
+        format!("policies:\n  team-fair: {pinned}\nactive: \"null\"\n"),
+    )
+    .unwrap();
+    let status = tokio.block_on(live.wait_for("/v1/status", |s| {
+        s["load_errors"]
+            .as_array()
+            .is_some_and(|errors| !errors.is_empty())
+    }));
+    let error = &status["load_errors"][0];
+    assert!(
+        error["source"]
+            .as_str()
+            .unwrap()
+            .ends_with("settings.yaml: policies.team-fair"),
+        "{status}"
+    );
+    assert!(
+        error["error"]
+            .as_str()
+            .unwrap()
+            .contains("calls itself `null`, not `team-fair`"),
+        "{status}"
+    );
+    drop(watcher);
+    tokio.block_on(live.stop());
 }

@@ -96,7 +96,9 @@ impl RegistryArgs {
             let limit = switchyard_controller::DEFAULT_MAX_UPLOAD_BYTES as u64;
             let pulled = block_on(client.pull(&reference, limit))
                 .map_err(|error| with_flag_hint(error, &reference))?;
-            let (path, guard) = match cache_dir.map(|dir| Cache::new(dir).component_path(pulled.component_digest)) {
+            let (path, guard) = match cache_dir
+                .map(|dir| Cache::new(dir).component_path(pulled.component_digest))
+            {
                 Some(path) if path.is_file() => (path, None),
                 _ => {
                     let file = tempfile::Builder::new()
@@ -114,7 +116,11 @@ impl RegistryArgs {
                 "policy {} (component {}){}",
                 pulled.reference,
                 pulled.component_digest,
-                if pulled.cached { ", from the cache" } else { "" }
+                if pulled.cached {
+                    ", from the cache"
+                } else {
+                    ""
+                }
             );
             policy.replace_range(at.., &file_name(&path));
             guards.push(PulledFile { _temporary: guard });

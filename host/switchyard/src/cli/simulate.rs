@@ -20,8 +20,8 @@ use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
-use super::registry::RegistryArgs;
 use super::experiment::ExperimentArgs;
+use super::registry::RegistryArgs;
 use trace::TraceWriter;
 
 /// Arguments of `simulate`.

@@ -67,7 +67,10 @@ pub(super) fn upload(answer: &Value) -> String {
             cell(&p["version"]),
             cell(&p["digest"])
         ));
-        if p["source"].as_str().is_some_and(|s| s.starts_with("oci://")) {
+        if p["source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("oci://"))
+        {
             line(format!("from {}", cell(&p["source"])));
         }
         if let Some(round) = answer["applied"]["from_round"].as_u64() {
