@@ -441,3 +441,51 @@ fn a_settings_file_names_a_policy_by_reference_makes_it_active_and_keeps_nothing
     drop(watcher);
     tokio.block_on(live.stop());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rust_and_a_python_policy_from_a_registry_both_come_back_after_a_restart() {
+    let Some(tool) = support::componentize_py_or_skip("a Python policy from a registry") else {
+        return;
+    };
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let build = tempfile::tempdir().unwrap();
+    let python = build.path().join("least_loaded.wasm");
+    support::build_python_example(&tool, &python);
+    let tagged = Reference::parse(&registry.reference("team/least-loaded:py")).unwrap();
+    let python = registry
+        .client(Credentials::none(), None)
+        .push(&tagged, std::fs::read(&python).unwrap().into())
+        .await
+        .unwrap();
+    let rust = push(&registry, "null", "team/null:1").await;
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 64 << 20;
+    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    for pushed in [&rust, &python] {
+        let (status, body) = live
+            .post("/v1/policies", json!({"reference": pushed.reference.to_string()}))
+            .await;
+        assert_eq!(status, 201, "{body}");
+        assert_eq!(body["persistence"]["survives_restart"], true, "{body}");
+    }
+    live.stop().await;
+
+    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    let (_, list) = live.get("/v1/policies").await;
+    let sources: Vec<&str> = list["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p["source"].as_str())
+        .collect();
+    for pushed in [&rust, &python] {
+        assert!(
+            sources.contains(&pushed.reference.to_string().as_str()),
+            "{} came back: {list}",
+            pushed.reference
+        );
+    }
+    live.stop().await;
+}
