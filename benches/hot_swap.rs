@@ -240,6 +240,18 @@ async fn swap_in(
     }
 }
 
+/// [`swap_in`]'s time; then, untimed, waits for Cranelift's code and makes `default`
+/// active again, so the next iteration swaps from the same place.
+async fn swap_and_back(controller: &Controller, name: &str, upload: Upload) -> Duration {
+    let (took, module) = swap_in(controller, name, upload).await;
+    wait_for_cranelift(&module);
+    controller
+        .activate("default")
+        .await
+        .expect("back to default");
+    took
+}
+
 /// The API side of a controller: one tokio worker, as `switchyard run` has.
 fn api_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -275,13 +287,7 @@ fn swap(c: &mut Criterion) {
                         } else {
                             builtin_bytes(name).to_vec()
                         };
-                        let (took, module) = swap_in(controller, name, Upload::Bytes(bytes)).await;
-                        total += took;
-                        wait_for_cranelift(&module);
-                        controller
-                            .activate("default")
-                            .await
-                            .expect("back to default");
+                        total += swap_and_back(controller, name, Upload::Bytes(bytes)).await;
                     }
                     total
                 })
@@ -332,16 +338,11 @@ fn registry(c: &mut Criterion) {
                             .to_string(),
                         _ => pinned.clone(),
                     };
-                    tokio.block_on(async {
-                        let (took, module) =
-                            swap_in(&controller, "even", Upload::Reference(reference)).await;
-                        total += took;
-                        wait_for_cranelift(&module);
-                        controller
-                            .activate("default")
-                            .await
-                            .expect("back to default");
-                    });
+                    total += tokio.block_on(swap_and_back(
+                        &controller,
+                        "even",
+                        Upload::Reference(reference),
+                    ));
                 }
                 total
             })

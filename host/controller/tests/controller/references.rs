@@ -462,17 +462,28 @@ async fn a_rust_and_a_python_policy_from_a_registry_both_come_back_after_a_resta
     let rust = push(&registry, "null", "team/null:1").await;
     let dir = tempfile::tempdir().unwrap();
     let limit = 64 << 20;
-    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    let live = start(config(
+        Some(dir.path()),
+        access(&registry, Credentials::none(), limit),
+    ))
+    .await;
     for pushed in [&rust, &python] {
         let (status, body) = live
-            .post("/v1/policies", json!({"reference": pushed.reference.to_string()}))
+            .post(
+                "/v1/policies",
+                json!({"reference": pushed.reference.to_string()}),
+            )
             .await;
         assert_eq!(status, 201, "{body}");
         assert_eq!(body["persistence"]["survives_restart"], true, "{body}");
     }
     live.stop().await;
 
-    let live = start(config(Some(dir.path()), access(&registry, Credentials::none(), limit))).await;
+    let live = start(config(
+        Some(dir.path()),
+        access(&registry, Credentials::none(), limit),
+    ))
+    .await;
     let (_, list) = live.get("/v1/policies").await;
     let sources: Vec<&str> = list["policies"]
         .as_array()
