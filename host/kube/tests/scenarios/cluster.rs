@@ -102,7 +102,7 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         &a,
         TrainingJobStatus {
             placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
+            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()

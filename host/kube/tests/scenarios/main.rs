@@ -6,7 +6,6 @@
 #[path = "../support/mod.rs"]
 mod support;
 
-mod act;
 mod cluster;
 mod events;
 mod failures;
@@ -14,15 +13,19 @@ mod fencing;
 mod gangs;
 mod lease;
 mod logs;
+mod moves;
 mod others;
 mod outcomes;
 mod ownership;
 mod rbac;
+mod releases;
 mod rendezvous;
 mod restarts;
+mod snapshot;
 mod spread;
 mod startup;
 mod state;
 mod views;
 mod volumes;
 mod wedges;
+mod writes;

@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    act, cluster, events, failures, fencing, gangs, lease, logs, others, outcomes, ownership,
-    rendezvous, restarts, spread, startup, state, volumes, wedges,
+    cluster, events, failures, fencing, gangs, lease, logs, moves, others, outcomes, ownership,
+    releases, rendezvous, restarts, snapshot, spread, startup, state, volumes, wedges, writes,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -57,28 +57,28 @@ fn granted(path: &str) -> BTreeSet<Access> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
     let mut used: BTreeSet<Access> = BTreeSet::new();
-    used.extend(act::releasing_a_gang().await);
-    used.extend(act::rolling_back_a_failed_gang_release().await);
-    used.extend(act::rolling_back_leaves_the_pods_that_were_there_before().await);
-    used.extend(act::a_release_that_races_another_write_pins_the_pod_as_it_is_now().await);
-    used.extend(act::a_pod_released_elsewhere_by_someone_else_fails_the_placement().await);
+    used.extend(releases::releasing_a_gang().await);
+    used.extend(releases::rolling_back_a_failed_gang_release().await);
+    used.extend(releases::rolling_back_leaves_the_pods_that_were_there_before().await);
+    used.extend(releases::a_release_that_races_another_write_pins_the_pod_as_it_is_now().await);
+    used.extend(releases::a_pod_released_elsewhere_by_someone_else_fails_the_placement().await);
     used.extend(failures::a_pod_the_kubelet_refused_sends_its_gang_back_to_the_queue().await);
     used.extend(failures::failing_past_the_backoff_limit_fails_the_job_and_frees_its_gang().await);
     used.extend(failures::a_failure_within_the_limit_queues_the_gang_after_a_back_off().await);
-    used.extend(act::a_template_the_api_server_refuses_becomes_a_condition().await);
-    used.extend(act::placing_again_after_a_restart_reuses_a_held_pod().await);
-    used.extend(act::migrating_with_a_checkpoint_annotation().await);
-    used.extend(act::migrating_with_the_stop_signal().await);
-    used.extend(act::migrating_to_the_current_node_only_marks().await);
-    used.extend(act::resizing_a_pods_cpu().await);
-    used.extend(act::a_refused_resize_becomes_a_condition_twice().await);
-    used.extend(act::scaling_restarts_the_job_with_more_workers().await);
-    used.extend(act::a_status_update_recovers_from_a_409_conflict().await);
-    used.extend(act::policy_labels_are_one_merge_patch().await);
-    used.extend(act::a_dropped_node_watch_restarts_where_it_left_off().await);
-    used.extend(act::the_snapshot_comes_from_the_caches().await);
-    used.extend(act::usage_comes_from_metrics_when_served().await);
-    used.extend(act::loss_samples_come_from_the_followed_log().await);
+    used.extend(releases::a_template_the_api_server_refuses_becomes_a_condition().await);
+    used.extend(releases::placing_again_after_a_restart_reuses_a_held_pod().await);
+    used.extend(moves::migrating_with_a_checkpoint_annotation().await);
+    used.extend(moves::migrating_with_the_stop_signal().await);
+    used.extend(moves::migrating_to_the_current_node_only_marks().await);
+    used.extend(moves::resizing_a_pods_cpu().await);
+    used.extend(moves::a_refused_resize_becomes_a_condition_twice().await);
+    used.extend(moves::scaling_restarts_the_job_with_more_workers().await);
+    used.extend(writes::a_status_update_recovers_from_a_409_conflict().await);
+    used.extend(writes::policy_labels_are_one_merge_patch().await);
+    used.extend(snapshot::a_dropped_node_watch_restarts_where_it_left_off().await);
+    used.extend(snapshot::the_snapshot_comes_from_the_caches().await);
+    used.extend(snapshot::usage_comes_from_metrics_when_served().await);
+    used.extend(snapshot::loss_samples_come_from_the_followed_log().await);
     used.extend(lease::every_lease_access().await);
     used.extend(lease::the_leader_label_follows_the_grant().await);
     used.extend(state::state_survives_in_a_configmap().await);

@@ -33,7 +33,7 @@ pub(crate) async fn a_successor_asks_for_the_checkpoint_its_predecessor_recorded
             .checkpoint(CheckpointMethod::Annotation, 30),
         TrainingJobStatus {
             placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
+            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()
@@ -74,7 +74,7 @@ pub(crate) async fn a_migration_decided_on_a_stale_cache_starts_no_second_restar
         &cached,
         TrainingJobStatus {
             placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::act::migrated_for("reallocate", "n1", "n2")],
+            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
             generation: 1,
             ..TrainingJobStatus::default()

@@ -13,8 +13,8 @@ use switchyard_control::{Advance, Cluster, Leader};
 use switchyard_core::{JobPhase, Snapshot};
 use switchyard_kube::{Condition, TrainingJobStatus, trim_claim, trim_class, trim_volume};
 
-use crate::act::reflect;
 use crate::cluster::default_round;
+use crate::snapshot::reflect;
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, MockServer};
 use crate::support::world::{World, blocking, first_placement, status_write_of};

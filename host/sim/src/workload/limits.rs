@@ -5,6 +5,11 @@
 //! before anything is built, so a file of a few lines asking for a billion jobs is
 //! refused at once in bounded memory. It reads no file.
 
+/// The most CPU cores a node or a task may have.
+pub(super) const MAX_CORES: f64 = 1e6;
+/// The most memory a node or a task may have, GiB.
+pub(super) const MAX_MEMORY_GIB: f64 = 1e9;
+
 /// The bounds on what a workload may declare. `InputLimits::default()` is what
 /// `simulate`, `run` and `replay --simulate` read workloads with; `docs/security.md`
 /// lists each with its default.

@@ -1,5 +1,6 @@
 //! The simulator crate's integration tests, one binary, one module per subject: the
-//! simulator itself, the control loop on it (policy state, resilience, recordings), the
+//! simulator itself and the workload files it reads, the control loop on it (a failing
+//! policy's fallback, policy state, resilience, recordings), the
 //! offline runs against the papers' figures (reproduction, constrained placement),
 //! against the Pollux peer's outputs (`peer_agreement`, `pollux_model`) and against
 //! policies that abuse the host's budgets over time (`budgets`).
@@ -8,6 +9,7 @@ use switchyard_test_support as support;
 
 mod budgets;
 mod constrained;
+mod fallback;
 mod peer_agreement;
 mod policy_state;
 mod pollux_model;
@@ -15,3 +17,4 @@ mod recording;
 mod reproduction;
 mod resilience;
 mod simulator;
+mod workloads;

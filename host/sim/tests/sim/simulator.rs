@@ -1,24 +1,20 @@
-//! The simulator and the control loop: processor sharing,
-//! completion times, checkpoint costs, determinism, workload errors and policy fallback.
+//! The simulator itself: processor sharing, completion times, the costs of a migration,
+//! a checkpoint and a rescale, roles created later, interference, the communication
+//! penalty, and the snapshots it hands out.
 
 use crate::support;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use support::res;
-use switchyard_control::{Advance, Cluster, ControlLoop, PolicySlot};
+use switchyard_control::{Advance, Cluster};
 use switchyard_core::{
     Action, Assignment, JobMove, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
 };
-use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions, SandboxLimits};
-use switchyard_sim::{
-    JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed, Workload,
-};
+use switchyard_sim::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed};
 
-fn node(name: &str, cpus: f64) -> NodeSpec {
+pub(crate) fn node(name: &str, cpus: f64) -> NodeSpec {
     NodeSpec {
         name: name.into(),
         allocatable: res(cpus, 64, 4),
@@ -27,7 +23,7 @@ fn node(name: &str, cpus: f64) -> NodeSpec {
     }
 }
 
-fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
+pub(crate) fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
     JobSpec {
         id: id.into(),
         submit_time: 0.0,
@@ -60,7 +56,7 @@ fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> JobSpec {
     }
 }
 
-fn sim(nodes: Vec<NodeSpec>, jobs: Vec<JobSpec>) -> Simulator {
+pub(crate) fn sim(nodes: Vec<NodeSpec>, jobs: Vec<JobSpec>) -> Simulator {
     Simulator::new(Scenario {
         nodes,
         jobs,
@@ -283,148 +279,6 @@ fn a_rescale_delays_the_job_by_its_cost_once_and_then_runs_at_the_new_throughput
     assert_eq!(s.finish_time("a"), Some(50.0 + 50.0 + 25.0));
 }
 
-#[test]
-fn a_workload_with_a_misspelt_field_is_refused_with_the_field_and_its_line() {
-    let text = "cluster:\n  nodes:\n    - name: n\n      cpus: 4\n      memory_gib: 8\ntemplates:\n  t:\n    wrok: 10\n";
-    let error = Workload::parse(text, Path::new("typo.yaml"))
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("typo.yaml:8"), "{error}");
-    assert!(error.contains("templates.t"), "{error}");
-    assert!(error.contains("wrok"), "{error}");
-}
-
-fn runtime(deadline: Duration) -> Runtime {
-    let limits = SandboxLimits {
-        deadline,
-        ..SandboxLimits::default()
-    };
-    Runtime::new(RuntimeOptions {
-        limits,
-        cache_dir: None,
-        ..Default::default()
-    })
-    .unwrap()
-}
-
-fn two_jobs_ten_seconds_apart() -> Simulator {
-    let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
-    jobs[1].submit_time = 10.0;
-    sim(vec![node("n1", 4.0)], jobs)
-}
-
-/// The test guest that never returns from `decide`.
-fn looping_guest(runtime: &Runtime) -> std::sync::Arc<switchyard_runtime::PolicyModule> {
-    runtime
-        .load(
-            &std::fs::read(support::guest("looping")).unwrap(),
-            "looping",
-        )
-        .unwrap()
-}
-
-#[test]
-fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
-    let runtime = runtime(Duration::from_millis(30));
-    let looping = looping_guest(&runtime);
-    let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
-    let active = PolicySlot::new(looping, Default::default());
-    let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
-    let mut s = two_jobs_ten_seconds_apart();
-    let mut control = ControlLoop::new(active, fallback, 1);
-    control.run(&mut s, |_, _| {});
-    assert_eq!(s.finished_jobs(), 2, "no job is lost");
-    assert!(control.failures() >= 2);
-    assert!(
-        control
-            .records()
-            .iter()
-            .all(|r| r.arm_a.policy == "default" && r.arm_a.failure.is_some())
-    );
-    assert_eq!(s.finish_time("a"), Some(50.0));
-}
-
-#[test]
-fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_default() {
-    let runtime = runtime(Duration::from_millis(30));
-    let looping = looping_guest(&runtime);
-    let load = |name: &str| {
-        PolicySlot::configure(
-            PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
-            &Default::default(),
-        )
-        .unwrap()
-    };
-    let mut s = two_jobs_ten_seconds_apart();
-    let mut control = ControlLoop::new(load("even"), load("default"), 1);
-    let switchyard_control::Step::Round { triggers, .. } = control.wait_for_round(&mut s) else {
-        panic!("the first arrival is a round");
-    };
-    control.round(&mut s, triggers);
-    control.swap_policy(PolicySlot::new(looping, Default::default()));
-    control.run(&mut s, |_, _| {});
-    assert_eq!(s.finished_jobs(), 2, "no job is lost");
-    let records = control.records();
-    assert_eq!(records[0].arm_a.policy, "even");
-    assert!(records[0].arm_a.failure.is_none());
-    assert!(records.len() > 1);
-    for r in &records[1..] {
-        assert!(r.arm_a.failure.is_some(), "round {} did not fail", r.round);
-        assert_eq!(
-            r.arm_a.policy, "even",
-            "round {} decided by {}",
-            r.round, r.arm_a.policy
-        );
-    }
-}
-
-#[test]
-fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides() {
-    use switchyard_control::Experiment;
-    use switchyard_control::ExperimentMode;
-    let runtime = runtime(Duration::from_millis(30));
-    let load = |name: &str| {
-        PolicySlot::configure(
-            PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
-            &Default::default(),
-        )
-        .unwrap()
-    };
-    let run = |shadow: Option<PolicySlot>| {
-        let mut s = two_jobs_ten_seconds_apart();
-        let mut control = ControlLoop::new(load("even"), load("default"), 1);
-        if let Some(b) = shadow {
-            control.start_experiment(Experiment::new(b, ExperimentMode::Shadow));
-        }
-        control.run(&mut s, |_, _| {});
-        let decided: Vec<_> = control
-            .records()
-            .iter()
-            .map(|r| {
-                (
-                    r.round,
-                    r.time,
-                    r.arm_a.policy.clone(),
-                    r.arm_a.failure.clone(),
-                    r.arm_a.accepted.clone(),
-                )
-            })
-            .collect();
-        (decided, s.outcomes(), control.experiment_report())
-    };
-    let (alone, alone_jobs, _) = run(None);
-    let looping = PolicySlot::new(looping_guest(&runtime), Default::default());
-    let (shadowed, shadowed_jobs, report) = run(Some(looping));
-    assert_eq!(
-        shadowed, alone,
-        "the failing shadow changed arm A's decisions"
-    );
-    assert_eq!(shadowed_jobs, alone_jobs);
-    let report = report.unwrap();
-    assert_eq!(report.b_failures, report.rounds, "every shadow call failed");
-    assert!(report.rounds >= 2);
-}
-
 /// A two-role job whose `worker` role is created `after` seconds after submission.
 fn staged_job(after: f64) -> JobSpec {
     let mut job = cpu_job("a", 100.0, 1.0, 1.0);
@@ -518,26 +372,6 @@ fn a_finished_gpu_job_stops_counting_as_gpu_utilisation() {
 }
 
 #[test]
-fn a_distributed_template_labels_its_jobs_with_their_roles_and_task_count() {
-    let text = "cluster:\n  nodes:\n    - {name: n, cpus: 4, memory_gib: 8}\ntemplates:\n  t:\n    work: 10\n    roles:\n      - {name: scheduler, cpus: 1, memory_gib: 1}\n      - {name: worker, count: 3, cpus: 1, memory_gib: 1, create_after: 5}\njobs:\n  - {template: t}\n";
-    let scenario = Workload::parse(text, Path::new("w.yaml"))
-        .unwrap()
-        .scenario(0)
-        .unwrap();
-    let labels = &scenario.jobs[0].labels;
-    assert_eq!(labels["roles"], "scheduler,worker");
-    assert_eq!(labels["tasks"], "4");
-    assert_eq!(scenario.jobs[0].roles[1].create_after, 5.0);
-    let bad = text.replace("create_after: 5", "create_after: -1");
-    let error = Workload::parse(&bad, Path::new("w.yaml"))
-        .unwrap()
-        .scenario(0)
-        .unwrap_err()
-        .to_string();
-    assert!(error.contains("roles[1].create_after"), "{error}");
-}
-
-#[test]
 fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
     let distributed = |id: &str| {
         let mut job = cpu_job(id, 1000.0, 1.0, 1.0);
@@ -585,153 +419,6 @@ fn a_job_whose_tasks_span_nodes_runs_at_the_communication_penalty() {
     assert_eq!(s.finish_time("apart"), Some(125.0));
 }
 
-fn workload(text: &str) -> Result<switchyard_sim::Scenario, String> {
-    Workload::parse(text, Path::new("w.yaml"))
-        .and_then(|w| w.scenario(7))
-        .map_err(|e| e.to_string())
-}
-
-const ARRIVALS: &str = "cluster:\n  nodes: [{name: n, cpus: 4, memory_gib: 8}]\n\
-    templates:\n  t: {work: 10, speed: 1.0, cpus: 1, curve: none}\njobs:\n";
-
-fn submit_times(jobs: &str) -> Vec<f64> {
-    workload(&format!("{ARRIVALS}{jobs}"))
-        .unwrap()
-        .jobs
-        .iter()
-        .map(|j| j.submit_time)
-        .collect()
-}
-
-#[test]
-fn fixed_interval_arrivals_come_every_interval_from_the_start() {
-    assert_eq!(
-        submit_times("  - {template: t, count: 3, every: 50, start: 10}\n"),
-        [10.0, 60.0, 110.0]
-    );
-}
-
-#[test]
-fn uniform_arrivals_fall_inside_their_window_in_order() {
-    let times = submit_times("  - {template: t, count: 50, uniform: 300, start: 100}\n");
-    assert_eq!(times.len(), 50);
-    assert!(
-        times.iter().all(|t| (100.0..=400.0).contains(t)),
-        "{times:?}"
-    );
-    assert!(times.windows(2).all(|w| w[0] <= w[1]));
-    // Spread over the window, not bunched at one end.
-    assert!(times[0] < 150.0 && times[49] > 350.0, "{times:?}");
-}
-
-#[test]
-fn poisson_arrivals_have_mean_gaps_of_one_over_the_rate() {
-    let times = submit_times("  - {template: t, count: 2000, poisson: 0.1}\n");
-    let mean_gap = times.last().unwrap() / times.len() as f64;
-    // 2,000 exponential gaps of mean 10 s: the mean is within 5% with overwhelming odds.
-    assert!((9.5..10.5).contains(&mean_gap), "mean gap {mean_gap}");
-}
-
-#[test]
-fn negative_intervals_and_costs_are_refused_with_the_field_named() {
-    let every = workload(&format!(
-        "{ARRIVALS}  - {{template: t, count: 2, every: -5}}\n"
-    ))
-    .unwrap_err();
-    assert!(
-        every.contains("jobs[0]") && every.contains("every"),
-        "{every}"
-    );
-    let cost = workload(&format!(
-        "simulator: {{migration_cost: -1}}\n{ARRIVALS}  - {{template: t, at: 0}}\n"
-    ))
-    .unwrap_err();
-    assert!(cost.contains("simulator.migration_cost"), "{cost}");
-}
-
-#[test]
-fn a_missing_data_file_is_an_error_naming_it_and_where_the_data_comes_from() {
-    let nodes = "cluster:\n  nodes: [{name: n, cpus: 4, memory_gib: 8, gpus: 4}]\n";
-    for (import, file) in [
-        (
-            "pollux: {path: data/pollux/workloads/workload-9.csv}",
-            "workload-9.csv",
-        ),
-        ("philly: {path: nowhere/philly.csv}", "philly.csv"),
-    ] {
-        let error = workload(&format!("{nodes}import:\n  {import}\n")).unwrap_err();
-        assert!(error.contains(file), "{error}");
-        assert!(error.contains("data/pollux/"), "{error}");
-        assert!(error.contains("README.md"), "{error}");
-    }
-    let replay = workload(&format!(
-        "{nodes}templates:\n  t: {{work: 10, throughput: [1.0], replay: {{path: gone.csv}}}}\n\
-         jobs:\n  - {{template: t, at: 0}}\n"
-    ))
-    .unwrap_err();
-    assert!(
-        replay.contains("gone.csv") && replay.contains("data/pollux/"),
-        "{replay}"
-    );
-}
-
-#[test]
-fn a_replayed_pollux_curve_passes_through_the_measured_points() {
-    let csv =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../data/pollux/cifar10/validation-128.csv");
-    let (curve, total) = switchyard_sim::replay_curve(&csv).unwrap();
-    assert_eq!(total, 39062.0);
-    // The first and last rows of the file: (390, 0.4455) and (39062, 0.9448).
-    assert!((curve.value(390.0 / total) - 0.4455).abs() < 1e-9);
-    assert!((curve.value(1.0) - 0.9448).abs() < 1e-9);
-    // Halfway between (390, 0.4455) and (781, 0.6007), linearly.
-    let mid = curve.value(585.5 / total);
-    assert!((mid - (0.4455 + 0.6007) / 2.0).abs() < 1e-6, "{mid}");
-}
-
-#[test]
-fn a_pollux_workload_imports_every_measured_job_with_its_model_and_a_rate_for_any_size() {
-    let example =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/pollux-workload-1.yaml");
-    let scenario = Workload::load(&example).unwrap().scenario(1).unwrap();
-    // 160 jobs, less the 7 bert and 4 imagenet ones the artifact has no data for.
-    assert_eq!(scenario.jobs.len(), 149);
-    // GPUs per node for `r` replicas packed four to a node.
-    let packed = |r: u32| -> Vec<u32> {
-        let mut p = vec![4; (r / 4) as usize];
-        if !r.is_multiple_of(4) {
-            p.push(r % 4);
-        }
-        p
-    };
-    for job in &scenario.jobs {
-        let Speed::Goodput(goodput) = &job.speed else {
-            panic!("{} has no measured model", job.id);
-        };
-        assert_eq!(job.work, goodput.model.total_progress(), "{}", job.id);
-        assert_eq!(job.comm_penalty, 1.0, "{}: measured, no penalty", job.id);
-        for r in 1..=job.max_replicas {
-            let (rate, _) = goodput.rate(&packed(r), 0.0);
-            assert!(
-                rate.is_finite() && rate > 0.0,
-                "{} with {r} replicas: {rate}",
-                job.id
-            );
-        }
-    }
-    let ncf = scenario.jobs.iter().find(|j| j.id == "ncf-2").unwrap();
-    assert_eq!(
-        ncf.roles[0].count, 1,
-        "workload-1 starts ncf-2 with one replica"
-    );
-    // cifar10's measurements make four GPUs on two nodes slower than on one.
-    let cifar = scenario.jobs.iter().find(|j| j.id == "cifar10-0").unwrap();
-    let Speed::Goodput(goodput) = &cifar.speed else {
-        panic!("cifar10-0 has no measured model");
-    };
-    assert!(goodput.rate(&[2, 2], 0.0).0 < goodput.rate(&[4], 0.0).0);
-}
-
 #[test]
 fn a_snapshot_hands_out_the_same_node_and_job_until_they_change() {
     let mut s = sim(
@@ -775,67 +462,4 @@ fn jobs_with_the_same_labels_share_one_map() {
         &snapshot.jobs[0].labels,
         &snapshot.jobs[1].labels
     ));
-}
-
-/// The controller restarts mid-run (a fresh loop: a new policy instance and no state
-/// blob at all) while the cluster keeps running, as a Kubernetes cluster does: the jobs'
-/// move histories come from the cluster, and SpeCon, which counts its at-most-once
-/// reallocations from them, reallocates no job a second time although the state that
-/// also remembered them is gone.
-#[test]
-fn move_histories_outlive_a_controller_restart_and_specon_counts_on_them() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specon-random-20.yaml");
-    let workload = Workload::load(&path).unwrap();
-    let mut sim = Simulator::new(workload.scenario(workload.seed()).unwrap());
-    let runtime = runtime(Duration::from_secs(5));
-    let slot = |name: &str| {
-        switchyard_sim::load_slot(&runtime, name, &BTreeMap::new()).expect("a built-in")
-    };
-    let fresh_loop = || ControlLoop::new(slot("specon"), slot("default"), 1);
-    let mut control = fresh_loop();
-    let mut reallocations: BTreeMap<String, usize> = BTreeMap::new();
-    let mut restarted_at = None;
-    loop {
-        let (triggers, quiescent) = match control.wait_for_round(&mut sim) {
-            switchyard_control::Step::End(_) => break,
-            switchyard_control::Step::Round {
-                triggers,
-                quiescent,
-            } => (triggers, quiescent),
-        };
-        let outcome = control.decide_round(&mut sim, triggers);
-        for action in &outcome.record.arm_a.accepted {
-            if let Operation::Migrate { job, purpose, .. } = &action.op
-                && purpose == "reallocate"
-            {
-                *reallocations.entry(job.clone()).or_default() += 1;
-            }
-        }
-        if quiescent && !outcome.changed {
-            break;
-        }
-        if restarted_at.is_none() && reallocations.len() >= 3 {
-            let remembered = sim
-                .snapshot(vec![])
-                .jobs
-                .iter()
-                .filter(|j| {
-                    j.moves
-                        .iter()
-                        .any(|m| m.kind == MoveKind::Migrated && m.purpose == "reallocate")
-                })
-                .count();
-            assert!(remembered >= 1, "the cluster shows the reallocations");
-            control = fresh_loop();
-            restarted_at = Some(sim.now());
-        }
-    }
-    assert!(
-        restarted_at.is_some(),
-        "SpeCon reallocated: {reallocations:?}"
-    );
-    assert!(
-        reallocations.values().all(|&n| n == 1),
-        "a job reallocated twice across the restart at {restarted_at:?}: {reallocations:?}"
-    );
 }
