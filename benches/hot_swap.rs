@@ -16,7 +16,7 @@
 //!   (`activate`, then the driver's next round), with the same two caches; cold
 //!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
 //!   the cold path on a controller without `quick_first` (Cranelift only);
-//! - `registry/<cold|cached>/even`: the same path for a policy named by OCI reference
+//! - `registry/<cold|cached>/least-loaded`: the same path for a policy named by OCI reference
 //!   (`Controller::load_reference`), against Debian's `docker-registry` on loopback
 //!   (`SWITCHYARD_DOCKER_REGISTRY`; skipped without it): cold, a tag pushed just before
 //!   (untimed) and new to every cache, so the tag is resolved, the manifest and the
@@ -61,9 +61,14 @@ fn builtin_bytes(name: &str) -> &'static [u8] {
 /// The built-in `name` with a custom section that makes its digest unique: a new
 /// upload, as far as every cache is concerned, running the same code.
 fn fresh_copy(name: &str) -> Vec<u8> {
+    unique_copy(builtin_bytes(name))
+}
+
+/// `component` with a custom section that makes its digest unique.
+fn unique_copy(component: &[u8]) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut bytes = builtin_bytes(name).to_vec();
+    let mut bytes = component.to_vec();
     CustomSection {
         name: Cow::Borrowed("switchyard-bench-copy"),
         data: Cow::Owned(n.to_le_bytes().to_vec()),
@@ -322,15 +327,19 @@ fn registry(c: &mut Criterion) {
             .expect("the registry takes the policy")
             .reference
     };
-    let pinned = push("bench/even:cached", builtin_bytes("even").to_vec()).to_string();
+    // A built-in's name is reserved for the built-in, so the policy pulled is the
+    // least-loaded test guest.
+    let policy = std::fs::read(switchyard_test_support::guest("least-loaded"))
+        .expect("the least-loaded guest");
+    let pinned = push("bench/least-loaded:cached", policy.clone()).to_string();
     let mut g = c.benchmark_group("registry");
     for label in ["cold", "cached"] {
-        g.bench_function(BenchmarkId::new(label, "even"), |b| {
+        g.bench_function(BenchmarkId::new(label, "least-loaded"), |b| {
             b.iter_custom(|iterations| {
                 let mut total = Duration::ZERO;
                 for i in 0..iterations {
                     let reference = match label {
-                        "cold" => push(&format!("bench/even:{i}"), fresh_copy("even"))
+                        "cold" => push(&format!("bench/least-loaded:{i}"), unique_copy(&policy))
                             .to_string()
                             .split('@')
                             .next()
@@ -340,7 +349,7 @@ fn registry(c: &mut Criterion) {
                     };
                     total += tokio.block_on(swap_and_back(
                         &controller,
-                        "even",
+                        "least-loaded-rust",
                         Upload::Reference(reference),
                     ));
                 }
