@@ -31,9 +31,11 @@ use switchyard_kube::Actor;
 use switchyard_kube::Caches;
 use switchyard_kube::KubeCluster;
 use switchyard_kube::TrainingJob;
+use switchyard_test_support::{CountingAllocator, process_live_bytes};
 
-#[path = "../host/kube/tests/support/counting.rs"]
-mod counting;
+// The caches are filled on the runtime's worker threads: the figures are the process's.
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn mib(bytes: isize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
@@ -143,7 +145,7 @@ fn counting_client(calls: Arc<AtomicUsize>) -> kube::Client {
 
 fn round(c: &mut Criterion) {
     let tokio = tokio::runtime::Runtime::new().expect("a runtime");
-    let empty = counting::live_bytes();
+    let empty = process_live_bytes();
     let (nodes_store, mut nodes) = reflector::store::<Node>();
     let (pods_store, mut pods) = reflector::store::<Pod>();
     let (jobs_store, mut jobs) = reflector::store::<TrainingJob>();
@@ -199,7 +201,7 @@ fn round(c: &mut Criterion) {
         std::hint::black_box(cluster.advance(Some(now)));
         std::hint::black_box(cluster.snapshot(Vec::new()))
     };
-    let cached = counting::live_bytes();
+    let cached = process_live_bytes();
     // The first round hears of every job and node (as after a relist); the next is
     // steady.
     let started = std::time::Instant::now();
@@ -211,7 +213,7 @@ fn round(c: &mut Criterion) {
     assert_eq!(first.jobs.len(), JOBS);
     assert_eq!(first.nodes.len(), NODES);
     drop(first);
-    let kept = counting::live_bytes();
+    let kept = process_live_bytes();
     eprintln!(
         "kube_round: caches {:.1} MiB ({NODES} nodes, {JOBS} jobs, {} own pods, {OTHER_PODS} others as charges); \
          after the first round, with the kept views: {:.1} MiB",

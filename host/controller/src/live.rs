@@ -50,7 +50,7 @@ use switchyard_control::{
 use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
-pub(crate) use views::{JobList, UtilisationRing, UtilisationSample};
+pub(crate) use views::{ChartMark, JobList, UtilisationRing, UtilisationSample};
 
 /// What a policies directory's settings file decides. The file is the one source of
 /// truth for what it names: the API refuses to change those (409, naming the file) and
@@ -414,6 +414,11 @@ impl Controller {
     /// Records what the followed settings file decides (`None`: no settings file).
     pub fn set_owned_by_settings(&self, owned: Option<OwnedBySettings>) {
         *self.shared.owned_by_settings.write().unwrap() = owned;
+    }
+
+    /// What the followed settings file decides, when one is followed.
+    pub fn owned_by_settings(&self) -> Option<OwnedBySettings> {
+        self.shared.owned_by_settings.read().unwrap().clone()
     }
 
     /// Refuses an API change that the followed settings file decides.

@@ -9,8 +9,6 @@
 //! cargo test -p switchyard-kube --test cache_memory -- --ignored --nocapture
 //! ```
 
-#[path = "support/counting.rs"]
-mod counting;
 #[path = "support/mod.rs"]
 mod support;
 
@@ -26,6 +24,12 @@ use switchyard_kube::{reflect, trim_pod};
 use tokio::sync::Notify;
 
 use support::mock::{Expect, MockServer};
+use switchyard_test_support::{CountingAllocator, process_live_bytes};
+
+// The caches are filled by tasks on the runtime's worker threads: the figure is the
+// process's.
+#[global_allocator]
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 /// Pods listed: `CACHE_MEMORY_PODS`, 50,000 unless set.
 fn pods() -> usize {
@@ -122,7 +126,7 @@ fn pod(i: usize) -> Value {
 }
 
 fn live() -> isize {
-    counting::live_bytes()
+    process_live_bytes()
 }
 
 /// A PodList of `pods` as the scripted server answers it.

@@ -1,56 +1,21 @@
 //! The sandbox against a policy that stays inside its deadline and memory cap and still
 //! attacks the host through what it returns (`tests/guests/hostile`): every attack is
 //! refused as an invalid result naming the budget it overran, the next call works, and
-//! the host's own memory stays bounded, counted by this binary's allocator.
+//! the host's own memory stays bounded, counted by this binary's allocator on the thread
+//! that calls the policy (the guest runs and its answer is read on the caller's thread).
 
 use switchyard_test_support as support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use support::{cluster, job, node};
+use support::{CountingAllocator, captured_logs, cluster, job, node, peak_growth};
 use switchyard_core::{Settings, Snapshot};
 use switchyard_runtime::{
     PolicyError, PolicyModule, ResultBudget, Runtime, RuntimeOptions, SandboxLimits,
 };
 
-/// Counts the bytes the host holds, and the most it held since the last reset.
-struct Counting;
-
-static HELD: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts on the side.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let now = HELD.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        HELD.fetch_sub(layout.size(), Ordering::Relaxed);
-    }
-}
-
 #[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
-/// One measurement at a time: the counters are process-wide.
-static MEASURING: Mutex<()> = Mutex::new(());
-
-/// The most the host held above what it held before, while `f` ran.
-fn peak_growth<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let base = HELD.load(Ordering::Relaxed);
-    PEAK.store(base, Ordering::Relaxed);
-    let out = f();
-    (out, PEAK.load(Ordering::Relaxed).saturating_sub(base))
-}
+static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions {
@@ -93,7 +58,6 @@ fn invalid_naming(error: PolicyError, budget: &str) {
 
 #[test]
 fn strings_that_all_point_at_one_guest_buffer_cost_the_host_no_more_than_the_string_budget() {
-    let _one = MEASURING.lock().unwrap();
     let runtime = runtime();
     let policy = hostile(&runtime);
     // 10,000 reasons of 1 MiB each: 10 GiB if the host copied every one.
@@ -113,7 +77,6 @@ fn strings_that_all_point_at_one_guest_buffer_cost_the_host_no_more_than_the_str
 
 #[test]
 fn a_flood_of_actions_is_refused_before_it_is_copied() {
-    let _one = MEASURING.lock().unwrap();
     let runtime = runtime();
     let policy = hostile(&runtime);
     let over = ResultBudget::default().actions + 1;
@@ -178,37 +141,13 @@ fn budgets_are_the_operators_to_set() {
     );
 }
 
-/// A writer the log lines of one test go to.
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[test]
 fn a_policy_that_logs_without_end_is_cut_at_its_log_budget_and_cannot_forge_a_line() {
     let runtime = runtime();
     let policy = hostile(&runtime);
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let decision = tracing::subscriber::with_default(subscriber, || {
-        policy.decide(&attack("log", 100_000), &snapshot(), &[], 1)
-    })
-    .unwrap();
-    assert!(decision.actions.is_empty());
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let (decision, text) =
+        captured_logs(|| policy.decide(&attack("log", 100_000), &snapshot(), &[], 1));
+    assert!(decision.unwrap().actions.is_empty());
     let lines: Vec<&str> = text.lines().collect();
     let budget = ResultBudget::default();
     assert!(

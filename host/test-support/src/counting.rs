@@ -1,12 +1,16 @@
 //! An allocator that counts, per thread, the bytes live and the most that were live
 //! since a reset ([`CountingAllocator`], [`live_bytes`], [`peak_growth`]): a test's memory
 //! figure is what its own thread allocated, not a resident-set size that depends on the
-//! allocator's habits or on the tests running beside it. A test binary installs it with
-//! `#[global_allocator]`; without that the counters stay at 0. It decides no bound: each
-//! test states its own.
+//! allocator's habits or on the tests running beside it. It also counts the bytes live
+//! in the whole process ([`process_live_bytes`]), for a measure of what tasks hold on
+//! threads of their own (a tokio runtime's workers); such a figure counts every thread,
+//! so only a binary that runs one measurement at a time may read it. A test binary
+//! installs the allocator with `#[global_allocator]`; without that the counters stay at
+//! 0. It decides no bound: each test states its own.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::sync::atomic::{AtomicIsize, Ordering};
 
 /// The system allocator, counting per thread. Install it in a test binary:
 /// `#[global_allocator] static ALLOCATOR: CountingAllocator = CountingAllocator;`.
@@ -19,7 +23,11 @@ thread_local! {
     static PEAK: Cell<isize> = const { Cell::new(0) };
 }
 
+/// Bytes allocated and not yet freed by every thread of the process.
+static PROCESS_LIVE: AtomicIsize = AtomicIsize::new(0);
+
 fn count(bytes: isize) {
+    PROCESS_LIVE.fetch_add(bytes, Ordering::Relaxed);
     // A thread being torn down has no counter left; what it frees then is not ours.
     let _ = LIVE.try_with(|live| {
         let now = live.get() + bytes;
@@ -29,7 +37,7 @@ fn count(bytes: isize) {
 }
 
 // SAFETY: every call is passed to the system allocator unchanged; counting touches
-// thread-local cells only, and allocates nothing.
+// thread-local cells and one atomic only, and allocates nothing.
 unsafe impl GlobalAlloc for CountingAllocator {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         count(layout.size() as isize);
@@ -51,6 +59,11 @@ unsafe impl GlobalAlloc for CountingAllocator {
 /// Bytes this thread has allocated and not freed, now.
 pub fn live_bytes() -> isize {
     LIVE.with(Cell::get)
+}
+
+/// Bytes every thread of the process has allocated and not freed, now.
+pub fn process_live_bytes() -> isize {
+    PROCESS_LIVE.load(Ordering::SeqCst)
 }
 
 /// What `f` returns, and the most this thread held above what it held before while `f`

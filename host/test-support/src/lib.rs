@@ -6,8 +6,11 @@
 //! - `builders`: fixture builders for snapshots ([`cluster`], [`node`], [`job`]) and
 //!   [`wait_until`];
 //! - `fifo`: a named pipe for the readers that must refuse one ([`make_fifo`]);
-//! - `counting`: an allocator that counts each thread's bytes ([`CountingAllocator`],
-//!   [`peak_growth`]), for the tests that bound what the host holds;
+//! - `counting`: an allocator that counts each thread's bytes and the process's
+//!   ([`CountingAllocator`], [`peak_growth`], [`process_live_bytes`]), for the tests that
+//!   bound what the host holds;
+//! - `logs` (feature `logs`): the log lines a closure writes, as text
+//!   (`captured_logs`);
 //! - `guests`: the built components of the test guests in `tests/guests/` ([`guest`]);
 //! - `offline` (feature `offline`): a policy slot, a simulator from workload YAML and the
 //!   runtime offline runs share;
@@ -32,6 +35,8 @@ mod fifo;
 mod guests;
 #[cfg(feature = "live")]
 mod live;
+#[cfg(feature = "logs")]
+mod logs;
 #[cfg(feature = "offline")]
 mod offline;
 mod outer_build;
@@ -44,11 +49,13 @@ pub use compile_cache::compile_cache_dir;
 pub use componentize_py::{
     COMPONENTIZE_PY, build_python_example, build_python_policy, componentize_py_or_skip,
 };
-pub use counting::{CountingAllocator, live_bytes, peak_growth};
+pub use counting::{CountingAllocator, live_bytes, peak_growth, process_live_bytes};
 pub use fifo::make_fifo;
 pub use guests::{builtin_policy, guest, guest_reading_loss, hostile_guest_named};
 #[cfg(feature = "live")]
 pub use live::{Live, STREAM, TOKEN, start_live, start_live_with};
+#[cfg(feature = "logs")]
+pub use logs::captured_logs;
 #[cfg(feature = "offline")]
 pub use offline::{generous_runtime, policy_slot, simulator_of};
 pub use outer_build::OUTER_BUILD_VARS;

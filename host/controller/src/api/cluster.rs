@@ -15,7 +15,7 @@ use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ErrorBody};
 use super::state::ApiState;
-use crate::live::UtilisationSample;
+use crate::live::{ChartMark, UtilisationSample};
 use switchyard_control::Arm;
 use switchyard_core::{Job, JobPhase, Resources};
 
@@ -199,6 +199,10 @@ pub(super) struct Utilisation {
     /// Samples, oldest first: the share of CPU and GPUs placed tasks request. The
     /// controller keeps the most recent ones (an hour at one a second by default).
     pub samples: Vec<UtilisationSample>,
+    /// Every kept mark (policy swaps, experiment starts and stops), oldest first, whatever
+    /// `since` says: there are few, and one made before the reader's last sample must
+    /// still reach it.
+    pub marks: Vec<ChartMark>,
 }
 
 #[utoipa::path(get, path = "/v1/utilisation", tag = "observe",
@@ -214,5 +218,6 @@ pub(super) async fn utilisation(
     Ok(Json(state.controller.with_status(|s| Utilisation {
         allocatable: s.snapshot.allocatable,
         samples: s.utilisation.since(query.since),
+        marks: s.utilisation.marks(),
     })))
 }

@@ -105,6 +105,22 @@ pub(super) struct Status {
     pub state_save_failures: u64,
     /// Why policy state cannot be persisted, while that lasts: a restart would lose it.
     pub state_error: Option<String>,
+    /// What the policies directory's settings file decides, when one is followed: the
+    /// API refuses to change those (409, naming the file), so a client need not offer to.
+    pub owned_by_settings: Option<SettingsOwned>,
+}
+
+/// What a followed settings file decides, which the API refuses to change.
+#[derive(Debug, Serialize, ToSchema)]
+pub(super) struct SettingsOwned {
+    /// The settings file.
+    pub file: String,
+    /// It names the active policy: activating another is refused.
+    pub active: bool,
+    /// It gives these policies' parameters: setting theirs is refused.
+    pub parameters: Vec<String>,
+    /// It has an `experiment` section: starting or stopping one is refused.
+    pub experiment: bool,
 }
 
 #[utoipa::path(get, path = "/v1/status", tag = "observe",
@@ -112,6 +128,12 @@ pub(super) struct Status {
 pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
     let controller = &state.controller;
     let load_errors = controller.catalog().failures();
+    let owned_by_settings = controller.owned_by_settings().map(|owned| SettingsOwned {
+        file: owned.file,
+        active: owned.active,
+        parameters: owned.parameters.into_iter().collect(),
+        experiment: owned.experiment,
+    });
     let leader = controller.leader();
     let (identity, leading, holder) = (
         leader.identity().to_string(),
@@ -139,6 +161,7 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
         leader: holder,
         state_save_failures: s.state_save_failures,
         state_error: s.state_error.clone(),
+        owned_by_settings,
     }))
 }
 

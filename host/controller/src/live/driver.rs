@@ -12,9 +12,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use super::catalog::Catalog;
+use super::views::{ChartMark, MarkKind};
 use super::{
     Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
-    UtilisationSample,
+    LiveStatus, UtilisationSample,
 };
 use switchyard_control::{
     ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, PolicyParameters, Recorder,
@@ -293,8 +294,15 @@ impl Driver {
                         "experiment started"
                     );
                 }
-                self.controller
-                    .publish(|status| status.experiment = report.clone());
+                let mark = report.as_ref().map(|r| MarkKind::ExperimentStart {
+                    mode: mode_name(&r.mode).to_string(),
+                    policy_a: r.policy_a.clone(),
+                    policy_b: r.policy_b.clone(),
+                });
+                self.controller.publish(|status| {
+                    status.experiment = report.clone();
+                    mark.into_iter().for_each(|m| mark_chart(status, m));
+                });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
             Command::StopExperiment(reply) => {
@@ -308,8 +316,13 @@ impl Driver {
                 }
                 self.controller.publish(|status| {
                     status.experiment = None;
-                    if report.is_some() {
+                    if let Some(stopped) = &report {
                         status.last_experiment = report.clone();
+                        let mark = MarkKind::ExperimentStop {
+                            policy_a: stopped.policy_a.clone(),
+                            policy_b: stopped.policy_b.clone(),
+                        };
+                        mark_chart(status, mark);
                     }
                 });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
@@ -421,8 +434,14 @@ impl Driver {
         self.control.swap_policy(entry.slot);
         self.controller.metrics().observe_swap();
         self.changed_policy = true;
-        self.controller
-            .publish(|status| status.active = name.clone());
+        let mark = MarkKind::Policy {
+            policy: name.clone(),
+            previous,
+        };
+        self.controller.publish(|status| {
+            status.active = name.clone();
+            mark_chart(status, mark);
+        });
         Ok(Applied {
             active: name,
             from_round: self.control.rounds(),
@@ -507,11 +526,22 @@ impl Driver {
 
 /// An experiment in a few words, for logs and refusals: `split of default against even`.
 fn in_words(report: &ExperimentReport) -> String {
-    let mode = match report.mode {
+    let mode = mode_name(&report.mode);
+    format!("{mode} of {} against {}", report.policy_a, report.policy_b)
+}
+
+fn mode_name(mode: &ExperimentMode) -> &'static str {
+    match mode {
         ExperimentMode::Shadow => "shadow",
         ExperimentMode::Split { .. } => "split",
-    };
-    format!("{mode} of {} against {}", report.policy_a, report.policy_b)
+    }
+}
+
+/// Marks the allocation chart with `kind` at the cluster time of the latest summary: the
+/// change applies from the next round, which that time precedes.
+fn mark_chart(status: &mut LiveStatus, kind: MarkKind) {
+    let time = status.snapshot.time;
+    status.utilisation.mark(ChartMark { time, kind });
 }
 
 /// Configures every policy in `catalog` with the parameters `store` kept for it and

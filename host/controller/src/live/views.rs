@@ -1,6 +1,7 @@
 //! What the controller shows of the cluster beyond the counts of the summary: the active
 //! jobs one by one ([`JobList`]), and how much of the cluster is allocated over time
-//! ([`UtilisationSample`], kept in a bounded ring). Both are built by the decision thread
+//! ([`UtilisationSample`], kept in a bounded ring with the [`ChartMark`]s of policy swaps
+//! and experiments that a chart of it draws). Both are built by the decision thread
 //! from what it already has (a snapshot on request, the summary it publishes anyway), so
 //! neither adds work to a round; this module does not page, filter or serialise them for
 //! HTTP (the API does).
@@ -58,11 +59,58 @@ impl UtilisationSample {
     }
 }
 
-/// The most recent utilisation samples, oldest first, at most `capacity` of them.
+/// Something that changed how the cluster is decided, at the cluster time it happened: a
+/// chart of allocation marks it, so a change in the curve can be read against its cause.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct ChartMark {
+    /// Cluster time, seconds (of the latest summary when the change was made).
+    pub time: f64,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: MarkKind,
+}
+
+/// What a [`ChartMark`] marks.
+#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "kebab-case", tag = "kind")]
+pub enum MarkKind {
+    /// `policy` decides from the next round on, instead of `previous` (the same name
+    /// when the active policy was reloaded or its parameters set).
+    Policy {
+        /// The policy that decides now.
+        policy: String,
+        /// The policy that decided before.
+        previous: String,
+    },
+    /// An experiment started (or replaced the running one).
+    ExperimentStart {
+        /// `shadow` or `split`.
+        mode: String,
+        /// Arm A's policy.
+        policy_a: String,
+        /// Arm B's policy.
+        policy_b: String,
+    },
+    /// The running experiment stopped.
+    ExperimentStop {
+        /// Arm A's policy.
+        policy_a: String,
+        /// Arm B's policy.
+        policy_b: String,
+    },
+}
+
+/// How many marks the ring keeps beside its samples: changes are rare next to samples,
+/// and a chart with more marks than this could not label them anyway.
+const KEEP_MARKS: usize = 64;
+
+/// The most recent utilisation samples, oldest first, at most `capacity` of them, and
+/// the most recent [`KEEP_MARKS`] marks.
 #[derive(Clone, Debug, Default)]
 pub struct UtilisationRing {
     samples: VecDeque<UtilisationSample>,
     capacity: usize,
+    marks: VecDeque<ChartMark>,
 }
 
 impl UtilisationRing {
@@ -71,7 +119,22 @@ impl UtilisationRing {
         Self {
             samples: VecDeque::new(),
             capacity: capacity.max(1),
+            marks: VecDeque::new(),
         }
+    }
+
+    /// Adds `mark`; the oldest goes when [`KEEP_MARKS`] are kept.
+    pub fn mark(&mut self, mark: ChartMark) {
+        if self.marks.len() == KEEP_MARKS {
+            self.marks.pop_front();
+        }
+        self.marks.push_back(mark);
+    }
+
+    /// Every mark kept, oldest first: few enough to send whole on every read, so a
+    /// reader that polls with `since` still sees a mark made before its last sample.
+    pub fn marks(&self) -> Vec<ChartMark> {
+        self.marks.iter().cloned().collect()
     }
 
     /// Adds `sample` unless the cluster's clock has not moved since the last one (an
@@ -152,5 +215,30 @@ mod tests {
         let after: Vec<f64> = ring.since(Some(2.5)).iter().map(|s| s.time).collect();
         assert_eq!(after, [3.0, 4.0]);
         assert!(ring.since(Some(4.0)).is_empty());
+    }
+
+    #[test]
+    fn the_ring_keeps_the_most_recent_marks_oldest_first() {
+        let mut ring = UtilisationRing::new(3);
+        for i in 0..KEEP_MARKS + 2 {
+            ring.mark(ChartMark {
+                time: i as f64,
+                kind: MarkKind::Policy {
+                    policy: format!("p{i}"),
+                    previous: "default".into(),
+                },
+            });
+        }
+        let marks = ring.marks();
+        assert_eq!(marks.len(), KEEP_MARKS);
+        assert_eq!(
+            (marks[0].time, marks[KEEP_MARKS - 1].time),
+            (2.0, (KEEP_MARKS + 1) as f64)
+        );
+        let json = serde_json::to_value(&marks[0]).unwrap();
+        assert_eq!(
+            json,
+            serde_json::json!({"time": 2.0, "kind": "policy", "policy": "p2", "previous": "default"})
+        );
     }
 }

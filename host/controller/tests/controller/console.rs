@@ -21,18 +21,18 @@
 //! SWITCHYARD_CONSOLE_SCREENSHOTS=docs/console cargo test -p switchyard-controller --test controller console::
 //! ```
 
+mod browser;
+mod experiment_panel;
+
 use crate::support;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use fantoccini::actions::{InputSource as _, KeyAction, KeyActions};
+use browser::{accessibility_violations, drive, press, screenshot, text_of, tools, wait_js};
 use fantoccini::key::Key;
-use fantoccini::{Client, ClientBuilder, Locator};
-use hyper_util::client::legacy::connect::HttpConnector;
-use serde_json::{Value, json};
+use fantoccini::{Client, Locator};
+use serde_json::Value;
 use support::{Live, TOKEN};
 use switchyard_controller::LiveConfig;
 
@@ -61,217 +61,34 @@ jobs:
   - {template: resnet, count: 500, every: 80}
 ";
 
-/// How long any one wait on the page may take: generous for a loaded two-core machine,
-/// not a performance figure.
-const PATIENCE: Duration = Duration::from_secs(45);
-
-struct Tools {
-    chromium: PathBuf,
-    chromedriver: PathBuf,
-    axe: Option<String>,
-}
-
-/// The browser and its driver, which CI requires with `SWITCHYARD_REQUIRE_CHROMIUM`.
-const CHROMIUM: support::Tool = support::Tool {
-    name: "Chromium and chromedriver",
-    install: "Debian: apt-get install chromium chromium-driver",
-    required_by: "SWITCHYARD_REQUIRE_CHROMIUM",
-};
-
-/// axe-core, for the accessibility rules; required with the browser.
-const AXE_CORE: support::Tool = support::Tool {
-    name: "axe-core",
-    install: "npm install axe-core, then SWITCHYARD_AXE_CORE=node_modules/axe-core/axe.min.js",
-    required_by: "SWITCHYARD_REQUIRE_CHROMIUM",
-};
-
-/// The browser, its driver and axe-core; `None` (after saying what to install) when the
-/// browser or its driver is missing, unless CI requires them.
-fn tools() -> Option<Tools> {
-    let found = support::executable("CHROMIUM", "chromium").and_then(|chromium| {
-        let chromedriver = support::executable("CHROMEDRIVER", "chromedriver")
-            .map_err(|missing| format!("{} is installed but {missing}", chromium.display()))?;
-        Ok((chromium, chromedriver))
-    });
-    let (chromium, chromedriver) = support::optional_tool(CHROMIUM, "the console test", found)?;
-    let axe = match std::env::var_os("SWITCHYARD_AXE_CORE") {
-        Some(path) => Ok(std::fs::read_to_string(&path)
-            .unwrap_or_else(|e| panic!("SWITCHYARD_AXE_CORE={}: {e}", Path::new(&path).display()))),
-        None => Err("SWITCHYARD_AXE_CORE does not name axe-core's axe.min.js".to_string()),
-    };
-    let axe = support::optional_tool(AXE_CORE, "the console's accessibility rules", axe);
-    Some(Tools {
-        chromium,
-        chromedriver,
-        axe,
-    })
-}
-
-/// Headless Chromium behind a chromedriver this test started.
-struct Browser {
-    client: Client,
-    chromedriver: Child,
-    _profile: tempfile::TempDir,
-}
-
-impl Browser {
-    async fn start(tools: &Tools) -> Browser {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        let chromedriver = Command::new(&tools.chromedriver)
-            .arg(format!("--port={port}"))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("starting chromedriver");
-        let started = Instant::now();
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(started.elapsed() < PATIENCE, "chromedriver never listened");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        let profile = tempfile::tempdir().unwrap();
-        // This machine's network is closed: background networking makes Chromium hang.
-        let args = [
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            "--disable-dev-shm-usage",
-            "--force-device-scale-factor=1",
-            "--window-size=1440,2000",
-            &format!("--user-data-dir={}", profile.path().display()),
-        ];
-        let capabilities = json!({
-            "goog:chromeOptions": {"binary": tools.chromium, "args": args},
-        });
-        let client = ClientBuilder::new(HttpConnector::new())
-            .capabilities(capabilities.as_object().unwrap().clone())
-            .connect(&format!("http://127.0.0.1:{port}"))
-            .await
-            .expect("starting a Chromium session");
-        Browser {
-            client,
-            chromedriver,
-            _profile: profile,
-        }
-    }
-
-    async fn close(mut self) {
-        let _ = self.client.clone().close().await;
-        let _ = self.chromedriver.kill();
-        let _ = self.chromedriver.wait();
-    }
-}
-
-/// Runs `script` (a function body) until it returns neither `null` nor `false`, and
-/// returns that; fails naming `what`, with the page's messages, after [`PATIENCE`].
-async fn wait_js(client: &Client, what: &str, script: &str) -> Value {
-    let started = Instant::now();
-    loop {
-        let value = client.execute(script, vec![]).await.unwrap();
-        if !(value.is_null() || value == Value::Bool(false)) {
-            return value;
-        }
-        if started.elapsed() > PATIENCE {
-            let messages = client
-                .execute(
-                    "return document.querySelector('.messages').innerText",
-                    vec![],
-                )
-                .await
-                .unwrap();
-            panic!("gave up waiting for {what}; the page says: {messages}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-async fn text_of(client: &Client, css: &str) -> String {
-    client
-        .find(Locator::Css(css))
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap()
-}
-
-async fn press(client: &Client, key: Key) {
-    let keys = KeyActions::new("keyboard".into())
-        .then(KeyAction::Down { value: key.into() })
-        .then(KeyAction::Up { value: key.into() });
-    client.perform_actions(keys).await.unwrap();
-}
-
-/// Saves a screenshot of the viewport as `name` when `SWITCHYARD_CONSOLE_SCREENSHOTS`
-/// names a folder (relative to the repository's root).
-async fn screenshot(client: &Client, name: &str) {
-    let Some(dir) = std::env::var_os("SWITCHYARD_CONSOLE_SCREENSHOTS") else {
-        return;
-    };
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../..")
-        .join(dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let png = client.screenshot().await.unwrap();
-    std::fs::write(dir.join(name), png).unwrap();
-}
-
-/// axe-core's WCAG 2.1 A and AA rules on the page as it is now; each violation as text.
-async fn accessibility_violations(client: &Client, axe: &str) -> Vec<String> {
-    // A WebDriver script runs outside the page's Content-Security-Policy.
-    client.execute(axe, vec![]).await.unwrap();
-    let violations = client
-        .execute_async(
-            "const done = arguments[arguments.length - 1];
-             axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']}})
-               .then((r) => done(r.violations.map((v) =>
-                 `${v.id} (${v.impact}): ${v.help} at ${v.nodes.slice(0, 3).map((n) => n.target.join(' ')).join('; ')}`)))
-               .catch((e) => done([`axe failed: ${e}`]));",
-            vec![],
-        )
-        .await
-        .unwrap();
-    serde_json::from_value(violations).unwrap()
+/// A ready controller on `workload` at `speed`, sampling allocation five times a second
+/// so the chart has a line to draw within a test's seconds.
+async fn live_at(workload: &str, speed: f64) -> Live {
+    let live = support::start_live_with(
+        workload,
+        LiveConfig {
+            speed,
+            utilisation_every: Duration::from_millis(200),
+            ..LiveConfig::default()
+        },
+        Duration::from_millis(500),
+    )
+    .await;
+    live.wait_ready().await;
+    live
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_console_shows_the_controller_reads_without_the_token_and_steers_it_with_it() {
     let Some(tools) = tools() else { return };
-    let live = Arc::new(
-        support::start_live_with(
-            WORKLOAD,
-            LiveConfig {
-                speed: 20.0,
-                utilisation_every: Duration::from_millis(200),
-                ..LiveConfig::default()
-            },
-            Duration::from_millis(500),
-        )
-        .await,
-    );
-    live.wait_ready().await;
-    let browser = Browser::start(&tools).await;
-    // The scenario runs as a task so that a failed assertion still closes the browser.
-    let outcome = tokio::spawn(scenario(
-        browser.client.clone(),
-        live.clone(),
-        tools.axe.clone(),
-    ))
-    .await;
-    browser.close().await;
+    let live = Arc::new(live_at(WORKLOAD, 20.0).await);
+    let (axe, shared) = (tools.axe.clone(), live.clone());
+    let failure = drive(&tools, |client| scenario(client, shared, axe)).await;
     if let Ok(live) = Arc::try_unwrap(live) {
         live.stop().await;
     }
-    if let Err(failure) = outcome {
-        std::panic::resume_unwind(failure.into_panic());
+    if let Some(failure) = failure {
+        std::panic::resume_unwind(failure);
     }
 }
 
@@ -290,7 +107,7 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
     let names = wait_js(
         c,
         "the policies table",
-        "const names = [...document.querySelectorAll('#policies tbody th')].map((e) => e.textContent);
+        "const names = [...document.querySelectorAll('#policies tbody th')].map((e) => e.firstChild.textContent);
          return names.length ? names : null;",
     )
     .await;
@@ -603,6 +420,47 @@ async fn scenario(client: Client, live: Arc<Live>, axe: Option<String>) {
            .some((e) => e.textContent.startsWith('B: '));",
     )
     .await;
+    // SpeCon moves jobs, and each move says why.
+    wait_js(
+        c,
+        "a migration with its purpose",
+        "return [...document.querySelectorAll('#decisions tbody li')]
+           .some((e) => /migrate \\S+ to \\S+ \\((reallocate|rebalance)\\)/.test(e.textContent));",
+    )
+    .await;
+    // The chart marks the activation and both experiments' starts, in the order the
+    // controller kept them.
+    let marks: Vec<String> = live.get("/v1/utilisation").await.1["marks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["kind"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        marks,
+        ["policy", "experiment-start", "experiment-start"],
+        "specon activated (default's parameters do not swap specon), shadow then split"
+    );
+    let listed = wait_js(
+        c,
+        "the chart's marks",
+        "const items = [...document.querySelectorAll('#chart-marks li')].map((e) => e.textContent);
+         return items.length === 3 ? items : null;",
+    )
+    .await;
+    let listed: Vec<String> = serde_json::from_value(listed).unwrap();
+    assert!(
+        listed[0].contains("specon decides (before: default)"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[1].contains("shadow experiment starts: specon (A) against even (B)"),
+        "{listed:?}"
+    );
+    assert!(
+        listed[2].contains("split experiment starts: specon (A) against even (B)"),
+        "{listed:?}"
+    );
     screenshot(c, "split.png").await;
     let stop = c.find(Locator::Id("experiment-stop")).await.unwrap();
     stop.click().await.unwrap();

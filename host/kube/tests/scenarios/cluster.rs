@@ -12,7 +12,7 @@ use switchyard_control::{
     Cluster, ControlLoop, DecisionRecord, Leader, LiveCluster, LossAck, PolicySlot, Step,
 };
 use switchyard_core::{Action, Assignment, Operation, Trigger};
-use switchyard_kube::{CheckpointMethod, Phase, TrainingJobStatus};
+use switchyard_kube::{Phase, TrainingJobStatus};
 use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
 
 use crate::support::fixtures::*;
@@ -79,14 +79,11 @@ pub(crate) async fn the_control_loop_places_a_waiting_job_through_the_cluster() 
 /// Job `a` (annotation checkpoint, 30 s grace) runs on n1; job `b` waits.
 fn migrating_world() -> (World, JobBuilder, JobBuilder, Pod) {
     let mut world = World::new().node(node("n1", 8)).node(node("n2", 8));
-    let a = JobBuilder::new("a")
-        .push_progress()
-        .checkpoint(CheckpointMethod::Annotation, 30)
-        .with_status(TrainingJobStatus {
-            phase: Some(Phase::Running),
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            ..TrainingJobStatus::default()
-        });
+    let a = annotated_single().with_status(TrainingJobStatus {
+        phase: Some(Phase::Running),
+        placements: vec![placement("main-0", "a-main-0-0", "n1")],
+        ..TrainingJobStatus::default()
+    });
     let b = JobBuilder::new("b").push_progress();
     let old = pod("a", "main-0", 0, Some("n1"));
     world.job(&a);
@@ -98,17 +95,7 @@ fn migrating_world() -> (World, JobBuilder, JobBuilder, Pod) {
 pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_another_jobs_placement()
 -> Vec<Access> {
     let (mut world, a, b, old) = migrating_world();
-    let marked = restarting(
-        &a,
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
-            migrations: 1,
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
-    );
+    let marked = reallocating(&a, "n2", Some(at(30)));
     let mut script = Vec::new();
     script.extend(status_write(
         &a,

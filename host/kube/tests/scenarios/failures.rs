@@ -9,8 +9,7 @@ use serde_json::json;
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::{Action, Assignment, JobPhase, Operation, Resources, TaskPhase};
 use switchyard_kube::{
-    CheckpointMethod, PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, RestartAction,
-    TrainingJobStatus,
+    PLACEMENT_REFUSED_LABEL, PendingRestart, Phase, RestartAction, TrainingJobStatus,
 };
 
 use crate::support::fixtures::*;
@@ -254,16 +253,11 @@ fn a_node_is_charged_for_pods_just_bound_for_restart_targets_and_for_init_steps_
         .unwrap()
         .released(NS, "b-main-0-0", "n1", two_cpus);
     // a is moving from n1 to n2, waiting out its checkpoint's grace period.
-    let a = restarting(
-        &JobBuilder::new("a")
-            .push_progress()
-            .checkpoint(CheckpointMethod::Annotation, 30),
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    let a = moving_main(
+        &annotated_single(),
+        "n2",
+        Some(at(30)),
+        TrainingJobStatus::default(),
     );
     world.job(&a);
     world.pod(pod("a", "main-0", 0, Some("n1")));

@@ -12,7 +12,6 @@ use switchyard_kube::{
     CheckpointMethod, PendingRestart, Phase, RestartAction, TaskTarget, TrainingJobStatus,
 };
 use switchyard_kube::{Migration, RestartProgress};
-use switchyard_kube::{MoveKindRecord, MoveRecord};
 
 use crate::releases::gang;
 use crate::support::fixtures::*;
@@ -20,17 +19,7 @@ use crate::support::mock::{Access, Expect, MockServer};
 
 pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     let job = running_single(CheckpointMethod::Annotation, 30);
-    let marked = restarting(
-        &job,
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![migrated_for("reallocate", "n1", "n2")],
-            migrations: 1,
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
-    );
+    let marked = reallocating(&job, "n2", Some(at(30)));
     let mut script = Vec::new();
     script.extend(status_write(
         &job,
@@ -398,15 +387,4 @@ async fn a_refused_resize_sets_a_condition_and_the_controller_keeps_going() {
 #[tokio::test(start_paused = true)]
 async fn scaling_checkpoints_deletes_and_recreates_the_job_with_the_new_replica_count() {
     scaling_restarts_the_job_with_more_workers().await;
-}
-
-/// A migration with `purpose` from `from` to `to`, as the status records it.
-pub(crate) fn migrated_for(purpose: &str, from: &str, to: &str) -> MoveRecord {
-    MoveRecord {
-        time: 1_767_225_600.0,
-        kind: MoveKindRecord::Migrated,
-        purpose: purpose.into(),
-        from_nodes: vec![from.into()],
-        to_nodes: vec![to.into()],
-    }
 }

@@ -27,19 +27,7 @@ pub(crate) async fn a_successor_asks_for_the_checkpoint_its_predecessor_recorded
     // The previous leader recorded the migration (checkpoint by annotation, 30 s) and
     // stopped before it annotated the pod.
     let mut world = World::new().node(node("n1", 8)).node(node("n2", 8));
-    let job = restarting(
-        &JobBuilder::new("a")
-            .push_progress()
-            .checkpoint(CheckpointMethod::Annotation, 30),
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
-            migrations: 1,
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
-    );
+    let job = reallocating(&annotated_single(), "n2", Some(at(30)));
     world.job(&job);
     world.pod(pod("a", "main-0", 0, Some("n1")));
     let (client, server) = MockServer::start(vec![
@@ -70,16 +58,15 @@ pub(crate) async fn a_successor_asks_for_the_checkpoint_its_predecessor_recorded
 pub(crate) async fn a_migration_decided_on_a_stale_cache_starts_no_second_restart() -> Vec<Access> {
     // The cache still shows a running; another leader has already moved it.
     let cached = running_single(CheckpointMethod::Annotation, 30);
-    let moved = restarting(
+    let moved = moving_main(
         &cached,
+        "n3",
+        Some(at(30)),
         TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            moves: vec![crate::moves::migrated_for("reallocate", "n1", "n2")],
+            moves: vec![migrated_for("reallocate", "n1", "n2")],
             migrations: 1,
-            generation: 1,
             ..TrainingJobStatus::default()
         },
-        migration("a-main-0-0", "main-0", "n3", Some(at(30))),
     );
     let (client, server) = MockServer::start(vec![
         Expect::get(STATUS).ok(moved.json()),
@@ -436,16 +423,11 @@ async fn a_restart_never_leaves_a_pod_newer_than_the_cache_running_beside_its_re
 #[tokio::test(start_paused = true)]
 async fn a_checkpoint_request_is_not_sent_by_a_replica_that_stopped_leading() {
     // The restart was recorded; the lead is lost before the pod is asked.
-    let job = restarting(
-        &JobBuilder::new("a")
-            .push_progress()
-            .checkpoint(CheckpointMethod::Annotation, 30),
-        TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
-            generation: 1,
-            ..TrainingJobStatus::default()
-        },
-        migration("a-main-0-0", "main-0", "n2", Some(at(30))),
+    let job = moving_main(
+        &annotated_single(),
+        "n2",
+        Some(at(30)),
+        TrainingJobStatus::default(),
     );
     let (client, server) = MockServer::start(vec![]);
     let follower = std::sync::Arc::new(Leader::elected("switchyard-1"));

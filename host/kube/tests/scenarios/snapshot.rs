@@ -20,7 +20,6 @@ use switchyard_kube::{TrainingJob, TrainingJobStatus};
 use switchyard_kube::{trim_job, trim_node, trim_pod};
 use tokio::sync::Notify;
 
-use crate::moves::migrated_for;
 use crate::releases::gang;
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};

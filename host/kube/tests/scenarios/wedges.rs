@@ -107,17 +107,16 @@ fn out_of_service(name: &str) -> Node {
 /// answering: the process on it may still run and write the checkpoint.
 fn partitioned(old: Pod) -> (World, JobBuilder) {
     let mut world = World::new().node(node("n2", 8)).node(unreachable("n1"));
-    let job = restarting(
+    let job = moving_main(
         &JobBuilder::new("a")
             .push_progress()
             .checkpoint(CheckpointMethod::Signal, 30),
+        "n2",
+        None,
         TrainingJobStatus {
-            placements: vec![placement("main-0", "a-main-0-0", "n1")],
             migrations: 1,
-            generation: 1,
             ..TrainingJobStatus::default()
         },
-        migration("a-main-0-0", "main-0", "n2", None),
     );
     world.job(&job);
     world.pod(old);

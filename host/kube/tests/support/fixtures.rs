@@ -7,8 +7,9 @@ use serde_json::{Value, json};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
 use switchyard_kube::{
-    Actor, Checkpoint, CheckpointMethod, PLACEMENT_GATE, PendingRestart, Phase, Placement,
-    RELEASED_ANNOTATION, Refusal, RestartAction, TaskTarget, TrainingJob, TrainingJobStatus,
+    Actor, Checkpoint, CheckpointMethod, MoveKindRecord, MoveRecord, PLACEMENT_GATE,
+    PendingRestart, Phase, Placement, RELEASED_ANNOTATION, Refusal, RestartAction, TaskTarget,
+    TrainingJob, TrainingJobStatus,
 };
 
 use super::mock::Expect;
@@ -448,6 +449,60 @@ pub fn migration(
         retry_after: None,
         reason: "loss flattened".into(),
     }
+}
+
+/// A migration with `purpose` from `from` to `to`, as the status records it.
+pub fn migrated_for(purpose: &str, from: &str, to: &str) -> MoveRecord {
+    MoveRecord {
+        time: 1_767_225_600.0,
+        kind: MoveKindRecord::Migrated,
+        purpose: purpose.into(),
+        from_nodes: vec![from.into()],
+        to_nodes: vec![to.into()],
+    }
+}
+
+/// `job` (its `main` task on n1) restarting since `at(0)` to move that task to `to`, its
+/// old pod deleted at `delete_after` at the latest (`None`: once it is gone); its status
+/// holds that placement, generation 1 and what `status` adds.
+pub fn moving_main(
+    job: &JobBuilder,
+    to: &str,
+    delete_after: Option<Timestamp>,
+    status: TrainingJobStatus,
+) -> JobBuilder {
+    restarting(
+        job,
+        TrainingJobStatus {
+            placements: vec![placement("main-0", "a-main-0-0", "n1")],
+            generation: 1,
+            ..status
+        },
+        migration("a-main-0-0", "main-0", to, delete_after),
+    )
+}
+
+/// `job` once a migration to reallocate its `main` task from n1 to `to` was recorded (the
+/// move and one migration in its status) and started ([`moving_main`]).
+pub fn reallocating(job: &JobBuilder, to: &str, delete_after: Option<Timestamp>) -> JobBuilder {
+    moving_main(
+        job,
+        to,
+        delete_after,
+        TrainingJobStatus {
+            moves: vec![migrated_for("reallocate", "n1", to)],
+            migrations: 1,
+            ..TrainingJobStatus::default()
+        },
+    )
+}
+
+/// Job `a`: one `main` task that pushes its progress and checkpoints by annotation with
+/// a 30 s grace period.
+pub fn annotated_single() -> JobBuilder {
+    JobBuilder::new("a")
+        .push_progress()
+        .checkpoint(CheckpointMethod::Annotation, 30)
 }
 
 impl JobBuilder {

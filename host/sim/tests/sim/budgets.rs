@@ -9,7 +9,6 @@ use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
 
 use switchyard_control::DecisionRecord;
 use switchyard_runtime::{LogRate, Runtime};
@@ -95,20 +94,6 @@ fn specon_dragon_and_tiresias_never_reach_the_default_minimum_run_time() {
     }
 }
 
-/// A writer the log lines of one test go to.
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// One job that runs for ten minutes of cluster time, while log-flood is called every
 /// second.
 const TEN_MINUTES: &str = "seed: 1
@@ -125,16 +110,8 @@ jobs:
 fn a_long_run_under_a_policy_that_floods_its_log_logs_within_its_budget_per_minute() {
     let runtime = support::generous_runtime();
     let workload = Workload::parse(TEN_MINUTES, Path::new("ten-minutes.yaml")).unwrap();
-    let captured = Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .with_max_level(tracing::Level::INFO)
-        .finish();
-    let run = tracing::subscriber::with_default(subscriber, || {
-        run(&runtime, &workload, &support::guest("log-flood"))
-    });
+    let (run, text) =
+        support::captured_logs(|| run(&runtime, &workload, &support::guest("log-flood")));
     let summary = &run.result.summary;
     assert_eq!(summary.finished, 1, "{summary:?}");
     let last_round = run.control.records().last().expect("rounds").time;
@@ -146,7 +123,6 @@ fn a_long_run_under_a_policy_that_floods_its_log_logs_within_its_budget_per_minu
         summary.rounds
     );
 
-    let text = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
     // The guest's lines are `t=TIME xxx...`; the host's report of what it dropped is
     // one line of its own.
     let logged: Vec<&str> = text.lines().filter(|l| l.contains("xxxxxxxx")).collect();

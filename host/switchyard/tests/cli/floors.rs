@@ -5,10 +5,10 @@
 //! policy author's test crate that uses the simulator or the authoring tools does not
 //! pull in the Kubernetes client or the HTTP server.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::process::Command;
-
 use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::cargo_metadata;
 
 /// One row of the floors table: the crate's floor and the host crates it may use.
 #[derive(Debug)]
@@ -53,21 +53,6 @@ fn documented_floors() -> BTreeMap<String, Floor> {
     floors
 }
 
-fn metadata() -> Value {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--locked"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
-}
-
 /// The workspace's host crates (those under `host/`) and, per crate, the host crates it
 /// depends on, by kind (`normal`, `dev`, `build`).
 fn host_crates(meta: &Value) -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
@@ -104,7 +89,7 @@ fn host_crates(meta: &Value) -> BTreeMap<String, BTreeMap<String, BTreeSet<Strin
 #[test]
 fn every_host_crate_uses_exactly_the_crates_its_floor_names_and_only_lower_ones() {
     let floors = documented_floors();
-    let crates = host_crates(&metadata());
+    let crates = host_crates(&cargo_metadata(&["--locked"]));
     let documented: BTreeSet<&String> = floors.keys().collect();
     let built: BTreeSet<&String> = crates.keys().collect();
     assert_eq!(
@@ -180,7 +165,7 @@ fn normal_closure(meta: &Value, root: &str) -> BTreeSet<String> {
 /// Fails when `root` pulls in any of `heavy` (normal dependencies, transitively), saying
 /// `why` that matters; `present`, a crate it does pull in, shows the closure was read.
 fn assert_pulls_in_none(root: &str, heavy: &[&str], present: &str, why: &str) {
-    let closure = normal_closure(&metadata(), root);
+    let closure = normal_closure(&cargo_metadata(&["--locked"]), root);
     for heavy in heavy {
         assert!(!closure.contains(*heavy), "{root} pulls in {heavy}: {why}");
     }

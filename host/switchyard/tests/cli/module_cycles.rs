@@ -40,7 +40,6 @@ mod graph;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use graph::Graph;
 
@@ -70,21 +69,7 @@ struct KnownCycle {
 /// The workspace's root folder and every library and binary of its members: a label
 /// (the package's name, and ` (bin <name>)` for a binary) and its root file.
 fn workspace_crates() -> (PathBuf, Vec<(String, PathBuf)>) {
-    // `floors.rs` beside this file asks cargo the same way; the call is written again here
-    // so that this check moves to any crate's tests as one file.
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let output = Command::new(cargo)
-        .args(["metadata", "--no-deps", "--format-version", "1"])
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .output()
-        .expect("cargo metadata runs");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let meta: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let meta = crate::cargo_metadata(&["--no-deps"]);
     let root = PathBuf::from(meta["workspace_root"].as_str().expect("a workspace root"));
     let mut crates = Vec::new();
     for package in meta["packages"].as_array().expect("packages") {

@@ -20,6 +20,17 @@ fn json_file(path: &Path) -> Value {
     serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
 }
 
+/// `sweep` of the quickstart under `policies` (one `--policy` each) over `seeds`: the
+/// arguments each test adds its own to.
+fn sweep_of<'a>(policies: &[&'a str], seeds: &'a str) -> Vec<&'a str> {
+    let mut args = vec!["sweep", QUICKSTART];
+    for policy in policies {
+        args.extend(["--policy", policy]);
+    }
+    args.extend(["--seeds", seeds]);
+    args
+}
+
 /// `results.json` of a sweep without the cells' wall-clock seconds, which differ from
 /// run to run.
 fn without_seconds(mut results: Value) -> Value {
@@ -33,20 +44,9 @@ fn without_seconds(mut results: Value) -> Value {
 fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("sweep");
-    let table = stdout_of(&[
-        "sweep",
-        QUICKSTART,
-        "--policy",
-        "default",
-        "--policy",
-        "even",
-        "--seeds",
-        "1..5",
-        "--jobs",
-        "2",
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let mut args = sweep_of(&["default", "even"], "1..5");
+    args.extend(["--jobs", "2", "--out", out.to_str().unwrap()]);
+    let table = stdout_of(&args);
     assert!(table.contains("mean JCT vs default"), "{table}");
     assert!(out.join("sweep.png").is_file() && out.join("sweep.svg").is_file());
     let results = json_file(&out.join("results.json"));
@@ -92,18 +92,8 @@ fn a_sweep_of_2_policies_and_5_seeds_gives_the_cells_of_10_single_simulate_runs(
 #[test]
 fn sweep_merge_of_cells_run_one_by_one_equals_the_local_sweep() {
     let dir = tempfile::tempdir().unwrap();
-    let args = [
-        "sweep",
-        QUICKSTART,
-        "--policy",
-        "default",
-        "--policy",
-        "even",
-        "--seeds",
-        "3,4",
-        "--baseline",
-        "even",
-    ];
+    let mut args = sweep_of(&["default", "even"], "3,4");
+    args.extend(["--baseline", "even"]);
     let local = dir.path().join("local");
     let mut local_args = args.to_vec();
     local_args.extend(["--out", local.to_str().unwrap()]);
@@ -130,22 +120,9 @@ fn sweep_merge_of_cells_run_one_by_one_equals_the_local_sweep() {
 
 #[test]
 fn a_failing_cell_is_reported_and_the_other_cells_go_on() {
-    let output = switchyard()
-        .args([
-            "sweep",
-            QUICKSTART,
-            "--policy",
-            "even",
-            "--policy",
-            "specon",
-            "--set",
-            "specon.alpha=0.02,fast",
-            "--seeds",
-            "1..2",
-            "--json",
-        ])
-        .output()
-        .unwrap();
+    let mut args = sweep_of(&["even", "specon"], "1..2");
+    args.extend(["--set", "specon.alpha=0.02,fast", "--json"]);
+    let output = switchyard().args(args).output().unwrap();
     assert!(
         output.status.success(),
         "{}",
@@ -186,21 +163,15 @@ fn a_failing_cell_is_reported_and_the_other_cells_go_on() {
 
 #[test]
 fn emit_job_writes_an_indexed_job_with_a_completion_per_cell_and_the_workloads() {
-    let manifest = stdout_of(&[
-        "sweep",
-        QUICKSTART,
-        "--policy",
-        "default",
-        "--policy",
-        "specon",
+    let mut args = sweep_of(&["default", "specon"], "1..20");
+    args.extend([
         "--set",
         "specon.alpha=0.01,0.02",
-        "--seeds",
-        "1..20",
         "--emit-job",
         "--results-claim",
         "sweeps",
     ]);
+    let manifest = stdout_of(&args);
     let documents: Vec<Value> = manifest
         .split("\n---\n")
         .map(|d| serde_norway::from_str(d).unwrap())
