@@ -35,8 +35,9 @@ fn trace_of(policy: &str, workload: &str) -> String {
         input: Path::new(workload),
         seed: None,
         save_snapshots: None,
-        // The policy's own decisions: the host's disruption budget has tests of its own.
-        disruption: DisruptionBudget::OFF,
+        // The default budget, as `policy test` runs: it leaves the shipped policies'
+        // decisions as they are (`host/sim/tests/sim/disruptions.rs`).
+        disruption: DisruptionBudget::default(),
     };
     let run = run_policy_test(&runtime, &spec, &fallback).unwrap();
     render_trace(&run.header, &run.records)
@@ -52,7 +53,7 @@ fn assert_matches_golden(policy: &str, workload: &str) {
         panic!(
             "{policy} no longer decides as tests/golden/{policy}.trace records.\n\
              If the change is intended, regenerate the file and commit it with the change:\n  \
-             cargo run -- policy test {policy} {workload} --no-disruption-budget --golden tests/golden/{policy}.trace --bless\n\n{diff}"
+             cargo run -- policy test {policy} {workload} --golden tests/golden/{policy}.trace --bless\n\n{diff}"
         );
     }
 }

@@ -9,9 +9,12 @@
 //! decision thread (`driver`). Commands are applied by the driver between rounds only, so a swap
 //! is atomic: the round in progress finishes with the old policy and every round is
 //! decided by exactly one policy (plus arm B of a split). The driver is the one writer of
-//! the active policy and of every policy's parameters: activations, parameter changes
-//! (from the API or the settings file) and reloads are commands it applies in order, so
-//! an answer of 200 is what holds until the next change. Uploads are handed to a
+//! the active policy, of every policy's parameters and of what the settings file owns:
+//! activations, parameter changes (from the API or the settings file), reloads and each
+//! new settings file's ownership are commands it applies in order, and it checks an API
+//! change against the ownership in force when it gets there, so an answer of 200 is
+//! what holds until the next change. What the handle and the driver share is in
+//! [`shared`]. Uploads are handed to a
 //! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]);
 //! policies named by a registry reference are kept as that reference, pinned, and pulled
 //! again ([`references`]).
@@ -26,15 +29,14 @@ mod driver;
 mod kept;
 mod references;
 mod registry_access;
+mod shared;
 mod views;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, RwLock, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-use serde::Serialize;
 
 use crate::metrics::Metrics;
 pub(crate) use catalog::policy_info;
@@ -42,75 +44,18 @@ pub(crate) use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, Polic
 pub use config::{LiveConfig, LiveError};
 pub(crate) use kept::Persistence;
 pub use registry_access::RegistryAccess;
+pub(crate) use shared::ChangeBy;
+pub(crate) use shared::{Applied, OwnedBySettings};
+use shared::{Command, Reply, Shared};
 use switchyard_control::{
-    ComponentStore, DecisionRecord, DirStateStore, Experiment, ExperimentMode, ExperimentReport,
-    Leader, LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder, RefusalHook, RunEnd,
-    SnapshotSummary, StateStore,
+    ComponentStore, DirStateStore, Experiment, ExperimentMode, ExperimentReport, Leader,
+    LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder, RefusalHook, StateStore,
 };
 use switchyard_core::Settings;
 use switchyard_runtime::Runtime;
 use switchyard_sim::{Paced, Scenario, Simulator};
+pub(crate) use views::LiveStatus;
 pub(crate) use views::{ChartMark, JobList, UtilisationRing, UtilisationSample};
-
-/// What a policies directory's settings file decides. The file is the one source of
-/// truth for what it names: the API refuses to change those (409, naming the file) and
-/// keeps its say over everything else, so no answer of 200 is ever undone by the file.
-#[derive(Clone, Debug, Default, PartialEq)]
-pub struct OwnedBySettings {
-    /// The settings file.
-    pub file: String,
-    /// It names the active policy.
-    pub active: bool,
-    /// It gives parameters for these policies.
-    pub parameters: std::collections::BTreeSet<String>,
-    /// It has an `experiment` section.
-    pub experiment: bool,
-}
-
-/// A change the API asks for, as the settings file may own it.
-#[derive(Clone, Copy, Debug)]
-pub enum ApiChange<'a> {
-    /// Activating a policy.
-    Activate,
-    /// Setting a policy's parameters.
-    Parameters(&'a str),
-    /// Starting or stopping an experiment.
-    Experiment,
-}
-
-/// What the driver publishes after every round.
-#[derive(Clone, Debug, Default)]
-pub struct LiveStatus {
-    /// The active policy's name.
-    pub active: String,
-    /// Rounds run.
-    pub rounds: u64,
-    /// Rounds in which the active policy failed and the fallback decided.
-    pub failures: u64,
-    /// Why the run stopped deciding, once it has.
-    pub ended: Option<RunEnd>,
-    /// The most recent decisions, oldest first.
-    pub decisions: VecDeque<DecisionRecord>,
-    /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
-    pub decision_bytes: usize,
-    /// State blobs that could not be persisted so far.
-    pub state_save_failures: u64,
-    /// Why state cannot be persisted, while that lasts (a restart would lose state).
-    pub state_error: Option<String>,
-    /// The cluster now.
-    pub snapshot: SnapshotSummary,
-    /// Per job, the labels policies put on it.
-    pub labels: BTreeMap<String, BTreeMap<String, String>>,
-    /// Per labelled job, the policy that set its labels last: in a split each arm's
-    /// policy labels its own jobs, and after a swap old labels stay until replaced.
-    pub labels_by: BTreeMap<String, String>,
-    /// The running experiment's figures.
-    pub experiment: Option<ExperimentReport>,
-    /// The last stopped experiment's final figures.
-    pub last_experiment: Option<ExperimentReport>,
-    /// Allocation over time, a bounded ring ([`LiveConfig::keep_utilisation`]).
-    pub utilisation: UtilisationRing,
-}
 
 /// An experiment as an operator asks for it.
 #[derive(Clone, Debug, PartialEq)]
@@ -134,57 +79,6 @@ pub struct Uploaded {
     pub applied: Option<Applied>,
     /// Whether a restart will have it.
     pub persistence: Persistence,
-}
-
-/// The first round a change applies to.
-#[derive(Clone, Debug, PartialEq, Serialize, utoipa::ToSchema)]
-pub struct Applied {
-    /// The active policy from `from_round` on.
-    pub active: String,
-    /// Number of the first round decided after the change.
-    pub from_round: u64,
-}
-
-type Reply<T> = tokio::sync::oneshot::Sender<Result<T, LiveError>>;
-
-/// What the API and the directory watcher ask the driver to do between rounds. Every
-/// change of the active policy or of any policy's parameters is one of these, applied
-/// by the driver alone in the order they came, so the answer to each is what holds
-/// until the next.
-enum Command {
-    /// Make the named policy active, as the catalog holds it when the driver gets here.
-    Activate(String, Reply<Applied>),
-    /// Set the named policy's parameters, keep them, and apply them if it is active.
-    SetParameters(String, Settings, Reply<(CatalogEntry, Option<Applied>)>),
-    /// The catalog's entry for the named policy changed (an upload or a file); if it is
-    /// active, the new entry decides from the next round.
-    Reload(String, Reply<Option<Applied>>),
-    StartExperiment(Box<Experiment>, bool, Reply<ExperimentReport>),
-    StopExperiment(Reply<ExperimentReport>),
-    PushLoss(String, u64, f64, Reply<LossAck>),
-    ListJobs(Reply<Arc<JobList>>),
-}
-
-struct Shared {
-    catalog: Catalog,
-    status: RwLock<LiveStatus>,
-    metrics: Metrics,
-    commands: Mutex<mpsc::Sender<Command>>,
-    stop: Arc<AtomicBool>,
-    ready: AtomicBool,
-    /// When the decision thread last looked at the cluster (or finished a round).
-    looked: Mutex<Instant>,
-    stalled_after: Duration,
-    leader: Arc<Leader>,
-    on_refusal: OnceLock<RefusalHook>,
-    components: Arc<dyn ComponentStore>,
-    /// How policies named by a registry reference are pulled.
-    registry: RegistryAccess,
-    /// What the policies directory's settings file decides, if one is followed.
-    owned_by_settings: RwLock<Option<OwnedBySettings>>,
-    /// Held from loading an upload to keeping it, so the copy kept for a name is the
-    /// one loaded last.
-    uploading: tokio::sync::Mutex<()>,
 }
 
 /// The handle on a running controller; cheap to clone.
@@ -340,7 +234,7 @@ impl Controller {
             parameters,
             recorder,
         };
-        let thread = driver::spawn(controller.clone(), cluster, config, parts, rx);
+        let thread = driver::spawn(controller.shared.clone(), cluster, config, parts, rx);
         Ok((
             controller,
             DriverHandle {
@@ -352,7 +246,7 @@ impl Controller {
 
     /// This replica's part in the leader election; a controller alone always leads.
     pub fn leader(&self) -> &Leader {
-        &self.shared.leader
+        self.shared.leader()
     }
 
     /// Refuses a change when this replica does not lead: only the leader decides, so a
@@ -376,69 +270,33 @@ impl Controller {
 
     /// Reports a refused component or settings file to the hook, if any.
     pub fn report_refusal(&self, source: &str, error: &str) {
-        if let Some(hook) = self.shared.on_refusal.get() {
-            hook(source, error);
-        }
+        self.shared.report_refusal(source, error);
     }
 
     /// The loaded policies.
     pub fn catalog(&self) -> &Catalog {
-        &self.shared.catalog
+        self.shared.catalog()
     }
 
     /// The metrics.
     pub fn metrics(&self) -> &Metrics {
-        &self.shared.metrics
+        self.shared.metrics()
     }
 
-    /// Updates what the controller publishes (the decision thread's job).
-    fn publish(&self, update: impl FnOnce(&mut LiveStatus)) {
-        update(&mut self.shared.status.write().unwrap());
+    /// Makes `owned` what the followed settings file decides (`None`: no settings
+    /// file), in order with every other change: an API change the driver gets after
+    /// this is held to it, one it got before is not undone by it.
+    pub(crate) async fn set_owned_by_settings(
+        &self,
+        owned: Option<OwnedBySettings>,
+    ) -> Result<(), LiveError> {
+        self.send(|reply| Command::Own(owned, reply)).await
     }
 
-    /// The flag that stops the decision thread.
-    fn stop_flag(&self) -> Arc<AtomicBool> {
-        self.shared.stop.clone()
-    }
-
-    /// Whether the decision thread has found the cluster's caches complete.
-    fn marked_ready(&self) -> bool {
-        self.shared.ready.load(Ordering::Relaxed)
-    }
-
-    /// The cluster's caches are complete: the controller may answer `/readyz`.
-    fn mark_ready(&self) {
-        self.shared.ready.store(true, Ordering::Relaxed);
-    }
-
-    /// Records what the followed settings file decides (`None`: no settings file).
-    pub fn set_owned_by_settings(&self, owned: Option<OwnedBySettings>) {
-        *self.shared.owned_by_settings.write().unwrap() = owned;
-    }
-
-    /// What the followed settings file decides, when one is followed.
-    pub fn owned_by_settings(&self) -> Option<OwnedBySettings> {
+    /// What the followed settings file decides, as the decision thread last applied it
+    /// (none when no settings file is followed).
+    pub(crate) fn owned_by_settings(&self) -> Option<OwnedBySettings> {
         self.shared.owned_by_settings.read().unwrap().clone()
-    }
-
-    /// Refuses an API change that the followed settings file decides.
-    pub fn check_api_change(&self, change: ApiChange<'_>) -> Result<(), LiveError> {
-        let owned = self.shared.owned_by_settings.read().unwrap();
-        let Some(owned) = owned.as_ref() else {
-            return Ok(());
-        };
-        let what = match change {
-            ApiChange::Activate if owned.active => "the active policy".to_string(),
-            ApiChange::Parameters(name) if owned.parameters.contains(name) => {
-                format!("the parameters of `{name}`")
-            }
-            ApiChange::Experiment if owned.experiment => "the experiment".to_string(),
-            _ => return Ok(()),
-        };
-        Err(LiveError::OwnedBySettings {
-            file: owned.file.clone(),
-            what,
-        })
     }
 
     /// A copy of what the driver published last.
@@ -460,11 +318,6 @@ impl Controller {
         } else {
             Err(since)
         }
-    }
-
-    /// The decision thread looked at the cluster (see [`Controller::is_alive`]).
-    pub(crate) fn looked(&self) {
-        *self.shared.looked.lock().unwrap() = Instant::now();
     }
 
     /// Whether the decision thread runs, the cluster's caches are complete, and it is
@@ -519,42 +372,44 @@ impl Controller {
         self.keep_loaded(entry, applied, bytes).await
     }
 
-    /// Loads the uploads the component store kept that are not loaded here yet (a
-    /// replica that becomes leader takes over what the previous leader accepted);
-    /// refusals are reported like any other.
-    fn restore_kept(&self) {
-        let refused = kept::restore(
-            &self.shared.catalog,
-            self.shared.components.as_ref(),
-            &self.shared.registry,
-            &self.shared.metrics,
-        );
-        for (source, error) in refused {
-            self.report_refusal(&source, &error);
-        }
+    /// Makes `name` the active policy from the next round on, unless the followed
+    /// settings file decides the active policy (409): the decision thread checks that
+    /// in order with the file's own changes.
+    pub async fn activate(&self, name: &str) -> Result<Applied, LiveError> {
+        self.activate_by(name, ChangeBy::Api).await
     }
 
-    /// Makes `name` the active policy from the next round on.
-    pub async fn activate(&self, name: &str) -> Result<Applied, LiveError> {
+    /// [`Controller::activate`], asked for by `by`.
+    pub(crate) async fn activate_by(&self, name: &str, by: ChangeBy) -> Result<Applied, LiveError> {
         self.shared.catalog.get(name)?;
         let name = name.to_string();
-        self.send(|reply| Command::Activate(name, reply)).await
+        self.send(|reply| Command::Activate(name, by, reply)).await
     }
 
     /// Sets `name`'s parameters (checked by its `configure`) and keeps them in the state
     /// store, whether the policy is active or not; when it is active, the new values
     /// apply from the next round on. The decision thread makes the change, between
     /// rounds and in order with activations, so no activation answered before or after
-    /// it is undone by it.
+    /// it is undone by it. Parameters the followed settings file gives are refused (409).
     pub async fn set_parameters(
         &self,
         name: &str,
         settings: &Settings,
     ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
+        self.set_parameters_by(name, settings, ChangeBy::Api).await
+    }
+
+    /// [`Controller::set_parameters`], asked for by `by`.
+    pub(crate) async fn set_parameters_by(
+        &self,
+        name: &str,
+        settings: &Settings,
+        by: ChangeBy,
+    ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
         self.shared.catalog.get(name)?;
         let (owned_name, owned_settings) = (name.to_string(), settings.clone());
         let (entry, applied) = self
-            .send(|reply| Command::SetParameters(owned_name, owned_settings, reply))
+            .send(|reply| Command::SetParameters(owned_name, owned_settings, by, reply))
             .await?;
         tracing::info!(
             policy = name,
@@ -566,20 +421,39 @@ impl Controller {
     }
 
     /// Starts an experiment from the next round on; a running one is replaced only when
-    /// the request says so.
+    /// the request says so. Refused (409) when the followed settings file decides the
+    /// experiment.
     pub async fn start_experiment(
         &self,
         request: ExperimentRequest,
     ) -> Result<ExperimentReport, LiveError> {
+        self.start_experiment_by(request, ChangeBy::Api).await
+    }
+
+    /// [`Controller::start_experiment`], asked for by `by`.
+    pub(crate) async fn start_experiment_by(
+        &self,
+        request: ExperimentRequest,
+        by: ChangeBy,
+    ) -> Result<ExperimentReport, LiveError> {
         let entry = self.shared.catalog.get(&request.policy_b)?;
         let experiment = Box::new(Experiment::new(entry.slot, request.mode));
-        self.send(|reply| Command::StartExperiment(experiment, request.replace, reply))
+        self.send(|reply| Command::StartExperiment(experiment, request.replace, by, reply))
             .await
     }
 
-    /// Stops the running experiment; returns its final figures.
+    /// Stops the running experiment; returns its final figures. Refused (409) when the
+    /// followed settings file decides the experiment.
     pub async fn stop_experiment(&self) -> Result<ExperimentReport, LiveError> {
-        self.send(Command::StopExperiment).await
+        self.stop_experiment_by(ChangeBy::Api).await
+    }
+
+    /// [`Controller::stop_experiment`], asked for by `by`.
+    pub(crate) async fn stop_experiment_by(
+        &self,
+        by: ChangeBy,
+    ) -> Result<ExperimentReport, LiveError> {
+        self.send(|reply| Command::StopExperiment(by, reply)).await
     }
 
     /// Hands a loss sample for an active job to the cluster, which keeps it in the

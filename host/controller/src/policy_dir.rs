@@ -31,7 +31,7 @@ use std::time::Duration;
 
 use notify::{RecursiveMode, Watcher as _};
 
-use crate::live::Controller;
+use crate::live::{ChangeBy, Controller, OwnedBySettings};
 pub(crate) use settings::{DirSettings, SETTINGS_FILE};
 use switchyard_core::ComponentDigest;
 
@@ -252,7 +252,7 @@ impl PolicyDir {
         let Some(name) = name else {
             let changed = self.settings_digest.take().is_some();
             self.settings_stamp = None;
-            self.controller.set_owned_by_settings(None);
+            self.own(None);
             return (DirSettings::default(), changed);
         };
         let path = self.dir.join(&name);
@@ -282,8 +282,7 @@ impl PolicyDir {
                 }
                 match DirSettings::parse(&String::from_utf8_lossy(&bytes)) {
                     Ok(settings) => {
-                        self.controller
-                            .set_owned_by_settings(Some(settings.ownership(&source)));
+                        self.own(Some(settings.ownership(&source)));
                         (settings, true)
                     }
                     Err(error) => {
@@ -293,6 +292,17 @@ impl PolicyDir {
                     }
                 }
             }
+        }
+    }
+
+    /// Tells the decision thread what the settings file in force owns, in order with
+    /// the changes it applies after (a controller that stopped owns nothing any more).
+    fn own(&self, owned: Option<OwnedBySettings>) {
+        if let Err(error) = self
+            .runtime
+            .block_on(self.controller.set_owned_by_settings(owned))
+        {
+            tracing::warn!(%error, "the settings file's ownership was not recorded");
         }
     }
 
@@ -375,10 +385,11 @@ impl PolicyDir {
                 continue;
             }
             let source = format!("{settings_source}: parameters of {policy}");
-            match self
-                .runtime
-                .block_on(self.controller.set_parameters(policy, values))
-            {
+            match self.runtime.block_on(self.controller.set_parameters_by(
+                policy,
+                values,
+                ChangeBy::SettingsFile,
+            )) {
                 Ok(_) => self.clear(&source),
                 Err(error) => self.refuse(report, &source, error.to_string(), "settings"),
             }
@@ -397,7 +408,10 @@ impl PolicyDir {
             if &current == active {
                 self.clear(&source);
             } else {
-                match self.runtime.block_on(self.controller.activate(active)) {
+                match self
+                    .runtime
+                    .block_on(self.controller.activate_by(active, ChangeBy::SettingsFile))
+                {
                     Ok(applied) => {
                         self.clear(&source);
                         report.activated = Some(applied.active);
@@ -415,14 +429,17 @@ impl PolicyDir {
                         .map_err(|e| e.to_string())
                         .and_then(|request| {
                             self.runtime
-                                .block_on(self.controller.start_experiment(request))
+                                .block_on(
+                                    self.controller
+                                        .start_experiment_by(request, ChangeBy::SettingsFile),
+                                )
                                 .map(|_| ())
                                 .map_err(|e| e.to_string())
                         })
                 }
                 None => self
                     .runtime
-                    .block_on(self.controller.stop_experiment())
+                    .block_on(self.controller.stop_experiment_by(ChangeBy::SettingsFile))
                     .map(|_| ())
                     .map_err(|e| e.to_string()),
             };

@@ -9,8 +9,9 @@
 //! - `validate`: checking a decision against the snapshot it was made for
 //!   ([`check_decision`]), with what it turned down and why ([`RejectedAction`],
 //!   [`RejectedLabel`]).
-//! - `disruption`: the disruption budget ([`DisruptionBudget`]): how soon a job may be
-//!   disrupted again and how many may be per interval, which the validator applies
+//! - `disruption`: the disruption budget ([`DisruptionBudget`]): how often one job may
+//!   be disrupted per interval, how soon again, and how many jobs may be per interval,
+//!   which the validator applies
 //!   ([`check_decision_within`]).
 //! - `eligibility`: the cluster's placement rules ([`PlacementRules`]: taints, selectors,
 //!   affinity) and the eligibility sets they give tasks ([`EligibilitySets`]).
@@ -35,8 +36,8 @@ mod validate;
 pub use delta::{Change, HeldSnapshot, ListDelta, LossUpdate, SnapshotDelta};
 pub use digest::ComponentDigest;
 pub use disruption::{
-    DEFAULT_DISRUPTION_INTERVAL, DEFAULT_MAX_DISRUPTED_SHARE, DEFAULT_MIN_RUN_TIME,
-    DisruptionBudget, DisruptionBudgetError, DisruptionRefusal,
+    DEFAULT_DISRUPTION_INTERVAL, DEFAULT_MAX_DISRUPTED_SHARE, DEFAULT_MAX_DISRUPTIONS_PER_JOB,
+    DEFAULT_MIN_RUN_TIME, DisruptionBudget, DisruptionBudgetError, DisruptionRefusal,
 };
 pub use eligibility::{
     EligibilitySets, PlacementRules, RuledNode, SelectorOperator, SelectorRequirement,

@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody};
 use super::state::ApiState;
-use crate::live::{ApiChange, ExperimentRequest};
+use crate::live::ExperimentRequest;
 use switchyard_control::{ExperimentMode, ExperimentReport, JobAssignment, LabelSelector};
 
 /// An experiment to start. Arm A is always the active policy.
@@ -127,7 +127,6 @@ pub(super) async fn start(
     body: Result<Json<ExperimentBody>, JsonRejection>,
 ) -> Result<(StatusCode, Json<ExperimentReport>), ApiError> {
     let Json(body) = body?;
-    state.controller.check_api_change(ApiChange::Experiment)?;
     let report = state
         .controller
         .start_experiment(body.into_request()?)
@@ -146,6 +145,5 @@ pub(super) async fn start(
 pub(super) async fn stop(
     State(state): State<ApiState>,
 ) -> Result<Json<ExperimentReport>, ApiError> {
-    state.controller.check_api_change(ApiChange::Experiment)?;
     Ok(Json(state.controller.stop_experiment().await?))
 }

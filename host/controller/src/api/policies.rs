@@ -14,7 +14,7 @@ use utoipa::ToSchema;
 use super::error::{ApiError, ErrorBody, body_rejection};
 use super::state::ApiState;
 use crate::live::policy_info;
-use crate::live::{ApiChange, Applied, LoadFailure, Persistence, PolicyInfo};
+use crate::live::{Applied, LoadFailure, Persistence, PolicyInfo};
 use switchyard_core::Settings;
 
 /// Loaded policies, the active one and standing load errors.
@@ -159,7 +159,6 @@ pub(super) async fn activate(
     State(state): State<ApiState>,
     Path(name): Path<String>,
 ) -> Result<Json<Applied>, ApiError> {
-    state.controller.check_api_change(ApiChange::Activate)?;
     Ok(Json(state.controller.activate(&name).await?))
 }
 
@@ -182,9 +181,6 @@ pub(super) async fn set_parameters(
     body: Result<Json<Settings>, JsonRejection>,
 ) -> Result<Json<PolicyChanged>, ApiError> {
     let Json(settings) = body?;
-    state
-        .controller
-        .check_api_change(ApiChange::Parameters(&name))?;
     let (entry, applied) = state.controller.set_parameters(&name, &settings).await?;
     Ok(Json(PolicyChanged {
         policy: policy_info(&entry.slot.module, &entry.source, &entry.slot.settings),

@@ -11,21 +11,19 @@ use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::catalog::Catalog;
-use super::views::{ChartMark, MarkKind};
-use super::{
-    Applied, CatalogEntry, Command, Controller, JobList, LiveCluster, LiveConfig, LiveError,
-    LiveStatus, UtilisationSample,
-};
+use super::catalog::{Catalog, CatalogEntry};
+use super::config::{LiveConfig, LiveError};
+use super::shared::{ApiChange, Applied, Command, OwnedBySettings, Shared};
+use super::views::{ChartMark, JobList, LiveStatus, MarkKind, UtilisationSample};
 use switchyard_control::{
-    ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, PolicyParameters, Recorder,
-    RoundOutcome, RunEnd, StateStore, Step,
+    ActivePolicy, ControlLoop, ExperimentMode, ExperimentReport, LiveCluster, PolicyParameters,
+    Recorder, RoundOutcome, RunEnd, StateStore, Step,
 };
 use switchyard_core::{Settings, Trigger};
 use switchyard_sim::PACE_SLICE;
 
 struct Driver {
-    controller: Controller,
+    shared: Arc<Shared>,
     control: ControlLoop,
     keep_decisions: usize,
     keep_decisions_bytes: usize,
@@ -44,6 +42,8 @@ struct Driver {
     save_failures_seen: u64,
     /// The parameters operators set, by policy, as this driver last kept them.
     parameters: PolicyParameters,
+    /// What the followed settings file decides, as of the last command that said so.
+    owned: Option<OwnedBySettings>,
 }
 
 /// What the decision thread builds its control loop from. The loop is built on the
@@ -62,7 +62,7 @@ pub(super) struct LoopParts {
 }
 
 pub(super) fn spawn<C: LiveCluster>(
-    controller: Controller,
+    shared: Arc<Shared>,
     mut cluster: C,
     config: LiveConfig,
     parts: LoopParts,
@@ -85,9 +85,9 @@ pub(super) fn spawn<C: LiveCluster>(
             if let Some(recorder) = recorder {
                 control = control.with_observer(Box::new(recorder));
             }
-            let was_leading = controller.leader().is_leading();
+            let was_leading = shared.leader().is_leading();
             let mut driver = Driver {
-                controller,
+                shared,
                 control,
                 keep_decisions: config.keep_decisions.max(1),
                 keep_decisions_bytes: config.keep_decisions_bytes,
@@ -101,6 +101,7 @@ pub(super) fn spawn<C: LiveCluster>(
                 was_leading,
                 save_failures_seen: 0,
                 parameters,
+                owned: None,
             };
             driver.run(&mut cluster);
         })
@@ -110,7 +111,7 @@ pub(super) fn spawn<C: LiveCluster>(
 impl Driver {
     fn run<C: LiveCluster>(&mut self, cluster: &mut C) {
         self.publish_summary(cluster, true);
-        let stop = self.controller.stop_flag();
+        let stop = self.shared.stop_flag();
         loop {
             let until = self.control.next_tick();
             let advance = cluster.advance_live(until, &stop, &mut |c| self.between(c));
@@ -139,13 +140,13 @@ impl Driver {
     /// What happens while the cluster waits: commands, readiness, a change of leader,
     /// and the summary's clock kept moving with the cluster's.
     fn between<C: LiveCluster>(&mut self, cluster: &mut C) {
-        self.controller.looked();
+        self.shared.looked();
         self.apply_commands(cluster);
-        if !self.controller.marked_ready() && cluster.synced() {
+        if !self.shared.marked_ready() && cluster.synced() {
             self.publish_summary(cluster, true);
-            self.controller.mark_ready();
+            self.shared.mark_ready();
         }
-        let leading = self.controller.leader().is_leading();
+        let leading = self.shared.leader().is_leading();
         if leading != self.was_leading {
             self.was_leading = leading;
             if leading {
@@ -166,8 +167,8 @@ impl Driver {
     fn take_over(&mut self) {
         tracing::info!("leading: resuming the persisted policies and state");
         // Uploads first: the previous leader's active policy may be one of them.
-        self.controller.restore_kept();
-        self.parameters = restore_parameters(self.controller.catalog(), self.control.state_store());
+        self.shared.restore_kept();
+        self.parameters = restore_parameters(self.shared.catalog(), self.control.state_store());
         self.control.reload_states();
         let saved = match self.control.state_store().load_active() {
             Ok(saved) => saved,
@@ -178,7 +179,7 @@ impl Driver {
         };
         let Some(saved) = saved else { return };
         match self
-            .controller
+            .shared
             .catalog()
             .configure(&saved.policy, &saved.settings)
         {
@@ -201,16 +202,16 @@ impl Driver {
     /// Nothing happens on its own any more: serve commands, and try a round when the
     /// policy changes (the new one may place what the old one left waiting).
     fn idle<C: LiveCluster>(&mut self, cluster: &mut C, end: RunEnd) {
-        self.controller.publish(|status| status.ended = Some(end));
+        self.shared.publish(|status| status.ended = Some(end));
         self.publish_summary(cluster, true);
-        let stop = self.controller.stop_flag();
+        let stop = self.shared.stop_flag();
         self.changed_policy = false;
         while !stop.load(Ordering::Relaxed) {
             self.between(cluster);
             if self.changed_policy && end == RunEnd::Idle {
                 self.changed_policy = false;
                 if self.round(cluster, vec![Trigger::Tick]) {
-                    self.controller.publish(|status| status.ended = None);
+                    self.shared.publish(|status| status.ended = None);
                     return;
                 }
             }
@@ -226,7 +227,7 @@ impl Driver {
 
     fn round<C: LiveCluster>(&mut self, cluster: &mut C, triggers: Vec<Trigger>) -> bool {
         let outcome = self.control.decide_round(cluster, triggers);
-        self.controller.looked();
+        self.shared.looked();
         self.publish_round(&outcome);
         self.publish_summary(cluster, false);
         outcome.changed
@@ -240,21 +241,23 @@ impl Driver {
 
     fn handle<C: LiveCluster>(&mut self, cluster: &mut C, command: Command) {
         match command {
-            Command::Activate(name, reply) => {
-                let activated = self
-                    .controller
-                    .catalog()
-                    .get(&name)
-                    .map_err(LiveError::from)
+            Command::Activate(name, by, reply) => {
+                let activated = by
+                    .check(self.owned.as_ref(), ApiChange::Activate)
+                    .and_then(|()| Ok(self.shared.catalog().get(&name)?))
                     .and_then(|entry| self.swap(entry));
                 let _ = reply.send(activated);
             }
-            Command::SetParameters(name, settings, reply) => {
-                let _ = reply.send(self.set_parameters(&name, settings));
+            Command::SetParameters(name, settings, by, reply) => {
+                let set = by
+                    .check(self.owned.as_ref(), ApiChange::Parameters(&name))
+                    .and_then(|()| self.set_parameters(&name, settings));
+                let _ = reply.send(set);
             }
             Command::Reload(name, reply) => {
+                self.apply_kept_parameters(&name);
                 let reloaded = if self.control.active().name() == name {
-                    self.controller
+                    self.shared
                         .catalog()
                         .get(&name)
                         .map_err(LiveError::from)
@@ -265,7 +268,16 @@ impl Driver {
                 };
                 let _ = reply.send(reloaded);
             }
-            Command::StartExperiment(experiment, replace, reply) => {
+            Command::Own(owned, reply) => {
+                *self.shared.owned_by_settings.write().unwrap() = owned.clone();
+                self.owned = owned;
+                let _ = reply.send(Ok(()));
+            }
+            Command::StartExperiment(experiment, replace, by, reply) => {
+                if let Err(error) = by.check(self.owned.as_ref(), ApiChange::Experiment) {
+                    let _ = reply.send(Err(error));
+                    return;
+                }
                 let running = self.control.experiment_report();
                 if let (Some(running), false) = (&running, replace) {
                     let _ = reply.send(Err(LiveError::ExperimentRunning {
@@ -299,13 +311,17 @@ impl Driver {
                     policy_a: r.policy_a.clone(),
                     policy_b: r.policy_b.clone(),
                 });
-                self.controller.publish(|status| {
+                self.shared.publish(|status| {
                     status.experiment = report.clone();
                     mark.into_iter().for_each(|m| mark_chart(status, m));
                 });
                 let _ = reply.send(report.ok_or(LiveError::NoExperiment));
             }
-            Command::StopExperiment(reply) => {
+            Command::StopExperiment(by, reply) => {
+                if let Err(error) = by.check(self.owned.as_ref(), ApiChange::Experiment) {
+                    let _ = reply.send(Err(error));
+                    return;
+                }
                 let report = self.control.stop_experiment();
                 if let Some(stopped) = &report {
                     tracing::info!(
@@ -314,7 +330,7 @@ impl Driver {
                         "experiment stopped"
                     );
                 }
-                self.controller.publish(|status| {
+                self.shared.publish(|status| {
                     status.experiment = None;
                     if let Some(stopped) = &report {
                         status.last_experiment = report.clone();
@@ -379,15 +395,15 @@ impl Driver {
         name: &str,
         settings: Settings,
     ) -> Result<(CatalogEntry, Option<Applied>), LiveError> {
-        let catalog = self.controller.catalog();
+        let catalog = self.shared.catalog();
         let entry = loop {
             let entry = catalog.configured(name, &settings)?;
-            if self.controller.leader().is_leading() {
+            if self.shared.leader().is_leading() {
                 let mut parameters = self.parameters.clone();
                 parameters.insert(name.to_string(), settings.clone());
                 if let Err(error) = self.control.state_store().save_parameters(&parameters) {
                     tracing::error!(%error, policy = name, "cannot persist the parameters; they stay as they were");
-                    self.controller.metrics().observe_state_save_failures(1);
+                    self.shared.metrics().observe_state_save_failures(1);
                     return Err(LiveError::NotDurable {
                         active: self.control.active().name().to_string(),
                         source: error,
@@ -408,6 +424,27 @@ impl Driver {
         Ok((entry, applied))
     }
 
+    /// A policy loaded after the start (a file of the policies directory, an upload)
+    /// takes the parameters kept for it, unless the settings file gives its own (the
+    /// load has applied those). Kept parameters it refuses leave it as loaded.
+    fn apply_kept_parameters(&self, name: &str) {
+        let owned_by_file = self
+            .owned
+            .as_ref()
+            .is_some_and(|owned| owned.parameters.contains(name));
+        let Some(kept) = self.parameters.get(name).filter(|_| !owned_by_file) else {
+            return;
+        };
+        match self.shared.catalog().get(name) {
+            Ok(entry) if &entry.slot.settings == kept => {}
+            _ => {
+                if let Err(error) = self.shared.catalog().configure(name, kept) {
+                    tracing::warn!(%error, policy = name, "the kept parameters do not apply");
+                }
+            }
+        }
+    }
+
     /// Makes `entry` the active policy from the next round. The leader persists the
     /// choice first (a successor resumes it): when that fails nothing changes and the
     /// answer says why, so an activation never looks durable when it is not.
@@ -416,14 +453,14 @@ impl Driver {
         let name = entry.slot.name().to_string();
         // Only the leader's choice is the one a successor must resume; a follower
         // follows the policies directory like the leader does, and keeps it to itself.
-        if self.controller.leader().is_leading() {
+        if self.shared.leader().is_leading() {
             let active = ActivePolicy {
                 policy: name.clone(),
                 settings: entry.slot.settings.clone(),
             };
             if let Err(error) = self.control.state_store().save_active(&active) {
                 tracing::error!(%error, from = previous, to = name, "cannot persist the active policy; it stays");
-                self.controller.metrics().observe_state_save_failures(1);
+                self.shared.metrics().observe_state_save_failures(1);
                 return Err(LiveError::NotDurable {
                     active: previous,
                     source: error,
@@ -432,13 +469,13 @@ impl Driver {
         }
         tracing::info!(from = previous, to = name, digest = %entry.slot.module.digest(), from_round = self.control.rounds(), "policy swapped");
         self.control.swap_policy(entry.slot);
-        self.controller.metrics().observe_swap();
+        self.shared.metrics().observe_swap();
         self.changed_policy = true;
         let mark = MarkKind::Policy {
             policy: name.clone(),
             previous,
         };
-        self.controller.publish(|status| {
+        self.shared.publish(|status| {
             status.active = name.clone();
             mark_chart(status, mark);
         });
@@ -449,7 +486,7 @@ impl Driver {
     }
 
     fn publish_round(&mut self, outcome: &RoundOutcome) {
-        let metrics = self.controller.metrics();
+        let metrics = self.shared.metrics();
         metrics.observe_round(outcome);
         let report = self.control.experiment_report();
         if let Some(report) = &report {
@@ -462,7 +499,7 @@ impl Driver {
         self.save_failures_seen = save_failures;
         let state_error = self.control.state_save_error().map(str::to_string);
         let (keep, keep_bytes) = (self.keep_decisions, self.keep_decisions_bytes);
-        self.controller.publish(|status| {
+        self.shared.publish(|status| {
             status.rounds = rounds;
             status.failures = failures;
             status.state_save_failures = save_failures;
@@ -515,7 +552,7 @@ impl Driver {
         if sample.is_some() {
             self.utilisation_at = Some(Instant::now());
         }
-        self.controller.publish(|status| {
+        self.shared.publish(|status| {
             status.snapshot = summary;
             if let Some(sample) = sample {
                 status.utilisation.record(sample);

@@ -1,7 +1,8 @@
-//! What the controller shows of the cluster beyond the counts of the summary: the active
-//! jobs one by one ([`JobList`]), and how much of the cluster is allocated over time
-//! ([`UtilisationSample`], kept in a bounded ring with the [`ChartMark`]s of policy swaps
-//! and experiments that a chart of it draws). Both are built by the decision thread
+//! What the controller shows: the status the driver publishes after every round
+//! ([`LiveStatus`]) and, beyond its counts, the active jobs one by one ([`JobList`]),
+//! and how much of the cluster is allocated over time ([`UtilisationSample`], kept in a
+//! bounded ring with the [`ChartMark`]s of policy swaps and experiments that a chart of
+//! it draws). Both are built by the decision thread
 //! from what it already has (a snapshot on request, the summary it publishes anyway), so
 //! neither adds work to a round; this module does not page, filter or serialise them for
 //! HTTP (the API does).
@@ -11,8 +12,42 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use switchyard_control::{Arm, SnapshotSummary};
+use switchyard_control::{Arm, DecisionRecord, ExperimentReport, RunEnd, SnapshotSummary};
 use switchyard_core::Job;
+
+/// What the driver publishes after every round.
+#[derive(Clone, Debug, Default)]
+pub struct LiveStatus {
+    /// The active policy's name.
+    pub active: String,
+    /// Rounds run.
+    pub rounds: u64,
+    /// Rounds in which the active policy failed and the fallback decided.
+    pub failures: u64,
+    /// Why the run stopped deciding, once it has.
+    pub ended: Option<RunEnd>,
+    /// The most recent decisions, oldest first.
+    pub decisions: VecDeque<DecisionRecord>,
+    /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
+    pub decision_bytes: usize,
+    /// State blobs that could not be persisted so far.
+    pub state_save_failures: u64,
+    /// Why state cannot be persisted, while that lasts (a restart would lose state).
+    pub state_error: Option<String>,
+    /// The cluster now.
+    pub snapshot: SnapshotSummary,
+    /// Per job, the labels policies put on it.
+    pub labels: BTreeMap<String, BTreeMap<String, String>>,
+    /// Per labelled job, the policy that set its labels last: in a split each arm's
+    /// policy labels its own jobs, and after a swap old labels stay until replaced.
+    pub labels_by: BTreeMap<String, String>,
+    /// The running experiment's figures.
+    pub experiment: Option<ExperimentReport>,
+    /// The last stopped experiment's final figures.
+    pub last_experiment: Option<ExperimentReport>,
+    /// Allocation over time, a bounded ring ([`LiveConfig::keep_utilisation`]).
+    pub utilisation: UtilisationRing,
+}
 
 /// The active jobs as the decision thread listed them last, shared by every page read
 /// from the listing.

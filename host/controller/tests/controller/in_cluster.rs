@@ -3,10 +3,8 @@
 //! follower refusing changes, uploads kept in ConfigMaps and loaded again by the next
 //! leader. The caches are filled by hand, standing for the reflectors.
 
+use crate::kube_support;
 use crate::support;
-// The Kubernetes backend's scripted API server and fixtures, from its own tests.
-#[path = "../../../kube/tests/support/mod.rs"]
-mod kube_support;
 
 use std::sync::{Arc, Mutex};
 
@@ -27,14 +25,14 @@ use switchyard_controller::{Controller, DriverHandle, LiveConfig};
 use switchyard_kube::{Phase, TrainingJobStatus};
 use switchyard_runtime::{Runtime, RuntimeOptions};
 
-fn runtime() -> Runtime {
+pub(crate) fn runtime() -> Runtime {
     Runtime::new(RuntimeOptions {
         cache_dir: Some(support::compile_cache_dir()),
         ..RuntimeOptions::default()
     })
     .expect("a runtime")
 }
-async fn live(
+pub(crate) async fn live(
     world: &World,
     client: kube::Client,
     leader: Leader,
@@ -78,13 +76,18 @@ async fn leading(world: &World, client: kube::Client) -> (Controller, axum::Rout
     .await
 }
 
-async fn stop(driver: DriverHandle) {
+pub(crate) async fn stop(driver: DriverHandle) {
     tokio::task::spawn_blocking(move || driver.shutdown())
         .await
         .unwrap();
 }
 
-async fn call(router: &axum::Router, method: &str, path: &str, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn call(
+    router: &axum::Router,
+    method: &str,
+    path: &str,
+    body: Value,
+) -> (StatusCode, Value) {
     let request = Request::builder()
         .method(method)
         .uri(path)

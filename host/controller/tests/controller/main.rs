@@ -4,9 +4,14 @@
 //! (`references`), the trust it places in uploads and tokens (`trust`), the policies
 //! directory (`policy_dir`), the one writer of the active policy and parameters
 //! (`one_writer`), the operator's console in a real browser (`console`), and
-//! the controller in kube mode against the scripted API server (`in_cluster`).
+//! the controller in kube mode against the scripted API server (`in_cluster`, and the
+//! one writer's order in the state ConfigMap, `one_writer_kube`).
 
 use switchyard_test_support as support;
+
+// The Kubernetes backend's scripted API server and fixtures, from its own tests.
+#[path = "../../../kube/tests/support/mod.rs"]
+mod kube_support;
 
 mod api_fuzz;
 mod console;
@@ -14,6 +19,7 @@ mod experiments;
 mod in_cluster;
 mod live_api;
 mod one_writer;
+mod one_writer_kube;
 mod policy_dir;
 mod references;
 mod restarts;

@@ -7,7 +7,7 @@ use crate::support;
 use std::path::Path;
 use std::time::Duration;
 
-use switchyard_controller::{PolicyDir, watch_policy_dir};
+use switchyard_controller::{LiveConfig, PolicyDir, watch_policy_dir};
 
 /// Publishes `files` as kubelet does and removes the previous timestamped directory.
 fn kubelet_publish(dir: &Path, stamp: &str, files: &[(&str, &[u8])]) {
@@ -157,10 +157,30 @@ fn follow(
     switchyard_controller::DirWatcher,
     switchyard_controller::ScanReport,
 ) {
+    follow_with(
+        dir,
+        LiveConfig {
+            speed: 50.0,
+            keep_decisions: 1_000_000,
+            ..LiveConfig::default()
+        },
+    )
+}
+
+/// [`follow`] with the controller's whole configuration.
+fn follow_with(
+    dir: &Path,
+    config: LiveConfig,
+) -> (
+    tokio::runtime::Runtime,
+    support::Live,
+    switchyard_controller::DirWatcher,
+    switchyard_controller::ScanReport,
+) {
     let tokio = tokio::runtime::Runtime::new().unwrap();
-    let live = tokio.block_on(support::start_live(
+    let live = tokio.block_on(support::start_live_with(
         support::STREAM,
-        50.0,
+        config,
         Duration::from_millis(500),
     ));
     let watched = PolicyDir::new(dir, live.controller.clone(), tokio.handle().clone()).unwrap();
@@ -301,5 +321,97 @@ fn the_api_cannot_change_what_the_settings_file_decides_and_says_so() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(live.controller.with_status(|s| s.active.clone()), "even");
     drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn parameters_kept_for_a_directory_policy_apply_when_it_loads_after_a_restart() {
+    let (state, dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    std::fs::copy(
+        support::guest("log-flood"),
+        dir.path().join("log-flood.wasm"),
+    )
+    .unwrap();
+    let keeping = || LiveConfig {
+        speed: 50.0,
+        state_dir: Some(state.path().to_path_buf()),
+        ..LiveConfig::default()
+    };
+    let quiet = serde_json::json!({"lines": "0", "bytes": "1", "every": "5"});
+    let settings_of_log_flood = |tokio: &tokio::runtime::Runtime, live: &support::Live| {
+        let (_, list) = tokio.block_on(live.get("/v1/policies"));
+        list["policies"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == "log-flood")
+            .unwrap_or_else(|| panic!("log-flood is listed: {list}"))["settings"]
+            .clone()
+    };
+
+    let (tokio, live, watcher, first) = follow_with(dir.path(), keeping());
+    assert_eq!(first.loaded, ["log-flood.wasm"], "{first:?}");
+    let (status, body) =
+        tokio.block_on(live.put("/v1/policies/log-flood/parameters", quiet.clone()));
+    assert_eq!(status, 200, "{body}");
+    drop(watcher);
+    tokio.block_on(live.stop());
+
+    // The restarted controller starts before the directory's policy is loaded; the
+    // parameters kept for it apply once it is.
+    let (tokio, live, watcher, first) = follow_with(dir.path(), keeping());
+    assert_eq!(first.loaded, ["log-flood.wasm"], "{first:?}");
+    assert_eq!(settings_of_log_flood(&tokio, &live), quiet);
+    drop(watcher);
+    tokio.block_on(live.stop());
+}
+
+#[test]
+fn an_api_activation_racing_a_settings_file_that_takes_the_active_policy_never_outlasts_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokio = tokio::runtime::Runtime::new().unwrap();
+    let live = tokio.block_on(support::start_live(
+        support::STREAM,
+        50.0,
+        Duration::from_millis(500),
+    ));
+    let mut watched =
+        PolicyDir::new(dir.path(), live.controller.clone(), tokio.handle().clone()).unwrap();
+    let settings = dir.path().join("settings.yaml");
+    let (mut refused, mut answered) = (0, 0);
+    for attempt in 0..50 {
+        // No settings file: the active policy is the API's.
+        let _ = std::fs::remove_file(&settings);
+        watched.scan();
+        let (status, body) =
+            tokio.block_on(live.post("/v1/policies/gang/activate", serde_json::json!({})));
+        assert_eq!(status, 200, "{body}");
+        // A settings file that names the active policy, read while the API activates
+        // another one.
+        let (status, body) = std::thread::scope(|scope| {
+            let file = scope.spawn(|| {
+                std::fs::write(&settings, "active: even\n").unwrap();
+                watched.scan()
+            });
+            let answer =
+                tokio.block_on(live.post("/v1/policies/default/activate", serde_json::json!({})));
+            file.join().unwrap();
+            answer
+        });
+        match status {
+            200 => answered += 1,
+            409 => refused += 1,
+            _ => panic!("attempt {attempt}: {status} {body}"),
+        }
+        // Answered 200, the activation came before the file's; refused, after it.
+        // Either way the file, which owns the active policy now, is what holds.
+        assert_eq!(
+            live.controller.with_status(|s| s.active.clone()),
+            "even",
+            "attempt {attempt}: the API's activation ({status} {body}) outlasted the settings file"
+        );
+    }
+    eprintln!("{answered} activations answered 200 before the file, {refused} refused after it");
+    drop(watched);
     tokio.block_on(live.stop());
 }

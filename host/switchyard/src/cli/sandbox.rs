@@ -81,28 +81,41 @@ pub(crate) struct SandboxArgs {
 /// preempt running jobs, in every mode.
 #[derive(Debug, clap::Args)]
 pub(crate) struct DisruptionArgs {
+    /// The most times one job may be disrupted (migrated to another node, rescaled or
+    /// preempted) within any `--disruption-interval`, so that every job keeps running
+    /// between its disruptions; 0 sets no bound.
+    #[arg(long, global = true, default_value_t = DisruptionBudget::default().max_per_job, value_name = "COUNT")]
+    pub max_disruptions_per_job: u32,
+
+    /// The interval disruptions are counted over, per job (`--max-disruptions-per-job`)
+    /// and across the cluster (`--max-disrupted-share`), seconds of cluster time; 0
+    /// counts none.
+    #[arg(long, global = true, default_value_t = DisruptionBudget::default().interval, value_name = "SECONDS")]
+    pub disruption_interval: f64,
+
     /// Seconds of cluster time a job runs after it was started, restarted, migrated,
-    /// rescaled or preempted before a policy may disrupt it again (migrate it to another
-    /// node, rescale or preempt it); 0 sets no minimum.
+    /// rescaled or preempted before a policy may disrupt it again; 0 (the default) sets
+    /// no minimum.
     #[arg(long, global = true, default_value_t = DisruptionBudget::default().min_run_time, value_name = "SECONDS")]
     pub min_run_time: f64,
 
     /// The largest share of the jobs holding nodes that may be disrupted per
-    /// `--disruption-interval`, in (0, 1], at least one job; 1 sets no cap.
+    /// `--disruption-interval`, across the cluster, in (0, 1], at least one job; 1 (the
+    /// default) sets no cap.
     #[arg(long, global = true, default_value_t = DisruptionBudget::default().max_share, value_name = "SHARE")]
     pub max_disrupted_share: f64,
 
-    /// The interval `--max-disrupted-share` is counted over, seconds of cluster time; 0
-    /// sets no cap.
-    #[arg(long, global = true, default_value_t = DisruptionBudget::default().interval, value_name = "SECONDS")]
-    pub disruption_interval: f64,
-
     /// No disruption budget at all: every disruption the validator accepts goes through,
-    /// so a policy runs as its paper describes it (the papers' reproductions use it).
+    /// and nothing bounds how often a policy disrupts one job.
     #[arg(
         long,
         global = true,
-        conflicts_with_all = ["min_run_time", "max_disrupted_share", "disruption_interval"]
+        conflicts_with_all = [
+            "max_disruptions_per_job",
+            "disruption_interval",
+            "min_run_time",
+            "max_disrupted_share",
+        ]
     )]
     pub no_disruption_budget: bool,
 }
@@ -115,10 +128,13 @@ impl DisruptionArgs {
         }
         DisruptionBudget::new(
             self.min_run_time,
+            self.max_disruptions_per_job,
             self.max_disrupted_share,
             self.disruption_interval,
         )
-        .context("--min-run-time, --max-disrupted-share, --disruption-interval")
+        .context(
+            "--min-run-time, --max-disruptions-per-job, --max-disrupted-share, --disruption-interval",
+        )
     }
 }
 

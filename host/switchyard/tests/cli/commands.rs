@@ -363,8 +363,8 @@ fn simulate_out_writes_every_plot_as_png_and_svg_and_names_the_files() {
 }
 
 #[test]
-fn no_disruption_budget_runs_a_policy_as_its_paper_does_and_the_default_budget_refuses_some_of_it()
-{
+fn the_default_disruption_budget_leaves_dragon_on_table_1_as_no_budget_does_and_a_cluster_cap_would_not()
+ {
     let table1 = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/dragon-table1.yaml"
@@ -377,21 +377,28 @@ fn no_disruption_budget_runs_a_policy_as_its_paper_does_and_the_default_budget_r
     let off = run(&["--no-disruption-budget"]);
     assert_eq!(
         off,
-        run(&["--min-run-time", "0", "--max-disrupted-share", "1"]),
+        run(&["--max-disruptions-per-job", "0"]),
         "the flag is no budget at all"
     );
-    // DRAGON's scale-down of a job for an urgent one falls in the cap's interval.
+    assert_eq!(off, run(&[]), "the default budget leaves DRAGON alone");
+    // DRAGON scales jobs down for an urgent one: a cap of half the jobs per minute
+    // across the cluster refuses some of it.
     assert_ne!(
         off,
-        run(&[]),
-        "the default budget changes DRAGON on Table 1"
+        run(&[
+            "--max-disrupted-share",
+            "0.5",
+            "--disruption-interval",
+            "60"
+        ]),
+        "a cluster-wide cap changes DRAGON on Table 1"
     );
     let clash = switchyard()
         .args([
             "simulate",
             table1,
             "--no-disruption-budget",
-            "--min-run-time",
+            "--max-disruptions-per-job",
             "5",
         ])
         .output()
