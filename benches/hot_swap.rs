@@ -16,6 +16,13 @@
 //!   (`activate`, then the driver's next round), with the same two caches; cold
 //!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
 //!   the cold path on a controller without `quick_first` (Cranelift only);
+//! - `registry/<cold|cached>/least-loaded`: the same path for a policy named by OCI reference
+//!   (`Controller::load_reference`), against Debian's `docker-registry` on loopback
+//!   (`SWITCHYARD_DOCKER_REGISTRY`; skipped without it): cold, a tag pushed just before
+//!   (untimed) and new to every cache, so the tag is resolved, the manifest and the
+//!   component downloaded and verified, and the component compiled; cached, a pinned
+//!   reference already pulled once, which the on-disk cache and the compile cache answer
+//!   without the registry;
 //! - `tiers/<winch|cranelift>/<policy>`: one SpeCon or DRAGON round at 1,000 nodes on a
 //!   fresh instance, on each compiler's code: what an upload's rounds cost before
 //!   Cranelift's code replaces Winch's;
@@ -36,7 +43,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
-use switchyard_controller::{Controller, DriverHandle, LiveConfig};
+use switchyard_controller::{Controller, DriverHandle, LiveConfig, RegistryAccess};
 use switchyard_runtime::{Compiler, PolicyModule, Runtime, RuntimeOptions, builtin};
 use switchyard_sim::{Simulator, Workload};
 use wasm_encoder::{ComponentSection, CustomSection};
@@ -54,9 +61,14 @@ fn builtin_bytes(name: &str) -> &'static [u8] {
 /// The built-in `name` with a custom section that makes its digest unique: a new
 /// upload, as far as every cache is concerned, running the same code.
 fn fresh_copy(name: &str) -> Vec<u8> {
+    unique_copy(builtin_bytes(name))
+}
+
+/// `component` with a custom section that makes its digest unique.
+fn unique_copy(component: &[u8]) -> Vec<u8> {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let mut bytes = builtin_bytes(name).to_vec();
+    let mut bytes = component.to_vec();
     CustomSection {
         name: Cow::Borrowed("switchyard-bench-copy"),
         data: Cow::Owned(n.to_le_bytes().to_vec()),
@@ -160,6 +172,7 @@ fn instantiate(c: &mut Criterion) {
 fn idle_controller(
     runtime: &tokio::runtime::Runtime,
     quick_first: bool,
+    registry: Option<RegistryAccess>,
 ) -> (Controller, impl Drop) {
     let path = Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -174,6 +187,7 @@ fn idle_controller(
     .expect("runtime");
     let config = LiveConfig {
         speed: 1e9,
+        registry,
         ..LiveConfig::default()
     };
     let (controller, driver) =
@@ -186,17 +200,37 @@ fn idle_controller(
     (controller, driver)
 }
 
+/// How a policy reaches the controller.
+enum Upload {
+    /// Its component, as `POST /v1/policies` sends it.
+    Bytes(Vec<u8>),
+    /// Its OCI reference, which the controller pulls.
+    Reference(String),
+}
+
 /// Time from the upload of `name` to the first record decided by it, and the module.
 async fn swap_in(
     controller: &Controller,
     name: &str,
-    bytes: Vec<u8>,
+    upload: Upload,
 ) -> (Duration, std::sync::Arc<PolicyModule>) {
     let start = Instant::now();
-    let (entry, _) = controller
-        .load_policy(bytes, "bench upload".into(), BTreeMap::new())
-        .await
-        .expect("the upload is accepted");
+    let entry = match upload {
+        Upload::Bytes(bytes) => {
+            controller
+                .load_policy(bytes, "bench upload".into(), BTreeMap::new())
+                .await
+                .expect("the upload is accepted")
+                .0
+        }
+        Upload::Reference(reference) => {
+            controller
+                .load_reference(&reference)
+                .await
+                .expect("the reference pulls and loads")
+                .entry
+        }
+    };
     let applied = controller.activate(name).await.expect("activates");
     loop {
         let decided = controller.with_status(|s| {
@@ -211,6 +245,18 @@ async fn swap_in(
     }
 }
 
+/// [`swap_in`]'s time; then, untimed, waits for Cranelift's code and makes `default`
+/// active again, so the next iteration swaps from the same place.
+async fn swap_and_back(controller: &Controller, name: &str, upload: Upload) -> Duration {
+    let (took, module) = swap_in(controller, name, upload).await;
+    wait_for_cranelift(&module);
+    controller
+        .activate("default")
+        .await
+        .expect("back to default");
+    took
+}
+
 /// The API side of a controller: one tokio worker, as `switchyard run` has.
 fn api_runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -222,8 +268,8 @@ fn api_runtime() -> tokio::runtime::Runtime {
 
 fn swap(c: &mut Criterion) {
     let tokio = api_runtime();
-    let (quick, _quick_driver) = idle_controller(&tokio, true);
-    let (cranelift, _cranelift_driver) = idle_controller(&tokio, false);
+    let (quick, _quick_driver) = idle_controller(&tokio, true, None);
+    let (cranelift, _cranelift_driver) = idle_controller(&tokio, false, None);
     let mut g = c.benchmark_group("swap");
     for (label, cold, name) in UPLOADED.iter().flat_map(|&name| {
         [
@@ -246,16 +292,68 @@ fn swap(c: &mut Criterion) {
                         } else {
                             builtin_bytes(name).to_vec()
                         };
-                        let (took, module) = swap_in(controller, name, bytes).await;
-                        total += took;
-                        wait_for_cranelift(&module);
-                        controller
-                            .activate("default")
-                            .await
-                            .expect("back to default");
+                        total += swap_and_back(controller, name, Upload::Bytes(bytes)).await;
                     }
                     total
                 })
+            })
+        });
+    }
+    g.finish();
+}
+
+fn registry(c: &mut Criterion) {
+    let Some(registry) = switchyard_test_support::TestRegistry::anonymous() else {
+        return;
+    };
+    let cache = tempfile::tempdir().expect("a cache directory");
+    let access = RegistryAccess::new(
+        switchyard_registry::ClientOptions {
+            insecure_registries: vec![registry.address().to_string()],
+            cache: Some(switchyard_registry::Cache::new(cache.path())),
+            ..Default::default()
+        },
+        64 << 20,
+    )
+    .expect("registry access");
+    let tokio = api_runtime();
+    let (controller, _driver) = idle_controller(&tokio, true, Some(access));
+    let pusher = registry.client(switchyard_registry::Credentials::none(), None);
+    let push = |tag: &str, bytes: Vec<u8>| {
+        let reference =
+            switchyard_registry::Reference::parse(&registry.reference(tag)).expect("a tag");
+        tokio
+            .block_on(pusher.push(&reference, bytes.into()))
+            .expect("the registry takes the policy")
+            .reference
+    };
+    // A built-in's name is reserved for the built-in, so the policy pulled is the
+    // least-loaded test guest.
+    let policy = std::fs::read(switchyard_test_support::guest("least-loaded"))
+        .expect("the least-loaded guest");
+    let pinned = push("bench/least-loaded:cached", policy.clone()).to_string();
+    let mut g = c.benchmark_group("registry");
+    for label in ["cold", "cached"] {
+        g.bench_function(BenchmarkId::new(label, "least-loaded"), |b| {
+            b.iter_custom(|iterations| {
+                let mut total = Duration::ZERO;
+                for i in 0..iterations {
+                    let reference = match label {
+                        "cold" => push(&format!("bench/least-loaded:{i}"), unique_copy(&policy))
+                            .to_string()
+                            .split('@')
+                            .next()
+                            .expect("a tag")
+                            .to_string(),
+                        _ => pinned.clone(),
+                    };
+                    total += tokio.block_on(swap_and_back(
+                        &controller,
+                        "least-loaded-rust",
+                        Upload::Reference(reference),
+                    ));
+                }
+                total
             })
         });
     }
@@ -344,6 +442,6 @@ criterion_group! {
         .sample_size(10)
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(5));
-    targets = load, tiers, instantiate, swap, sustained
+    targets = load, tiers, instantiate, swap, registry, sustained
 }
 criterion_main!(benches);

@@ -22,7 +22,7 @@ fi
 
 manifests=(deploy/namespace.yaml deploy/crd.yaml deploy/rbac.yaml deploy/configmap.yaml
     deploy/deployment.yaml deploy/service.yaml deploy/pdb.yaml
-    deploy/monitoring/service-metrics.yaml)
+    deploy/monitoring/service-metrics.yaml deploy/policy-image-volume.yaml)
 # Every file a kustomization names is checked: a new one must be added above (the
 # Prometheus Operator's objects are checked against its CRDs further down).
 "$VENV/bin/python" - "${manifests[@]}" <<'PY'

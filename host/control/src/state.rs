@@ -7,7 +7,11 @@
 //! first one's blob, and a [`DirStateStore`] writes every changed blob to a file so a
 //! restarted controller picks up where it stopped. An uploaded component exists nowhere
 //! else, so a [`ComponentStore`] keeps it too, and the live controller loads it again at
-//! start (and when a replica becomes leader) before it resumes the active policy.
+//! start (and when a replica becomes leader) before it resumes the active policy. A
+//! policy that came from an OCI registry is kept the same way, as the UTF-8 text of its
+//! reference pinned to a digest (`oci://...@sha256:...`) instead of the component: the
+//! controller tells the two apart (a component starts with the Wasm magic) and pulls the
+//! reference again.
 //! Components from the policies directory and built-ins are never kept: the directory
 //! and the binary are their own persistence. This module decides nothing about which
 //! policy runs.
@@ -94,7 +98,7 @@ pub enum KeepError {
     NothingKept,
     /// The component is larger than the store can hold.
     #[error(
-        "the component is {size} bytes ({:.1} MiB), more than {place} can hold ({limit} bytes): it is used now, but a restart or a new leader will not have it. To keep it, ship it in the policies directory (--policies-dir) from an image or a volume mounted there; the policies ConfigMap holds at most 1 MiB too",
+        "the component is {size} bytes ({:.1} MiB), more than {place} can hold ({limit} bytes), so it is not kept: it is used now, but a restart or a new leader will not have it. To keep it, ship it through an OCI registry: `switchyard policy push FILE.wasm oci://REGISTRY/REPOSITORY:TAG`, then load it by reference (`switchyard ctl upload oci://...`, or POST /v1/policies with {{\"reference\": \"oci://...\"}}), which is kept as the reference and its digest and pulled again after a restart",
         *size as f64 / f64::from(1 << 20)
     )]
     TooLarge {
@@ -135,7 +139,8 @@ pub struct KeptComponent {
 /// Where uploaded components live between controller runs (see the module docs for why
 /// this is not part of [`StateStore`]).
 pub trait ComponentStore: Send + Sync {
-    /// Keeps `bytes`, the component of `policy`, replacing what was kept for that name;
+    /// Keeps `bytes`, the component of `policy` or its pinned registry reference,
+    /// replacing what was kept for that name;
     /// returns where it is kept. When they cannot be kept, a copy kept earlier under that
     /// name is dropped as well where the store can, so a restart does not bring back a
     /// version older than the one in use.

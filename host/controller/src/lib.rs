@@ -33,5 +33,5 @@ pub use api::{
 };
 pub use client::{Body, Client, ClientError};
 pub use in_cluster::{InClusterError, InClusterOptions, run_in_cluster};
-pub use live::{Controller, DriverHandle, LiveConfig, LiveError};
+pub use live::{Controller, DriverHandle, LiveConfig, LiveError, RegistryAccess};
 pub use policy_dir::{DirWatcher, PolicyDir, PolicyDirError, ScanReport, watch_policy_dir};

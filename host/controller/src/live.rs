@@ -15,7 +15,9 @@
 //! change against the ownership in force when it gets there, so an answer of 200 is
 //! what holds until the next change. What the handle and the driver share is in
 //! [`shared`]. Uploads are handed to a
-//! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]).
+//! [`ComponentStore`] and loaded again at start and on a change of leader ([`kept`]);
+//! policies named by a registry reference are kept as that reference, pinned, and pulled
+//! again ([`references`]).
 //! The driver is generic over the cluster, so the simulator and a real cluster get the
 //! same controller. What it shows beyond counts (the jobs one by one, allocation over
 //! time) is in [`views`]. This module does not speak HTTP, watch files or talk to the API
@@ -25,6 +27,8 @@ mod catalog;
 mod config;
 mod driver;
 mod kept;
+mod references;
+mod registry_access;
 mod shared;
 mod views;
 
@@ -39,6 +43,7 @@ pub(crate) use catalog::policy_info;
 pub(crate) use catalog::{Catalog, CatalogEntry, CatalogError, LoadFailure, PolicyInfo};
 pub use config::{LiveConfig, LiveError};
 pub(crate) use kept::Persistence;
+pub use registry_access::RegistryAccess;
 pub(crate) use shared::ChangeBy;
 pub(crate) use shared::{Applied, OwnedBySettings};
 use shared::{Command, Reply, Shared};
@@ -171,7 +176,11 @@ impl Controller {
     ) -> Result<(Controller, DriverHandle), LiveError> {
         let catalog = Catalog::with_builtins(runtime)?;
         let metrics = Metrics::new();
-        kept::restore(&catalog, components.as_ref(), &metrics);
+        let registry = match &config.registry {
+            Some(registry) => registry.clone(),
+            None => RegistryAccess::anonymous()?,
+        };
+        kept::restore(&catalog, components.as_ref(), &registry, &metrics);
         let parameters = driver::restore_parameters(&catalog, store.as_ref());
         let remembered = store.load_active().unwrap_or_else(|error| {
             tracing::warn!(%error, "cannot read which policy was active; starting with {}", config.policy);
@@ -213,6 +222,7 @@ impl Controller {
             leader,
             on_refusal: OnceLock::new(),
             components,
+            registry,
             owned_by_settings: RwLock::new(None),
             uploading: tokio::sync::Mutex::new(()),
         });
@@ -359,24 +369,7 @@ impl Controller {
         let (entry, applied) = self
             .load_policy(bytes.clone(), "upload".into(), BTreeMap::new())
             .await?;
-        let (components, policy) = (
-            self.shared.components.clone(),
-            entry.slot.name().to_string(),
-        );
-        let kept = tokio::task::spawn_blocking(move || components.keep(&policy, &bytes))
-            .await
-            .map_err(|_| LiveError::Stopped)?;
-        let persistence = Persistence::of(
-            entry.slot.name(),
-            kept,
-            &self.shared.catalog,
-            &self.shared.metrics,
-        );
-        Ok(Uploaded {
-            entry,
-            applied,
-            persistence,
-        })
+        self.keep_loaded(entry, applied, bytes).await
     }
 
     /// Makes `name` the active policy from the next round on, unless the followed

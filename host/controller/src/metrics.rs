@@ -50,6 +50,14 @@ struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct PolicyInfoLabels {
+    policy: LabelText,
+    version: LabelText,
+    digest: LabelText,
+    source: LabelText,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ArmLabels {
     arm: LabelText,
     policy: LabelText,
@@ -108,6 +116,7 @@ pub struct Metrics {
     state_save_failures: Counter,
     load_errors: Family<KindLabel, Counter>,
     uploads_not_kept: Family<ReasonLabel, Counter>,
+    policy_info: Family<PolicyInfoLabels, Gauge>,
     loss_samples: Family<KindLabel, Counter>,
     shadow_compared: Counter,
     shadow_agreed: Counter,
@@ -197,6 +206,12 @@ impl Metrics {
             "switchyard_policy_uploads_not_kept",
             "Uploads accepted and used but not kept for a restart, per reason (nothing-kept, too-large, store-error)",
             uploads_not_kept.clone(),
+        );
+        let policy_info = Family::<PolicyInfoLabels, Gauge>::default();
+        registry.register(
+            "switchyard_policy_info",
+            "1 per loaded policy: its name, version, content digest and source (a policy from a registry: its reference pinned to the manifest digest)",
+            policy_info.clone(),
         );
         let loss_samples = Family::<KindLabel, Counter>::default();
         registry.register(
@@ -289,6 +304,7 @@ impl Metrics {
             state_save_failures,
             load_errors,
             uploads_not_kept,
+            policy_info,
             loss_samples,
             shadow_compared,
             shadow_agreed,
@@ -436,6 +452,25 @@ impl Metrics {
                 reason: reason.to_string().into(),
             })
             .inc();
+    }
+
+    /// Sets `switchyard_policy_info` to the loaded `policies`, each
+    /// (name, version, digest, source); a policy no longer loaded leaves the series.
+    pub fn observe_policies<'a>(
+        &self,
+        policies: impl IntoIterator<Item = (&'a str, &'a str, &'a str, &'a str)>,
+    ) {
+        self.policy_info.clear();
+        for (policy, version, digest, source) in policies {
+            self.policy_info
+                .get_or_create(&PolicyInfoLabels {
+                    policy: policy.into(),
+                    version: version.into(),
+                    digest: digest.into(),
+                    source: source.into(),
+                })
+                .set(1);
+        }
     }
 
     /// Counts a pushed loss sample by outcome (`accepted`, `ignored`).

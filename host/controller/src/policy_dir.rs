@@ -18,6 +18,7 @@
 //! ([`crate::live::OwnedBySettings`]); each refusal is reported once until it changes or
 //! clears.
 
+mod references;
 mod settings;
 
 use std::collections::{BTreeMap, HashSet};
@@ -232,7 +233,8 @@ impl PolicyDir {
         wasm.sort();
 
         let (settings, settings_changed) = self.read_settings(settings_name, &mut report);
-        let reloaded = self.load_files(&wasm, &settings, &mut report);
+        let mut reloaded = self.load_files(&wasm, &settings, &mut report);
+        reloaded.extend(self.load_references(&settings, settings_changed, &mut report));
         self.apply_settings(&settings, settings_changed, &reloaded, &mut report);
         self.applied = settings;
         for name in &report.loaded {

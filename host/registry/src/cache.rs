@@ -45,6 +45,12 @@ impl Cache {
         &self.dir
     }
 
+    /// The file a component whose bytes hash to `digest` is kept in once it was pulled
+    /// (a path; the file is there only after a pull that used this cache).
+    pub fn component_path(&self, digest: Digest) -> PathBuf {
+        self.path(Kind::Blob, digest)
+    }
+
     /// Where the entry `digest` of `kind` lives.
     pub(crate) fn path(&self, kind: Kind, digest: Digest) -> PathBuf {
         self.dir

@@ -41,6 +41,16 @@ pub struct Client {
     pub(crate) options: ClientOptions,
 }
 
+impl std::fmt::Debug for Client {
+    // The options say how registries are reached; the HTTP client's state says nothing
+    // more a reader needs (and holds tokens).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Client {
     /// A client with `options`.
     pub fn new(options: ClientOptions) -> Result<Self, Error> {

@@ -101,11 +101,21 @@ impl Credentials {
         })
     }
 
-    /// Reads the docker config at `path`: a `config.json`, or a directory holding one (as
-    /// `docker --config DIR` takes it).
+    /// Reads the docker config at `path`: a `config.json` or a Secret's
+    /// `.dockerconfigjson`, or a directory holding one (as `docker --config DIR` takes
+    /// it, or as Kubernetes mounts a `kubernetes.io/dockerconfigjson` Secret). A
+    /// directory holding neither holds no logins, as docker reads it (an optional Secret
+    /// that was not created mounts as an empty directory).
     pub fn from_docker_config_file(path: &Path) -> Result<Self, CredentialsError> {
         let file = if path.is_dir() {
-            path.join("config.json")
+            let found = [".dockerconfigjson", "config.json"]
+                .into_iter()
+                .map(|name| path.join(name))
+                .find(|file| file.is_file());
+            match found {
+                Some(file) => file,
+                None => return Ok(Self::none()),
+            }
         } else {
             path.to_path_buf()
         };

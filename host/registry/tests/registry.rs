@@ -8,11 +8,9 @@
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
-use oci_client::client::{Config, ImageLayer};
-use oci_client::manifest::OciImageManifest;
 use oci_client::secrets::RegistryAuth;
 use switchyard_registry::{
-    Cache, Client, ClientOptions, Credentials, Digest, Error, NotComponent, Pushed, Reference, Size,
+    Client, ClientOptions, Credentials, Digest, Error, NotComponent, Pushed, Reference, Size,
 };
 use switchyard_test_support::{self as support, TestRegistry};
 
@@ -39,12 +37,7 @@ fn client_for(registry: &TestRegistry) -> Client {
 }
 
 fn client_with(registry: &TestRegistry, credentials: Credentials, cache: Option<&Path>) -> Client {
-    Client::new(ClientOptions {
-        insecure_registries: vec![registry.address().to_string()],
-        credentials,
-        cache: cache.map(Cache::new),
-    })
-    .unwrap()
+    registry.client(credentials, cache)
 }
 
 /// A registry holding DRAGON at `team/dragon:1`, pushed by the client the fixture holds
@@ -76,18 +69,6 @@ fn login_config(registry: &TestRegistry, path: &Path, user: &str, password: &str
     Credentials::from_docker_config_file(path).unwrap()
 }
 
-/// `oci-client` itself, for what the crate's client will not do: read an artifact's
-/// config, or push one that is not a component.
-fn raw_client(registry: &TestRegistry) -> oci_client::Client {
-    oci_client::Client::try_from(oci_client::client::ClientConfig {
-        protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![
-            registry.address().to_string(),
-        ]),
-        ..Default::default()
-    })
-    .unwrap()
-}
-
 /// A tagged reference in `oci-client`'s terms.
 fn oci_ref(tagged: &Reference) -> oci_client::Reference {
     oci_client::Reference::with_tag(
@@ -97,8 +78,8 @@ fn oci_ref(tagged: &Reference) -> oci_client::Reference {
     )
 }
 
-/// Pushes one layer of `layer_type` with a config of `config_type`, as some other tool
-/// would.
+/// Pushes one layer of `layer_type` with a config of `config_type` to `target`, as some
+/// other tool would.
 async fn push_raw(
     registry: &TestRegistry,
     target: &Reference,
@@ -106,23 +87,10 @@ async fn push_raw(
     layer_type: &str,
     config_type: &str,
 ) {
-    let layers = [ImageLayer::new(
-        layer.to_vec(),
-        layer_type.to_string(),
-        None,
-    )];
-    let config = Config::new(b"{}".to_vec(), config_type.to_string(), None);
-    let manifest = OciImageManifest::build(&layers, &config, None);
-    raw_client(registry)
-        .push(
-            &oci_ref(target),
-            &layers,
-            config,
-            &RegistryAuth::Anonymous,
-            Some(manifest),
-        )
-        .await
-        .unwrap();
+    let tag = target.tag().unwrap();
+    registry
+        .push_artifact(target.repository(), tag, layer, layer_type, config_type)
+        .await;
 }
 
 #[tokio::test]
@@ -171,7 +139,7 @@ async fn the_artifact_has_the_media_types_and_config_that_wkg_writes() {
         .await
         .unwrap();
 
-    let raw = raw_client(&registry);
+    let raw = registry.raw_client();
     let (manifest, _, config) = raw
         .pull_manifest_and_config(&oci_ref(&tagged), &RegistryAuth::Anonymous)
         .await

@@ -8,6 +8,7 @@ mod input_limits;
 mod kube;
 mod openapi;
 mod policy;
+mod registry;
 mod replay;
 mod run;
 mod sandbox;

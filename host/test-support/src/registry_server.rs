@@ -12,6 +12,8 @@ use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
+use switchyard_registry::{Cache, Client, ClientOptions, Credentials};
+
 use crate::{Tool, executable, optional_tool};
 
 /// How long the registry may take to say where it listens.
@@ -117,6 +119,63 @@ impl TestRegistry {
             .join(&hex[..2])
             .join(hex)
             .join("data")
+    }
+
+    /// A switchyard client that speaks plain HTTP to this registry, with `credentials`,
+    /// keeping pulls in `cache` if given.
+    pub fn client(&self, credentials: Credentials, cache: Option<&Path>) -> Client {
+        Client::new(ClientOptions {
+            insecure_registries: vec![self.address.clone()],
+            credentials,
+            cache: cache.map(Cache::new),
+        })
+        .expect("a registry client")
+    }
+
+    /// `oci-client` itself, anonymous, for what switchyard's client will not do: read an
+    /// artifact's config, or push one that is not a component.
+    pub fn raw_client(&self) -> oci_client::Client {
+        oci_client::Client::try_from(oci_client::client::ClientConfig {
+            protocol: oci_client::client::ClientProtocol::HttpsExcept(vec![self.address.clone()]),
+            ..Default::default()
+        })
+        .expect("an oci-client client")
+    }
+
+    /// Pushes one layer of `layer_type` with a `{}` config of `config_type` to
+    /// `repository:tag`, as some other tool would (an image, a Wasm module, a text
+    /// file), anonymously.
+    pub async fn push_artifact(
+        &self,
+        repository: &str,
+        tag: &str,
+        layer: &[u8],
+        layer_type: &str,
+        config_type: &str,
+    ) {
+        use oci_client::client::{Config, ImageLayer};
+        let layers = [ImageLayer::new(
+            layer.to_vec(),
+            layer_type.to_string(),
+            None,
+        )];
+        let config = Config::new(b"{}".to_vec(), config_type.to_string(), None);
+        let manifest = oci_client::manifest::OciImageManifest::build(&layers, &config, None);
+        let target = oci_client::Reference::with_tag(
+            self.address.clone(),
+            repository.to_string(),
+            tag.to_string(),
+        );
+        self.raw_client()
+            .push(
+                &target,
+                &layers,
+                config,
+                &oci_client::secrets::RegistryAuth::Anonymous,
+                Some(manifest),
+            )
+            .await
+            .expect("the registry takes the artifact");
     }
 
     /// Writes a docker config holding `user`/`password` for this registry at `path`.

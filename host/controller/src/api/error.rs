@@ -10,6 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::live::{CatalogError, LiveError};
+use switchyard_registry::Error as RegistryError;
 
 /// The body of every error response.
 #[derive(Debug, Serialize, ToSchema)]
@@ -79,8 +80,30 @@ impl From<LiveError> for ApiError {
             }
             LiveError::NotDurable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::State(_) | LiveError::Recording(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            LiveError::Registry(error) => registry_status(error),
         };
         Self::new(status, error.to_string())
+    }
+}
+
+/// The status of a policy reference the controller could not pull: the request's fault
+/// (a reference that does not parse, names nothing, or names something that is not a
+/// usable component) or the registry's (unreachable, refusing the controller's login,
+/// failing).
+fn registry_status(error: &RegistryError) -> StatusCode {
+    match error {
+        RegistryError::Reference(_) | RegistryError::PushToDigest { .. } => StatusCode::BAD_REQUEST,
+        RegistryError::NotFound { .. }
+        | RegistryError::NotComponent { .. }
+        | RegistryError::DigestMismatch { .. }
+        | RegistryError::SizeMismatch { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+        RegistryError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+        RegistryError::Unreachable { .. }
+        | RegistryError::AccessDenied { .. }
+        | RegistryError::Registry { .. } => StatusCode::BAD_GATEWAY,
+        RegistryError::Credentials(_) | RegistryError::Setup(_) => {
+            StatusCode::INTERNAL_SERVER_ERROR
+        }
     }
 }
 

@@ -54,6 +54,15 @@ pub(super) async fn readyz(State(state): State<ApiState>) -> Result<&'static str
 pub(super) async fn metrics(State(state): State<ApiState>) -> impl IntoResponse {
     let metrics = state.controller.metrics();
     metrics.observe_leader(state.controller.leader().is_leading());
+    let policies = state.controller.catalog().list();
+    metrics.observe_policies(policies.iter().map(|p| {
+        (
+            p.name.as_str(),
+            p.version.as_str(),
+            p.digest.as_str(),
+            p.source.as_str(),
+        )
+    }));
     (
         [(
             header::CONTENT_TYPE,
@@ -68,6 +77,11 @@ pub(super) async fn metrics(State(state): State<ApiState>) -> impl IntoResponse 
 pub(super) struct Status {
     /// The active policy.
     pub active: String,
+    /// Where the active policy came from (`builtin:NAME`, `upload`, a file, or for a
+    /// policy from a registry its reference pinned to the manifest digest).
+    pub active_source: Option<String>,
+    /// The active policy's `sha256:` content digest.
+    pub active_digest: Option<String>,
     /// Rounds run.
     pub rounds: u64,
     /// Rounds decided by the fallback because the active policy failed.
@@ -126,8 +140,12 @@ pub(super) async fn status(State(state): State<ApiState>) -> Json<Status> {
         leader.is_leading(),
         leader.holder(),
     );
+    let active = controller.with_status(|s| s.active.clone());
+    let entry = controller.catalog().get(&active).ok();
     Json(controller.with_status(|s| Status {
         active: s.active.clone(),
+        active_source: entry.as_ref().map(|e| e.source.clone()),
+        active_digest: entry.as_ref().map(|e| e.slot.module.digest().to_hex()),
         rounds: s.rounds,
         failures: s.failures,
         ended: s.ended.and_then(|e| {

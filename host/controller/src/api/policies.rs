@@ -1,5 +1,5 @@
-//! Policy endpoints: list what is loaded, upload a component, activate a policy, set its
-//! parameters.
+//! Policy endpoints: list what is loaded, upload a component or name one by registry
+//! reference, activate a policy, set its parameters.
 
 use axum::Json;
 use axum::body::Bytes;
@@ -8,7 +8,7 @@ use axum::extract::{Path, State};
 use axum::http::header::{CONNECTION, CONTENT_TYPE};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse as _, Response};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::error::{ApiError, ErrorBody, body_rejection};
@@ -48,6 +48,17 @@ pub(super) struct PolicyUploaded {
     pub persistence: Persistence,
 }
 
+/// A policy named by registry reference instead of sent whole.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct PolicyReference {
+    /// `oci://REGISTRY/REPOSITORY:TAG`, `oci://REGISTRY/REPOSITORY@sha256:DIGEST`, or both;
+    /// a tag is resolved once, and the policy is listed and kept under the reference
+    /// pinned to that digest.
+    #[schema(example = "oci://registry.example.com/team/fair:1.4")]
+    pub reference: String,
+}
+
 #[utoipa::path(get, path = "/v1/policies", tag = "policies",
     responses((status = 200, description = "Loaded policies", body = PolicyList)))]
 pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
@@ -60,16 +71,18 @@ pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
 }
 
 #[utoipa::path(post, path = "/v1/policies", tag = "policies",
-    request_body(content = Vec<u8>, content_type = "application/wasm",
-        description = "The policy component (`.wasm`); `application/octet-stream` is accepted too"),
+    request_body(description = "The policy component (`.wasm`, as `application/wasm` or `application/octet-stream`), or a JSON object naming it by registry reference, pulled by the controller",
+        content((Vec<u8> = "application/wasm"), (PolicyReference = "application/json"))),
     responses(
-        (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round). Kept by the state store for the next start when it can be; `persistence` says whether it was", body = PolicyUploaded),
+        (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round). Kept by the state store for the next start when it can be (a policy from a registry as its pinned reference); `persistence` says whether it was", body = PolicyUploaded),
+        (status = 400, description = "A JSON body that is not `{\"reference\": \"oci://...\"}`, or a reference that does not parse", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 409, description = "The upload calls itself by a built-in policy's name", body = ErrorBody),
-        (status = 413, description = "Larger than the upload limit", body = ErrorBody),
-        (status = 415, description = "Not sent as application/wasm or application/octet-stream", body = ErrorBody),
-        (status = 422, description = "Not a valid policy component (the load error says why)", body = ErrorBody)),
+        (status = 413, description = "Larger than the upload limit (a referenced component is refused before it is downloaded)", body = ErrorBody),
+        (status = 415, description = "Not sent as application/wasm, application/octet-stream or application/json", body = ErrorBody),
+        (status = 422, description = "Not a valid policy component (the load error says why), or a reference to nothing, to an artifact that is not a component, or to content that does not match its digest", body = ErrorBody),
+        (status = 502, description = "The registry could not be reached, refused the controller's login, or failed", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn upload(
     State(state): State<ApiState>,
@@ -81,12 +94,15 @@ pub(super) async fn upload(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("");
     let media = content_type.split(';').next().unwrap_or("").trim();
-    if media != "application/wasm" && media != "application/octet-stream" {
+    let by_reference = media == "application/json";
+    if media != "application/wasm" && media != "application/octet-stream" && !by_reference {
         return Ok(closing(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             format!(
                 "upload the component as `Content-Type: application/wasm` (or \
-                 application/octet-stream), not `{content_type}`"
+                 application/octet-stream), or name it by reference as `Content-Type: \
+                 application/json` `{{\"reference\": \"oci://REGISTRY/REPOSITORY:TAG\"}}`, not \
+                 `{content_type}`"
             ),
         )));
     }
@@ -94,7 +110,20 @@ pub(super) async fn upload(
         Ok(bytes) => bytes,
         Err(rejection) => return Ok(closing(body_rejection(rejection, state.max_upload_bytes))),
     };
-    let uploaded = state.controller.upload_policy(bytes.to_vec()).await?;
+    let uploaded = if by_reference {
+        let named: PolicyReference = serde_json::from_slice(&bytes).map_err(|error| {
+            ApiError::new(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "a JSON upload names the policy by reference, \
+                     `{{\"reference\": \"oci://REGISTRY/REPOSITORY:TAG\"}}` (or `...@sha256:DIGEST`): {error}"
+                ),
+            )
+        })?;
+        state.controller.load_reference(&named.reference).await?
+    } else {
+        state.controller.upload_policy(bytes.to_vec()).await?
+    };
     let entry = &uploaded.entry;
     Ok((
         StatusCode::CREATED,

@@ -9,6 +9,7 @@ use switchyard_control::{ExperimentError, RecordOptions, RecordingError, StateEr
 use switchyard_core::DisruptionBudget;
 
 use super::catalog::CatalogError;
+use super::registry_access::RegistryAccess;
 
 /// How the live controller runs.
 #[derive(Clone, Debug)]
@@ -48,6 +49,10 @@ pub struct LiveConfig {
     pub record: Option<RecordOptions>,
     /// How often the policies may disrupt running jobs.
     pub disruption: DisruptionBudget,
+    /// How policies named by a registry reference are pulled (logins, insecure
+    /// registries, cache, size limit); none: anonymously over TLS, up to the API's
+    /// upload limit.
+    pub registry: Option<RegistryAccess>,
 }
 
 /// What the kept decision records may hold by default, in bytes: a thousand rounds of a
@@ -73,6 +78,7 @@ impl Default for LiveConfig {
             stalled_after: Duration::from_secs(120),
             record: None,
             disruption: DisruptionBudget::default(),
+            registry: None,
         }
     }
 }
@@ -126,6 +132,10 @@ pub enum LiveError {
         /// The leader, when known.
         leader: Option<String>,
     },
+    /// A policy reference that does not parse, or a registry that refused or failed
+    /// the pull; the message names the reference.
+    #[error(transparent)]
+    Registry(#[from] switchyard_registry::Error),
     /// The decision thread has stopped.
     #[error("the controller is shutting down")]
     Stopped,

@@ -13,6 +13,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use super::catalog::Catalog;
+use super::registry_access::RegistryAccess;
 use crate::metrics::Metrics;
 use switchyard_control::{ComponentStore, KeepError};
 use switchyard_core::ComponentDigest;
@@ -69,15 +70,28 @@ impl Persistence {
     }
 }
 
+/// Whether what a component store kept is a pinned reference rather than a component's
+/// bytes (a component starts with the Wasm magic, a reference with `oci://`).
+fn kept_reference(bytes: &[u8]) -> Option<&str> {
+    std::str::from_utf8(bytes)
+        .ok()
+        .filter(|text| switchyard_registry::Reference::is_reference(text))
+        .map(str::trim)
+}
+
 /// Loads every component `store` kept into `catalog`, skipping those already loaded
-/// (same digest). Returns the refused ones as (source, error); each is logged, counted
-/// and listed under `load_errors`.
+/// (same digest, or the same pinned reference), and pulls the kept references through
+/// `registry`. Returns the refused ones as (source, error); each is logged, counted and
+/// listed under `load_errors`.
 pub(super) fn restore(
     catalog: &Catalog,
     store: &dyn ComponentStore,
+    registry: &RegistryAccess,
     metrics: &Metrics,
 ) -> Vec<(String, String)> {
-    let loaded: BTreeSet<String> = catalog.list().into_iter().map(|p| p.digest).collect();
+    let listed = catalog.list();
+    let loaded: BTreeSet<String> = listed.iter().map(|p| p.digest.clone()).collect();
+    let sources: BTreeSet<String> = listed.into_iter().map(|p| p.source).collect();
     let mut refused = Vec::new();
     for kept in store.kept() {
         let (source, error, kind) = match kept {
@@ -85,29 +99,62 @@ pub(super) fn restore(
                 let source = kept_source(&error.place());
                 (source, error.to_string(), "read")
             }
-            Ok(kept) => {
-                let source = kept_source(&kept.location);
-                if loaded.contains(&ComponentDigest::of(&kept.bytes).to_hex()) {
-                    catalog.clear_failure(&source);
+            Ok(kept) => match kept_reference(&kept.bytes) {
+                Some(reference) if sources.contains(reference) => {
+                    catalog.clear_failure(reference);
                     continue;
                 }
-                match catalog.load(&kept.bytes, &source, &BTreeMap::new()) {
-                    Ok(entry) => {
-                        tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
+                Some(reference) => match pull_kept(catalog, registry, reference) {
+                    Ok(()) => continue,
+                    Err((error, kind)) => (reference.to_string(), error, kind),
+                },
+                None => {
+                    let source = kept_source(&kept.location);
+                    if loaded.contains(&ComponentDigest::of(&kept.bytes).to_hex()) {
+                        catalog.clear_failure(&source);
                         continue;
                     }
-                    Err(error) => (source, error.to_string(), error.metric_label()),
+                    match catalog.load(&kept.bytes, &source, &BTreeMap::new()) {
+                        Ok(entry) => {
+                            tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source, "kept upload loaded");
+                            continue;
+                        }
+                        Err(error) => (source, error.to_string(), error.metric_label()),
+                    }
                 }
-            }
+            },
         };
         metrics.observe_load_error(kind);
         catalog.record_failure(&source, &error);
         tracing::warn!(
             source,
             error,
-            "a kept upload no longer loads; going on without it (upload the policy again to replace the kept copy)"
+            "a kept policy no longer loads; going on without it (upload it, or load its reference, again to replace the kept copy)"
         );
         refused.push((source, error));
     }
     refused
+}
+
+/// Pulls the kept, pinned `reference` and loads it under that reference as its source;
+/// the error and its metric label when either fails.
+fn pull_kept(
+    catalog: &Catalog,
+    registry: &RegistryAccess,
+    reference: &str,
+) -> Result<(), (String, &'static str)> {
+    let parsed = switchyard_registry::Reference::parse(reference).map_err(|error| {
+        (
+            format!("the kept reference `{reference}` does not parse: {error}"),
+            "reference",
+        )
+    })?;
+    let pulled = registry
+        .pull_blocking(&parsed)
+        .map_err(|error| (error.to_string(), error.metric_label()))?;
+    let entry = catalog
+        .load(&pulled.bytes, reference, &BTreeMap::new())
+        .map_err(|error| (error.to_string(), error.metric_label()))?;
+    tracing::info!(policy = entry.slot.name(), digest = %entry.slot.module.digest(), source = reference, "kept reference pulled and loaded");
+    Ok(())
 }

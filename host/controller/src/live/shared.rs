@@ -14,6 +14,7 @@ use serde::Serialize;
 use super::catalog::{Catalog, CatalogEntry};
 use super::config::LiveError;
 use super::kept;
+use super::registry_access::RegistryAccess;
 use super::views::{JobList, LiveStatus};
 use crate::metrics::Metrics;
 use switchyard_control::{
@@ -134,6 +135,8 @@ pub(super) struct Shared {
     pub(super) leader: Arc<Leader>,
     pub(super) on_refusal: OnceLock<RefusalHook>,
     pub(super) components: Arc<dyn ComponentStore>,
+    /// How policies named by a registry reference are pulled.
+    pub(super) registry: RegistryAccess,
     /// What the followed settings file decides, for readers: written by the decision
     /// thread alone, when it applies the command that says so.
     pub(super) owned_by_settings: RwLock<Option<OwnedBySettings>>,
@@ -194,7 +197,12 @@ impl Shared {
     /// replica that becomes leader takes over what the previous leader accepted);
     /// refusals are reported like any other.
     pub(super) fn restore_kept(&self) {
-        let refused = kept::restore(&self.catalog, self.components.as_ref(), &self.metrics);
+        let refused = kept::restore(
+            &self.catalog,
+            self.components.as_ref(),
+            &self.registry,
+            &self.metrics,
+        );
         for (source, error) in refused {
             self.report_refusal(&source, &error);
         }

@@ -1,7 +1,10 @@
-//! The settings file of a policies directory (`settings.yaml`): which policy is active,
-//! parameters per policy, and an optional experiment.
+//! The settings file of a policies directory (`settings.yaml`): policies from OCI
+//! registries by name, which policy is active, parameters per policy, and an optional
+//! experiment.
 //!
 //! ```yaml
+//! policies:
+//!   team-fair: oci://registry.example.com/team/fair:1.4@sha256:0123...
 //! active: specon
 //! parameters:
 //!   specon: {threshold: 0.1}
@@ -65,6 +68,8 @@ pub(crate) struct ExperimentSection {
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSettings {
+    #[serde(default)]
+    policies: BTreeMap<String, String>,
     active: Option<String>,
     #[serde(default)]
     parameters: BTreeMap<String, BTreeMap<String, Scalar>>,
@@ -74,6 +79,9 @@ struct RawSettings {
 /// A parsed settings file.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct DirSettings {
+    /// Policies pulled from OCI registries: the name each gives itself, and its
+    /// reference.
+    pub policies: BTreeMap<String, String>,
     /// The policy to make active.
     pub active: Option<String>,
     /// Parameters by policy name.
@@ -93,6 +101,7 @@ impl DirSettings {
             })?;
         let raw = raw.unwrap_or_default();
         Ok(Self {
+            policies: raw.policies,
             active: raw.active,
             parameters: raw
                 .parameters

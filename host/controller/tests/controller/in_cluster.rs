@@ -414,7 +414,8 @@ async fn an_upload_in_kube_mode_is_kept_in_its_own_configmap_and_the_next_contro
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upload_too_large_for_a_configmap_is_used_and_the_answer_says_a_restart_loses_it() {
+async fn an_upload_too_large_for_a_configmap_is_used_and_the_answer_says_a_restart_loses_it_and_names_the_registry_way()
+ {
     let world = World::new().node(node("n1", 8));
     let bytes = null_guest_padded(1 << 20);
     let (client, server) = MockServer::start(vec![
@@ -439,7 +440,8 @@ async fn an_upload_too_large_for_a_configmap_is_used_and_the_answer_says_a_resta
     assert!(
         warning.contains("more than a ConfigMap can hold")
             && warning.contains("restart")
-            && warning.contains("--policies-dir"),
+            && warning.contains("switchyard policy push FILE.wasm oci://")
+            && warning.contains("ctl upload oci://"),
         "{warning}"
     );
     server.finish().await;

@@ -1,6 +1,8 @@
 //! The controller crate's integration tests, one binary: the live controller over a real
 //! HTTP server on loopback (`live_api`, `experiments`, `restarts`), its API against malformed requests
-//! (`api_fuzz`), its server against slow and flooding clients (`http_limits`), the trust it places in uploads and tokens (`trust`), the policies
+//! (`api_fuzz`), its server against slow and flooding clients (`http_limits`), policies
+//! named by OCI reference against a real registry on loopback (`references`), the
+//! trust it places in uploads and tokens (`trust`), the policies
 //! directory (`policy_dir`), the one writer of the active policy and parameters
 //! (`one_writer`), the operator's console in a real browser (`console`), and
 //! the controller in kube mode against the scripted API server (`in_cluster`, and the
@@ -21,5 +23,6 @@ mod live_api;
 mod one_writer;
 mod one_writer_kube;
 mod policy_dir;
+mod references;
 mod restarts;
 mod trust;

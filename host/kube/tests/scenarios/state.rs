@@ -146,7 +146,9 @@ pub(crate) async fn components_survive_in_configmaps() -> Vec<Access> {
         );
         let message = error.to_string();
         assert!(
-            message.contains("restart") && message.contains("--policies-dir"),
+            message.contains("restart")
+                && message.contains("switchyard policy push FILE.wasm oci://")
+                && message.contains("ctl upload oci://"),
             "{message}"
         );
         let kept = store.kept();

@@ -98,9 +98,13 @@ enum CtlCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// Upload a policy component (a .wasm file); it replaces a loaded one of its name.
+    /// Upload a policy component (a .wasm file), or have the controller pull one from a
+    /// registry (oci://REGISTRY/REPOSITORY:TAG, ...@sha256:DIGEST); it replaces a loaded
+    /// one of its name. A policy from a registry is kept as its reference pinned to the
+    /// digest, however large it is.
     Upload {
-        /// The component: a regular file of at most --max-upload-mib.
+        /// The component: a regular file of at most --max-upload-mib, or its registry
+        /// reference.
         file: PathBuf,
         /// The largest file sent, MiB: the controller's own --max-upload-mib (a larger
         /// file is refused before it is read).
@@ -311,21 +315,30 @@ async fn request(client: &Client, command: &CtlCommand) -> anyhow::Result<Value>
         CtlCommand::Upload {
             file,
             max_upload_mib,
-        } => {
-            let limit = u64::try_from(*max_upload_mib)
-                .unwrap_or(u64::MAX)
-                .saturating_mul(1 << 20);
-            let bytes = switchyard_control::read_regular_file(file, limit).with_context(|| {
-                format!(
-                    "reading {} (a regular file of at most {max_upload_mib} MiB, \
-                     --max-upload-mib)",
-                    file.display()
-                )
-            })?;
-            client
-                .send(Method::POST, "/v1/policies", Body::Wasm(bytes))
-                .await?
-        }
+        } => match file.to_str() {
+            Some(reference) if switchyard_registry::Reference::is_reference(reference) => {
+                let body = json!({ "reference": reference });
+                client
+                    .send(Method::POST, "/v1/policies", Body::Json(body))
+                    .await?
+            }
+            _ => {
+                let limit = u64::try_from(*max_upload_mib)
+                    .unwrap_or(u64::MAX)
+                    .saturating_mul(1 << 20);
+                let bytes =
+                    switchyard_control::read_regular_file(file, limit).with_context(|| {
+                        format!(
+                            "reading {} (a regular file of at most {max_upload_mib} MiB, \
+                             --max-upload-mib)",
+                            file.display()
+                        )
+                    })?;
+                client
+                    .send(Method::POST, "/v1/policies", Body::Wasm(bytes))
+                    .await?
+            }
+        },
         CtlCommand::Activate { name } => {
             let path = format!("/v1/policies/{}/activate", segment(name)?);
             client.send(Method::POST, &path, Body::Empty).await?

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use switchyard_controller::{InClusterOptions, LiveConfig, run_in_cluster};
+use switchyard_controller::{InClusterOptions, run_in_cluster};
 use switchyard_kube::{DEFAULT_CONTROLLER_CLASS, STATE_CONFIGMAP};
 
 use super::SandboxArgs;
@@ -81,10 +81,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         metrics_every: Duration::from_secs(30),
         listen: args.listen,
         policies_dir: args.live.policies_dir.clone(),
-        live: LiveConfig {
-            disruption: sandbox.disruption.budget()?,
-            ..args.live.config(0, "kube")
-        },
+        live: args.live.config(0, "kube", sandbox)?,
         // An optional Secret that was not created leaves the API read-only.
         api: args.live.api(true)?,
     };

@@ -39,7 +39,7 @@ pub(crate) enum PolicyCommand {
     Sdk(author::SdkArgs),
     /// Run a policy on a workload or a fixture snapshot, and check what it did:
     /// expectations, a golden decision trace, or a diff against another policy.
-    Test(author::TestArgs),
+    Test(Box<author::TestArgs>),
     /// Push a component to an OCI registry (the layout `wkg oci push` writes) and print
     /// the reference pinned to its digest.
     Push(registry::PushArgs),
@@ -139,7 +139,7 @@ pub(super) fn run(cmd: PolicyCommand, sandbox: &SandboxArgs) -> anyhow::Result<E
         }
         PolicyCommand::New(args) => author::new(args),
         PolicyCommand::Sdk(args) => author::sdk(args),
-        PolicyCommand::Test(args) => author::test(args, sandbox),
+        PolicyCommand::Test(args) => author::test(*args, sandbox),
         PolicyCommand::Push(args) => registry::push(args),
         PolicyCommand::Pull(args) => registry::pull(args, sandbox),
         PolicyCommand::List => {

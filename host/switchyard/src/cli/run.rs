@@ -15,6 +15,7 @@ use switchyard_sim::Workload;
 
 use super::SandboxArgs;
 use super::input_limits::InputLimitArgs;
+use super::registry::RegistryArgs;
 use super::size::parse_size;
 
 mod http_limits;
@@ -61,14 +62,25 @@ pub(super) struct LiveArgs {
     pub record_max_bytes: u64,
     #[command(flatten)]
     pub http: HttpLimitArgs,
+    /// How policies named by reference (`oci://...`, in the API, `ctl upload`, the
+    /// policies directory's settings and the kept state) are pulled; the largest one
+    /// pulled is --max-upload-mib.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 impl LiveArgs {
     /// The controller's configuration; `seed` when --seed is not given. `cluster` names
     /// the cluster in a recording's header.
-    pub(super) fn config(&self, seed: u64, cluster: &str) -> LiveConfig {
+    pub(super) fn config(
+        &self,
+        seed: u64,
+        cluster: &str,
+        sandbox: &SandboxArgs,
+    ) -> anyhow::Result<LiveConfig> {
         let seed = self.seed.unwrap_or(seed);
-        LiveConfig {
+        let max_upload_bytes = (self.max_upload_mib as u64).saturating_mul(1 << 20);
+        Ok(LiveConfig {
             policy: self.policy.clone(),
             fallback: self.fallback.clone(),
             keep_decisions: self.keep_decisions,
@@ -79,8 +91,10 @@ impl LiveArgs {
                 cluster: cluster.to_string(),
                 seed,
             }),
+            disruption: sandbox.disruption.budget()?,
+            registry: Some(self.registry.access(sandbox, max_upload_bytes)?),
             ..LiveConfig::default()
-        }
+        })
     }
 
     /// The API's configuration. With `missing_is_read_only`, a token file that does not
@@ -142,8 +156,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
     let config = LiveConfig {
         speed: args.speed,
         state_dir: args.state_dir.clone(),
-        disruption: sandbox.disruption.budget()?,
-        ..args.live.config(workload.seed(), &args.cluster)
+        ..args.live.config(workload.seed(), &args.cluster, sandbox)?
     };
     let scenario = workload.scenario(config.seed)?;
     let api_config = args.live.api(false)?;

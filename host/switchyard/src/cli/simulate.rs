@@ -22,6 +22,7 @@ use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_
 use super::SandboxArgs;
 use super::experiment::ExperimentArgs;
 use super::input_limits::InputLimitArgs;
+use super::registry::RegistryArgs;
 use trace::TraceWriter;
 
 /// Arguments of `simulate`.
@@ -29,7 +30,8 @@ use trace::TraceWriter;
 pub(crate) struct SimulateArgs {
     /// The workload file (YAML, see docs/workloads.md).
     pub workload: PathBuf,
-    /// A policy to run: a built-in name or a `.wasm` file, named in the results by its
+    /// A policy to run: a built-in name, a `.wasm` file or a registry reference
+    /// (`oci://REGISTRY/REPOSITORY:TAG`, `...@sha256:DIGEST`), named in the results by its
     /// own name, or by NAME with `NAME=POLICY` (to compare two settings of one policy:
     /// `--policy dragon --policy local=dragon --set local.scaling=false`); repeat to
     /// compare. Two runs may not share a name. Default: `default`, `even` and `gang`;
@@ -78,9 +80,20 @@ pub(crate) struct SimulateArgs {
     pub trace_limit_kib: u64,
     #[command(flatten)]
     pub input_limits: InputLimitArgs,
+    /// How policies named by reference (`--policy oci://REGISTRY/REPOSITORY:TAG`) are
+    /// pulled.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
-pub(super) fn run(args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(mut args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+    let _pulled = args.registry.pull_references(
+        args.policies
+            .iter_mut()
+            .chain([&mut args.fallback])
+            .chain(args.shadow.as_mut()),
+        sandbox,
+    )?;
     if args.shadow.is_some() || args.split.is_some() {
         // Arm A of a shadow experiment is the first --policy; a split names both arms.
         let first_policy = match (&args.shadow, args.policies.first()) {

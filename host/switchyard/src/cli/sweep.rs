@@ -29,6 +29,7 @@ use switchyard_sim::{
 };
 
 use super::SandboxArgs;
+use super::registry::RegistryArgs;
 use super::simulate::{plan as plan_runs, policies_or_defaults, target_of};
 
 /// Arguments of `sweep`.
@@ -74,6 +75,10 @@ pub(crate) struct SweepArgs {
     pub json: bool,
     #[command(flatten)]
     pub job: job::JobArgs,
+    /// How policies named by reference (`--policy oci://REGISTRY/REPOSITORY:TAG`) are
+    /// pulled.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 #[derive(Debug, clap::Subcommand)]
@@ -93,10 +98,26 @@ pub(crate) struct MergeArgs {
     pub json: bool,
 }
 
-pub(super) fn run(args: SweepArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn run(mut args: SweepArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     if let Some(SweepCommand::Merge(merge_args)) = &args.command {
         return merge(merge_args);
     }
+    if args.job.emit_job
+        && let Some(reference) = args
+            .policies
+            .iter()
+            .chain([&args.fallback])
+            .find(|p| p.contains(switchyard_registry::SCHEME))
+    {
+        anyhow::bail!(
+            "--emit-job: the Job's pods would each pull `{reference}` without the registry \
+             flags; pull it first (`switchyard policy pull REF -o FILE.wasm`) and give the file"
+        );
+    }
+    let _pulled = args.registry.pull_references(
+        args.policies.iter_mut().chain([&mut args.fallback]),
+        sandbox,
+    )?;
     let runtime = sandbox.offline_runtime()?;
     let plan = make_plan(&args, &runtime)?;
     if args.job.emit_job {

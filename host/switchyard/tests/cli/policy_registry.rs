@@ -170,3 +170,126 @@ fn a_malformed_reference_is_refused_saying_what_a_reference_looks_like() {
     assert!(stderr.contains("neither a tag nor a digest"), "{stderr}");
     assert!(stderr.contains("oci://REGISTRY/REPOSITORY:TAG"), "{stderr}");
 }
+
+/// The repository's root, where the examples are.
+fn repo() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap()
+        .to_path_buf()
+}
+
+#[test]
+fn simulate_and_policy_test_run_a_policy_named_by_reference_and_name_its_digest() {
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let least_loaded = support::guest("least-loaded");
+    let tagged = registry.reference("team/least-loaded:1");
+    let insecure = ["--insecure-registry", registry.address()];
+    let pinned = run_ok(
+        switchyard(dir.path())
+            .args(["policy", "push", &least_loaded, &tagged])
+            .args(insecure),
+    );
+    let pinned = pinned.trim();
+
+    let output = switchyard(dir.path())
+        .current_dir(repo())
+        .args(["simulate", "examples/quickstart.yaml", "--policy", &tagged])
+        .args(["--policy", "local=specon", "--json"])
+        .args(insecure)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("policy {pinned} (component sha256:")),
+        "the run names the digest the tag resolved to: {stderr}"
+    );
+    let results: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(
+        results.to_string().contains("least-loaded-rust"),
+        "the pulled policy ran under its own name: {results}"
+    );
+
+    let tested = run_ok(
+        switchyard(dir.path())
+            .current_dir(repo())
+            .args(["policy", "test", pinned, "examples/quickstart.yaml"])
+            .args(insecure),
+    );
+    assert!(tested.contains("least-loaded-rust"), "{tested}");
+
+    // A reference that names nothing fails the run, naming it.
+    let missing = registry.reference("team/least-loaded:2");
+    let error = run_err(
+        switchyard(dir.path())
+            .current_dir(repo())
+            .args(["simulate", "examples/quickstart.yaml", "--policy"])
+            .arg(format!("mine={missing}"))
+            .args(insecure),
+    );
+    assert!(
+        error.contains(&missing) && error.contains("does not exist"),
+        "{error}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctl_upload_of_a_reference_has_the_controller_pull_it_and_says_where_it_is_kept() {
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let null = support::guest("null");
+    let tagged = registry.reference("team/null:1");
+    let insecure = ["--insecure-registry", registry.address()];
+    let pinned = run_ok(
+        switchyard(dir.path())
+            .args(["policy", "push", &null, &tagged])
+            .args(insecure),
+    );
+    let pinned = pinned.trim().to_string();
+    let state = tempfile::tempdir().unwrap();
+    let access = switchyard_controller::RegistryAccess::new(
+        switchyard_registry::ClientOptions {
+            insecure_registries: vec![registry.address().to_string()],
+            ..Default::default()
+        },
+        64 << 20,
+    )
+    .unwrap();
+    let live = support::start_live_with(
+        support::STREAM,
+        switchyard_controller::LiveConfig {
+            speed: 100.0,
+            state_dir: Some(state.path().to_path_buf()),
+            registry: Some(access),
+            ..Default::default()
+        },
+        std::time::Duration::from_millis(500),
+    )
+    .await;
+    let base = live.base.clone();
+    let uploaded = tokio::task::spawn_blocking(move || {
+        run_ok(
+            switchyard(dir.path())
+                .env("SWITCHYARD_URL", base)
+                .env("SWITCHYARD_TOKEN", support::TOKEN)
+                .args(["ctl", "upload", &tagged]),
+        )
+    })
+    .await
+    .unwrap();
+    assert!(uploaded.starts_with("loaded null "), "{uploaded}");
+    assert!(uploaded.contains(&format!("from {pinned}\n")), "{uploaded}");
+    let kept = state.path().join("components").join("null.wasm");
+    assert!(
+        uploaded.contains(&format!("kept in {}", kept.display())),
+        "{uploaded}"
+    );
+    live.stop().await;
+}

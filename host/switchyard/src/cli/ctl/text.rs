@@ -67,10 +67,20 @@ pub(super) fn upload(answer: &Value) -> String {
             cell(&p["version"]),
             cell(&p["digest"])
         ));
+        if p["source"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("oci://"))
+        {
+            line(format!("from {}", cell(&p["source"])));
+        }
         if let Some(round) = answer["applied"]["from_round"].as_u64() {
             line(format!("it is the active policy from round {round}"));
         }
-        line(format!("kept: {}", cell(&answer["persistence"])));
+        let persistence = &answer["persistence"];
+        match persistence["survives_restart"].as_bool() {
+            Some(true) => line(format!("kept in {}", cell(&persistence["location"]))),
+            _ => line(format!("not kept: {}", cell(&persistence["warning"]))),
+        }
     })
 }
 

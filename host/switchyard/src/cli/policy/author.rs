@@ -16,6 +16,7 @@ use switchyard_runtime::PolicyRef;
 
 use crate::cli::SandboxArgs;
 use crate::cli::input_limits::InputLimitArgs;
+use crate::cli::registry::RegistryArgs;
 use crate::cli::terminal::escaped;
 
 /// Arguments of `policy new`.
@@ -53,7 +54,8 @@ pub(crate) struct SdkArgs {
 /// Arguments of `policy test`.
 #[derive(Debug, clap::Args)]
 pub(crate) struct TestArgs {
-    /// The policy under test: a built-in name or a `.wasm` file.
+    /// The policy under test: a built-in name, a `.wasm` file or a registry reference
+    /// (`oci://REGISTRY/REPOSITORY:TAG`, `...@sha256:DIGEST`).
     pub policy: String,
     /// A workload (YAML, see docs/workloads.md) or a fixture snapshot (a YAML file with
     /// a top-level `snapshot`, e.g. from --save-snapshots).
@@ -87,6 +89,9 @@ pub(crate) struct TestArgs {
     pub fallback: String,
     #[command(flatten)]
     pub input_limits: InputLimitArgs,
+    /// How policies named by reference are pulled.
+    #[command(flatten)]
+    pub registry: RegistryArgs,
 }
 
 pub(super) fn new(args: NewArgs) -> anyhow::Result<ExitCode> {
@@ -159,7 +164,7 @@ pub(super) fn sdk(args: SdkArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
+pub(super) fn test(mut args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
     let mut settings = Settings::new();
     for set in &args.sets {
         let (key, value) = set
@@ -169,6 +174,12 @@ pub(super) fn test(args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<Exit
     }
     // Expectations are read before anything runs, so a typo costs no simulation.
     let expectations = args.expect.as_deref().map(load_expectations).transpose()?;
+    let _pulled = args.registry.pull_references(
+        [&mut args.policy, &mut args.fallback]
+            .into_iter()
+            .chain(args.against.as_mut()),
+        sandbox,
+    )?;
     let runtime = sandbox.offline_runtime()?;
     let fallback = PolicySlot::configure(
         PolicyRef::parse(&args.fallback)?.load(&runtime)?,

@@ -1,29 +1,16 @@
 //! `switchyard policy push` and `switchyard policy pull`: ship a policy component through
-//! an OCI registry. The work is `switchyard-registry`'s; this module reads the flags
-//! (insecure registries, the docker config, the size limit), runs one request and prints
-//! the pinned reference, which is what an operator writes down.
+//! an OCI registry. The work is `switchyard-registry`'s; this module reads the size limit,
+//! runs one request through the client the registry flags describe (`cli::registry`) and
+//! prints the pinned reference, which is what an operator writes down.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use switchyard_registry::{Cache, Client, ClientOptions, Credentials, Error, Reference};
+use switchyard_registry::{Error, Reference};
 
 use crate::cli::SandboxArgs;
-
-/// How to reach registries: the flags `push` and `pull` share.
-#[derive(Debug, clap::Args)]
-pub(crate) struct RegistryArgs {
-    /// A registry spoken to over plain HTTP instead of TLS, as references name it
-    /// (`HOST[:PORT]`); repeatable.
-    #[arg(long = "insecure-registry", value_name = "HOST")]
-    insecure_registries: Vec<String>,
-
-    /// The docker config holding registry logins (`auths`), or its directory [default:
-    /// $DOCKER_CONFIG/config.json, else ~/.docker/config.json, as docker reads it].
-    #[arg(long, value_name = "PATH")]
-    docker_config: Option<PathBuf>,
-}
+use crate::cli::registry::{RegistryArgs, block_on, with_flag_hint};
 
 /// `policy push FILE.wasm oci://REGISTRY/REPOSITORY:TAG`.
 #[derive(Debug, clap::Args)]
@@ -51,28 +38,6 @@ pub(crate) struct PullArgs {
     max_size_mib: u64,
     #[command(flatten)]
     registry: RegistryArgs,
-}
-
-impl RegistryArgs {
-    /// The client these flags describe, keeping pulled policies in `cache` if given.
-    fn client(&self, cache: Option<PathBuf>) -> anyhow::Result<Client> {
-        for registry in &self.insecure_registries {
-            anyhow::ensure!(
-                !registry.contains('/') && !registry.is_empty(),
-                "--insecure-registry takes a registry as references name it, HOST[:PORT] \
-                 (for example 127.0.0.1:5000), not `{registry}`"
-            );
-        }
-        let credentials = match &self.docker_config {
-            Some(path) => Credentials::from_docker_config_file(path)?,
-            None => Credentials::from_user_docker_config()?,
-        };
-        Ok(Client::new(ClientOptions {
-            insecure_registries: self.insecure_registries.clone(),
-            credentials,
-            cache: cache.map(Cache::new),
-        })?)
-    }
 }
 
 pub(super) fn push(args: PushArgs) -> anyhow::Result<ExitCode> {
@@ -129,26 +94,4 @@ fn default_output(reference: &Reference) -> PathBuf {
         .next()
         .unwrap_or("policy");
     Path::new(&format!("{name}.wasm")).to_path_buf()
-}
-
-/// A registry that did not answer over TLS may serve plain HTTP: name the flag.
-fn with_flag_hint(error: Error, reference: &Reference) -> anyhow::Error {
-    match error {
-        Error::Unreachable {
-            scheme: "https", ..
-        } => anyhow::anyhow!(
-            "{error}; for such a registry add --insecure-registry {}",
-            reference.registry()
-        ),
-        error => error.into(),
-    }
-}
-
-/// Runs one registry request to completion on a runtime of its own.
-fn block_on<F: std::future::Future>(request: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a single-threaded runtime starts")
-        .block_on(request)
 }
