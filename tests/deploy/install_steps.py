@@ -25,6 +25,9 @@ CLUSTER_SCOPED = {"Namespace", "CustomResourceDefinition", "ClusterRole", "Clust
 BUILT_IN_GROUPS = {"", "apps", "batch", "policy", "rbac.authorization.k8s.io", "apiextensions.k8s.io",
                    "coordination.k8s.io", "networking.k8s.io", "storage.k8s.io", "scheduling.k8s.io"}
 CREATED_BY_THE_CONTROLLER = {("lease", "switchyard", "switchyard-leader")}
+# Optional Secrets whose absence is a supported setup, not a missed step: without registry
+# credentials the controller pulls policies anonymously (docs/policy-authoring.md).
+MAY_BE_ABSENT = {"switchyard-registry"}
 
 
 class Steps:
@@ -68,7 +71,10 @@ class Steps:
         for volume in spec.get("volumes", []):
             if "configMap" in volume and not self.exists("ConfigMap", namespace, volume["configMap"]["name"]):
                 self.fail(line, f"ConfigMap {volume['configMap']['name']} does not exist")
-            if "secret" in volume and not self.exists("Secret", namespace, volume["secret"]["secretName"]):
+            secret = volume.get("secret")
+            if secret and secret.get("optional") and secret["secretName"] in MAY_BE_ABSENT:
+                continue
+            if secret and not self.exists("Secret", namespace, secret["secretName"]):
                 self.fail(line, f"Secret {volume['secret']['secretName']} does not exist when the pods start "
                                 "(they would run without it)")
 
