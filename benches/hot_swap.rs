@@ -10,12 +10,14 @@
 //!   `switchyard run` has it: Winch compiles it and Cranelift follows in the background
 //!   (each iteration waits, untimed, for Cranelift to finish, so compiles do not pile up);
 //! - `load/cached/<policy>`: the same bytes again (the digest cache answers);
-//! - `swap/<cold|cached>/<policy>`: the whole path in a running controller with
+//! - `swap/<cold|cached>/least-loaded`: the whole path in a running controller with
 //!   `quick_first`, as `switchyard run` has it, from handing the upload to
 //!   `Controller::load_policy` to the first decision record made by the new policy
 //!   (`activate`, then the driver's next round), with the same two caches; cold
-//!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/<policy>` is
-//!   the cold path on a controller without `quick_first` (Cranelift only);
+//!   iterations wait, untimed, for Cranelift's code; `swap/cold-cranelift/least-loaded` is
+//!   the cold path on a controller without `quick_first` (Cranelift only); the policy
+//!   swapped in is the least-loaded test guest, because a built-in's name is reserved
+//!   for the built-in;
 //! - `registry/<cold|cached>/least-loaded`: the same path for a policy named by OCI reference
 //!   (`Controller::load_reference`), against Debian's `docker-registry` on loopback
 //!   (`SWITCHYARD_DOCKER_REGISTRY`; skipped without it): cold, a tag pushed just before
@@ -266,33 +268,40 @@ fn api_runtime() -> tokio::runtime::Runtime {
         .expect("tokio")
 }
 
+/// The policy the swap and registry groups upload: a built-in's name is reserved for the
+/// built-in, so an upload is a policy of another name, the least-loaded test guest.
+const SWAPPED_GUEST: &str = "least-loaded";
+/// The name the least-loaded guest gives itself.
+const SWAPPED_POLICY: &str = "least-loaded-rust";
+
+fn swapped_guest() -> Vec<u8> {
+    std::fs::read(switchyard_test_support::guest(SWAPPED_GUEST)).expect("the least-loaded guest")
+}
+
 fn swap(c: &mut Criterion) {
     let tokio = api_runtime();
     let (quick, _quick_driver) = idle_controller(&tokio, true, None);
     let (cranelift, _cranelift_driver) = idle_controller(&tokio, false, None);
+    let policy = swapped_guest();
+    eprintln!("{SWAPPED_GUEST}: {} bytes", policy.len());
     let mut g = c.benchmark_group("swap");
-    for (label, cold, name) in UPLOADED.iter().flat_map(|&name| {
-        [
-            ("cold", true, name),
-            ("cold-cranelift", true, name),
-            ("cached", false, name),
-        ]
-    }) {
+    for (label, cold) in [("cold", true), ("cold-cranelift", true), ("cached", false)] {
         let controller = match label {
             "cold-cranelift" => &cranelift,
             _ => &quick,
         };
-        g.bench_function(BenchmarkId::new(label, name), |b| {
+        g.bench_function(BenchmarkId::new(label, SWAPPED_GUEST), |b| {
             b.iter_custom(|iterations| {
                 tokio.block_on(async {
                     let mut total = Duration::ZERO;
                     for _ in 0..iterations {
                         let bytes = if cold {
-                            fresh_copy(name)
+                            unique_copy(&policy)
                         } else {
-                            builtin_bytes(name).to_vec()
+                            policy.clone()
                         };
-                        total += swap_and_back(controller, name, Upload::Bytes(bytes)).await;
+                        total +=
+                            swap_and_back(controller, SWAPPED_POLICY, Upload::Bytes(bytes)).await;
                     }
                     total
                 })
@@ -327,14 +336,11 @@ fn registry(c: &mut Criterion) {
             .expect("the registry takes the policy")
             .reference
     };
-    // A built-in's name is reserved for the built-in, so the policy pulled is the
-    // least-loaded test guest.
-    let policy = std::fs::read(switchyard_test_support::guest("least-loaded"))
-        .expect("the least-loaded guest");
+    let policy = swapped_guest();
     let pinned = push("bench/least-loaded:cached", policy.clone()).to_string();
     let mut g = c.benchmark_group("registry");
     for label in ["cold", "cached"] {
-        g.bench_function(BenchmarkId::new(label, "least-loaded"), |b| {
+        g.bench_function(BenchmarkId::new(label, SWAPPED_GUEST), |b| {
             b.iter_custom(|iterations| {
                 let mut total = Duration::ZERO;
                 for i in 0..iterations {
@@ -349,7 +355,7 @@ fn registry(c: &mut Criterion) {
                     };
                     total += tokio.block_on(swap_and_back(
                         &controller,
-                        "least-loaded-rust",
+                        SWAPPED_POLICY,
                         Upload::Reference(reference),
                     ));
                 }
