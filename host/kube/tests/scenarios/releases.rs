@@ -121,6 +121,19 @@ pub(crate) async fn rolling_back_a_failed_gang_release() -> Vec<Access> {
     server.finish().await
 }
 
+/// Places `job`'s one task, `main-0`, on `n1` ("fits", at 0 s): the placement the
+/// single-task release scenarios drive.
+async fn place_main_on_n1(client: kube::Client, job: &JobBuilder) -> switchyard_kube::Result<()> {
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+            at(0),
+        )
+        .await
+}
+
 /// A pod that already existed: released to `node` (`Some`), or still held by the
 /// placement gate.
 fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {
@@ -203,13 +216,7 @@ pub(crate) async fn a_release_that_races_another_write_pins_the_pod_as_it_is_now
     ));
     script.push(event("Placed", "Place", "Normal"));
     let (client, server) = MockServer::start(script);
-    actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
+    place_main_on_n1(client, &job)
         .await
         .expect("the pod is released as it is now, not rolled back");
     server.finish().await
@@ -224,13 +231,7 @@ pub(crate) async fn a_pod_released_elsewhere_by_someone_else_fails_the_placement
     script.push(Expect::put(STATUS).ok(job.json()));
     script.push(event("PlacementFailed", "Place", "Warning"));
     let (client, server) = MockServer::start(script);
-    let error = actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
+    let error = place_main_on_n1(client, &job)
         .await
         .expect_err("a pod pinned elsewhere fails the placement");
     assert!(
@@ -257,13 +258,7 @@ pub(crate) async fn placing_again_after_a_restart_reuses_a_held_pod() -> Vec<Acc
     ));
     script.push(event("Placed", "Place", "Normal"));
     let (client, server) = MockServer::start(script);
-    actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
+    place_main_on_n1(client, &job)
         .await
         .expect("the leftover pod is released, not duplicated");
     server.finish().await
@@ -288,13 +283,7 @@ pub(crate) async fn a_template_the_api_server_refuses_becomes_a_condition() -> V
             .ok(job.json()),
         event("TemplateRejected", "Place", "Warning"),
     ]);
-    let error = actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
+    let error = place_main_on_n1(client, &job)
         .await
         .expect_err("a refused template fails the placement");
     assert!(
