@@ -26,6 +26,8 @@
 //! - `round_observer`: what an observer of the rounds is told ([`RoundObserver`]).
 //! - `live_cluster`: what the live controller needs of a cluster beyond [`Cluster`]
 //!   ([`LiveCluster`]).
+//! - `checkpoint`: acknowledged checkpoints as the live controller and a cluster speak of
+//!   them ([`CheckpointAck`], [`LastCheckpoint`], [`CHECKPOINT_KEPT_LABEL`]).
 //! - `leader`: whether this replica may act ([`Leader`]).
 //! - `loss`: the bounded loss series a cluster keeps per job ([`LossSeries`]).
 //! - `state`: state blobs and kept components ([`StateStore`], [`ComponentStore`]).
@@ -39,6 +41,7 @@
 //! - `files`: opening the files people and recordings name: regular files only, without
 //!   blocking, up to a limit ([`open_regular_file`], [`read_regular_file`]).
 
+mod checkpoint;
 mod cluster;
 mod control_loop;
 mod decision_record;
@@ -57,6 +60,10 @@ mod state;
 mod stats;
 mod window;
 
+pub use checkpoint::{
+    AckRefused, Acknowledged, CHECKPOINT_KEPT_LABEL, CHECKPOINT_PATH_MAX_BYTES, CheckpointAck,
+    CheckpointOutcome, CheckpointRequest, LastCheckpoint,
+};
 pub use cluster::{Advance, Cluster};
 pub use control_loop::{ControlLoop, RunEnd, Step};
 pub use decision_record::{

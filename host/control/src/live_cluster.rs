@@ -1,8 +1,9 @@
 //! What the live controller needs of a cluster beyond the [`Cluster`] trait: waits it
-//! can interrupt to serve operator commands, loss samples pushed over the API, readiness,
-//! and the counts the status shows. The paced simulator and the Kubernetes backend
+//! can interrupt to serve operator commands, loss samples and checkpoint
+//! acknowledgements pushed over the API, readiness, and the counts the status shows. The paced simulator and the Kubernetes backend
 //! implement [`LiveCluster`]; the live controller drives either without knowing which.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use serde::Serialize;
 use switchyard_core::{JobPhase, Resources, Snapshot};
 
+use crate::checkpoint::{AckRefused, Acknowledged, CheckpointAck, CheckpointRequest, LastCheckpoint};
 use crate::cluster::{Advance, Cluster};
 use crate::loss::LossAck;
 
@@ -30,6 +32,21 @@ pub trait LiveCluster: Cluster + Send + 'static {
     /// Takes a sample pushed for `job` (known to be active): kept in the job's loss
     /// series, or ignored with the reason.
     fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck;
+
+    /// The checkpoint asked of `job` (known to be active) now, if any.
+    fn checkpoint_request(&mut self, job: &str) -> CheckpointRequest;
+
+    /// Takes a task's acknowledgement that its checkpoint of `job` (known to be active)
+    /// is complete; once every asked task has acknowledged, the job is stopped at once
+    /// instead of at its grace period's end.
+    fn acknowledge_checkpoint(
+        &mut self,
+        job: &str,
+        ack: CheckpointAck,
+    ) -> Result<Acknowledged, AckRefused>;
+
+    /// How the last checkpoint of each active job that had one ended.
+    fn last_checkpoints(&mut self) -> BTreeMap<String, LastCheckpoint>;
 
     /// Whether the caches the snapshot is built from are complete (readiness).
     fn synced(&self) -> bool {

@@ -1,5 +1,5 @@
 //! The HTTP API of the live controller (axum): routes, authentication of the mutating
-//! ones, the upload size limit, what one client may hold (`limits`: body deadline,
+//! ones, a training job's checkpoint request and acknowledgement (`checkpoint`), the upload size limit, what one client may hold (`limits`: body deadline,
 //! uploads at once), the operator's console (`console`: a page and its assets, embedded
 //! in the binary), serving within the connection limits with a shutdown signal
 //! (`serve`), and the OpenAPI document
@@ -8,6 +8,7 @@
 //! nothing themselves.
 
 mod auth;
+mod checkpoint;
 mod cluster;
 mod console;
 mod error;
@@ -96,6 +97,7 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
             post(experiment::start).delete(experiment::stop),
         )
         .route("/v1/jobs/{id}/loss", post(observe::push_loss))
+        .route("/v1/jobs/{id}/checkpoint", post(checkpoint::acknowledge))
         // Layers run outside-in: the token is checked first, so a request without it
         // is a 401 on every replica; then a follower refuses the change (503).
         .route_layer(middleware::from_fn_with_state(
@@ -117,6 +119,7 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
         .route("/v1/snapshot", get(observe::snapshot))
         .route("/v1/jobs/labels", get(observe::labels))
         .route("/v1/jobs", get(cluster::jobs))
+        .route("/v1/jobs/{id}/checkpoint", get(checkpoint::get))
         .route("/v1/utilisation", get(cluster::utilisation))
         .route("/", get(console::to_console))
         .route("/console", get(console::to_console))
@@ -163,6 +166,8 @@ pub fn router(controller: Controller, config: ApiConfig) -> Router {
         cluster::jobs,
         cluster::utilisation,
         observe::push_loss,
+        checkpoint::get,
+        checkpoint::acknowledge,
     ),
     modifiers(&BearerAuth)
 )]

@@ -48,7 +48,7 @@ pub(crate) use shared::ChangeBy;
 pub(crate) use shared::{Applied, OwnedBySettings};
 use shared::{Command, Reply, Shared};
 use switchyard_control::{
-    ComponentStore, DirStateStore, Experiment, ExperimentMode, ExperimentReport, Leader,
+    Acknowledged, CheckpointAck, CheckpointRequest, ComponentStore, DirStateStore, Experiment, ExperimentMode, ExperimentReport, Leader,
     LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder, RefusalHook, StateStore,
 };
 use switchyard_core::Settings;
@@ -467,6 +467,35 @@ impl Controller {
             .await?;
         self.shared.metrics.observe_loss_sample(ack.metric_label());
         Ok(ack)
+    }
+
+    /// The checkpoint asked of the active job `job` now.
+    pub async fn checkpoint_request(&self, job: &str) -> Result<CheckpointRequest, LiveError> {
+        let job = job.to_string();
+        self.send(|reply| Command::CheckpointRequest(job, reply))
+            .await
+    }
+
+    /// Hands a task's acknowledgement of its checkpoint of the active job `job` to the
+    /// cluster, in order with every other command: once every asked task has
+    /// acknowledged, the cluster stops the job at once.
+    pub async fn acknowledge_checkpoint(
+        &self,
+        job: &str,
+        ack: CheckpointAck,
+    ) -> Result<Acknowledged, LiveError> {
+        ack.check_path()?;
+        let job = job.to_string();
+        let taken = self
+            .send(|reply| Command::AcknowledgeCheckpoint(job, ack, reply))
+            .await;
+        let label = match &taken {
+            Ok(_) => "accepted",
+            Err(LiveError::Checkpoint(refused)) => refused.metric_label(),
+            Err(_) => "failed",
+        };
+        tracing::info!(outcome = label, "checkpoint acknowledgement");
+        taken
     }
 
     /// The active jobs now. The decision thread lists them between rounds from a

@@ -13,6 +13,10 @@
 //!   finishes it and never moves the job twice), checkpoints are asked for, and once the
 //!   old pods are gone the replacements are made and released, or the job is queued
 //!   again after a back-off.
+//! - [`acknowledge`](self::acknowledge): checkpoint acknowledgements heard from the
+//!   pods or the API; a restart whose every asked pod acknowledged deletes them at once,
+//!   and each stop that asked for a checkpoint ends `CheckpointAcknowledged` or
+//!   `CheckpointTimedOut` (status, condition and Event).
 //! - [`resize`](self::resize): a CPU weight as an in-place resize of the training
 //!   container's request.
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
@@ -24,6 +28,7 @@
 //! module acts on what it is told; it must not check decisions (the validator did) or
 //! read the caches (the caller hands it the job and its pods).
 
+mod acknowledge;
 mod actor;
 mod advance;
 mod place;
@@ -32,6 +37,8 @@ mod resize;
 mod restart;
 mod status;
 
+pub use self::acknowledge::{CHECKPOINTED_CONDITION, PodAck};
+pub(crate) use self::acknowledge::task_of_pod;
 pub use self::actor::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION, PODS_SCHEDULED_CONDITION,
 };

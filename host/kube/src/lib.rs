@@ -68,13 +68,13 @@ mod views;
 mod volumes;
 
 pub use act::{
-    Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
-    PODS_SCHEDULED_CONDITION, RestartProgress,
+    Actor, CHECKPOINTED_CONDITION, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
+    PODS_SCHEDULED_CONDITION, PodAck, RestartProgress,
 };
 pub use charges::{Charges, watch as watch_charges};
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
 pub use crd::{
-    Checkpoint, CheckpointMethod, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,
+    Checkpoint, CheckpointMethod, CheckpointRecord, CheckpointResult, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,
     MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Progress, Refusal, RestartAction,
     Role, SuccessPolicy, TaskTarget, TrainingJob, TrainingJobSpec, TrainingJobStatus, crd_yaml,
 };
@@ -89,7 +89,7 @@ pub use leader_label::{LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, keep_marke
 pub use lease::{Leadership, LeadershipLost, LeaseLock, keep_leading};
 pub use loss::LossBook;
 pub use observe::{Assumed, Caches, OTHERS_HOLDING_RESOURCES, reflect};
-pub use progress::{LogPattern, ParsedSample};
+pub use progress::{CheckpointComplete, DEFAULT_LOG_PATTERN, LogPattern, ParsedSample};
 pub use retry::{CALL_TIMEOUT, LeaderTerm};
 pub use state::{CONFIGMAP_BYTES, ConfigMapStateStore, STATE_CONFIGMAP};
 pub use trim::{

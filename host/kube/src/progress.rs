@@ -1,11 +1,52 @@
-//! Reading training progress out of log lines: a job's `progress.log.pattern` compiled
-//! once, then applied line by line to give `(step, value)` samples. It owns the meaning
+//! Reading training progress out of log lines: a job's `progress.log.pattern` (or the
+//! training library's line, [`DEFAULT_LOG_PATTERN`]) compiled once, then applied line
+//! by line to give `(step, value)` samples, and the library's
+//! `switchyard: checkpoint-complete` line ([`CheckpointComplete`]). It owns the meaning
 //! of the pattern's groups; it must not know where the lines come from (the log follower
 //! in [`super::observe`] feeds it).
 
 use regex::Regex;
 
 use crate::Error;
+
+/// The pattern of a job whose `progress.log.pattern` is omitted: the line the
+/// switchyard training library prints for each report, `switchyard: step=12 loss=0.25`.
+pub const DEFAULT_LOG_PATTERN: &str = r"^switchyard: step=(?P<step>\d+) loss=(?P<value>\S+)\s*$";
+
+/// What starts the line a training process prints once its checkpoint is completely
+/// written: `switchyard: checkpoint-complete step=<step or -> path=<path>`.
+const CHECKPOINT_COMPLETE: &str = "switchyard: checkpoint-complete step=";
+
+/// A `switchyard: checkpoint-complete` line, read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckpointComplete {
+    /// The training step the checkpoint holds (`-`: not said).
+    pub step: Option<u64>,
+    /// Where it is: the rest of the line.
+    pub path: String,
+}
+
+impl CheckpointComplete {
+    /// The acknowledgement `line` makes, if it is one: the step a number or `-`, the
+    /// path the rest of the line after ` path=` (spaces included, trailing ones and a
+    /// carriage return dropped), at most 4096 bytes.
+    pub fn parse(line: &str) -> Option<Self> {
+        let rest = line.strip_prefix(CHECKPOINT_COMPLETE)?;
+        let (step, path) = rest.split_once(" path=")?;
+        let step = match step {
+            "-" => None,
+            digits => Some(digits.parse().ok()?),
+        };
+        let path = path.trim_end();
+        if path.is_empty() || path.len() > switchyard_control::CHECKPOINT_PATH_MAX_BYTES {
+            return None;
+        }
+        Some(Self {
+            step,
+            path: path.to_string(),
+        })
+    }
+}
 
 /// A compiled `progress.log.pattern`.
 #[derive(Clone, Debug)]
@@ -107,6 +148,47 @@ Epoch 4/90
 1300/5005 [======>.......................] - ETA: 9:49 - loss: 2.3102 - accuracy: 0.4187
 5005/5005 [==============================] - 1021s 204ms/step - loss: 2.1033 - accuracy: 0.4420 - val_loss: 2.0113 - val_accuracy: 0.4610
 ";
+
+    #[test]
+    fn the_default_pattern_reads_the_training_library_s_report_line_and_nothing_else() {
+        let mut p = LogPattern::compile("a", DEFAULT_LOG_PATTERN).unwrap();
+        let text = "switchyard: step=12 loss=0.25\n\
+                    switchyard: step=13 loss=1e-05\r\n\
+                    switchyard: step=14 loss=nan\n\
+                    switchyard: checkpoint-complete step=14 path=/ckpt/14\n\
+                    epoch 3 switchyard: step=15 loss=0.2\n";
+        let got: Vec<(u64, f64)> = p
+            .parse_text(text)
+            .iter()
+            .map(|s| (s.step, s.value))
+            .collect();
+        assert_eq!(got, vec![(12, 0.25), (13, 1e-05)]);
+    }
+
+    #[test]
+    fn a_checkpoint_complete_line_gives_its_step_and_the_rest_of_the_line_as_its_path() {
+        let line = "switchyard: checkpoint-complete step=40 path=/ckpt/run 1/epoch=3.pt\r";
+        assert_eq!(
+            CheckpointComplete::parse(line),
+            Some(CheckpointComplete {
+                step: Some(40),
+                path: "/ckpt/run 1/epoch=3.pt".into()
+            })
+        );
+        let unsaid = CheckpointComplete::parse("switchyard: checkpoint-complete step=- path=s3://b/k");
+        assert_eq!(unsaid.map(|c| c.step), Some(None));
+        for not_one in [
+            "switchyard: checkpoint-complete step=x path=/c",
+            "switchyard: checkpoint-complete step=4 path=",
+            "switchyard: checkpoint-complete step=4",
+            "  switchyard: checkpoint-complete step=4 path=/c",
+            "switchyard: step=4 loss=0.1",
+        ] {
+            assert_eq!(CheckpointComplete::parse(not_one), None, "{not_one}");
+        }
+        let long = format!("switchyard: checkpoint-complete step=1 path=/{}", "x".repeat(5000));
+        assert_eq!(CheckpointComplete::parse(&long), None);
+    }
 
     #[test]
     fn pytorch_step_lines_give_step_and_loss_and_other_lines_are_skipped() {

@@ -14,11 +14,12 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
 use switchyard_core as model;
+use switchyard_control::CHECKPOINT_KEPT_LABEL;
 use switchyard_core::SelectorTerm;
 use switchyard_core::{JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 
 use crate::changes::Reader;
-use crate::crd::{Phase, RestartAction, TrainingJob};
+use crate::crd::{CheckpointResult, Phase, RestartAction, TrainingJob};
 use crate::loss::LossBook;
 use crate::observe::{Caches, has_foreign_pods, own_pods};
 use crate::pod_index::PodIndex;
@@ -407,7 +408,8 @@ impl Caches {
 /// The labels the policy sees on `job`: its own,
 /// [`spread::ONE_TASK_PER_NODE_LABEL`] when its tasks may not share a node, and
 /// [`PLACEMENT_REFUSED_LABEL`] with the nodes the scheduler or their kubelet refused its
-/// last placement on, until it runs.
+/// last placement on, until it runs, and [`CHECKPOINT_KEPT_LABEL`] once a stop asked it
+/// for a checkpoint.
 fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
     let mut labels = job.labels().clone();
     if spread::one_task_per_node(job) {
@@ -415,6 +417,10 @@ fn job_labels(job: &TrainingJob) -> BTreeMap<String, String> {
     }
     if let Some(refusal) = job.status.as_ref().and_then(|s| s.refusal.as_ref()) {
         labels.insert(PLACEMENT_REFUSED_LABEL.into(), refusal.nodes.join(","));
+    }
+    if let Some(last) = job.status.as_ref().and_then(|s| s.last_checkpoint.as_ref()) {
+        let kept = last.outcome == CheckpointResult::Acknowledged;
+        labels.insert(CHECKPOINT_KEPT_LABEL.into(), kept.to_string());
     }
     labels
 }

@@ -3,14 +3,16 @@
 //! generation in its name so a replacement never collides with the pod it replaces, the
 //! task as its hostname under the job's headless Service), the node affinity that pins
 //! a released pod to the node the policy chose, the job's Service and
-//! PodDisruptionBudget, and the requests and CPU weight the policy sees. It builds
-//! objects; it must not send them.
+//! PodDisruptionBudget, the pod's annotations mounted for a job asked to checkpoint by
+//! annotation (`SWITCHYARD_ANNOTATIONS_FILE`), and the requests and CPU weight the
+//! policy sees. It builds objects; it must not send them.
 
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Affinity, Container, EnvVar, NodeAffinity, NodeSelector, NodeSelectorRequirement,
-    NodeSelectorTerm, Pod, PodSchedulingGate, PodSpec, Service, ServiceSpec,
+    Affinity, Container, DownwardAPIVolumeFile, DownwardAPIVolumeSource, EnvVar, NodeAffinity,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ObjectFieldSelector, Pod,
+    PodSchedulingGate, PodSpec, Service, ServiceSpec, Volume, VolumeMount,
 };
 use k8s_openapi::api::policy::v1::{PodDisruptionBudget, PodDisruptionBudgetSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
@@ -18,7 +20,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::Resource;
 use kube::api::ObjectMeta;
 
-use crate::crd::{Role, TrainingJob};
+use crate::crd::{CheckpointMethod, Role, TrainingJob};
 use crate::pods::spec_requests;
 use crate::{
     Error, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL, PLACEMENT_GATE, ROLE_LABEL, Result,
@@ -125,7 +127,20 @@ pub(crate) fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Po
     // pod runs the task now, across generations.
     spec.hostname = Some(task.to_string());
     spec.subdomain = Some(job_name.clone());
-    let env = rendezvous_env(job, role_name, task);
+    let mut env = rendezvous_env(job, role_name, task);
+    if job
+        .spec
+        .checkpoint
+        .as_ref()
+        .is_some_and(|c| c.method == CheckpointMethod::Annotation)
+    {
+        mount_annotations(&mut spec);
+        env.push(EnvVar {
+            name: ANNOTATIONS_FILE_ENV.into(),
+            value: Some(format!("{ANNOTATIONS_DIR}/{ANNOTATIONS_FILE}")),
+            ..EnvVar::default()
+        });
+    }
     for container in &mut spec.containers {
         let vars = container.env.get_or_insert_with(Vec::new);
         for var in &env {
@@ -155,6 +170,57 @@ pub(crate) fn build(job: &TrainingJob, task: &str, generation: u32) -> Result<Po
         spec: Some(spec),
         status: None,
     })
+}
+
+/// The variable naming the file that holds the pod's annotations.
+pub(crate) const ANNOTATIONS_FILE_ENV: &str = "SWITCHYARD_ANNOTATIONS_FILE";
+/// Where the downward-API volume of the pod's annotations is mounted.
+pub(crate) const ANNOTATIONS_DIR: &str = "/etc/switchyard";
+/// The file in it: one `key="value"` line per annotation.
+pub(crate) const ANNOTATIONS_FILE: &str = "annotations";
+/// The volume's name.
+const ANNOTATIONS_VOLUME: &str = "switchyard-annotations";
+
+/// Mounts a downward-API volume of the pod's `metadata.annotations` at
+/// [`ANNOTATIONS_DIR`] in every container, so the process sees
+/// `switchyard.dev/checkpoint-requested` appear in its file. A container that already
+/// mounts something there keeps its own mount, and a template with a volume of the same
+/// name keeps its volume.
+fn mount_annotations(spec: &mut PodSpec) {
+    let volumes = spec.volumes.get_or_insert_with(Vec::new);
+    if volumes.iter().any(|v| v.name == ANNOTATIONS_VOLUME) {
+        return;
+    }
+    volumes.push(Volume {
+        name: ANNOTATIONS_VOLUME.into(),
+        downward_api: Some(DownwardAPIVolumeSource {
+            items: Some(vec![DownwardAPIVolumeFile {
+                path: ANNOTATIONS_FILE.into(),
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: "metadata.annotations".into(),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..DownwardAPIVolumeFile::default()
+            }]),
+            ..DownwardAPIVolumeSource::default()
+        }),
+        ..Volume::default()
+    });
+    for container in &mut spec.containers {
+        let mounts = container.volume_mounts.get_or_insert_with(Vec::new);
+        let taken = mounts.iter().any(|m| {
+            let path = m.mount_path.trim_end_matches('/');
+            path == ANNOTATIONS_DIR || path == format!("{ANNOTATIONS_DIR}/{ANNOTATIONS_FILE}")
+        });
+        if !taken {
+            mounts.push(VolumeMount {
+                name: ANNOTATIONS_VOLUME.into(),
+                mount_path: ANNOTATIONS_DIR.into(),
+                read_only: Some(true),
+                ..VolumeMount::default()
+            });
+        }
+    }
 }
 
 /// The required node affinity of a pod pinned to `node`, made from the terms it has:
@@ -383,8 +449,8 @@ pub(crate) fn resize_state(pod: &Pod) -> ResizeState {
 /// The container whose log `pod` of `job` is read: `progress.log.container`, else the
 /// first container of the pod's role.
 pub(crate) fn log_container(job: &TrainingJob, pod: &Pod) -> Option<String> {
-    let log = job.spec.progress.log.as_ref()?;
-    if let Some(container) = &log.container {
+    let log = job.spec.progress.log.as_ref();
+    if let Some(container) = log.and_then(|l| l.container.as_ref()) {
         return Some(container.clone());
     }
     let role = pod.metadata.labels.as_ref()?.get(ROLE_LABEL)?;

@@ -37,7 +37,7 @@ pub use paced::{PACE_SLICE, Paced};
 pub use recorded::{Counterfactual, estimate_counterfactual};
 pub use report::{Results, RunOutcome, RunResult, Summary};
 pub use simulator::{
-    BatchSplit, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements, ModelLimits, NodeSpec,
+    BatchSplit, CheckpointSpec, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements, ModelLimits, NodeSpec,
     RoleSpec, Scenario, SimConfig, Simulator, Speed, StepTime, UtilPoint,
 };
 pub use sweep::{
@@ -45,7 +45,7 @@ pub use sweep::{
     SweepRun, run_cell, sweep_rows,
 };
 pub use workload::{
-    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, InputLimits, JobEntry, JobTemplate,
+    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, InputLimits, JobEntry, JobTemplate,
     NodeGroup, PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
     Workload, WorkloadError, WorkloadFile, load_application, replay_curve,
 };

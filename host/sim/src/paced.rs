@@ -4,19 +4,23 @@
 //! waiting, a callback lets the driver apply operator commands, which is why a swap
 //! takes effect between rounds and never inside one.
 //!
+//! Checkpoint acknowledgements pushed over the API go to the simulator itself (a job
+//! whose template says `acknowledge: api` waits for them).
+//!
 //! It also keeps the loss samples pushed over the API for jobs whose workload gives them
 //! no loss curve, and lays them over those jobs in every snapshot: the simulator itself
 //! is never fed outside samples, so a job with a curve keeps its deterministic series
 //! and a pushed sample for it is ignored with the reason.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use crate::simulator::{Scenario, Simulator};
 use switchyard_control::{
-    ActionOutcome, Advance, Cluster, LiveCluster, LossAck, LossSeries, SnapshotSummary,
+    AckRefused, Acknowledged, ActionOutcome, Advance, CheckpointAck, CheckpointRequest, Cluster,
+    LastCheckpoint, LiveCluster, LossAck, LossSeries, SnapshotSummary,
 };
 use switchyard_core::{Action, JobLabel, Snapshot, Trigger};
 
@@ -214,6 +218,25 @@ impl LiveCluster for Paced<Simulator> {
         between: &mut dyn FnMut(&mut Self),
     ) -> Advance {
         self.advance_paced(until, stop, between)
+    }
+
+    fn checkpoint_request(&mut self, job: &str) -> CheckpointRequest {
+        self.inner.checkpoint_request(job)
+    }
+
+    fn acknowledge_checkpoint(
+        &mut self,
+        job: &str,
+        ack: CheckpointAck,
+    ) -> Result<Acknowledged, AckRefused> {
+        self.inner.acknowledge_checkpoint(job, ack)
+    }
+
+    fn last_checkpoints(&mut self) -> BTreeMap<String, LastCheckpoint> {
+        self.inner
+            .last_checkpoints()
+            .map(|(id, last)| (id.to_string(), last.clone()))
+            .collect()
     }
 
     fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck {

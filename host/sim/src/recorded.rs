@@ -136,6 +136,7 @@ pub fn estimate_counterfactual(recording: &Recording) -> Result<Counterfactual, 
                     migrations: job.migrations,
                     rescales: job.rescales,
                     preemptions: job.preemptions,
+                    work_lost: 0.0,
                     policy_labels: Default::default(),
                 });
             }

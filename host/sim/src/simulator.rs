@@ -16,7 +16,8 @@
 //! This module holds the simulator's state and the [`control::Cluster`] it implements;
 //! the work is in its parts: `progress` (time passing: what falls due, each job's
 //! progress and rate), `actions` (the accepted actions carried out), `view` (the
-//! snapshot a policy sees), `events` (the event queue), `state` (the simulator's own
+//! snapshot a policy sees), `checkpoint` (a stopped job's checkpoint: its grace period,
+//! its acknowledgement, the work a timed-out one loses), `events` (the event queue), `state` (the simulator's own
 //! records of nodes and jobs), `spec` (what a [`Scenario`] holds), `share` (a node's CPU
 //! shared among its tasks), `faults` (injected failures), `curve` and `goodput` (a job's
 //! evaluation curve and the measured job model).
@@ -25,6 +26,7 @@
 //! [`control::Cluster::apply`]: switchyard_control::Cluster::apply
 
 mod actions;
+mod checkpoint;
 pub(crate) mod curve;
 mod events;
 mod faults;
@@ -49,7 +51,7 @@ use events::EventQueue;
 pub use faults::Faults;
 use faults::Injector;
 pub use goodput::{BatchSplit, Goodput, Measurements, ModelLimits, StepTime};
-pub use spec::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
+pub use spec::{CheckpointSpec, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Speed};
 pub(crate) use state::table_rate;
 use state::{JobState, SimJob, SimNode};
 use switchyard_control::{ActionOutcome, Advance, Cluster};
@@ -88,9 +90,16 @@ pub struct JobOutcome {
     pub rescales: u32,
     /// Preemptions applied to it.
     pub preemptions: u32,
+    /// Work lost to checkpoints that timed out (done again after the restart).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub work_lost: f64,
     /// The labels the policy put on it last.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub policy_labels: BTreeMap<String, String>,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
 }
 
 /// The simulated cluster.
@@ -214,6 +223,7 @@ impl Simulator {
                 migrations: j.migrations,
                 rescales: j.rescales,
                 preemptions: j.preemptions,
+                work_lost: j.work_lost,
                 policy_labels: j.policy_labels.clone(),
             })
             .collect()

@@ -36,7 +36,7 @@ pub use import::replay_curve;
 pub use limits::InputLimits;
 use resolve::Resolver;
 pub use schema::{
-    ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
+    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
     PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
     WorkloadFile,
 };

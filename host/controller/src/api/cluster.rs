@@ -16,7 +16,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::state::ApiState;
 use crate::live::{ChartMark, UtilisationSample};
-use switchyard_control::Arm;
+use switchyard_control::{Arm, LastCheckpoint};
 use switchyard_core::{Job, JobPhase, Resources};
 
 /// The most jobs one page returns.
@@ -66,6 +66,10 @@ pub(super) struct JobView {
     /// `b`; absent otherwise.
     #[schema(value_type = Option<String>)]
     pub arm: Option<Arm>,
+    /// How its last checkpoint ended (absent before its first): `acknowledged` or
+    /// `timed_out`, the seconds it took, where it is, and when it ended (cluster
+    /// seconds).
+    pub last_checkpoint: Option<LastCheckpoint>,
 }
 
 impl JobView {
@@ -74,6 +78,7 @@ impl JobView {
         policy_labels: Option<&BTreeMap<String, String>>,
         labels_by: Option<&String>,
         arm: Option<Arm>,
+        last_checkpoint: Option<&LastCheckpoint>,
     ) -> Self {
         let mut nodes: Vec<String> = Vec::new();
         let mut requests = Resources::default();
@@ -99,6 +104,7 @@ impl JobView {
             policy_labels: policy_labels.cloned().unwrap_or_default(),
             labels_by: labels_by.cloned(),
             arm,
+            last_checkpoint: last_checkpoint.cloned(),
         }
     }
 }
@@ -170,6 +176,7 @@ pub(super) async fn jobs(
                     s.labels.get(&job.id),
                     s.labels_by.get(&job.id),
                     list.arms.get(&job.id).copied(),
+                    list.checkpoints.get(&job.id),
                 )
             })
             .collect::<Vec<_>>()

@@ -10,6 +10,7 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use crate::live::{CatalogError, LiveError};
+use switchyard_control::AckRefused;
 use switchyard_registry::Error as RegistryError;
 
 /// The body of every error response.
@@ -74,6 +75,8 @@ impl From<LiveError> for ApiError {
             LiveError::Experiment(_) => StatusCode::BAD_REQUEST,
             LiveError::NoExperiment | LiveError::UnknownJob(_) => StatusCode::NOT_FOUND,
             LiveError::BadLossValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
+            LiveError::Checkpoint(AckRefused::BadPath { .. }) => StatusCode::UNPROCESSABLE_ENTITY,
+            LiveError::Checkpoint(_) => StatusCode::CONFLICT,
             LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::OwnedBySettings { .. } | LiveError::ExperimentRunning { .. } => {
                 StatusCode::CONFLICT

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
-use switchyard_control::{ExperimentError, RecordOptions, RecordingError, StateError};
+use switchyard_control::{AckRefused, ExperimentError, RecordOptions, RecordingError, StateError};
 use switchyard_core::DisruptionBudget;
 
 use super::catalog::CatalogError;
@@ -110,11 +110,15 @@ pub enum LiveError {
         /// The running experiment, in a few words.
         running: String,
     },
-    /// A loss sample for a job the cluster does not have.
+    /// A loss sample or a checkpoint acknowledgement for a job the cluster does not have.
     #[error(
-        "no active job `{0}`: loss samples are taken for waiting, running or restarting jobs only"
+        "no active job `{0}`: loss samples and checkpoints are taken for waiting, running or \
+         restarting jobs only"
     )]
     UnknownJob(String),
+    /// A checkpoint acknowledgement the cluster refused.
+    #[error(transparent)]
+    Checkpoint(#[from] AckRefused),
     /// A loss sample that is not a number, or absurdly large.
     #[error(
         "loss value {0} is not a finite number of magnitude at most {max:e}",

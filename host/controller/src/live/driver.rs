@@ -351,6 +351,24 @@ impl Driver {
                 };
                 let _ = reply.send(ack);
             }
+            Command::CheckpointRequest(job, reply) => {
+                let request = if cluster.has_job(&job) {
+                    Ok(cluster.checkpoint_request(&job))
+                } else {
+                    Err(LiveError::UnknownJob(job))
+                };
+                let _ = reply.send(request);
+            }
+            Command::AcknowledgeCheckpoint(job, ack, reply) => {
+                let taken = if cluster.has_job(&job) {
+                    cluster
+                        .acknowledge_checkpoint(&job, ack)
+                        .map_err(LiveError::Checkpoint)
+                } else {
+                    Err(LiveError::UnknownJob(job))
+                };
+                let _ = reply.send(taken);
+            }
             Command::ListJobs(reply) => {
                 let _ = reply.send(Ok(self.job_list(cluster)));
             }
@@ -381,6 +399,7 @@ impl Driver {
             time: snapshot.time,
             jobs: snapshot.jobs,
             arms,
+            checkpoints: cluster.last_checkpoints(),
         });
         self.job_list = Some((Instant::now(), rounds, list.clone()));
         list

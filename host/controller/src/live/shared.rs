@@ -18,7 +18,8 @@ use super::registry_access::RegistryAccess;
 use super::views::{JobList, LiveStatus};
 use crate::metrics::Metrics;
 use switchyard_control::{
-    ComponentStore, Experiment, ExperimentReport, Leader, LossAck, RefusalHook,
+    Acknowledged, CheckpointAck, CheckpointRequest, ComponentStore, Experiment, ExperimentReport,
+    Leader, LossAck, RefusalHook,
 };
 use switchyard_core::Settings;
 
@@ -118,6 +119,10 @@ pub(super) enum Command {
     StartExperiment(Box<Experiment>, bool, ChangeBy, Reply<ExperimentReport>),
     StopExperiment(ChangeBy, Reply<ExperimentReport>),
     PushLoss(String, u64, f64, Reply<LossAck>),
+    /// The checkpoint asked of the named job now.
+    CheckpointRequest(String, Reply<CheckpointRequest>),
+    /// A task's acknowledgement that its checkpoint of the named job is complete.
+    AcknowledgeCheckpoint(String, CheckpointAck, Reply<Acknowledged>),
     ListJobs(Reply<Arc<JobList>>),
 }
 

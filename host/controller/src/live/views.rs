@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use switchyard_control::{Arm, DecisionRecord, ExperimentReport, RunEnd, SnapshotSummary};
+use switchyard_control::{
+    Arm, DecisionRecord, ExperimentReport, LastCheckpoint, RunEnd, SnapshotSummary,
+};
 use switchyard_core::Job;
 
 /// What the driver publishes after every round.
@@ -60,6 +62,8 @@ pub struct JobList {
     pub jobs: Vec<Arc<Job>>,
     /// During a split experiment, the arm of each job assigned so far.
     pub arms: BTreeMap<String, Arm>,
+    /// How the last checkpoint of each job that had one ended.
+    pub checkpoints: BTreeMap<String, LastCheckpoint>,
 }
 
 /// How much of the cluster placed tasks hold at one moment: what they request over what

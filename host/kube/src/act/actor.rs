@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
+use super::acknowledge::PodAck;
 use crate::crd::{Checkpoint, Placement, TrainingJob, TrainingJobStatus};
 use crate::pods::delete_key;
 use crate::retry::LeaderTerm;
@@ -36,6 +37,8 @@ pub struct Actor {
     pub(super) annotated: Arc<Mutex<HashMap<String, Timestamp>>>,
     /// Jobs (by UID) whose headless Service and PodDisruptionBudget exist.
     pub(super) owned_made: Arc<Mutex<HashSet<String>>>,
+    /// Checkpoint acknowledgements heard, by pod (`namespace/name`).
+    pub(super) acks: Arc<Mutex<HashMap<String, PodAck>>>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.
@@ -59,6 +62,7 @@ impl Actor {
             deletes_sent: Arc::default(),
             annotated: Arc::default(),
             owned_made: Arc::default(),
+            acks: Arc::default(),
         }
     }
 

@@ -1,18 +1,20 @@
 //! Carrying a staged restart on: [`Actor::advance_restart`], called whenever the caches
-//! change, deletes the annotated pods once their grace period has passed and, once the
-//! old pods are gone, makes and releases the replacements, or queues the job again
-//! after its back-off. It never waits: a call with nothing to do says so, and the
-//! caller calls again when the caches change.
+//! change, deletes the annotated pods once their grace period has passed, or as soon as
+//! every one of them acknowledged its checkpoint, and, once the old pods are gone,
+//! records how the checkpoint ended (`acknowledge`), makes and releases the
+//! replacements, or queues the job again after its back-off. It never waits: a call
+//! with nothing to do says so, and the caller calls again when the caches change.
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
+use super::acknowledge::keep_record;
 use super::actor::{Actor, PODS_CREATED_CONDITION, describe, status_of};
 use super::status::set_condition;
 use crate::Result;
-use crate::crd::{PendingRestart, Phase, RestartAction, TrainingJob};
+use crate::crd::{CheckpointRecord, PendingRestart, Phase, RestartAction, TrainingJob};
 use crate::pods::{confirmed_stopped, terminated};
 
 /// Where a staged restart stands after [`Actor::advance_restart`].
@@ -60,11 +62,13 @@ impl Actor {
                 return Ok(RestartProgress::Waiting);
             }
         }
+        // The old pods are gone: the checkpoint they were asked for is over.
+        let record = self.checkpoint_record(job, &restart, now);
         if matches!(
             restart.action,
             RestartAction::Recover | RestartAction::Preempt
         ) {
-            return self.requeue(job, &restart, now).await;
+            return self.requeue(job, &restart, record, now).await;
         }
         let assignments: Vec<(String, String)> = restart
             .targets
@@ -104,8 +108,15 @@ impl Actor {
             s.phase = Some(Phase::Running);
             s.restart = None;
             set_condition(s, PODS_CREATED_CONDITION, "True", "Released", &created);
+            if let Some(record) = &record {
+                keep_record(s, record);
+            }
         })
         .await?;
+        self.forget_acks(job, &restart);
+        if let Some(record) = &record {
+            self.checkpoint_event(job, record, action).await;
+        }
         let note = match restart.action {
             RestartAction::Migrate => format!("{}: {}", describe(&placed), restart.reason),
             RestartAction::Scale | RestartAction::Recover | RestartAction::Preempt => format!(
@@ -138,12 +149,22 @@ impl Actor {
             (None, Some(c)) => Some(i64::from(c.grace_period_seconds)),
             _ => None,
         };
+        let running: Vec<&Pod> = old
+            .iter()
+            .copied()
+            .filter(|p| p.metadata.deletion_timestamp.is_none() && !terminated(p))
+            .collect();
+        let requested = restart.requested_at.parse::<Timestamp>().unwrap_or(now);
+        // Every pod asked has its checkpoint written: none waits out its grace period.
+        let acknowledged =
+            delete_after.is_some() && self.all_acknowledged(job, &running, requested);
         for pod in old
             .iter()
             .filter(|p| p.metadata.deletion_timestamp.is_none())
         {
             let due = match (delete_after, &job.spec.checkpoint) {
                 _ if terminated(pod) => true,
+                _ if acknowledged => true,
                 (None, _) => true,
                 // Each pod gets its whole grace period from when it was asked. A
                 // leader that stopped between recording the restart and asking left a
@@ -175,6 +196,7 @@ impl Actor {
         &self,
         job: &TrainingJob,
         restart: &PendingRestart,
+        record: Option<CheckpointRecord>,
         now: Timestamp,
     ) -> Result<RestartProgress> {
         let retry_after = restart
@@ -195,9 +217,13 @@ impl Actor {
                 s.phase = Some(Phase::Waiting);
                 s.placements.clear();
                 s.restart = None;
+                if let Some(record) = &record {
+                    keep_record(s, record);
+                }
             },
         )
         .await?;
+        self.forget_acks(job, restart);
         let (reason, action, note) = match restart.action {
             RestartAction::Preempt => (
                 "Preempted",
@@ -213,6 +239,9 @@ impl Actor {
                 format!("queued again after: {}", restart.reason),
             ),
         };
+        if let Some(record) = &record {
+            self.checkpoint_event(job, record, action).await;
+        }
         self.event(job, EventType::Normal, reason, action, &note)
             .await;
         Ok(RestartProgress::Done)

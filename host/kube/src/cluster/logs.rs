@@ -1,7 +1,9 @@
 //! The leader's log following and loss writing between rounds: a follower per running
-//! pod of a job that reads progress from its log (at most [`MAX_FOLLOWERS`] at once,
-//! with a back-off for a pod whose follower failed), and each job's new samples written
-//! to its status at most every [`LOSS_WRITE_EVERY`] seconds, off the decision thread.
+//! pod of a job that reads progress from its log (its `switchyard: checkpoint-complete`
+//! lines are also checkpoint acknowledgements), at most
+//! [`MAX_FOLLOWERS`] at once, with a back-off for a pod whose follower failed; and each
+//! job's new samples written to its status at most every [`LOSS_WRITE_EVERY`] seconds,
+//! off the decision thread.
 //!
 //! A followed log is read with timestamps, each sample keeps its line's time, and each
 //! pod's follower remembers the timestamp of the last line it read: when the stream ends
@@ -24,7 +26,8 @@ use super::controller::{Backoff, KubeCluster, Visit};
 use crate::loss::status_loss;
 use crate::observe::Caches;
 use crate::pods::{node_of, phase_of};
-use crate::progress::LogPattern;
+use crate::act::PodAck;
+use crate::progress::{CheckpointComplete, LogPattern};
 use crate::{Error, Result, template};
 
 /// A job's status gets its new loss samples at most this often, seconds. The policy
@@ -134,6 +137,8 @@ impl KubeCluster {
                 self.follow_backoff.retain(|_, b| b.job != visit.id);
                 continue;
             };
+            // A job whose progress is pushed acknowledges its checkpoints over the API
+            // too: only a job that reads its log says so there.
             let Some(log) = job.spec.progress.log.as_ref() else {
                 continue;
             };
@@ -165,7 +170,7 @@ impl KubeCluster {
                 };
                 let pattern = match &pattern {
                     Some(p) => p.clone(),
-                    None => match LogPattern::compile(&job.name_any(), &log.pattern) {
+                    None => match LogPattern::compile(&job.name_any(), log.pattern()) {
                         Ok(p) => pattern.insert(p).clone(),
                         Err(error) => {
                             tracing::warn!(%error, "not following the job's logs");
@@ -175,13 +180,21 @@ impl KubeCluster {
                 };
                 let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                let (caches, name, job_id, clock) = (
+                let (caches, name, job_id, clock, actor) = (
                     self.caches.clone(),
                     pod.name_any(),
                     id.clone(),
                     self.clock.clone(),
+                    self.actor.clone(),
                 );
+                let pod_key = key.clone();
                 let task = self.handle.spawn(async move {
+                    let heard = |ack: PodAck| {
+                        actor.record_ack(pod_key.clone(), ack);
+                        // The restart's pass deletes the pods once every one has said so.
+                        caches.changes.job(&job_id);
+                        caches.changed.notify_one();
+                    };
                     let followed = follow_log(
                         api,
                         &name,
@@ -190,6 +203,7 @@ impl KubeCluster {
                         &caches,
                         &job_id,
                         || clock(),
+                        heard,
                     )
                     .await;
                     if let Err(error) = &followed {
@@ -212,12 +226,14 @@ impl KubeCluster {
     }
 }
 
-/// Follows the log of `pod`'s `container` and records every sample the pattern finds
-/// for job `id`, each at its line's time (`clock` for a line without one). A pod
+/// Follows the log of `pod`'s `container` and records every sample `pattern` finds
+/// for job `id`, each at its line's time (`clock` for a line
+/// without one), and hands `heard` each `switchyard: checkpoint-complete` line. A pod
 /// followed before is read from where its last follower stopped; one this process has
 /// not followed, from the job's latest recorded sample (see the module docs). Returns
 /// the number of samples taken when the log ends (the container stopped, or the API
 /// server closed the stream).
+#[allow(clippy::too_many_arguments)] // One follower's whole context, given once.
 pub async fn follow_log(
     pods: Api<Pod>,
     pod: &str,
@@ -226,6 +242,7 @@ pub async fn follow_log(
     caches: &Caches,
     id: &str,
     clock: impl Fn() -> f64,
+    heard: impl Fn(PodAck),
 ) -> Result<usize> {
     let cursor = format!("{id}:{pod}");
     let followed_before = caches
@@ -268,12 +285,21 @@ pub async fn follow_log(
         {
             continue;
         }
-        if let Some(sample) = pattern.parse_line(text) {
-            let step = pattern.has_step_group().then_some(sample.step);
-            let time = stamp
+        let time = || {
+            stamp
                 .map(|s| s.as_millisecond() as f64 / 1000.0)
-                .unwrap_or_else(&clock);
-            if caches.record_sample(id, time, step, sample.value) {
+                .unwrap_or_else(&clock)
+        };
+        if let Some(done) = CheckpointComplete::parse(text) {
+            let at = Timestamp::from_millisecond((time() * 1000.0) as i64).unwrap_or_default();
+            heard(PodAck {
+                time: at,
+                path: done.path,
+                step: done.step,
+            });
+        } else if let Some(sample) = pattern.parse_line(text) {
+            let step = pattern.has_step_group().then_some(sample.step);
+            if caches.record_sample(id, time(), step, sample.value) {
                 count += 1;
             }
         }

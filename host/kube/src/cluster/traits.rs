@@ -7,7 +7,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use switchyard_control::{ActionOutcome, Advance, Cluster, LiveCluster, LossAck};
+use switchyard_control::{
+    AckRefused, Acknowledged, ActionOutcome, Advance, CheckpointAck, CheckpointRequest, Cluster,
+    LastCheckpoint, LiveCluster, LossAck,
+};
 use switchyard_core::{Action, JobLabel, Operation, Snapshot, Trigger};
 
 use super::controller::KubeCluster;
@@ -169,6 +172,22 @@ impl LiveCluster for KubeCluster {
                 note: format!("step {step} is already in TrainingJob {job}'s loss series"),
             }
         }
+    }
+
+    fn checkpoint_request(&mut self, job: &str) -> CheckpointRequest {
+        self.checkpoint_asked(job)
+    }
+
+    fn acknowledge_checkpoint(
+        &mut self,
+        job: &str,
+        ack: CheckpointAck,
+    ) -> Result<Acknowledged, AckRefused> {
+        self.checkpoint_acknowledged(job, ack)
+    }
+
+    fn last_checkpoints(&mut self) -> BTreeMap<String, LastCheckpoint> {
+        self.checkpoint_outcomes()
     }
 
     fn synced(&self) -> bool {

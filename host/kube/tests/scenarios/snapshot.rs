@@ -285,6 +285,7 @@ pub(crate) async fn loss_samples_come_from_the_followed_log() -> Vec<Access> {
             &caches,
             "ml/a",
             || 42.0,
+            |_| {},
         )
         .await
         .unwrap();

@@ -47,7 +47,7 @@ impl Simulator {
         }
     }
 
-    fn restart(&mut self, job: usize, cost: f64) {
+    pub(super) fn restart(&mut self, job: usize, cost: f64) {
         self.settle(job);
         let until = self.now + cost;
         let j = &mut self.jobs[job];
@@ -141,7 +141,7 @@ impl Simulator {
                     self.release(from, job, t, requests);
                     self.bind(target, job, t);
                 }
-                self.restart(job, self.config.migration_cost);
+                self.ask_checkpoint(job, Some(self.config.migration_cost));
             }
             Operation::SetCpuWeight { task, weight, .. } => {
                 if let Some(t) = self.jobs[job].task_index(task) {
@@ -207,16 +207,16 @@ impl Simulator {
         }
     }
 
-    /// Starts saving `job`'s checkpoint: it holds its nodes and makes no progress for
-    /// the checkpoint cost, then releases them ([`Simulator::release_preempted`]). Its
-    /// work so far is kept.
+    /// Starts saving `job`'s checkpoint: it holds its nodes and makes no progress until
+    /// the checkpoint is over (`checkpoint`), then releases them
+    /// ([`Simulator::release_preempted`]).
     fn preempt(&mut self, job: usize) {
         let from = self.bound_nodes(job);
         self.note_move(job, MoveKind::Preempted, "", from, Vec::new());
         let j = &mut self.jobs[job];
         j.preemptions += 1;
         j.checkpointing = true;
-        self.restart(job, self.config.checkpoint_cost);
+        self.ask_checkpoint(job, None);
     }
 
     /// The checkpoint of a preempted job is saved: every task leaves its node and the
@@ -278,7 +278,7 @@ impl Simulator {
         self.jobs[job].rescales += 1;
         let to = self.bound_nodes(job);
         self.note_move(job, MoveKind::Rescaled, "", from, to);
-        self.restart(job, self.config.rescale_cost);
+        self.ask_checkpoint(job, Some(self.config.rescale_cost));
     }
 }
 

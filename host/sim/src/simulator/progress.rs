@@ -91,9 +91,8 @@ impl Simulator {
                     }
                     self.dirty_jobs.push(job);
                 }
-                EventKind::RestartDone if self.jobs[job].checkpointing => {
-                    self.release_preempted(job);
-                    triggers.push(Trigger::JobPreempted(self.jobs[job].spec.id.clone()));
+                EventKind::RestartDone if self.jobs[job].asked.is_some() => {
+                    triggers.extend(self.end_checkpoint(job));
                 }
                 EventKind::RestartDone => {
                     let j = &mut self.jobs[job];

@@ -108,11 +108,30 @@ pub struct JobSpec {
     pub metric_rises: bool,
     /// Can checkpoint and restore.
     pub checkpointable: bool,
+    /// How it saves a checkpoint when it is stopped.
+    pub checkpoint: CheckpointSpec,
     /// Submission labels, shared by the jobs of one template.
     pub labels: Arc<BTreeMap<String, String>>,
     /// Where its tasks may run (node selector, tolerations, required affinity), shared
     /// by the jobs of one template.
     pub placement: Arc<PlacementRules>,
+}
+
+/// How a job saves a checkpoint when a migration, a rescale or a preemption stops it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CheckpointSpec {
+    /// Seconds saving it takes; none: [`SimConfig::checkpoint_cost`]. A preempted job
+    /// holds its nodes that long (or until its grace period ends); a migration or a
+    /// rescale is charged its own cost whatever this is, and this only decides whether
+    /// its checkpoint is complete within the grace period.
+    pub cost: Option<f64>,
+    /// Seconds a job asked to checkpoint has before it is stopped anyway, its
+    /// checkpoint incomplete; none: [`SimConfig::checkpoint_grace`].
+    pub grace: Option<f64>,
+    /// The job's checkpoint completes only when it is acknowledged over the API
+    /// (`POST /v1/jobs/{id}/checkpoint`), or times out at its grace period: a real
+    /// training script drives the job in the live simulator. Needs a grace period.
+    pub acknowledged_by_api: bool,
 }
 
 /// Simulator knobs.
@@ -125,6 +144,12 @@ pub struct SimConfig {
     /// Seconds a preempted job spends saving its checkpoint, holding its nodes and
     /// making no progress, before it releases them.
     pub checkpoint_cost: f64,
+    /// Seconds a job asked to checkpoint has before it is stopped anyway, for jobs
+    /// whose template gives none; none: no limit, every checkpoint completes. A
+    /// checkpoint that takes longer is timed out: the job loses the work since its last
+    /// complete checkpoint.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint_grace: Option<f64>,
     /// Seconds a preempted job spends restoring its checkpoint once placed again,
     /// before it makes progress (on top of `start_delay`).
     pub restore_cost: f64,
@@ -152,6 +177,7 @@ impl Default for SimConfig {
             migration_cost: 5.0,
             rescale_cost: 50.0,
             checkpoint_cost: 5.0,
+            checkpoint_grace: None,
             restore_cost: 5.0,
             max_time: 365.0 * 86400.0,
             seed: 0,

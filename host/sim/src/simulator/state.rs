@@ -3,8 +3,10 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use super::checkpoint::Asked;
 use super::share::speedup;
 use super::spec::{JobSpec, NodeSpec, Speed};
+use switchyard_control::LastCheckpoint;
 use switchyard_core::{
     Job, JobMove, JobPhase, LossSample, Node, Resources, RuledNode, Taint, TaskPhase,
 };
@@ -96,6 +98,15 @@ pub(crate) struct SimJob {
     pub(crate) checkpointing: bool,
     /// Preempted and waiting: its next whole placement restores the checkpoint.
     pub(crate) resuming: bool,
+    /// The checkpoint asked of it, until it completes or times out.
+    pub(crate) asked: Option<Asked>,
+    /// Its work at its last complete checkpoint (0 before any): what a timed-out
+    /// checkpoint rolls it back to.
+    pub(crate) kept_work: f64,
+    /// Work lost to timed-out checkpoints.
+    pub(crate) work_lost: f64,
+    /// How its last checkpoint ended.
+    pub(crate) last_checkpoint: Option<LastCheckpoint>,
     /// Its eligibility set, once looked up (`Some(None)`: any node).
     pub(crate) eligible: Option<Option<u32>>,
     pub(crate) migrations: u32,
@@ -162,6 +173,10 @@ impl SimJob {
             moves: Arc::default(),
             checkpointing: false,
             resuming: false,
+            asked: None,
+            kept_work: 0.0,
+            work_lost: 0.0,
+            last_checkpoint: None,
             eligible: None,
             migrations: 0,
             preemptions: 0,

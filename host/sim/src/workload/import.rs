@@ -13,7 +13,7 @@ use super::schema::resources;
 use super::table::Table;
 use crate::simulator::curve::Curve;
 use crate::simulator::goodput::{Goodput, Measurements, Run};
-use crate::simulator::{JobSpec, RoleSpec, Speed};
+use crate::simulator::{CheckpointSpec, JobSpec, RoleSpec, Speed};
 use switchyard_core::PlacementRules;
 
 /// Images per second with 1-4 workers, DRAGON Fig. 2.
@@ -138,6 +138,7 @@ pub(crate) fn philly(
                 eval_every: f64::INFINITY,
                 metric_rises: false,
                 checkpointable: true,
+                checkpoint: CheckpointSpec::default(),
                 placement: Arc::clone(&anywhere),
                 labels: Arc::new(BTreeMap::from([
                     ("trace".into(), "philly".into()),
@@ -283,6 +284,7 @@ pub(crate) fn pollux(
             eval_every: work / 20.0,
             metric_rises: metric_rises(runs),
             checkpointable: true,
+            checkpoint: CheckpointSpec::default(),
             labels: Arc::new(BTreeMap::from([
                 ("model".into(), model_name.to_string()),
                 ("trace".into(), "pollux".into()),

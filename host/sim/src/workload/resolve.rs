@@ -16,7 +16,7 @@ use super::import;
 use super::limits::{
     InputLimits, MAX_CORES, MAX_MEMORY_GIB, non_negative, positive, positive_up_to,
 };
-use super::schema::{Arrival, JobEntry, JobTemplate, WorkloadFile, resources};
+use super::schema::{Acknowledge, Arrival, JobEntry, JobTemplate, WorkloadFile, resources};
 use super::template::job_spec;
 use crate::simulator::{Faults, JobSpec, NodeSpec, Scenario, SimConfig};
 
@@ -85,6 +85,16 @@ impl Resolver<'_> {
                 )
             })?;
             let tasks = self.tasks_per_job(&entry.template, template)?;
+            if template.acknowledge == Acknowledge::Api
+                && template.checkpoint_grace.or(config.checkpoint_grace).is_none()
+            {
+                return Err(self.invalid(
+                    format!("templates.{}.acknowledge", entry.template),
+                    "`api` needs a grace period to time out at: give the template's \
+                     `checkpoint_grace` or `simulator.checkpoint_grace`"
+                        .into(),
+                ));
+            }
             let count = u64::from(entry.count);
             declared
                 .add(count, count.saturating_mul(tasks), self.limits)
@@ -287,6 +297,10 @@ impl Resolver<'_> {
             non_negative(value, "seconds")
                 .map_err(|m| self.invalid(format!("simulator.{field}"), m))?;
         }
+        if let Some(grace) = sim.checkpoint_grace {
+            non_negative(grace, "seconds (absent: no limit)")
+                .map_err(|m| self.invalid("simulator.checkpoint_grace".into(), m))?;
+        }
         let faults = Faults {
             place: sim.faults.place,
             migrate: sim.faults.migrate,
@@ -309,6 +323,7 @@ impl Resolver<'_> {
             migration_cost: sim.migration_cost,
             rescale_cost: sim.rescale_cost,
             checkpoint_cost: sim.checkpoint_cost,
+            checkpoint_grace: sim.checkpoint_grace,
             restore_cost: sim.restore_cost,
             max_time: sim.max_time,
             seed,

@@ -76,6 +76,10 @@ pub struct SimulatorFile {
     /// Seconds a preempted job saves its checkpoint, still holding its nodes.
     #[serde(default = "checkpoint_cost")]
     pub checkpoint_cost: f64,
+    /// Seconds a job asked to checkpoint has before it is stopped anyway, losing the
+    /// work since its last complete checkpoint; absent: no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_grace: Option<f64>,
     /// Seconds a preempted job restores its checkpoint once placed again.
     #[serde(default = "restore_cost")]
     pub restore_cost: f64,
@@ -124,6 +128,7 @@ impl Default for SimulatorFile {
             migration_cost: migration_cost(),
             rescale_cost: rescale_cost(),
             checkpoint_cost: checkpoint_cost(),
+            checkpoint_grace: None,
             restore_cost: restore_cost(),
             max_time: max_time(),
             interference: 0.0,
@@ -239,6 +244,19 @@ pub struct JobTemplate {
     /// Can checkpoint and restore.
     #[serde(default = "yes")]
     pub checkpointable: bool,
+    /// Seconds saving its checkpoint takes (default: `simulator.checkpoint_cost`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_cost: Option<f64>,
+    /// Seconds it has to save its checkpoint once asked before it is stopped anyway,
+    /// losing the work since its last complete checkpoint (default:
+    /// `simulator.checkpoint_grace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint_grace: Option<f64>,
+    /// Who says its checkpoint is complete: `simulator` (after `checkpoint_cost`) or
+    /// `api` (a training script's `POST /v1/jobs/{id}/checkpoint` in the live
+    /// simulator, or the grace period's end).
+    #[serde(default, skip_serializing_if = "Acknowledge::is_simulator")]
+    pub acknowledge: Acknowledge,
     /// Priority.
     #[serde(default)]
     pub priority: i32,
@@ -258,6 +276,23 @@ pub struct JobTemplate {
     /// `requiredDuringSchedulingIgnoredDuringExecution` node affinity).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub required_node_affinity: Vec<SelectorTerm>,
+}
+
+/// Who says a simulated job's checkpoint is complete.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Acknowledge {
+    /// The simulator, once the checkpoint cost is spent.
+    #[default]
+    Simulator,
+    /// A client of the live controller's API (`POST /v1/jobs/{id}/checkpoint`).
+    Api,
+}
+
+impl Acknowledge {
+    fn is_simulator(&self) -> bool {
+        *self == Acknowledge::Simulator
+    }
 }
 
 /// A template's evaluation curve: a named preset, or the parametric family's own

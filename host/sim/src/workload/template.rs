@@ -13,9 +13,9 @@ use super::import;
 use super::limits::{
     InputLimits, MAX_CORES, MAX_MEMORY_GIB, non_negative, positive, positive_up_to,
 };
-use super::schema::{CurveFile, CurveShape, JobTemplate, RoleFile, resources};
+use super::schema::{Acknowledge, CurveFile, CurveShape, JobTemplate, RoleFile, resources};
 use crate::simulator::curve::Curve;
-use crate::simulator::{JobSpec, RoleSpec, Speed};
+use crate::simulator::{CheckpointSpec, JobSpec, RoleSpec, Speed};
 use switchyard_core::PlacementRules;
 
 /// The job spec of template `name`, its numbers, names and sizes checked against
@@ -191,6 +191,11 @@ pub(super) fn job_spec(
         eval_every: t.eval_every.unwrap_or(t.work / 20.0),
         metric_rises,
         checkpointable: t.checkpointable,
+        checkpoint: CheckpointSpec {
+            cost: t.checkpoint_cost,
+            grace: t.checkpoint_grace,
+            acknowledged_by_api: t.acknowledge == Acknowledge::Api,
+        },
         labels: Arc::new(gang_labels(&t.roles, &t.labels)),
         placement: Arc::new(PlacementRules {
             node_selector: t.node_selector.clone(),
@@ -267,6 +272,14 @@ fn check_template(
         positive(every, "units of work").map_err(|m| (at("eval_every"), m))?;
     }
     positive(t.comm_penalty, "(a throughput multiplier)").map_err(|m| (at("comm_penalty"), m))?;
+    for (field, value) in [
+        ("checkpoint_cost", t.checkpoint_cost),
+        ("checkpoint_grace", t.checkpoint_grace),
+    ] {
+        if let Some(value) = value {
+            non_negative(value, "seconds").map_err(|m| (at(field), m))?;
+        }
+    }
     if !t.utility.is_finite() {
         return Err((
             at("utility"),

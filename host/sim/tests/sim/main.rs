@@ -1,5 +1,6 @@
 //! The simulator crate's integration tests, one binary, one module per subject: the
-//! simulator itself and the workload files it reads, the control loop on it (a failing
+//! simulator itself, a stopped job's checkpoint (`checkpoints`) and the workload files
+//! it reads, the control loop on it (a failing
 //! policy's fallback, policy state, resilience, recordings), the
 //! offline runs against the papers' figures (reproduction, constrained placement),
 //! against the Pollux peer's outputs (`peer_agreement`, `pollux_model`) and against
@@ -9,6 +10,7 @@
 use switchyard_test_support as support;
 
 mod budgets;
+mod checkpoints;
 mod constrained;
 mod disruptions;
 mod fallback;

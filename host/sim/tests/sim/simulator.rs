@@ -12,7 +12,7 @@ use switchyard_control::{Advance, Cluster};
 use switchyard_core::{
     Action, Assignment, JobMove, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
 };
-use switchyard_sim::{JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed};
+use switchyard_sim::{CheckpointSpec, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed};
 
 pub(crate) fn node(name: &str, cpus: f64) -> NodeSpec {
     NodeSpec {
@@ -51,6 +51,7 @@ pub(crate) fn cpu_job(id: &str, work: f64, per_core: f64, max_cores: f64) -> Job
         eval_every: f64::INFINITY,
         metric_rises: false,
         checkpointable: true,
+        checkpoint: CheckpointSpec::default(),
         labels: Default::default(),
         placement: Default::default(),
     }
@@ -64,7 +65,7 @@ pub(crate) fn sim(nodes: Vec<NodeSpec>, jobs: Vec<JobSpec>) -> Simulator {
     })
 }
 
-fn place(job: &str, task: &str, node: &str) -> Action {
+pub(crate) fn place(job: &str, task: &str, node: &str) -> Action {
     Action {
         op: Operation::Place {
             job: job.into(),
@@ -77,7 +78,7 @@ fn place(job: &str, task: &str, node: &str) -> Action {
     }
 }
 
-fn run_to_end(s: &mut Simulator) {
+pub(crate) fn run_to_end(s: &mut Simulator) {
     while let Advance::Events(_) = s.advance(None) {}
 }
 
@@ -157,7 +158,7 @@ fn a_migration_delays_the_job_by_its_cost_exactly_once() {
     assert_eq!(s.finish_time("a"), Some(105.0));
 }
 
-fn preempt(job: &str) -> Action {
+pub(crate) fn preempt(job: &str) -> Action {
     Action {
         op: Operation::Preempt { job: job.into() },
         reason: "t".into(),

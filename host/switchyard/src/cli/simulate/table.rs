@@ -358,6 +358,7 @@ mod tests {
                 migrations: 0,
                 rescales: 0,
                 preemptions: 0,
+                work_lost: 0.0,
                 policy_labels: Default::default(),
             })
             .collect();
