@@ -91,9 +91,7 @@ pub enum AckRefused {
         asked: String,
     },
     /// The path is empty or too long.
-    #[error(
-        "the checkpoint path must be 1 to {CHECKPOINT_PATH_MAX_BYTES} bytes, got {bytes}"
-    )]
+    #[error("the checkpoint path must be 1 to {CHECKPOINT_PATH_MAX_BYTES} bytes, got {bytes}")]
     BadPath {
         /// Its length in bytes.
         bytes: usize,

@@ -11,7 +11,9 @@ use std::time::Duration;
 use serde::Serialize;
 use switchyard_core::{JobPhase, Resources, Snapshot};
 
-use crate::checkpoint::{AckRefused, Acknowledged, CheckpointAck, CheckpointRequest, LastCheckpoint};
+use crate::checkpoint::{
+    AckRefused, Acknowledged, CheckpointAck, CheckpointRequest, LastCheckpoint,
+};
 use crate::cluster::{Advance, Cluster};
 use crate::loss::LossAck;
 

@@ -48,8 +48,9 @@ pub(crate) use shared::ChangeBy;
 pub(crate) use shared::{Applied, OwnedBySettings};
 use shared::{Command, Reply, Shared};
 use switchyard_control::{
-    Acknowledged, CheckpointAck, CheckpointRequest, ComponentStore, DirStateStore, Experiment, ExperimentMode, ExperimentReport, Leader,
-    LiveCluster, LossAck, MemoryStateStore, RecordOptions, Recorder, RefusalHook, StateStore,
+    Acknowledged, CheckpointAck, CheckpointRequest, ComponentStore, DirStateStore, Experiment,
+    ExperimentMode, ExperimentReport, Leader, LiveCluster, LossAck, MemoryStateStore,
+    RecordOptions, Recorder, RefusalHook, StateStore,
 };
 use switchyard_core::Settings;
 use switchyard_runtime::Runtime;

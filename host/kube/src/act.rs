@@ -37,10 +37,11 @@ mod resize;
 mod restart;
 mod status;
 
-pub use self::acknowledge::{CHECKPOINTED_CONDITION, PodAck};
+pub use self::acknowledge::CHECKPOINTED_CONDITION;
 pub(crate) use self::acknowledge::task_of_pod;
 pub use self::actor::{
-    Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION, PODS_SCHEDULED_CONDITION,
+    Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION,
+    PODS_SCHEDULED_CONDITION, PodAck,
 };
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;

@@ -4,8 +4,6 @@
 //! conditions). The CRD YAML in `deploy/crd.yaml` is generated from these types by
 //! `switchyard crd`; this module must not talk to the API server.
 
-use std::collections::BTreeMap;
-
 use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::CustomResource;
 use kube::core::CustomResourceExt;
@@ -17,8 +15,8 @@ mod status;
 use crate::progress::DEFAULT_LOG_PATTERN;
 
 pub use status::{
-    CheckpointRecord, CheckpointResult, Condition, LossSample, MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Refusal,
-    RestartAction, TaskTarget, TrainingJobStatus,
+    CheckpointRecord, CheckpointResult, Condition, LossSample, MoveKindRecord, MoveRecord,
+    PendingRestart, Phase, Placement, Refusal, RestartAction, TaskTarget, TrainingJobStatus,
 };
 
 /// A deep-learning training job scheduled by switchyard's active policy.

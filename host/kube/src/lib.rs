@@ -68,15 +68,16 @@ mod views;
 mod volumes;
 
 pub use act::{
-    Actor, CHECKPOINTED_CONDITION, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
-    PODS_SCHEDULED_CONDITION, PodAck, RestartProgress,
+    Actor, CHECKPOINTED_CONDITION, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration,
+    PODS_CREATED_CONDITION, PODS_SCHEDULED_CONDITION, PodAck, RestartProgress,
 };
 pub use charges::{Charges, watch as watch_charges};
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
 pub use crd::{
-    Checkpoint, CheckpointMethod, CheckpointRecord, CheckpointResult, Condition, DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample,
-    MoveKindRecord, MoveRecord, PendingRestart, Phase, Placement, Progress, Refusal, RestartAction,
-    Role, SuccessPolicy, TaskTarget, TrainingJob, TrainingJobSpec, TrainingJobStatus, crd_yaml,
+    Checkpoint, CheckpointMethod, CheckpointRecord, CheckpointResult, Condition,
+    DEFAULT_CONTROLLER_CLASS, LogProgress, LossSample, MoveKindRecord, MoveRecord, PendingRestart,
+    Phase, Placement, Progress, Refusal, RestartAction, Role, SuccessPolicy, TaskTarget,
+    TrainingJob, TrainingJobSpec, TrainingJobStatus, crd_yaml,
 };
 pub use error::{Error, Result};
 pub use events::refusal_events;

@@ -175,7 +175,8 @@ Epoch 4/90
                 path: "/ckpt/run 1/epoch=3.pt".into()
             })
         );
-        let unsaid = CheckpointComplete::parse("switchyard: checkpoint-complete step=- path=s3://b/k");
+        let unsaid =
+            CheckpointComplete::parse("switchyard: checkpoint-complete step=- path=s3://b/k");
         assert_eq!(unsaid.map(|c| c.step), Some(None));
         for not_one in [
             "switchyard: checkpoint-complete step=x path=/c",
@@ -186,7 +187,10 @@ Epoch 4/90
         ] {
             assert_eq!(CheckpointComplete::parse(not_one), None, "{not_one}");
         }
-        let long = format!("switchyard: checkpoint-complete step=1 path=/{}", "x".repeat(5000));
+        let long = format!(
+            "switchyard: checkpoint-complete step=1 path=/{}",
+            "x".repeat(5000)
+        );
         assert_eq!(CheckpointComplete::parse(&long), None);
     }
 

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use kube::runtime::reflector::ObjectRef;
-use switchyard_core as model;
 use switchyard_control::CHECKPOINT_KEPT_LABEL;
+use switchyard_core as model;
 use switchyard_core::SelectorTerm;
 use switchyard_core::{JobPhase, Resources, Snapshot, TaskPhase, Trigger};
 

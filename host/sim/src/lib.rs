@@ -37,16 +37,16 @@ pub use paced::{PACE_SLICE, Paced};
 pub use recorded::{Counterfactual, estimate_counterfactual};
 pub use report::{Results, RunOutcome, RunResult, Summary};
 pub use simulator::{
-    BatchSplit, CheckpointSpec, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements, ModelLimits, NodeSpec,
-    RoleSpec, Scenario, SimConfig, Simulator, Speed, StepTime, UtilPoint,
+    BatchSplit, CheckpointSpec, Curve, Faults, Goodput, JobOutcome, JobSpec, Measurements,
+    ModelLimits, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed, StepTime, UtilPoint,
 };
 pub use sweep::{
     CellFile, CellOutcome, CellResult, PairedChange, SweepCell, SweepPlan, SweepResults, SweepRow,
     SweepRun, run_cell, sweep_rows,
 };
 pub use workload::{
-    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, InputLimits, JobEntry, JobTemplate,
-    NodeGroup, PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
-    Workload, WorkloadError, WorkloadFile, load_application, replay_curve,
+    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, InputLimits, JobEntry,
+    JobTemplate, NodeGroup, PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile,
+    SimulatorFile, Workload, WorkloadError, WorkloadFile, load_application, replay_curve,
 };
 pub use yaml::{YamlError, YamlLoadError, load_yaml, parse_yaml};

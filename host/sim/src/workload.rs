@@ -36,8 +36,8 @@ pub use import::replay_curve;
 pub use limits::InputLimits;
 use resolve::Resolver;
 pub use schema::{
-    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate, NodeGroup,
-    PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
+    Acknowledge, ClusterFile, CurveFile, CurveShape, FaultsFile, ImportFile, JobEntry, JobTemplate,
+    NodeGroup, PhillyImport, PolluxImport, ReplayedCurveFile, RoleFile, ScaleFile, SimulatorFile,
     WorkloadFile,
 };
 

@@ -13,7 +13,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
 use kube::runtime::events::EventType;
 
-use super::actor::{Actor, namespace, seconds};
+use super::actor::{Actor, PodAck, namespace, seconds};
 use super::status::set_condition;
 use crate::crd::{
     CheckpointRecord, CheckpointResult, PendingRestart, RestartAction, TrainingJob,
@@ -22,17 +22,6 @@ use crate::crd::{
 
 /// Condition type set after every stop that asked for a checkpoint.
 pub const CHECKPOINTED_CONDITION: &str = "Checkpointed";
-
-/// One pod's word that its checkpoint is complete.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PodAck {
-    /// When it was heard (the log line's time, or the request's).
-    pub time: Timestamp,
-    /// Where the checkpoint is.
-    pub path: String,
-    /// The training step it holds, when the process said.
-    pub step: Option<u64>,
-}
 
 /// An acknowledgement heard a little before the request it answers still answers it:
 /// the request's time is kept in whole seconds.
@@ -62,7 +51,12 @@ impl Actor {
 
     /// Whether every one of `old` that still runs acknowledged its checkpoint since it
     /// was asked (false when none is left to ask).
-    pub(super) fn all_acknowledged(&self, job: &TrainingJob, old: &[&Pod], asked: Timestamp) -> bool {
+    pub(super) fn all_acknowledged(
+        &self,
+        job: &TrainingJob,
+        old: &[&Pod],
+        asked: Timestamp,
+    ) -> bool {
         let ns = namespace(job);
         !old.is_empty()
             && old.iter().all(|pod| {

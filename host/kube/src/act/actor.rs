@@ -15,7 +15,6 @@ use kube::api::{Api, DeleteParams, PostParams, Preconditions};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::{Client, Resource, ResourceExt};
 
-use super::acknowledge::PodAck;
 use crate::crd::{Checkpoint, Placement, TrainingJob, TrainingJobStatus};
 use crate::pods::delete_key;
 use crate::retry::LeaderTerm;
@@ -39,6 +38,17 @@ pub struct Actor {
     pub(super) owned_made: Arc<Mutex<HashSet<String>>>,
     /// Checkpoint acknowledgements heard, by pod (`namespace/name`).
     pub(super) acks: Arc<Mutex<HashMap<String, PodAck>>>,
+}
+
+/// One pod's word that its checkpoint is complete.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodAck {
+    /// When it was heard (the log line's time, or the request's).
+    pub time: Timestamp,
+    /// Where the checkpoint is.
+    pub path: String,
+    /// The training step it holds, when the process said.
+    pub step: Option<u64>,
 }
 
 /// Condition type set when an in-place CPU resize is refused or applied.

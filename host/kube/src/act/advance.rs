@@ -133,7 +133,8 @@ impl Actor {
 
     /// Deletes those of a restart's `old` pods that are due at `now`: a finished one at
     /// once, one asked by signal at once (its grace period is the delete's), one asked
-    /// by the annotation once its whole grace period from when it was asked has passed.
+    /// by the annotation once its whole grace period from when it was asked has passed,
+    /// or at once when every one still running has acknowledged its checkpoint since.
     async fn stop_old(
         &self,
         job: &TrainingJob,

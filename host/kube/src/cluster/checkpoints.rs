@@ -10,8 +10,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use switchyard_control::{
-    AckRefused, Acknowledged, CheckpointAck, CheckpointOutcome, CheckpointRequest,
-    LastCheckpoint,
+    AckRefused, Acknowledged, CheckpointAck, CheckpointOutcome, CheckpointRequest, LastCheckpoint,
 };
 
 use super::controller::KubeCluster;
@@ -75,7 +74,9 @@ impl KubeCluster {
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
         ack.check_path()?;
-        let not_requested = || AckRefused::NotRequested { job: id.to_string() };
+        let not_requested = || AckRefused::NotRequested {
+            job: id.to_string(),
+        };
         let job = self.caches.training_job(id).ok_or_else(not_requested)?;
         let (restart, requested) = asking(&job).ok_or_else(not_requested)?;
         let name = job.name_any();

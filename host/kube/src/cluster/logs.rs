@@ -23,10 +23,10 @@ use kube::api::{Api, LogParams};
 use serde_json::json;
 
 use super::controller::{Backoff, KubeCluster, Visit};
+use crate::act::PodAck;
 use crate::loss::status_loss;
 use crate::observe::Caches;
 use crate::pods::{node_of, phase_of};
-use crate::act::PodAck;
 use crate::progress::{CheckpointComplete, LogPattern};
 use crate::{Error, Result, template};
 

@@ -230,8 +230,8 @@ pub(crate) async fn a_pod_that_never_acknowledges_is_deleted_at_the_end_of_its_g
     server.finish().await
 }
 
-pub(crate) async fn an_acknowledgement_over_the_api_stops_the_pods_like_the_log_line()
--> Vec<Access> {
+pub(crate) async fn an_acknowledgement_over_the_api_stops_the_pods_like_the_log_line() -> Vec<Access>
+{
     let mut world = World::new().node(node("n1", 8));
     // Progress pushed: no log is followed, the script acknowledges over the API.
     let job = annotated_single().with_status(TrainingJobStatus {
@@ -267,7 +267,7 @@ pub(crate) async fn an_acknowledgement_over_the_api_stops_the_pods_like_the_log_
     );
     let cluster = preempted(cluster, &mut world, &job).await;
     world.set_clock(3);
-    let (mut cluster, asked) = blocking(cluster, |c| {
+    let (mut cluster, asked) = blocking(cluster, move |c| {
         let asked = c.checkpoint_request("ml/a");
         let refused = c.acknowledge_checkpoint("ml/a", ack(Some("worker-9")));
         let taken = c.acknowledge_checkpoint("ml/a", ack(Some("main-0")));
@@ -277,7 +277,10 @@ pub(crate) async fn an_acknowledgement_over_the_api_stops_the_pods_like_the_log_
     let (asked, refused, taken) = asked;
     assert!(asked.requested);
     assert_eq!(asked.deadline, Some(at(30).as_second() as f64));
-    assert!(matches!(refused, Err(AckRefused::UnknownTask { .. })), "{refused:?}");
+    assert!(
+        matches!(refused, Err(AckRefused::UnknownTask { .. })),
+        "{refused:?}"
+    );
     let taken = taken.unwrap();
     assert!(taken.waiting_for.is_empty(), "{taken:?}");
     assert_eq!(taken.after_seconds, 3.0);

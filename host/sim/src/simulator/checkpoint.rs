@@ -12,35 +12,12 @@
 use std::sync::Arc;
 
 use super::Simulator;
+use super::state::Asked;
 use switchyard_control::{
     AckRefused, Acknowledged, CHECKPOINT_KEPT_LABEL, CheckpointAck, CheckpointOutcome,
     CheckpointRequest, LastCheckpoint,
 };
 use switchyard_core::{JobPhase, TaskPhase, Trigger};
-
-/// A checkpoint asked of a job and not over yet.
-#[derive(Debug)]
-pub(crate) struct Asked {
-    /// When it was asked.
-    at: f64,
-    /// When the grace period ends, if the job has one.
-    deadline: Option<f64>,
-    /// The job waits for the API's acknowledgement.
-    by_api: bool,
-    /// How it ends and how long it took, once that is known: at once for a job the
-    /// simulator acknowledges, on the last acknowledgement for one the API does.
-    decided: Option<(CheckpointOutcome, f64)>,
-    /// Asked tasks that have not acknowledged yet (API acknowledgement only).
-    waiting: Vec<String>,
-    /// Asked tasks that have.
-    acknowledged: Vec<String>,
-    /// Where the checkpoint is, as the last acknowledgement said.
-    path: Option<String>,
-    /// Seconds of restart left once the checkpoint is over (a migration's or a
-    /// rescale's, for a job that waited for the API; the simulator's own checkpoints
-    /// are charged within them).
-    restart_after: f64,
-}
 
 impl Simulator {
     /// Asks `job` to save a checkpoint before it stops: for a preemption
@@ -184,12 +161,16 @@ impl Simulator {
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
         ack.check_path()?;
-        let not_requested = || AckRefused::NotRequested { job: id.to_string() };
+        let not_requested = || AckRefused::NotRequested {
+            job: id.to_string(),
+        };
         let job = *self.job_index.get(id).ok_or_else(not_requested)?;
         let now = self.now;
         let asked = self.jobs[job].asked.as_mut().ok_or_else(not_requested)?;
         if !asked.by_api {
-            return Err(AckRefused::NotAwaited { job: id.to_string() });
+            return Err(AckRefused::NotAwaited {
+                job: id.to_string(),
+            });
         }
         if asked.decided.is_some() {
             return Err(not_requested());

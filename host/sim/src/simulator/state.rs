@@ -3,10 +3,9 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::checkpoint::Asked;
 use super::share::speedup;
 use super::spec::{JobSpec, NodeSpec, Speed};
-use switchyard_control::LastCheckpoint;
+use switchyard_control::{CheckpointOutcome, LastCheckpoint};
 use switchyard_core::{
     Job, JobMove, JobPhase, LossSample, Node, Resources, RuledNode, Taint, TaskPhase,
 };
@@ -120,6 +119,30 @@ pub(crate) struct SimJob {
     pub(crate) labels: Arc<BTreeMap<String, String>>,
     /// What the last snapshot showed of it; `None` once it changed since.
     pub(crate) view: Option<Arc<Job>>,
+}
+
+/// A checkpoint asked of a job and not over yet.
+#[derive(Debug)]
+pub(crate) struct Asked {
+    /// When it was asked.
+    pub(crate) at: f64,
+    /// When the grace period ends, if the job has one.
+    pub(crate) deadline: Option<f64>,
+    /// The job waits for the API's acknowledgement.
+    pub(crate) by_api: bool,
+    /// How it ends and how long it took, once that is known: at once for a job the
+    /// simulator acknowledges, on the last acknowledgement for one the API does.
+    pub(crate) decided: Option<(CheckpointOutcome, f64)>,
+    /// Asked tasks that have not acknowledged yet (API acknowledgement only).
+    pub(crate) waiting: Vec<String>,
+    /// Asked tasks that have.
+    pub(crate) acknowledged: Vec<String>,
+    /// Where the checkpoint is, as the last acknowledgement said.
+    pub(crate) path: Option<String>,
+    /// Seconds of restart left once the checkpoint is over (a migration's or a
+    /// rescale's, for a job that waited for the API; the simulator's own checkpoints
+    /// are charged within them).
+    pub(crate) restart_after: f64,
 }
 
 /// Task name of replica `index` of `role`: `main` for a lone `main`, else `role-index`.

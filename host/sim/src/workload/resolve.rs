@@ -86,7 +86,10 @@ impl Resolver<'_> {
             })?;
             let tasks = self.tasks_per_job(&entry.template, template)?;
             if template.acknowledge == Acknowledge::Api
-                && template.checkpoint_grace.or(config.checkpoint_grace).is_none()
+                && template
+                    .checkpoint_grace
+                    .or(config.checkpoint_grace)
+                    .is_none()
             {
                 return Err(self.invalid(
                     format!("templates.{}.acknowledge", entry.template),

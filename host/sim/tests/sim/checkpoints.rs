@@ -57,7 +57,11 @@ fn ack(path: &str, task: Option<&str>) -> CheckpointAck {
 
 fn kept_label(s: &mut Simulator, job: &str) -> Option<String> {
     let snapshot = s.snapshot(vec![]);
-    snapshot.job(job)?.labels.get(CHECKPOINT_KEPT_LABEL).cloned()
+    snapshot
+        .job(job)?
+        .labels
+        .get(CHECKPOINT_KEPT_LABEL)
+        .cloned()
 }
 
 /// Advances to the next event, which must be the job's preemption.
@@ -84,7 +88,10 @@ fn a_checkpoint_slower_than_the_grace_period_stops_the_job_at_the_grace_and_lose
     assert_eq!(kept_label(&mut s, "a"), None, "not restarted yet");
     until_preempted(&mut s, "a");
     assert_eq!(s.now(), 40.0, "stopped at the grace period, not the cost");
-    let last: Vec<_> = s.last_checkpoints().map(|(id, l)| (id, l.clone())).collect();
+    let last: Vec<_> = s
+        .last_checkpoints()
+        .map(|(id, l)| (id, l.clone()))
+        .collect();
     assert_eq!(last.len(), 1);
     assert_eq!(last[0].0, "a");
     assert_eq!(
@@ -103,7 +110,10 @@ fn a_checkpoint_slower_than_the_grace_period_stops_the_job_at_the_grace_and_lose
 
 #[test]
 fn a_checkpoint_within_the_grace_period_keeps_the_job_s_progress_as_before() {
-    let mut s = sim(vec![node("n1", 1.0)], vec![job_saving("a", 100.0, 5.0, 10.0)]);
+    let mut s = sim(
+        vec![node("n1", 1.0)],
+        vec![job_saving("a", 100.0, 5.0, 10.0)],
+    );
     s.advance(None);
     s.apply(&[place("a", "main", "n1")], &[]);
     s.advance(Some(30.0));
@@ -131,7 +141,10 @@ fn an_acknowledged_job_stops_at_once_and_a_later_timed_out_one_loses_only_the_wo
     s.apply(&[preempt("a")], &[]);
     let asked = s.checkpoint_request("a");
     assert!(asked.requested);
-    assert_eq!((asked.requested_at, asked.deadline), (Some(30.0), Some(130.0)));
+    assert_eq!(
+        (asked.requested_at, asked.deadline),
+        (Some(30.0), Some(130.0))
+    );
     // It waits for the acknowledgement, well past its checkpoint cost.
     s.advance(Some(42.0));
     assert_eq!(s.snapshot(vec![]).jobs[0].phase, JobPhase::Restarting);
@@ -140,7 +153,10 @@ fn an_acknowledged_job_stops_at_once_and_a_later_timed_out_one_loses_only_the_wo
         .unwrap();
     assert_eq!(taken.after_seconds, 12.0);
     assert!(taken.waiting_for.is_empty());
-    assert!(!s.checkpoint_request("a").requested, "over once acknowledged");
+    assert!(
+        !s.checkpoint_request("a").requested,
+        "over once acknowledged"
+    );
     until_preempted(&mut s, "a");
     assert_eq!(s.now(), 42.0, "stopped at the acknowledgement");
     let (_, last) = s.last_checkpoints().next().unwrap();
@@ -181,7 +197,10 @@ fn acknowledgements_not_asked_for_are_refused_with_the_reason() {
         Err(AckRefused::NotRequested { job: "api".into() }),
         "nothing asked yet"
     );
-    s.apply(&[place("api", "main", "n1"), place("own", "main", "n1")], &[]);
+    s.apply(
+        &[place("api", "main", "n1"), place("own", "main", "n1")],
+        &[],
+    );
     s.advance(Some(10.0));
     s.apply(&[preempt("api"), preempt("own")], &[]);
     let refused = s

@@ -12,7 +12,9 @@ use switchyard_control::{Advance, Cluster};
 use switchyard_core::{
     Action, Assignment, JobMove, JobPhase, MoveKind, Operation, TaskPhase, Trigger,
 };
-use switchyard_sim::{CheckpointSpec, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed};
+use switchyard_sim::{
+    CheckpointSpec, JobSpec, NodeSpec, RoleSpec, Scenario, SimConfig, Simulator, Speed,
+};
 
 pub(crate) fn node(name: &str, cpus: f64) -> NodeSpec {
     NodeSpec {
