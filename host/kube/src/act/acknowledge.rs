@@ -169,7 +169,7 @@ fn describe(record: &CheckpointRecord) -> (EventType, &'static str, String) {
             EventType::Warning,
             "CheckpointTimedOut",
             format!(
-                "the grace period ended {:.1} s after the request without an acknowledgement from {}; its pods were stopped anyway and the work since the previous complete checkpoint is lost",
+                "stopped {:.1} s after the checkpoint request without an acknowledgement from {} (at the grace period's end, or when its pods exited); the work since its previous complete checkpoint is lost",
                 record.seconds,
                 record.not_acknowledged.join(", ")
             ),

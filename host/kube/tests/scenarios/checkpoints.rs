@@ -74,7 +74,8 @@ fn preemption_asked(job: &JobBuilder, stopping: &JobBuilder) -> Vec<Expect> {
     .to_vec();
     script.push(
         Expect::patch(&format!("{PODS}/a-main-0-0")).body(json!({"metadata": {"annotations":
-            {"switchyard.dev/checkpoint-requested": "2026-01-01T00:00:00Z"}}})),
+            {"switchyard.dev/checkpoint-requested": "2026-01-01T00:00:00Z"}}}))
+            .ok(pod_json("a-main-0-0")),
     );
     script
 }

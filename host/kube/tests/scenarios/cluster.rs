@@ -123,6 +123,8 @@ pub(crate) async fn a_migration_waiting_out_its_grace_period_does_not_hold_up_an
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
         &marked,
     ));
+    // Its process never said its checkpoint was written.
+    script.push(event("CheckpointTimedOut", "Migrate", "Warning"));
     script.push(event_on("a", "Migrated", "Migrate"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));

@@ -41,9 +41,12 @@ pub(crate) async fn migrating_with_a_checkpoint_annotation() -> Vec<Access> {
     script.extend(status_write(
         &marked,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}],
-            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Released", "message": "*", "lastTransitionTime": "*"}]}}),
+            "conditions": [{"type": "PodsCreated", "status": "True", "reason": "Released", "message": "*", "lastTransitionTime": "*"},
+                {"type": "Checkpointed", "status": "False", "reason": "CheckpointTimedOut"}]}}),
         &marked,
     ));
+    // Its process never said its checkpoint was written.
+    script.push(event("CheckpointTimedOut", "Migrate", "Warning"));
     script.push(event("Migrated", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
     let actor = actor(client);
@@ -131,6 +134,7 @@ pub(crate) async fn migrating_with_the_stop_signal() -> Vec<Access> {
         json!({"status": {"phase": "Running"}}),
         &marked,
     ));
+    script.push(event("CheckpointTimedOut", "Migrate", "Warning"));
     script.push(event("Migrated", "Migrate", "Normal"));
     let (client, server) = MockServer::start(script);
     let actor = actor(client);
@@ -334,6 +338,7 @@ pub(crate) async fn scaling_restarts_the_job_with_more_workers() -> Vec<Access> 
             {"task": "worker-1", "pod": "a-worker-1-1", "node": "n2"}, {"task": "worker-2", "pod": "a-worker-2-1", "node": "n3"}]}}),
         &scaled,
     ));
+    script.push(event("CheckpointTimedOut", "Scale", "Warning"));
     script.push(event("Rescaled", "Scale", "Normal"));
     let (client, server) = MockServer::start(script);
     let pods = [

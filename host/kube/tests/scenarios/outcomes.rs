@@ -171,6 +171,8 @@ pub(crate) async fn a_preemption_checkpoints_stops_and_requeues_the_job() -> Vec
         json!({"status": {"phase": "Waiting", "generation": 1}}),
         &stopping,
     ));
+    // Its process exited on the signal without saying its checkpoint was written.
+    script.push(event("CheckpointTimedOut", "Preempt", "Warning"));
     script.push(event("Preempted", "Preempt", "Normal"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));

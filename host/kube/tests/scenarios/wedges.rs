@@ -136,6 +136,7 @@ fn replaced_on_n2(job: &JobBuilder) -> Vec<Expect> {
         job,
         json!({"status": {"phase": "Running", "placements": [{"task": "main-0", "pod": "a-main-0-1", "node": "n2"}]}}),
     ));
+    script.push(event("CheckpointTimedOut", "Migrate", "Warning"));
     script.push(event("Migrated", "Migrate", "Normal"));
     script
 }
