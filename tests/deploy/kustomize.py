@@ -46,9 +46,13 @@ def load_kustomization(directory, expected_kind):
 
 
 def relative(directory, entry, path):
-    if os.path.isabs(entry):
-        raise RenderError(f"{path}: `{entry}` is absolute; kustomize accepts relative paths only")
-    return os.path.normpath(os.path.join(directory, entry))
+    if not isinstance(entry, str) or os.path.isabs(entry) or "://" in entry:
+        raise RenderError(f"{path}: `{entry}` is not a relative path (remote and absolute "
+                          "ones are not rendered here)")
+    resolved = os.path.normpath(os.path.join(directory, entry))
+    if not os.path.exists(resolved):
+        raise RenderError(f"{path}: `{entry}` does not exist ({resolved})")
+    return resolved
 
 
 def selects(target, doc):
@@ -93,7 +97,15 @@ def render(directory, expected_kind="Kustomization", objects=None):
             objects.extend(render(resource))
         else:
             with open(resource) as f:
-                objects.extend(doc for doc in yaml.safe_load_all(f) if doc)
+                for doc in yaml.safe_load_all(f):
+                    if not doc:
+                        continue
+                    if not (isinstance(doc, dict) and isinstance(doc.get("apiVersion"), str)
+                            and isinstance(doc.get("kind"), str)
+                            and isinstance(doc.get("metadata", {}).get("name"), str)):
+                        raise RenderError(f"{resource}: a document without apiVersion, kind "
+                                          "and metadata.name")
+                    objects.append(doc)
     for entry in kustomization.get("components", []):
         objects = render(relative(directory, entry, path), "Component", objects)
     apply_patches(directory, path, kustomization.get("patches", []), objects)
