@@ -48,22 +48,26 @@ def main() -> int:
     failures = 0
     for path in paths:
         with open(path) as f:
-            for doc in yaml.safe_load_all(f):
-                if not doc or doc.get("kind") != kind:
-                    continue
-                schema = schemas.get(doc.get("apiVersion"))
-                name = doc.get("metadata", {}).get("name")
-                if schema is None:
-                    print(f"ERROR {path}: {kind} {name}: apiVersion {doc.get('apiVersion')} is not served by the CRD")
-                    failures += 1
-                    continue
-                errors = list(jsonschema.Draft7Validator(schema).iter_errors(doc))
-                for error in errors:
-                    where = "/".join(str(p) for p in error.absolute_path)
-                    print(f"ERROR {path}: {kind} {name}: {where}: {error.message}")
-                failures += len(errors)
-                if not errors:
-                    print(f"INFO {path} passed against the CRD schema of {crd_path} ({kind} {name})")
+            docs = [doc for doc in yaml.safe_load_all(f) if doc]
+        if not any(doc.get("kind") == kind for doc in docs):
+            print(f"ERROR {path}: no {kind} in it, so nothing was checked against {crd_path}")
+            failures += 1
+        for doc in docs:
+            if doc.get("kind") != kind:
+                continue
+            schema = schemas.get(doc.get("apiVersion"))
+            name = doc.get("metadata", {}).get("name")
+            if schema is None:
+                print(f"ERROR {path}: {kind} {name}: apiVersion {doc.get('apiVersion')} is not served by the CRD")
+                failures += 1
+                continue
+            errors = list(jsonschema.Draft7Validator(schema).iter_errors(doc))
+            for error in errors:
+                where = "/".join(str(p) for p in error.absolute_path)
+                print(f"ERROR {path}: {kind} {name}: {where}: {error.message}")
+            failures += len(errors)
+            if not errors:
+                print(f"INFO {path} passed against the CRD schema of {crd_path} ({kind} {name})")
     return 1 if failures else 0
 
 
