@@ -294,36 +294,36 @@ adopted_and_bound() {
             and .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
                 .nodeSelectorTerms[0].matchFields[0].values[0] == .spec.nodeName)' >/dev/null
 }
-kubectl apply -f examples/adopt-job.yaml
-within 300 adopted_and_bound batch.kubernetes.io/job-name=adopt-job 8 \
-    || fail "the Job's 8 pods were not bound where switchyard pinned them"
-kubectl get pods -n "$ADOPT_NS" -l batch.kubernetes.io/job-name=adopt-job -o wide
-# The pulls of the PyTorch image take most of this.
-kubectl wait -n "$ADOPT_NS" --for=condition=Complete job/adopt-job --timeout=1800s \
-    || fail "the adopted Job did not complete"
-# The line the controller reads the loss from, by default, in the log of the Job's pod.
-log=$(kubectl logs -n "$ADOPT_NS" job/adopt-job)
-grep -q '^switchyard: step=300 loss=' <<<"$log" || fail "the Job's log has no loss line for its last step"
-# The owner is never written: its spec is as created, and no field of it, status
-# included, is managed by the controller's field manager.
+# The owner is never written: no field of it, status included, is managed by the
+# controller's field manager.
 never_written() {
     kubectl get "$1" -n "$ADOPT_NS" -o json \
         | jq -e '[.metadata.managedFields[]?.manager] | index("switchyard") | not' >/dev/null
 }
-if [ "$(kubectl get job adopt-job -n "$ADOPT_NS" -o jsonpath='{.metadata.generation}')" != 1 ] \
-    || ! never_written job/adopt-job; then
-    fail "switchyard wrote the Job"
-fi
+# Applies the example $1, whose owner $2 (kind/name) has $4 pods selected by $3; waits
+# for them to be bound where switchyard pinned them, then for the owner's condition $5.
+run_adopted() {
+    local example=$1 owner=$2 selector=$3 pods=$4 condition=$5
+    kubectl apply -f "$example"
+    within 300 adopted_and_bound "$selector" "$pods" \
+        || fail "the $pods pods of $owner were not bound where switchyard pinned them"
+    kubectl get pods -n "$ADOPT_NS" -l "$selector" -o wide
+    # The pulls of the PyTorch image take most of this.
+    kubectl wait -n "$ADOPT_NS" --for=condition="$condition" "$owner" --timeout=1800s \
+        || fail "the adopted $owner did not reach $condition"
+    never_written "$owner" || fail "switchyard wrote $owner"
+}
+run_adopted examples/adopt-job.yaml job/adopt-job batch.kubernetes.io/job-name=adopt-job 8 Complete
+[ "$(kubectl get job adopt-job -n "$ADOPT_NS" -o jsonpath='{.metadata.generation}')" = 1 ] \
+    || fail "the Job's spec changed"
+# The line the controller reads the loss from, by default, in the log of the Job's pod.
+log=$(kubectl logs -n "$ADOPT_NS" job/adopt-job)
+grep -q '^switchyard: step=300 loss=' <<<"$log" || fail "the Job's log has no loss line for its last step"
 
 step "8. a PyTorchJob adopted through the pytorchjob integration"
 if [ "$with_pytorchjob" = 1 ]; then
-    kubectl apply -f examples/adopt-pytorchjob.yaml
-    within 300 adopted_and_bound training.kubeflow.org/job-name=adopt-pytorchjob 5 \
-        || fail "the PyTorchJob's 5 pods were not bound where switchyard pinned them"
-    kubectl get pods -n "$ADOPT_NS" -l training.kubeflow.org/job-name=adopt-pytorchjob -o wide
-    kubectl wait -n "$ADOPT_NS" --for=condition=Succeeded pytorchjob/adopt-pytorchjob --timeout=1800s \
-        || fail "the adopted PyTorchJob did not succeed"
-    never_written pytorchjob/adopt-pytorchjob || fail "switchyard wrote the PyTorchJob"
+    run_adopted examples/adopt-pytorchjob.yaml pytorchjob/adopt-pytorchjob \
+        training.kubeflow.org/job-name=adopt-pytorchjob 5 Succeeded
 else
     echo "skipped: no PyTorchJob CRD in the cluster (E2E_TRAINING_OPERATOR=1 installs the training operator)"
 fi
