@@ -77,13 +77,19 @@ for pair in "${crd_examples[@]}"; do
     "$VENV/bin/python" tests/deploy/validate_crs.py "${pair%%=*}" "${pair#*=}"
 done
 # The validators can fail: a field of the wrong type, or one no schema knows (a gate
-# misspelled), in a copy of each example, is refused.
+# misspelled), in a copy of each example, is refused, by an error that names the field
+# (not by a crash).
 refused() {
-    local what=$1
-    shift
+    local what=$1 field=$2
+    shift 2
     if "$@" >"$work/out" 2>&1; then
         cat "$work/out"
         echo "ERROR $what was accepted"
+        exit 1
+    fi
+    if ! grep -q "ERROR.*$field" "$work/out"; then
+        cat "$work/out"
+        echo "ERROR $what failed without an error naming $field"
         exit 1
     fi
     echo "INFO $what is refused: $(grep -m1 -o 'ERROR.*' "$work/out")"
@@ -92,11 +98,11 @@ while read -r example kind field value; do
     copy="$work/$(basename "$example" .yaml)-${field##*.}.yaml"
     "$VENV/bin/python" tests/deploy/break_field.py "$example" "$copy" "$kind" "$field" "$value"
     if [ "$kind" = Job ]; then
-        refused "$example with $field: $value" \
+        refused "$example with $field: $value" "${field##*.}" \
             "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$copy"
     else
         crd=$(printf '%s\n' "${crd_examples[@]}" | grep "=$example\$")
-        refused "$example with $field: $value" \
+        refused "$example with $field: $value" "${field##*.}" \
             "$VENV/bin/python" tests/deploy/validate_crs.py "${crd%%=*}" "$copy"
     fi
 done <<'BROKEN'
