@@ -20,6 +20,9 @@ pub const CHECKPOINT_KEPT_LABEL: &str = "switchyard.dev/checkpoint-kept";
 /// Most bytes of a checkpoint path an acknowledgement may carry: a path, not a payload.
 pub const CHECKPOINT_PATH_MAX_BYTES: usize = 4096;
 
+/// Most bytes of a task name an acknowledgement may give: a Kubernetes name's limit.
+pub const TASK_NAME_MAX_BYTES: usize = 253;
+
 /// The checkpoint asked of a job now, if any.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CheckpointRequest {
@@ -90,6 +93,12 @@ pub enum AckRefused {
         /// The asked tasks, comma-separated.
         asked: String,
     },
+    /// The task name is longer than any task's.
+    #[error("the task name is {bytes} bytes; a task's name is at most {TASK_NAME_MAX_BYTES}")]
+    BadTask {
+        /// Its length in bytes.
+        bytes: usize,
+    },
     /// The path is empty or too long.
     #[error("the checkpoint path must be 1 to {CHECKPOINT_PATH_MAX_BYTES} bytes, got {bytes}")]
     BadPath {
@@ -106,18 +115,23 @@ impl AckRefused {
             AckRefused::NotAwaited { .. } => "not-awaited",
             AckRefused::UnknownTask { .. } => "unknown-task",
             AckRefused::BadPath { .. } => "bad-path",
+            AckRefused::BadTask { .. } => "bad-task",
         }
     }
 }
 
 impl CheckpointAck {
-    /// Refuses a path that is empty or longer than [`CHECKPOINT_PATH_MAX_BYTES`].
+    /// Refuses a path that is empty or longer than [`CHECKPOINT_PATH_MAX_BYTES`], and a
+    /// task name longer than [`TASK_NAME_MAX_BYTES`].
     pub fn check_path(&self) -> Result<(), AckRefused> {
         let bytes = self.path.len();
         if bytes == 0 || bytes > CHECKPOINT_PATH_MAX_BYTES {
             return Err(AckRefused::BadPath { bytes });
         }
-        Ok(())
+        match self.task.as_deref().map(str::len) {
+            Some(bytes) if bytes > TASK_NAME_MAX_BYTES => Err(AckRefused::BadTask { bytes }),
+            _ => Ok(()),
+        }
     }
 }
 

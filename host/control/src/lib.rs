@@ -62,7 +62,7 @@ mod window;
 
 pub use checkpoint::{
     AckRefused, Acknowledged, CHECKPOINT_KEPT_LABEL, CHECKPOINT_PATH_MAX_BYTES, CheckpointAck,
-    CheckpointOutcome, CheckpointRequest, LastCheckpoint,
+    CheckpointOutcome, CheckpointRequest, LastCheckpoint, TASK_NAME_MAX_BYTES,
 };
 pub use cluster::{Advance, Cluster};
 pub use control_loop::{ControlLoop, RunEnd, Step};

@@ -94,7 +94,7 @@ pub(super) async fn get(
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 404, description = "No such active job", body = ErrorBody),
         (status = 409, description = "No checkpoint is requested of the job now (a late or repeated acknowledgement), the task was not asked, or the job completes its checkpoints by itself", body = ErrorBody),
-        (status = 422, description = "An empty or over-long path", body = ErrorBody),
+        (status = 422, description = "An empty or over-long path, or an over-long task name", body = ErrorBody),
         (status = 503, description = "This replica is not the leader", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn acknowledge(

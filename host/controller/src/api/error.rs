@@ -75,7 +75,9 @@ impl From<LiveError> for ApiError {
             LiveError::Experiment(_) => StatusCode::BAD_REQUEST,
             LiveError::NoExperiment | LiveError::UnknownJob(_) => StatusCode::NOT_FOUND,
             LiveError::BadLossValue(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            LiveError::Checkpoint(AckRefused::BadPath { .. }) => StatusCode::UNPROCESSABLE_ENTITY,
+            LiveError::Checkpoint(AckRefused::BadPath { .. } | AckRefused::BadTask { .. }) => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             LiveError::Checkpoint(_) => StatusCode::CONFLICT,
             LiveError::Stopped | LiveError::NotLeader { .. } => StatusCode::SERVICE_UNAVAILABLE,
             LiveError::OwnedBySettings { .. } | LiveError::ExperimentRunning { .. } => {

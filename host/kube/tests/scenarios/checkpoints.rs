@@ -73,10 +73,31 @@ fn preemption_asked(job: &JobBuilder, stopping: &JobBuilder) -> Vec<Expect> {
     )
     .to_vec();
     script.push(
-        Expect::patch(&format!("{PODS}/a-main-0-0")).body(json!({"metadata": {"annotations":
+        Expect::patch(&format!("{PODS}/a-main-0-0"))
+            .body(json!({"metadata": {"annotations":
             {"switchyard.dev/checkpoint-requested": "2026-01-01T00:00:00Z"}}}))
             .ok(pod_json("a-main-0-0")),
     );
+    script
+}
+
+/// Once the old pod is gone: `stopping` queued again with `last` as its last
+/// checkpoint and the condition `(status, reason)`, the checkpoint's Event of that
+/// reason and type, then the preemption's.
+fn requeued_after(
+    stopping: &JobBuilder,
+    last: serde_json::Value,
+    (status, reason, type_): (&str, &str, &str),
+) -> Vec<Expect> {
+    let mut script = status_write(
+        stopping,
+        json!({"status": {"phase": "Waiting", "lastCheckpoint": last,
+            "conditions": [{"type": "Checkpointed", "status": status, "reason": reason}]}}),
+        stopping,
+    )
+    .to_vec();
+    script.push(event(reason, "Preempt", type_));
+    script.push(event("Preempted", "Preempt", "Normal"));
     script
 }
 
@@ -138,17 +159,12 @@ pub(crate) async fn a_pod_that_prints_checkpoint_complete_is_deleted_before_its_
     script.push(delete("a-main-0-0", None));
     script.push(log_silent());
     // Once it is gone: queued again, the checkpoint's end in the status and an Event.
-    script.extend(status_write(
+    script.extend(requeued_after(
         &stopping,
-        json!({"status": {"phase": "Waiting",
-            "lastCheckpoint": {"outcome": "Acknowledged", "seconds": 5.0,
-                "path": "/ckpt/a 40.pt", "requestedAt": "2026-01-01T00:00:00Z"},
-            "conditions": [{"type": "Checkpointed", "status": "True",
-                "reason": "CheckpointAcknowledged"}]}}),
-        &stopping,
+        json!({"outcome": "Acknowledged", "seconds": 5.0, "path": "/ckpt/a 40.pt",
+            "requestedAt": "2026-01-01T00:00:00Z"}),
+        ("True", "CheckpointAcknowledged", "Normal"),
     ));
-    script.push(event("CheckpointAcknowledged", "Preempt", "Normal"));
-    script.push(event("Preempted", "Preempt", "Normal"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let cluster = pass_at(cluster, &world, 0).await;
@@ -192,17 +208,12 @@ pub(crate) async fn a_pod_that_never_acknowledges_is_deleted_at_the_end_of_its_g
     script.extend(preemption_asked(&job, &stopping));
     script.push(log_silent());
     script.push(delete("a-main-0-0", None));
-    script.extend(status_write(
+    script.extend(requeued_after(
         &stopping,
-        json!({"status": {"phase": "Waiting",
-            "lastCheckpoint": {"outcome": "TimedOut", "seconds": 30.0,
-                "requestedAt": "2026-01-01T00:00:00Z", "notAcknowledged": ["main-0"]},
-            "conditions": [{"type": "Checkpointed", "status": "False",
-                "reason": "CheckpointTimedOut"}]}}),
-        &stopping,
+        json!({"outcome": "TimedOut", "seconds": 30.0, "requestedAt": "2026-01-01T00:00:00Z",
+            "notAcknowledged": ["main-0"]}),
+        ("False", "CheckpointTimedOut", "Warning"),
     ));
-    script.push(event("CheckpointTimedOut", "Preempt", "Warning"));
-    script.push(event("Preempted", "Preempt", "Normal"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let cluster = pass_at(cluster, &world, 0).await;
@@ -245,14 +256,11 @@ pub(crate) async fn an_acknowledgement_over_the_api_stops_the_pods_like_the_log_
     let stopping = preempting(&job);
     let mut script = preemption_asked(&job, &stopping);
     script.push(delete("a-main-0-0", None));
-    script.extend(status_write(
+    script.extend(requeued_after(
         &stopping,
-        json!({"status": {"phase": "Waiting",
-            "lastCheckpoint": {"outcome": "Acknowledged", "path": "/ckpt/api"}}}),
-        &stopping,
+        json!({"outcome": "Acknowledged", "seconds": 3.0, "path": "/ckpt/api"}),
+        ("True", "CheckpointAcknowledged", "Normal"),
     ));
-    script.push(event("CheckpointAcknowledged", "Preempt", "Normal"));
-    script.push(event("Preempted", "Preempt", "Normal"));
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let mut cluster = pass_at(cluster, &world, 0).await;

@@ -223,6 +223,11 @@ fn acknowledgements_not_asked_for_are_refused_with_the_reason() {
         s.acknowledge_checkpoint("api", ack(&huge, None)),
         Err(AckRefused::BadPath { .. })
     ));
+    let long_task = "t".repeat(1 << 20);
+    assert_eq!(
+        s.acknowledge_checkpoint("api", ack("/c", Some(&long_task))),
+        Err(AckRefused::BadTask { bytes: 1 << 20 })
+    );
     assert!(s.checkpoint_request("api").requested, "still waiting");
 }
 
