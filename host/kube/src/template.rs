@@ -515,4 +515,78 @@ mod tests {
         assert_eq!(bare.node_selector_terms.len(), 1);
         assert!(bare.node_selector_terms[0].match_expressions.is_none());
     }
+
+    /// A job whose two containers checkpoint by `method`; the second already mounts
+    /// its own file at the annotations' path.
+    fn job_checkpointing_by(method: &str) -> TrainingJob {
+        serde_json::from_value(json!({
+            "apiVersion": "switchyard.dev/v1alpha1", "kind": "TrainingJob",
+            "metadata": {"name": "a", "namespace": "ml", "uid": "uid-a"},
+            "spec": {"roles": [{"name": "main", "replicas": 1, "template": {"spec": {"containers": [
+                {"name": "trainer", "image": "t"},
+                {"name": "sidecar", "image": "s", "volumeMounts": [{"name": "own", "mountPath": "/etc/switchyard/"}]}
+            ], "volumes": [{"name": "own", "emptyDir": {}}]}}}],
+                "checkpoint": {"method": method, "gracePeriodSeconds": 30}}
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn an_annotation_job_s_containers_see_its_annotations_in_a_file_the_environment_names() {
+        let pod = build(&job_checkpointing_by("Annotation"), "main-0", 0).unwrap();
+        let spec = pod.spec.unwrap();
+        let volume = spec
+            .volumes
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|v| v.name == ANNOTATIONS_VOLUME)
+            .expect("the annotations volume");
+        let item = &volume
+            .downward_api
+            .as_ref()
+            .unwrap()
+            .items
+            .as_ref()
+            .unwrap()[0];
+        assert_eq!(item.path, "annotations");
+        assert_eq!(
+            item.field_ref.as_ref().unwrap().field_path,
+            "metadata.annotations"
+        );
+        let env = |c: &Container| {
+            c.env
+                .as_ref()
+                .unwrap()
+                .iter()
+                .find(|v| v.name == "SWITCHYARD_ANNOTATIONS_FILE")
+                .and_then(|v| v.value.clone())
+        };
+        let mounts = |c: &Container| {
+            c.volume_mounts
+                .as_ref()
+                .unwrap()
+                .iter()
+                .map(|m| (m.name.clone(), m.mount_path.clone()))
+                .collect::<Vec<_>>()
+        };
+        let (trainer, sidecar) = (&spec.containers[0], &spec.containers[1]);
+        assert_eq!(env(trainer).as_deref(), Some("/etc/switchyard/annotations"));
+        assert_eq!(
+            mounts(trainer),
+            [(
+                ANNOTATIONS_VOLUME.to_string(),
+                "/etc/switchyard".to_string()
+            )]
+        );
+        assert_eq!(
+            mounts(sidecar),
+            [("own".to_string(), "/etc/switchyard/".to_string())],
+            "a mount of its own at that path is left alone"
+        );
+        let signal = build(&job_checkpointing_by("Signal"), "main-0", 0).unwrap();
+        let spec = signal.spec.unwrap();
+        assert_eq!(spec.volumes.as_ref().unwrap().len(), 1, "no volume added");
+        assert_eq!(env(&spec.containers[0]), None);
+    }
 }
