@@ -118,6 +118,19 @@ fn requeued(job: &JobBuilder, record: CheckpointRecord) -> JobBuilder {
     })
 }
 
+/// Waits until the follower's first read of the log was answered, and a moment for
+/// it to take in the lines and end.
+async fn log_read(server: &MockServer) {
+    tokio::time::timeout(crate::support::mock::TIMEOUT, async {
+        while server.served() < 1 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the follower read the log");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+}
+
 async fn pass_at(cluster: KubeCluster, world: &World, t: i64) -> KubeCluster {
     world.set_clock(t);
     blocking(cluster, move |c| c.advance(Some(at(t).as_second() as f64)))
@@ -168,6 +181,7 @@ pub(crate) async fn a_pod_that_prints_checkpoint_complete_is_deleted_before_its_
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let cluster = pass_at(cluster, &world, 0).await;
+    log_read(&server).await;
     let cluster = preempted(cluster, &mut world, &job).await;
     let served = server.served();
     let cluster = pass_at(cluster, &world, 6).await;
@@ -207,7 +221,9 @@ pub(crate) async fn a_pod_that_never_acknowledges_is_deleted_at_the_end_of_its_g
     )];
     script.extend(preemption_asked(&job, &stopping));
     script.push(log_silent());
-    script.push(delete("a-main-0-0", None));
+    // The follower starts again at the first look after its stream ended, in a task of
+    // its own: before or after the delete.
+    script.push(delete("a-main-0-0", None).either_order_with_previous());
     script.extend(requeued_after(
         &stopping,
         json!({"outcome": "TimedOut", "seconds": 30.0, "requestedAt": "2026-01-01T00:00:00Z",
@@ -217,6 +233,7 @@ pub(crate) async fn a_pod_that_never_acknowledges_is_deleted_at_the_end_of_its_g
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let cluster = pass_at(cluster, &world, 0).await;
+    log_read(&server).await;
     let cluster = preempted(cluster, &mut world, &job).await;
     let asked = server.served();
     let cluster = pass_at(cluster, &world, 29).await;
