@@ -31,6 +31,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 
+use crate::adopt::Adoption;
 use crate::changes::Changes;
 use crate::charges::{self, Charges};
 use crate::crd::{DEFAULT_CONTROLLER_CLASS, TrainingJob};
@@ -80,14 +81,17 @@ impl Assumed {
             .is_some_and(|(_, _, at)| at.elapsed() < ASSUME_FOR)
     }
 
-    /// The charges of pods the pod cache (`cached`, by namespace and name) does not
-    /// show placed; forgets those it shows, and those assumed too long ago.
-    pub(crate) fn pending(&mut self, cached: &Store<Pod>) -> Vec<(String, Resources)> {
+    /// The charges of pods the pod caches (`cached`, by namespace and name: the
+    /// controller's own pods and the adopted ones) do not show placed; forgets those one
+    /// shows, and those assumed too long ago.
+    pub(crate) fn pending(&mut self, cached: &[&Store<Pod>]) -> Vec<(String, Resources)> {
         self.pods.retain(|key, (_, _, at)| {
             let shown = key.split_once('/').is_some_and(|(namespace, name)| {
-                cached
-                    .get(&ObjectRef::new(name).within(namespace))
-                    .is_some_and(|p| placed_node(&p).is_some())
+                cached.iter().any(|store| {
+                    store
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .is_some_and(|p| placed_node(&p).is_some())
+                })
             });
             at.elapsed() < ASSUME_FOR && !shown
         });
@@ -130,6 +134,8 @@ pub struct Caches {
     pub views: Arc<Mutex<Views>>,
     /// Claims, volumes and storage classes.
     pub volumes: VolumeCaches,
+    /// The queue's pods and the owners of the kinds adopted ([`crate::adopt`]).
+    pub adoption: Adoption,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
@@ -218,6 +224,7 @@ impl Caches {
             changed: Arc::new(Notify::new()),
             views: Arc::default(),
             volumes: VolumeCaches::listed_empty(),
+            adoption: Adoption::disabled(),
         }
     }
 
@@ -240,6 +247,13 @@ impl Caches {
     /// These caches reading claims, volumes and storage classes from `volumes`.
     pub fn with_volumes(mut self, volumes: VolumeCaches) -> Self {
         self.volumes = volumes;
+        self
+    }
+
+    /// These caches adopting pods as `adoption` says (started with
+    /// [`Adoption::start`], or filled by hand in tests).
+    pub fn with_adoption(mut self, adoption: Adoption) -> Self {
+        self.adoption = adoption;
         self
     }
 
@@ -345,6 +359,7 @@ impl Caches {
                 volumes,
                 classes,
             },
+            adoption: Adoption::disabled(),
         };
         (
             caches,
@@ -375,6 +390,7 @@ impl Caches {
             && listed(self.volumes.claims.wait_until_ready().now_or_never())
             && listed(self.volumes.volumes.wait_until_ready().now_or_never())
             && listed(self.volumes.classes.wait_until_ready().now_or_never())
+            && self.adoption.synced()
     }
 
     /// Resolves once every reflector has finished its first list (see
@@ -393,7 +409,9 @@ impl Caches {
         while !self.others.listed() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+        let adopted = self.adoption.wait_synced().await;
         nodes.is_ok()
+            && adopted
             && pods.is_ok()
             && jobs.is_ok()
             && claims.is_ok()

@@ -13,6 +13,7 @@ use switchyard_core::{Action, JobLabel, Operation, Snapshot, Trigger};
 use super::controller::KubeCluster;
 use crate::Error;
 use crate::act::Migration;
+use crate::adopt::parse_adopted_id;
 use crate::pods::task_of;
 
 impl Cluster for KubeCluster {
@@ -39,6 +40,14 @@ impl Cluster for KubeCluster {
                     action: format!("{} of job {}", action.op.name(), action.op.job()),
                 };
                 outcomes.push(Err(error.to_failure()));
+                continue;
+            }
+            if parse_adopted_id(action.op.job()).is_some() {
+                let outcome = self.apply_adopted(action, now);
+                if let Err(error) = &outcome {
+                    tracing::warn!(%error, label = error.metric_label(), job = action.op.job(), "action failed");
+                }
+                outcomes.push(outcome.map_err(|e| e.to_failure()));
                 continue;
             }
             let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {
