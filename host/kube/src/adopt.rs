@@ -35,8 +35,8 @@ use kube::api::ObjectMeta;
 
 pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Unadoptable};
-pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub(crate) use self::names::parse_adopted_id;
+pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 
 /// When an object was created, Unix seconds (0 when it does not say).
 fn created(meta: &ObjectMeta) -> f64 {

@@ -70,13 +70,13 @@ mod usage;
 mod views;
 mod volumes;
 
-pub use adopt::{
-    Adoption, Integration, InvalidQueue, UnknownIntegration, trim_pod as trim_adopted_pod,
-    valid_queue,
-};
 pub use act::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, RestartProgress,
+};
+pub use adopt::{
+    Adoption, Integration, InvalidQueue, UnknownIntegration, trim_pod as trim_adopted_pod,
+    valid_queue,
 };
 pub use charges::{Charges, watch as watch_charges};
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::{Api, PostParams};
-use serde_json::json;
 use kube::runtime::events::EventType;
+use serde_json::json;
 
 use super::actor::{Actor, describe_pairs};
 use super::place::release_each;
@@ -72,8 +72,15 @@ impl Actor {
                     }
                 }
                 let note = format!("{}: {error}", error.failure_reason());
-                self.event_about(owner, id, EventType::Warning, "PlacementFailed", "Place", &note)
-                    .await;
+                self.event_about(
+                    owner,
+                    id,
+                    EventType::Warning,
+                    "PlacementFailed",
+                    "Place",
+                    &note,
+                )
+                .await;
                 Err(error)
             }
         }
@@ -104,8 +111,15 @@ impl Actor {
             "checkpoint asked of {} pod(s); they are evicted once their grace is over: {reason}",
             pods.len()
         );
-        self.event_about(owner, id, EventType::Normal, "CheckpointRequested", action, &note)
-            .await;
+        self.event_about(
+            owner,
+            id,
+            EventType::Normal,
+            "CheckpointRequested",
+            action,
+            &note,
+        )
+        .await;
         Ok(())
     }
 
@@ -113,7 +127,12 @@ impl Actor {
     /// process already has.
     pub(crate) async fn evict_once(&self, pod: &Pod) -> Result<Eviction> {
         let key = delete_key(pod);
-        if self.deletes_sent.lock().expect("deletes lock").contains(&key) {
+        if self
+            .deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .contains(&key)
+        {
             return Ok(Eviction::Sent);
         }
         let name = pod.name_any();
@@ -156,7 +175,11 @@ impl Actor {
             uid: pod.metadata.uid.clone(),
             ..ObjectReference::default()
         };
-        let about = format!("pod {}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
+        let about = format!(
+            "pod {}/{}",
+            pod.namespace().unwrap_or_default(),
+            pod.name_any()
+        );
         self.event_about(
             &reference,
             &about,

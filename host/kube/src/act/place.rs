@@ -146,7 +146,9 @@ impl Actor {
             }
         }
         if outcome.is_ok() {
-            let held: Vec<usize> = (0..made.len()).filter(|&i| !made[i].released_before).collect();
+            let held: Vec<usize> = (0..made.len())
+                .filter(|&i| !made[i].released_before)
+                .collect();
             let pairs: Vec<(&Pod, &str)> = held
                 .iter()
                 .map(|&i| (&made[i].pod, made[i].node.as_str()))

@@ -8,11 +8,11 @@ use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, DynamicObject};
-use kube::runtime::reflector::store::Writer;
-use kube::runtime::reflector::Store;
-use kube::runtime::{WatchStreamExt, watcher};
 use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::reflector::Store;
+use kube::runtime::reflector::store::Writer;
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::Notify;
 
 use super::names::Integration;
@@ -189,10 +189,19 @@ async fn run<K>(
     trim: fn(&mut K),
     changed: Arc<Notify>,
 ) where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
 {
-    let stream = watcher(api, config).modify(trim).default_backoff().reflect(writer);
+    let stream = watcher(api, config)
+        .modify(trim)
+        .default_backoff()
+        .reflect(writer);
     let mut stream = std::pin::pin!(stream);
     while let Some(event) = stream.next().await {
         match event {

@@ -70,6 +70,9 @@ pub(crate) struct Grouped {
     pub(crate) unadoptable: Vec<Unadoptable>,
 }
 
+/// An owner by kind, namespace and name.
+type OwnerName = (Integration, String, String);
+
 /// Whose pod `pod` is: the kind, name and UID of its owner, or the owner as the pod
 /// names it when it is no kind switchyard adopts.
 fn claim(pod: &Pod) -> Result<(Integration, String, String), (Option<Integration>, String)> {
@@ -79,7 +82,13 @@ fn claim(pod: &Pod) -> Result<(Integration, String, String), (Option<Integration
         .iter()
         .flatten()
         .find(|o| o.controller == Some(true));
-    let label = |key: &str| pod.metadata.labels.as_ref().and_then(|l| l.get(key)).cloned();
+    let label = |key: &str| {
+        pod.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(key))
+            .cloned()
+    };
     match owner {
         Some(o) if o.kind == "Job" && o.api_version == "batch/v1" => {
             match label(jobset::JOBSET_NAME_LABEL) {
@@ -117,10 +126,11 @@ fn member_of(kind: Integration, pod: &Pod) -> (String, String) {
 impl Adoption {
     /// The owner `namespace/name` of `kind` from its cache: its shape and UID.
     fn owner(&self, kind: Integration, namespace: &str, name: &str) -> Option<(Shape, String)> {
-        let dynamic = |store: &Option<kube::runtime::reflector::Store<kube::api::DynamicObject>>| {
-            let key = ObjectRef::new_with(name, kind.api_resource()).within(namespace);
-            store.as_ref()?.get(&key)
-        };
+        let dynamic =
+            |store: &Option<kube::runtime::reflector::Store<kube::api::DynamicObject>>| {
+                let key = ObjectRef::new_with(name, kind.api_resource()).within(namespace);
+                store.as_ref()?.get(&key)
+            };
         let (shape, meta) = match kind {
             Integration::Job => {
                 let owner = self
@@ -144,8 +154,8 @@ impl Adoption {
     /// The queue's pods grouped into adopted jobs (finished owners left out), and the
     /// gated pods no enabled kind owns.
     pub(crate) fn group(&self) -> Grouped {
-        let mut by_owner: BTreeMap<(Integration, String, String), Vec<(String, Arc<Pod>)>> =
-            BTreeMap::new();
+        // Per owner (kind, namespace, name): its pods, each with the owner UID it names.
+        let mut by_owner: BTreeMap<OwnerName, Vec<(String, Arc<Pod>)>> = BTreeMap::new();
         let mut grouped = Grouped::default();
         for pod in self.pods.state() {
             let labels = pod.metadata.labels.as_ref();
@@ -198,7 +208,12 @@ impl Adoption {
                     continue;
                 }
                 let newer = |kept: &Member| {
-                    let age = |p: &Pod| (p.metadata.creation_timestamp.clone(), p.metadata.name.clone());
+                    let age = |p: &Pod| {
+                        (
+                            p.metadata.creation_timestamp.clone(),
+                            p.metadata.name.clone(),
+                        )
+                    };
                     age(pod.as_ref()) > age(kept.pod.as_ref())
                 };
                 if newest.get(&task).is_none_or(newer) {
@@ -253,7 +268,10 @@ mod tests {
             json!({jobset::JOBSET_NAME_LABEL: "js", jobset::JOBSET_UID_LABEL: "ujs"}),
             job,
         );
-        assert_eq!(claim(&child), Ok((Integration::JobSet, "js".into(), "ujs".into())));
+        assert_eq!(
+            claim(&child),
+            Ok((Integration::JobSet, "js".into(), "ujs".into()))
+        );
         let tf = pod(
             json!({}),
             json!([{"apiVersion": "kubeflow.org/v1", "kind": "TFJob", "name": "t", "uid": "u", "controller": true}]),

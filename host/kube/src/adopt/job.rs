@@ -109,11 +109,15 @@ mod tests {
 
     #[test]
     fn an_indexed_job_s_gang_is_its_parallelism_bounded_by_the_completions_left() {
-        let eight = job(json!({"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 8,
-            "completionMode": "Indexed", "template": {}}}));
+        let eight = job(
+            json!({"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 8,
+            "completionMode": "Indexed", "template": {}}}),
+        );
         assert_eq!(shape(&eight).gang, 8);
-        let tail = job(json!({"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 10,
-            "template": {}}, "status": {"succeeded": 8}}));
+        let tail = job(
+            json!({"metadata": {"name": "j"}, "spec": {"parallelism": 8, "completions": 10,
+            "template": {}}, "status": {"succeeded": 8}}),
+        );
         assert_eq!(shape(&tail).gang, 2, "two completions left");
         let one = job(json!({"metadata": {"name": "j"}, "spec": {"template": {}}}));
         assert_eq!(shape(&one).gang, 1);
@@ -125,8 +129,12 @@ mod tests {
             "podFailurePolicy": {"rules": [{"action": "Ignore",
                 "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}]}}}));
         assert!(shape(&ignoring).checkpointable);
-        let plain = job(json!({"metadata": {"name": "j"}, "spec": {"backoffLimit": 100, "template": {}}}));
-        assert!(!shape(&plain).checkpointable, "back-off headroom alone is not enough");
+        let plain =
+            job(json!({"metadata": {"name": "j"}, "spec": {"backoffLimit": 100, "template": {}}}));
+        assert!(
+            !shape(&plain).checkpointable,
+            "back-off headroom alone is not enough"
+        );
     }
 
     #[test]

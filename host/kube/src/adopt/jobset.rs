@@ -27,7 +27,10 @@ pub(crate) const JOB_INDEX_LABEL: &str = "jobset.sigs.k8s.io/job-index";
 /// What a JobSet's spec and status say about its policy job.
 pub(crate) fn shape(jobset: &DynamicObject) -> Shape {
     let data = &jobset.data;
-    let replicated = data["spec"]["replicatedJobs"].as_array().map(Vec::as_slice).unwrap_or_default();
+    let replicated = data["spec"]["replicatedJobs"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
     let gang = replicated
         .iter()
         .map(|r| {
@@ -51,12 +54,14 @@ pub(crate) fn shape(jobset: &DynamicObject) -> Shape {
         false => &status["restartsCountTowardsMax"],
     };
     let max_restarts = &data["spec"]["failurePolicy"]["maxRestarts"];
-    let restarts_left = !max_restarts.is_null()
-        && shape::count(max_restarts, 0) > shape::count(restarts, 0);
+    let restarts_left =
+        !max_restarts.is_null() && shape::count(max_restarts, 0) > shape::count(restarts, 0);
     Shape {
         gang,
         checkpointable: children_ignore || restarts_left,
-        finished: status["terminalState"].as_str().is_some_and(|s| !s.is_empty())
+        finished: status["terminalState"]
+            .as_str()
+            .is_some_and(|s| !s.is_empty())
             || shape::has_condition(&status["conditions"], &["Completed", "Failed"]),
         created: super::created(&jobset.metadata),
     }
@@ -108,8 +113,10 @@ mod tests {
     use super::*;
 
     fn jobset(spec: Value, status: Value) -> DynamicObject {
-        serde_json::from_value(json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
-            "metadata": {"name": "js", "namespace": "ml"}, "spec": spec, "status": status}))
+        serde_json::from_value(
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "js", "namespace": "ml"}, "spec": spec, "status": status}),
+        )
         .unwrap()
     }
 
@@ -125,8 +132,11 @@ mod tests {
 
     #[test]
     fn the_gang_is_every_replicated_job_s_replicas_times_their_parallelism() {
-        let js = jobset(json!({"replicatedJobs": [replicated("driver", 1, 1, true),
-            replicated("workers", 2, 3, true)]}), Value::Null);
+        let js = jobset(
+            json!({"replicatedJobs": [replicated("driver", 1, 1, true),
+            replicated("workers", 2, 3, true)]}),
+            Value::Null,
+        );
         let s = shape(&js);
         assert_eq!(s.gang, 1 + 2 * 3);
         assert!(s.checkpointable);
@@ -138,18 +148,27 @@ mod tests {
     #[test]
     fn a_jobset_is_checkpointable_while_it_has_restarts_left_or_its_jobs_ignore_disruptions() {
         let counting = |max: Value, restarts: u32| {
-            shape(&jobset(json!({"replicatedJobs": [replicated("w", 1, 2, false)],
-                "failurePolicy": {"maxRestarts": max}}), json!({"restarts": restarts})))
+            shape(&jobset(
+                json!({"replicatedJobs": [replicated("w", 1, 2, false)],
+                "failurePolicy": {"maxRestarts": max}}),
+                json!({"restarts": restarts}),
+            ))
             .checkpointable
         };
         assert!(counting(json!(3), 2));
         assert!(!counting(json!(3), 3), "no restart left");
-        assert!(!counting(Value::Null, 0), "no failure policy: a failed Job fails the set");
+        assert!(
+            !counting(Value::Null, 0),
+            "no failure policy: a failed Job fails the set"
+        );
     }
 
     #[test]
     fn a_jobset_with_a_terminal_state_is_finished() {
-        let js = jobset(json!({"replicatedJobs": []}), json!({"terminalState": "Completed"}));
+        let js = jobset(
+            json!({"replicatedJobs": []}),
+            json!({"terminalState": "Completed"}),
+        );
         assert!(shape(&js).finished);
     }
 }

@@ -24,7 +24,11 @@ pub enum Integration {
 
 impl Integration {
     /// Every kind, in the order `--help` lists them.
-    pub const ALL: [Integration; 3] = [Integration::Job, Integration::JobSet, Integration::PyTorchJob];
+    pub const ALL: [Integration; 3] = [
+        Integration::Job,
+        Integration::JobSet,
+        Integration::PyTorchJob,
+    ];
 
     /// Its name on the command line and at the head of its jobs' ids (`job`, `jobset`,
     /// `pytorchjob`).
@@ -61,7 +65,10 @@ impl Integration {
             .split_once('/')
             .expect("every API version names its group");
         let plural = format!("{}s", self.name());
-        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, self.kind()), &plural)
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(group, version, self.kind()),
+            &plural,
+        )
     }
 }
 
@@ -116,7 +123,12 @@ pub fn valid_queue(queue: &str) -> Result<&str, InvalidQueue> {
     match ok {
         true => Ok(queue),
         false => Err(InvalidQueue {
-            given: queue.chars().take(80).collect::<String>().escape_debug().to_string(),
+            given: queue
+                .chars()
+                .take(80)
+                .collect::<String>()
+                .escape_debug()
+                .to_string(),
         }),
     }
 }
@@ -165,7 +177,10 @@ mod tests {
     fn an_adopted_id_names_its_kind_and_cannot_be_a_training_job_s() {
         let id = adopted_id(Integration::PyTorchJob, "ml", "bert");
         assert_eq!(id, "pytorchjob:ml/bert");
-        assert_eq!(parse_adopted_id(&id), Some((Integration::PyTorchJob, "ml", "bert")));
+        assert_eq!(
+            parse_adopted_id(&id),
+            Some((Integration::PyTorchJob, "ml", "bert"))
+        );
         assert_eq!(parse_adopted_id("ml/bert"), None, "a TrainingJob's id");
         assert_eq!(parse_adopted_id("tfjob:ml/bert"), None);
     }
@@ -173,9 +188,15 @@ mod tests {
     #[test]
     fn each_kind_is_read_through_its_published_resource() {
         let r = Integration::PyTorchJob.api_resource();
-        assert_eq!((r.group.as_str(), r.version.as_str(), r.plural.as_str()), ("kubeflow.org", "v1", "pytorchjobs"));
+        assert_eq!(
+            (r.group.as_str(), r.version.as_str(), r.plural.as_str()),
+            ("kubeflow.org", "v1", "pytorchjobs")
+        );
         let r = Integration::JobSet.api_resource();
-        assert_eq!((r.group.as_str(), r.plural.as_str()), ("jobset.x-k8s.io", "jobsets"));
+        assert_eq!(
+            (r.group.as_str(), r.plural.as_str()),
+            ("jobset.x-k8s.io", "jobsets")
+        );
         let r = Integration::Job.api_resource();
         assert_eq!((r.group.as_str(), r.plural.as_str()), ("batch", "jobs"));
     }

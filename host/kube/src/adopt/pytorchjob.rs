@@ -65,7 +65,12 @@ pub(crate) fn trim(job: &mut DynamicObject) {
         .as_object()
         .into_iter()
         .flatten()
-        .map(|(k, s)| (k.clone(), json!({"replicas": s["replicas"], "restartPolicy": s["restartPolicy"]})))
+        .map(|(k, s)| {
+            (
+                k.clone(),
+                json!({"replicas": s["replicas"], "restartPolicy": s["restartPolicy"]}),
+            )
+        })
         .collect();
     let conditions: Vec<Value> = data["status"]["conditions"]
         .as_array()
@@ -73,7 +78,8 @@ pub(crate) fn trim(job: &mut DynamicObject) {
         .flatten()
         .map(|c| json!({"type": c["type"], "status": c["status"]}))
         .collect();
-    job.data = json!({"spec": {"pytorchReplicaSpecs": specs}, "status": {"conditions": conditions}});
+    job.data =
+        json!({"spec": {"pytorchReplicaSpecs": specs}, "status": {"conditions": conditions}});
 }
 
 #[cfg(test)]

@@ -76,8 +76,12 @@ mod tests {
         assert!(ignore_disruption_is(&ignore, true));
         let count = json!({"rules": [{"action": "Count", "onPodConditions": [{"type": "DisruptionTarget"}]},
             {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget"}]}]});
-        assert!(ignore_disruption_is(&count, false), "the first matching rule decides");
-        let other = json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue"}]}]});
+        assert!(
+            ignore_disruption_is(&count, false),
+            "the first matching rule decides"
+        );
+        let other =
+            json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "ConfigIssue"}]}]});
         assert!(ignore_disruption_is(&other, false));
         let falsy = json!({"rules": [{"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "False"}]}]});
         assert!(ignore_disruption_is(&falsy, false));

@@ -65,9 +65,8 @@ fn checkpoint_grace(pod: &Pod) -> SignedDuration {
 /// kind.
 fn not_enabled_message(u: &Unadoptable) -> String {
     let queue = u.pod.labels().get(QUEUE_LABEL).cloned().unwrap_or_default();
-    let head = format!(
-        "this pod waits behind the scheduling gate {PLACEMENT_GATE} in queue {queue}, but"
-    );
+    let head =
+        format!("this pod waits behind the scheduling gate {PLACEMENT_GATE} in queue {queue}, but");
     match u.kind {
         Some(kind) => format!(
             "{head} switchyard does not adopt {}s here: start it with --integrations={kind} (or remove the gate)",
@@ -81,63 +80,78 @@ fn not_enabled_message(u: &Unadoptable) -> String {
 }
 
 impl KubeCluster {
-    /// Carries out `action` on an adopted job (its id names one, see
-    /// [`crate::adopt::parse_adopted_id`]).
+    /// Adopted job `id`, as the caches show it now.
+    fn adopted_now(&self, id: &str) -> crate::Result<AdoptedJob> {
+        self.caches.adoption.adopted(id).ok_or_else(|| {
+            Error::NotFound(format!(
+                "adopted job {id} is no longer in the cluster (its owner, or every pod of its queue, is gone)"
+            ))
+        })
+    }
+
+    /// Releases adopted job `id`'s held pods to the nodes `assignments` (task, node)
+    /// name: every one of them, or none. A policy may place a gang task by task within
+    /// one decision; the caller gathers them, so the gang is released whole.
+    pub(super) fn place_adopted(
+        &self,
+        id: &str,
+        assignments: &[(String, String)],
+        reason: &str,
+        now: Timestamp,
+    ) -> crate::Result<()> {
+        let job = self.adopted_now(id)?;
+        let owner = owner_reference(&job);
+        if !placeable(&job) {
+            return Err(Error::Unsupported(format!(
+                "adopted job {id} is not placeable now: {} of its {} pods exist, {} stopping",
+                job.members.len(),
+                job.shape.gang,
+                job.stopping
+            )));
+        }
+        let held: Vec<&Pod> = job
+            .members
+            .iter()
+            .filter(|m| held_by_placement_gate(&m.pod))
+            .map(|m| &*m.pod)
+            .collect();
+        let mut pairs: Vec<(&Pod, &str)> = Vec::with_capacity(assignments.len());
+        for (task, node) in assignments {
+            let member = job
+                .members
+                .iter()
+                .find(|m| m.task == *task && held_by_placement_gate(&m.pod))
+                .ok_or_else(|| {
+                    Error::NotFound(format!("adopted job {id} has no pod held for task {task}"))
+                })?;
+            pairs.push((member.pod.as_ref(), node.as_str()));
+        }
+        let named: HashSet<&str> = assignments.iter().map(|(t, _)| t.as_str()).collect();
+        if named.len() != assignments.len() || pairs.len() != held.len() {
+            return Err(Error::Unsupported(format!(
+                "adopted job {id} is placed whole: the decision names {} of its {} held pods",
+                named.len(),
+                held.len()
+            )));
+        }
+        self.handle
+            .block_on(self.actor.release_adopted(&owner, id, &pairs, reason, now))?;
+        let mut assumed = self.caches.assumed.lock().expect("assumed lock");
+        for (pod, node) in &pairs {
+            let namespace = pod.namespace().unwrap_or_default();
+            assumed.released(&namespace, &pod.name_any(), node, pod_requests(pod));
+        }
+        Ok(())
+    }
+
+    /// Carries out `action`, other than a placement ([`KubeCluster::place_adopted`]),
+    /// on an adopted job (its id names one, see [`crate::adopt::parse_adopted_id`]).
     pub(super) fn apply_adopted(&self, action: &Action, now: Timestamp) -> crate::Result<()> {
         let id = action.op.job();
-        let Some(job) = self.caches.adoption.adopted(id) else {
-            return Err(Error::NotFound(format!(
-                "adopted job {id} is no longer in the cluster (its owner, or every pod of its queue, is gone)"
-            )));
-        };
+        let job = self.adopted_now(id)?;
         let owner = owner_reference(&job);
         let reason = action.reason.as_str();
         match &action.op {
-            Operation::Place { assignments, .. } => {
-                if !placeable(&job) {
-                    return Err(Error::Unsupported(format!(
-                        "adopted job {id} is not placeable now: {} of its {} pods exist, {} stopping",
-                        job.members.len(),
-                        job.shape.gang,
-                        job.stopping
-                    )));
-                }
-                let held: Vec<&Pod> = job
-                    .members
-                    .iter()
-                    .filter(|m| held_by_placement_gate(&m.pod))
-                    .map(|m| &*m.pod)
-                    .collect();
-                let mut pairs: Vec<(&Pod, &str)> = Vec::with_capacity(assignments.len());
-                for a in assignments {
-                    let member = job
-                        .members
-                        .iter()
-                        .find(|m| m.task == a.task && held_by_placement_gate(&m.pod))
-                        .ok_or_else(|| {
-                            Error::NotFound(format!(
-                                "adopted job {id} has no pod held for task {}",
-                                a.task
-                            ))
-                        })?;
-                    pairs.push((member.pod.as_ref(), a.node.as_str()));
-                }
-                if pairs.len() != held.len() {
-                    return Err(Error::Unsupported(format!(
-                        "adopted job {id} is placed whole: the decision names {} of its {} held pods",
-                        pairs.len(),
-                        held.len()
-                    )));
-                }
-                self.handle
-                    .block_on(self.actor.release_adopted(&owner, id, &pairs, reason, now))?;
-                let mut assumed = self.caches.assumed.lock().expect("assumed lock");
-                for (pod, node) in &pairs {
-                    let namespace = pod.namespace().unwrap_or_default();
-                    assumed.released(&namespace, &pod.name_any(), node, pod_requests(pod));
-                }
-                Ok(())
-            }
             Operation::Preempt { .. } | Operation::Migrate { .. } => {
                 let verb = match &action.op {
                     Operation::Preempt { .. } => "Preempt",
@@ -157,7 +171,7 @@ impl KubeCluster {
                         .ask_adopted_checkpoint(&owner, id, &pods, verb, reason, now),
                 )
             }
-            Operation::Wait { .. } => Ok(()),
+            Operation::Wait { .. } | Operation::Place { .. } => Ok(()),
             Operation::SetCpuWeight { .. } | Operation::Scale { .. } => {
                 Err(Error::Unsupported(format!(
                     "{} is not offered for adopted job {id}: its replicas are fixed by its {} and its CPU weight is not resized",
@@ -287,9 +301,16 @@ impl KubeCluster {
                         break;
                     }
                 };
-                let container = annotations.get(LOSS_CONTAINER_ANNOTATION).cloned().or_else(|| {
-                    pod.spec.as_ref()?.containers.first().map(|c| c.name.clone())
-                });
+                let container = annotations
+                    .get(LOSS_CONTAINER_ANNOTATION)
+                    .cloned()
+                    .or_else(|| {
+                        pod.spec
+                            .as_ref()?
+                            .containers
+                            .first()
+                            .map(|c| c.name.clone())
+                    });
                 let api: Api<Pod> =
                     Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
                 let (caches, name, id, clock) = (

@@ -31,12 +31,16 @@ fn round(cluster: &mut KubeCluster) -> DecisionRecord {
 /// The job `id` as the next snapshot shows it.
 fn view(cluster: &mut KubeCluster, id: &str) -> Option<switchyard_core::Job> {
     let snapshot = cluster.snapshot(Vec::new());
-    snapshot.jobs.iter().find(|j| j.id == id).map(|j| (**j).clone())
+    snapshot
+        .jobs
+        .iter()
+        .find(|j| j.id == id)
+        .map(|j| (**j).clone())
 }
 
 /// The release of every one of `pods` to `node`, in any order (the policy's), and the
-/// `Placed` Event on the owner.
-fn placed_whole(pods: &[Pod], node: &str, owner: (&str, &str)) -> Vec<Expect> {
+/// `Placed` Event on the owner (its first, else counted in its series).
+fn placed_whole(pods: &[Pod], node: &str, owner: (&str, &str), first: bool) -> Vec<Expect> {
     let mut script: Vec<Expect> = pods
         .iter()
         .enumerate()
@@ -45,7 +49,10 @@ fn placed_whole(pods: &[Pod], node: &str, owner: (&str, &str)) -> Vec<Expect> {
             _ => release_adopted(p, node).either_order_with_previous(),
         })
         .collect();
-    script.push(event_on_owner(owner.0, owner.1, "Placed", "Normal"));
+    script.push(match first {
+        true => event_on_owner(owner.0, owner.1, "Placed", "Normal"),
+        false => event_again_on_owner(owner.1),
+    });
     script
 }
 
@@ -80,11 +87,16 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
     add_owner(&mut owners);
     owners.pods(&first);
 
-    let mut script = placed_whole(&first, "n1", owner);
+    let mut script = placed_whole(&first, "n1", owner, true);
     script.extend(first.iter().map(ask_checkpoint));
-    script.push(event_on_owner(owner.0, owner.1, "CheckpointRequested", "Normal"));
+    script.push(event_on_owner(
+        owner.0,
+        owner.1,
+        "CheckpointRequested",
+        "Normal",
+    ));
     script.extend(first.iter().map(evict));
-    script.extend(placed_whole(&again, "n1", owner));
+    script.extend(placed_whole(&again, "n1", owner, false));
     let logged = again[0].metadata.name.clone().unwrap();
     script.push(
         Expect::get(&format!("{PODS}/{logged}/log?*"))
@@ -104,8 +116,12 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
         round(c)
     })
     .await;
-    assert!(record.triggers.contains(&Trigger::JobArrived(id.into())), "{:?}", record.triggers);
-    assert_eq!(record.arm_a.accepted.len(), 1, "{record:?}");
+    assert!(
+        record.triggers.contains(&Trigger::JobArrived(id.into())),
+        "{:?}",
+        record.triggers
+    );
+    placed_every_task(&record, id, first.len());
     let bound: Vec<Pod> = first.iter().map(|p| bound(p, "n1")).collect();
     owners.pods(&bound);
 
@@ -117,12 +133,19 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
     };
     let (cluster, outcomes) = blocking(cluster, move |c| c.apply(&[preempt], &[])).await;
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
-    let asked: Vec<Pod> = bound.iter().map(|p| asked(p, "2026-01-01T00:00:00Z")).collect();
+    let asked: Vec<Pod> = bound
+        .iter()
+        .map(|p| asked(p, "2026-01-01T00:00:00Z"))
+        .collect();
     owners.pods(&asked);
     world.set_clock(10);
     let served = server.served();
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(10).as_second() as f64))).await;
-    assert_eq!(server.served(), served, "no eviction within the checkpoint grace");
+    assert_eq!(
+        server.served(),
+        served,
+        "no eviction within the checkpoint grace"
+    );
     world.set_clock(31);
     let (mut cluster, _) = blocking(cluster, |c| c.advance(Some(at(31).as_second() as f64))).await;
 
@@ -131,7 +154,12 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
     owners.pods(&evicted);
     let restarting = view(&mut cluster, id).expect("still adopted");
     assert_eq!(restarting.phase, JobPhase::Restarting);
-    assert!(restarting.tasks.iter().all(|t| t.phase != TaskPhase::Pending));
+    assert!(
+        restarting
+            .tasks
+            .iter()
+            .all(|t| t.phase != TaskPhase::Pending)
+    );
     // Its operator makes the pods again, gated; the gang is placed again.
     for pod in &evicted {
         owners.pod_gone(pod);
@@ -143,7 +171,7 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
         "{:?}",
         record.triggers
     );
-    assert_eq!(record.arm_a.accepted.len(), 1, "{record:?}");
+    placed_every_task(&record, id, first.len());
 
     // Its loss comes from the log of a running pod.
     owners.pod(&running(&again[0], "n1"));
@@ -151,7 +179,12 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
     let (_cluster, _) = blocking(cluster, |c| c.advance(Some(at(40).as_second() as f64))).await;
     let loss = world.caches.loss.clone();
     tokio::time::timeout(crate::support::mock::TIMEOUT, async {
-        while loss.lock().unwrap().samples(id).is_none_or(|s| s.is_empty()) {
+        while loss
+            .lock()
+            .unwrap()
+            .samples(id)
+            .is_none_or(|s| s.is_empty())
+        {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
     })
@@ -163,11 +196,31 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
     let accessed = server.finish().await;
     never_wrote_an_owner(&accessed);
     assert_eq!(
-        accessed.iter().filter(|a| a.subresource == "eviction").count(),
+        accessed
+            .iter()
+            .filter(|a| a.subresource == "eviction")
+            .count(),
         first.len(),
         "every member evicted once"
     );
     accessed
+}
+
+/// The decision placed each of `tasks` tasks of `id` (whether in one action or one per
+/// task, they are released together) and nothing failed.
+fn placed_every_task(record: &DecisionRecord, id: &str, tasks: usize) {
+    assert!(record.arm_a.failed.is_empty(), "{record:?}");
+    let placed: std::collections::BTreeSet<&str> = record
+        .arm_a
+        .accepted
+        .iter()
+        .flat_map(|a| match &a.op {
+            Operation::Place { job, assignments } if job == id => assignments.as_slice(),
+            _ => &[],
+        })
+        .map(|a| a.task.as_str())
+        .collect();
+    assert_eq!(placed.len(), tasks, "{record:?}");
 }
 
 /// No request of `accessed` writes a Job, a JobSet or a PyTorchJob, and no pod is
@@ -179,7 +232,10 @@ fn never_wrote_an_owner(accessed: &[Access]) {
             !owner || matches!(a.verb.as_str(), "get" | "list" | "watch"),
             "an owner was written: {a:?}"
         );
-        assert!(!(a.resource == "pods" && a.verb == "delete"), "a pod was deleted: {a:?}");
+        assert!(
+            !(a.resource == "pods" && a.verb == "delete"),
+            "a pod was deleted: {a:?}"
+        );
     }
 }
 
@@ -253,15 +309,19 @@ pub(crate) async fn a_kind_not_enabled_gets_one_event() -> Vec<Access> {
     let master = pytorch_pod(&job, "Master", 0, 0);
     owners.pytorchjob(&job);
     owners.pod(&master);
-    let (client, server) = MockServer::start(vec![
-        event_on_pod("bert-master-0", INTEGRATION_NOT_ENABLED_REASON),
-    ]);
+    let (client, server) = MockServer::start(vec![event_on_pod(
+        "bert-master-0",
+        INTEGRATION_NOT_ENABLED_REASON,
+    )]);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, _) = blocking(cluster, |c| c.advance(Some(at(0).as_second() as f64))).await;
     world.set_clock(5);
     owners.pod(&master);
     let (mut cluster, _) = blocking(cluster, |c| c.advance(Some(at(5).as_second() as f64))).await;
-    assert!(view(&mut cluster, "pytorchjob:ml/bert").is_none(), "not adopted");
+    assert!(
+        view(&mut cluster, "pytorchjob:ml/bert").is_none(),
+        "not adopted"
+    );
     server.finish().await
 }
 
@@ -319,7 +379,10 @@ pub(crate) async fn a_gang_with_a_member_missing_is_not_placed() -> Vec<Access> 
         "no member is placeable before the gang is whole: {:?}",
         job.tasks
     );
-    assert!(!format!("{triggers:?}").contains("jobset:ml/llm"), "not arrived yet: {triggers:?}");
+    assert!(
+        !format!("{triggers:?}").contains("jobset:ml/llm"),
+        "not arrived yet: {triggers:?}"
+    );
     assert!(outcomes[0].is_err(), "{outcomes:?}");
     server.finish().await
 }

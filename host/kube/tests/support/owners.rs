@@ -145,7 +145,10 @@ pub fn job_pod(job: &Job, index: u32, attempt: u32) -> Pod {
         ("job-name", name.clone()),
         ("batch.kubernetes.io/controller-uid", uid.clone()),
         ("controller-uid", uid.clone()),
-        ("batch.kubernetes.io/job-completion-index", index.to_string()),
+        (
+            "batch.kubernetes.io/job-completion-index",
+            index.to_string(),
+        ),
     ] {
         labels[k] = json!(v);
     }
@@ -182,7 +185,13 @@ pub fn jobset(name: &str, queue: &str) -> Value {
 
 /// The pod the JobSet's child Job `<jobset>-<replicated>-<job_index>` makes for
 /// completion index `index` (its `attempt`-th): the JobSet's labels and the Job's.
-pub fn jobset_pod(jobset: &Value, replicated: &str, job_index: u32, index: u32, attempt: u32) -> Pod {
+pub fn jobset_pod(
+    jobset: &Value,
+    replicated: &str,
+    job_index: u32,
+    index: u32,
+    attempt: u32,
+) -> Pod {
     let name = jobset["metadata"]["name"].as_str().unwrap();
     let uid = jobset["metadata"]["uid"].as_str().unwrap();
     let child = format!("{name}-{replicated}-{job_index}");
@@ -195,13 +204,19 @@ pub fn jobset_pod(jobset: &Value, replicated: &str, job_index: u32, index: u32, 
     let mut labels = spec["metadata"]["labels"].clone();
     for (k, v) in [
         ("jobset.sigs.k8s.io/jobset-name", name.to_string()),
-        ("jobset.sigs.k8s.io/replicatedjob-name", replicated.to_string()),
+        (
+            "jobset.sigs.k8s.io/replicatedjob-name",
+            replicated.to_string(),
+        ),
         ("jobset.sigs.k8s.io/replicatedjob-replicas", "1".to_string()),
         ("jobset.sigs.k8s.io/job-index", job_index.to_string()),
         ("jobset.sigs.k8s.io/jobset-uid", uid.to_string()),
         ("batch.kubernetes.io/job-name", child.clone()),
         ("batch.kubernetes.io/controller-uid", format!("uid-{child}")),
-        ("batch.kubernetes.io/job-completion-index", index.to_string()),
+        (
+            "batch.kubernetes.io/job-completion-index",
+            index.to_string(),
+        ),
     ] {
         labels[k] = json!(v);
     }
@@ -238,7 +253,10 @@ pub fn pytorch_pod(job: &Value, replica: &str, index: u32, attempt: u32) -> Pod 
     let mut labels = spec["metadata"]["labels"].clone();
     for (k, v) in [
         ("training.kubeflow.org/job-name", name.to_string()),
-        ("training.kubeflow.org/operator-name", "pytorchjob-controller".to_string()),
+        (
+            "training.kubeflow.org/operator-name",
+            "pytorchjob-controller".to_string(),
+        ),
         ("training.kubeflow.org/replica-type", kind.clone()),
         ("training.kubeflow.org/replica-index", index.to_string()),
     ] {
@@ -280,8 +298,11 @@ pub fn bound(pod: &Pod, node: &str) -> Pod {
     spec.node_name = Some(node.into());
     spec.affinity = Some(serde_json::from_value(pin(node)).unwrap());
     pod.metadata.resource_version = Some("2".into());
-    pod.status = Some(serde_json::from_value(json!({"phase": "Pending",
-        "startTime": "2026-01-01T00:00:05Z"})).unwrap());
+    pod.status = Some(
+        serde_json::from_value(json!({"phase": "Pending",
+        "startTime": "2026-01-01T00:00:05Z"}))
+        .unwrap(),
+    );
     pod
 }
 
@@ -307,10 +328,14 @@ pub fn asked(pod: &Pod, at: &str) -> Pod {
 /// deleted.
 pub fn evicted(pod: &Pod) -> Pod {
     let mut pod = pod.clone();
-    pod.metadata.deletion_timestamp = Some(serde_json::from_value(json!("2026-01-01T00:01:00Z")).unwrap());
+    pod.metadata.deletion_timestamp =
+        Some(serde_json::from_value(json!("2026-01-01T00:01:00Z")).unwrap());
     let status = pod.status.get_or_insert_default();
-    status.conditions = Some(vec![serde_json::from_value(json!({"type": "DisruptionTarget",
-        "status": "True", "reason": "EvictionByEvictionAPI"})).unwrap()]);
+    status.conditions = Some(vec![
+        serde_json::from_value(json!({"type": "DisruptionTarget",
+        "status": "True", "reason": "EvictionByEvictionAPI"}))
+        .unwrap(),
+    ]);
     pod.metadata.resource_version = Some("4".into());
     pod
 }
@@ -335,7 +360,10 @@ pub fn evict(pod: &Pod) -> Expect {
         .body(json!({"apiVersion": "policy/v1", "kind": "Eviction",
             "metadata": {"name": name, "namespace": NS},
             "deleteOptions": {"preconditions": {"uid": pod.metadata.uid.clone().unwrap()}}}))
-        .respond(201, json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}))
+        .respond(
+            201,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
+        )
 }
 
 /// An Event `reason` about owner `kind`/`name`.
@@ -344,6 +372,12 @@ pub fn event_on_owner(kind: &str, name: &str, reason: &str, type_: &str) -> Expe
         .body(json!({"reason": reason, "type": type_, "note": "*",
             "regarding": {"kind": kind, "name": name, "namespace": NS}}))
         .respond(201, event_json())
+}
+
+/// The same Event about owner `name` once more: the recorder counts it in the
+/// Event's series (a patch of the Event it made before).
+pub fn event_again_on_owner(name: &str) -> Expect {
+    Expect::patch(&format!("{EVENTS}/{name}.*")).ok(event_json())
 }
 
 /// An Event `reason` about pod `name`.
