@@ -112,3 +112,52 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         Ok(ExitCode::SUCCESS)
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use switchyard_kube::Integration;
+
+    #[derive(Debug, Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: super::RunArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<super::RunArgs, String> {
+        let argv = ["switchyard run", "--cluster", "kube"].iter().chain(extra);
+        Run::try_parse_from(argv)
+            .map(|r| r.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn integrations_are_a_comma_list_that_each_deploy_component_may_add_to() {
+        let args = parse(&["--integrations", "job,jobset", "--integrations=pytorchjob"]).unwrap();
+        assert_eq!(
+            args.integrations,
+            [
+                Integration::Job,
+                Integration::JobSet,
+                Integration::PyTorchJob
+            ]
+        );
+        assert_eq!(args.queue, "default");
+        assert!(
+            parse(&[]).unwrap().integrations.is_empty(),
+            "no adoption by default"
+        );
+        let error = parse(&["--integrations", "job,tfjob"]).unwrap_err();
+        assert!(
+            error.contains("unknown integration `tfjob`: accepted are job, jobset, pytorchjob"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_queue_that_cannot_be_a_label_value_is_refused() {
+        assert_eq!(parse(&["--queue", "team-a"]).unwrap().queue, "team-a");
+        let error = parse(&["--queue", "team a"]).unwrap_err();
+        assert!(error.contains("is not a label value"), "{error}");
+    }
+}
