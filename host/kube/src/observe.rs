@@ -134,7 +134,7 @@ pub struct Caches {
     pub views: Arc<Mutex<Views>>,
     /// Claims, volumes and storage classes.
     pub volumes: VolumeCaches,
-    /// The queue's pods and the owners of the kinds adopted ([`crate::adopt`]).
+    /// The queue's pods and the owners of the kinds adopted ([`Adoption`]).
     pub adoption: Adoption,
 }
 
