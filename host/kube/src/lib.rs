@@ -23,6 +23,7 @@
 //!   final word.
 //! - `adopt`: the batch Jobs, JobSets and PyTorchJobs whose gated pods name this
 //!   instance's queue, grouped into policy jobs from their owners' labels and specs.
+//! - `watch`: the loop that keeps a reflector's store filled.
 //! - `observe`: the reflectors and the caches; `views` and `snapshot`: the snapshot
 //!   handed to the policy, built from the caches, visiting what changed.
 //! - `retry`: back-off, and every call under a deadline, a leadership check and, for
@@ -69,6 +70,7 @@ mod trim;
 mod usage;
 mod views;
 mod volumes;
+mod watch;
 
 pub use act::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,

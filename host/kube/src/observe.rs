@@ -20,15 +20,13 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::Notify;
 
 use crate::adopt::Adoption;
@@ -41,6 +39,7 @@ use crate::pods::{own_of, owned_by, placed_node};
 use crate::usage::Usage;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
+use crate::watch::reflect_into;
 use crate::{JOB_LABEL, trim};
 use switchyard_core::Resources;
 
@@ -164,45 +163,6 @@ where
         store,
         reflect_into(writer, api, config, trim, changed, |_| {}),
     )
-}
-
-/// [`reflect`] into `writer`, handing each event to `note` once the store applied it
-/// (to mark what changed, [`crate::changes`]).
-pub(crate) fn reflect_into<K>(
-    writer: Writer<K>,
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-    changed: Arc<Notify>,
-    note: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> impl std::future::Future<Output = ()> + Send + 'static
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = watcher(api, config)
-        .modify(trim)
-        .default_backoff()
-        .reflect(writer);
-    async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) => {
-                    note(&event);
-                    changed.notify_one();
-                }
-                // The watcher retries on its own with back-off; the error is only news.
-                Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying with back-off"),
-                None => break,
-            }
-        }
-    }
 }
 
 impl Caches {

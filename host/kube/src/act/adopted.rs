@@ -126,13 +126,7 @@ impl Actor {
     /// Evicts `pod` (the Eviction API, with its UID as a precondition) unless this
     /// process already has.
     pub(crate) async fn evict_once(&self, pod: &Pod) -> Result<Eviction> {
-        let key = delete_key(pod);
-        if self
-            .deletes_sent
-            .lock()
-            .expect("deletes lock")
-            .contains(&key)
-        {
+        if self.deleted_here(pod) {
             return Ok(Eviction::Sent);
         }
         let name = pod.name_any();
@@ -161,7 +155,10 @@ impl Actor {
             Err(kube::Error::Api(s)) if s.code == 429 => return Ok(Eviction::Refused(s.message)),
             Err(error) => return Err(Error::api(format!("evicting pod {name}"))(error)),
         };
-        self.deletes_sent.lock().expect("deletes lock").insert(key);
+        self.deletes_sent
+            .lock()
+            .expect("deletes lock")
+            .insert(delete_key(pod));
         Ok(eviction)
     }
 

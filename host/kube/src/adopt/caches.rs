@@ -4,7 +4,6 @@
 
 use std::sync::Arc;
 
-use futures::StreamExt;
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
@@ -12,10 +11,11 @@ use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::reflector::Store;
 use kube::runtime::reflector::store::Writer;
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::Notify;
 
 use super::names::Integration;
+use crate::watch::reflect_into;
 use crate::{DEFAULT_QUEUE, QUEUE_LABEL};
 
 /// What adoption reads: the queue's pods and the enabled kinds' owners. A kind whose
@@ -97,12 +97,13 @@ impl Adoption {
         let mut drivers: Vec<BoxFuture<'static, ()>> = Vec::new();
         let pods_writer: Writer<Pod> = Writer::default();
         let pods = pods_writer.as_reader();
-        drivers.push(Box::pin(run(
+        drivers.push(Box::pin(reflect_into(
             pods_writer,
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(&format!("{QUEUE_LABEL}={queue}")),
             super::trim_pod,
             changed.clone(),
+            |_| {},
         )));
         let mut adoption = Self::over(queue, pods);
         for kind in integrations {
@@ -110,12 +111,13 @@ impl Adoption {
                 Integration::Job if adoption.jobs.is_none() => {
                     let writer: Writer<Job> = Writer::default();
                     adoption.jobs = Some(writer.as_reader());
-                    drivers.push(Box::pin(run(
+                    drivers.push(Box::pin(reflect_into(
                         writer,
                         Api::<Job>::all(client.clone()),
                         watcher::Config::default(),
                         super::job::trim,
                         changed.clone(),
+                        |_| {},
                     )));
                 }
                 Integration::JobSet | Integration::PyTorchJob if !adoption.enabled(*kind) => {
@@ -132,12 +134,13 @@ impl Adoption {
                             super::pytorchjob::trim
                         }
                     };
-                    drivers.push(Box::pin(run(
+                    drivers.push(Box::pin(reflect_into(
                         writer,
                         Api::<DynamicObject>::all_with(client.clone(), &resource),
                         watcher::Config::default(),
                         trim,
                         changed.clone(),
+                        |_| {},
                     )));
                 }
                 _ => {}
@@ -177,36 +180,5 @@ impl Adoption {
             None => true,
         };
         pods && jobs && jobsets && pytorchjobs
-    }
-}
-
-/// Keeps `writer`'s store filled from a watch on `api`, each object trimmed by `trim`,
-/// each event signalling `changed`. The watch restarts on its own with back-off.
-async fn run<K>(
-    writer: Writer<K>,
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-    changed: Arc<Notify>,
-) where
-    K: kube::Resource
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
-{
-    let stream = watcher(api, config)
-        .modify(trim)
-        .default_backoff()
-        .reflect(writer);
-    let mut stream = std::pin::pin!(stream);
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(_) => changed.notify_one(),
-            Err(error) => tracing::warn!(%error, "adoption watch failed; retrying with back-off"),
-        }
     }
 }
