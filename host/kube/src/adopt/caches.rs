@@ -101,7 +101,7 @@ impl Adoption {
             pods_writer,
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(&format!("{QUEUE_LABEL}={queue}")),
-            super::trim_pod,
+            super::trimmed::trim_pod,
             changed.clone(),
             |_| {},
         )));

@@ -43,7 +43,7 @@ pub(crate) fn shape(job: &Job) -> Shape {
             &conditions,
             &["Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"],
         ),
-        created: super::created(&job.metadata),
+        created: shape::created(&job.metadata),
     }
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn completion_index(pod: &Pod) -> Option<&str> {
 /// Keeps of a Job what [`shape`] reads: its identity, and of its spec and status only
 /// the counts, the failure policy and the conditions' types and statuses.
 pub(crate) fn trim(job: &mut Job) {
-    super::trim_meta(&mut job.metadata);
+    shape::trim_meta(&mut job.metadata);
     if let Some(spec) = job.spec.as_mut() {
         spec.template = Default::default();
         spec.selector = None;

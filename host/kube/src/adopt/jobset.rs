@@ -63,7 +63,7 @@ pub(crate) fn shape(jobset: &DynamicObject) -> Shape {
             .as_str()
             .is_some_and(|s| !s.is_empty())
             || shape::has_condition(&status["conditions"], &["Completed", "Failed"]),
-        created: super::created(&jobset.metadata),
+        created: shape::created(&jobset.metadata),
     }
 }
 
@@ -81,7 +81,7 @@ pub(crate) fn member(pod: &Pod) -> Option<(String, String)> {
 
 /// Keeps of a JobSet what [`shape`] reads.
 pub(crate) fn trim(jobset: &mut DynamicObject) {
-    super::trim_meta(&mut jobset.metadata);
+    shape::trim_meta(&mut jobset.metadata);
     let data = &jobset.data;
     let replicated: Vec<Value> = data["spec"]["replicatedJobs"]
         .as_array()

@@ -42,7 +42,7 @@ pub(crate) fn shape(job: &DynamicObject) -> Shape {
                     .is_some_and(|p| RECREATING.contains(&p))
             }),
         finished: shape::has_condition(&data["status"]["conditions"], &["Succeeded", "Failed"]),
-        created: super::created(&job.metadata),
+        created: shape::created(&job.metadata),
     }
 }
 
@@ -59,7 +59,7 @@ pub(crate) fn member(pod: &Pod) -> Option<(String, String)> {
 
 /// Keeps of a PyTorchJob what [`shape`] reads.
 pub(crate) fn trim(job: &mut DynamicObject) {
-    super::trim_meta(&mut job.metadata);
+    shape::trim_meta(&mut job.metadata);
     let data = &job.data;
     let specs: Map<String, Value> = data["spec"]["pytorchReplicaSpecs"]
         .as_object()

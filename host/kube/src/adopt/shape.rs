@@ -4,6 +4,7 @@
 //! per-kind readers are in the sibling modules; this one holds what they share. It reads
 //! owners; it must not write one.
 
+use kube::api::ObjectMeta;
 use serde_json::Value;
 
 /// The most pods one adopted job may have: the host's bound on tasks per job.
@@ -61,6 +62,27 @@ pub(crate) fn has_condition(conditions: &Value, types: &[&str]) -> bool {
             c["status"] == "True" && c["type"].as_str().is_some_and(|t| types.contains(&t))
         })
     })
+}
+
+/// When an object was created, Unix seconds (0 when it does not say).
+pub(crate) fn created(meta: &ObjectMeta) -> f64 {
+    meta.creation_timestamp
+        .as_ref()
+        .map(|t| t.0.as_millisecond() as f64 / 1000.0)
+        .unwrap_or(0.0)
+}
+
+/// Keeps of an owner's metadata its identity and age.
+pub(crate) fn trim_meta(meta: &mut ObjectMeta) {
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        resource_version: meta.resource_version.take(),
+        creation_timestamp: meta.creation_timestamp.take(),
+        deletion_timestamp: meta.deletion_timestamp.take(),
+        ..ObjectMeta::default()
+    };
 }
 
 #[cfg(test)]
