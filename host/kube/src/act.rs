@@ -19,6 +19,8 @@
 //!   `CheckpointTimedOut` (status, condition and Event).
 //! - [`resize`](self::resize): a CPU weight as an in-place resize of the training
 //!   container's request.
+//! - [`adopted`](self::adopted): the same release for the gated pods of a job another
+//!   operator owns, its checkpoint request, and eviction (never a delete).
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
 //!   resourceVersion), conditions, the policy's labels, and placements whose first
 //!   write was lost.
@@ -30,6 +32,7 @@
 
 mod acknowledge;
 mod actor;
+mod adopted;
 mod advance;
 mod place;
 mod recover;
@@ -43,6 +46,7 @@ pub use self::actor::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, PodAck,
 };
+pub(crate) use self::adopted::Eviction;
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;

@@ -6,11 +6,13 @@
 //! refused, staged restarts carried on), writes each job's new loss samples to its
 //! status, and follows training logs ([`logs`](self::logs)), which with the API's
 //! acknowledgements ([`checkpoints`](self::checkpoints)) tell it when a job's checkpoint
-//! is complete. Only the leader
+//! is complete; it does as much for the jobs it adopted ([`adopted`](self::adopted)).
+//! Only the leader
 //! ([`Leader`]) does any of that, or acts; a follower's `advance` just waits. The
 //! control loop is synchronous, so it runs on a blocking thread and this type enters
 //! the tokio runtime through a [`Handle`].
 
+mod adopted;
 mod checkpoints;
 mod controller;
 mod drive;
