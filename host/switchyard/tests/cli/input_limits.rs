@@ -207,7 +207,7 @@ fn the_job_a_sweep_emits_passes_the_limits_it_was_given_to_every_pod() {
         "{args:?}"
     );
 
-    // The workload itself is read within them too, before the Job is written.
+    // The workload file itself is read within them too, before the Job is written.
     let output = switchyard()
         .args([
             "sweep",
@@ -218,7 +218,7 @@ fn the_job_a_sweep_emits_passes_the_limits_it_was_given_to_every_pod() {
             "--results-claim",
             "sweeps",
         ])
-        .args(["--max-nodes", "1"])
+        .args(["--max-yaml-bytes", "64"])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr);
