@@ -255,7 +255,7 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
                 escaped(&recorded.policy.name),
                 recorded.rounds,
                 escaped(&recorded.policy.version),
-                recorded.policy.digest,
+                escaped(&recorded.policy.digest),
                 escaped(&p.policy),
                 p.digest
             );

@@ -52,8 +52,8 @@ pub(crate) struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Creates `file`, to hold a first line naming `policies` (`{"policies": [...]}`),
-    /// at most `limit_kib` KiB of records and one summary line.
+    /// Creates `file`, to hold a first line naming `policies` (`{"policies": [...]}`)
+    /// and records, at most `limit_kib` KiB together, and one summary line.
     pub(crate) fn create(
         file: &Path,
         limit_kib: u64,
@@ -67,15 +67,15 @@ impl TraceWriter {
         let mut out = File::create(file)
             .map(BufWriter::new)
             .with_context(context)?;
-        serde_json::to_writer(&mut out, &Header { policies })
-            .map_err(std::io::Error::from)
-            .and_then(|()| out.write_all(b"\n"))
-            .with_context(context)?;
+        let mut header = serde_json::to_vec(&Header { policies })?;
+        header.push(b'\n');
+        out.write_all(&header).with_context(context)?;
         Ok(Self {
             file: file.to_path_buf(),
             out,
             limit_bytes: limit_kib.saturating_mul(1024),
-            written: 0,
+            // The limit bounds the file: the first line counts.
+            written: header.len() as u64,
             omitted: None,
             error: None,
         })
