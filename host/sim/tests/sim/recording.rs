@@ -271,7 +271,10 @@ fn a_replay_under_the_recorded_name_with_other_bytes_names_the_recorded_componen
     assert_eq!(component.rounds, report.rounds);
     let (same, other) = (&report.policies[0], &report.policies[1]);
     assert!(same.recorded_with_other_bytes.is_empty(), "{same:?}");
-    assert_eq!(other.recorded_with_other_bytes, [component.clone()]);
+    assert_eq!(
+        other.recorded_with_other_bytes,
+        std::slice::from_ref(component)
+    );
     assert_ne!(other.digest, recorded_digest);
 }
 
