@@ -12,7 +12,9 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use switchyard_control::{Arm, DecisionRecord, ExperimentReport, RunEnd, SnapshotSummary};
+use switchyard_control::{
+    Arm, DeciderLog, DecisionRecord, ExperimentReport, RunEnd, SnapshotSummary,
+};
 use switchyard_core::Job;
 
 /// What the driver publishes after every round.
@@ -30,6 +32,8 @@ pub struct LiveStatus {
     pub decisions: VecDeque<DecisionRecord>,
     /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
     pub decision_bytes: usize,
+    /// Which component each policy name in `decisions` meant, from which round.
+    pub deciders: DeciderLog,
     /// State blobs that could not be persisted so far.
     pub state_save_failures: u64,
     /// Why state cannot be persisted, while that lasts (a restart would lose state).

@@ -1,5 +1,6 @@
 //! The controller crate's integration tests, one binary: the live controller over a real
-//! HTTP server on loopback (`live_api`, `experiments`, `restarts`), its API against malformed requests
+//! HTTP server on loopback (`live_api`, `experiments`, `restarts`, and what the decision
+//! records' policy names stand for, `deciders`), its API against malformed requests
 //! (`api_fuzz`), its server against slow and flooding clients (`http_limits`), policies
 //! named by OCI reference against a real registry on loopback (`references`), the
 //! trust it places in uploads and tokens (`trust`), the policies
@@ -16,6 +17,7 @@ mod kube_support;
 
 mod api_fuzz;
 mod console;
+mod deciders;
 mod experiments;
 mod http_limits;
 mod in_cluster;
