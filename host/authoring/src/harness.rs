@@ -146,6 +146,7 @@ fn run_workload(
     let scenario = workload.scenario(seed)?;
     let slot = load_slot(runtime, spec.policy, spec.settings)?;
     let tested = slot.name().to_string();
+    let component = component_line(&slot);
     let states = RecordedStates::default();
     let mut cluster = Recorder {
         sim: Simulator::new(scenario),
@@ -193,6 +194,7 @@ fn run_workload(
     Ok(TestRun {
         header: vec![
             format!("decision trace of `{}` ({tested})", spec.policy),
+            component,
             format!("on {} with seed {seed}", spec.input.display()),
         ],
         records,
@@ -246,12 +248,24 @@ fn run_fixture(
     Ok(TestRun {
         header: vec![
             format!("decision of `{}` ({})", spec.policy, slot.name()),
+            component_line(&slot),
             format!("on the fixture {}", spec.input.display()),
         ],
         records: vec![tested],
         finished: None,
         comparison,
     })
+}
+
+/// The header line naming the component that decided: its version and the SHA-256 of
+/// its bytes, so a trace says which build of the policy made it.
+fn component_line(slot: &PolicySlot) -> String {
+    format!(
+        "{}{} {}",
+        crate::trace::COMPONENT_LINE.trim_start_matches("# "),
+        slot.module.description().version,
+        slot.module.digest()
+    )
 }
 
 /// Compares (round, time, tested's actions, other's actions) operation by operation,

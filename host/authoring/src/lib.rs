@@ -39,7 +39,9 @@ pub use fixture::{Fixture, FixtureError};
 pub use harness::{Comparison, HarnessError, RoundDifference, TestRun, TestSpec, run_policy_test};
 pub use project::Created;
 pub use scaffold::{Lang, Sdk, create_js_project, create_python_project, create_rust_project};
-pub use trace::{action_line, diff_trace, operation_text, render_trace};
+pub use trace::{
+    COMPONENT_LINE, action_line, component_change, diff_trace, operation_text, render_trace,
+};
 pub use vendor::{
     SDK_DIR, js_project_lock, js_project_manifest, vendor_js_sdk, vendor_python_sdk,
     vendor_rust_sdk,

@@ -140,19 +140,46 @@ fn one_line(text: &str) -> String {
     text.replace('\n', " ")
 }
 
-/// How a trace differs from the golden copy: `None` when equal, else a unified diff
-/// (golden first) trimmed to the changed hunks.
+/// How a trace's header names the component that made it: this, its version and its
+/// digest (`# component 0.1.0 sha256:...`).
+pub const COMPONENT_LINE: &str = "# component ";
+
+/// How a trace differs from the golden copy in what was decided: `None` when equal,
+/// else a unified diff (golden first) trimmed to the changed hunks. The component line
+/// is left out: a build of the same code elsewhere (another toolchain, other paths in
+/// its panic messages) has other bytes, and the trace is about decisions
+/// ([`component_change`] tells the bytes apart).
 pub fn diff_trace(golden: &str, actual: &str) -> Option<String> {
+    let decided = |trace: &str| -> String {
+        trace
+            .split_inclusive('\n')
+            .filter(|line| !line.starts_with(COMPONENT_LINE))
+            .collect()
+    };
+    let (golden, actual) = (decided(golden), decided(actual));
     if golden == actual {
         return None;
     }
     Some(
-        TextDiff::from_lines(golden, actual)
+        TextDiff::from_lines(&golden, &actual)
             .unified_diff()
             .context_radius(2)
             .header("golden", "this run")
             .to_string(),
     )
+}
+
+/// The component lines of the golden copy and of this run, when they differ (the golden
+/// trace was made by other bytes).
+pub fn component_change<'a>(golden: &'a str, actual: &'a str) -> Option<(&'a str, &'a str)> {
+    let component = |trace: &'a str| {
+        trace
+            .lines()
+            .find_map(|line| line.strip_prefix(COMPONENT_LINE))
+            .unwrap_or("(none)")
+    };
+    let (before, now) = (component(golden), component(actual));
+    (before != now).then_some((before, now))
 }
 
 #[cfg(test)]
@@ -219,5 +246,19 @@ mod tests {
         assert_eq!(diff_trace("a\nb\n", "a\nb\n"), None);
         let d = diff_trace("a\nb\n", "a\nc\n").unwrap();
         assert!(d.contains("-b") && d.contains("+c"), "{d}");
+    }
+
+    #[test]
+    fn traces_of_other_bytes_that_decide_alike_have_no_diff_and_name_both_components() {
+        let golden = "# trace of p\n# component 1.0 sha256:aa\nround 0\n";
+        let rebuilt = "# trace of p\n# component 1.0 sha256:bb\nround 0\n";
+        assert_eq!(diff_trace(golden, rebuilt), None);
+        assert_eq!(
+            component_change(golden, rebuilt),
+            Some(("1.0 sha256:aa", "1.0 sha256:bb"))
+        );
+        assert_eq!(component_change(golden, golden), None);
+        let d = diff_trace(golden, "# trace of p\n# component 1.0 sha256:bb\nround 1\n").unwrap();
+        assert!(d.contains("-round 0") && !d.contains("component"), "{d}");
     }
 }

@@ -21,6 +21,8 @@
 //! - `round`: one round ([`ControlLoop::decide_round`]): each arm's call, the fallback
 //!   when it fails, validation, apply, the record ([`RoundOutcome`]).
 //! - `decision_record`: what the loop keeps of each round ([`DecisionRecord`]).
+//! - `decider`: which component a policy's name meant when it decided, named once per
+//!   listing rather than in every record ([`DecidingPolicy`], [`DeciderLog`]).
 //! - `outcome`: what became of an accepted action ([`ActionOutcome`]).
 //! - `window`: how much of the queue a policy that overran its deadline is shown.
 //! - `round_observer`: what an observer of the rounds is told ([`RoundObserver`]).
@@ -44,6 +46,7 @@
 mod checkpoint;
 mod cluster;
 mod control_loop;
+mod decider;
 mod decision_record;
 mod experiment;
 mod files;
@@ -66,6 +69,7 @@ pub use checkpoint::{
 };
 pub use cluster::{Advance, Cluster};
 pub use control_loop::{ControlLoop, RunEnd, Step};
+pub use decider::{DeciderLog, DecidingPolicy, PolicyFromRound};
 pub use decision_record::{
     ArmRecord, DecisionRecord, FailedActionRecord, QueueWindowRecord, RejectedActionRecord,
     RejectedLabelRecord, ShadowRecord,
@@ -86,8 +90,8 @@ pub use recording::{
     SnapshotChanges, export_anonymised,
 };
 pub use replay::{
-    Agreement, CutShortNote, JobDifference, ReplayError, ReplayPolicy, ReplayReport,
-    RoundDifference, replay,
+    Agreement, CutShortNote, JobDifference, RecordedComponent, ReplayError, ReplayPolicy,
+    ReplayReport, RoundDifference, replay,
 };
 pub use round::{CallRole, PolicyCall, RETRY_FIRST, RoundOutcome};
 pub use round_observer::{RoundObserver, RoundStart};

@@ -18,6 +18,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use crate::decider::DecidingPolicy;
 use crate::recording::{CutShort, RecordedRound, Recording, RecordingError};
 use crate::slot::PolicySlot;
 use crate::window;
@@ -43,10 +44,23 @@ pub struct ReplayReport {
     pub rounds: u64,
     /// The policies that decided the recorded rounds, with the rounds each decided.
     pub recorded_policies: BTreeMap<String, u64>,
+    /// The components the recording names as active (its `policy` records), with the
+    /// rounds each was active for.
+    pub recorded_components: Vec<RecordedComponent>,
     /// One entry per replayed policy, in the order given.
     pub policies: Vec<Agreement>,
     /// Segments that ended early (a killed recorder); their complete records were read.
     pub cut_short: Vec<CutShortNote>,
+}
+
+/// A component the recording names as the active policy.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RecordedComponent {
+    /// Its name, version and digest as recorded.
+    #[serde(flatten)]
+    pub policy: DecidingPolicy,
+    /// Rounds it was the active policy for.
+    pub rounds: u64,
 }
 
 /// A segment that ended early.
@@ -67,6 +81,11 @@ pub struct Agreement {
     pub policy: String,
     /// Its digest.
     pub digest: String,
+    /// Components of the same name that the recording names as active with other bytes
+    /// than this one's (another version or build): the replay then compares other
+    /// code than the code that was recorded, even where it agrees.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recorded_with_other_bytes: Vec<RecordedComponent>,
     /// Rounds compared.
     pub compared: u64,
     /// Compared rounds in which it asked for the same operations as the recording.
@@ -140,6 +159,7 @@ pub fn replay(
             agreement: Agreement {
                 policy: p.label.clone(),
                 digest: p.slot.module.digest().to_hex(),
+                recorded_with_other_bytes: Vec::new(),
                 compared: 0,
                 agreed: 0,
                 agreement_percent: None,
@@ -153,13 +173,28 @@ pub fn replay(
     let mut report = ReplayReport {
         rounds: 0,
         recorded_policies: BTreeMap::new(),
+        recorded_components: Vec::new(),
         policies: Vec::new(),
         cut_short: Vec::new(),
     };
+    let mut components: BTreeMap<(String, String), RecordedComponent> = BTreeMap::new();
     let mut rounds = recording.rounds();
     for round in rounds.by_ref() {
         let round = round?;
         report.rounds += 1;
+        let active = &round.policy.active;
+        components
+            .entry((active.name.clone(), active.digest.clone()))
+            .or_insert_with(|| RecordedComponent {
+                policy: DecidingPolicy {
+                    name: active.name.clone(),
+                    version: active.version.clone(),
+                    digest: active.digest.clone(),
+                    reference: None,
+                },
+                rounds: 0,
+            })
+            .rounds += 1;
         *report
             .recorded_policies
             .entry(round.record.decision.arm_a.policy.clone())
@@ -169,10 +204,17 @@ pub fn replay(
         }
     }
     report.cut_short = rounds.cut_short().iter().map(note).collect();
+    report.recorded_components = components.into_values().collect();
     report.policies = replayed
         .into_iter()
         .map(|mut r| {
             let a = &mut r.agreement;
+            a.recorded_with_other_bytes = report
+                .recorded_components
+                .iter()
+                .filter(|c| c.policy.name == r.policy.slot.name() && c.policy.digest != a.digest)
+                .cloned()
+                .collect();
             if a.compared > 0 {
                 a.agreement_percent = Some(100.0 * a.agreed as f64 / a.compared as f64);
             }

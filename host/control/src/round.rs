@@ -5,6 +5,7 @@
 //! experiment the same way, the record written and the observer told. It changes no
 //! policy and starts no experiment: the loop's driver does that between rounds.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::cluster::Cluster;
@@ -17,7 +18,7 @@ use crate::slot::PolicySlot;
 use crate::state::PolicyStates;
 use crate::window;
 use switchyard_core::{Checked, Decision, Operation, Snapshot, Trigger, check_decision_within};
-use switchyard_runtime::PolicyError;
+use switchyard_runtime::{PolicyError, PolicyModule};
 
 /// Which part a policy played in a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
@@ -58,6 +59,10 @@ pub struct RoundOutcome {
     pub calls: Vec<PolicyCall>,
     /// Per rejected action: the deciding policy and [`switchyard_core::Rejection::metric_label`].
     pub rejections: Vec<(String, &'static str)>,
+    /// The components behind the policy names in the record (arm A's decider, then arm
+    /// B's or the shadow's), so whoever lists the records can say which bytes each name
+    /// meant ([`crate::DeciderLog`]).
+    pub deciders: Vec<Arc<PolicyModule>>,
 }
 
 /// After a round in which an accepted action failed, the loop calls the policy again
@@ -70,6 +75,8 @@ const RETRY_MAX: f64 = 60.0;
 /// A policy's answer, or the fallback's when it failed.
 struct Decided {
     policy: String,
+    /// The component of `policy`.
+    module: Arc<PolicyModule>,
     failure: Option<String>,
     /// The arm's own policy overran its deadline.
     overran: bool,
@@ -149,6 +156,7 @@ impl ControlLoop {
         let a_failed = a.failure.is_some();
         let next_call_after = a.decision.next_call_after;
         let a_window = a.window;
+        let mut deciders = vec![a.module.clone()];
         if let Some(e) = experiment.as_mut() {
             e.record_failed_actions(Arm::A, a.outcomes.iter());
         }
@@ -175,6 +183,7 @@ impl ControlLoop {
                 next_tick = earliest(next_tick, b.next_tick);
                 changed |= b.changed;
                 failed_actions |= b.failed_actions();
+                deciders.push(b.module.clone());
                 record.arm_b = Some(b.record());
             } else {
                 let shadow = ArmCall {
@@ -190,6 +199,7 @@ impl ControlLoop {
                 // A round decided by the fallback says nothing about A.
                 let agrees = (!a_failed && b.failure.is_none())
                     .then(|| e.compare(round, snapshot.time, &a_actions, &b.decision.actions));
+                deciders.push(b.module);
                 record.shadow = Some(ShadowRecord {
                     policy: b.policy,
                     failure: b.failure,
@@ -227,6 +237,7 @@ impl ControlLoop {
             record,
             calls: calls.calls,
             rejections: calls.rejections,
+            deciders,
         }
     }
 
@@ -256,6 +267,7 @@ impl ControlLoop {
         if arm.role == CallRole::Shadow {
             return ArmDecided {
                 policy: decided.policy,
+                module: decided.module,
                 failure: decided.failure,
                 overran: decided.overran,
                 decision,
@@ -292,6 +304,7 @@ impl ControlLoop {
             });
         ArmDecided {
             policy: decided.policy,
+            module: decided.module,
             failure: decided.failure,
             overran: decided.overran,
             changed,
@@ -338,6 +351,8 @@ struct ArmCall {
 struct ArmDecided {
     /// The policy that decided (the fallback's name when the arm's own failed).
     policy: String,
+    /// Its component.
+    module: Arc<PolicyModule>,
     /// The arm's own policy's failure.
     failure: Option<String>,
     /// The arm's own policy overran its deadline.
@@ -417,6 +432,7 @@ fn decide_with_fallback(
             states.put(slot.name(), decision.state.clone());
             return Decided {
                 policy: slot.name().to_string(),
+                module: slot.module.clone(),
                 failure: None,
                 overran: false,
                 decision: Some(decision),
@@ -430,6 +446,7 @@ fn decide_with_fallback(
         tracing::warn!(%error, policy = slot.name(), "the shadow policy failed; the applied decision is unaffected");
         return Decided {
             policy: slot.name().to_string(),
+            module: slot.module.clone(),
             failure: Some(error.to_string()),
             overran,
             decision: None,
@@ -465,6 +482,7 @@ fn decide_with_fallback(
     };
     Decided {
         policy: fallback.name().to_string(),
+        module: fallback.module.clone(),
         failure: Some(error.to_string()),
         overran,
         decision,

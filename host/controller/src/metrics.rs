@@ -565,6 +565,7 @@ mod tests {
             record: DecisionRecord::new(0, &Snapshot::default(), arm, None),
             calls: vec![],
             rejections: vec![],
+            deciders: vec![],
         });
         let text = metrics.render();
         assert!(
@@ -595,6 +596,7 @@ mod tests {
                 failure: None,
             }],
             rejections: vec![(hostile.into(), "unknown-job")],
+            deciders: vec![],
         });
         let text = metrics.render();
         let exposition = openmetrics_parser::openmetrics::parse_openmetrics(&text)

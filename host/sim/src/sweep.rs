@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::offline::{Records, run_offline};
 use crate::report::Summary;
-use crate::workload::Workload;
+use crate::workload::{InputLimits, Workload};
 use switchyard_control::PolicySlot;
 use switchyard_control::{Estimate, mean_interval};
 use switchyard_runtime::Runtime;
@@ -45,6 +45,10 @@ pub struct SweepPlan {
     pub baseline: String,
     /// The policy that decides a round when a run's policy fails.
     pub fallback: String,
+    /// The bounds every cell reads its workload within (the defaults in a plan written
+    /// without them).
+    #[serde(default)]
+    pub limits: InputLimits,
 }
 
 /// One cell: a workload, a run and a seed.
@@ -149,7 +153,8 @@ fn try_cell(
             cell.index, cell.run
         )
     })?;
-    let workload = Workload::load(cell.workload.as_ref()).map_err(|e| e.to_string())?;
+    let workload =
+        Workload::load_with(cell.workload.as_ref(), plan.limits).map_err(|e| e.to_string())?;
     let scenario = workload.scenario(cell.seed).map_err(|e| e.to_string())?;
     // A fallback instance of the cell's own: a kept instance shared with other cells
     // would make a cell's result depend on which cells ran before it.
@@ -358,6 +363,7 @@ mod tests {
             seeds: vec![1, 2, 3],
             baseline: "even".into(),
             fallback: "default".into(),
+            limits: InputLimits::default(),
         }
     }
 

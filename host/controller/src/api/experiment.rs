@@ -120,7 +120,8 @@ pub(super) async fn get(State(state): State<ApiState>) -> Result<Json<Experiment
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 409, description = "An experiment is running and `replace` is not true, or the policies directory's settings file decides this (the message names the file)", body = ErrorBody),
-        (status = 404, description = "No such policy", body = ErrorBody)),
+        (status = 404, description = "No such policy", body = ErrorBody),
+        (status = 408, description = "The body did not arrive whole within `--body-read-timeout` (the message names the flag)", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn start(
     State(state): State<ApiState>,

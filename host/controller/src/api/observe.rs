@@ -14,7 +14,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ErrorBody};
 use super::state::ApiState;
 use crate::live::LoadFailure;
-use switchyard_control::DecisionRecord;
+use switchyard_control::{DecisionRecord, PolicyFromRound};
 use switchyard_control::{LossAck, SnapshotSummary};
 
 #[utoipa::path(get, path = "/healthz", tag = "health",
@@ -192,6 +192,13 @@ pub(super) struct Decisions {
     /// labels, and the experiment's side when one runs.
     #[schema(value_type = Vec<Object>)]
     pub decisions: Vec<DecisionRecord>,
+    /// Which component each policy name in `decisions` meant: per entry the name,
+    /// `version`, `digest` (the SHA-256 of its bytes), `reference` (pinned, for a policy
+    /// from a registry) and `from_round`, the first round it decided under that name
+    /// (a name means the entry with the latest `from_round` not after the round). Named
+    /// here once rather than in every record.
+    #[schema(value_type = Vec<Object>)]
+    pub policies: Vec<PolicyFromRound>,
     /// More records after these match the query (ask again with `since` set to the last
     /// round here).
     pub more: bool,
@@ -228,9 +235,11 @@ pub(super) async fn decisions(
                 (newest, more)
             }
         };
+        let policies = s.deciders.naming(&decisions);
         Decisions {
             rounds: s.rounds,
             decisions,
+            policies,
             more,
         }
     })))
@@ -288,6 +297,7 @@ pub(super) struct LossBody {
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
         (status = 404, description = "No such active job", body = ErrorBody),
         (status = 422, description = "Not a finite value", body = ErrorBody),
+        (status = 408, description = "The body did not arrive whole within `--body-read-timeout` (the message names the flag)", body = ErrorBody),
         (status = 503, description = "This replica is not the leader", body = ErrorBody)),
     security(("bearer" = [])))]
 pub(super) async fn push_loss(

@@ -77,7 +77,8 @@ pub(super) async fn list(State(state): State<ApiState>) -> Json<PolicyList> {
         (status = 201, description = "Compiled, checked and loaded under the name it gives itself; replaces a policy of that name (when active, from the next round). Kept by the state store for the next start when it can be (a policy from a registry as its pinned reference); `persistence` says whether it was", body = PolicyUploaded),
         (status = 400, description = "A JSON body that is not `{\"reference\": \"oci://...\"}`, or a reference that does not parse", body = ErrorBody),
         (status = 401, description = "Missing or wrong bearer token", body = ErrorBody),
-        (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
+        (status = 503, description = "This replica is not the leader (the message names the leader), or `--max-concurrent-uploads` uploads are being received already (refused before the body is read; `Retry-After` says when to send it again)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive whole within `--body-read-timeout` (the message names the flag)", body = ErrorBody),
         (status = 409, description = "The upload calls itself by a built-in policy's name", body = ErrorBody),
         (status = 413, description = "Larger than the upload limit (a referenced component is refused before it is downloaded)", body = ErrorBody),
         (status = 415, description = "Not sent as application/wasm, application/octet-stream or application/json", body = ErrorBody),
@@ -172,6 +173,7 @@ pub(super) async fn activate(
         (status = 503, description = "This replica is not the leader; the message names the leader", body = ErrorBody),
         (status = 409, description = "The policies directory's settings file decides this; the message names the file", body = ErrorBody),
         (status = 404, description = "No such policy", body = ErrorBody),
+        (status = 408, description = "The body did not arrive whole within `--body-read-timeout` (the message names the flag)", body = ErrorBody),
         (status = 415, description = "Not JSON", body = ErrorBody),
         (status = 422, description = "The policy refused the values (its message says why)", body = ErrorBody)),
     security(("bearer" = [])))]

@@ -20,6 +20,7 @@ use switchyard_control::{
     Recorder, RoundOutcome, RunEnd, StateStore, Step,
 };
 use switchyard_core::{Settings, Trigger};
+use switchyard_runtime::PolicyModule;
 use switchyard_sim::PACE_SLICE;
 
 struct Driver {
@@ -518,6 +519,7 @@ impl Driver {
         self.save_failures_seen = save_failures;
         let state_error = self.control.state_save_error().map(str::to_string);
         let (keep, keep_bytes) = (self.keep_decisions, self.keep_decisions_bytes);
+        let catalog = self.shared.catalog();
         self.shared.publish(|status| {
             status.rounds = rounds;
             status.failures = failures;
@@ -542,14 +544,24 @@ impl Driver {
                     status.labels_by.remove(id);
                 }
             }
+            for module in &outcome.deciders {
+                status
+                    .deciders
+                    .note(record.round, module, || registry_reference(catalog, module));
+            }
             status.decision_bytes += outcome.record.footprint();
             status.decisions.push_back(outcome.record.clone());
+            let mut dropped = false;
             while status.decisions.len() > 1
                 && (status.decisions.len() > keep || status.decision_bytes > keep_bytes)
             {
                 if let Some(old) = status.decisions.pop_front() {
                     status.decision_bytes -= old.footprint();
+                    dropped = true;
                 }
+            }
+            if dropped && let Some(oldest) = status.decisions.front() {
+                status.deciders.forget_before(oldest.round);
             }
         });
     }
@@ -614,4 +626,13 @@ pub(super) fn restore_parameters(catalog: &Catalog, store: &dyn StateStore) -> P
         }
     }
     parameters
+}
+
+/// The pinned reference `module` was pulled from, when the catalog holds it under its
+/// name from a registry (an upload of other bytes under the name since has none).
+fn registry_reference(catalog: &Catalog, module: &PolicyModule) -> Option<String> {
+    let entry = catalog.get(module.name()).ok()?;
+    (entry.slot.module.digest() == module.digest()
+        && switchyard_registry::Reference::is_reference(&entry.source))
+    .then_some(entry.source)
 }

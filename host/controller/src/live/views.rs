@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use switchyard_control::{
-    Arm, DecisionRecord, ExperimentReport, LastCheckpoint, RunEnd, SnapshotSummary,
+    Arm, DeciderLog, DecisionRecord, ExperimentReport, LastCheckpoint, RunEnd, SnapshotSummary,
 };
 use switchyard_core::Job;
 
@@ -32,6 +32,8 @@ pub struct LiveStatus {
     pub decisions: VecDeque<DecisionRecord>,
     /// What `decisions` holds, in bytes ([`DecisionRecord::footprint`]).
     pub decision_bytes: usize,
+    /// Which component each policy name in `decisions` meant, from which round.
+    pub deciders: DeciderLog,
     /// State blobs that could not be persisted so far.
     pub state_save_failures: u64,
     /// Why state cannot be persisted, while that lasts (a restart would lose state).

@@ -1,6 +1,7 @@
 //! The controller crate's integration tests, one binary: the live controller over a real
 //! HTTP server on loopback (`live_api`, `experiments`, `restarts`, acknowledged
-//! checkpoints in `checkpoints`), its API against malformed requests
+//! checkpoints in `checkpoints`, and what the decision records' policy names stand for,
+//! `deciders`), its API against malformed requests
 //! (`api_fuzz`), its server against slow and flooding clients (`http_limits`), policies
 //! named by OCI reference against a real registry on loopback (`references`), the
 //! trust it places in uploads and tokens (`trust`), the policies
@@ -18,6 +19,7 @@ mod kube_support;
 mod api_fuzz;
 mod checkpoints;
 mod console;
+mod deciders;
 mod experiments;
 mod http_limits;
 mod in_cluster;

@@ -127,6 +127,15 @@ async fn a_policy_named_by_tag_is_listed_under_its_pinned_reference_and_the_same
         .find(|l| l.starts_with("switchyard_policy_info{") && l.contains("policy=\"null\""))
         .unwrap_or_else(|| panic!("an info series for null: {metrics}"));
     assert!(info.contains(&format!("source=\"{pinned}\"")), "{info}");
+    // The decisions name what `null` stands for once: its digest and pinned reference.
+    let from = applied["from_round"].as_u64().unwrap();
+    live.wait_for_rounds_after(from + 2).await;
+    let (_, page) = live.get("/v1/decisions?limit=2").await;
+    let policies = page["policies"].as_array().unwrap();
+    assert_eq!(policies.len(), 1, "{page}");
+    assert_eq!(policies[0]["name"], "null");
+    assert_eq!(policies[0]["digest"], loaded["policy"]["digest"]);
+    assert_eq!(policies[0]["reference"], pinned);
     live.stop().await;
 
     // The tag moves on; the restarted controller pulls what the kept digest names.

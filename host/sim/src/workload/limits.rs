@@ -11,9 +11,11 @@ pub(super) const MAX_CORES: f64 = 1e6;
 pub(super) const MAX_MEMORY_GIB: f64 = 1e9;
 
 /// The bounds on what a workload may declare. `InputLimits::default()` is what
-/// `simulate`, `run` and `replay --simulate` read workloads with; `docs/security.md`
-/// lists each with its default.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// `simulate`, `sweep`, `run` and `replay --simulate` read workloads with; `docs/security.md`
+/// lists each with its default. A sweep's plan carries them (a field left out is its
+/// default), so every cell reads its workload within the limits the sweep was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct InputLimits {
     /// Jobs in one scenario: every entry's `count` and every imported trace row taken.
     pub jobs: u64,

@@ -233,6 +233,51 @@ fn replaying_a_recording_under_its_own_policy_agrees_and_under_another_names_the
     );
 }
 
+#[test]
+fn a_replay_under_the_recorded_name_with_other_bytes_names_the_recorded_component() {
+    let runtime = support::generous_runtime();
+    let dir = tempfile::tempdir().unwrap();
+    // One guest, two builds: the same name, other bytes.
+    let builds = tempfile::tempdir().unwrap();
+    let build = |reads_loss: bool| {
+        let path = builds
+            .path()
+            .join(format!("least-loaded-{reads_loss}.wasm"));
+        std::fs::write(
+            &path,
+            support::guest_reading_loss("least-loaded", reads_loss),
+        )
+        .unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let (recorded, rebuilt) = (build(true), build(false));
+    record(&runtime, &recorded, WORKLOAD, dir.path(), 1 << 30);
+    let recording = Recording::open(dir.path()).unwrap();
+    let policies = [("same", &recorded), ("rebuilt", &rebuilt)].map(|(label, path)| ReplayPolicy {
+        label: label.into(),
+        slot: slot(&runtime, path),
+    });
+    let report = replay(&recording, &policies).unwrap();
+    let recorded_digest = policies[0].slot.module.digest().to_hex();
+    assert_eq!(
+        report.recorded_components.len(),
+        1,
+        "{:?}",
+        report.recorded_components
+    );
+    let component = &report.recorded_components[0];
+    assert_eq!(component.policy.name, policies[0].slot.name());
+    assert_eq!(component.policy.digest, recorded_digest);
+    assert_eq!(component.rounds, report.rounds);
+    let (same, other) = (&report.policies[0], &report.policies[1]);
+    assert!(same.recorded_with_other_bytes.is_empty(), "{same:?}");
+    assert_eq!(
+        other.recorded_with_other_bytes,
+        std::slice::from_ref(component)
+    );
+    assert_ne!(other.digest, recorded_digest);
+}
+
 /// A recording of format version 1, made by `switchyard run --cluster
 /// sim:tests/data/recording-v1/workload.yaml --record ...` (see its README), reads with
 /// this host: a change to the format that would misread it must raise the version.

@@ -7,6 +7,7 @@
 
 mod text;
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use anyhow::{Context as _, anyhow, bail};
 use clap::Parser as _;
 use reqwest::Method;
 use serde_json::{Value, json};
-use switchyard_control::DecisionRecord;
+use switchyard_control::{DecisionRecord, PolicyFromRound};
 use switchyard_controller::{Body, Client};
 
 use super::terminal::escaped;
@@ -407,9 +408,26 @@ async fn decisions(
     output: Output,
 ) -> anyhow::Result<()> {
     let page = client.get(&format!("/v1/decisions?limit={limit}")).await?;
+    // Each component a policy name stands for is named once, before the first round it
+    // is shown for, however many pages follow.
+    let mut named = BTreeSet::new();
+    let mut new_deciders = |page: &Value| -> Vec<PolicyFromRound> {
+        let policies: Vec<PolicyFromRound> =
+            serde_json::from_value(page["policies"].clone()).unwrap_or_default();
+        policies
+            .into_iter()
+            .filter(|p| filter.policy.is_none_or(|name| name == p.policy.name))
+            .filter(|p| {
+                named.insert((p.policy.name.clone(), p.policy.digest.clone(), p.from_round))
+            })
+            .collect()
+    };
     // `first`: the page asked for, whose rounds without actions are counted in a line; a
     // followed round is printed only when it did something.
-    let print = |records: &[DecisionRecord], first: bool| -> anyhow::Result<()> {
+    let print = |records: &[DecisionRecord],
+                 deciders: &[PolicyFromRound],
+                 first: bool|
+     -> anyhow::Result<()> {
         let kept: Vec<DecisionRecord> = records.iter().filter_map(|r| filter.apply(r)).collect();
         match output {
             // Without --follow the JSON is the controller's page, its records filtered.
@@ -419,19 +437,23 @@ async fn decisions(
                 println!("{}", serde_json::to_string_pretty(&page)?);
             }
             Output::Json => {
+                for policy in deciders {
+                    println!("{}", serde_json::json!({ "policy": policy }));
+                }
                 for record in &kept {
                     println!("{}", serde_json::to_string(record)?);
                 }
             }
             Output::Text => {
                 let read = if first { records.len() } else { kept.len() };
+                print!("{}", text::decider_lines(deciders));
                 print!("{}", text::decisions(&kept, read, filter));
             }
         }
         Ok(())
     };
     let records = records_of(&page)?;
-    print(&records, true)?;
+    print(&records, &new_deciders(&page), true)?;
     if !follow {
         return Ok(());
     }
@@ -442,10 +464,11 @@ async fn decisions(
             Some(round) => format!("/v1/decisions?since={round}&limit=1000"),
             None => "/v1/decisions?limit=1000".into(),
         };
-        let records = records_of(&client.get(&path).await?)?;
+        let page = client.get(&path).await?;
+        let records = records_of(&page)?;
         if let Some(newest) = records.last() {
             last = Some(newest.round);
-            print(&records, false)?;
+            print(&records, &new_deciders(&page), false)?;
         }
     }
 }

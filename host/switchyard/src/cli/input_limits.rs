@@ -64,3 +64,73 @@ impl InputLimitArgs {
         }
     }
 }
+
+/// The flags that give `limits` to another run of the command (a sweep's pods), those
+/// at their default left out.
+pub(crate) fn limit_flags(limits: &InputLimits) -> Vec<String> {
+    let default = InputLimits::default();
+    let flags: [(&str, u64, u64); 11] = [
+        ("--max-jobs", limits.jobs, default.jobs),
+        ("--max-nodes", limits.nodes, default.nodes),
+        ("--max-tasks", limits.tasks, default.tasks),
+        (
+            "--max-tasks-per-job",
+            limits.tasks_per_job,
+            default.tasks_per_job,
+        ),
+        ("--max-replicas", limits.replicas, default.replicas),
+        (
+            "--max-name-bytes",
+            limits.name_bytes as u64,
+            default.name_bytes as u64,
+        ),
+        ("--max-labels", limits.labels as u64, default.labels as u64),
+        (
+            "--max-yaml-depth",
+            limits.yaml_depth as u64,
+            default.yaml_depth as u64,
+        ),
+        ("--max-yaml-bytes", limits.yaml_bytes, default.yaml_bytes),
+        ("--max-trace-rows", limits.trace_rows, default.trace_rows),
+        ("--max-trace-bytes", limits.trace_bytes, default.trace_bytes),
+    ];
+    flags
+        .into_iter()
+        .filter(|(_, value, default)| value != default)
+        .flat_map(|(flag, value, _)| [flag.to_string(), value.to_string()])
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        limits: InputLimitArgs,
+    }
+
+    #[test]
+    fn the_flags_of_limits_give_the_same_limits_back() {
+        let limits = InputLimits {
+            jobs: 1,
+            nodes: 2,
+            tasks: 3,
+            tasks_per_job: 4,
+            replicas: 5,
+            name_bytes: 6,
+            labels: 7,
+            yaml_depth: 8,
+            yaml_bytes: 9,
+            trace_rows: 10,
+            trace_bytes: 11,
+        };
+        let flags = limit_flags(&limits);
+        assert_eq!(flags.len(), 22, "{flags:?}");
+        let parsed = Flags::try_parse_from(std::iter::once("x".to_string()).chain(flags)).unwrap();
+        assert_eq!(parsed.limits.limits(), limits);
+        assert!(limit_flags(&InputLimits::default()).is_empty());
+    }
+}

@@ -32,8 +32,21 @@ pub(crate) struct RegistryArgs {
 /// A policy pulled for an offline command, kept where the command reads it until it is
 /// dropped.
 pub(crate) struct PulledFile {
+    /// The file, as the policy argument now names it.
+    file: String,
+    /// The reference pinned to the artifact's digest.
+    reference: String,
     /// Removed on drop when the component is not in the on-disk cache.
     _temporary: Option<tempfile::TempPath>,
+}
+
+/// The pinned reference of the policy that `policy` (a policy argument after
+/// [`RegistryArgs::pull_references`]) names, when it was pulled.
+pub(crate) fn pinned_reference(pulled: &[PulledFile], policy: &str) -> Option<String> {
+    pulled
+        .iter()
+        .find(|p| p.file == policy)
+        .map(|p| p.reference.clone())
 }
 
 impl RegistryArgs {
@@ -122,8 +135,13 @@ impl RegistryArgs {
                     ""
                 }
             );
-            policy.replace_range(at.., &file_name(&path));
-            guards.push(PulledFile { _temporary: guard });
+            let file = file_name(&path);
+            policy.replace_range(at.., &file);
+            guards.push(PulledFile {
+                file,
+                reference: pulled.reference.to_string(),
+                _temporary: guard,
+            });
         }
         Ok(guards)
     }

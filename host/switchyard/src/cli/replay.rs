@@ -197,6 +197,7 @@ fn counterfactual(
             seed,
             out: args.out.as_deref(),
             fallback: &args.fallback,
+            pulled: &[],
             baseline: Some(estimated.recorded),
             json: false,
             trace_limit_kib: args.trace_limit_kib,
@@ -245,6 +246,21 @@ fn text(path: &std::path::Path, report: &ReplayReport, show: usize) -> String {
         report.rounds,
         decided.join(", ")
     );
+    for p in &report.policies {
+        for recorded in &p.recorded_with_other_bytes {
+            let _ = writeln!(
+                out,
+                "note: the recording's `{}` ({} rounds) is version {} {}; the `{}` replayed \
+                 is {}, other bytes, so its figures are another build's",
+                escaped(&recorded.policy.name),
+                recorded.rounds,
+                escaped(&recorded.policy.version),
+                escaped(&recorded.policy.digest),
+                escaped(&p.policy),
+                p.digest
+            );
+        }
+    }
     for cut in &report.cut_short {
         let _ = writeln!(
             out,

@@ -15,14 +15,14 @@ use std::process::ExitCode;
 use anyhow::{Context as _, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use switchyard::write_plots;
-use switchyard_control::PolicySlot;
+use switchyard_control::{DecidingPolicy, PolicySlot};
 use switchyard_runtime::{PolicyRef, Runtime, builtin};
 use switchyard_sim::{OfflineOptions, Records, Results, RunResult, Workload, run_offline};
 
 use super::SandboxArgs;
-use super::experiment::ExperimentArgs;
+use super::experiment::{ExperimentArgs, SplitArms};
 use super::input_limits::InputLimitArgs;
-use super::registry::RegistryArgs;
+use super::registry::{PulledFile, RegistryArgs, pinned_reference};
 use trace::TraceWriter;
 
 /// Arguments of `simulate`.
@@ -56,7 +56,8 @@ pub(crate) struct SimulateArgs {
     #[arg(long, value_name = "NAME|FILE.wasm", conflicts_with = "split")]
     pub shadow: Option<String>,
     /// Run an A/B split experiment instead of a comparison: `A:B:RATIO` sends RATIO of
-    /// the jobs (by a hash of their id) to B, the rest to A.
+    /// the jobs (by a hash of their id) to B, the rest to A. A and B are names, `.wasm`
+    /// files or registry references (`default:oci://REGISTRY/REPOSITORY:TAG:0.5`).
     #[arg(long, value_name = "A:B:RATIO")]
     pub split: Option<String>,
     /// How --split assigns jobs: `hash` (each job by a hash of its id; the arms' sizes
@@ -87,14 +88,16 @@ pub(crate) struct SimulateArgs {
 }
 
 pub(super) fn run(mut args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCode> {
-    let _pulled = args.registry.pull_references(
+    let mut split = args.split.as_deref().map(SplitArms::parse).transpose()?;
+    let pulled = args.registry.pull_references(
         args.policies
             .iter_mut()
             .chain([&mut args.fallback])
-            .chain(args.shadow.as_mut()),
+            .chain(args.shadow.as_mut())
+            .chain(split.iter_mut().flat_map(|s| [&mut s.a, &mut s.b])),
         sandbox,
     )?;
-    if args.shadow.is_some() || args.split.is_some() {
+    if args.shadow.is_some() || split.is_some() {
         // Arm A of a shadow experiment is the first --policy; a split names both arms.
         let first_policy = match (&args.shadow, args.policies.first()) {
             (Some(_), Some(first)) => Some(policy_of(first)?),
@@ -108,7 +111,7 @@ pub(super) fn run(mut args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Resu
             out: args.out.as_deref(),
             first_policy,
             shadow: args.shadow.as_deref(),
-            split: args.split.as_deref(),
+            split: split.as_ref(),
             split_assign: &args.split_assign,
             json: args.json,
         };
@@ -126,6 +129,7 @@ pub(super) fn run(mut args: SimulateArgs, sandbox: &SandboxArgs) -> anyhow::Resu
             seed,
             out: args.out.as_deref(),
             fallback: &args.fallback,
+            pulled: &pulled,
             baseline: None,
             json: args.json,
             trace_limit_kib: args.trace_limit_kib,
@@ -179,6 +183,9 @@ pub(super) struct Comparison<'a> {
     pub out: Option<&'a Path>,
     /// The policy standing in when a run's policy fails.
     pub fallback: &'a str,
+    /// The policies among them pulled from a registry, for the pinned reference each
+    /// decision trace names.
+    pub pulled: &'a [PulledFile],
     /// A run already made (a recorded one), reported first: the others are compared
     /// with it.
     pub baseline: Option<RunResult>,
@@ -230,6 +237,13 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
             records: Records::Stream,
             disruption,
         };
+        let deciders = [
+            DecidingPolicy::of(
+                &*PolicyRef::parse(&spec.policy)?.load(&runtime)?,
+                pinned_reference(c.pulled, &spec.policy),
+            ),
+            DecidingPolicy::of(&fallback.module, pinned_reference(c.pulled, c.fallback)),
+        ];
         let mut run = run_one(
             &runtime,
             &spec,
@@ -237,7 +251,9 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
             scenario.clone(),
             c.seed,
             options,
-            trace.as_deref().map(|file| (file, c.trace_limit_kib)),
+            trace
+                .as_deref()
+                .map(|file| (file, c.trace_limit_kib, &deciders[..])),
         )?;
         if let Some(file) = trace.as_deref().and_then(Path::file_name) {
             traces.push(file.to_string_lossy().into_owned());
@@ -275,9 +291,9 @@ pub(super) fn compare(c: Comparison<'_>, sandbox: &SandboxArgs) -> anyhow::Resul
     Ok(())
 }
 
-/// Runs one policy; its decision records go to `trace` (a file and its limit, KiB) as
-/// they are made (JSON lines), or nowhere, so a long trace runs in bounded memory
-/// either way.
+/// Runs one policy; its decision records go to `trace` (a file, its limit in KiB, and
+/// the components its first line names) as they are made (JSON lines), or nowhere, so a
+/// long trace runs in bounded memory either way.
 fn run_one(
     runtime: &Runtime,
     spec: &runs::RunSpec,
@@ -285,7 +301,7 @@ fn run_one(
     scenario: switchyard_sim::Scenario,
     seed: u64,
     options: OfflineOptions,
-    trace: Option<(&Path, u64)>,
+    trace: Option<(&Path, u64, &[DecidingPolicy])>,
 ) -> anyhow::Result<RunResult> {
     let total = scenario.jobs.len() as u64;
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
@@ -296,7 +312,7 @@ fn run_one(
     );
     bar.set_prefix(spec.name.clone());
     let mut writer = trace
-        .map(|(file, limit_kib)| TraceWriter::create(file, limit_kib))
+        .map(|(file, limit_kib, deciders)| TraceWriter::create(file, limit_kib, deciders))
         .transpose()?;
     let run = run_offline(
         runtime,
@@ -314,7 +330,7 @@ fn run_one(
         },
     )?;
     bar.finish_and_clear();
-    if let (Some((file, _)), Some(writer)) = (trace, writer)
+    if let (Some((file, _, _)), Some(writer)) = (trace, writer)
         && let Some(omitted) = writer.finish()?
     {
         eprintln!(

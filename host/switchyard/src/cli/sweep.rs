@@ -29,6 +29,7 @@ use switchyard_sim::{
 };
 
 use super::SandboxArgs;
+use super::input_limits::InputLimitArgs;
 use super::registry::RegistryArgs;
 use super::simulate::{plan as plan_runs, policies_or_defaults, target_of};
 
@@ -75,6 +76,10 @@ pub(crate) struct SweepArgs {
     pub json: bool,
     #[command(flatten)]
     pub job: job::JobArgs,
+    /// The bounds every workload is read within, when the sweep is planned and in each
+    /// cell (the plan carries them to the cells of `--emit-job`).
+    #[command(flatten)]
+    pub input_limits: InputLimitArgs,
     /// How policies named by reference (`--policy oci://REGISTRY/REPOSITORY:TAG`) are
     /// pulled.
     #[command(flatten)]
@@ -339,8 +344,9 @@ fn merge(args: &MergeArgs) -> anyhow::Result<ExitCode> {
 /// Reads the arguments into the sweep's plan: runs expanded over the parameter values,
 /// seeds parsed, the baseline checked.
 fn make_plan(args: &SweepArgs, runtime: &Runtime) -> anyhow::Result<Plan> {
+    let limits = args.input_limits.limits();
     let policies = if args.policies.is_empty() {
-        policies_or_defaults(&[], &Workload::load(&args.workloads[0])?)?
+        policies_or_defaults(&[], &Workload::load_with(&args.workloads[0], limits)?)?
     } else {
         args.policies.clone()
     };
@@ -402,6 +408,7 @@ fn make_plan(args: &SweepArgs, runtime: &Runtime) -> anyhow::Result<Plan> {
         seeds: parse_seeds(&args.seeds)?,
         baseline,
         fallback: args.fallback.clone(),
+        limits,
     })
 }
 

@@ -438,6 +438,8 @@ fn simulate_holds_each_decision_trace_to_its_limit_and_summarises_the_rounds_pas
         .rsplit_once('\n')
         .expect("records, then the summary");
     assert!(records.len() < LIMIT_KIB << 10, "{} bytes", records.len());
+    let first: serde_json::Value = serde_json::from_str(records.lines().next().unwrap()).unwrap();
+    assert_eq!(first["policies"][0]["name"], "default", "{first}");
     assert!(
         whole.starts_with(records),
         "the trace is the run's first rounds, written whole"

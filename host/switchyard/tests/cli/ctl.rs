@@ -289,6 +289,21 @@ async fn ctl_shows_a_split_experiment_its_jobs_and_both_arms_decisions_in_text_a
     let ran = ctl(&base, &[], &["decisions", "--limit", "200"]).await;
     let rounds = rounds_of(&ran.stdout);
     assert!(!rounds.is_empty(), "{}", ran.stdout);
+    // Each arm's component is named once, before the rounds, by version and digest.
+    for policy in ["default", "even"] {
+        let named: Vec<&str> = ran
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with(&format!("policy {policy} ")))
+            .collect();
+        assert_eq!(named.len(), 1, "{}", ran.stdout);
+        let digest = named[0].split_whitespace().nth(3).unwrap();
+        assert!(
+            digest.starts_with("sha256:") && digest.len() == 71,
+            "{}",
+            named[0]
+        );
+    }
     assert!(
         rounds.iter().all(|(_, lines)| !lines.is_empty()),
         "no round is shown without a line under it: {}",
@@ -372,9 +387,19 @@ async fn ctl_shows_a_split_experiment_its_jobs_and_both_arms_decisions_in_text_a
     let stdout = follow.stdout.take().unwrap();
     let first_round = tokio::task::spawn_blocking(move || {
         use std::io::BufRead as _;
-        let mut rounds = Vec::new();
+        let (mut rounds, mut named) = (Vec::new(), Vec::new());
         for line in std::io::BufReader::new(stdout).lines() {
             let record: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
+            // A component is named on a line of its own before the first round it decides.
+            if let Some(policy) = record.get("policy").filter(|p| p.is_object()) {
+                named.push(policy["name"].as_str().unwrap().to_string());
+                continue;
+            }
+            let policy = record["policy"].as_str().unwrap();
+            assert!(
+                named.iter().any(|n| n == policy),
+                "{named:?} before {record}"
+            );
             rounds.push(record["round"].as_u64().unwrap());
             if rounds.len() >= 3 {
                 break;

@@ -7,6 +7,9 @@
 //! - the `switchyard` built for this test is first on `PATH`, and `cargo run [--release]
 //!   --` is read as `switchyard` (the same binary, without a second build);
 //! - `/tmp/` means the temporary directory, so runs never meet;
+//! - each loopback port a walkthrough names (`127.0.0.1:18080`) is a port the system
+//!   gave this run when it bound port 0, the same one wherever that port is named, so
+//!   two runs on one machine never ask for the same port;
 //! - processes a block starts in the background are stopped when the file is done.
 //!
 //! `SWITCHYARD_DOCS_ONLY=README.md` runs the walkthroughs of the documents whose path
@@ -106,6 +109,56 @@ fn documents() -> Vec<PathBuf> {
     files
 }
 
+/// The loopback address a walkthrough names.
+const LOOPBACK: &str = "127.0.0.1:";
+
+/// The loopback ports `text` names (`127.0.0.1:PORT`), each once, in order.
+fn loopback_ports(text: &str) -> Vec<String> {
+    let mut ports: Vec<String> = Vec::new();
+    for (at, _) in text.match_indices(LOOPBACK) {
+        let port: String = text[at + LOOPBACK.len()..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        if !port.is_empty() && !ports.contains(&port) {
+            ports.push(port);
+        }
+    }
+    ports
+}
+
+/// `text` with each loopback port named in it replaced by one the system gives now
+/// (bound at port 0 and read back; all bound at once, so no two are the same), in one
+/// pass, so a port given cannot be taken for one named.
+fn with_free_ports(text: &str) -> String {
+    let ports = loopback_ports(text);
+    let listeners: Vec<std::net::TcpListener> = ports
+        .iter()
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+        .collect();
+    let free: Vec<u16> = listeners
+        .iter()
+        .map(|l| l.local_addr().unwrap().port())
+        .collect();
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find(LOOPBACK) {
+        let digits_at = at + LOOPBACK.len();
+        let digits = rest[digits_at..]
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len() - digits_at);
+        let port = &rest[digits_at..digits_at + digits];
+        out.push_str(&rest[..digits_at]);
+        match ports.iter().position(|p| p == port) {
+            Some(i) => out.push_str(&free[i].to_string()),
+            None => out.push_str(port),
+        }
+        rest = &rest[digits_at + digits..];
+    }
+    out.push_str(rest);
+    out
+}
+
 /// The script that runs `blocks` of `name` in `work` as the module comment says.
 fn script(name: &str, blocks: &[&Block], work: &Path) -> String {
     let mut out = String::from(
@@ -122,7 +175,7 @@ fn script(name: &str, blocks: &[&Block], work: &Path) -> String {
             .replace("/tmp/", &tmp);
         out.push_str(&text);
     }
-    out
+    with_free_ports(&out)
 }
 
 /// How a document's walkthrough went.
@@ -302,4 +355,42 @@ fn fences_of_other_languages_and_their_contents_are_not_shell_blocks() {
     assert_eq!(blocks.len(), 1, "{blocks:?}");
     assert_eq!(blocks[0].mark, Mark::Skip);
     assert_eq!(blocks[0].line, 4);
+}
+
+#[test]
+fn a_walkthrough_runs_while_another_process_holds_the_port_it_names() {
+    // Another run's controller, as far as this walkthrough can tell.
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port();
+    let markdown = format!(
+        "```sh docs-test
+cargo run -- run --cluster sim:examples/quickstart.yaml --speed 500 --listen 127.0.0.1:{port} &
+export SWITCHYARD_URL=http://127.0.0.1:{port}/
+cargo run -- ctl wait-ready --timeout 60
+```
+"
+    );
+    let blocks = shell_blocks(&markdown);
+    let outcome = run_blocks("ports.md", &blocks.iter().collect::<Vec<_>>());
+    assert!(outcome.success, "{}", outcome.output);
+    drop(taken);
+}
+
+#[test]
+fn every_loopback_port_a_walkthrough_names_becomes_one_free_port_wherever_it_is_named() {
+    let text = "--listen 127.0.0.1:18080 & URL=http://127.0.0.1:18080/ \
+                other=127.0.0.1:18095 longer=127.0.0.1:180801";
+    assert_eq!(loopback_ports(text), ["18080", "18095", "180801"]);
+    let replaced = with_free_ports(text);
+    let ports = loopback_ports(&replaced);
+    assert_eq!(ports.len(), 3, "{replaced}");
+    assert!(
+        !ports.iter().any(|p| p == "18080" || p == "18095"),
+        "{replaced}"
+    );
+    assert_eq!(
+        replaced.matches(&format!("127.0.0.1:{}", ports[0])).count(),
+        2,
+        "{replaced}"
+    );
 }

@@ -238,6 +238,105 @@ fn simulate_and_policy_test_run_a_policy_named_by_reference_and_name_its_digest(
     );
 }
 
+/// Pushes the `least-loaded` guest as `team/least-loaded:1`; returns the tagged and the
+/// pinned reference.
+fn push_least_loaded(registry: &TestRegistry, docker_config_dir: &Path) -> (String, String) {
+    let tagged = registry.reference("team/least-loaded:1");
+    let pinned = run_ok(
+        switchyard(docker_config_dir)
+            .args(["policy", "push", &support::guest("least-loaded"), &tagged])
+            .args(["--insecure-registry", registry.address()]),
+    );
+    (tagged, pinned.trim().to_string())
+}
+
+#[test]
+fn either_arm_of_a_split_may_be_a_registry_reference_with_its_port_tag_and_digest() {
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (tagged, pinned) = push_least_loaded(&registry, dir.path());
+    for (split, arm_of_reference) in [
+        (format!("default:{tagged}:0.5"), 1),
+        (format!("{pinned}:default:0.5"), 0),
+    ] {
+        let output = switchyard(dir.path())
+            .current_dir(repo())
+            .args(["simulate", "examples/quickstart.yaml", "--split", &split])
+            .args(["--json", "--insecure-registry", registry.address()])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "--split {split}: {stderr}");
+        assert!(
+            stderr.contains(&format!("policy {pinned} (component sha256:")),
+            "--split {split} pulls the reference: {stderr}"
+        );
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let arms = &report["experiment"]["split"]["arms"];
+        assert_eq!(
+            arms[arm_of_reference]["policy"], "least-loaded-rust",
+            "--split {split}: {report}"
+        );
+        assert_eq!(
+            arms[1 - arm_of_reference]["policy"],
+            "default",
+            "--split {split}: {report}"
+        );
+    }
+}
+
+#[test]
+fn the_decision_trace_of_a_policy_from_a_registry_names_its_version_digest_and_pinned_reference_once()
+ {
+    let Some(registry) = TestRegistry::anonymous() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let (tagged, pinned) = push_least_loaded(&registry, dir.path());
+    let out = dir.path().join("out");
+    let output = switchyard(dir.path())
+        .current_dir(repo())
+        .args(["simulate", "examples/quickstart.yaml", "--policy", &tagged])
+        .args(["--insecure-registry", registry.address(), "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    // The layer's digest, as the pull reported it.
+    let digest = stderr
+        .split("(component ")
+        .nth(1)
+        .and_then(|rest| rest.get(..71))
+        .unwrap_or_else(|| panic!("{stderr}"));
+    let trace = std::fs::read_to_string(out.join("decisions-least-loaded-rust.jsonl")).unwrap();
+    let mut lines = trace.lines();
+    let first: serde_json::Value = serde_json::from_str(lines.next().unwrap()).unwrap();
+    assert_eq!(
+        first["policies"][0],
+        serde_json::json!({
+            "name": "least-loaded-rust",
+            "version": first["policies"][0]["version"],
+            "digest": digest,
+            "reference": pinned,
+        }),
+        "{first}"
+    );
+    assert_eq!(
+        first["policies"][1]["name"], "default",
+        "the fallback: {first}"
+    );
+    assert!(first["policies"][1].get("reference").is_none(), "{first}");
+    let rounds: Vec<&str> = lines.collect();
+    assert!(rounds.len() > 10, "{trace}");
+    assert!(
+        rounds.iter().all(|r| !r.contains("sha256:")),
+        "no round repeats a digest: {trace}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctl_upload_of_a_reference_has_the_controller_pull_it_and_says_where_it_is_kept() {
     let Some(registry) = TestRegistry::anonymous() else {

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 
 use anyhow::Context as _;
 use serde_json::Value;
-use switchyard_control::{ArmRecord, DecisionRecord, ExperimentReport};
+use switchyard_control::{ArmRecord, DecisionRecord, ExperimentReport, PolicyFromRound};
 
 use crate::cli::action_text;
 use crate::cli::experiment::{describe, figures};
@@ -350,6 +350,27 @@ pub(super) fn decisions(kept: &[DecisionRecord], read: usize, filter: &DecisionF
             out,
             "({quiet} of {read} rounds read did nothing{what}; not shown)"
         );
+    }
+    out
+}
+
+/// One line per component that a policy name of the rounds below stands for: its
+/// version and digest (and the pinned reference of a policy from a registry), from the
+/// round it began deciding under that name.
+pub(super) fn decider_lines(policies: &[PolicyFromRound]) -> String {
+    let mut out = String::new();
+    for p in policies {
+        let _ = write!(
+            out,
+            "policy {} {} {}",
+            escaped(&p.policy.name),
+            escaped(&p.policy.version),
+            escaped(&p.policy.digest)
+        );
+        if let Some(reference) = &p.policy.reference {
+            let _ = write!(out, " {}", escaped(reference));
+        }
+        let _ = writeln!(out, " (from round {})", p.from_round);
     }
     out
 }

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 use switchyard_authoring::{
-    Comparison, Evidence, Lang, Sdk, TestSpec, check_expectations, create_js_project,
-    create_python_project, create_rust_project, diff_trace, load_expectations, render_trace,
-    run_policy_test, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk,
+    Comparison, Evidence, Lang, Sdk, TestSpec, check_expectations, component_change,
+    create_js_project, create_python_project, create_rust_project, diff_trace, load_expectations,
+    render_trace, run_policy_test, vendor_js_sdk, vendor_python_sdk, vendor_rust_sdk,
 };
 use switchyard_control::PolicySlot;
 use switchyard_core::Settings;
@@ -235,6 +235,13 @@ pub(super) fn test(mut args: TestArgs, sandbox: &SandboxArgs) -> anyhow::Result<
                     golden.display()
                 )
             })?;
+            if let Some((before, now)) = component_change(&expected, &rendered) {
+                println!(
+                    "note: {} was made by component {before}; this run's is {now} (other \
+                     bytes: another build or version; --bless records it)",
+                    golden.display()
+                );
+            }
             match diff_trace(&expected, &rendered) {
                 None => println!("the decision trace matches {}", golden.display()),
                 Some(diff) => {

@@ -1,6 +1,8 @@
 //! A run's decision trace (`decisions-NAME.jsonl`), written as the rounds come and held
-//! to the size the operator sets (`--trace-limit-kib`): records up to the limit, then one
-//! line that summarises the rounds past it. A policy that acts on every job every round
+//! to the size the operator sets (`--trace-limit-kib`): a first line naming the
+//! components the records' policy names stand for (version, digest, pinned reference),
+//! once rather than in every record, then records up to the limit, then one line that
+//! summarises the rounds past it. A policy that acts on every job every round
 //! writes a record per round for as long as the run lasts; the limit bounds the file
 //! whatever the policy does. This module only writes; it decides nothing about the run.
 
@@ -10,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use serde::Serialize;
-use switchyard_control::DecisionRecord;
+use switchyard_control::{DecidingPolicy, DecisionRecord};
 
 /// The default size of one run's decision trace, KiB.
 pub(crate) const DEFAULT_TRACE_LIMIT_KIB: u64 = 1 << 20;
@@ -50,16 +52,30 @@ pub(crate) struct TraceWriter {
 }
 
 impl TraceWriter {
-    /// Creates `file`, to hold at most `limit_kib` KiB of records and one summary line.
-    pub(crate) fn create(file: &Path, limit_kib: u64) -> anyhow::Result<Self> {
-        let out = File::create(file)
+    /// Creates `file`, to hold a first line naming `policies` (`{"policies": [...]}`)
+    /// and records, at most `limit_kib` KiB together, and one summary line.
+    pub(crate) fn create(
+        file: &Path,
+        limit_kib: u64,
+        policies: &[DecidingPolicy],
+    ) -> anyhow::Result<Self> {
+        #[derive(Serialize)]
+        struct Header<'a> {
+            policies: &'a [DecidingPolicy],
+        }
+        let context = || format!("writing {}", file.display());
+        let mut out = File::create(file)
             .map(BufWriter::new)
-            .with_context(|| format!("writing {}", file.display()))?;
+            .with_context(context)?;
+        let mut header = serde_json::to_vec(&Header { policies })?;
+        header.push(b'\n');
+        out.write_all(&header).with_context(context)?;
         Ok(Self {
             file: file.to_path_buf(),
             out,
             limit_bytes: limit_kib.saturating_mul(1024),
-            written: 0,
+            // The limit bounds the file: the first line counts.
+            written: header.len() as u64,
             omitted: None,
             error: None,
         })

@@ -23,6 +23,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use switchyard_runtime::builtin;
 use switchyard_sim::{SweepPlan as Plan, Workload};
 
+use crate::cli::input_limits::limit_flags;
+
 use super::table::seeds_text;
 
 /// The image the manifest runs by default: the controller's (deploy/deployment.yaml).
@@ -107,7 +109,7 @@ pub(super) fn manifest(
     let mut data = BTreeMap::new();
     let mut in_pod = Vec::new();
     for path in command.workloads {
-        let workload = Workload::load(path)?;
+        let workload = Workload::load_with(path, plan.limits)?;
         ensure!(
             workload.file.import.is_none(),
             "--emit-job: {} imports a trace, whose data a ConfigMap cannot carry; run that \
@@ -140,6 +142,7 @@ pub(super) fn manifest(
     for set in command.sets {
         pod_args.extend(["--set".into(), set.clone()]);
     }
+    pod_args.extend(limit_flags(&plan.limits));
     pod_args.extend([
         "--seeds".into(),
         seeds_text(&plan.seeds),
