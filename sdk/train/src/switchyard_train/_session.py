@@ -76,6 +76,7 @@ class Session:
         # A SIGTERM before this session existed was another session's request.
         self._sigterm_base = sigterm_count()
         self._answered: Set[str] = set()
+        self._api_request: Optional[str] = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -163,13 +164,15 @@ class Session:
         """
         text = checkpoint_path(path)
         step_value = None if step is None else _step(step)
-        answered = self._pending()
+        # What this answers: the requests seen locally now and the API's request as
+        # last polled (asking the API again here would only delay the acknowledgement).
+        answered = self._pending(ask_api=False)
         result = self.transport.acknowledge(text, step_value, self.task)
         with self._lock:
             self._answered |= answered
         return result
 
-    def _pending(self) -> Set[str]:
+    def _pending(self, ask_api: bool = True) -> Set[str]:
         requests: Set[str] = set()
         if self._sigterm:
             count = sigterm_count()
@@ -183,6 +186,11 @@ class Session:
             else:
                 if value is not None:
                     requests.add(f"annotation:{value}")
+        if not ask_api:
+            if self._api_request is not None:
+                requests.add(self._api_request)
+            with self._lock:
+                return requests - self._answered
         try:
             status = self.transport.checkpoint_status()
         except SwitchyardError as e:
@@ -191,8 +199,10 @@ class Session:
             self._failed("unexpected", f"asking for a checkpoint request failed: "
                          f"{type(e).__name__}: {e}")
         else:
+            self._api_request = None
             if status is not None and status.requested and not self._answered_by(status):
-                requests.add(f"api:{status.requested_at}")
+                self._api_request = f"api:{status.requested_at}"
+                requests.add(self._api_request)
         with self._lock:
             return requests - self._answered
 
