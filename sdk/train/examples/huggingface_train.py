@@ -36,7 +36,8 @@ def main() -> None:
     parser.add_argument("--max-steps", type=int, default=100_000)
     args = parser.parse_args()
 
-    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2)
+    config = GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                        bos_token_id=0, eos_token_id=0)
     training = TrainingArguments(
         output_dir=args.output_dir,
         max_steps=args.max_steps,
