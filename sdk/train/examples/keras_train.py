@@ -41,7 +41,7 @@ def main() -> None:
         )
         model.compile(optimizer=keras.optimizers.SGD(0.01), loss="mse")
     checkpoint = os.path.join(args.checkpoint_dir, "switchyard-step{step}.keras")
-    model.fit(x, y, batch_size=32, epochs=args.epochs, verbose=0,
+    model.fit(x, y, batch_size=32, epochs=args.epochs,
               callbacks=[SwitchyardCallback(checkpoint)])
 
 

@@ -128,4 +128,6 @@ def test_the_keras_callback_saves_the_model_acknowledges_stops_and_resumes(tmp_p
     reports, acks = run_until_asked(start_training, tmp_path, args, env)
     step, path = assert_saved_once_per_rank_and_stopped(reports, acks, 1, 10**9)
     assert path == directory / f"switchyard-step{step}.keras"
+    steps = [int(r.group(1)) for r in reports]
+    assert steps == list(range(1, step + 1)), "no report lost in Keras's progress bar"
     assert first_report(start_training, args, env) == step + 1

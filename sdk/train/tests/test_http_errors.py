@@ -155,7 +155,7 @@ def test_an_unreachable_controller_raises_naming_the_url():
 @pytest.mark.parametrize(
     "content, problem",
     [(None, "cannot be read"), ("", "is empty"), ("  \n", "is empty"), ("a b", "whitespace"),
-     ("x" * 5000, "at most 4096")],
+     ("x" * 5000, "at most 4096"), ("t\u00f6ken", "visible ASCII")],
 )
 def test_an_unusable_token_file_is_named_and_nothing_is_sent(controller, tmp_path, content, problem):
     path = tmp_path / "token"

@@ -197,3 +197,16 @@ def test_an_annotations_path_that_is_a_fifo_is_refused_without_blocking(tmp_path
 def test_without_switchyard_url_the_environment_chooses_the_log_transport():
     session = sy.Session.from_environment({"SWITCHYARD_JOB": "j"}, handle_sigterm=False)
     assert isinstance(session.transport, sy.LogTransport)
+
+
+def test_a_session_made_off_the_main_thread_says_sigterm_still_ends_the_process(caplog):
+    import threading
+
+    made = []
+    with caplog.at_level(logging.WARNING, logger="switchyard_train"):
+        thread = threading.Thread(target=lambda: made.append(sy.Session(sy.LogTransport())))
+        thread.start()
+        thread.join()
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL and made[0]._sigterm:
+        pytest.skip("another test of this process installed the handler already")
+    assert "SIGTERM still ends this process" in caplog.text

@@ -67,6 +67,9 @@ def read_token_file(path: str) -> str:
         raise TokenFileError(path, "is empty; put the bearer token in it")
     if any(c.isspace() for c in token):
         raise TokenFileError(path, "holds whitespace inside the token; put only the token in it")
+    if not all("!" <= c <= "~" for c in token):
+        raise TokenFileError(path, "holds characters other than visible ASCII, which no bearer "
+                             "token has")
     return token
 
 

@@ -37,6 +37,10 @@ class LogTransport:
 
     def __init__(self, stream: Optional[TextIO] = None) -> None:
         self._stream = stream
+        #: Start each line with a line break: set while a progress bar draws on the same
+        #: stream without ending its line (Keras's `verbose=1`), which would otherwise
+        #: hold the start of this transport's line and hide it from the controller.
+        self.newline_first = False
 
     def push_loss(self, step: int, value: float) -> Dict[str, Any]:
         """Writes the report line."""
@@ -57,7 +61,7 @@ class LogTransport:
             raise OutputError("there is no standard output (sys.stdout is None)", line)
         try:
             # One write of the whole line, so another thread's output cannot land inside it.
-            stream.write(line + "\n")
+            stream.write(("\n" if self.newline_first else "") + line + "\n")
             stream.flush()
         except (OSError, ValueError) as e:
             raise OutputError(e, line) from e

@@ -73,6 +73,12 @@ class Session:
         self.failures: Dict[str, int] = {}
         self._annotations = AnnotationsFile(annotations_file) if annotations_file else None
         self._sigterm = install_sigterm_handler() if handle_sigterm else False
+        if handle_sigterm and not self._sigterm:
+            _logger.warning(
+                "SIGTERM still ends this process: a session made off the main thread cannot "
+                "install a signal handler; call switchyard_train.session() on the main thread "
+                "first"
+            )
         # A SIGTERM before this session existed was another session's request.
         self._sigterm_base = sigterm_count()
         self._answered: Set[str] = set()

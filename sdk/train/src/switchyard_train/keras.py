@@ -18,6 +18,7 @@ from typing import Any, Dict, Optional
 import keras
 
 from . import session as _default_session
+from ._log import LogTransport
 from ._session import Session
 
 
@@ -48,6 +49,19 @@ class SwitchyardCallback(keras.callbacks.Callback):  # type: ignore[misc]
         self.session = session if session is not None else _default_session()
         #: The last checkpoint this callback saved and acknowledged.
         self.last_checkpoint: Optional[str] = None
+
+    def on_train_begin(self, logs: Optional[Dict[str, Any]] = None) -> None:
+        """Keras's progress bar (`verbose=1`, the default `"auto"` on one machine)
+        leaves standard output in the middle of a line between batches; the log
+        transport's lines then start on a new one."""
+        drawing = self.params.get("verbose") in (1, "auto")
+        if drawing and isinstance(self.session.transport, LogTransport):
+            self.session.transport.newline_first = True
+
+    def on_train_end(self, logs: Optional[Dict[str, Any]] = None) -> None:
+        """The progress bar is done: lines go back to starting where they are."""
+        if isinstance(self.session.transport, LogTransport):
+            self.session.transport.newline_first = False
 
     def on_train_batch_end(self, batch: int, logs: Optional[Dict[str, Any]] = None) -> None:
         """Reports the loss, then saves, acknowledges and stops if asked."""
