@@ -41,7 +41,7 @@ class ScriptedController:
                     }
                 )
                 if controller.redirect_to:
-                    self.send_response(307)
+                    self.send_response(302)
                     self.send_header("Location", controller.redirect_to + self.path)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
