@@ -24,7 +24,7 @@ from . import session as _default_session
 from ._session import Session
 
 
-class SwitchyardCallback(TrainerCallback):  # type: ignore[misc]
+class SwitchyardCallback(TrainerCallback):
     """Follows switchyard's checkpoint requests in a `Trainer.train` run.
 
     The loss is reported at each log (`logging_steps`) from the main process. Every

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-import keras
+import keras  # type: ignore[import-untyped]
 
 from . import session as _default_session
 from ._log import LogTransport

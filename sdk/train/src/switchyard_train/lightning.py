@@ -21,13 +21,15 @@ try:
     from lightning.pytorch.utilities.exceptions import SIGTERMException
 except ImportError:  # the package's older name
     import pytorch_lightning as pl  # type: ignore[no-redef]
-    from pytorch_lightning.utilities.exceptions import SIGTERMException  # type: ignore[no-redef]
+    from pytorch_lightning.utilities.exceptions import (  # type: ignore[assignment]
+        SIGTERMException,
+    )
 
 from . import session as _default_session
 from ._session import Session
 
 
-class SwitchyardCallback(pl.Callback):  # type: ignore[misc]
+class SwitchyardCallback(pl.Callback):
     """Follows switchyard's checkpoint requests in a Lightning fit.
 
     `dirpath` is where the requested checkpoint goes (the trainer's `default_root_dir`
