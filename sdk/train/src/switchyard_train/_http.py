@@ -123,10 +123,7 @@ class HttpTransport:
 
     def push_loss(self, step: int, value: float) -> Dict[str, Any]:
         """Sends one sample; returns the controller's answer (`{"outcome": ...}`)."""
-        self._check_quiet("POST", self._job_url + "/loss")
-        return self._paced(
-            "POST", "/loss", {"step": step, "value": value}, self._timeout, authorised=True
-        )
+        return self._paced("POST", "/loss", {"step": step, "value": value}, authorised=True)
 
     def checkpoint_status(self) -> CheckpointStatus:
         """The job's checkpoint request, asked at most once per poll interval."""
@@ -137,10 +134,9 @@ class HttpTransport:
             and self._status is not None
         ):
             return self._status
-        self._check_quiet("GET", self._job_url + "/checkpoint")
         # Set before asking, so a failing controller is not asked again at every step.
         self._polled_at = now
-        answer = self._paced("GET", "/checkpoint", None, self._timeout, authorised=False)
+        answer = self._paced("GET", "/checkpoint", None, authorised=False)
         self._status = CheckpointStatus.from_json(answer)
         return self._status
 
@@ -158,23 +154,19 @@ class HttpTransport:
         self._polled_at = None
         return Acknowledgement.from_json(answer)
 
-    def _check_quiet(self, method: str, url: str) -> None:
+    def _paced(
+        self, method: str, suffix: str, body: Optional[Dict[str, Any]], authorised: bool
+    ) -> Dict[str, Any]:
+        # A report or a poll: not sent while pausing after one that got no answer.
         wait = self._quiet_until - self._clock()
         if wait > 0:
             raise ControllerUnreachable(
-                method, url, f"not asked again for {wait:.1f} s after the last attempt failed"
+                method,
+                self._job_url + suffix,
+                f"not asked again for {wait:.1f} s after the last attempt got no answer",
             )
-
-    def _paced(
-        self,
-        method: str,
-        suffix: str,
-        body: Optional[Dict[str, Any]],
-        timeout: float,
-        authorised: bool,
-    ) -> Dict[str, Any]:
         try:
-            answer = self._request(method, suffix, body, timeout, authorised)
+            answer = self._request(method, suffix, body, self._timeout, authorised)
         except ControllerUnreachable:
             self._backoff = min(max(2 * self._backoff, 1.0), _MAX_BACKOFF_SECONDS)
             self._quiet_until = self._clock() + self._backoff
