@@ -30,13 +30,14 @@ def require(*modules: str) -> None:
 
 
 def run_until_asked(start_training, tmp_path: Path, args: List[str], env: Dict[str, str] = None,
-                    reports_before_asking: int = 5):
-    """Runs an example, asks for a checkpoint after some reports, and returns its
-    report and acknowledgement lines once it has ended by itself."""
+                    reports_before_asking: int = 5, launcher: List[str] = ()):
+    """Runs an example (under `launcher`'s interpreter arguments, e.g. torchrun's), asks
+    for a checkpoint after some reports, and returns its report and acknowledgement
+    lines once it has ended by itself."""
     annotations = tmp_path / "annotations"
     write_annotations(annotations, {"kubernetes.io/config.seen": "2026-01-01T00:00:00Z"})
     env = dict(env or {}, SWITCHYARD_ANNOTATIONS_FILE=str(annotations))
-    training = start_training([str(EXAMPLES / args[0]), *args[1:]], env)
+    training = start_training([*launcher, str(EXAMPLES / args[0]), *args[1:]], env)
     for _ in range(reports_before_asking):
         training.wait_for_line(REPORT_LINE)
     write_annotations(annotations, {"switchyard.dev/checkpoint-requested": "2026-01-01T00:01:00Z"})
@@ -107,14 +108,19 @@ def test_the_lightning_callback_saves_on_sigterm_too(tmp_path, start_training):
     assert Path(acks[0].group(2)).exists()
 
 
-def test_the_hugging_face_callback_saves_the_trainers_checkpoint_acknowledges_and_stops(
+def test_the_hugging_face_callback_saves_the_trainers_checkpoint_acknowledges_on_both_ranks_and_stops(
     tmp_path, start_training
 ):
     require("torch", "transformers", "accelerate")
     output = tmp_path / "out"
     args = ["huggingface_train.py", "--output-dir", str(output)]
-    reports, acks = run_until_asked(start_training, tmp_path, args)
-    step, path = assert_saved_once_per_rank_and_stopped(reports, acks, 1, 100_000)
+    torchrun = ["-m", "torch.distributed.run", "--nproc-per-node", "2"]
+    reports, acks = run_until_asked(
+        start_training, tmp_path, args, {"HF_HUB_OFFLINE": "1"}, launcher=torchrun
+    )
+    step, path = assert_saved_once_per_rank_and_stopped(reports, acks, 2, 100_000)
+    steps = [int(r.group(1)) for r in reports]
+    assert steps == sorted(set(steps)), "one series, from the main process only"
     assert path == output / f"checkpoint-{step}"
     assert (path / "trainer_state.json").exists() and (path / "optimizer.pt").exists()
     assert first_report(start_training, args) == step + 1
