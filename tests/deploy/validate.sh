@@ -1,8 +1,14 @@
 #!/usr/bin/env bash
-# Validates every manifest in deploy/, examples/trainingjob.yaml and the Job that
-# `switchyard sweep --emit-job` writes against the official Kubernetes OpenAPI schemas
-# (the `kubernetes-validate` package from PyPI, installed into a private venv). Objects of kinds the official schemas do not know (TrainingJob) are
-# checked against the CRD generated from the Rust types instead, by validate_crs.py.
+# Validates every manifest in deploy/, the Kubernetes manifests in examples/ and the Job
+# that `switchyard sweep --emit-job` writes against the official Kubernetes OpenAPI
+# schemas (the `kubernetes-validate` package from PyPI, installed into a private venv).
+# Objects of kinds the official schemas do not know are checked by validate_crs.py
+# against their CRD: TrainingJob against the one generated from the Rust types, JobSet,
+# PyTorchJob and TrainJob against the published ones in tests/crds/. A copy of each
+# example with one field of the wrong type, and one with an unknown field, must be
+# refused. deploy/ is rendered with each integration component of deploy/integrations/
+# (kustomize.py; compared with `kubectl kustomize` where kubectl is installed), validated,
+# and checked for what the component may change (check_integrations.py).
 # install_steps.py follows the README's install steps in order against the manifests.
 # deploy/monitoring/: the ServiceMonitor and PrometheusRule against the Prometheus
 # Operator's CRD schemas (npm), the alert rules and every dashboard query through
@@ -15,9 +21,9 @@ cd "$(dirname "$0")/../.."
 
 K8S_VERSION="${K8S_VERSION:-1.33.0}"
 VENV="${VENV:-.venv-deploy}"
-if [ ! -x "$VENV/bin/kubernetes-validate" ]; then
+if [ ! -x "$VENV/bin/kubernetes-validate" ] || ! "$VENV/bin/python" -c 'import jsonpatch' 2>/dev/null; then
     python3 -m venv "$VENV"
-    "$VENV/bin/pip" install --quiet 'kubernetes-validate==1.37.0' 'jsonschema>=4' 'pyyaml>=6'
+    "$VENV/bin/pip" install --quiet 'kubernetes-validate==1.37.0' 'jsonschema>=4' 'pyyaml>=6' 'jsonpatch==1.33'
 fi
 
 manifests=(deploy/namespace.yaml deploy/crd.yaml deploy/rbac.yaml deploy/configmap.yaml
@@ -46,7 +52,107 @@ for directory in ("deploy", "deploy/monitoring"):
 PY
 echo "kubernetes-validate $("$VENV/bin/pip" show kubernetes-validate | sed -n 's/^Version: //p'), schemas for Kubernetes $K8S_VERSION"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "${manifests[@]}"
-"$VENV/bin/python" tests/deploy/validate_crs.py deploy/crd.yaml examples/trainingjob.yaml
+
+# The examples of existing job kinds adopted by switchyard (docs/kubernetes.md): built-in
+# kinds against the official schemas, custom ones against their projects' CRDs. Every
+# Kubernetes manifest in examples/ must be named here.
+work="$(mktemp -d)"
+overlay=""
+trap 'rm -rf "$work" "$overlay"' EXIT
+JOBSET_CRD=tests/crds/jobset/jobset.x-k8s.io_jobsets.yaml
+PYTORCHJOB_CRD=tests/crds/kubeflow-training/kubeflow.org_pytorchjobs.yaml
+TRAINJOB_CRD=tests/crds/kubeflow-trainer/trainer.kubeflow.org_trainjobs.yaml
+builtin_examples=(examples/adopt-job.yaml)
+crd_examples=("$JOBSET_CRD=examples/adopt-jobset.yaml" "$PYTORCHJOB_CRD=examples/adopt-pytorchjob.yaml"
+    "$TRAINJOB_CRD=examples/adopt-trainjob.yaml" "deploy/crd.yaml=examples/trainingjob.yaml")
+for example in examples/*.yaml; do
+    grep -q '^apiVersion:' "$example" || continue
+    case " ${builtin_examples[*]} ${crd_examples[*]} " in
+        *[\ =]"$example "*) ;;
+        *) echo "ERROR $example is a Kubernetes manifest that tests/deploy/validate.sh does not validate"; exit 1 ;;
+    esac
+done
+"$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "${builtin_examples[@]}"
+for pair in "${crd_examples[@]}"; do
+    "$VENV/bin/python" tests/deploy/validate_crs.py "${pair%%=*}" "${pair#*=}"
+done
+# The validators can fail: a field of the wrong type, or one no schema knows (a gate
+# misspelled), in a copy of each example, is refused, by an error that names the field
+# (not by a crash).
+refused() {
+    local what=$1 field=$2
+    shift 2
+    if "$@" >"$work/out" 2>&1; then
+        cat "$work/out"
+        echo "ERROR $what was accepted"
+        exit 1
+    fi
+    if ! grep -q "ERROR.*$field" "$work/out"; then
+        cat "$work/out"
+        echo "ERROR $what failed without an error naming $field"
+        exit 1
+    fi
+    echo "INFO $what is refused: $(grep -m1 -o 'ERROR.*' "$work/out")"
+}
+while read -r example kind field value; do
+    copy="$work/$(basename "$example" .yaml)-${field##*.}.yaml"
+    "$VENV/bin/python" tests/deploy/break_field.py "$example" "$copy" "$kind" "$field" "$value"
+    if [ "$kind" = Job ]; then
+        refused "$example with $field: $value" "${field##*.}" \
+            "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$copy"
+    else
+        crd=$(printf '%s\n' "${crd_examples[@]}" | grep "=$example\$")
+        refused "$example with $field: $value" "${field##*.}" \
+            "$VENV/bin/python" tests/deploy/validate_crs.py "${crd%%=*}" "$copy"
+    fi
+done <<'BROKEN'
+examples/adopt-job.yaml Job spec.parallelism eight
+examples/adopt-job.yaml Job spec.template.spec.schedulingGate [{name: switchyard.dev/placement}]
+examples/adopt-jobset.yaml JobSet spec.failurePolicy.maxRestarts three
+examples/adopt-jobset.yaml JobSet spec.failurePolicy.maxRestart 3
+examples/adopt-pytorchjob.yaml PyTorchJob spec.pytorchReplicaSpecs.Worker.replicas four
+examples/adopt-pytorchjob.yaml PyTorchJob spec.pytorchReplicaSpecs.Worker.restartPolicy [OnFailure]
+examples/adopt-trainjob.yaml TrainJob spec.trainer.numNodes four
+examples/adopt-trainjob.yaml TrainJob spec.runtimePatch []
+BROKEN
+
+# deploy/integrations/: each component on deploy/, then all of them, rendered as
+# `kubectl kustomize` would (an overlay must sit beside deploy/: kustomize takes
+# relative paths only), validated, and checked for what it may change.
+overlay="$(mktemp -d -p tests/deploy .overlay.XXXXXX)"
+render() {
+    printf 'resources: [../../../deploy]\ncomponents: [%s]\n' "$1" >"$overlay/kustomization.yaml"
+    "$VENV/bin/python" tests/deploy/kustomize.py "$overlay" "$2"
+    # A kubectl too old for components (before 1.21) is no reference.
+    if command -v kubectl >/dev/null && kubectl kustomize "$overlay" >"$work/kubectl.yaml" 2>"$work/kubectl.err"; then
+        compared=$((compared + 1))
+        "$VENV/bin/python" - "$2" "$work/kubectl.yaml" <<'PY'
+import sys, yaml
+def objects(path):
+    with open(path) as f:
+        return {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d
+                for d in yaml.safe_load_all(f) if d}
+ours, kubectl = objects(sys.argv[1]), objects(sys.argv[2])
+if ours != kubectl:
+    sys.exit(f"ERROR kustomize.py and kubectl kustomize differ on {sorted(k for k in ours.keys() | kubectl.keys() if ours.get(k) != kubectl.get(k))}")
+PY
+    fi
+}
+"$VENV/bin/python" tests/deploy/kustomize.py deploy "$work/base.yaml"
+compared=0
+integrations=()
+components=()
+for component in deploy/integrations/*/; do
+    kind=$(basename "$component")
+    components+=("../../../deploy/integrations/$kind")
+    render "../../../deploy/integrations/$kind" "$work/$kind.yaml"
+    integrations+=("$kind=$work/$kind.yaml")
+done
+render "$(IFS=,; echo "${components[*]}")" "$work/all.yaml"
+echo "INFO kustomize.py rendered ${#components[@]} components; compared with kubectl kustomize: $compared renderings"
+# Every component's objects are in all.yaml.
+"$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$work/all.yaml"
+"$VENV/bin/python" tests/deploy/check_integrations.py "$work/base.yaml" "${integrations[@]}" "$work/all.yaml"
 # `switchyard sweep --emit-job`: the Indexed Job (and its workloads' ConfigMap) a sweep
 # runs as, generated from the Rust types by the command itself.
 sweep_job="$(mktemp --suffix=.yaml)"
@@ -59,7 +165,7 @@ rm -f "$sweep_job"
 # (namespaces, the token Secret) and the example's other objects (its claim) are checked
 # against the official schemas too.
 steps="$(mktemp --suffix=.yaml)"
-trap 'rm -f "$steps"' EXIT
+trap 'rm -rf "$work" "$overlay" "$steps"' EXIT
 "$VENV/bin/python" tests/deploy/install_steps.py README.md "$steps"
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$steps"
 
@@ -79,7 +185,7 @@ if [ ! -x "$PROMTOOL_DIR/usr/bin/promtool" ]; then
 fi
 promtool="$PROMTOOL_DIR/usr/bin/promtool"
 rules="$(mktemp -d)"
-trap 'rm -rf "$steps" "$rules"' EXIT
+trap 'rm -rf "$work" "$overlay" "$steps" "$rules"' EXIT
 "$VENV/bin/python" - "$rules" <<'PY'
 import json, sys, yaml
 out = sys.argv[1]

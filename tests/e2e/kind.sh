@@ -14,14 +14,22 @@
 #      judgement, so it allows minutes);
 #   5. a resize: FlowCon sets CPU weights, as in-place resizes (Kubernetes 1.33+);
 #   6. a leader failover: the leader's pod is deleted, the other replica leads, and the
-#      running job is not restarted.
+#      running job is not restarted;
+#   7. an indexed batch Job adopted (examples/adopt-job.yaml, through the `job`
+#      integration of deploy/integrations/): the Job controller creates its 8 pods gated,
+#      switchyard pins and releases them as one gang, kube-scheduler binds them, the Job
+#      completes, and switchyard never wrote it;
+#   8. when the Kubeflow training operator's CRD is in the cluster, a PyTorchJob adopted
+#      the same way (examples/adopt-pytorchjob.yaml, the `pytorchjob` integration).
 #
 # It needs Docker, kind (or k3d with E2E_K3D=1), kubectl, curl and jq, and so it cannot
-# run where there is no container engine (CI runs only `shellcheck` on it). Run it from
-# the repository's root:
+# run where there is no container engine (CI runs only `shellcheck` on it). Steps 7 and 8
+# pull a PyTorch image (several GB) onto the nodes. Run it from the repository's root:
 #
 #   tests/e2e/kind.sh                 # makes a cluster switchyard-e2e and deletes it after
 #   E2E_KEEP=1 tests/e2e/kind.sh      # leaves the cluster and the install for a look
+#   E2E_TRAINING_OPERATOR=1 tests/e2e/kind.sh   # installs the training operator (v1.9.0)
+#                                               # first, so that step 8 runs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -29,6 +37,8 @@ CLUSTER="${E2E_CLUSTER:-switchyard-e2e}"
 IMAGE="${E2E_IMAGE:-switchyard:e2e}"
 NS=switchyard
 JOB_NS=switchyard-e2e
+# The namespace the adoption examples name.
+ADOPT_NS=ml
 PORT="${E2E_PORT:-18080}"
 
 step() { printf '\n==> %s\n' "$*"; }
@@ -43,15 +53,18 @@ else
 fi
 
 forward_pid=""
+overlay=""
 cleanup() {
     if [ -n "$forward_pid" ]; then kill "$forward_pid" 2>/dev/null || true; fi
     if [ "${E2E_KEEP:-0}" != 1 ]; then
         step "uninstall"
-        kubectl delete namespace "$JOB_NS" --ignore-not-found --wait=false || true
+        kubectl delete namespace "$JOB_NS" "$ADOPT_NS" --ignore-not-found --wait=false || true
+        if [ -n "$overlay" ]; then kubectl delete -k "$overlay" --ignore-not-found || true; fi
         kubectl delete -k deploy/ --ignore-not-found || true
         if [ "${E2E_K3D:-0}" = 1 ]; then k3d cluster delete "$CLUSTER" || true
         else kind delete cluster --name "$CLUSTER" || true; fi
     fi
+    if [ -n "$overlay" ]; then rm -rf "$overlay"; fi
 }
 trap cleanup EXIT
 
@@ -233,5 +246,86 @@ sleep 20
 [ "$(job_status gang '.status.generation')" = "$generation" ] \
     || fail "the failover restarted the gang"
 [ "$(job_status gang '.status.phase')" = Running ] || fail "the gang is not running"
+
+step "7. an indexed batch Job adopted: placed as one gang by switchyard, run by the Job controller"
+if [ "${E2E_TRAINING_OPERATOR:-0}" = 1 ]; then
+    kubectl apply --server-side -k "github.com/kubeflow/training-operator.git/manifests/overlays/standalone?ref=v1.9.0"
+    kubectl wait -n kubeflow --for=condition=Available deployment/training-operator --timeout=300s
+fi
+components="../deploy/integrations/job"
+with_pytorchjob=0
+if kubectl get crd pytorchjobs.kubeflow.org >/dev/null 2>&1; then
+    with_pytorchjob=1
+    components="$components, ../deploy/integrations/pytorchjob"
+fi
+# The integrations are enabled as a user does, in an overlay beside deploy/ (kustomize
+# takes relative paths only), here with the image under test.
+overlay=$(mktemp -d -p . .e2e-overlay.XXXXXX)
+cat >"$overlay/kustomization.yaml" <<YAML
+resources: [../deploy]
+components: [$components]
+patches:
+  - target: {kind: Deployment, name: switchyard}
+    patch: |-
+      - {op: replace, path: /spec/template/spec/containers/0/image, value: "$IMAGE"}
+      - {op: add, path: /spec/template/spec/containers/0/imagePullPolicy, value: IfNotPresent}
+YAML
+kubectl apply -k "$overlay"
+kubectl rollout status -n "$NS" deployment/switchyard --timeout=180s
+kubectl get deployment switchyard -n "$NS" -o json \
+    | jq -e '.spec.template.spec.containers[0].args | index("--integrations=job")' >/dev/null \
+    || fail "the job integration did not reach the controller's arguments"
+one_ready_leader() {
+    kubectl get pods -n "$NS" -l switchyard.dev/leader=true -o json | jq -e '
+        [.items[] | select(.metadata.deletionTimestamp == null
+            and any(.status.conditions[]?; .type == "Ready" and .status == "True"))]
+        | length == 1' >/dev/null
+}
+within 120 one_ready_leader || fail "no replica of the new controller leads"
+kubectl create namespace "$ADOPT_NS" --dry-run=client -o yaml | kubectl apply -f -
+# Every pod of the owner ($1: a label selector; $2 of them) bound where switchyard pinned
+# it, its gate lifted.
+adopted_and_bound() {
+    kubectl get pods -n "$ADOPT_NS" -l "$1" -o json | jq -e --argjson n "$2" '
+        [.items[] | select(.metadata.deletionTimestamp == null)] as $pods
+        | ($pods | length) == $n and all($pods[];
+            .spec.nodeName != null
+            and ((.spec.schedulingGates // []) | map(.name) | index("switchyard.dev/placement") | not)
+            and .spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
+                .nodeSelectorTerms[0].matchFields[0].values[0] == .spec.nodeName)' >/dev/null
+}
+# The owner is never written: no field of it, status included, is managed by the
+# controller's field manager.
+never_written() {
+    kubectl get "$1" -n "$ADOPT_NS" -o json \
+        | jq -e '[.metadata.managedFields[]?.manager] | index("switchyard") | not' >/dev/null
+}
+# Applies the example $1, whose owner $2 (kind/name) has $4 pods selected by $3; waits
+# for them to be bound where switchyard pinned them, then for the owner's condition $5.
+run_adopted() {
+    local example=$1 owner=$2 selector=$3 pods=$4 condition=$5
+    kubectl apply -f "$example"
+    within 300 adopted_and_bound "$selector" "$pods" \
+        || fail "the $pods pods of $owner were not bound where switchyard pinned them"
+    kubectl get pods -n "$ADOPT_NS" -l "$selector" -o wide
+    # The pulls of the PyTorch image take most of this.
+    kubectl wait -n "$ADOPT_NS" --for=condition="$condition" "$owner" --timeout=1800s \
+        || fail "the adopted $owner did not reach $condition"
+    never_written "$owner" || fail "switchyard wrote $owner"
+}
+run_adopted examples/adopt-job.yaml job/adopt-job batch.kubernetes.io/job-name=adopt-job 8 Complete
+[ "$(kubectl get job adopt-job -n "$ADOPT_NS" -o jsonpath='{.metadata.generation}')" = 1 ] \
+    || fail "the Job's spec changed"
+# The line the controller reads the loss from, by default, in the log of the Job's pod.
+log=$(kubectl logs -n "$ADOPT_NS" job/adopt-job)
+grep -q '^switchyard: step=300 loss=' <<<"$log" || fail "the Job's log has no loss line for its last step"
+
+step "8. a PyTorchJob adopted through the pytorchjob integration"
+if [ "$with_pytorchjob" = 1 ]; then
+    run_adopted examples/adopt-pytorchjob.yaml pytorchjob/adopt-pytorchjob \
+        training.kubeflow.org/job-name=adopt-pytorchjob 5 Succeeded
+else
+    echo "skipped: no PyTorchJob CRD in the cluster (E2E_TRAINING_OPERATOR=1 installs the training operator)"
+fi
 
 step "passed"
