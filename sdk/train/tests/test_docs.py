@@ -40,7 +40,8 @@ def test_the_core_imports_no_framework():
     import sys
 
     code = ("import sys, switchyard_train; "
-            "print(sorted(m for m in ('torch', 'lightning', 'transformers', 'keras') if m in sys.modules))")
+            "frameworks = ('torch', 'lightning', 'transformers', 'keras'); "
+            "print(sorted(m for m in frameworks if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": str(EXAMPLES.parent / "src")})
     assert out.stdout.strip() == "[]"

@@ -108,7 +108,7 @@ def test_the_lightning_callback_saves_on_sigterm_too(tmp_path, start_training):
     assert Path(acks[0].group(2)).exists()
 
 
-def test_the_hugging_face_callback_saves_the_trainers_checkpoint_acknowledges_on_both_ranks_and_stops(
+def test_the_hugging_face_callback_saves_the_checkpoint_acknowledges_on_both_ranks_and_stops(
     tmp_path, start_training
 ):
     require("torch", "transformers", "accelerate")
@@ -126,7 +126,9 @@ def test_the_hugging_face_callback_saves_the_trainers_checkpoint_acknowledges_on
     assert first_report(start_training, args) == step + 1
 
 
-def test_the_keras_callback_saves_the_model_acknowledges_stops_and_resumes(tmp_path, start_training):
+def test_the_keras_callback_saves_the_model_acknowledges_stops_and_resumes(
+    tmp_path, start_training
+):
     require("keras", "torch")
     directory = tmp_path / "ckpt"
     env = {"KERAS_BACKEND": "torch"}

@@ -99,7 +99,9 @@ ACK_PATH = "/v1/jobs/ml%2Fresnet50/checkpoint"
 LOSS_PATH = "/v1/jobs/ml%2Fresnet50/loss"
 
 
-def test_an_acknowledgement_carries_the_token_the_path_the_step_and_the_task(controller, token_file, tmp_path):
+def test_an_acknowledgement_carries_the_token_the_path_the_step_and_the_task(
+    controller, token_file, tmp_path
+):
     controller.answers[("POST", ACK_PATH)] = (
         202,
         {"acknowledged": True, "after_seconds": 4.5, "waiting_for": ["worker-1"]},
@@ -157,7 +159,9 @@ def test_an_unreachable_controller_raises_naming_the_url():
     [(None, "cannot be read"), ("", "is empty"), ("  \n", "is empty"), ("a b", "whitespace"),
      ("x" * 5000, "at most 4096"), ("t\u00f6ken", "visible ASCII")],
 )
-def test_an_unusable_token_file_is_named_and_nothing_is_sent(controller, tmp_path, content, problem):
+def test_an_unusable_token_file_is_named_and_nothing_is_sent(
+    controller, tmp_path, content, problem
+):
     path = tmp_path / "token"
     if content is not None:
         path.write_text(content)
@@ -167,7 +171,9 @@ def test_an_unusable_token_file_is_named_and_nothing_is_sent(controller, tmp_pat
     assert controller.requests == []
 
 
-def test_the_token_file_is_read_at_every_call_so_a_rotated_secret_takes_effect(controller, token_file):
+def test_the_token_file_is_read_at_every_call_so_a_rotated_secret_takes_effect(
+    controller, token_file
+):
     controller.answers[("POST", LOSS_PATH)] = (202, {"outcome": "accepted"})
     session = http_session(controller.url, token_file)
     assert session.report(1, 0.5)
@@ -277,16 +283,18 @@ def test_a_poll_that_fails_is_logged_and_counts_as_no_request(controller, caplog
 
 @pytest.mark.parametrize(
     "answer, field",
-    [({"requested": "yes", "requested_at": None, "deadline": None, "acknowledged": []}, "requested"),
+    [({"requested": "yes", "requested_at": None, "deadline": None, "acknowledged": []},
+      "requested"),
      ({"requested": True, "requested_at": None, "deadline": None}, "acknowledged"),
      (b"<html>proxy error</html>", "not a JSON object")],
 )
-def test_a_malformed_answer_is_named_not_guessed(controller, answer, field):
+def test_a_malformed_answer_is_named_not_guessed(controller, answer, field, caplog):
     controller.answers[("GET", ACK_PATH)] = (200, answer)
     session = http_session(controller.url)
-    assert not session.checkpoint_requested()
-    assert set(session.failures) <= {"answer", "http-200"}
-    assert session.failures
+    with caplog.at_level(logging.WARNING, logger="switchyard_train"):
+        assert not session.checkpoint_requested()
+    assert sum(session.failures.values()) == 1
+    assert field in caplog.records[0].getMessage()
 
 
 def test_a_redirect_is_not_followed_so_the_token_stays_with_the_controller(controller, token_file):

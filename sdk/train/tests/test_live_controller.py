@@ -129,6 +129,10 @@ class Controller:
             self.process.wait()
 
 
+def controller_has_trainer(jobs: Dict[str, Any]) -> bool:
+    return any(job["id"] == "trainer" for job in jobs["jobs"])
+
+
 @pytest.fixture
 def start_controller(tmp_path):
     started: List[Controller] = []
@@ -136,7 +140,7 @@ def start_controller(tmp_path):
     def start(grace: float) -> Controller:
         controller = Controller(tmp_path, grace)
         started.append(controller)
-        controller.wait_for("/v1/jobs", lambda jobs: any(j["id"] == "trainer" for j in jobs["jobs"]))
+        controller.wait_for("/v1/jobs", lambda jobs: controller_has_trainer(jobs))
         controller.call("PUT", "/v1/policies/tiresias/parameters", {"queue_thresholds": "5"})
         return controller
 

@@ -170,7 +170,10 @@ def test_an_annotation_that_only_mentions_the_key_is_no_request(tmp_path):
     annotations = tmp_path / "annotations"
     write_annotations(
         annotations,
-        {"note": "switchyard.dev/checkpoint-requested=soon", "xswitchyard.dev/checkpoint-requested": "1"},
+        {
+            "note": "switchyard.dev/checkpoint-requested=soon",
+            "xswitchyard.dev/checkpoint-requested": "1",
+        },
     )
     assert not session_on(io.StringIO(), str(annotations)).checkpoint_requested()
 

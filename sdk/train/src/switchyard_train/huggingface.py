@@ -41,7 +41,12 @@ class SwitchyardCallback(TrainerCallback):
         self._saving_for_request = False
 
     def on_log(
-        self, args: Any, state: Any, control: Any, logs: Optional[Dict[str, Any]] = None, **kwargs: Any
+        self,
+        args: Any,
+        state: Any,
+        control: Any,
+        logs: Optional[Dict[str, Any]] = None,
+        **kwargs: Any,
     ) -> None:
         """Reports the training loss of a log (evaluation logs carry none)."""
         if state.is_world_process_zero and logs and "loss" in logs:
