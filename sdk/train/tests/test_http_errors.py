@@ -334,3 +334,18 @@ def test_the_environment_chooses_http_and_completes_the_job_id_with_the_namespac
 def test_an_unusable_environment_is_refused_naming_the_variable(env, named):
     with pytest.raises(sy.ConfigurationError, match=named):
         sy.Session.from_environment(env, handle_sigterm=False)
+
+
+def test_over_http_the_other_ranks_of_a_pod_leave_the_acknowledgement_to_its_first(controller):
+    requested = {"requested": True, "requested_at": "2026-01-01T00:00:00Z",
+                 "deadline": "2026-01-01T00:01:00Z", "acknowledged": []}
+    controller.answers[("GET", ACK_PATH)] = (200, requested)
+    controller.answers[("POST", ACK_PATH)] = (
+        202, {"acknowledged": True, "after_seconds": 1.0, "waiting_for": []})
+    second, first = http_session(controller.url), http_session(controller.url)
+    assert second.checkpoint_requested() and first.checkpoint_requested()
+    assert second.acknowledge_rank("/ckpt", 7, local_rank=1) is None
+    assert not second.checkpoint_requested(), "its rank has answered the request"
+    assert [r["method"] for r in controller.requests] == ["GET", "GET"], "nothing sent"
+    assert first.acknowledge_rank("/ckpt", 7, local_rank=0).waiting_for == ()
+    assert controller.requests[-1]["body"] == {"path": "/ckpt", "step": 7, "task": "worker-0"}

@@ -178,6 +178,24 @@ class Session:
             self._answered |= answered
         return result
 
+    def acknowledge_rank(
+        self, path: PathLike, step: Optional[int] = None, *, local_rank: int = 0
+    ) -> Optional[Acknowledgement]:
+        """`acknowledge` from one rank of a data-parallel job, after a collective save.
+
+        The ranks of one pod share its task. Over the log each rank writes its line (the
+        controller counts the task once); over HTTP the pod's first rank acknowledges for
+        all of them, since a second acknowledgement of a task that completed the job's
+        checkpoint comes late and is refused (409).
+        """
+        if local_rank != 0 and isinstance(self.transport, HttpTransport):
+            checkpoint_path(path)
+            answered = self._pending(ask_api=False)
+            with self._lock:
+                self._answered |= answered
+            return None
+        return self.acknowledge(path, step)
+
     def _pending(self, ask_api: bool = True) -> Set[str]:
         requests: Set[str] = set()
         if self._sigterm:

@@ -3,7 +3,7 @@
 `on_log` reports the logged training loss; `on_step_end` turns a checkpoint request
 into `control.should_save` and `control.should_training_stop`, so the Trainer saves
 its usual `checkpoint-<step>` directory and stops; `on_save` acknowledges that
-directory on every rank.
+directory on every rank (over HTTP, once per pod: `Session.acknowledge_rank`).
 
 ```python
 trainer = Trainer(model, args, train_dataset=data, callbacks=[SwitchyardCallback()])
@@ -68,7 +68,9 @@ class SwitchyardCallback(TrainerCallback):
         # The main process writes the files; the others may only say so once it has.
         _barrier()
         path = os.path.join(args.output_dir, f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
-        self.session.acknowledge(path, step=state.global_step)
+        self.session.acknowledge_rank(
+            path, state.global_step, local_rank=args.local_process_index
+        )
         self.last_checkpoint = path
 
 

@@ -1,6 +1,7 @@
 """PyTorch Lightning: `SwitchyardCallback` reports the training loss, and at the batch
 end where a checkpoint is requested saves through `trainer.save_checkpoint`,
-acknowledges on every rank and stops the trainer.
+acknowledges on every rank (over HTTP, once per pod: `Session.acknowledge_rank`) and
+stops the trainer.
 
 ```python
 trainer = Trainer(callbacks=[SwitchyardCallback("/ckpt")], ...)
@@ -81,7 +82,7 @@ class SwitchyardCallback(pl.Callback):
         path = os.path.join(directory, self.filename.format(step=trainer.global_step))
         # Collective: every rank returns once the file is written (rank 0 writes it).
         trainer.save_checkpoint(path)
-        self.session.acknowledge(path, step=trainer.global_step)
+        self.session.acknowledge_rank(path, trainer.global_step, local_rank=trainer.local_rank)
         self.last_checkpoint = path
         trainer.should_stop = True
 
