@@ -94,6 +94,12 @@ pub struct InClusterOptions {
     pub state_configmap: String,
     /// The controller class whose TrainingJobs this installation acts on.
     pub controller_class: String,
+    /// The kinds of job whose gated pods of [`InClusterOptions::queue`] are adopted
+    /// (none: no adoption).
+    pub integrations: Vec<switchyard_kube::Integration>,
+    /// The queue whose pods this installation adopts (the pods' `switchyard.dev/queue`
+    /// label).
+    pub queue: String,
     /// How often usage is read from `metrics.k8s.io`.
     pub metrics_every: Duration,
     /// Where the HTTP API (and the probes) listen.
@@ -121,9 +127,20 @@ pub async fn run_in_cluster(
             source,
         })?;
     let (caches, drivers) = Caches::start(&client);
-    let caches = caches.of_class(&options.controller_class);
-    let mut tasks: Vec<tokio::task::JoinHandle<()>> =
-        drivers.into_iter().map(tokio::spawn).collect();
+    let (adoption, adopting) = switchyard_kube::Adoption::start(
+        &client,
+        &options.integrations,
+        &options.queue,
+        caches.changed.clone(),
+    );
+    let caches = caches
+        .of_class(&options.controller_class)
+        .with_adoption(adoption);
+    let mut tasks: Vec<tokio::task::JoinHandle<()>> = drivers
+        .into_iter()
+        .chain(adopting)
+        .map(tokio::spawn)
+        .collect();
 
     {
         let (client, caches, every) = (client.clone(), caches.clone(), options.metrics_every);

@@ -15,6 +15,8 @@
 //!   again after a back-off.
 //! - [`resize`](self::resize): a CPU weight as an in-place resize of the training
 //!   container's request.
+//! - [`adopted`](self::adopted): the same release for the gated pods of a job another
+//!   operator owns, its checkpoint request, and eviction (never a delete).
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
 //!   resourceVersion), conditions, the policy's labels, and placements whose first
 //!   write was lost.
@@ -25,6 +27,7 @@
 //! read the caches (the caller hands it the job and its pods).
 
 mod actor;
+mod adopted;
 mod advance;
 mod place;
 mod recover;
@@ -35,6 +38,7 @@ mod status;
 pub use self::actor::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION, PODS_SCHEDULED_CONDITION,
 };
+pub(crate) use self::adopted::Eviction;
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;

@@ -4,11 +4,13 @@
 //! reflectors' caches, and accepted actions go to [`Actor`]. While it waits, the leader
 //! also drives gangs and restarts ([`drive`](self::drive): members lost, placements
 //! refused, staged restarts carried on), writes each job's new loss samples to its
-//! status, and follows training logs ([`logs`](self::logs)). Only the leader
+//! status, and follows training logs ([`logs`](self::logs)); it does as much for the
+//! jobs it adopted ([`adopted`](self::adopted)). Only the leader
 //! ([`Leader`]) does any of that, or acts; a follower's `advance` just waits. The
 //! control loop is synchronous, so it runs on a blocking thread and this type enters
 //! the tokio runtime through a [`Handle`].
 
+mod adopted;
 mod controller;
 mod drive;
 mod logs;

@@ -91,9 +91,9 @@ pub enum Error {
         message: String,
     },
     /// Publishing an Event failed.
-    #[error("publishing event on TrainingJob `{job}`: {source}")]
+    #[error("publishing event on {job}: {source}")]
     Event {
-        /// Job name.
+        /// What the Event is about (`TrainingJob a`, `pod ml/p`).
         job: String,
         /// The client's error.
         #[source]

@@ -29,3 +29,29 @@ pub const RELEASED_ANNOTATION: &str = "switchyard.dev/released-at";
 pub const PLACEMENT_REFUSED_LABEL: &str = "switchyard.dev/placement-refused";
 /// The field manager named on the controller's writes.
 pub const FIELD_MANAGER: &str = "switchyard";
+/// Label a team puts on the pod template of a job it hands to switchyard (a batch Job,
+/// a JobSet, a PyTorchJob), next to the [`PLACEMENT_GATE`]: the queue, that is the
+/// switchyard instance (`--queue`), that places its pods. Pods of another queue belong
+/// to another instance and are left alone.
+pub const QUEUE_LABEL: &str = "switchyard.dev/queue";
+/// The queue an instance adopts from when none is given.
+pub const DEFAULT_QUEUE: &str = "default";
+/// Pod-template annotation of an adopted job: the regular expression its loss is read
+/// from in its logs, with `step` and `value` groups (absent: [`DEFAULT_LOSS_PATTERN`]).
+pub const LOSS_PATTERN_ANNOTATION: &str = "switchyard.dev/loss-pattern";
+/// Pod-template annotation of an adopted job: the container whose log carries the loss
+/// (absent: the first container).
+pub const LOSS_CONTAINER_ANNOTATION: &str = "switchyard.dev/loss-container";
+/// Pod-template annotation of an adopted job: how long its pods have to save a
+/// checkpoint between the controller asking ([`CHECKPOINT_ANNOTATION`]) and evicting
+/// them, seconds (absent: [`DEFAULT_CHECKPOINT_GRACE_SECONDS`]).
+pub const CHECKPOINT_GRACE_ANNOTATION: &str = "switchyard.dev/checkpoint-grace-seconds";
+/// The checkpoint grace of an adopted job's pods when their template names none.
+pub const DEFAULT_CHECKPOINT_GRACE_SECONDS: u32 = 30;
+/// The loss pattern of an adopted job whose template names none: the line
+/// `switchyard: step=<int> loss=<float>`.
+pub const DEFAULT_LOSS_PATTERN: &str =
+    r"switchyard: step=(?P<step>\d+) loss=(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)";
+/// Reason of the one Event a gated pod of this queue gets when the kind that owns it is
+/// not among `--integrations` (or it has no owner), so it does not wait in silence.
+pub const INTEGRATION_NOT_ENABLED_REASON: &str = "IntegrationNotEnabled";

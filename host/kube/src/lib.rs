@@ -21,6 +21,9 @@
 //! - `rules`, `spread`, `volumes`: where a pod may run (taints, selectors, affinity,
 //!   one task per node, volume topology), the policy's hints; kube-scheduler is the
 //!   final word.
+//! - `adopt`: the batch Jobs, JobSets and PyTorchJobs whose gated pods name this
+//!   instance's queue, grouped into policy jobs from their owners' labels and specs.
+//! - `watch`: the loop that keeps a reflector's store filled.
 //! - `observe`: the reflectors and the caches; `views` and `snapshot`: the snapshot
 //!   handed to the policy, built from the caches, visiting what changed.
 //! - `retry`: back-off, and every call under a deadline, a leadership check and, for
@@ -40,6 +43,7 @@
 //! It must not decide anything: decisions come from the policy through the control loop.
 
 mod act;
+mod adopt;
 mod changes;
 mod charges;
 mod cluster;
@@ -66,10 +70,15 @@ mod trim;
 mod usage;
 mod views;
 mod volumes;
+mod watch;
 
 pub use act::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, Migration, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, RestartProgress,
+};
+pub use adopt::{
+    Adoption, Integration, InvalidQueue, UnknownIntegration, trim_pod as trim_adopted_pod,
+    valid_queue,
 };
 pub use charges::{Charges, watch as watch_charges};
 pub use cluster::{Clock, KubeCluster, LOSS_WRITE_EVERY, follow_log};
@@ -82,8 +91,11 @@ pub use error::{Error, Result};
 pub use events::refusal_events;
 pub use gang::REFUSAL_GRACE;
 pub use labels::{
-    CHECKPOINT_ANNOTATION, FIELD_MANAGER, GENERATION_LABEL, JOB_LABEL, JOB_UID_LABEL,
-    PLACEMENT_GATE, PLACEMENT_REFUSED_LABEL, RELEASED_ANNOTATION, ROLE_LABEL, TASK_LABEL,
+    CHECKPOINT_ANNOTATION, CHECKPOINT_GRACE_ANNOTATION, DEFAULT_CHECKPOINT_GRACE_SECONDS,
+    DEFAULT_LOSS_PATTERN, DEFAULT_QUEUE, FIELD_MANAGER, GENERATION_LABEL,
+    INTEGRATION_NOT_ENABLED_REASON, JOB_LABEL, JOB_UID_LABEL, LOSS_CONTAINER_ANNOTATION,
+    LOSS_PATTERN_ANNOTATION, PLACEMENT_GATE, PLACEMENT_REFUSED_LABEL, QUEUE_LABEL,
+    RELEASED_ANNOTATION, ROLE_LABEL, TASK_LABEL,
 };
 pub use leader_label::{LEADER_LABEL, LEADER_LABEL_VALUE, LeaderLabel, keep_marked};
 pub use lease::{Leadership, LeadershipLost, LeaseLock, keep_leading};

@@ -20,17 +20,16 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node as KubeNode, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::storage::v1::StorageClass;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::Api;
-use kube::runtime::reflector::store::Writer;
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use tokio::sync::Notify;
 
+use crate::adopt::Adoption;
 use crate::changes::Changes;
 use crate::charges::{self, Charges};
 use crate::crd::{DEFAULT_CONTROLLER_CLASS, TrainingJob};
@@ -40,6 +39,7 @@ use crate::pods::{own_of, owned_by, placed_node};
 use crate::usage::Usage;
 use crate::views::Views;
 use crate::volumes::VolumeCaches;
+use crate::watch::reflect_into;
 use crate::{JOB_LABEL, trim};
 use switchyard_core::Resources;
 
@@ -80,14 +80,17 @@ impl Assumed {
             .is_some_and(|(_, _, at)| at.elapsed() < ASSUME_FOR)
     }
 
-    /// The charges of pods the pod cache (`cached`, by namespace and name) does not
-    /// show placed; forgets those it shows, and those assumed too long ago.
-    pub(crate) fn pending(&mut self, cached: &Store<Pod>) -> Vec<(String, Resources)> {
+    /// The charges of pods the pod caches (`cached`, by namespace and name: the
+    /// controller's own pods and the adopted ones) do not show placed; forgets those one
+    /// shows, and those assumed too long ago.
+    pub(crate) fn pending(&mut self, cached: &[&Store<Pod>]) -> Vec<(String, Resources)> {
         self.pods.retain(|key, (_, _, at)| {
             let shown = key.split_once('/').is_some_and(|(namespace, name)| {
-                cached
-                    .get(&ObjectRef::new(name).within(namespace))
-                    .is_some_and(|p| placed_node(&p).is_some())
+                cached.iter().any(|store| {
+                    store
+                        .get(&ObjectRef::new(name).within(namespace))
+                        .is_some_and(|p| placed_node(&p).is_some())
+                })
             });
             at.elapsed() < ASSUME_FOR && !shown
         });
@@ -130,6 +133,8 @@ pub struct Caches {
     pub views: Arc<Mutex<Views>>,
     /// Claims, volumes and storage classes.
     pub volumes: VolumeCaches,
+    /// The queue's pods and the owners of the kinds adopted ([`Adoption`]).
+    pub adoption: Adoption,
 }
 
 /// Starts a reflector on `api`: returns its store and the future that keeps it filled
@@ -160,45 +165,6 @@ where
     )
 }
 
-/// [`reflect`] into `writer`, handing each event to `note` once the store applied it
-/// (to mark what changed, [`crate::changes`]).
-pub(crate) fn reflect_into<K>(
-    writer: Writer<K>,
-    api: Api<K>,
-    config: watcher::Config,
-    trim: fn(&mut K),
-    changed: Arc<Notify>,
-    note: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> impl std::future::Future<Output = ()> + Send + 'static
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = watcher(api, config)
-        .modify(trim)
-        .default_backoff()
-        .reflect(writer);
-    async move {
-        let mut stream = std::pin::pin!(stream);
-        loop {
-            match stream.next().await {
-                Some(Ok(event)) => {
-                    note(&event);
-                    changed.notify_one();
-                }
-                // The watcher retries on its own with back-off; the error is only news.
-                Some(Err(error)) => tracing::warn!(%error, "watch failed; retrying with back-off"),
-                None => break,
-            }
-        }
-    }
-}
-
 impl Caches {
     /// Caches over three stores (filled by reflectors, or by hand in tests), with no
     /// other pods, usage, loss series or assumed pods yet.
@@ -218,6 +184,7 @@ impl Caches {
             changed: Arc::new(Notify::new()),
             views: Arc::default(),
             volumes: VolumeCaches::listed_empty(),
+            adoption: Adoption::disabled(),
         }
     }
 
@@ -240,6 +207,13 @@ impl Caches {
     /// These caches reading claims, volumes and storage classes from `volumes`.
     pub fn with_volumes(mut self, volumes: VolumeCaches) -> Self {
         self.volumes = volumes;
+        self
+    }
+
+    /// These caches adopting pods as `adoption` says (started with
+    /// [`Adoption::start`], or filled by hand in tests).
+    pub fn with_adoption(mut self, adoption: Adoption) -> Self {
+        self.adoption = adoption;
         self
     }
 
@@ -345,6 +319,7 @@ impl Caches {
                 volumes,
                 classes,
             },
+            adoption: Adoption::disabled(),
         };
         (
             caches,
@@ -375,6 +350,7 @@ impl Caches {
             && listed(self.volumes.claims.wait_until_ready().now_or_never())
             && listed(self.volumes.volumes.wait_until_ready().now_or_never())
             && listed(self.volumes.classes.wait_until_ready().now_or_never())
+            && self.adoption.synced()
     }
 
     /// Resolves once every reflector has finished its first list (see
@@ -393,7 +369,9 @@ impl Caches {
         while !self.others.listed() {
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+        let adopted = self.adoption.wait_synced().await;
         nodes.is_ok()
+            && adopted
             && pods.is_ok()
             && jobs.is_ok()
             && claims.is_ok()

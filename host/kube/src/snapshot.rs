@@ -30,6 +30,8 @@ use crate::usage::Usage;
 use crate::views::{JobKey, JobTraits, Views};
 use crate::{PLACEMENT_REFUSED_LABEL, quantity, rules, spread, template, volumes};
 
+mod adopted;
+
 impl Caches {
     /// The snapshot at `now` (Unix seconds) with `triggers`, from the caches only. Views
     /// of nodes and jobs that did not change since the last snapshot are the same `Arc`s
@@ -173,10 +175,13 @@ impl Caches {
         {
             let mut assumed = self.assumed.lock().expect("assumed lock");
             if !assumed.is_empty() {
-                for (node, requests) in assumed.pending(&self.pods) {
+                for (node, requests) in assumed.pending(&[&self.pods, &self.adoption.pods]) {
                     charge(&node, &requests);
                 }
             }
+        }
+        for (node, requests) in self.adopted_in_flight() {
+            charge(&node, &requests);
         }
         let restarting: Vec<String> = views.restarting().iter().cloned().collect();
         for id in restarting {
@@ -243,12 +248,24 @@ impl Caches {
                 }
             }
         }
+        let adopted = self.adopted_jobs(&mut views, usage.as_deref());
         views.end();
+        let mut jobs = views.job_list();
+        if !adopted.is_empty() {
+            // Adopted jobs take their place among the TrainingJobs: by submission,
+            // then id.
+            jobs.extend(adopted);
+            jobs.sort_by(|a, b| {
+                a.submit_time
+                    .total_cmp(&b.submit_time)
+                    .then_with(|| a.id.cmp(&b.id))
+            });
+        }
         Snapshot {
             time: now,
             triggers,
             nodes: views.node_list(),
-            jobs: views.job_list(),
+            jobs,
             node_sets: views.node_sets(),
         }
     }

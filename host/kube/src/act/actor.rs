@@ -127,6 +127,24 @@ impl Actor {
         action: &str,
         note: &str,
     ) {
+        let reference: ObjectReference = job.object_ref(&());
+        let about = format!("TrainingJob `{}`", job.name_any());
+        self.event_about(&reference, &about, type_, reason, action, note)
+            .await;
+    }
+
+    /// Publishes an Event about `reference` (`about` names it in a failure's log
+    /// line): a TrainingJob, an adopted job's owner, a pod. A failure is logged, never
+    /// fatal.
+    pub(crate) async fn event_about(
+        &self,
+        reference: &ObjectReference,
+        about: &str,
+        type_: EventType,
+        reason: &str,
+        action: &str,
+        note: &str,
+    ) {
         let event = Event {
             type_,
             reason: reason.into(),
@@ -134,14 +152,13 @@ impl Actor {
             action: action.into(),
             secondary: None,
         };
-        let reference: ObjectReference = job.object_ref(&());
         if let Err(source) = self
             .guard
-            .call(self.recorder.publish(&event, &reference))
+            .call(self.recorder.publish(&event, reference))
             .await
         {
             let error = Error::Event {
-                job: job.name_any(),
+                job: about.to_string(),
                 source,
             };
             tracing::warn!(%error, "could not publish event");
@@ -359,9 +376,15 @@ pub(super) fn stop_grace(job: &TrainingJob) -> Option<i64> {
 }
 
 pub(super) fn describe(placed: &[Placement]) -> String {
-    placed
-        .iter()
-        .map(|p| format!("{} on {}", p.task, p.node))
+    describe_pairs(placed.iter().map(|p| (&p.task, &p.node)))
+}
+
+/// `a on n1, b on n2` for (what, node) pairs.
+pub(super) fn describe_pairs(
+    pairs: impl Iterator<Item = (impl std::fmt::Display, impl std::fmt::Display)>,
+) -> String {
+    pairs
+        .map(|(what, node)| format!("{what} on {node}"))
         .collect::<Vec<_>>()
         .join(", ")
 }

@@ -146,16 +146,20 @@ impl Actor {
             }
         }
         if outcome.is_ok() {
-            for made in made.iter_mut().filter(|m| !m.released_before) {
-                let job_name = job.name_any();
-                match release(&api, &self.guard, &job_name, &made.pod, &made.node, now).await {
-                    Ok(()) => made.released_here = true,
-                    Err(error) => {
-                        outcome = Err(error);
-                        break;
-                    }
-                }
+            let held: Vec<usize> = (0..made.len())
+                .filter(|&i| !made[i].released_before)
+                .collect();
+            let pairs: Vec<(&Pod, &str)> = held
+                .iter()
+                .map(|&i| (&made[i].pod, made[i].node.as_str()))
+                .collect();
+            let (released, result) =
+                release_each(&api, &self.guard, &job.name_any(), &pairs, now).await;
+            drop(pairs);
+            for &i in &held[..released] {
+                made[i].released_here = true;
             }
+            outcome = result;
         }
         match outcome {
             Ok(()) => Ok(assignments
@@ -256,6 +260,24 @@ async fn create_pod(
         }
         Err(error) => Err(Error::api(format!("creating pod {name}"))(error)),
     }
+}
+
+/// Releases each of `pods` to its node ([`release`]), in order, stopping at the first
+/// failure: how many were released, and the failure if one stopped it. The one release
+/// path of a gang, whether the controller made its pods or adopted them.
+pub(super) async fn release_each(
+    api: &Api<Pod>,
+    guard: &Guard,
+    job: &str,
+    pods: &[(&Pod, &str)],
+    now: Timestamp,
+) -> (usize, Result<()>) {
+    for (released, (pod, node)) in pods.iter().enumerate() {
+        if let Err(error) = release(api, guard, job, pod, node, now).await {
+            return (released, Err(error));
+        }
+    }
+    (pods.len(), Ok(()))
 }
 
 /// Pins `pod` to `node` and lifts the placement gate, in one merge patch conditional on

@@ -9,7 +9,7 @@ use std::collections::HashSet;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
@@ -350,6 +350,17 @@ impl Actor {
         pod: &Pod,
         now: Timestamp,
     ) -> Result<()> {
+        self.annotate_pod_once(&self.pods(job), pod, now).await
+    }
+
+    /// [`Actor::annotate_once`] on a pod of `api` (a TrainingJob's, or an adopted
+    /// one's).
+    pub(super) async fn annotate_pod_once(
+        &self,
+        api: &Api<Pod>,
+        pod: &Pod,
+        now: Timestamp,
+    ) -> Result<()> {
         let key = delete_key(pod);
         if self
             .annotated
@@ -367,7 +378,6 @@ impl Actor {
             json!({"metadata": {"annotations": {CHECKPOINT_ANNOTATION: rfc3339(now)}}}),
         );
         let name = pod.name_any();
-        let api = self.pods(job);
         retry::with_backoff("checkpoint annotation", || {
             self.guard.call(api.patch(&name, &params, &patch))
         })
@@ -382,7 +392,7 @@ impl Actor {
 
     /// When `pod` was asked to checkpoint: its annotation, or this process's memory of
     /// the patch when the cache has not shown it yet.
-    pub(super) fn asked_at(&self, pod: &Pod) -> Option<Timestamp> {
+    pub(crate) fn asked_at(&self, pod: &Pod) -> Option<Timestamp> {
         let annotated = pod
             .annotations()
             .get(CHECKPOINT_ANNOTATION)

@@ -59,6 +59,13 @@ pub struct KubeCluster {
     pub(super) finished: usize,
     /// Per job id, the `VolumesReady` condition last written (status, reason, message).
     pub(super) volume_conditions: HashMap<String, (&'static str, String, String)>,
+    /// Adopted jobs the policy has heard of (they arrived), by id.
+    pub(super) known_adopted: HashSet<String>,
+    /// Adopted jobs placeable at the last pass: one that becomes placeable again (its
+    /// owner made its evicted pods anew) is news for the policy.
+    pub(super) adopted_placeable: HashSet<String>,
+    /// Gated pods (UIDs) told by an Event that no enabled kind owns them.
+    pub(super) told_not_enabled: HashSet<String>,
 }
 
 impl KubeCluster {
@@ -92,6 +99,9 @@ impl KubeCluster {
             unconfirmed_warned: HashSet::new(),
             finished: 0,
             volume_conditions: HashMap::new(),
+            known_adopted: HashSet::new(),
+            adopted_placeable: HashSet::new(),
+            told_not_enabled: HashSet::new(),
         }
     }
 

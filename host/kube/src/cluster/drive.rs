@@ -153,6 +153,7 @@ impl KubeCluster {
                 .pods
                 .state()
                 .iter()
+                .chain(self.caches.adoption.pods.state().iter())
                 .map(|p| delete_key(p))
                 .collect();
             self.actor.forget_deletes(&present);

@@ -15,6 +15,7 @@ use switchyard_control::Advance;
 use switchyard_core::Trigger;
 
 use super::controller::{KubeCluster, Visit};
+use crate::adopt::parse_adopted_id;
 use crate::changes::{Dirty, Reader};
 use crate::crd::Phase;
 use crate::gang;
@@ -204,10 +205,15 @@ impl KubeCluster {
             self.known_nodes.clear();
             self.restarts_done.clear();
             self.unconfirmed_warned.clear();
+            self.known_adopted.clear();
+            self.adopted_placeable.clear();
+            self.told_not_enabled.clear();
             dirty.all = true;
         }
         self.last_pass = Some(Instant::now());
-        let followers_done = self.reap_followers();
+        let mut followers_done = self.reap_followers();
+        // An adopted job's followers are started again by its own pass.
+        followers_done.retain(|id| parse_adopted_id(id).is_none());
         let visits = self.jobs_to_visit(&dirty, followers_done);
         self.drive_gangs(&visits);
         self.drive_restarts(&visits);
@@ -216,6 +222,7 @@ impl KubeCluster {
         self.follow_logs(&visits, dirty.all);
         let mut triggers = self.changes(&visits, &dirty);
         triggers.extend(self.requeued.drain(..).map(Trigger::JobPreempted));
+        triggers.extend(self.adopted_pass());
         triggers
     }
 

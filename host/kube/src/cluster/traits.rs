@@ -3,16 +3,17 @@
 //! waits out a grace period: a restart only starts here). It carries decisions out; it
 //! must not make one.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
-use switchyard_control::{ActionOutcome, Advance, Cluster, LiveCluster, LossAck};
+use switchyard_control::{ActionFailure, ActionOutcome, Advance, Cluster, LiveCluster, LossAck};
 use switchyard_core::{Action, JobLabel, Operation, Snapshot, Trigger};
 
 use super::controller::KubeCluster;
 use crate::Error;
 use crate::act::Migration;
+use crate::adopt::parse_adopted_id;
 use crate::pods::task_of;
 
 impl Cluster for KubeCluster {
@@ -31,6 +32,20 @@ impl Cluster for KubeCluster {
     fn apply(&mut self, accepted: &[Action], labels: &[JobLabel]) -> Vec<ActionOutcome> {
         let now = self.now_timestamp();
         let mut outcomes = Vec::with_capacity(accepted.len());
+        // An adopted gang is released whole: a policy that places it task by task in
+        // one decision has its placements carried out together, at the first of them.
+        let mut adopted_places: HashMap<&str, Vec<(String, String)>> = HashMap::new();
+        for action in accepted {
+            if let Operation::Place { job, assignments } = &action.op
+                && parse_adopted_id(job).is_some()
+            {
+                adopted_places
+                    .entry(job.as_str())
+                    .or_default()
+                    .extend(assignments.iter().map(|a| (a.task.clone(), a.node.clone())));
+            }
+        }
+        let mut adopted_placed: HashMap<&str, Result<(), ActionFailure>> = HashMap::new();
         for action in accepted {
             // Leadership can be lost between rounds; a follower must not act.
             if !self.may_act() {
@@ -39,6 +54,29 @@ impl Cluster for KubeCluster {
                     action: format!("{} of job {}", action.op.name(), action.op.job()),
                 };
                 outcomes.push(Err(error.to_failure()));
+                continue;
+            }
+            let id = action.op.job();
+            if parse_adopted_id(id).is_some() {
+                let failed = |error: Error| {
+                    tracing::warn!(%error, label = error.metric_label(), job = id, "action failed");
+                    error.to_failure()
+                };
+                let outcome = match &action.op {
+                    Operation::Place { .. } => adopted_placed
+                        .entry(id)
+                        .or_insert_with(|| {
+                            let all = adopted_places
+                                .get(id)
+                                .map(Vec::as_slice)
+                                .unwrap_or_default();
+                            self.place_adopted(id, all, &action.reason, now)
+                                .map_err(failed)
+                        })
+                        .clone(),
+                    _ => self.apply_adopted(action, now).map_err(failed),
+                };
+                outcomes.push(outcome);
                 continue;
             }
             let Some((job, pods)) = self.caches.job_and_pods(action.op.job()) else {

@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod adoption;
 mod cluster;
 mod events;
 mod failures;

@@ -7,8 +7,9 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    cluster, events, failures, fencing, gangs, lease, logs, moves, others, outcomes, ownership,
-    releases, rendezvous, restarts, snapshot, spread, startup, state, volumes, wedges, writes,
+    adoption, cluster, events, failures, fencing, gangs, lease, logs, moves, others, outcomes,
+    ownership, releases, rendezvous, restarts, snapshot, spread, startup, state, volumes, wedges,
+    writes,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -166,4 +167,46 @@ async fn the_rbac_in_deploy_allows_exactly_what_the_controller_uses() {
         unused.is_empty(),
         "deploy/rbac.yaml grants what no test saw the controller use: {unused:#?}"
     );
+}
+
+// Wall time, as above: the adoption scenarios run the cluster on a blocking thread.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_integration_grants_what_adoption_uses_beyond_the_base_role_and_never_an_owner_write()
+{
+    let mut used: BTreeSet<Access> = BTreeSet::new();
+    used.extend(adoption::a_pytorchjob_of_a_master_and_four_workers().await);
+    used.extend(adoption::an_indexed_job_of_eight().await);
+    used.extend(adoption::a_jobset_of_two_replicated_jobs().await);
+    used.extend(adoption::a_kind_not_enabled_gets_one_event().await);
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
+    let base = granted(&format!("{deploy}/rbac.yaml"));
+    let beyond: Vec<&Access> = used.difference(&base).collect();
+    assert!(
+        !beyond.is_empty(),
+        "adoption evicts, which the base role does not grant"
+    );
+    for (kind, group, owners) in [
+        ("job", "batch", "jobs"),
+        ("jobset", "jobset.x-k8s.io", "jobsets"),
+        ("pytorchjob", "kubeflow.org", "pytorchjobs"),
+    ] {
+        let component = granted(&format!("{deploy}/integrations/{kind}/rbac.yaml"));
+        for access in &beyond {
+            assert!(
+                component.contains(access),
+                "the {kind} integration does not grant what adoption uses: {access:?}"
+            );
+        }
+        for access in &component {
+            // The owners are read by reflectors (list, watch), which the scripted
+            // server does not serve; reading is all a component may do to them.
+            let reads_owner = access.group == group
+                && access.resource == owners
+                && matches!(access.verb.as_str(), "get" | "list" | "watch");
+            assert!(
+                reads_owner || used.contains(access),
+                "the {kind} integration grants what adoption never uses: {access:?}"
+            );
+        }
+    }
 }

@@ -8,5 +8,6 @@
 
 pub mod fixtures;
 pub mod mock;
+pub mod owners;
 pub mod scheduler;
 pub mod world;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use switchyard_controller::{InClusterOptions, run_in_cluster};
-use switchyard_kube::{DEFAULT_CONTROLLER_CLASS, STATE_CONFIGMAP};
+use switchyard_kube::{DEFAULT_CONTROLLER_CLASS, DEFAULT_QUEUE, Integration, STATE_CONFIGMAP};
 
 use super::SandboxArgs;
 use super::run::{LiveArgs, shutdown_signal};
@@ -53,8 +53,25 @@ pub(super) struct RunArgs {
     /// cluster need two classes; each leaves the other's jobs alone.
     #[arg(long, env = "SWITCHYARD_CONTROLLER_CLASS", default_value = DEFAULT_CONTROLLER_CLASS)]
     pub controller_class: String,
+    /// Kinds of job to adopt: job (batch/v1 Job), jobset (JobSet, and Kubeflow Trainer
+    /// TrainJobs through their JobSets), pytorchjob (Kubeflow PyTorchJob). A comma list,
+    /// and the flag may be repeated. A pod is adopted when its template carries the
+    /// scheduling gate switchyard.dev/placement and the label switchyard.dev/queue
+    /// naming --queue; the job's own operator keeps creating its pods. Default: none.
+    #[arg(long, value_name = "KINDS", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub integrations: Vec<Integration>,
+    /// The queue this installation adopts pods from: the value of their
+    /// switchyard.dev/queue label. Pods of another queue are left to the installation
+    /// that serves it.
+    #[arg(long, default_value = DEFAULT_QUEUE, value_parser = parse_queue)]
+    pub queue: String,
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+/// A `--queue`, checked to be a label value.
+fn parse_queue(queue: &str) -> Result<String, switchyard_kube::InvalidQueue> {
+    switchyard_kube::valid_queue(queue).map(str::to_string)
 }
 
 /// Prints the CRD.
@@ -78,6 +95,8 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         lease_duration: Duration::from_secs(15),
         state_configmap: args.state_configmap.clone(),
         controller_class: args.controller_class.clone(),
+        integrations: args.integrations.clone(),
+        queue: args.queue.clone(),
         metrics_every: Duration::from_secs(30),
         listen: args.listen,
         policies_dir: args.live.policies_dir.clone(),
@@ -92,4 +111,53 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         run_in_cluster(client, runtime, options, shutdown_signal()?).await?;
         Ok(ExitCode::SUCCESS)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+    use switchyard_kube::Integration;
+
+    #[derive(Debug, Parser)]
+    struct Run {
+        #[command(flatten)]
+        args: super::RunArgs,
+    }
+
+    fn parse(extra: &[&str]) -> Result<super::RunArgs, String> {
+        let argv = ["switchyard run", "--cluster", "kube"].iter().chain(extra);
+        Run::try_parse_from(argv)
+            .map(|r| r.args)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn integrations_are_a_comma_list_that_each_deploy_component_may_add_to() {
+        let args = parse(&["--integrations", "job,jobset", "--integrations=pytorchjob"]).unwrap();
+        assert_eq!(
+            args.integrations,
+            [
+                Integration::Job,
+                Integration::JobSet,
+                Integration::PyTorchJob
+            ]
+        );
+        assert_eq!(args.queue, "default");
+        assert!(
+            parse(&[]).unwrap().integrations.is_empty(),
+            "no adoption by default"
+        );
+        let error = parse(&["--integrations", "job,tfjob"]).unwrap_err();
+        assert!(
+            error.contains("unknown integration `tfjob`: accepted are job, jobset, pytorchjob"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_queue_that_cannot_be_a_label_value_is_refused() {
+        assert_eq!(parse(&["--queue", "team-a"]).unwrap().queue, "team-a");
+        let error = parse(&["--queue", "team a"]).unwrap_err();
+        assert!(error.contains("is not a label value"), "{error}");
+    }
 }

@@ -271,6 +271,8 @@ fn run_help_lists_both_clusters_flags_and_the_log_variable_and_run_without_a_clu
     for needed in [
         "--cluster sim:WORKLOAD.yaml",
         "--cluster kube",
+        "--integrations <KINDS>",
+        "--queue <QUEUE>",
         "--speed",
         "SWITCHYARD_LOG",
     ] {
