@@ -37,7 +37,7 @@ pub const QUEUE_LABEL: &str = "switchyard.dev/queue";
 /// The queue an instance adopts from when none is given.
 pub const DEFAULT_QUEUE: &str = "default";
 /// Pod-template annotation of an adopted job: the regular expression its loss is read
-/// from in its logs, with `step` and `value` groups (absent: [`DEFAULT_LOSS_PATTERN`]).
+/// from in its logs, with `step` and `value` groups (absent: [`crate::DEFAULT_LOG_PATTERN`], the training library's line).
 pub const LOSS_PATTERN_ANNOTATION: &str = "switchyard.dev/loss-pattern";
 /// Pod-template annotation of an adopted job: the container whose log carries the loss
 /// (absent: the first container).
@@ -48,10 +48,6 @@ pub const LOSS_CONTAINER_ANNOTATION: &str = "switchyard.dev/loss-container";
 pub const CHECKPOINT_GRACE_ANNOTATION: &str = "switchyard.dev/checkpoint-grace-seconds";
 /// The checkpoint grace of an adopted job's pods when their template names none.
 pub const DEFAULT_CHECKPOINT_GRACE_SECONDS: u32 = 30;
-/// The loss pattern of an adopted job whose template names none: the line
-/// `switchyard: step=<int> loss=<float>`.
-pub const DEFAULT_LOSS_PATTERN: &str =
-    r"switchyard: step=(?P<step>\d+) loss=(?P<value>[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)";
 /// Reason of the one Event a gated pod of this queue gets when the kind that owns it is
 /// not among `--integrations` (or it has no owner), so it does not wait in silence.
 pub const INTEGRATION_NOT_ENABLED_REASON: &str = "IntegrationNotEnabled";

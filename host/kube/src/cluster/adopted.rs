@@ -21,7 +21,7 @@ use crate::adopt::{AdoptedJob, Unadoptable};
 use crate::pods::{held_by_placement_gate, node_of, phase_of, pod_requests};
 use crate::progress::LogPattern;
 use crate::{
-    CHECKPOINT_GRACE_ANNOTATION, DEFAULT_CHECKPOINT_GRACE_SECONDS, DEFAULT_LOSS_PATTERN, Error,
+    CHECKPOINT_GRACE_ANNOTATION, DEFAULT_CHECKPOINT_GRACE_SECONDS, Error,
     LOSS_CONTAINER_ANNOTATION, LOSS_PATTERN_ANNOTATION, PLACEMENT_GATE, QUEUE_LABEL,
 };
 
@@ -272,7 +272,7 @@ impl KubeCluster {
     }
 
     /// Follows the log of every running pod of an adopted job for its loss: the
-    /// template's [`LOSS_PATTERN_ANNOTATION`] (else [`DEFAULT_LOSS_PATTERN`]) in its
+    /// template's [`LOSS_PATTERN_ANNOTATION`] (else [`crate::DEFAULT_LOG_PATTERN`]) in its
     /// [`LOSS_CONTAINER_ANNOTATION`] container (else the first), with the followers and
     /// back-offs the TrainingJobs' pods use.
     fn follow_adopted_logs(&mut self, jobs: &[AdoptedJob]) {
@@ -293,7 +293,7 @@ impl KubeCluster {
                 let annotations = pod.annotations();
                 let pattern = annotations
                     .get(LOSS_PATTERN_ANNOTATION)
-                    .map_or(DEFAULT_LOSS_PATTERN, String::as_str);
+                    .map_or(crate::DEFAULT_LOG_PATTERN, String::as_str);
                 let pattern = match LogPattern::compile(&job.id, pattern) {
                     Ok(p) => p,
                     Err(error) => {
