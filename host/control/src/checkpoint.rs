@@ -108,6 +108,28 @@ pub enum AckRefused {
 }
 
 impl AckRefused {
+    /// No checkpoint is asked of `job` now: the one refusal every cluster gives a late,
+    /// repeated or unasked acknowledgement.
+    pub fn not_requested(job: &str) -> Self {
+        AckRefused::NotRequested {
+            job: job.to_string(),
+        }
+    }
+
+    /// `task` of `job` is not among `asked`, the tasks the checkpoint was asked of,
+    /// which the message lists.
+    pub fn unknown_task<'a>(
+        job: &str,
+        task: String,
+        asked: impl IntoIterator<Item = &'a str>,
+    ) -> Self {
+        AckRefused::UnknownTask {
+            job: job.to_string(),
+            task,
+            asked: asked.into_iter().collect::<Vec<_>>().join(", "),
+        }
+    }
+
     /// Short label for metrics.
     pub fn metric_label(&self) -> &'static str {
         match self {

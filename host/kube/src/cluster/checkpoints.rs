@@ -74,9 +74,7 @@ impl KubeCluster {
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
         ack.check_path()?;
-        let not_requested = || AckRefused::NotRequested {
-            job: id.to_string(),
-        };
+        let not_requested = || AckRefused::not_requested(id);
         let job = self.caches.training_job(id).ok_or_else(not_requested)?;
         let (restart, requested) = asking(&job).ok_or_else(not_requested)?;
         let name = job.name_any();
@@ -94,12 +92,11 @@ impl KubeCluster {
                     .map(|(pod, _)| *pod)
                     .collect();
                 if pods.is_empty() {
-                    let tasks: Vec<&str> = asked.iter().map(|(_, t)| t.as_str()).collect();
-                    return Err(AckRefused::UnknownTask {
-                        job: id.to_string(),
-                        task: task.clone(),
-                        asked: tasks.join(", "),
-                    });
+                    return Err(AckRefused::unknown_task(
+                        id,
+                        task.clone(),
+                        asked.iter().map(|(_, t)| t.as_str()),
+                    ));
                 }
                 pods
             }

@@ -49,6 +49,19 @@ fn preempting(job: &JobBuilder) -> JobBuilder {
     )
 }
 
+/// The trainer running on n1 with its pod, the job as its preemption records it, and
+/// the script so far: its log answered with `log`, then the preemption asked.
+fn trainer_being_preempted(log: &str) -> (World, JobBuilder, JobBuilder, Vec<Expect>) {
+    let mut world = World::new().node(node("n1", 8));
+    let job = trainer();
+    world.job(&job);
+    world.pod(pod("a", "main-0", 0, Some("n1")));
+    let stopping = preempting(&job);
+    let mut script = vec![log_now(log)];
+    script.extend(preemption_asked(&job, &stopping));
+    (world, job, stopping, script)
+}
+
 /// The log of the trainer's pod, answered at once with `text`.
 fn log_now(text: &str) -> Expect {
     Expect::get(&format!("{PODS}/a-main-0-0/log?*")).text(text)
@@ -158,15 +171,9 @@ async fn preempted(cluster: KubeCluster, world: &mut World, job: &JobBuilder) ->
 
 pub(crate) async fn a_pod_that_prints_checkpoint_complete_is_deleted_before_its_grace_period()
 -> Vec<Access> {
-    let mut world = World::new().node(node("n1", 8));
-    let job = trainer();
-    world.job(&job);
-    world.pod(pod("a", "main-0", 0, Some("n1")));
-    let stopping = preempting(&job);
-    let mut script = vec![log_now(
+    let (mut world, job, stopping, mut script) = trainer_being_preempted(
         "2026-01-01T00:00:05.000000000Z switchyard: checkpoint-complete step=40 path=/ckpt/a 40.pt\n",
-    )];
-    script.extend(preemption_asked(&job, &stopping));
+    );
     // Every asked pod has written its checkpoint: deleted at once, 25 s before its
     // grace period would end.
     script.push(delete("a-main-0-0", None));
@@ -210,16 +217,10 @@ pub(crate) async fn a_pod_that_prints_checkpoint_complete_is_deleted_before_its_
 
 pub(crate) async fn a_pod_that_never_acknowledges_is_deleted_at_the_end_of_its_grace_period()
 -> Vec<Access> {
-    let mut world = World::new().node(node("n1", 8));
-    let job = trainer();
-    world.job(&job);
-    world.pod(pod("a", "main-0", 0, Some("n1")));
-    let stopping = preempting(&job);
     // A checkpoint the process completed before this request says nothing of it.
-    let mut script = vec![log_now(
+    let (mut world, job, stopping, mut script) = trainer_being_preempted(
         "2025-12-31T23:59:50.000000000Z switchyard: checkpoint-complete step=10 path=/ckpt/10\n",
-    )];
-    script.extend(preemption_asked(&job, &stopping));
+    );
     script.push(log_silent());
     // The follower starts again at the first look after its stream ended, in a task of
     // its own: before or after the delete.

@@ -161,9 +161,7 @@ impl Simulator {
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
         ack.check_path()?;
-        let not_requested = || AckRefused::NotRequested {
-            job: id.to_string(),
-        };
+        let not_requested = || AckRefused::not_requested(id);
         let job = *self.job_index.get(id).ok_or_else(not_requested)?;
         let now = self.now;
         let asked = self.jobs[job].asked.as_mut().ok_or_else(not_requested)?;
@@ -185,11 +183,11 @@ impl Simulator {
                 None if asked.acknowledged.contains(&task) => {}
                 None => {
                     let asked_tasks = asked.waiting.iter().chain(&asked.acknowledged);
-                    return Err(AckRefused::UnknownTask {
-                        job: id.to_string(),
+                    return Err(AckRefused::unknown_task(
+                        id,
                         task,
-                        asked: asked_tasks.cloned().collect::<Vec<_>>().join(", "),
-                    });
+                        asked_tasks.map(String::as_str),
+                    ));
                 }
             },
             None => asked.acknowledged.append(&mut asked.waiting),
