@@ -30,3 +30,4 @@ mod policy_dir;
 mod references;
 mod restarts;
 mod trust;
+mod webhook;

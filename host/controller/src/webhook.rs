@@ -1,0 +1,134 @@
+//! The optional mutating admission webhook (`run --cluster kube --webhook-cert-dir DIR`):
+//! the API server calls it on the creation of a pod labelled `switchyard.dev/queue`
+//! (deploy/webhook/ selects those alone), and it answers with a JSON patch that adds the
+//! scheduling gate `switchyard.dev/placement` when the pod names this controller's queue
+//! and lacks the gate, so a team adopts a job with the label alone. It owns the review's
+//! answer (`admit`), the serving certificate and its reloading when the files change
+//! (`certs`), and HTTPS on its own port (`serve`).
+//!
+//! It must not change anything else in a pod, keep any state between reviews (every
+//! replica answers, the leader or not), or refuse a pod: a review it cannot read is a 400
+//! and the webhook configuration's `failurePolicy` decides what the API server does.
+
+mod admit;
+mod certs;
+mod serve;
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+
+pub use admit::{MAX_REVIEW_BYTES, REVIEW_PATH, router as webhook_router};
+pub use certs::{CERT_FILE, CertReloads, KEY_FILE, MAX_PEM_BYTES};
+
+/// Where and how the webhook serves.
+#[derive(Clone, Debug)]
+pub struct WebhookConfig {
+    /// The address it listens on (the API's address with the webhook's port).
+    pub listen: SocketAddr,
+    /// The directory holding [`CERT_FILE`] and [`KEY_FILE`], as cert-manager writes them
+    /// into a mounted Secret.
+    pub cert_dir: PathBuf,
+    /// The queue whose pods are gated: their `switchyard.dev/queue` label.
+    pub queue: String,
+}
+
+/// Why the webhook could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// The certificate or its key could not be read or do not form a pair.
+    #[error("the webhook's certificate in {dir}: {reason}")]
+    Certificate {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// What is wrong, naming the file.
+        reason: String,
+    },
+    /// The certificate directory cannot be watched for renewals.
+    #[error("cannot watch {dir} for certificate renewals: {source}")]
+    Watch {
+        /// The certificate directory.
+        dir: PathBuf,
+        /// The watcher's error.
+        #[source]
+        source: notify::Error,
+    },
+    /// The webhook's port could not be opened.
+    #[error("cannot listen on {addr} for the webhook: {source}")]
+    Listen {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// The socket error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl WebhookError {
+    /// A short label for metrics, one per variant.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            WebhookError::Certificate { .. } => "certificate",
+            WebhookError::Watch { .. } => "watch",
+            WebhookError::Listen { .. } => "listen",
+        }
+    }
+}
+
+/// The webhook, bound and holding its certificate, not yet serving.
+pub struct Webhook {
+    listener: TcpListener,
+    certificate: certs::Reloading,
+    queue: Arc<str>,
+}
+
+impl Webhook {
+    /// Reads the certificate pair (a missing or bad one is an error naming the file),
+    /// starts following its directory, and binds the port.
+    pub async fn bind(config: &WebhookConfig) -> Result<Self, WebhookError> {
+        let certificate = certs::Reloading::start(&config.cert_dir)?;
+        let listener =
+            TcpListener::bind(config.listen)
+                .await
+                .map_err(|source| WebhookError::Listen {
+                    addr: config.listen,
+                    source,
+                })?;
+        Ok(Self {
+            listener,
+            certificate,
+            queue: config.queue.as_str().into(),
+        })
+    }
+
+    /// The address it listens on (the port the system gave, for port 0).
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The certificate reloads so far: how many pairs were loaded and refused since the
+    /// start, and the last refusal.
+    pub fn reloads(&self) -> watch::Receiver<CertReloads> {
+        self.certificate.reloads()
+    }
+
+    /// Serves reviews over HTTPS until `shutdown` completes, then finishes the ones in
+    /// flight. A renewed certificate is presented from the next handshake on.
+    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+        let tls = self.certificate.server_config();
+        let served = serve::serve(
+            self.listener,
+            tls,
+            webhook_router(self.queue.to_string()),
+            shutdown,
+        )
+        .await;
+        drop(self.certificate);
+        served
+    }
+}
