@@ -8,7 +8,8 @@
 //! directory (`policy_dir`), the one writer of the active policy and parameters
 //! (`one_writer`), the operator's console in a real browser (`console`), and
 //! the controller in kube mode against the scripted API server (`in_cluster`, and the
-//! one writer's order in the state ConfigMap, `one_writer_kube`).
+//! one writer's order in the state ConfigMap, `one_writer_kube`), and the pod webhook
+//! over HTTPS with certificates made in the test (`webhook`).
 
 use switchyard_test_support as support;
 
