@@ -26,6 +26,10 @@ use tokio::sync::watch;
 pub use admit::{MAX_REVIEW_BYTES, REVIEW_PATH, router as webhook_router};
 pub use certs::{CERT_FILE, CertReloads, KEY_FILE, MAX_PEM_BYTES};
 
+/// The webhook's port unless `--webhook-port` says otherwise (the container port
+/// deploy/webhook/ opens).
+pub const DEFAULT_WEBHOOK_PORT: u16 = 9443;
+
 /// Where and how the webhook serves.
 #[derive(Clone, Debug)]
 pub struct WebhookConfig {
@@ -119,7 +123,10 @@ impl Webhook {
 
     /// Serves reviews over HTTPS until `shutdown` completes, then finishes the ones in
     /// flight. A renewed certificate is presented from the next handshake on.
-    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> io::Result<()> {
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> io::Result<()> {
         let tls = self.certificate.server_config();
         let served = serve::serve(
             self.listener,

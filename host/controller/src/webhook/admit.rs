@@ -8,20 +8,19 @@
 use std::sync::Arc;
 
 use axum::Router;
-use base64::Engine as _;
-use base64::engine::general_purpose::STANDARD as BASE64;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;
 use axum::extract::{DefaultBodyLimit, State};
 use axum::http::StatusCode;
 use axum::routing::post;
 use axum::{Json, response::IntoResponse};
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
 use json_patch::jsonptr::PointerBuf;
 use json_patch::{AddOperation, Patch, PatchOperation};
 use kube::core::DynamicObject;
 use kube::core::admission::{
-    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND,
-    Operation,
+    AdmissionRequest, AdmissionResponse, AdmissionReview, META_API_VERSION_V1, META_KIND, Operation,
 };
 use serde_json::{Value, json};
 use switchyard_kube::{PLACEMENT_GATE, QUEUE_LABEL};
@@ -86,16 +85,21 @@ async fn review(
 /// The request of a v1 AdmissionReview, or a 400 naming the field at fault.
 fn parse(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, ApiError> {
     let bad = |message: String| ApiError::new(StatusCode::BAD_REQUEST, message);
-    let review: AdmissionReview<DynamicObject> =
-        serde_path_to_error::deserialize(&mut serde_json::Deserializer::from_slice(body))
-            .map_err(|error| {
-                let at = error.path().to_string();
-                let at = if at == "." { String::new() } else { format!(" at {at}") };
-                bad(format!(
-                    "the body is not an admission.k8s.io/v1 AdmissionReview{at}: {}",
-                    error.inner()
-                ))
-            })?;
+    let review: AdmissionReview<DynamicObject> = serde_path_to_error::deserialize(
+        &mut serde_json::Deserializer::from_slice(body),
+    )
+    .map_err(|error| {
+        let at = error.path().to_string();
+        let at = if at == "." {
+            String::new()
+        } else {
+            format!(" at {at}")
+        };
+        bad(format!(
+            "the body is not an admission.k8s.io/v1 AdmissionReview{at}: {}",
+            error.inner()
+        ))
+    })?;
     if review.types.api_version != META_API_VERSION_V1 || review.types.kind != META_KIND {
         return Err(bad(format!(
             "apiVersion `{}`, kind `{}`: the webhook answers apiVersion {META_API_VERSION_V1}, \
@@ -129,7 +133,12 @@ fn answer(
         Gate::Present => Ok(allowed),
         Gate::Add(patch) => allowed.with_patch(patch),
         Gate::Cannot(why) => {
-            tracing::warn!(pod = request.name, namespace = request.namespace, why, "a pod of the queue is not gated");
+            tracing::warn!(
+                pod = request.name,
+                namespace = request.namespace,
+                why,
+                "a pod of the queue is not gated"
+            );
             let mut allowed = allowed;
             allowed.warnings = Some(vec![format!(
                 "{QUEUE_LABEL}={queue} but {why}: the pod is not gated and switchyard will not place it"
@@ -156,7 +165,11 @@ fn gate_patch(spec: &Value) -> Gate {
     };
     // The API server refuses a pod with both a node and a gate: a pod bound at creation
     // is left as it is.
-    if spec.get("nodeName").and_then(Value::as_str).is_some_and(|n| !n.is_empty()) {
+    if spec
+        .get("nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty())
+    {
         return Gate::Cannot("its spec.nodeName is set (a bound pod takes no scheduling gate)");
     }
     let gate = json!({"name": PLACEMENT_GATE});

@@ -50,7 +50,12 @@ struct Current {
 
 impl ResolvesServerCert for Current {
     fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.key.read().unwrap_or_else(PoisonError::into_inner).clone())
+        Some(
+            self.key
+                .read()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clone(),
+        )
     }
 }
 
@@ -82,20 +87,22 @@ impl Reloading {
             source,
         };
         let (tx, rx) = mpsc::channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            // Reading the pair is itself an event on some systems.
-            if !event.is_ok_and(|event| event.kind.is_access()) {
-                let _ = tx.send(());
-            }
-        })
-        .map_err(watch_error)?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                // Reading the pair is itself an event on some systems.
+                if !event.is_ok_and(|event| event.kind.is_access()) {
+                    let _ = tx.send(());
+                }
+            })
+            .map_err(watch_error)?;
         // The directory, not the files: the kubelet renews a Secret volume by swapping
         // a symlink inside it, which a watch on the old files would never see.
         watcher
             .watch(dir, RecursiveMode::NonRecursive)
             .map_err(watch_error)?;
         {
-            let (current, provider, dir) = (current.clone(), provider.clone(), dir.to_path_buf());
+            let (current, provider, followed) =
+                (current.clone(), provider.clone(), dir.to_path_buf());
             std::thread::Builder::new()
                 .name("switchyard-webhook-certs".into())
                 .spawn(move || {
@@ -103,7 +110,7 @@ impl Reloading {
                     // a pair written in several steps is read once it is quiet.
                     while rx.recv().is_ok() {
                         while rx.recv_timeout(QUIET).is_ok() {}
-                        reload(&dir, &provider, &current, &report);
+                        reload(&followed, &provider, &current, &report);
                     }
                 })
                 .map_err(|source| WebhookError::Watch {
@@ -180,7 +187,12 @@ fn load(dir: &Path, provider: &CryptoProvider) -> Result<Arc<CertifiedKey>, Stri
     let (key_path, key_pem) = read(KEY_FILE)?;
     let chain = CertificateDer::pem_slice_iter(&cert_pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("{}: not a PEM certificate chain: {error}", cert_path.display()))?;
+        .map_err(|error| {
+            format!(
+                "{}: not a PEM certificate chain: {error}",
+                cert_path.display()
+            )
+        })?;
     if chain.is_empty() {
         return Err(format!(
             "{}: holds no CERTIFICATE block (a PEM certificate chain is expected)",

@@ -12,8 +12,10 @@ use base64::Engine as _;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
 use switchyard_controller::{
-    CertReloads, MAX_REVIEW_BYTES, REVIEW_PATH, Webhook, WebhookConfig, WebhookError,
+    CertReloads, DEFAULT_WEBHOOK_PORT, MAX_REVIEW_BYTES, REVIEW_PATH, Webhook, WebhookConfig,
+    WebhookError,
 };
+use switchyard_kube::{DEFAULT_QUEUE, QUEUE_LABEL};
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, watch};
@@ -105,10 +107,13 @@ impl Served {
         .with_no_client_auth();
         let tcp = TcpStream::connect(self.addr).await.unwrap();
         let name = ServerName::try_from(SERVICE_DNS).unwrap();
-        let tls = tokio::time::timeout(HANG, TlsConnector::from(Arc::new(config)).connect(name, tcp))
-            .await
-            .expect("the handshake hangs")
-            .expect("the handshake fails");
+        let tls = tokio::time::timeout(
+            HANG,
+            TlsConnector::from(Arc::new(config)).connect(name, tcp),
+        )
+        .await
+        .expect("the handshake hangs")
+        .expect("the handshake fails");
         let presented = tls.get_ref().1.peer_certificates().unwrap()[0].clone();
         (tls, presented)
     }
@@ -120,9 +125,7 @@ impl Served {
     }
 
     async fn review(&self, review: &Value) -> Value {
-        let (status, answer) = self
-            .post(REVIEW_PATH, review.to_string().as_bytes())
-            .await;
+        let (status, answer) = self.post(REVIEW_PATH, review.to_string().as_bytes()).await;
         allowed(status, &answer, review)
     }
 
@@ -175,7 +178,10 @@ fn allowed(status: u16, answer: &Value, review: &Value) -> Value {
     assert_eq!(status, 200, "{answer}");
     assert_eq!(answer["apiVersion"], "admission.k8s.io/v1", "{answer}");
     assert_eq!(answer["kind"], "AdmissionReview", "{answer}");
-    assert_eq!(answer["response"]["uid"], review["request"]["uid"], "{answer}");
+    assert_eq!(
+        answer["response"]["uid"], review["request"]["uid"],
+        "{answer}"
+    );
     assert_eq!(answer["response"]["allowed"], true, "{answer}");
     answer["response"].clone()
 }
@@ -216,7 +222,10 @@ async fn a_pod_of_the_queue_created_without_the_gate_gets_it_and_nothing_else() 
         .as_object_mut()
         .unwrap()
         .remove("schedulingGates");
-    assert_eq!(without_gates, review["request"]["object"], "only the gates change");
+    assert_eq!(
+        without_gates, review["request"]["object"],
+        "only the gates change"
+    );
     served.stop().await;
 }
 
@@ -346,7 +355,10 @@ async fn a_renewed_certificate_is_presented_from_the_next_handshake_on() {
     write_pair(served.dir.path(), &renewed);
     served.reloads_until(|r| r.loaded >= 2).await;
     let (_, presented) = served.connect(&[&served.first, &renewed]).await;
-    assert_eq!(presented, renewed.der, "the renewed certificate is presented");
+    assert_eq!(
+        presented, renewed.der,
+        "the renewed certificate is presented"
+    );
     // Nothing was closed: a connection made before the renewal is still served.
     let (status, answer) = post_on(kept, REVIEW_PATH, REVIEW.as_bytes()).await;
     allowed(status, &answer, &review());
@@ -360,9 +372,15 @@ async fn a_bad_pair_on_renewal_keeps_the_previous_certificate_and_says_why() {
     write_atomically(&served.dir.path().join("tls.key"), &pair().key_pem);
     let reloads = served.reloads_until(|r| r.refused >= 1).await;
     let error = reloads.last_error.unwrap();
-    assert!(error.contains("tls.key") && error.contains("do not form a pair"), "{error}");
+    assert!(
+        error.contains("tls.key") && error.contains("do not form a pair"),
+        "{error}"
+    );
     let (_, presented) = served.connect(&[&served.first]).await;
-    assert_eq!(presented, served.first.der, "the previous certificate stays");
+    assert_eq!(
+        presented, served.first.der,
+        "the previous certificate stays"
+    );
 
     // Not PEM at all.
     write_atomically(&served.dir.path().join("tls.crt"), "not a certificate");
@@ -391,5 +409,28 @@ async fn a_missing_or_bad_certificate_at_start_is_an_error_naming_the_file() {
     write_pair(dir.path(), &first);
     std::fs::write(dir.path().join("tls.key"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
     let error = Webhook::bind(&config).await.err().unwrap().to_string();
-    assert!(error.contains("tls.key") && error.contains("not a PEM private key"), "{error}");
+    assert!(
+        error.contains("tls.key") && error.contains("not a PEM private key"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_deployed_webhook_calls_the_path_and_port_served_for_the_default_queue() {
+    let configuration: Value = serde_norway::from_str(include_str!(
+        "../../../../deploy/webhook/mutatingwebhook.yaml"
+    ))
+    .unwrap();
+    let webhook = &configuration["webhooks"][0];
+    assert_eq!(webhook["clientConfig"]["service"]["path"], REVIEW_PATH);
+    assert_eq!(
+        webhook["objectSelector"]["matchLabels"][QUEUE_LABEL],
+        DEFAULT_QUEUE
+    );
+    let component = include_str!("../../../../deploy/webhook/kustomization.yaml");
+    assert!(
+        component.contains(&format!("containerPort: {DEFAULT_WEBHOOK_PORT}")),
+        "{component}"
+    );
+    assert!(component.contains("--webhook-cert-dir="), "{component}");
 }

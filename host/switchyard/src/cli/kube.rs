@@ -74,7 +74,7 @@ pub(super) struct RunArgs {
     #[arg(long, value_name = "DIR")]
     pub webhook_cert_dir: Option<PathBuf>,
     /// The webhook's port, on the address of --listen.
-    #[arg(long, default_value_t = 9443, value_name = "PORT", requires = "webhook_cert_dir")]
+    #[arg(long, default_value_t = switchyard_controller::DEFAULT_WEBHOOK_PORT, value_name = "PORT", requires = "webhook_cert_dir")]
     pub webhook_port: u16,
     #[command(flatten)]
     pub live: LiveArgs,
