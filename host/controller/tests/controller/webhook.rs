@@ -1,7 +1,8 @@
 //! The pod webhook over real HTTPS on loopback, with certificates made in the test and
 //! the AdmissionReview the API server sends when the Job controller creates a pod of an
 //! indexed Job (`webhook/pod-create-review.json`): what it patches, what it leaves alone,
-//! what it refuses to read, and the certificate it presents as the files change.
+//! what it refuses to read, and the certificate it presents as the kubelet swaps the
+//! files of the mounted Secret.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -44,17 +45,29 @@ fn pair() -> Pair {
     }
 }
 
-/// Writes one file the way the kubelet updates a mounted Secret: whole, then renamed
-/// into place.
-fn write_atomically(path: &Path, text: &str) {
-    let staged = path.with_extension("staged");
-    std::fs::write(&staged, text).unwrap();
-    std::fs::rename(&staged, path).unwrap();
+/// Writes `tls.crt` and `tls.key` into `dir` the way the kubelet updates a mounted
+/// Secret: both files into a new hidden directory, then the symlink `..data` swapped to
+/// it in one rename; `tls.crt` and `tls.key` are symlinks through `..data`.
+fn project_secret(dir: &Path, cert_pem: &str, key_pem: &str) {
+    static VERSION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let version = format!(
+        "..v{}",
+        VERSION.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    std::fs::create_dir(dir.join(&version)).unwrap();
+    std::fs::write(dir.join(&version).join("tls.crt"), cert_pem).unwrap();
+    std::fs::write(dir.join(&version).join("tls.key"), key_pem).unwrap();
+    std::os::unix::fs::symlink(&version, dir.join("..data_tmp")).unwrap();
+    std::fs::rename(dir.join("..data_tmp"), dir.join("..data")).unwrap();
+    for file in ["tls.crt", "tls.key"] {
+        if !dir.join(file).exists() {
+            std::os::unix::fs::symlink(Path::new("..data").join(file), dir.join(file)).unwrap();
+        }
+    }
 }
 
 fn write_pair(dir: &Path, pair: &Pair) {
-    write_atomically(&dir.join("tls.key"), &pair.key_pem);
-    write_atomically(&dir.join("tls.crt"), &pair.cert_pem);
+    project_secret(dir, &pair.cert_pem, &pair.key_pem);
 }
 
 /// A webhook serving on a loopback port from a certificate directory of its own.
@@ -369,7 +382,7 @@ async fn a_renewed_certificate_is_presented_from_the_next_handshake_on() {
 async fn a_bad_pair_on_renewal_keeps_the_previous_certificate_and_says_why() {
     let mut served = serve("default").await;
     // A key that does not belong to the certificate.
-    write_atomically(&served.dir.path().join("tls.key"), &pair().key_pem);
+    project_secret(served.dir.path(), &served.first.cert_pem, &pair().key_pem);
     let reloads = served.reloads_until(|r| r.refused >= 1).await;
     let error = reloads.last_error.unwrap();
     assert!(
@@ -383,7 +396,11 @@ async fn a_bad_pair_on_renewal_keeps_the_previous_certificate_and_says_why() {
     );
 
     // Not PEM at all.
-    write_atomically(&served.dir.path().join("tls.crt"), "not a certificate");
+    project_secret(
+        served.dir.path(),
+        "not a certificate",
+        &served.first.key_pem,
+    );
     let reloads = served.reloads_until(|r| r.refused >= 2).await;
     let error = reloads.last_error.unwrap();
     assert!(error.contains("tls.crt"), "{error}");
@@ -407,7 +424,7 @@ async fn a_missing_or_bad_certificate_at_start_is_an_error_naming_the_file() {
 
     let first = pair();
     write_pair(dir.path(), &first);
-    std::fs::write(dir.path().join("tls.key"), "-----BEGIN PRIVATE KEY-----\n").unwrap();
+    project_secret(dir.path(), &first.cert_pem, "-----BEGIN PRIVATE KEY-----\n");
     let error = Webhook::bind(&config).await.err().unwrap().to_string();
     assert!(
         error.contains("tls.key") && error.contains("not a PEM private key"),
