@@ -39,6 +39,6 @@ pub use in_cluster::{InClusterError, InClusterOptions, run_in_cluster};
 pub use live::{Controller, DriverHandle, LiveConfig, LiveError, RegistryAccess};
 pub use policy_dir::{DirWatcher, PolicyDir, PolicyDirError, ScanReport, watch_policy_dir};
 pub use webhook::{
-    CERT_FILE, CertReloads, DEFAULT_WEBHOOK_PORT, KEY_FILE, MAX_PEM_BYTES, MAX_REVIEW_BYTES,
-    REVIEW_PATH, Webhook, WebhookConfig, WebhookError, webhook_router,
+    CertReloads, DEFAULT_WEBHOOK_PORT, MAX_REVIEW_BYTES, REVIEW_PATH, Webhook, WebhookConfig,
+    WebhookError,
 };

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 
-pub use admit::{MAX_REVIEW_BYTES, REVIEW_PATH, router as webhook_router};
-pub use certs::{CERT_FILE, CertReloads, KEY_FILE, MAX_PEM_BYTES};
+pub use admit::{MAX_REVIEW_BYTES, REVIEW_PATH};
+pub use certs::CertReloads;
 
 /// The webhook's port unless `--webhook-port` says otherwise (the container port
 /// deploy/webhook/ opens).
@@ -35,8 +35,8 @@ pub const DEFAULT_WEBHOOK_PORT: u16 = 9443;
 pub struct WebhookConfig {
     /// The address it listens on (the API's address with the webhook's port).
     pub listen: SocketAddr,
-    /// The directory holding [`CERT_FILE`] and [`KEY_FILE`], as cert-manager writes them
-    /// into a mounted Secret.
+    /// The directory holding `tls.crt` and `tls.key`, as cert-manager writes them into
+    /// a mounted Secret.
     pub cert_dir: PathBuf,
     /// The queue whose pods are gated: their `switchyard.dev/queue` label.
     pub queue: String,
@@ -131,7 +131,7 @@ impl Webhook {
         let served = serve::serve(
             self.listener,
             tls,
-            webhook_router(self.queue.to_string()),
+            admit::router(self.queue.to_string()),
             shutdown,
         )
         .await;

@@ -37,7 +37,7 @@ pub const MAX_REVIEW_BYTES: usize = 4 << 20;
 
 /// The webhook's routes: [`REVIEW_PATH`] answers reviews for the pods of `queue`;
 /// anything else is a 404 naming the path.
-pub fn router(queue: String) -> Router {
+pub(super) fn router(queue: String) -> Router {
     Router::new()
         .route(REVIEW_PATH, post(review))
         .fallback(|uri: axum::http::Uri| async move {

@@ -21,12 +21,12 @@ use tokio::sync::watch;
 use super::WebhookError;
 
 /// The certificate chain's file in the directory (PEM), as cert-manager names it.
-pub const CERT_FILE: &str = "tls.crt";
+const CERT_FILE: &str = "tls.crt";
 /// The private key's file in the directory (PEM: PKCS#8, PKCS#1 or SEC1).
-pub const KEY_FILE: &str = "tls.key";
+const KEY_FILE: &str = "tls.key";
 /// The most either file may hold: a chain of a few certificates is a few KiB, and the
 /// bound keeps a hostile file from being read whole at every change.
-pub const MAX_PEM_BYTES: u64 = 1 << 20;
+const MAX_PEM_BYTES: u64 = 1 << 20;
 
 /// How long the directory must be quiet after a change before the pair is read again.
 const QUIET: Duration = Duration::from_millis(200);
