@@ -4,7 +4,7 @@
 //! scheduling gate `switchyard.dev/placement` when the pod names this controller's queue
 //! and lacks the gate, so a team adopts a job with the label alone. It owns the review's
 //! answer (`admit`), the serving certificate and its reloading when the files change
-//! (`certs`), and HTTPS on its own port (`serve`).
+//! (`certs`), HTTPS on its own port (`serve`), and why it could not start (`error`).
 //!
 //! It must not change anything else in a pod, keep any state between reviews (every
 //! replica answers, the leader or not), or refuse a pod: a review it cannot read is a 400
@@ -12,6 +12,7 @@
 
 mod admit;
 mod certs;
+mod error;
 mod serve;
 
 use std::future::Future;
@@ -25,6 +26,7 @@ use tokio::sync::watch;
 
 pub use admit::{MAX_REVIEW_BYTES, REVIEW_PATH};
 pub use certs::CertReloads;
+pub use error::WebhookError;
 
 /// The webhook's port unless `--webhook-port` says otherwise (the container port
 /// deploy/webhook/ opens).
@@ -40,48 +42,6 @@ pub struct WebhookConfig {
     pub cert_dir: PathBuf,
     /// The queue whose pods are gated: their `switchyard.dev/queue` label.
     pub queue: String,
-}
-
-/// Why the webhook could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum WebhookError {
-    /// The certificate or its key could not be read or do not form a pair.
-    #[error("the webhook's certificate in {dir}: {reason}")]
-    Certificate {
-        /// The certificate directory.
-        dir: PathBuf,
-        /// What is wrong, naming the file.
-        reason: String,
-    },
-    /// The certificate directory cannot be watched for renewals.
-    #[error("cannot watch {dir} for certificate renewals: {source}")]
-    Watch {
-        /// The certificate directory.
-        dir: PathBuf,
-        /// The watcher's error.
-        #[source]
-        source: notify::Error,
-    },
-    /// The webhook's port could not be opened.
-    #[error("cannot listen on {addr} for the webhook: {source}")]
-    Listen {
-        /// The address asked for.
-        addr: SocketAddr,
-        /// The socket error.
-        #[source]
-        source: io::Error,
-    },
-}
-
-impl WebhookError {
-    /// A short label for metrics, one per variant.
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            WebhookError::Certificate { .. } => "certificate",
-            WebhookError::Watch { .. } => "watch",
-            WebhookError::Listen { .. } => "listen",
-        }
-    }
 }
 
 /// The webhook, bound and holding its certificate, not yet serving.

@@ -18,7 +18,7 @@ use rustls::server::{ClientHello, ResolvesServerCert};
 use rustls::sign::CertifiedKey;
 use tokio::sync::watch;
 
-use super::WebhookError;
+use super::error::WebhookError;
 
 /// The certificate chain's file in the directory (PEM), as cert-manager names it.
 const CERT_FILE: &str = "tls.crt";
