@@ -1,11 +1,17 @@
 //! What an owner's spec and status say about the policy job made of its pods
 //! ([`Shape`]): how many pods make the gang, whether the owner recreates an evicted pod
-//! without failing (so the policy may preempt or move it), whether it has finished. The
+//! without failing (so the policy may preempt or move it), whether it has finished,
+//! each role's CPU request (a weight's base) and whether it may be scaled. The
 //! per-kind readers are in the sibling modules; this one holds what they share. It reads
 //! owners; it must not write one.
 
+use std::collections::BTreeMap;
+
 use kube::api::ObjectMeta;
 use serde_json::Value;
+
+use super::elastic::Elastic;
+use super::weight::TemplateCpu;
 
 /// The most pods one adopted job may have: the host's bound on tasks per job.
 pub(crate) const MAX_GANG: u32 = 10_000;
@@ -22,6 +28,11 @@ pub(crate) struct Shape {
     pub(crate) finished: bool,
     /// When the owner was created, Unix seconds (the job's submission time).
     pub(crate) created: f64,
+    /// Per role, what its pod template says about its training container's CPU (roles
+    /// whose template has no container are absent).
+    pub(crate) cpu: BTreeMap<String, TemplateCpu>,
+    /// The bounds the policy may scale it within, or why its replicas are fixed.
+    pub(crate) scaling: Result<Elastic, String>,
 }
 
 /// A count read from an owner's JSON (`replicas`, `parallelism`): `default` when

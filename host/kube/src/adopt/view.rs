@@ -1,9 +1,10 @@
 //! An adopted job as the policy sees it: one task per live pod, placed where the pod is
 //! bound or pinned; its gang placeable only once the owner has made every member (until
 //! then the job waits and its gated tasks are not placeable); `Restarting` from the
-//! checkpoint request until the evicted pods are gone; its replica bounds fixed at what
-//! runs. It builds the view; it must not read the caches or the cluster (the snapshot
-//! hands it the job, its eligibility sets and its loss series).
+//! checkpoint request until the evicted pods are gone; its CPU weight and replica
+//! bounds as `weight` and `elastic` read them. It builds the view; it must not read the
+//! caches or the cluster (the snapshot hands it the job, its eligibility sets and its
+//! loss series).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -70,7 +71,7 @@ impl AdoptedJob {
                     node: node.filter(|_| !restarting && !stopping(pod)),
                     phase,
                     requests: pod_requests(pod),
-                    cpu_weight: 1.0,
+                    cpu_weight: self.cpu_weight_of(m),
                     usage: usage.and_then(|u| {
                         u.pods
                             .get(&(pod.namespace().unwrap_or_default(), pod.name_any()))
@@ -87,16 +88,6 @@ impl AdoptedJob {
         } else {
             JobPhase::Waiting
         };
-        // The replicas are what the owner's spec fixes: the largest role, at its size.
-        let mut roles: BTreeMap<&str, u32> = BTreeMap::new();
-        for m in &self.members {
-            *roles.entry(m.role.as_str()).or_default() += 1;
-        }
-        let (role, current) = roles
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(r, n)| (r.to_string(), *n))
-            .unwrap_or_default();
         let start = self
             .members
             .iter()
@@ -126,12 +117,7 @@ impl AdoptedJob {
             priority,
             utility: 1.0,
             tasks: tasks.into(),
-            replicas: model::Replicas {
-                role,
-                current,
-                min: current,
-                max: current,
-            },
+            replicas: self.replicas(),
             loss: loss.into(),
             metric_rises: false,
             moves: Arc::from(Vec::new()),
