@@ -53,7 +53,9 @@ pub use self::actor::{
     PODS_SCHEDULED_CONDITION, PodAck,
 };
 pub(crate) use self::adopted::Eviction;
-pub(crate) use self::adopted_resize::{AdoptedWeight, resize_told, weight_not_offered};
+pub(crate) use self::adopted_resize::{
+    AdoptedWeight, AskedResize, resize_told, weight_not_offered,
+};
 pub(crate) use self::adopted_scale::OwnerScale;
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;

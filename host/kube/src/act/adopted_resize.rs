@@ -24,6 +24,20 @@ pub(crate) struct AdoptedWeight<'a> {
     pub(crate) weight: f64,
 }
 
+/// A resize this leader asked of an adopted pod, followed until the kubelet applied it
+/// (the leader's pass keeps them by pod UID).
+#[derive(Clone, Debug)]
+pub(crate) struct AskedResize {
+    /// The owner the Events go on, and the adopted job's id.
+    pub(crate) owner: ObjectReference,
+    pub(crate) id: String,
+    /// The container resized and the CPU it was asked to run with, millicores.
+    pub(crate) container: String,
+    pub(crate) millis: u64,
+    /// The reason of the last Event told about it.
+    pub(crate) told: &'static str,
+}
+
 impl Actor {
     /// Asks `pod` (of adopted job `id`, whose owner is `owner`) to run with `weight`
     /// through the pod `resize` subresource, and returns the CPU asked for, millicores.
@@ -66,15 +80,8 @@ impl Actor {
                 Err(error),
             ),
         };
-        self.event_about(
-            owner,
-            id,
-            event_type,
-            event_reason,
-            "SetCpuWeight",
-            &note,
-        )
-        .await;
+        self.event_about(owner, id, event_type, event_reason, "SetCpuWeight", &note)
+            .await;
         outcome
     }
 

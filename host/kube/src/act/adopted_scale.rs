@@ -63,8 +63,15 @@ impl Actor {
                     "asked the {kind}'s scale subresource for {} replicas (from {}); its operator makes or deletes the pods: {reason}",
                     scale.to, scale.from
                 );
-                self.event_about(owner, id, EventType::Normal, "ScaleRequested", "Scale", &note)
-                    .await;
+                self.event_about(
+                    owner,
+                    id,
+                    EventType::Normal,
+                    "ScaleRequested",
+                    "Scale",
+                    &note,
+                )
+                .await;
                 Ok(())
             }
             Err(error) => {

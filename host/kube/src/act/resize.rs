@@ -69,18 +69,20 @@ impl Actor {
         // The API server accepting a resize is not the kubelet applying it: the
         // condition is Unknown until the pod's status shows the new request (or says
         // the resize is deferred or infeasible; see [`Actor::report_resize`]).
-        let (status, condition_reason, message, refusal) =
-            match self.request_resize(&self.pods(job), &name, container, millis).await? {
-                None => (
-                    "Unknown",
-                    "ResizeRequested",
-                    format!(
-                        "pod {name} asked to run with {millis}m CPU (weight {weight:.3}): {reason}"
-                    ),
-                    None,
+        let (status, condition_reason, message, refusal) = match self
+            .request_resize(&self.pods(job), &name, container, millis)
+            .await?
+        {
+            None => (
+                "Unknown",
+                "ResizeRequested",
+                format!(
+                    "pod {name} asked to run with {millis}m CPU (weight {weight:.3}): {reason}"
                 ),
-                Some((message, error)) => ("False", "ResizeRefused", message, Some(error)),
-            };
+                None,
+            ),
+            Some((message, error)) => ("False", "ResizeRefused", message, Some(error)),
+        };
         self.update_status(job, |s| {
             set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
         })
@@ -123,7 +125,8 @@ impl Actor {
                     "the cluster refused to resize pod {name} in place ({}): {}",
                     s.code, s.message
                 );
-                let error = Error::api(format!("resizing pod {name} in place"))(kube::Error::Api(s));
+                let error =
+                    Error::api(format!("resizing pod {name} in place"))(kube::Error::Api(s));
                 Ok(Some((message, error)))
             }
             Err(error) => Err(Error::api(format!("resizing pod {name}"))(error)),

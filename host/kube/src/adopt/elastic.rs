@@ -12,26 +12,11 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 use switchyard_core as model;
 
-use super::group::AdoptedJob;
-use super::shape::{self, MAX_GANG};
+use super::shape::{self, Elastic, MAX_GANG, Shape};
 
 /// The role an elastic PyTorchJob scales: its `Worker` replicas (the path its CRD's
 /// `scale` subresource writes, `.spec.pytorchReplicaSpecs.Worker.replicas`).
 pub(crate) const ELASTIC_ROLE: &str = "worker";
-
-/// The replica bounds an elastic owner lets the policy move its scalable role within.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct Elastic {
-    /// The replicas the owner's spec asks for now.
-    pub(crate) replicas: u32,
-    /// `elasticPolicy.minReplicas`, at least 1: the first worker hosts the rendezvous.
-    pub(crate) min: u32,
-    /// `elasticPolicy.maxReplicas`.
-    pub(crate) max: u32,
-    /// The owner's resourceVersion these were read at: a scale is written only onto
-    /// the owner as it was read.
-    pub(crate) resource_version: Option<String>,
-}
 
 /// Whether a PyTorchJob (its JSON `data`, `resource_version`) is elastic, and if not,
 /// why its replicas are fixed.
@@ -99,35 +84,34 @@ pub(crate) fn trim_policy(policy: &Value) -> Value {
         "metrics": vec![serde_json::json!({}); metrics]})
 }
 
-impl AdoptedJob {
-    /// The replicas the policy sees. An elastic job's are its scalable role's: as many
-    /// as its owner's spec asks for (the replica indices run from 0, so the next one
-    /// added is that number), within the owner's bounds. Any other job's are fixed:
-    /// its largest role, at the count of its live pods.
-    pub(crate) fn replicas(&self) -> model::Replicas {
-        if let Ok(elastic) = &self.shape.scaling {
-            return model::Replicas {
-                role: ELASTIC_ROLE.to_string(),
-                current: elastic.replicas,
-                min: elastic.min,
-                max: elastic.max,
-            };
-        }
-        let mut roles: BTreeMap<&str, u32> = BTreeMap::new();
-        for m in &self.members {
-            *roles.entry(m.role.as_str()).or_default() += 1;
-        }
-        let (role, current) = roles
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(r, n)| (r.to_string(), *n))
-            .unwrap_or_default();
-        model::Replicas {
-            role,
-            current,
-            min: current,
-            max: current,
-        }
+/// The replicas the policy sees of a job shaped `shape` whose live pods have the roles
+/// `roles`. An elastic job's are its scalable role's: as many as its owner's spec asks
+/// for (the replica indices run from 0, so the next one added is that number), within
+/// the owner's bounds. Any other job's are fixed: its largest role, at its count of
+/// live pods.
+pub(crate) fn replicas<'a>(shape: &Shape, roles: impl Iterator<Item = &'a str>) -> model::Replicas {
+    if let Ok(elastic) = &shape.scaling {
+        return model::Replicas {
+            role: ELASTIC_ROLE.to_string(),
+            current: elastic.replicas,
+            min: elastic.min,
+            max: elastic.max,
+        };
+    }
+    let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
+    for role in roles {
+        *counts.entry(role).or_default() += 1;
+    }
+    let (role, current) = counts
+        .iter()
+        .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
+        .map(|(r, n)| (r.to_string(), *n))
+        .unwrap_or_default();
+    model::Replicas {
+        role,
+        current,
+        min: current,
+        max: current,
     }
 }
 
@@ -164,7 +148,10 @@ mod tests {
         let why = |v: Value| pytorchjob_scaling(&v, None).unwrap_err();
         assert!(why(json!({"spec": {}})).contains("no spec.elasticPolicy"));
         assert!(why(job(json!({"maxReplicas": 4}), 4)).contains("4 to 4"));
-        assert!(why(job(json!({}), 3)).contains("3 to 3"), "defaults: Worker replicas");
+        assert!(
+            why(job(json!({}), 3)).contains("3 to 3"),
+            "defaults: Worker replicas"
+        );
         assert!(why(job(json!({"minReplicas": 5, "maxReplicas": 2}), 3)).contains("5 to 2"));
         let scaled = job(
             json!({"minReplicas": 1, "maxReplicas": 4, "metrics": [{"type": "Resource"}]}),

@@ -43,9 +43,9 @@ pub(crate) fn shape(job: &DynamicObject) -> Shape {
         gang,
         checkpointable: !specs.is_empty()
             && specs.iter().all(|s| {
-                s["restartPolicy"]
-                    .as_str()
-                    .is_some_and(|p| RECREATING.contains(&p))
+                // The operator defaults a replica spec's policy to `OnFailure` when it
+                // reconciles; the stored object may leave it out.
+                RECREATING.contains(&s["restartPolicy"].as_str().unwrap_or("OnFailure"))
             }),
         finished: shape::has_condition(&data["status"]["conditions"], &["Succeeded", "Failed"]),
         created: shape::created(&job.metadata),
@@ -119,6 +119,15 @@ mod tests {
         assert_eq!(s.gang, 5);
         assert!(s.checkpointable);
         assert!(!shape(&pytorchjob("Never", "OnFailure", 4)).checkpointable);
+        let mut defaulted = pytorchjob("OnFailure", "OnFailure", 4);
+        defaulted.data["spec"]["pytorchReplicaSpecs"]["Worker"]
+            .as_object_mut()
+            .unwrap()
+            .remove("restartPolicy");
+        assert!(
+            shape(&defaulted).checkpointable,
+            "left out, the operator's default OnFailure"
+        );
         let mut trimmed = pytorchjob("OnFailure", "ExitCode", 4);
         trim(&mut trimmed);
         assert_eq!(shape(&trimmed), s);

@@ -10,9 +10,6 @@ use std::collections::BTreeMap;
 use kube::api::ObjectMeta;
 use serde_json::Value;
 
-use super::elastic::Elastic;
-use super::weight::TemplateCpu;
-
 /// The most pods one adopted job may have: the host's bound on tasks per job.
 pub(crate) const MAX_GANG: u32 = 10_000;
 
@@ -33,6 +30,34 @@ pub(crate) struct Shape {
     pub(crate) cpu: BTreeMap<String, TemplateCpu>,
     /// The bounds the policy may scale it within, or why its replicas are fixed.
     pub(crate) scaling: Result<Elastic, String>,
+}
+
+/// What a role's pod template says about resizing its training container's CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TemplateCpu {
+    /// The container resized: the one named as the owner's operator names its training
+    /// container (a PyTorchJob's `pytorch`), else the first.
+    pub(crate) container: String,
+    /// Its CPU request in the template, millicores; 0 when it requests none.
+    pub(crate) millis: u64,
+    /// Its `resizePolicy` for `cpu` is `RestartContainer`: the kubelet would restart
+    /// the training process to resize it.
+    pub(crate) restarts: bool,
+}
+
+/// The replica bounds an elastic owner lets the policy move its scalable role within
+/// (`super::elastic` reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Elastic {
+    /// The replicas the owner's spec asks for now.
+    pub(crate) replicas: u32,
+    /// `elasticPolicy.minReplicas`, at least 1: the first worker hosts the rendezvous.
+    pub(crate) min: u32,
+    /// `elasticPolicy.maxReplicas`.
+    pub(crate) max: u32,
+    /// The owner's resourceVersion these were read at: a scale is written only onto
+    /// the owner as it was read.
+    pub(crate) resource_version: Option<String>,
 }
 
 /// A count read from an owner's JSON (`replicas`, `parallelism`): `default` when

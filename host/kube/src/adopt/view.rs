@@ -15,6 +15,7 @@ use switchyard_core as model;
 use switchyard_core::{JobPhase, TaskPhase};
 
 use super::group::AdoptedJob;
+use super::{elastic, weight};
 use crate::pods::{held_by_placement_gate, placed_node, pod_requests};
 use crate::usage::Usage;
 use crate::{CHECKPOINT_ANNOTATION, QUEUE_LABEL};
@@ -71,7 +72,7 @@ impl AdoptedJob {
                     node: node.filter(|_| !restarting && !stopping(pod)),
                     phase,
                     requests: pod_requests(pod),
-                    cpu_weight: self.cpu_weight_of(m),
+                    cpu_weight: weight::cpu_weight(&self.shape, &m.role, pod),
                     usage: usage.and_then(|u| {
                         u.pods
                             .get(&(pod.namespace().unwrap_or_default(), pod.name_any()))
@@ -117,7 +118,7 @@ impl AdoptedJob {
             priority,
             utility: 1.0,
             tasks: tasks.into(),
-            replicas: self.replicas(),
+            replicas: elastic::replicas(&self.shape, self.members.iter().map(|m| m.role.as_str())),
             loss: loss.into(),
             metric_rises: false,
             moves: Arc::from(Vec::new()),

@@ -10,21 +10,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::{Value, json};
 
-use super::group::{AdoptedJob, Member};
+use super::shape::{Shape, TemplateCpu};
 use crate::quantity;
-
-/// What a role's pod template says about resizing its training container's CPU.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct TemplateCpu {
-    /// The container resized: the one named as the owner's operator names its training
-    /// container (a PyTorchJob's `pytorch`), else the first.
-    pub(crate) container: String,
-    /// Its CPU request in the template, millicores; 0 when it requests none.
-    pub(crate) millis: u64,
-    /// Its `resizePolicy` for `cpu` is `RestartContainer`: the kubelet would restart
-    /// the training process to resize it.
-    pub(crate) restarts: bool,
-}
 
 impl TemplateCpu {
     /// Why a CPU weight cannot be carried out on this role's pods: `None` when it can.
@@ -54,11 +41,13 @@ pub(crate) fn template_cpu(template: &Value, preferred: Option<&str>) -> Option<
         .or_else(|| containers.first())?;
     let requests: BTreeMap<String, Quantity> =
         serde_json::from_value(container["resources"]["requests"].clone()).unwrap_or_default();
-    let restarts = container["resizePolicy"].as_array().is_some_and(|policies| {
-        policies
-            .iter()
-            .any(|p| p["resourceName"] == "cpu" && p["restartPolicy"] == "RestartContainer")
-    });
+    let restarts = container["resizePolicy"]
+        .as_array()
+        .is_some_and(|policies| {
+            policies
+                .iter()
+                .any(|p| p["resourceName"] == "cpu" && p["restartPolicy"] == "RestartContainer")
+        });
     Some(TemplateCpu {
         container: container["name"].as_str()?.to_string(),
         millis: quantity::resources(&requests).cpu_millis,
@@ -109,7 +98,9 @@ pub(crate) fn applied_millis(pod: &Pod, container: &str) -> Option<u64> {
             .requests
             .as_ref()
     };
-    status.or_else(spec).map(|r| quantity::resources(r).cpu_millis)
+    status
+        .or_else(spec)
+        .map(|r| quantity::resources(r).cpu_millis)
 }
 
 /// The CPU request, millicores, that container `container` of `pod` asks for now (its
@@ -128,22 +119,15 @@ pub(crate) fn asked_millis(pod: &Pod, container: &str) -> Option<u64> {
     Some(quantity::resources(requests).cpu_millis)
 }
 
-impl AdoptedJob {
-    /// What the template of `member`'s role says about its CPU, if it has one.
-    pub(crate) fn template_cpu(&self, member: &Member) -> Option<&TemplateCpu> {
-        self.shape.cpu.get(&member.role)
-    }
-
-    /// The CPU weight `member` runs with: the request the kubelet applied over its
-    /// template's, in (0, 1]; 1 when either is unknown.
-    pub(crate) fn cpu_weight_of(&self, member: &Member) -> f64 {
-        let Some(template) = self.template_cpu(member).filter(|t| t.millis > 0) else {
-            return 1.0;
-        };
-        match applied_millis(&member.pod, &template.container) {
-            Some(now) => (now as f64 / template.millis as f64).clamp(f64::MIN_POSITIVE, 1.0),
-            None => 1.0,
-        }
+/// The CPU weight the pod `pod` of role `role` of a job shaped `shape` runs with: the
+/// request the kubelet applied over its template's, in (0, 1]; 1 when either is unknown.
+pub(crate) fn cpu_weight(shape: &Shape, role: &str, pod: &Pod) -> f64 {
+    let Some(template) = shape.cpu.get(role).filter(|t| t.millis > 0) else {
+        return 1.0;
+    };
+    match applied_millis(pod, &template.container) {
+        Some(now) => (now as f64 / template.millis as f64).clamp(f64::MIN_POSITIVE, 1.0),
+        None => 1.0,
     }
 }
 

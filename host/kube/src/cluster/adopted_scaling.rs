@@ -12,27 +12,11 @@ use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use kube::ResourceExt;
 
 use super::controller::KubeCluster;
-use crate::act::{AdoptedWeight, OwnerScale, resize_told, weight_not_offered};
+use crate::act::{AdoptedWeight, AskedResize, OwnerScale, resize_told, weight_not_offered};
 use crate::adopt::{AdoptedJob, asked_millis};
 use crate::pods::node_of;
 use crate::template::{ResizeState, resize_state};
 use crate::{Error, Result};
-
-/// A resize this leader asked of an adopted pod, followed until the kubelet applied it.
-#[derive(Clone, Debug)]
-pub(super) struct AskedResize {
-    /// The owner the Events go on, and the adopted job's id.
-    owner: ObjectReference,
-    id: String,
-    /// The container resized and the CPU it was asked to run with, millicores.
-    container: String,
-    millis: u64,
-    /// The reason of the last Event told about it.
-    told: &'static str,
-}
-
-/// The resizes followed, by pod UID.
-pub(super) type AskedResizes = std::sync::Mutex<HashMap<String, AskedResize>>;
 
 impl KubeCluster {
     /// Sets the CPU weight of task `task` of adopted job `job` (whose owner is `owner`):
@@ -48,10 +32,17 @@ impl KubeCluster {
         reason: &str,
     ) -> Result<()> {
         let id = job.id.as_str();
+        if !(weight.is_finite() && weight > 0.0 && weight <= 1.0) {
+            return Err(weight_not_offered(
+                id,
+                task,
+                &format!("a weight is in (0, 1], not {weight}"),
+            ));
+        }
         let member = job.members.iter().find(|m| m.task == task).ok_or_else(|| {
             Error::NotFound(format!("adopted job {id} has no live pod for task {task}"))
         })?;
-        let template = job.template_cpu(member).ok_or_else(|| {
+        let template = job.shape.cpu.get(&member.role).ok_or_else(|| {
             let why = format!(
                 "the pod template of its role `{}` has no container",
                 member.role
@@ -113,10 +104,13 @@ impl KubeCluster {
             )));
         }
         if job.stopping > 0 || job.checkpoint_asked() {
+            let asked = match job.checkpoint_asked() {
+                true => ", a checkpoint asked of its pods",
+                false => "",
+            };
             return Err(Error::Unsupported(format!(
-                "adopted job {id} is restarting ({} of its pods stopping, checkpoint asked: {}): it is scaled once that is over",
-                job.stopping,
-                job.checkpoint_asked()
+                "adopted job {id} is restarting ({} of its pods stopping{asked}): it is scaled once that is over",
+                job.stopping
             )));
         }
         if replicas == elastic.replicas {
@@ -164,12 +158,11 @@ impl KubeCluster {
             return;
         }
         for (uid, resize, state, pod) in &changed {
-            let told = self.handle.block_on(self.actor.tell_resize(
-                &resize.owner,
-                &resize.id,
-                pod,
-                state,
-            ));
+            let told =
+                self.handle.block_on(
+                    self.actor
+                        .tell_resize(&resize.owner, &resize.id, pod, state),
+                );
             let mut asked = self.adopted_resizes.lock().expect("resizes lock");
             match state {
                 ResizeState::Applied => {

@@ -66,8 +66,8 @@ pub struct KubeCluster {
     pub(super) adopted_placeable: HashSet<String>,
     /// Gated pods (UIDs) told by an Event that no enabled kind owns them.
     pub(super) told_not_enabled: HashSet<String>,
-    /// In-place resizes asked of adopted pods, followed until applied.
-    pub(super) adopted_resizes: super::adopted_scaling::AskedResizes,
+    /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
+    pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
 }
 
 impl KubeCluster {

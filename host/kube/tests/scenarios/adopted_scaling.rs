@@ -92,9 +92,11 @@ fn refusal(outcomes: &[Result<(), switchyard_control::ActionFailure>]) -> String
 /// Runs a pass of the leader at `seconds` after the start.
 async fn pass(world: &World, cluster: KubeCluster, seconds: i64) -> KubeCluster {
     world.set_clock(seconds);
-    blocking(cluster, move |c| c.advance(Some(at(seconds).as_second() as f64)))
-        .await
-        .0
+    blocking(cluster, move |c| {
+        c.advance(Some(at(seconds).as_second() as f64))
+    })
+    .await
+    .0
 }
 
 pub(crate) async fn a_weight_resizes_an_adopted_pod_relative_to_its_template() -> Vec<Access> {
@@ -125,7 +127,12 @@ pub(crate) async fn a_weight_resizes_an_adopted_pod_relative_to_its_template() -
         weight: 0.25,
     });
     let (cluster, (before, outcomes)) = blocking(cluster, move |c| {
-        let before: Vec<f64> = view(c, "job:ml/sweep").unwrap().tasks.iter().map(|t| t.cpu_weight).collect();
+        let before: Vec<f64> = view(c, "job:ml/sweep")
+            .unwrap()
+            .tasks
+            .iter()
+            .map(|t| t.cpu_weight)
+            .collect();
         (before, c.apply(&[weight], &[]))
     })
     .await;
@@ -134,18 +141,30 @@ pub(crate) async fn a_weight_resizes_an_adopted_pod_relative_to_its_template() -
 
     // The kubelet takes its time, then applies it: the owner is told each, once.
     let cluster = pass(&world, cluster, 1).await;
-    owners.pod(&with_cpu(&pods[0], "train", "250m", "500m", Some("PodResizeInProgress")));
+    owners.pod(&with_cpu(
+        &pods[0],
+        "train",
+        "250m",
+        "500m",
+        Some("PodResizeInProgress"),
+    ));
     let cluster = pass(&world, cluster, 2).await;
     let cluster = pass(&world, cluster, 3).await;
     owners.pod(&with_cpu(&pods[0], "train", "250m", "250m", None));
     let cluster = pass(&world, cluster, 4).await;
     let mut cluster = pass(&world, cluster, 5).await;
-    let after: Vec<f64> = view(&mut cluster, "job:ml/sweep").unwrap().tasks.iter().map(|t| t.cpu_weight).collect();
+    let after: Vec<f64> = view(&mut cluster, "job:ml/sweep")
+        .unwrap()
+        .tasks
+        .iter()
+        .map(|t| t.cpu_weight)
+        .collect();
     assert_eq!(after, [0.25, 0.5]);
     server.finish().await
 }
 
-pub(crate) async fn a_weight_the_template_or_the_cluster_refuses_is_a_failed_action() -> Vec<Access> {
+pub(crate) async fn a_weight_the_template_or_the_cluster_refuses_is_a_failed_action() -> Vec<Access>
+{
     let mut world = World::new().node(node("n1", 64));
     let mut owners = world.adopting(&[Integration::Job], "default");
     let job = indexed_job("sweep", 1, "default");
@@ -163,8 +182,11 @@ pub(crate) async fn a_weight_the_template_or_the_cluster_refuses_is_a_failed_act
     }
     let pod = bound(&job_pod(&job, 0, 0), "n1");
     let script = vec![
-        Expect::patch(&format!("{PODS}/{}/resize", pod.metadata.name.as_deref().unwrap()))
-            .fail(403, "Forbidden", "pod resize is forbidden by policy"),
+        Expect::patch(&format!(
+            "{PODS}/{}/resize",
+            pod.metadata.name.as_deref().unwrap()
+        ))
+        .fail(403, "Forbidden", "pod resize is forbidden by policy"),
         event_on_owner("Job", "sweep", "ResizeRefused", "Warning"),
     ];
     let (client, server) = MockServer::start(script);
@@ -193,9 +215,7 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
     let job = elastic_pytorchjob("bert", 2, (1, 4), "7");
     owners.pytorchjob(&job);
     owners.pods(&bound_members(&job, 2, "n1"));
-    let new: Vec<Pod> = (2..4)
-        .map(|i| pytorch_pod(&job, "Worker", i, 0))
-        .collect();
+    let new: Vec<Pod> = (2..4).map(|i| pytorch_pod(&job, "Worker", i, 0)).collect();
     let script = vec![
         Expect::patch(&scale_path("bert"))
             .body(json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 4}}))
@@ -220,7 +240,12 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
     })
     .await;
     assert_eq!(
-        (offered.role.as_str(), offered.current, offered.min, offered.max),
+        (
+            offered.role.as_str(),
+            offered.current,
+            offered.min,
+            offered.max
+        ),
         ("worker", 2, 1, 4),
         "the workers' elasticPolicy bounds; the master is not counted"
     );
@@ -245,7 +270,11 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
         (waiting, round(c))
     })
     .await;
-    assert_eq!(waiting.phase, JobPhase::Running, "its first three still run");
+    assert_eq!(
+        waiting.phase,
+        JobPhase::Running,
+        "its first three still run"
+    );
     let pending: Vec<&str> = waiting
         .tasks
         .iter()
@@ -259,7 +288,8 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
     accessed
 }
 
-pub(crate) async fn an_elastic_pytorchjob_scaled_down_restarts_while_its_workers_go() -> Vec<Access> {
+pub(crate) async fn an_elastic_pytorchjob_scaled_down_restarts_while_its_workers_go() -> Vec<Access>
+{
     let mut world = World::new().node(node("n1", 64));
     let mut owners = world.adopting(&[Integration::PyTorchJob], "default");
     let job = elastic_pytorchjob("bert", 4, (2, 4), "3");
@@ -309,7 +339,11 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_down_restarts_while_its_workers
     let names: Vec<&str> = settled.tasks.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, ["master-0", "worker-0", "worker-1"]);
     assert_eq!(
-        (settled.replicas.current, settled.replicas.min, settled.replicas.max),
+        (
+            settled.replicas.current,
+            settled.replicas.min,
+            settled.replicas.max
+        ),
         (2, 2, 4)
     );
     let accessed = server.finish().await;
@@ -340,13 +374,19 @@ pub(crate) async fn a_pytorchjob_that_is_not_elastic_is_not_scaled() -> Vec<Acce
                 nodes: Vec::new(),
             })
         };
-        (bounds, ["fixed", "autoscaled"].map(|j| c.apply(&[scale(j)], &[])))
+        (
+            bounds,
+            ["fixed", "autoscaled"].map(|j| c.apply(&[scale(j)], &[])),
+        )
     })
     .await;
     assert_eq!((bounds.current, bounds.min, bounds.max), (4, 4, 4));
     let [fixed, autoscaled] = outcomes.map(|o| refusal(&o));
     assert!(fixed.contains("no spec.elasticPolicy"), "{fixed}");
-    assert!(autoscaled.contains("HorizontalPodAutoscaler"), "{autoscaled}");
+    assert!(
+        autoscaled.contains("HorizontalPodAutoscaler"),
+        "{autoscaled}"
+    );
     server.finish().await
 }
 
