@@ -86,21 +86,9 @@ pub(crate) fn applied_millis(pod: &Pod, container: &str) -> Option<u64> {
         .as_ref()
         .and_then(|s| s.container_statuses.as_ref())
         .and_then(|c| c.iter().find(|c| c.name == container))
-        .and_then(|c| c.resources.as_ref()?.requests.as_ref());
-    let spec = || {
-        pod.spec
-            .as_ref()?
-            .containers
-            .iter()
-            .find(|c| c.name == container)?
-            .resources
-            .as_ref()?
-            .requests
-            .as_ref()
-    };
-    status
-        .or_else(spec)
-        .map(|r| quantity::resources(r).cpu_millis)
+        .and_then(|c| c.resources.as_ref()?.requests.as_ref())
+        .map(|r| quantity::resources(r).cpu_millis);
+    status.or_else(|| asked_millis(pod, container))
 }
 
 /// The CPU request, millicores, that container `container` of `pod` asks for now (its
