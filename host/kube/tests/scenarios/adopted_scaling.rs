@@ -1,7 +1,7 @@
 //! What the policy may change of an adopted job's resources. A CPU weight resizes an
 //! adopted pod in place relative to its owner's pod template (not to the pod's request,
 //! which an earlier resize changed), and what the kubelet did with it is told on the
-//! owner; a weight the template cannot carry, or one the API server refuses, is a failed
+//! owner (an infeasible one as a Warning, once); a weight the template cannot carry, or one the API server refuses, is a failed
 //! action with its reason. An elastic PyTorchJob offers its `elasticPolicy` bounds and
 //! is scaled through its own `scale` subresource: scaled up, the workers its operator
 //! makes arrive gated and the policy places them; scaled down, the job restarts while
@@ -44,16 +44,16 @@ fn bound_members(job: &Value, workers: u32, node: &str) -> Vec<Pod> {
 }
 
 /// `pod` whose container `container` asks for `spec` CPU and runs with `status` (an
-/// in-place resize made or under way), with `condition` (`PodResizeInProgress`, ...)
-/// when the kubelet says one.
-fn with_cpu(pod: &Pod, container: &str, spec: &str, status: &str, condition: Option<&str>) -> Pod {
+/// in-place resize made or under way), with the kubelet's `condition` on the resize
+/// (`PodResizeInProgress`, ...) when it says one.
+fn with_cpu(pod: &Pod, container: &str, spec: &str, status: &str, condition: Option<Value>) -> Pod {
     let mut value = serde_json::to_value(pod).unwrap();
     value["spec"]["containers"][0]["resources"]["requests"]["cpu"] = json!(spec);
     value["status"]["containerStatuses"] = json!([{"name": container, "image": "x",
         "imageID": "", "ready": true, "restartCount": 0,
         "resources": {"requests": {"cpu": status}}}]);
-    if let Some(kind) = condition {
-        value["status"]["conditions"] = json!([{"type": kind, "status": "True"}]);
+    if let Some(condition) = condition {
+        value["status"]["conditions"] = json!([condition]);
     }
     let version: u32 = value["metadata"]["resourceVersion"]
         .as_str()
@@ -146,7 +146,7 @@ pub(crate) async fn a_weight_resizes_an_adopted_pod_relative_to_its_template() -
         "train",
         "250m",
         "500m",
-        Some("PodResizeInProgress"),
+        Some(json!({"type": "PodResizeInProgress", "status": "True"})),
     ));
     let cluster = pass(&world, cluster, 2).await;
     let cluster = pass(&world, cluster, 3).await;
@@ -206,6 +206,41 @@ pub(crate) async fn a_weight_the_template_or_the_cluster_refuses_is_a_failed_act
     assert!(refused.contains("forbidden by policy"), "{refused}");
     assert!(lean.contains("requests no CPU"), "{lean}");
     assert!(strict.contains("RestartContainer"), "{strict}");
+    server.finish().await
+}
+
+pub(crate) async fn a_resize_the_node_cannot_fit_is_told_on_the_owner_once() -> Vec<Access> {
+    let mut world = World::new().node(node("n1", 8));
+    let mut owners = world.adopting(&[Integration::JobSet], "default");
+    let set = jobset("llm", "default");
+    owners.jobset(&set);
+    let driver = bound(&jobset_pod(&set, "driver", 0, 0, 0), "n1");
+    owners.pod(&driver);
+    let script = vec![
+        // Half of the replicated job's template, 1 CPU.
+        resize(&driver, "train", "500m"),
+        event_on_owner("JobSet", "llm", "ResizeRequested", "Normal"),
+        event_on_owner("JobSet", "llm", "ResizeInfeasible", "Warning"),
+    ];
+    let (client, server) = MockServer::start(script);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let weight = action(Operation::SetCpuWeight {
+        job: "jobset:ml/llm".into(),
+        task: "driver-0-0".into(),
+        weight: 0.5,
+    });
+    let (cluster, outcomes) = blocking(cluster, move |c| c.apply(&[weight], &[])).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
+    let infeasible = json!({"type": "PodResizePending", "status": "True", "reason": "Infeasible",
+        "message": "Node didn't have enough capacity: cpu"});
+    owners.pod(&with_cpu(&driver, "train", "500m", "1", Some(infeasible)));
+    let cluster = pass(&world, cluster, 1).await;
+    let mut cluster = pass(&world, cluster, 2).await;
+    let task = view(&mut cluster, "jobset:ml/llm").unwrap().tasks[0].clone();
+    assert_eq!(
+        task.cpu_weight, 1.0,
+        "the weight is what runs, not what was asked"
+    );
     server.finish().await
 }
 
@@ -415,6 +450,11 @@ async fn a_cpu_weight_resizes_an_adopted_pod_relative_to_its_owner_s_template_an
 async fn a_cpu_weight_is_refused_without_a_cpu_request_with_a_restarting_resize_policy_or_by_the_api_server()
  {
     a_weight_the_template_or_the_cluster_refuses_is_a_failed_action().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resize_the_node_cannot_fit_is_told_on_the_owner_as_infeasible_once() {
+    a_resize_the_node_cannot_fit_is_told_on_the_owner_once().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
