@@ -21,6 +21,8 @@
 //!   container's request.
 //! - [`adopted`](self::adopted): the same release for the gated pods of a job another
 //!   operator owns, its checkpoint request, and eviction (never a delete).
+//! - [`told`](self::told): Events told once per object and occasion, whoever leads
+//!   (the Event's name remembers it).
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
 //!   resourceVersion), conditions, the policy's labels, and placements whose first
 //!   write was lost.
@@ -39,15 +41,17 @@ mod recover;
 mod resize;
 mod restart;
 mod status;
+mod told;
 
 pub use self::acknowledge::CHECKPOINTED_CONDITION;
-pub(crate) use self::acknowledge::task_of_pod;
+pub(crate) use self::acknowledge::{CLOCK_SLACK, describe as describe_checkpoint, task_of_pod};
 pub use self::actor::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, PodAck,
 };
-pub(crate) use self::adopted::Eviction;
+pub(crate) use self::adopted::{Eviction, Refusal};
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;
 pub(crate) use self::status::set_condition;
+pub(crate) use self::told::Told;

@@ -33,7 +33,7 @@ mod trimmed;
 mod view;
 
 pub use self::caches::Adoption;
-pub(crate) use self::group::{AdoptedJob, Unadoptable};
+pub(crate) use self::group::{AdoptedJob, Member, NotHeld, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub use self::trimmed::trim_pod;

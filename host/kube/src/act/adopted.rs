@@ -17,6 +17,7 @@ use serde_json::json;
 
 use super::actor::{Actor, describe_pairs};
 use super::place::release_each;
+use super::told::Told;
 use crate::pods::delete_key;
 use crate::{Error, FIELD_MANAGER, Result};
 
@@ -27,9 +28,37 @@ pub(crate) enum Eviction {
     Sent,
     /// The pod was gone already.
     Gone,
-    /// Refused for now, with the API server's reason: a PodDisruptionBudget allows no
-    /// disruption at the moment. It is asked again at the next pass.
-    Refused(String),
+    /// Refused for now (429): a PodDisruptionBudget allows no disruption at the moment,
+    /// or its status is not up to date yet.
+    Refused(Refusal),
+}
+
+/// The API server's word on an eviction a PodDisruptionBudget refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// Its message with its causes (the budget's name, the healthy pods it needs and has).
+    pub(crate) message: String,
+    /// The seconds it asks the client to wait before asking again (its `Retry-After`),
+    /// when it says.
+    pub(crate) retry_after: Option<u32>,
+}
+
+impl Refusal {
+    /// The refusal `status` says: its message followed by its causes' (the eviction
+    /// handler names the budget only in a cause), and its `retryAfterSeconds`.
+    fn of(status: &kube::core::Status) -> Self {
+        let mut message = status.message.clone();
+        let details = status.details.as_ref();
+        for cause in details.iter().flat_map(|d| &d.causes) {
+            if !cause.message.is_empty() {
+                message = format!("{} {}", message.trim_end(), cause.message);
+            }
+        }
+        Refusal {
+            message,
+            retry_after: details.map(|d| d.retry_after_seconds).filter(|&s| s > 0),
+        }
+    }
 }
 
 impl Actor {
@@ -152,7 +181,9 @@ impl Actor {
             Err(kube::Error::Api(s)) if s.is_not_found() => Eviction::Gone,
             // The UID precondition failed: the pod meant is gone already.
             Err(kube::Error::Api(s)) if s.code == 409 => Eviction::Gone,
-            Err(kube::Error::Api(s)) if s.code == 429 => return Ok(Eviction::Refused(s.message)),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                return Ok(Eviction::Refused(Refusal::of(&s)));
+            }
             Err(error) => return Err(Error::api(format!("evicting pod {name}"))(error)),
         };
         self.deletes_sent
@@ -162,8 +193,9 @@ impl Actor {
         Ok(eviction)
     }
 
-    /// The one Event on a gated pod of this queue that no enabled kind owns.
-    pub(crate) async fn tell_not_enabled(&self, pod: &Pod, message: &str) {
+    /// The one Event on a gated pod of this queue that no enabled kind owns: told once
+    /// per pod (its UID names the occasion), whichever replica leads.
+    pub(crate) async fn tell_not_enabled(&self, pod: &Pod, message: &str) -> Result<Told> {
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -172,19 +204,18 @@ impl Actor {
             uid: pod.metadata.uid.clone(),
             ..ObjectReference::default()
         };
-        let about = format!(
-            "pod {}/{}",
-            pod.namespace().unwrap_or_default(),
-            pod.name_any()
+        let occasion = format!(
+            "integrationnotenabled.{}",
+            pod.metadata.uid.as_deref().unwrap_or_default()
         );
-        self.event_about(
+        self.tell_once(
             &reference,
-            &about,
+            &occasion,
             EventType::Warning,
             crate::INTEGRATION_NOT_ENABLED_REASON,
             "Adopt",
             message,
         )
-        .await;
+        .await
     }
 }

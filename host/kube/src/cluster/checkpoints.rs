@@ -15,6 +15,7 @@ use switchyard_control::{
 
 use super::controller::KubeCluster;
 use crate::act::{PodAck, task_of_pod};
+use crate::adopt::parse_adopted_id;
 use crate::crd::{CheckpointResult, PendingRestart, RestartAction, TrainingJob};
 use crate::pods::job_id;
 
@@ -28,13 +29,17 @@ fn asking(job: &TrainingJob) -> Option<(&PendingRestart, Timestamp)> {
     Some((restart, restart.requested_at.parse().ok()?))
 }
 
-fn seconds(time: Timestamp) -> f64 {
+/// `time` as Unix seconds, the API's clock.
+pub(super) fn seconds(time: Timestamp) -> f64 {
     time.as_millisecond() as f64 / 1000.0
 }
 
 impl KubeCluster {
     /// The checkpoint asked of the TrainingJob `id` now.
     pub(super) fn checkpoint_asked(&self, id: &str) -> CheckpointRequest {
+        if parse_adopted_id(id).is_some() {
+            return self.adopted_checkpoint_asked(id);
+        }
         let Some(job) = self.caches.training_job(id) else {
             return CheckpointRequest::default();
         };
@@ -73,6 +78,9 @@ impl KubeCluster {
         id: &str,
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
+        if parse_adopted_id(id).is_some() {
+            return self.adopted_checkpoint_acknowledged(id, ack);
+        }
         ack.check_path()?;
         let not_requested = || AckRefused::not_requested(id);
         let job = self.caches.training_job(id).ok_or_else(not_requested)?;
@@ -150,6 +158,7 @@ impl KubeCluster {
                 };
                 Some((job_id(job), last))
             })
+            .chain(self.adopted_checkpoint_outcomes())
             .collect()
     }
 }

@@ -186,6 +186,9 @@ impl LiveCluster for KubeCluster {
     }
 
     fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck {
+        if parse_adopted_id(job).is_some() {
+            return self.push_adopted_loss(job, step, value);
+        }
         let Some(training_job) = self.caches.training_job(job) else {
             return LossAck::Ignored {
                 note: format!("TrainingJob {job} is no longer in the cluster"),

@@ -19,7 +19,7 @@ use crate::support::owners::*;
 use crate::support::world::{World, blocking};
 
 /// One round of the built-in default policy through the control loop.
-fn round(cluster: &mut KubeCluster) -> DecisionRecord {
+pub(crate) fn round(cluster: &mut KubeCluster) -> DecisionRecord {
     let slot = default_policy(&runtime());
     let mut control = ControlLoop::new(slot.clone(), slot, 0);
     let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
@@ -29,7 +29,7 @@ fn round(cluster: &mut KubeCluster) -> DecisionRecord {
 }
 
 /// The job `id` as the next snapshot shows it.
-fn view(cluster: &mut KubeCluster, id: &str) -> Option<switchyard_core::Job> {
+pub(crate) fn view(cluster: &mut KubeCluster, id: &str) -> Option<switchyard_core::Job> {
     let snapshot = cluster.snapshot(Vec::new());
     snapshot
         .jobs
@@ -94,6 +94,14 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
         owner.1,
         "CheckpointRequested",
         "Normal",
+    ));
+    // No pod acknowledged: the grace ends the checkpoint, told once on the owner.
+    script.push(told_once(
+        owner.0,
+        owner.1,
+        "CheckpointTimedOut",
+        &format!("{}.{}.checkpoint.*", owner.1, kind.name()),
+        201,
     ));
     script.extend(first.iter().map(evict));
     script.extend(placed_whole(&again, "n1", owner, false));
