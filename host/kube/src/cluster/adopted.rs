@@ -8,8 +8,7 @@
 //! - `stop`: the checkpoint a preemption asked for, ended at once when every asked pod
 //!   acknowledged it or at its grace's end, and the evictions, backed off while a
 //!   PodDisruptionBudget refuses them.
-//! - `api`: the checkpoint request, acknowledgements and loss samples of the API for
-//!   adopted ids.
+//! - `api`: the checkpoint request and acknowledgements of the API for adopted ids.
 //!
 //! It carries decisions out; it must not make one, nor write an owner.
 

@@ -1,12 +1,12 @@
 //! What the API takes and shows for adopted ids (`<kind>:<namespace>/<name>`), through
 //! the same command path as a TrainingJob's: the checkpoint asked of an adopted job now
 //! (`GET /v1/jobs/{id}/checkpoint`), a task's acknowledgement of it (`POST`), recorded
-//! like a `switchyard: checkpoint-complete` line for the next pass to act on, how its
-//! last checkpoint ended, and loss samples pushed (`POST /v1/jobs/{id}/loss`), kept in
-//! the same bounded series as its log's. It makes no API call.
+//! like a `switchyard: checkpoint-complete` line for the next pass to act on, and how
+//! its last checkpoint ended. (Loss samples pushed for an adopted id join its series in
+//! the cluster's `push_loss`, beside a TrainingJob's.) It makes no API call.
 
 use switchyard_control::{
-    AckRefused, Acknowledged, CheckpointAck, CheckpointRequest, LastCheckpoint, LossAck,
+    AckRefused, Acknowledged, CheckpointAck, CheckpointRequest, LastCheckpoint,
 };
 
 use super::stop::checkpoint_grace;
@@ -102,26 +102,5 @@ impl KubeCluster {
             .last
             .iter()
             .map(|(id, last)| (id.clone(), last.clone()))
-    }
-
-    /// Keeps a loss sample pushed for adopted job `id` (known to be active) in its
-    /// series, stamped with the cluster's clock: the series its log's samples go to,
-    /// with the same bounds; a step already there is ignored.
-    pub(in crate::cluster) fn push_adopted_loss(
-        &mut self,
-        id: &str,
-        step: u64,
-        value: f64,
-    ) -> LossAck {
-        if self
-            .caches
-            .record_sample(id, (self.clock)(), Some(step), value)
-        {
-            LossAck::Accepted
-        } else {
-            LossAck::Ignored {
-                note: format!("step {step} is already in adopted job {id}'s loss series"),
-            }
-        }
     }
 }
