@@ -2,11 +2,12 @@
 //! a gang of gated pods released to kube-scheduler pinned to the policy's nodes, all or
 //! none, through the same release as a TrainingJob's ([`super::place`]); a preemption
 //! or a move asked of the pods as a checkpoint request (the annotation, as for a
-//! TrainingJob); and, once the grace is over, each pod evicted through the Eviction API,
-//! which honours PodDisruptionBudgets and marks the pod `DisruptionTarget`, so an owner
-//! that ignores disruptions makes a new gated pod without counting a failure. Events go
-//! on the owner (or, for a pod no enabled kind owns, on the pod). It must never write
-//! an owner object, nor delete a pod.
+//! TrainingJob); and, once every asked pod acknowledged or its grace is over, each pod
+//! evicted through the Eviction API, which honours PodDisruptionBudgets (a refusal is
+//! handed back with the API server's message and `Retry-After`) and marks the pod
+//! `DisruptionTarget`, so an owner that ignores disruptions makes a new gated pod
+//! without counting a failure. Events go on the owner (or, for a pod no enabled kind
+//! owns, on the pod). It must never write an owner object, nor delete a pod.
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -116,7 +117,8 @@ impl Actor {
     }
 
     /// Asks each of `pods` (the members of the adopted job `id`) to checkpoint with the
-    /// annotation at `now`; they are evicted once their grace is over (the leader's
+    /// annotation at `now`; they are evicted once every one acknowledged its checkpoint, or
+    /// else at its grace's end (the leader's
     /// pass). `action` (`Preempt`, `Migrate`) and `reason` go in the owner's Event.
     pub(crate) async fn ask_adopted_checkpoint(
         &self,
@@ -137,7 +139,7 @@ impl Actor {
             }
         }
         let note = format!(
-            "checkpoint asked of {} pod(s); they are evicted once their grace is over: {reason}",
+            "checkpoint asked of {} pod(s); they are evicted once every one acknowledged it, or at their grace's end: {reason}",
             pods.len()
         );
         self.event_about(

@@ -66,7 +66,7 @@ pub(crate) async fn pods_that_never_waited_behind_the_gate_are_not_adopted() -> 
     let (client, server) = MockServer::start(vec![
         Expect::post(EVENTS)
             .body(json!({"metadata": {"name": "forgot.notadopted.uid-forgot"},
-                "reason": NOT_ADOPTED_REASON, "type": "Warning",
+                "reason": NOT_ADOPTED_REASON, "type": "Normal",
                 "note": "its pods carry the label switchyard.dev/queue but not the scheduling gate*",
                 "regarding": {"kind": "Job", "name": "forgot", "namespace": NS}}))
             .respond(201, event_json()),

@@ -171,8 +171,9 @@ impl KubeCluster {
         }
     }
 
-    /// One Warning Event per owner not adopted because some of its pods run without the
-    /// gate, whichever replica leads.
+    /// One Event per owner not adopted because some of its pods run without the gate,
+    /// whichever replica leads: a Warning when others wait behind the gate (they are
+    /// stuck), else a Normal one (kube-scheduler runs the job; nothing waits).
     fn tell_not_held(&mut self, not_held: &[NotHeld]) {
         let present: HashSet<String> = not_held
             .iter()
@@ -188,13 +189,17 @@ impl KubeCluster {
             let reference = reference_to(n.kind, &n.namespace, &n.name, &n.uid);
             let note = not_held_message(n);
             let occasion = format!("notadopted.{}", n.uid);
+            let type_ = match n.gated {
+                0 => EventType::Normal,
+                _ => EventType::Warning,
+            };
             let actor = self.actor.clone();
             self.tell_once_per_occasion(format!("owner:{}", n.uid), async move {
                 actor
                     .tell_once(
                         &reference,
                         &occasion,
-                        EventType::Warning,
+                        type_,
                         NOT_ADOPTED_REASON,
                         "Adopt",
                         &note,
