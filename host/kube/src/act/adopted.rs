@@ -117,9 +117,9 @@ impl Actor {
     }
 
     /// Asks each of `pods` (the members of the adopted job `id`) to checkpoint with the
-    /// annotation at `now`; they are evicted once every one acknowledged its checkpoint, or
-    /// else at its grace's end (the leader's
-    /// pass). `action` (`Preempt`, `Migrate`) and `reason` go in the owner's Event.
+    /// annotation at `now`; the leader's pass evicts them once every one acknowledged its
+    /// checkpoint, or else at its grace's end. `action` (`Preempt`, `Migrate`) and
+    /// `reason` go in the owner's Event.
     pub(crate) async fn ask_adopted_checkpoint(
         &self,
         owner: &ObjectReference,

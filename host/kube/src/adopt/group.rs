@@ -88,7 +88,7 @@ pub(crate) struct Grouped {
     /// The adopted jobs, by id.
     pub(crate) jobs: Vec<AdoptedJob>,
     pub(crate) unadoptable: Vec<Unadoptable>,
-    /// The owners not adopted because some of their pods run without the gate, by id.
+    /// The owners not adopted because some of their pods run without the gate.
     pub(crate) not_held: Vec<NotHeld>,
 }
 

@@ -9,69 +9,28 @@
 //!   acknowledged it or at its grace's end, and the evictions, backed off while a
 //!   PodDisruptionBudget refuses them.
 //! - `api`: the checkpoint request and acknowledgements of the API for adopted ids.
+//! - `state`: what the pass keeps between passes ([`AdoptedPass`]).
 //!
 //! It carries decisions out; it must not make one, nor write an owner.
 
 mod api;
 mod pass;
+mod state;
 mod stop;
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+pub(super) use self::state::AdoptedPass;
+
+use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use switchyard_control::LastCheckpoint;
 use switchyard_core::{Action, Operation};
 
 use super::controller::KubeCluster;
 use crate::Error;
-use crate::act::PodAck;
 use crate::adopt::{AdoptedJob, Integration};
 use crate::pods::{held_by_placement_gate, pod_requests};
-
-/// What the leader's pass over the adopted jobs keeps between passes.
-#[derive(Default)]
-pub(super) struct AdoptedPass {
-    /// Adopted jobs the policy has heard of (they arrived), by id.
-    known: HashSet<String>,
-    /// Adopted jobs placeable at the last pass: one that becomes placeable again (its
-    /// owner made its evicted pods anew) is news for the policy.
-    placeable: HashSet<String>,
-    /// The Events this leader has told once ([`crate::act::Told`]), by occasion, so
-    /// that it does not ask the API server again every pass.
-    told: HashSet<String>,
-    /// Checkpoint acknowledgements heard from adopted pods (log lines and the API), by
-    /// pod UID: a pod its owner makes again under the same name has not acknowledged.
-    acks: Arc<Mutex<HashMap<String, PodAck>>>,
-    /// Per pod (UID) whose eviction a PodDisruptionBudget refused: when to ask again.
-    backoff: HashMap<String, EvictionBackoff>,
-    /// Per adopted job, the checkpoint request whose end is told.
-    ended: HashMap<String, Timestamp>,
-    /// How the last checkpoint of each adopted job ended.
-    last: BTreeMap<String, LastCheckpoint>,
-}
-
-impl AdoptedPass {
-    /// Forgets what a leader learns again from the cluster: what the policy heard of,
-    /// the Events told (the cluster remembers them), the back-offs. The
-    /// acknowledgements heard stay, as a TrainingJob's do.
-    pub(super) fn new_term(&mut self) {
-        self.known.clear();
-        self.placeable.clear();
-        self.told.clear();
-        self.backoff.clear();
-    }
-}
-
-/// When a pod whose eviction was refused is asked again.
-#[derive(Clone, Copy, Debug)]
-struct EvictionBackoff {
-    until: Timestamp,
-    /// The wait that was, doubled at the next refusal.
-    wait: SignedDuration,
-}
 
 /// The owner of kind `kind`, `namespace/name` with `uid`, as its Events name it.
 fn reference_to(kind: Integration, namespace: &str, name: &str, uid: &str) -> ObjectReference {

@@ -3,7 +3,8 @@
 //! migration, a rescale or a preemption) has one requested until its old pods are gone;
 //! an acknowledgement over the API names the job's tasks (or all of them) and is
 //! recorded like a `switchyard: checkpoint-complete` log line, for the next pass to
-//! act on. It makes no API call; the restart's own pass deletes the pods.
+//! act on. An adopted id is handed to the adopted jobs' own (`adopted::api`). It makes
+//! no API call; the restart's own pass deletes the pods.
 
 use std::collections::BTreeMap;
 

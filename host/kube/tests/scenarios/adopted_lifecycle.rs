@@ -46,6 +46,18 @@ fn stop_event(name: &str, kind: Integration, what: &str) -> String {
     format!("{name}.{}.{what}.{}", kind.name(), at(0).as_second())
 }
 
+/// The one `NotAdopted` Event of `type_` on Job `name` (its fixture UID `uid-<name>`),
+/// its note starting as `note` says.
+fn not_adopted(name: &str, type_: &str, note: &str) -> Expect {
+    Expect::post(EVENTS)
+        .body(
+            json!({"metadata": {"name": format!("{name}.notadopted.uid-{name}")},
+            "reason": NOT_ADOPTED_REASON, "type": type_, "note": note,
+            "regarding": {"kind": "Job", "name": name, "namespace": NS}}),
+        )
+        .respond(201, event_json())
+}
+
 /// The pods of indexed Job `job`, released to `n1` and asked to checkpoint at the start.
 fn asked_pods(job: &k8s_openapi::api::batch::v1::Job, n: u32) -> Vec<Pod> {
     (0..n)
@@ -63,14 +75,11 @@ pub(crate) async fn pods_that_never_waited_behind_the_gate_are_not_adopted() -> 
         .map(|i| ungated(&job_pod(&job, i, 0), "n1"))
         .collect();
     owners.pods(&pods);
-    let (client, server) = MockServer::start(vec![
-        Expect::post(EVENTS)
-            .body(json!({"metadata": {"name": "forgot.notadopted.uid-forgot"},
-                "reason": NOT_ADOPTED_REASON, "type": "Normal",
-                "note": "its pods carry the label switchyard.dev/queue but not the scheduling gate*",
-                "regarding": {"kind": "Job", "name": "forgot", "namespace": NS}}))
-            .respond(201, event_json()),
-    ]);
+    let (client, server) = MockServer::start(vec![not_adopted(
+        "forgot",
+        "Normal",
+        "its pods carry the label switchyard.dev/queue but not the scheduling gate*",
+    )]);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, triggers) = pass_at(&world, cluster, 0).await;
     assert!(
@@ -99,14 +108,11 @@ pub(crate) async fn a_gate_lifted_by_hand_mid_wait_gives_the_job_back() -> Vec<A
     owners.job(&job);
     let pods: Vec<Pod> = (0..3).map(|i| job_pod(&job, i, 0)).collect();
     owners.pods(&pods);
-    let (client, server) = MockServer::start(vec![
-        Expect::post(EVENTS)
-            .body(json!({"metadata": {"name": "mixed.notadopted.uid-mixed"},
-                "reason": NOT_ADOPTED_REASON, "type": "Warning",
-                "note": "switchyard does not adopt this job: mixed-0-a0 run without*",
-                "regarding": {"kind": "Job", "name": "mixed", "namespace": NS}}))
-            .respond(201, event_json()),
-    ]);
+    let (client, server) = MockServer::start(vec![not_adopted(
+        "mixed",
+        "Warning",
+        "switchyard does not adopt this job: mixed-0-a0 run without*",
+    )]);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, triggers) = pass_at(&world, cluster, 0).await;
     assert!(triggers.contains(&Trigger::JobArrived("job:ml/mixed".into())));

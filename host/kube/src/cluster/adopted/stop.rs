@@ -14,8 +14,9 @@ use kube::ResourceExt;
 use kube::runtime::events::EventType;
 use switchyard_control::{CheckpointOutcome, LastCheckpoint};
 
-use super::{AdoptedPass, EvictionBackoff, owner_reference};
-use crate::act::{CLOCK_SLACK, Eviction, PodAck, Refusal, describe_checkpoint};
+use super::owner_reference;
+use super::state::EvictionBackoff;
+use crate::act::{Eviction, Refusal, describe_checkpoint};
 use crate::adopt::{AdoptedJob, Member};
 use crate::cluster::checkpoints::seconds;
 use crate::cluster::controller::KubeCluster;
@@ -42,18 +43,6 @@ pub(super) fn checkpoint_grace(pod: &Pod) -> SignedDuration {
         .unwrap_or(DEFAULT_CHECKPOINT_GRACE_SECONDS)
         .min(MAX_CHECKPOINT_GRACE_SECONDS);
     SignedDuration::from_secs(i64::from(seconds))
-}
-
-impl AdoptedPass {
-    /// `pod`'s acknowledgement heard since `since`.
-    pub(super) fn ack_since(&self, pod: &Pod, since: Timestamp) -> Option<PodAck> {
-        self.acks
-            .lock()
-            .expect("acks lock")
-            .get(&delete_key(pod))
-            .filter(|a| a.time >= since - CLOCK_SLACK)
-            .cloned()
-    }
 }
 
 /// The one key of adopted job `id`'s stop asked at `requested`, for what is told once
