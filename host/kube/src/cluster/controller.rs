@@ -62,6 +62,8 @@ pub struct KubeCluster {
     pub(super) volume_conditions: HashMap<String, (&'static str, String, String)>,
     /// What the pass over the adopted jobs keeps between passes.
     pub(super) adopted: AdoptedPass,
+    /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
+    pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
 }
 
 impl KubeCluster {
@@ -96,6 +98,7 @@ impl KubeCluster {
             finished: 0,
             volume_conditions: HashMap::new(),
             adopted: AdoptedPass::default(),
+            adopted_resizes: Default::default(),
         }
     }
 

@@ -111,6 +111,7 @@ impl KubeCluster {
         self.tell_not_held(&grouped.not_held);
         self.stop_due(&grouped.jobs);
         self.follow_adopted_logs(&grouped.jobs);
+        self.follow_adopted_resizes(&grouped.jobs);
         triggers
     }
 
