@@ -17,7 +17,9 @@
 //! - `caches`: the owners' and the queue's pods' reflectors ([`Adoption`]).
 //! - `group`: the queue's pods grouped into adopted jobs, and the gated pods no enabled
 //!   kind owns.
-//! - `view`: an adopted job as the policy sees it.
+//! - `kept`: the grouping kept between looks while the caches have not changed.
+//! - `view`: an adopted job as the policy sees it, with the hints its pods' own specs
+//!   give (one task per node, spread and affinity keys a node must carry).
 //!
 //! It reads owners and pods; it must never create, patch or delete an owner, nor delete
 //! a pod (the acting is in `crate::act`, eviction only).
@@ -26,6 +28,7 @@ mod caches;
 mod group;
 mod job;
 mod jobset;
+mod kept;
 mod names;
 mod pytorchjob;
 mod shape;
@@ -35,5 +38,6 @@ mod view;
 pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
+pub(crate) use self::shape::Shape;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub use self::trimmed::trim_pod;

@@ -29,6 +29,8 @@ pub struct Owners {
     jobsets: Writer<DynamicObject>,
     pytorchjobs: Writer<DynamicObject>,
     changed: Arc<Notify>,
+    /// Told of every change, as the reflectors tell it.
+    adoption: Adoption,
 }
 
 impl World {
@@ -51,13 +53,14 @@ impl World {
                 Integration::PyTorchJob => adoption.with_pytorchjobs(pytorchjobs.as_reader()),
             };
         }
-        self.caches = self.caches.clone().with_adoption(adoption);
+        self.caches = self.caches.clone().with_adoption(adoption.clone());
         Owners {
             pods,
             jobs,
             jobsets,
             pytorchjobs,
             changed: self.caches.changed.clone(),
+            adoption,
         }
     }
 }
@@ -67,6 +70,7 @@ impl Owners {
     pub fn pod(&mut self, pod: &Pod) {
         self.pods
             .apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -81,6 +85,7 @@ impl Owners {
     pub fn pod_gone(&mut self, pod: &Pod) {
         self.pods
             .apply_watcher_event(&watcher::Event::Delete(pod.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -88,6 +93,7 @@ impl Owners {
     pub fn job(&mut self, job: &Job) {
         self.jobs
             .apply_watcher_event(&watcher::Event::Apply(job.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -96,6 +102,7 @@ impl Owners {
         let object: DynamicObject = serde_json::from_value(jobset.clone()).unwrap();
         self.jobsets
             .apply_watcher_event(&watcher::Event::Apply(object));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -104,6 +111,7 @@ impl Owners {
         let object: DynamicObject = serde_json::from_value(job.clone()).unwrap();
         self.pytorchjobs
             .apply_watcher_event(&watcher::Event::Apply(object));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 }
