@@ -122,8 +122,7 @@ fn round(c: &mut Criterion) {
     }
     owners.apply_watcher_event(&watcher::Event::InitDone);
     let adoption = Adoption::over("default", queue_store).with_jobs(owners_store);
-    let caches =
-        Caches::new(nodes_store, pods_store, jobs_store).with_adoption(adoption.clone());
+    let caches = Caches::new(nodes_store, pods_store, jobs_store).with_adoption(adoption.clone());
 
     let snapshot = |caches: &Caches| std::hint::black_box(caches.snapshot(0.0, Vec::new()));
     let started = std::time::Instant::now();

@@ -38,6 +38,6 @@ mod view;
 pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
-pub(crate) use self::shape::Shape;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
+pub(crate) use self::shape::Shape;
 pub use self::trimmed::trim_pod;

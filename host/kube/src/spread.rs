@@ -31,7 +31,7 @@ use crate::{JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL};
 
 mod fit;
 
-pub(crate) use self::fit::{Sited, gang_refusal, has_pod_rules};
+pub(crate) use self::fit::{MAX_CHECKED_GANG, Sited, gang_refusal, has_pod_rules};
 
 /// The node label anti-affinity per node names, and the one exclusions are written on.
 pub(crate) const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
@@ -70,7 +70,11 @@ pub(crate) fn one_task_per_node(job: &TrainingJob) -> bool {
             labels
         })
         .collect();
-    let specs = job.spec.roles.iter().filter_map(|r| r.template.spec.as_ref());
+    let specs = job
+        .spec
+        .roles
+        .iter()
+        .filter_map(|r| r.template.spec.as_ref());
     one_task_per_node_of(specs, &own_labels, &namespace)
 }
 
@@ -87,15 +91,7 @@ pub(crate) fn one_task_per_node_of<'a>(
     namespace: &str,
 ) -> bool {
     specs.into_iter().any(|spec| {
-        let terms = spec
-            .affinity
-            .as_ref()
-            .and_then(|a| a.pod_anti_affinity.as_ref())
-            .and_then(|a| {
-                a.required_during_scheduling_ignored_during_execution
-                    .as_ref()
-            });
-        let against_own = terms.into_iter().flatten().any(|term| {
+        let against_own = fit::anti_affinity_terms(spec).any(|term| {
             let own_namespace = term.namespace_selector.is_none()
                 && term
                     .namespaces
@@ -120,23 +116,19 @@ pub(crate) fn one_task_per_node_of<'a>(
 /// `maxSkew` matching pods). Under `Honor` without `minDomains`, kube-scheduler refuses
 /// a pinned pod nothing for it, and no hint is given.
 fn spreads_one_per_node(spec: &PodSpec, own_labels: &[BTreeMap<String, String>]) -> bool {
-    spec.topology_spread_constraints
-        .iter()
-        .flatten()
-        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-        .any(|c| {
-            let enforced = c.node_affinity_policy.as_deref() == Some("Ignore")
-                || c.min_domains.is_some_and(|m| m > 1);
-            c.topology_key == HOSTNAME_LABEL
-                && c.max_skew == 1
-                && enforced
-                && own_labels.iter().any(|l| {
-                    c.label_selector.as_ref().is_some_and(|s| {
-                        let keys = c.match_label_keys.as_deref();
-                        spread_counts(s, keys) && selects_with_keys(s, keys, l, l)
-                    })
+    fit::hard_spreads(spec).any(|c| {
+        let enforced = c.node_affinity_policy.as_deref() == Some("Ignore")
+            || c.min_domains.is_some_and(|m| m > 1);
+        c.topology_key == HOSTNAME_LABEL
+            && c.max_skew == 1
+            && enforced
+            && own_labels.iter().any(|l| {
+                c.label_selector.as_ref().is_some_and(|s| {
+                    let keys = c.match_label_keys.as_deref();
+                    spread_counts(s, keys) && selects_with_keys(s, keys, l, l)
                 })
-        })
+            })
+    })
 }
 
 /// Whether a topology spread's `selector` with `match_label_keys` counts any pod:
@@ -179,23 +171,8 @@ pub(crate) fn required_node_keys(spec: Option<&PodSpec>) -> Vec<Vec<SelectorTerm
     let Some(spec) = spec else {
         return Vec::new();
     };
-    let spread = spec
-        .topology_spread_constraints
-        .iter()
-        .flatten()
-        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-        .map(|c| c.topology_key.as_str());
-    let near = spec
-        .affinity
-        .as_ref()
-        .and_then(|a| a.pod_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .into_iter()
-        .flatten()
-        .map(|t| t.topology_key.as_str());
+    let spread = fit::hard_spreads(spec).map(|c| c.topology_key.as_str());
+    let near = fit::affinity_terms(spec).map(|t| t.topology_key.as_str());
     let keys: BTreeSet<&str> = spread.chain(near).collect();
     keys.into_iter()
         .map(|key| {

@@ -50,8 +50,11 @@ impl AdoptedJob {
     /// Whether no two of its tasks may share a node, by its pods' own specs and labels.
     pub(crate) fn one_task_per_node(&self) -> bool {
         let specs = self.members.iter().filter_map(|m| m.pod.spec.as_ref());
-        let own: Vec<BTreeMap<String, String>> =
-            self.members.iter().map(|m| m.pod.labels().clone()).collect();
+        let own: Vec<BTreeMap<String, String>> = self
+            .members
+            .iter()
+            .map(|m| m.pod.labels().clone())
+            .collect();
         spread::one_task_per_node_of(specs, &own, &self.namespace)
     }
 

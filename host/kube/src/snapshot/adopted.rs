@@ -129,7 +129,10 @@ impl Caches {
                 && let (_, Some(held)) = self.volumes.of_pod_spec(&namespace, pod.spec.as_ref())
             {
                 return Some(refused(
-                    format!("its volumes are not ready ({}): {}", held.reason, held.message),
+                    format!(
+                        "its volumes are not ready ({}): {}",
+                        held.reason, held.message
+                    ),
                     true,
                 ));
             }
@@ -158,14 +161,25 @@ impl Caches {
         if !spread::has_pod_rules(&gang, &others) {
             return None;
         }
+        if gang.len() > spread::MAX_CHECKED_GANG {
+            tracing::info!(
+                job = job.id,
+                pods = gang.len(),
+                "gang too large to check against the rules between pods before release; kube-scheduler judges it alone"
+            );
+            return None;
+        }
         let nodes: HashMap<String, RuledKubeNode> = self
             .nodes
             .state()
             .iter()
             .map(|n| (n.name_any(), RuledKubeNode::of(n)))
             .collect();
-        spread::gang_refusal(&gang, &others, &nodes)
-            .map(|why| refused(format!("kube-scheduler would not bind it there: {why}"), false))
+        spread::gang_refusal(&gang, &others, &nodes).map(|why| {
+            refused(
+                format!("kube-scheduler would not bind it there: {why}"),
+                false,
+            )
+        })
     }
-
 }

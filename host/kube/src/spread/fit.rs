@@ -58,17 +58,34 @@ pub(crate) fn has_pod_rules(gang: &[Sited<'_>], others: &[Sited<'_>]) -> bool {
         })
 }
 
+/// The largest gang [`gang_refusal`] plays out: each pod is checked against every pod
+/// and node, so a larger one is left to kube-scheduler rather than hold the decision.
+pub(crate) const MAX_CHECKED_GANG: usize = 1_000;
+
+/// How many rounds of retries [`gang_refusal`] plays out before it leaves the rest to
+/// kube-scheduler (each binds at least one pod; a gang that needs more binds in a long
+/// chain, one pod at a time).
+const MAX_RETRY_ROUNDS: usize = 64;
+
 /// Why kube-scheduler would keep a pod of `gang` (each pinned to its node) from being
 /// bound however long it retried, with `others` bound or pinned where they are, on
-/// `nodes` (by name); `None` when some order binds them all.
+/// `nodes` (by name); `None` when some order binds them all, or when the gang is too
+/// large to play out ([`MAX_CHECKED_GANG`], [`MAX_RETRY_ROUNDS`]): then kube-scheduler
+/// judges alone, as for any hint.
 pub(crate) fn gang_refusal(
     gang: &[Sited<'_>],
     others: &[Sited<'_>],
     nodes: &HashMap<String, RuledKubeNode>,
 ) -> Option<String> {
+    if gang.len() > MAX_CHECKED_GANG {
+        return None;
+    }
     let mut bound: Vec<Sited<'_>> = others.to_vec();
     let mut waiting: Vec<Sited<'_>> = gang.to_vec();
-    while !waiting.is_empty() {
+    for _ in 0..MAX_RETRY_ROUNDS {
+        if waiting.is_empty() {
+            break;
+        }
         let before = waiting.len();
         let mut why = None;
         let mut i = 0;
@@ -106,14 +123,16 @@ fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
     pod.metadata.labels.as_ref().unwrap_or(&NONE)
 }
 
-fn hard_spreads(spec: &PodSpec) -> impl Iterator<Item = &TopologySpreadConstraint> {
+/// `spec`'s topology spreads with `whenUnsatisfiable: DoNotSchedule`.
+pub(super) fn hard_spreads(spec: &PodSpec) -> impl Iterator<Item = &TopologySpreadConstraint> {
     spec.topology_spread_constraints
         .iter()
         .flatten()
         .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
 }
 
-fn affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
+/// `spec`'s required pod affinity terms.
+pub(super) fn affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
     spec.affinity
         .as_ref()
         .and_then(|a| a.pod_affinity.as_ref())
@@ -125,7 +144,8 @@ fn affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
         .flatten()
 }
 
-fn anti_affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
+/// `spec`'s required pod anti-affinity terms.
+pub(super) fn anti_affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
     spec.affinity
         .as_ref()
         .and_then(|a| a.pod_anti_affinity.as_ref())
@@ -163,8 +183,24 @@ fn term_selects(
 }
 
 /// The value of `key` on the node `site` is on.
-fn domain<'n>(nodes: &'n HashMap<String, RuledKubeNode>, site: &Sited<'_>, key: &str) -> Option<&'n str> {
+fn domain<'n>(
+    nodes: &'n HashMap<String, RuledKubeNode>,
+    site: &Sited<'_>,
+    key: &str,
+) -> Option<&'n str> {
     nodes.get(site.node)?.labels().get(key).map(String::as_str)
+}
+
+/// A pod of the gang on its node, with the pods bound or placed so far.
+#[derive(Clone, Copy)]
+struct Candidate<'c, 'a> {
+    pod: Sited<'a>,
+    spec: &'a PodSpec,
+    node: &'c RuledKubeNode,
+    own: &'a BTreeMap<String, String>,
+    namespace: &'a str,
+    bound: &'c [Sited<'a>],
+    nodes: &'c HashMap<String, RuledKubeNode>,
 }
 
 /// Why kube-scheduler would not bind `pod` on its node now, with `bound` where they are.
@@ -174,184 +210,207 @@ fn refusal(
     nodes: &HashMap<String, RuledKubeNode>,
 ) -> Option<String> {
     // A node the caches do not know is the validator's to refuse, not this check's.
-    let node = nodes.get(pod.node)?;
-    let spec = pod.pod.spec.as_ref()?;
-    spread_refusal(pod, spec, node, bound, nodes)
-        .or_else(|| anti_affinity_refusal(pod, spec, node, bound, nodes))
-        .or_else(|| affinity_refusal(pod, spec, node, bound, nodes))
-}
-
-fn spread_refusal(
-    pod: Sited<'_>,
-    spec: &PodSpec,
-    node: &RuledKubeNode,
-    bound: &[Sited<'_>],
-    nodes: &HashMap<String, RuledKubeNode>,
-) -> Option<String> {
-    let hard: Vec<&TopologySpreadConstraint> = hard_spreads(spec).collect();
-    if let Some(c) = hard
-        .iter()
-        .find(|c| !node.labels().contains_key(&c.topology_key))
-    {
-        return Some(format!(
-            "node {} has no label {}, over which pod {} spreads (topologySpreadConstraints, DoNotSchedule)",
-            pod.node,
-            c.topology_key,
-            name_of(pod.pod)
-        ));
-    }
-    let tolerations = PlacementRules {
-        tolerations: crate::rules::of_pod_spec(Some(spec)).tolerations.clone(),
-        ..PlacementRules::default()
+    let candidate = Candidate {
+        node: nodes.get(pod.node)?,
+        spec: pod.pod.spec.as_ref()?,
+        own: labels_of(pod.pod),
+        namespace: namespace_of(pod.pod),
+        pod,
+        bound,
+        nodes,
     };
-    let own = labels_of(pod.pod);
-    let namespace = namespace_of(pod.pod);
-    for c in &hard {
-        let key = c.topology_key.as_str();
-        let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
-        let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
-        let counted = |name: &str, n: &RuledKubeNode| {
-            hard.iter().all(|c| n.labels().contains_key(&c.topology_key))
-                && (!honor_affinity || name == pod.node)
-                && (!honor_taints || tolerations.allow(n.labels(), n.taints()))
-        };
-        let keys = c.match_label_keys.as_deref();
-        let selects = |other: &BTreeMap<String, String>| {
-            c.label_selector
-                .as_ref()
-                .is_some_and(|s| spread_counts(s, keys) && selects_with_keys(s, keys, own, other))
-        };
-        let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
-        for (name, n) in nodes {
-            if counted(name, n)
-                && let Some(value) = n.labels().get(key)
-            {
-                domains.entry(value.as_str()).or_insert(0);
-            }
-        }
-        for other in bound {
-            let counts = namespace_of(other.pod) == namespace
-                && other.pod.metadata.deletion_timestamp.is_none()
-                && selects(labels_of(other.pod));
-            if counts
-                && nodes.get(other.node).is_some_and(|n| counted(other.node, n))
-                && let Some(count) = domain(nodes, other, key).and_then(|v| domains.get_mut(v))
-            {
-                *count += 1;
-            }
-        }
-        let min_domains = i64::from(c.min_domains.unwrap_or(1));
-        let minimum = match domains.len() as i64 {
-            counted if counted < min_domains => 0,
-            _ => domains.values().copied().min().unwrap_or(0),
-        };
-        let value = node.labels().get(key).map(String::as_str).unwrap_or_default();
-        let here = domains.get(value).copied().unwrap_or(0);
-        let itself = i64::from(c.label_selector.as_ref().is_some_and(|s| {
-            selects_with_keys(s, keys, own, own)
-        }));
-        if here + itself - minimum > i64::from(c.max_skew) {
-            return Some(format!(
-                "pod {} on node {} would make {} matching pods in {key}={value} against a minimum of {minimum} per domain, above its topology spread's maxSkew {} (DoNotSchedule)",
-                name_of(pod.pod),
-                pod.node,
-                here + itself,
-                c.max_skew
-            ));
-        }
-    }
-    None
+    candidate
+        .spread()
+        .or_else(|| candidate.anti_affinity())
+        .or_else(|| candidate.affinity())
 }
 
-fn anti_affinity_refusal(
-    pod: Sited<'_>,
-    spec: &PodSpec,
-    node: &RuledKubeNode,
-    bound: &[Sited<'_>],
-    nodes: &HashMap<String, RuledKubeNode>,
-) -> Option<String> {
-    let own = labels_of(pod.pod);
-    let namespace = namespace_of(pod.pod);
-    for term in anti_affinity_terms(spec) {
-        let key = term.topology_key.as_str();
-        let Some(value) = node.labels().get(key) else {
-            continue;
-        };
-        if let Some(other) = bound.iter().find(|other| {
-            domain(nodes, other, key) == Some(value) && term_selects(term, namespace, own, other.pod)
-        }) {
+impl Candidate<'_, '_> {
+    fn spread(&self) -> Option<String> {
+        let Candidate {
+            pod,
+            spec,
+            node,
+            own,
+            namespace,
+            bound,
+            nodes,
+        } = *self;
+        let hard: Vec<&TopologySpreadConstraint> = hard_spreads(spec).collect();
+        if let Some(c) = hard
+            .iter()
+            .find(|c| !node.labels().contains_key(&c.topology_key))
+        {
             return Some(format!(
-                "pod {} may not share {key}={value} with pod {} on node {} (its required podAntiAffinity), so not run on node {}",
-                name_of(pod.pod),
-                name_of(other.pod),
-                other.node,
-                pod.node
+                "node {} has no label {}, over which pod {} spreads (topologySpreadConstraints, DoNotSchedule)",
+                pod.node,
+                c.topology_key,
+                name_of(pod.pod)
             ));
         }
-    }
-    // Anti-affinity is symmetric: a pod already there repels the ones its terms select.
-    for other in bound {
-        let Some(other_spec) = other.pod.spec.as_ref() else {
-            continue;
+        let tolerations = PlacementRules {
+            tolerations: crate::rules::of_pod_spec(Some(spec)).tolerations.clone(),
+            ..PlacementRules::default()
         };
-        for term in anti_affinity_terms(other_spec) {
+        for c in &hard {
+            let key = c.topology_key.as_str();
+            let honor_affinity = c.node_affinity_policy.as_deref() != Some("Ignore");
+            let honor_taints = c.node_taints_policy.as_deref() == Some("Honor");
+            let counted = |name: &str, n: &RuledKubeNode| {
+                hard.iter()
+                    .all(|c| n.labels().contains_key(&c.topology_key))
+                    && (!honor_affinity || name == pod.node)
+                    && (!honor_taints || tolerations.allow(n.labels(), n.taints()))
+            };
+            let keys = c.match_label_keys.as_deref();
+            let selects = |other: &BTreeMap<String, String>| {
+                c.label_selector.as_ref().is_some_and(|s| {
+                    spread_counts(s, keys) && selects_with_keys(s, keys, own, other)
+                })
+            };
+            let mut domains: BTreeMap<&str, i64> = BTreeMap::new();
+            for (name, n) in nodes {
+                if counted(name, n)
+                    && let Some(value) = n.labels().get(key)
+                {
+                    domains.entry(value.as_str()).or_insert(0);
+                }
+            }
+            for other in bound {
+                let counts = namespace_of(other.pod) == namespace
+                    && other.pod.metadata.deletion_timestamp.is_none()
+                    && selects(labels_of(other.pod));
+                if counts
+                    && nodes
+                        .get(other.node)
+                        .is_some_and(|n| counted(other.node, n))
+                    && let Some(count) = domain(nodes, other, key).and_then(|v| domains.get_mut(v))
+                {
+                    *count += 1;
+                }
+            }
+            let min_domains = i64::from(c.min_domains.unwrap_or(1));
+            let minimum = match domains.len() as i64 {
+                counted if counted < min_domains => 0,
+                _ => domains.values().copied().min().unwrap_or(0),
+            };
+            let value = node
+                .labels()
+                .get(key)
+                .map(String::as_str)
+                .unwrap_or_default();
+            let here = domains.get(value).copied().unwrap_or(0);
+            let itself = i64::from(
+                c.label_selector
+                    .as_ref()
+                    .is_some_and(|s| selects_with_keys(s, keys, own, own)),
+            );
+            if here + itself - minimum > i64::from(c.max_skew) {
+                return Some(format!(
+                    "pod {} on node {} would make {} matching pods in {key}={value} against a minimum of {minimum} per domain, above its topology spread's maxSkew {} (DoNotSchedule)",
+                    name_of(pod.pod),
+                    pod.node,
+                    here + itself,
+                    c.max_skew
+                ));
+            }
+        }
+        None
+    }
+
+    fn anti_affinity(&self) -> Option<String> {
+        let Candidate {
+            pod,
+            spec,
+            node,
+            own,
+            namespace,
+            bound,
+            nodes,
+        } = *self;
+        for term in anti_affinity_terms(spec) {
             let key = term.topology_key.as_str();
             let Some(value) = node.labels().get(key) else {
                 continue;
             };
-            if domain(nodes, other, key) == Some(value)
-                && term_selects(term, namespace_of(other.pod), labels_of(other.pod), pod.pod)
-            {
+            if let Some(other) = bound.iter().find(|other| {
+                domain(nodes, other, key) == Some(value)
+                    && term_selects(term, namespace, own, other.pod)
+            }) {
                 return Some(format!(
-                    "pod {} on node {} keeps pod {} out of {key}={value} (its required podAntiAffinity), so not on node {}",
+                    "pod {} may not share {key}={value} with pod {} on node {} (its required podAntiAffinity), so not run on node {}",
+                    name_of(pod.pod),
                     name_of(other.pod),
                     other.node,
-                    name_of(pod.pod),
                     pod.node
                 ));
             }
         }
+        // Anti-affinity is symmetric: a pod already there repels the ones its terms select.
+        for other in bound {
+            let Some(other_spec) = other.pod.spec.as_ref() else {
+                continue;
+            };
+            for term in anti_affinity_terms(other_spec) {
+                let key = term.topology_key.as_str();
+                let Some(value) = node.labels().get(key) else {
+                    continue;
+                };
+                if domain(nodes, other, key) == Some(value)
+                    && term_selects(term, namespace_of(other.pod), labels_of(other.pod), pod.pod)
+                {
+                    return Some(format!(
+                        "pod {} on node {} keeps pod {} out of {key}={value} (its required podAntiAffinity), so not on node {}",
+                        name_of(other.pod),
+                        other.node,
+                        name_of(pod.pod),
+                        pod.node
+                    ));
+                }
+            }
+        }
+        None
     }
-    None
-}
 
-fn affinity_refusal(
-    pod: Sited<'_>,
-    spec: &PodSpec,
-    node: &RuledKubeNode,
-    bound: &[Sited<'_>],
-    nodes: &HashMap<String, RuledKubeNode>,
-) -> Option<String> {
-    let own = labels_of(pod.pod);
-    let namespace = namespace_of(pod.pod);
-    for term in affinity_terms(spec) {
-        let key = term.topology_key.as_str();
-        let Some(value) = node.labels().get(key) else {
+    fn affinity(&self) -> Option<String> {
+        let Candidate {
+            pod,
+            spec,
+            node,
+            own,
+            namespace,
+            bound,
+            nodes,
+        } = *self;
+        for term in affinity_terms(spec) {
+            let key = term.topology_key.as_str();
+            let Some(value) = node.labels().get(key) else {
+                return Some(format!(
+                    "node {} has no label {key}, which pod {}'s required podAffinity places by",
+                    pod.node,
+                    name_of(pod.pod)
+                ));
+            };
+            let selected = |other: &&Sited<'_>| term_selects(term, namespace, own, other.pod);
+            if bound
+                .iter()
+                .filter(selected)
+                .any(|other| domain(nodes, other, key) == Some(value))
+            {
+                continue;
+            }
+            // The first pod of its kind anywhere may go where it likes, if it matches itself.
+            if !bound.iter().any(|o| selected(&o)) && term_selects(term, namespace, own, pod.pod) {
+                continue;
+            }
             return Some(format!(
-                "node {} has no label {key}, which pod {}'s required podAffinity places by",
-                pod.node,
-                name_of(pod.pod)
+                "pod {} needs a pod its required podAffinity selects in {key}={value} (node {}), and none is bound or placed there",
+                name_of(pod.pod),
+                pod.node
             ));
-        };
-        let selected = |other: &&Sited<'_>| term_selects(term, namespace, own, other.pod);
-        if bound
-            .iter()
-            .filter(selected)
-            .any(|other| domain(nodes, other, key) == Some(value))
-        {
-            continue;
         }
-        // The first pod of its kind anywhere may go where it likes, if it matches itself.
-        if !bound.iter().any(|o| selected(&o)) && term_selects(term, namespace, own, pod.pod) {
-            continue;
-        }
-        return Some(format!(
-            "pod {} needs a pod its required podAffinity selects in {key}={value} (node {}), and none is bound or placed there",
-            name_of(pod.pod),
-            pod.node
-        ));
+        None
     }
-    None
 }
 
 #[cfg(test)]
@@ -433,7 +492,10 @@ mod tests {
             }
             json!({"containers": [], "topologySpreadConstraints": [c]})
         };
-        let honor = [pod("p", "g", spread(json!({}))), pod("q", "g", spread(json!({})))];
+        let honor = [
+            pod("p", "g", spread(json!({}))),
+            pod("q", "g", spread(json!({}))),
+        ];
         // Both in zone a, on two nodes: each pod's only domain is its node's.
         let both_in_a = [site(&honor[0], "a1"), site(&honor[1], "a2")];
         assert_eq!(gang_refusal(&both_in_a, &[], &nodes), None);

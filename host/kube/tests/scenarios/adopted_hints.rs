@@ -81,7 +81,9 @@ fn place(pairs: &[(&str, &str)]) -> Action {
 
 /// The names of the nodes `task` of the adopted job may be placed on.
 fn eligible_nodes(snapshot: &Snapshot, task: &str) -> Vec<String> {
-    let job = snapshot.job(ID).expect("the adopted job is in the snapshot");
+    let job = snapshot
+        .job(ID)
+        .expect("the adopted job is in the snapshot");
     let task = job.tasks.iter().find(|t| t.name == task).expect("the task");
     match task.eligible {
         None => snapshot.nodes.iter().map(|n| n.name.clone()).collect(),
@@ -133,13 +135,17 @@ fn pods_that_repel_their_own_job_per_node_make_the_adopted_job_one_task_per_node
         "ports": [{"containerPort": 29500, "hostPort": 29500}]}]);
     assert!(one_task_per_node_with(json!({"containers": host_port})));
     // Apart per zone, or from another app's pods: not one per node.
-    assert!(!one_task_per_node_with(json!({"affinity": {"podAntiAffinity": {
+    assert!(!one_task_per_node_with(
+        json!({"affinity": {"podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [
-            {"topologyKey": ZONE, "labelSelector": own_pods()}]}}})));
-    assert!(!one_task_per_node_with(json!({"affinity": {"podAntiAffinity": {
+            {"topologyKey": ZONE, "labelSelector": own_pods()}]}}})
+    ));
+    assert!(!one_task_per_node_with(
+        json!({"affinity": {"podAntiAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": [
             {"topologyKey": "kubernetes.io/hostname",
-                "labelSelector": {"matchLabels": {"app": "web"}}}]}}})));
+                "labelSelector": {"matchLabels": {"app": "web"}}}]}}})
+    ));
 }
 
 #[test]
@@ -240,7 +246,12 @@ async fn a_placement_that_would_skew_a_hard_zone_spread_is_refused_before_releas
         .node(zoned("b2", Some("b")));
     let job = sweep(4, spread);
     adopting(&mut world, &job, 4);
-    let pairs = [("job-0", "a1"), ("job-1", "a2"), ("job-2", "b1"), ("job-3", "b2")];
+    let pairs = [
+        ("job-0", "a1"),
+        ("job-1", "a2"),
+        ("job-2", "b1"),
+        ("job-3", "b2"),
+    ];
     let mut script: Vec<_> = pairs
         .iter()
         .enumerate()
