@@ -33,8 +33,7 @@ mod fit;
 
 pub(crate) use self::fit::{MAX_CHECKED_GANG, Sited, gang_refusal, has_pod_rules};
 
-/// The node label anti-affinity per node names, and the one exclusions are written on.
-pub(crate) const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+pub(crate) use crate::rules::HOSTNAME_LABEL;
 
 /// Whether a pod made from `spec` asks for a port on its node's network (containers
 /// and init containers).

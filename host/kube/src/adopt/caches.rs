@@ -21,6 +21,9 @@ use super::names::Integration;
 use crate::watch::reflect_into;
 use crate::{DEFAULT_QUEUE, QUEUE_LABEL};
 
+/// A grouping, its type erased, and the generation of the stores it was made from.
+pub(super) type KeptGrouping = (u64, Arc<dyn std::any::Any + Send + Sync>);
+
 /// What a reflector does with each event its store applied: moves `generation` on.
 fn marker<K>(generation: &Arc<AtomicU64>) -> impl Fn(&watcher::Event<K>) + Send + 'static {
     let generation = generation.clone();
@@ -42,8 +45,9 @@ pub struct Adoption {
     pub(crate) pytorchjobs: Option<Store<DynamicObject>>,
     /// Moved on by every event applied to any of the stores above.
     generation: Arc<AtomicU64>,
-    /// The grouping last made, with the generation it was made at (`kept`).
-    pub(super) kept: Arc<std::sync::Mutex<Option<super::kept::Kept>>>,
+    /// The grouping last made, with the generation it was made at (`kept`, which
+    /// alone knows its type: naming it here would make the modules import one another).
+    pub(super) kept: Arc<std::sync::Mutex<Option<KeptGrouping>>>,
 }
 
 impl Adoption {

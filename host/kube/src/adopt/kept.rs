@@ -11,12 +11,6 @@ use std::sync::Arc;
 use super::caches::Adoption;
 use super::group::Grouped;
 
-/// A grouping, and the generation of the stores it was made from.
-pub(crate) struct Kept {
-    generation: u64,
-    grouped: Arc<Grouped>,
-}
-
 impl Adoption {
     /// The queue's pods grouped into adopted jobs (finished owners left out), and the
     /// gated pods no enabled kind owns: the kept grouping while the stores have not
@@ -25,16 +19,14 @@ impl Adoption {
         let generation = self.generation();
         // Held while grouping: the pass and the snapshot, on two threads, group once.
         let mut kept = self.kept.lock().expect("kept grouping lock");
-        if let Some(kept) = kept.as_ref()
-            && kept.generation == generation
+        if let Some((made_at, grouped)) = kept.as_ref()
+            && *made_at == generation
+            && let Ok(grouped) = Arc::clone(grouped).downcast::<Grouped>()
         {
-            return Arc::clone(&kept.grouped);
+            return grouped;
         }
         let grouped = Arc::new(self.regroup());
-        *kept = Some(Kept {
-            generation,
-            grouped: Arc::clone(&grouped),
-        });
+        *kept = Some((generation, Arc::clone(&grouped) as _));
         grouped
     }
 }
