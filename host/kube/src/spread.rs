@@ -21,7 +21,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::PodSpec;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kube::ResourceExt;
 pub(crate) use switchyard_core::ONE_TASK_PER_NODE_LABEL;
 use switchyard_core::{SelectorOperator, SelectorRequirement, SelectorTerm};
@@ -30,8 +29,13 @@ use crate::crd::TrainingJob;
 use crate::{JOB_LABEL, JOB_UID_LABEL, ROLE_LABEL};
 
 mod fit;
+mod terms;
 
 pub(crate) use self::fit::{MAX_CHECKED_GANG, Sited, gang_refusal, has_pod_rules};
+pub(crate) use self::terms::selects;
+use self::terms::{
+    affinity_terms, anti_affinity_terms, hard_spreads, selects_with_keys, spread_counts,
+};
 
 pub(crate) use crate::rules::HOSTNAME_LABEL;
 
@@ -90,7 +94,7 @@ pub(crate) fn one_task_per_node_of<'a>(
     namespace: &str,
 ) -> bool {
     specs.into_iter().any(|spec| {
-        let against_own = fit::anti_affinity_terms(spec).any(|term| {
+        let against_own = anti_affinity_terms(spec).any(|term| {
             let own_namespace = term.namespace_selector.is_none()
                 && term
                     .namespaces
@@ -115,7 +119,7 @@ pub(crate) fn one_task_per_node_of<'a>(
 /// `maxSkew` matching pods). Under `Honor` without `minDomains`, kube-scheduler refuses
 /// a pinned pod nothing for it, and no hint is given.
 fn spreads_one_per_node(spec: &PodSpec, own_labels: &[BTreeMap<String, String>]) -> bool {
-    fit::hard_spreads(spec).any(|c| {
+    hard_spreads(spec).any(|c| {
         let enforced = c.node_affinity_policy.as_deref() == Some("Ignore")
             || c.min_domains.is_some_and(|m| m > 1);
         c.topology_key == HOSTNAME_LABEL
@@ -130,36 +134,6 @@ fn spreads_one_per_node(spec: &PodSpec, own_labels: &[BTreeMap<String, String>])
     })
 }
 
-/// Whether a topology spread's `selector` with `match_label_keys` counts any pod:
-/// kube-scheduler counts none under a selector that selects everything (an empty one,
-/// with no keys to merge in).
-pub(crate) fn spread_counts(selector: &LabelSelector, match_label_keys: Option<&[String]>) -> bool {
-    let everything = selector.match_labels.as_ref().is_none_or(|m| m.is_empty())
-        && selector
-            .match_expressions
-            .as_ref()
-            .is_none_or(|e| e.is_empty())
-        && match_label_keys.is_none_or(|k| k.is_empty());
-    !everything
-}
-
-/// Whether `selector`, with `match_label_keys` taken from `incoming` (the pod being
-/// placed: its values for those keys are ANDed in, as kube-scheduler merges them),
-/// selects a pod labelled `labels`.
-pub(crate) fn selects_with_keys(
-    selector: &LabelSelector,
-    match_label_keys: Option<&[String]>,
-    incoming: &BTreeMap<String, String>,
-    labels: &BTreeMap<String, String>,
-) -> bool {
-    let keys_match = match_label_keys.into_iter().flatten().all(|key| {
-        incoming
-            .get(key)
-            .is_none_or(|value| labels.get(key) == Some(value))
-    });
-    keys_match && selects(selector, labels)
-}
-
 /// The node labels a pod made from `spec` needs on its node whatever else runs there,
 /// each as a restriction of one term (`key Exists`): the topology key of every
 /// `DoNotSchedule` topology spread (kube-scheduler refuses a node without it,
@@ -170,8 +144,8 @@ pub(crate) fn required_node_keys(spec: Option<&PodSpec>) -> Vec<Vec<SelectorTerm
     let Some(spec) = spec else {
         return Vec::new();
     };
-    let spread = fit::hard_spreads(spec).map(|c| c.topology_key.as_str());
-    let near = fit::affinity_terms(spec).map(|t| t.topology_key.as_str());
+    let spread = hard_spreads(spec).map(|c| c.topology_key.as_str());
+    let near = affinity_terms(spec).map(|t| t.topology_key.as_str());
     let keys: BTreeSet<&str> = spread.chain(near).collect();
     keys.into_iter()
         .map(|key| {
@@ -184,28 +158,6 @@ pub(crate) fn required_node_keys(spec: Option<&PodSpec>) -> Vec<Vec<SelectorTerm
             }]
         })
         .collect()
-}
-
-/// Whether `selector` selects an object (a pod, a volume) with `labels` (an empty
-/// selector selects every one).
-pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
-    let exact = selector
-        .match_labels
-        .iter()
-        .flatten()
-        .all(|(k, v)| labels.get(k) == Some(v));
-    exact
-        && selector.match_expressions.iter().flatten().all(|r| {
-            let value = labels.get(&r.key);
-            let values = r.values.as_deref().unwrap_or_default();
-            match r.operator.as_str() {
-                "In" => value.is_some_and(|v| values.contains(v)),
-                "NotIn" => value.is_none_or(|v| !values.contains(v)),
-                "Exists" => value.is_some(),
-                "DoesNotExist" => value.is_none(),
-                _ => false,
-            }
-        })
 }
 
 #[cfg(test)]

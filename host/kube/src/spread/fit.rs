@@ -27,7 +27,9 @@ use std::collections::{BTreeMap, HashMap};
 use k8s_openapi::api::core::v1::{Pod, PodAffinityTerm, PodSpec, TopologySpreadConstraint};
 use switchyard_core::{PlacementRules, RuledNode};
 
-use super::{selects_with_keys, spread_counts};
+use super::terms::{
+    affinity_terms, anti_affinity_terms, hard_spreads, selects_with_keys, spread_counts,
+};
 use crate::rules::RuledKubeNode;
 
 /// A pod and the node it is bound or pinned to (or, for a gang's pod, will be).
@@ -121,40 +123,6 @@ fn namespace_of(pod: &Pod) -> &str {
 fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
     static NONE: BTreeMap<String, String> = BTreeMap::new();
     pod.metadata.labels.as_ref().unwrap_or(&NONE)
-}
-
-/// `spec`'s topology spreads with `whenUnsatisfiable: DoNotSchedule`.
-pub(super) fn hard_spreads(spec: &PodSpec) -> impl Iterator<Item = &TopologySpreadConstraint> {
-    spec.topology_spread_constraints
-        .iter()
-        .flatten()
-        .filter(|c| c.when_unsatisfiable == "DoNotSchedule")
-}
-
-/// `spec`'s required pod affinity terms.
-pub(super) fn affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
-    spec.affinity
-        .as_ref()
-        .and_then(|a| a.pod_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .into_iter()
-        .flatten()
-}
-
-/// `spec`'s required pod anti-affinity terms.
-pub(super) fn anti_affinity_terms(spec: &PodSpec) -> impl Iterator<Item = &PodAffinityTerm> {
-    spec.affinity
-        .as_ref()
-        .and_then(|a| a.pod_anti_affinity.as_ref())
-        .and_then(|a| {
-            a.required_during_scheduling_ignored_during_execution
-                .as_ref()
-        })
-        .into_iter()
-        .flatten()
 }
 
 /// Whether `term`, of a pod labelled `owner_labels` in `namespace`, selects `other`.
