@@ -20,11 +20,15 @@
 //! - `kept`: the grouping kept between looks while the caches have not changed.
 //! - `view`: an adopted job as the policy sees it, with the hints its pods' own specs
 //!   give (one task per node, spread and affinity keys a node must carry).
+//! - `weight`, `elastic`: what the owner's templates and spec allow of a CPU weight and
+//!   of a scale, and the weight and replicas the policy sees.
 //!
 //! It reads owners and pods; it must never create, patch or delete an owner, nor delete
-//! a pod (the acting is in `crate::act`, eviction only).
+//! a pod (the acting is in `crate::act`: eviction, an in-place resize, and an elastic
+//! PyTorchJob's scale through the owner's own `scale` subresource).
 
 mod caches;
+mod elastic;
 mod group;
 mod job;
 mod jobset;
@@ -34,6 +38,7 @@ mod pytorchjob;
 mod shape;
 mod trimmed;
 mod view;
+mod weight;
 
 pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Unadoptable};
@@ -41,3 +46,4 @@ pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub(crate) use self::shape::Shape;
 pub use self::trimmed::trim_pod;
+pub(crate) use self::weight::asked_millis;
