@@ -7,6 +7,7 @@
 mod support;
 
 mod adopted_hints;
+mod adopted_lifecycle;
 mod adopted_scaling;
 mod adoption;
 mod checkpoints;
