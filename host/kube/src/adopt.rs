@@ -18,7 +18,9 @@
 //! - `caches`: the owners' and the queue's pods' reflectors ([`Adoption`]).
 //! - `group`: the queue's pods grouped into adopted jobs, and the gated pods no enabled
 //!   kind owns.
-//! - `view`: an adopted job as the policy sees it.
+//! - `kept`: the grouping kept between looks while the caches have not changed.
+//! - `view`: an adopted job as the policy sees it, with the hints its pods' own specs
+//!   give (one task per node, spread and affinity keys a node must carry).
 //! - `weight`, `elastic`: what the owner's templates and spec allow of a CPU weight and
 //!   of a scale, and the weight and replicas the policy sees.
 //!
@@ -31,6 +33,7 @@ mod elastic;
 mod group;
 mod job;
 mod jobset;
+mod kept;
 mod names;
 mod pytorchjob;
 mod shape;
@@ -42,5 +45,6 @@ pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Member, NotHeld, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
+pub(crate) use self::shape::Shape;
 pub use self::trimmed::trim_pod;
 pub(crate) use self::weight::asked_millis;

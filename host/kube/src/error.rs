@@ -90,6 +90,19 @@ pub enum Error {
         /// What changed.
         message: String,
     },
+    /// An adopted gang kube-scheduler would not bind where the decision pins it: its
+    /// claims are not ready for a node, or a rule between pods the policy's hints cannot
+    /// say (a topology spread's skew, anti-affinity or affinity per zone) refuses a pod;
+    /// nothing was released.
+    #[error("adopted job {job} is not released: {message}")]
+    NotBindable {
+        /// The adopted job's id.
+        job: String,
+        /// Which pod, node and rule, or which claim, and why.
+        message: String,
+        /// Whether its claims are what is not ready.
+        volumes: bool,
+    },
     /// Publishing an Event failed.
     #[error("publishing event on {job}: {source}")]
     Event {
@@ -117,6 +130,7 @@ impl Error {
             Error::Config(_) => "config",
             Error::Stale { .. } => "stale",
             Error::Event { .. } => "event",
+            Error::NotBindable { .. } => "not_bindable",
         }
     }
 
@@ -149,10 +163,12 @@ impl Error {
             Error::Unsupported(_) => FailureReason::Unsupported,
             Error::InvalidSpec { .. } => FailureReason::Invalid,
             Error::Stale { .. } => FailureReason::Stale,
+            Error::NotBindable { volumes: true, .. } => FailureReason::WaitingForVolume,
             Error::BadPattern { .. }
             | Error::PatternWithoutValue { .. }
             | Error::Log { .. }
             | Error::Config(_)
+            | Error::NotBindable { .. }
             | Error::Event { .. } => FailureReason::Other,
         }
     }

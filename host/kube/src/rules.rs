@@ -32,6 +32,10 @@ use switchyard_core::{
 /// label key, so no label of the node can shadow it.
 pub(crate) const NODE_NAME_FIELD: &str = "field:metadata.name";
 
+/// The node label the kubelet sets to the node's name: anti-affinity per node names it,
+/// and exclusions by node are written on it.
+pub(crate) const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
 /// What eligibility needs of a node: its labels and taints.
 pub(crate) struct RuledKubeNode {
     labels: BTreeMap<String, String>,
@@ -58,7 +62,7 @@ impl RuledKubeNode {
         let mut labels = node.labels().clone();
         // The kubelet sets it; exclusions by node ([`crate::spread`]) are written on it.
         labels
-            .entry(crate::spread::HOSTNAME_LABEL.to_string())
+            .entry(HOSTNAME_LABEL.to_string())
             .or_insert_with(|| node.name_any());
         labels.insert(NODE_NAME_FIELD.to_string(), node.name_any());
         Self { labels, taints }

@@ -249,7 +249,7 @@ impl Caches {
                 }
             }
         }
-        let adopted = self.adopted_jobs(&mut views, usage.as_deref());
+        let adopted = self.adopted_jobs(&mut views, usage.as_deref(), usage_id);
         views.end();
         let mut jobs = views.job_list();
         if !adopted.is_empty() {

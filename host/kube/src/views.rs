@@ -13,6 +13,8 @@
 //! change apart from it), and a job with a restart under way (what it reserves on its
 //! target nodes).
 //!
+//! The adopted jobs' views are kept likewise, apart ([`adopted`]).
+//!
 //! It owns no cluster state of its own: everything here can be rebuilt from the
 //! caches, and it is, entry by entry, when it is out of date.
 
@@ -26,6 +28,10 @@ use switchyard_core::{EligibilitySets, PlacementRules, Resources, RuledNode};
 use switchyard_core as model;
 
 use crate::rules::RuledKubeNode;
+
+pub(crate) mod adopted;
+
+use self::adopted::AdoptedViews;
 
 /// Views kept from one round to the next.
 #[derive(Default)]
@@ -58,6 +64,11 @@ pub struct Views {
     restarting: HashSet<String>,
     /// Nodes that carried reservations or assumed pods last round.
     charged_apart: HashSet<String>,
+    /// How many times the eligibility sets were computed afresh: a set id is valid
+    /// within one epoch.
+    sets_epoch: u64,
+    /// The adopted jobs' views.
+    pub(crate) adopted: AdoptedViews,
 }
 
 struct NodeView {
@@ -236,6 +247,7 @@ impl Views {
         }
         if sets_reset {
             self.eligibility.reset();
+            self.sets_epoch += 1;
         }
         NodeStep { listed, sets_reset }
     }
@@ -303,12 +315,13 @@ impl Views {
         self.node_list.clone()
     }
 
-    /// Notes how many distinct sets the jobs use now.
+    /// Notes how many distinct sets the jobs (TrainingJobs and adopted) use now.
     fn count_sets_used(&mut self) {
         let used: HashSet<Option<u32>> = self
             .jobs
             .values()
             .flat_map(|j| j.key.eligible.iter().copied())
+            .chain(self.adopted.sets_used())
             .collect();
         self.sets_in_use = used.len();
     }
@@ -316,6 +329,24 @@ impl Views {
     /// The eligibility set of `rules` over the nodes of [`Views::nodes_in_step`].
     pub fn eligible(&mut self, rules: &Arc<PlacementRules>) -> Option<u32> {
         self.eligibility.id_for(rules, &self.ruled)
+    }
+
+    /// The adopted jobs' kept views, and the eligibility set of rules over the nodes of
+    /// [`Views::nodes_in_step`], borrowed together.
+    pub(crate) fn adopted_and_sets(
+        &mut self,
+    ) -> (
+        &mut AdoptedViews,
+        impl FnMut(&Arc<PlacementRules>) -> Option<u32> + '_,
+    ) {
+        let Views {
+            adopted,
+            eligibility,
+            ruled,
+            ..
+        } = self;
+        let ruled: &[RuledKubeNode] = ruled;
+        (adopted, move |rules| eligibility.id_for(rules, ruled))
     }
 
     /// The eligibility sets handed to the policy (the same `Arc` while none is added).
@@ -428,9 +459,15 @@ impl Views {
 
     /// Ends the round: counts the sets in use again if a job's view changed.
     pub fn end(&mut self) {
-        if std::mem::take(&mut self.jobs_changed) {
+        let adopted = std::mem::take(&mut self.adopted.changed);
+        if std::mem::take(&mut self.jobs_changed) || adopted {
             self.count_sets_used();
         }
+    }
+
+    /// The eligibility sets' epoch: it moves on each time they are computed afresh.
+    pub(crate) fn sets_epoch(&self) -> u64 {
+        self.sets_epoch
     }
 
     /// Jobs visited every round (see the module docs).

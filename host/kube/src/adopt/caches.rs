@@ -1,8 +1,11 @@
 //! The reflectors adoption reads from ([`Adoption`]): the pods labelled with this
 //! instance's queue, and the owners of each enabled kind, every object trimmed to what
-//! is read before it is stored. It watches; it must not write to the cluster.
+//! is read before it is stored. Every event a reflector applies moves the adoption's
+//! generation on ([`Adoption::generation`]), so what is made from the caches can be kept
+//! until it does (`kept`). It watches; it must not write to the cluster.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::batch::v1::Job;
@@ -18,6 +21,17 @@ use super::names::Integration;
 use crate::watch::reflect_into;
 use crate::{DEFAULT_QUEUE, QUEUE_LABEL};
 
+/// A grouping, its type erased, and the generation of the stores it was made from.
+pub(super) type KeptGrouping = (u64, Arc<dyn std::any::Any + Send + Sync>);
+
+/// What a reflector does with each event its store applied: moves `generation` on.
+fn marker<K>(generation: &Arc<AtomicU64>) -> impl Fn(&watcher::Event<K>) + Send + 'static {
+    let generation = generation.clone();
+    move |_| {
+        generation.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// What adoption reads: the queue's pods and the enabled kinds' owners. A kind whose
 /// store is absent is not enabled.
 #[derive(Clone)]
@@ -29,6 +43,11 @@ pub struct Adoption {
     pub(crate) jobs: Option<Store<Job>>,
     pub(crate) jobsets: Option<Store<DynamicObject>>,
     pub(crate) pytorchjobs: Option<Store<DynamicObject>>,
+    /// Moved on by every event applied to any of the stores above.
+    generation: Arc<AtomicU64>,
+    /// The grouping last made, with the generation it was made at (`kept`, which
+    /// alone knows its type: naming it here would make the modules import one another).
+    pub(super) kept: Arc<std::sync::Mutex<Option<KeptGrouping>>>,
 }
 
 impl Adoption {
@@ -49,7 +68,21 @@ impl Adoption {
             jobs: None,
             jobsets: None,
             pytorchjobs: None,
+            generation: Arc::default(),
+            kept: Arc::default(),
         }
+    }
+
+    /// Notes that a store changed: each reflector calls it for every event it applied;
+    /// whoever fills the stores by hand (a test, a bench) calls it after each change, or
+    /// what is kept from them stays as it was.
+    pub fn mark_changed(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// How many changes the stores have had: equal readings, equal stores.
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Adopts batch Jobs, read from `jobs`.
@@ -97,15 +130,17 @@ impl Adoption {
         let mut drivers: Vec<BoxFuture<'static, ()>> = Vec::new();
         let pods_writer: Writer<Pod> = Writer::default();
         let pods = pods_writer.as_reader();
+        let generation: Arc<AtomicU64> = Arc::default();
         drivers.push(Box::pin(reflect_into(
             pods_writer,
             Api::<Pod>::all(client.clone()),
             watcher::Config::default().labels(&format!("{QUEUE_LABEL}={queue}")),
             super::trimmed::trim_pod,
             changed.clone(),
-            |_| {},
+            marker(&generation),
         )));
         let mut adoption = Self::over(queue, pods);
+        adoption.generation = generation.clone();
         for kind in integrations {
             match kind {
                 Integration::Job if adoption.jobs.is_none() => {
@@ -117,7 +152,7 @@ impl Adoption {
                         watcher::Config::default(),
                         super::job::trim,
                         changed.clone(),
-                        |_| {},
+                        marker(&generation),
                     )));
                 }
                 Integration::JobSet | Integration::PyTorchJob if !adoption.enabled(*kind) => {
@@ -140,7 +175,7 @@ impl Adoption {
                         watcher::Config::default(),
                         trim,
                         changed.clone(),
-                        |_| {},
+                        marker(&generation),
                     )));
                 }
                 _ => {}

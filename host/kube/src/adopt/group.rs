@@ -185,8 +185,9 @@ impl Adoption {
     }
 
     /// The queue's pods grouped into adopted jobs (finished owners left out), and the
-    /// gated pods no enabled kind owns.
-    pub(crate) fn group(&self) -> Grouped {
+    /// gated pods no enabled kind owns, made afresh from the caches ([`Adoption::group`]
+    /// keeps it between changes).
+    pub(super) fn regroup(&self) -> Grouped {
         // Per owner (kind, namespace, name): its pods, each with the owner UID it names.
         let mut by_owner: BTreeMap<OwnerName, Vec<(String, Arc<Pod>)>> = BTreeMap::new();
         let mut grouped = Grouped::default();
@@ -294,9 +295,10 @@ impl Adoption {
         grouped
     }
 
-    /// The adopted job with id `id`, as [`Adoption::group`] finds it.
+    /// The adopted job with id `id`, as [`Adoption::regroup`] finds it: made afresh,
+    /// for an action to carry out on what the caches hold now.
     pub(crate) fn adopted(&self, id: &str) -> Option<AdoptedJob> {
-        self.group().jobs.into_iter().find(|j| j.id == id)
+        self.regroup().jobs.into_iter().find(|j| j.id == id)
     }
 }
 

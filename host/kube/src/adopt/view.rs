@@ -2,8 +2,12 @@
 //! bound or pinned; its gang placeable only once the owner has made every member (until
 //! then the job waits and its gated tasks are not placeable); `Restarting` from the
 //! checkpoint request until the evicted pods are gone; its CPU weight and replica
-//! bounds as `weight` and `elastic` read them. It builds the view; it must not read the
-//! caches or the cluster (the snapshot hands it the job, its eligibility sets and its
+//! bounds as `weight` and `elastic` read them. Its pods' own specs give the hints a
+//! TrainingJob's templates give ([`crate::spread`]): no two tasks on one node when they
+//! repel each other per node or spread one per node. Claims that cannot be bound for a
+//! node yet hold its pending tasks, and the job carries [`VOLUMES_HELD_LABEL`] saying
+//! which claim and why. It builds the view; it must not read the caches or the cluster
+//! (the snapshot hands it the job, its eligibility sets, what its claims say and its
 //! loss series).
 
 use std::collections::BTreeMap;
@@ -17,12 +21,19 @@ use switchyard_core::{JobPhase, TaskPhase};
 use super::group::AdoptedJob;
 use super::{elastic, weight};
 use crate::pods::{held_by_placement_gate, placed_node, pod_requests};
+use crate::spread;
 use crate::usage::Usage;
+use crate::volumes::Held;
 use crate::{CHECKPOINT_ANNOTATION, QUEUE_LABEL};
 
 /// The job label the policy sees on an adopted job: the kind of its owner (`Job`,
 /// `JobSet`, `PyTorchJob`).
 pub(crate) const OWNER_KIND_LABEL: &str = "switchyard.dev/owner-kind";
+
+/// The job label the policy sees on an adopted job whose claims keep its pending tasks
+/// from being placed: the reason (`ClaimNotFound`, `ClaimUnbound`, ...) and the message
+/// naming the claim, as a TrainingJob's `VolumesReady=False` condition gives them.
+pub(crate) const VOLUMES_HELD_LABEL: &str = "switchyard.dev/volumes-held";
 
 impl AdoptedJob {
     /// Whether the controller has asked this job's pods to checkpoint (a preemption
@@ -38,11 +49,23 @@ impl AdoptedJob {
         self.members.len() >= self.shape.gang as usize
     }
 
-    /// The job as the policy sees it; `eligible` gives a pod's eligibility set, `loss`
-    /// is its series so far.
+    /// Whether no two of its tasks may share a node, by its pods' own specs and labels.
+    pub(crate) fn one_task_per_node(&self) -> bool {
+        let specs = self.members.iter().filter_map(|m| m.pod.spec.as_ref());
+        let own: Vec<BTreeMap<String, String>> = self
+            .members
+            .iter()
+            .map(|m| m.pod.labels().clone())
+            .collect();
+        spread::one_task_per_node_of(specs, &own, &self.namespace)
+    }
+
+    /// The job as the policy sees it; `eligible` gives a pod's eligibility set, `held`
+    /// why its claims hold it (if they do), `loss` is its series so far.
     pub(crate) fn view(
         &self,
         mut eligible: impl FnMut(&Pod) -> Option<u32>,
+        held: Option<&Held>,
         usage: Option<&Usage>,
         loss: Vec<model::LossSample>,
     ) -> model::Job {
@@ -61,9 +84,11 @@ impl AdoptedJob {
                     (_, true) => TaskPhase::Restarting,
                     (Some(_), false) => TaskPhase::Running,
                     // The owner has not made every member yet: none is placeable alone.
-                    (None, false) if held_by_placement_gate(pod) && complete => TaskPhase::Pending,
-                    // Released without a pin, or held by another's gate: not the
-                    // policy's to place.
+                    (None, false) if held_by_placement_gate(pod) && complete && held.is_none() => {
+                        TaskPhase::Pending
+                    }
+                    // Released without a pin, held by another's gate, or waiting for its
+                    // claims: not the policy's to place.
                     (None, false) => TaskPhase::Restarting,
                 };
                 model::Task {
@@ -109,6 +134,15 @@ impl AdoptedJob {
             .and_then(|m| m.pod.labels().get(QUEUE_LABEL).cloned())
         {
             labels.insert(QUEUE_LABEL.to_string(), queue);
+        }
+        if self.one_task_per_node() {
+            labels.insert(spread::ONE_TASK_PER_NODE_LABEL.to_string(), "true".into());
+        }
+        if let Some(held) = held {
+            labels.insert(
+                VOLUMES_HELD_LABEL.to_string(),
+                format!("{}: {}", held.reason, held.message),
+            );
         }
         model::Job {
             id: self.id.clone(),

@@ -113,6 +113,9 @@ impl KubeCluster {
                 held.len()
             )));
         }
+        if let Some(refused) = self.caches.adopted_placement_refusal(&job, &pairs) {
+            return Err(refused);
+        }
         self.handle
             .block_on(self.actor.release_adopted(&owner, id, &pairs, reason, now))?;
         let mut assumed = self.caches.assumed.lock().expect("assumed lock");

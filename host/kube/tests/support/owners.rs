@@ -31,6 +31,8 @@ pub struct Owners {
     jobsets: Writer<DynamicObject>,
     pytorchjobs: Writer<DynamicObject>,
     changed: Arc<Notify>,
+    /// Told of every change, as the reflectors tell it.
+    adoption: Adoption,
 }
 
 impl World {
@@ -53,13 +55,14 @@ impl World {
                 Integration::PyTorchJob => adoption.with_pytorchjobs(pytorchjobs.as_reader()),
             };
         }
-        self.caches = self.caches.clone().with_adoption(adoption);
+        self.caches = self.caches.clone().with_adoption(adoption.clone());
         Owners {
             pods,
             jobs,
             jobsets,
             pytorchjobs,
             changed: self.caches.changed.clone(),
+            adoption,
         }
     }
 }
@@ -69,6 +72,7 @@ impl Owners {
     pub fn pod(&mut self, pod: &Pod) {
         self.pods
             .apply_watcher_event(&watcher::Event::Apply(pod.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -83,6 +87,7 @@ impl Owners {
     pub fn pod_gone(&mut self, pod: &Pod) {
         self.pods
             .apply_watcher_event(&watcher::Event::Delete(pod.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -90,6 +95,7 @@ impl Owners {
     pub fn job(&mut self, job: &Job) {
         self.jobs
             .apply_watcher_event(&watcher::Event::Apply(job.clone()));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -98,6 +104,7 @@ impl Owners {
         let object: DynamicObject = serde_json::from_value(jobset.clone()).unwrap();
         self.jobsets
             .apply_watcher_event(&watcher::Event::Apply(object));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 
@@ -106,6 +113,7 @@ impl Owners {
         let object: DynamicObject = serde_json::from_value(job.clone()).unwrap();
         self.pytorchjobs
             .apply_watcher_event(&watcher::Event::Apply(object));
+        self.adoption.mark_changed();
         self.changed.notify_one();
     }
 }
