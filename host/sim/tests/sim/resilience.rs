@@ -151,14 +151,7 @@ fn a_burst_of_ten_thousand_arrivals_is_placed_from_the_first_round_and_every_rou
     // Which calls overrun is the guest's count of waiting jobs, whatever the machine's
     // speed; the deadline only has to stop the calls that never answer and be far above
     // one that answers at once, even on a machine busy with other work.
-    let runtime = Runtime::new(RuntimeOptions {
-        limits: SandboxLimits {
-            deadline: Duration::from_secs(1),
-            ..SandboxLimits::default()
-        },
-        ..Default::default()
-    })
-    .expect("a runtime");
+    let runtime = support::runtime_with_deadline(Duration::from_secs(1));
     let workload = "
 cluster:
   nodes:
