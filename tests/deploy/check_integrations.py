@@ -9,9 +9,10 @@ deploy/integrations/KIND, ALL.yaml deploy/ with every component. Checked:
   integration is enabled;
 - a component adds `--integrations=KIND` to the controller's arguments and changes
   nothing else in the Deployment, and several components add one flag each;
-- a component's ClusterRole reads exactly one owner resource (get, list, watch: the
-  owner is never written) and may create pods/eviction, nothing else, and is bound to
-  the controller's ServiceAccount as deploy/rbac.yaml names it.
+- a component's ClusterRole reads exactly one owner resource (get, list, watch) and may
+  create pods/eviction, and at most patch that owner's own `scale` subresource (the one
+  write to an owner: an elastic job's replicas, as an autoscaler sets them), nothing
+  else, and is bound to the controller's ServiceAccount as deploy/rbac.yaml names it.
 """
 import sys
 
@@ -72,7 +73,16 @@ def main() -> int:
         if unchanged != base_deployment:
             errors.append(f"{path}: the component changes the Deployment beyond its argument")
         role = one(docs, "ClusterRole", f"switchyard-integration-{kind}")
-        owners = [r for r in role["rules"] if r != EVICTION]
+        scales = [r for r in role["rules"] if any(x.endswith("/scale") for x in r["resources"])]
+        owners = [r for r in role["rules"] if r != EVICTION and r not in scales]
+        for scale in scales:
+            owner = owners[0] if len(owners) == 1 else {"apiGroups": [], "resources": []}
+            expected_scale = {"apiGroups": owner["apiGroups"],
+                              "resources": [f"{r}/scale" for r in owner["resources"]],
+                              "verbs": ["patch"]}
+            if scale != expected_scale:
+                errors.append(f"{path}: ClusterRole switchyard-integration-{kind} may only patch "
+                              f"its owner's scale subresource ({expected_scale}); it has {scale}")
         if len(owners) != 1 or len(owners[0]["resources"]) != 1 or set(owners[0]["verbs"]) != READ:
             errors.append(f"{path}: ClusterRole switchyard-integration-{kind} must read one owner "
                           f"resource (get, list, watch) and nothing else besides evictions; it has {owners}")
@@ -90,7 +100,8 @@ def main() -> int:
             errors.append(f"{path}: adds {sorted(added)}, expected {sorted(expected_added)}")
         if not errors:
             print(f"INFO deploy/integrations/{kind}: --integrations={kind}, reads "
-                  f"{owners[0]['apiGroups'][0] or 'core'}/{owners[0]['resources'][0]}, evicts pods")
+                  f"{owners[0]['apiGroups'][0] or 'core'}/{owners[0]['resources'][0]}, evicts pods"
+                  + (", scales the owner" if scales else ""))
     _, every = controller(load(all_path))
     expected = base_controller["args"] + [f"--integrations={kind}" for kind in kinds]
     if every["args"] != expected:

@@ -21,6 +21,10 @@
 //!   container's request.
 //! - [`adopted`](self::adopted): the same release for the gated pods of a job another
 //!   operator owns, its checkpoint request, and eviction (never a delete).
+//! - [`adopted_resize`](self::adopted_resize): a CPU weight for an adopted pod, the same
+//!   resize relative to its owner's template, told as Events on the owner.
+//! - [`adopted_scale`](self::adopted_scale): an elastic adopted job scaled through its
+//!   owner's `scale` subresource, the one write to an owner.
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
 //!   resourceVersion), conditions, the policy's labels, and placements whose first
 //!   write was lost.
@@ -33,6 +37,8 @@
 mod acknowledge;
 mod actor;
 mod adopted;
+mod adopted_resize;
+mod adopted_scale;
 mod advance;
 mod place;
 mod recover;
@@ -47,6 +53,10 @@ pub use self::actor::{
     PODS_SCHEDULED_CONDITION, PodAck,
 };
 pub(crate) use self::adopted::Eviction;
+pub(crate) use self::adopted_resize::{
+    AdoptedWeight, AskedResize, resize_told, weight_not_offered,
+};
+pub(crate) use self::adopted_scale::OwnerScale;
 pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;

@@ -18,11 +18,15 @@
 //! - `group`: the queue's pods grouped into adopted jobs, and the gated pods no enabled
 //!   kind owns.
 //! - `view`: an adopted job as the policy sees it.
+//! - `weight`, `elastic`: what the owner's templates and spec allow of a CPU weight and
+//!   of a scale, and the weight and replicas the policy sees.
 //!
 //! It reads owners and pods; it must never create, patch or delete an owner, nor delete
-//! a pod (the acting is in `crate::act`, eviction only).
+//! a pod (the acting is in `crate::act`: eviction, an in-place resize, and an elastic
+//! PyTorchJob's scale through the owner's own `scale` subresource).
 
 mod caches;
+mod elastic;
 mod group;
 mod job;
 mod jobset;
@@ -31,9 +35,11 @@ mod pytorchjob;
 mod shape;
 mod trimmed;
 mod view;
+mod weight;
 
 pub use self::caches::Adoption;
 pub(crate) use self::group::{AdoptedJob, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub use self::trimmed::trim_pod;
+pub(crate) use self::weight::asked_millis;

@@ -33,7 +33,7 @@ pub(crate) enum Eviction {
 }
 
 impl Actor {
-    fn pods_of(&self, pod: &Pod) -> Api<Pod> {
+    pub(super) fn pods_of(&self, pod: &Pod) -> Api<Pod> {
         Api::namespaced(
             self.client.clone(),
             &pod.namespace().unwrap_or_else(|| "default".into()),

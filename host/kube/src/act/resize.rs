@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
-use kube::api::{Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use serde_json::json;
 
@@ -64,22 +64,16 @@ impl Actor {
                 ),
             });
         }
-        let millis = ((base as f64 * weight).round() as u64).max(1);
-        let patch = Patch::Strategic(
-            json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}),
-        );
+        let millis = weighted_millis(base, weight);
         let name = pod.name_any();
-        let api = self.pods(job);
-        let params = PatchParams::default();
-        let outcome = retry::with_backoff("resize", || {
-            self.guard.call(api.patch_resize(&name, &params, &patch))
-        })
-        .await;
         // The API server accepting a resize is not the kubelet applying it: the
         // condition is Unknown until the pod's status shows the new request (or says
         // the resize is deferred or infeasible; see [`Actor::report_resize`]).
-        let (status, condition_reason, message, refusal) = match outcome {
-            Ok(_) => (
+        let (status, condition_reason, message, refusal) = match self
+            .request_resize(&self.pods(job), &name, container, millis)
+            .await?
+        {
+            None => (
                 "Unknown",
                 "ResizeRequested",
                 format!(
@@ -87,18 +81,7 @@ impl Actor {
                 ),
                 None,
             ),
-            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => (
-                "False",
-                "ResizeRefused",
-                format!(
-                    "the cluster refused to resize pod {name} in place ({}): {}",
-                    s.code, s.message
-                ),
-                Some(Error::api(format!("resizing pod {name} in place"))(
-                    kube::Error::Api(s),
-                )),
-            ),
-            Err(error) => return Err(Error::api(format!("resizing pod {name}"))(error)),
+            Some((message, error)) => ("False", "ResizeRefused", message, Some(error)),
         };
         self.update_status(job, |s| {
             set_condition(s, CPU_WEIGHT_CONDITION, status, condition_reason, &message)
@@ -114,6 +97,40 @@ impl Actor {
         self.event(job, event_type, condition_reason, "SetCpuWeight", &note)
             .await;
         Ok(refusal)
+    }
+
+    /// Patches the `resize` subresource of pod `name` so that its container `container`
+    /// requests `millis` CPU: `Ok(None)` when the API server accepted it,
+    /// `Ok(Some((message, error)))` when it refused it (the resize is not possible on
+    /// this cluster or for this pod), an error for anything else.
+    pub(super) async fn request_resize(
+        &self,
+        api: &Api<Pod>,
+        name: &str,
+        container: &str,
+        millis: u64,
+    ) -> Result<Option<(String, Error)>> {
+        let patch = Patch::Strategic(
+            json!({"spec": {"containers": [{"name": container, "resources": {"requests": {"cpu": quantity::cpu_millis(millis)}}}]}}),
+        );
+        let params = PatchParams::default();
+        let outcome = retry::with_backoff("resize", || {
+            self.guard.call(api.patch_resize(name, &params, &patch))
+        })
+        .await;
+        match outcome {
+            Ok(_) => Ok(None),
+            Err(kube::Error::Api(s)) if matches!(s.code, 400 | 403 | 404 | 405 | 422) => {
+                let message = format!(
+                    "the cluster refused to resize pod {name} in place ({}): {}",
+                    s.code, s.message
+                );
+                let error =
+                    Error::api(format!("resizing pod {name} in place"))(kube::Error::Api(s));
+                Ok(Some((message, error)))
+            }
+            Err(error) => Err(Error::api(format!("resizing pod {name}"))(error)),
+        }
     }
 
     /// Brings the `CpuWeightApplied` condition of a job whose resize was requested up
@@ -174,4 +191,10 @@ impl Actor {
             .await;
         Ok(())
     }
+}
+
+/// The CPU request, millicores, that weight `weight` gives a container whose template
+/// requests `base`: at least 1m, so that a tiny weight never asks for no CPU at all.
+pub(super) fn weighted_millis(base: u64, weight: f64) -> u64 {
+    ((base as f64 * weight).round() as u64).max(1)
 }

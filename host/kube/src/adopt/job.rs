@@ -8,7 +8,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
+use super::elastic;
 use super::shape::{self, Shape};
+use super::weight;
 
 /// Label and annotation of an indexed Job's pod: its completion index.
 pub(crate) const COMPLETION_INDEX: &str = "batch.kubernetes.io/job-completion-index";
@@ -44,6 +46,13 @@ pub(crate) fn shape(job: &Job) -> Shape {
             &["Complete", "Failed", "FailureTarget", "SuccessCriteriaMet"],
         ),
         created: shape::created(&job.metadata),
+        cpu: spec
+            .and_then(|s| serde_json::to_value(&s.template).ok())
+            .and_then(|t| weight::template_cpu(&t, None))
+            .map(|cpu| (ROLE.to_string(), cpu))
+            .into_iter()
+            .collect(),
+        scaling: elastic::fixed("Job"),
     }
 }
 
@@ -68,11 +77,14 @@ pub(crate) fn completion_index(pod: &Pod) -> Option<&str> {
 }
 
 /// Keeps of a Job what [`shape`] reads: its identity, and of its spec and status only
-/// the counts, the failure policy and the conditions' types and statuses.
+/// the counts, the failure policy, the template's CPU requests and the conditions'
+/// types and statuses.
 pub(crate) fn trim(job: &mut Job) {
     shape::trim_meta(&mut job.metadata);
     if let Some(spec) = job.spec.as_mut() {
-        spec.template = Default::default();
+        let template = serde_json::to_value(&spec.template).unwrap_or_default();
+        spec.template =
+            serde_json::from_value(weight::trim_template(&template)).unwrap_or_default();
         spec.selector = None;
     }
     if let Some(status) = job.status.take() {

@@ -12,8 +12,8 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 
-use super::job;
 use super::shape::{self, MAX_GANG, Shape};
+use super::{elastic, job, weight};
 
 /// Label on a JobSet's pods: the JobSet's name.
 pub(crate) const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
@@ -64,6 +64,14 @@ pub(crate) fn shape(jobset: &DynamicObject) -> Shape {
             .is_some_and(|s| !s.is_empty())
             || shape::has_condition(&status["conditions"], &["Completed", "Failed"]),
         created: shape::created(&jobset.metadata),
+        cpu: replicated
+            .iter()
+            .filter_map(|r| {
+                let cpu = weight::template_cpu(&r["template"]["spec"]["template"], None)?;
+                Some((r["name"].as_str()?.to_string(), cpu))
+            })
+            .collect(),
+        scaling: elastic::fixed("JobSet"),
     }
 }
 
@@ -91,7 +99,8 @@ pub(crate) fn trim(jobset: &mut DynamicObject) {
             let spec = &r["template"]["spec"];
             json!({"name": r["name"], "replicas": r["replicas"], "template": {"spec": {
                 "parallelism": spec["parallelism"], "completions": spec["completions"],
-                "podFailurePolicy": spec["podFailurePolicy"]}}})
+                "podFailurePolicy": spec["podFailurePolicy"],
+                "template": weight::trim_template(&spec["template"])}}})
         })
         .collect();
     let status = &data["status"];

@@ -2,8 +2,9 @@
 //! type is a role (`master`, `worker`, lowercase as the operator labels them), each pod
 //! a task named by its role and replica index; the gang is the sum of the replica
 //! specs' `replicas`. An evicted pod is recreated when every replica spec's
-//! `restartPolicy` is `OnFailure`, `ExitCode` or `Always`. Elastic bounds
-//! (`elasticPolicy`) are not offered to the policy: the replicas are fixed. Label keys
+//! `restartPolicy` is `OnFailure`, `ExitCode` or `Always`. An `elasticPolicy` makes its
+//! workers scalable ([`super::elastic`]); the CPU weight resizes the `pytorch`
+//! container. Label keys
 //! from the training operator (`training.kubeflow.org/*`). It reads PyTorchJobs and
 //! their pods; it must not write either.
 
@@ -12,11 +13,16 @@ use kube::api::DynamicObject;
 use serde_json::{Map, Value, json};
 
 use super::shape::{self, MAX_GANG, Shape};
+use super::{elastic, weight};
 
 /// Label on the operator's pods: the replica type, lowercase (the role).
 pub(crate) const REPLICA_TYPE_LABEL: &str = "training.kubeflow.org/replica-type";
 /// Label on the operator's pods: the replica's index within its type.
 pub(crate) const REPLICA_INDEX_LABEL: &str = "training.kubeflow.org/replica-index";
+
+/// The container the training operator runs the training in (its default container
+/// name): the one a CPU weight resizes.
+const TRAINING_CONTAINER: &str = "pytorch";
 
 /// Restart policies under which the operator makes a new pod for one that was evicted.
 const RECREATING: [&str; 3] = ["OnFailure", "ExitCode", "Always"];
@@ -37,12 +43,22 @@ pub(crate) fn shape(job: &DynamicObject) -> Shape {
         gang,
         checkpointable: !specs.is_empty()
             && specs.iter().all(|s| {
-                s["restartPolicy"]
-                    .as_str()
-                    .is_some_and(|p| RECREATING.contains(&p))
+                // The operator defaults a replica spec's policy to `OnFailure` when it
+                // reconciles; the stored object may leave it out.
+                RECREATING.contains(&s["restartPolicy"].as_str().unwrap_or("OnFailure"))
             }),
         finished: shape::has_condition(&data["status"]["conditions"], &["Succeeded", "Failed"]),
         created: shape::created(&job.metadata),
+        cpu: data["spec"]["pytorchReplicaSpecs"]
+            .as_object()
+            .into_iter()
+            .flatten()
+            .filter_map(|(kind, s)| {
+                let cpu = weight::template_cpu(&s["template"], Some(TRAINING_CONTAINER))?;
+                Some((kind.to_ascii_lowercase(), cpu))
+            })
+            .collect(),
+        scaling: elastic::pytorchjob_scaling(data, job.metadata.resource_version.as_ref()),
     }
 }
 
@@ -68,7 +84,8 @@ pub(crate) fn trim(job: &mut DynamicObject) {
         .map(|(k, s)| {
             (
                 k.clone(),
-                json!({"replicas": s["replicas"], "restartPolicy": s["restartPolicy"]}),
+                json!({"replicas": s["replicas"], "restartPolicy": s["restartPolicy"],
+                    "template": weight::trim_template(&s["template"])}),
             )
         })
         .collect();
@@ -78,8 +95,9 @@ pub(crate) fn trim(job: &mut DynamicObject) {
         .flatten()
         .map(|c| json!({"type": c["type"], "status": c["status"]}))
         .collect();
-    job.data =
-        json!({"spec": {"pytorchReplicaSpecs": specs}, "status": {"conditions": conditions}});
+    let policy = elastic::trim_policy(&data["spec"]["elasticPolicy"]);
+    job.data = json!({"spec": {"pytorchReplicaSpecs": specs, "elasticPolicy": policy},
+        "status": {"conditions": conditions}});
 }
 
 #[cfg(test)]
@@ -101,6 +119,15 @@ mod tests {
         assert_eq!(s.gang, 5);
         assert!(s.checkpointable);
         assert!(!shape(&pytorchjob("Never", "OnFailure", 4)).checkpointable);
+        let mut defaulted = pytorchjob("OnFailure", "OnFailure", 4);
+        defaulted.data["spec"]["pytorchReplicaSpecs"]["Worker"]
+            .as_object_mut()
+            .unwrap()
+            .remove("restartPolicy");
+        assert!(
+            shape(&defaulted).checkpointable,
+            "left out, the operator's default OnFailure"
+        );
         let mut trimmed = pytorchjob("OnFailure", "ExitCode", 4);
         trim(&mut trimmed);
         assert_eq!(shape(&trimmed), s);

@@ -1,8 +1,11 @@
 //! What an owner's spec and status say about the policy job made of its pods
 //! ([`Shape`]): how many pods make the gang, whether the owner recreates an evicted pod
-//! without failing (so the policy may preempt or move it), whether it has finished. The
+//! without failing (so the policy may preempt or move it), whether it has finished,
+//! each role's CPU request (a weight's base) and whether it may be scaled. The
 //! per-kind readers are in the sibling modules; this one holds what they share. It reads
 //! owners; it must not write one.
+
+use std::collections::BTreeMap;
 
 use kube::api::ObjectMeta;
 use serde_json::Value;
@@ -22,6 +25,39 @@ pub(crate) struct Shape {
     pub(crate) finished: bool,
     /// When the owner was created, Unix seconds (the job's submission time).
     pub(crate) created: f64,
+    /// Per role, what its pod template says about its training container's CPU (roles
+    /// whose template has no container are absent).
+    pub(crate) cpu: BTreeMap<String, TemplateCpu>,
+    /// The bounds the policy may scale it within, or why its replicas are fixed.
+    pub(crate) scaling: Result<Elastic, String>,
+}
+
+/// What a role's pod template says about resizing its training container's CPU.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct TemplateCpu {
+    /// The container resized: the one named as the owner's operator names its training
+    /// container (a PyTorchJob's `pytorch`), else the first.
+    pub(crate) container: String,
+    /// Its CPU request in the template, millicores; 0 when it requests none.
+    pub(crate) millis: u64,
+    /// Its `resizePolicy` for `cpu` is `RestartContainer`: the kubelet would restart
+    /// the training process to resize it.
+    pub(crate) restarts: bool,
+}
+
+/// The replica bounds an elastic owner lets the policy move its scalable role within
+/// (`super::elastic` reads them).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Elastic {
+    /// The replicas the owner's spec asks for now.
+    pub(crate) replicas: u32,
+    /// `elasticPolicy.minReplicas`, at least 1: the first worker hosts the rendezvous.
+    pub(crate) min: u32,
+    /// `elasticPolicy.maxReplicas`.
+    pub(crate) max: u32,
+    /// The owner's resourceVersion these were read at: a scale is written only onto
+    /// the owner as it was read.
+    pub(crate) resource_version: Option<String>,
 }
 
 /// A count read from an owner's JSON (`replicas`, `parallelism`): `default` when

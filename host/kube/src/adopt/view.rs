@@ -1,9 +1,10 @@
 //! An adopted job as the policy sees it: one task per live pod, placed where the pod is
 //! bound or pinned; its gang placeable only once the owner has made every member (until
 //! then the job waits and its gated tasks are not placeable); `Restarting` from the
-//! checkpoint request until the evicted pods are gone; its replica bounds fixed at what
-//! runs. It builds the view; it must not read the caches or the cluster (the snapshot
-//! hands it the job, its eligibility sets and its loss series).
+//! checkpoint request until the evicted pods are gone; its CPU weight and replica
+//! bounds as `weight` and `elastic` read them. It builds the view; it must not read the
+//! caches or the cluster (the snapshot hands it the job, its eligibility sets and its
+//! loss series).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,6 +15,7 @@ use switchyard_core as model;
 use switchyard_core::{JobPhase, TaskPhase};
 
 use super::group::AdoptedJob;
+use super::{elastic, weight};
 use crate::pods::{held_by_placement_gate, placed_node, pod_requests};
 use crate::usage::Usage;
 use crate::{CHECKPOINT_ANNOTATION, QUEUE_LABEL};
@@ -70,7 +72,7 @@ impl AdoptedJob {
                     node: node.filter(|_| !restarting && !stopping(pod)),
                     phase,
                     requests: pod_requests(pod),
-                    cpu_weight: 1.0,
+                    cpu_weight: weight::cpu_weight(&self.shape, &m.role, pod),
                     usage: usage.and_then(|u| {
                         u.pods
                             .get(&(pod.namespace().unwrap_or_default(), pod.name_any()))
@@ -87,16 +89,6 @@ impl AdoptedJob {
         } else {
             JobPhase::Waiting
         };
-        // The replicas are what the owner's spec fixes: the largest role, at its size.
-        let mut roles: BTreeMap<&str, u32> = BTreeMap::new();
-        for m in &self.members {
-            *roles.entry(m.role.as_str()).or_default() += 1;
-        }
-        let (role, current) = roles
-            .iter()
-            .max_by(|a, b| a.1.cmp(b.1).then_with(|| b.0.cmp(a.0)))
-            .map(|(r, n)| (r.to_string(), *n))
-            .unwrap_or_default();
         let start = self
             .members
             .iter()
@@ -126,12 +118,7 @@ impl AdoptedJob {
             priority,
             utility: 1.0,
             tasks: tasks.into(),
-            replicas: model::Replicas {
-                role,
-                current,
-                min: current,
-                max: current,
-            },
+            replicas: elastic::replicas(&self.shape, self.members.iter().map(|m| m.role.as_str())),
             loss: loss.into(),
             metric_rises: false,
             moves: Arc::from(Vec::new()),

@@ -172,12 +172,11 @@ impl KubeCluster {
                 )
             }
             Operation::Wait { .. } | Operation::Place { .. } => Ok(()),
-            Operation::SetCpuWeight { .. } | Operation::Scale { .. } => {
-                Err(Error::Unsupported(format!(
-                    "{} is not offered for adopted job {id}: its replicas are fixed by its {} and its CPU weight is not resized",
-                    action.op.name(),
-                    job.kind.kind()
-                )))
+            Operation::SetCpuWeight { task, weight, .. } => {
+                self.set_adopted_cpu_weight(&job, &owner, task, *weight, reason)
+            }
+            Operation::Scale { replicas, .. } => {
+                self.scale_adopted(&job, &owner, *replicas, reason)
             }
         }
     }
@@ -219,6 +218,7 @@ impl KubeCluster {
         self.tell_unadoptable(&grouped.unadoptable);
         self.evict_due(&grouped.jobs);
         self.follow_adopted_logs(&grouped.jobs);
+        self.follow_adopted_resizes(&grouped.jobs);
         triggers
     }
 

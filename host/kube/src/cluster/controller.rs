@@ -66,6 +66,8 @@ pub struct KubeCluster {
     pub(super) adopted_placeable: HashSet<String>,
     /// Gated pods (UIDs) told by an Event that no enabled kind owns them.
     pub(super) told_not_enabled: HashSet<String>,
+    /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
+    pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
 }
 
 impl KubeCluster {
@@ -102,6 +104,7 @@ impl KubeCluster {
             known_adopted: HashSet::new(),
             adopted_placeable: HashSet::new(),
             told_not_enabled: HashSet::new(),
+            adopted_resizes: Default::default(),
         }
     }
 

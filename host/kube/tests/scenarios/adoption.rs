@@ -19,7 +19,7 @@ use crate::support::owners::*;
 use crate::support::world::{World, blocking};
 
 /// One round of the built-in default policy through the control loop.
-fn round(cluster: &mut KubeCluster) -> DecisionRecord {
+pub(crate) fn round(cluster: &mut KubeCluster) -> DecisionRecord {
     let slot = default_policy(&runtime());
     let mut control = ControlLoop::new(slot.clone(), slot, 0);
     let Step::Round { triggers, .. } = control.wait_for_round(cluster) else {
@@ -29,7 +29,7 @@ fn round(cluster: &mut KubeCluster) -> DecisionRecord {
 }
 
 /// The job `id` as the next snapshot shows it.
-fn view(cluster: &mut KubeCluster, id: &str) -> Option<switchyard_core::Job> {
+pub(crate) fn view(cluster: &mut KubeCluster, id: &str) -> Option<switchyard_core::Job> {
     let snapshot = cluster.snapshot(Vec::new());
     snapshot
         .jobs
