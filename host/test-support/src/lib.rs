@@ -13,7 +13,7 @@
 //!   (`captured_logs`);
 //! - `guests`: the built components of the test guests in `tests/guests/` ([`guest`]);
 //! - `runtimes` (feature `runtime`): the default sandbox with a deadline the test
-//!   chooses ([`runtime_with_deadline`]), or a generous one ([`generous_runtime`]);
+//!   chooses (`runtime_with_deadline`), or a generous one (`generous_runtime`);
 //! - `offline` (feature `offline`): a policy slot and a simulator from workload YAML;
 //! - `live` (feature `live`): the live controller on the simulator behind an ephemeral
 //!   loopback port, and a client for it (`start_live`);

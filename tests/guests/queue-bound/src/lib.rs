@@ -1,4 +1,4 @@
-//! A policy that cannot decide on a long queue: shown more than [`ANSWERS_UP_TO`]
+//! A policy that cannot decide on a long queue: shown more than `ANSWERS_UP_TO`
 //! waiting jobs it works until the host stops it, and shown fewer it places the waiting
 //! jobs first fit, oldest first, at once. The loop's queue window
 //! (`host/control/src/window.rs`) must keep it, and a fallback like it, placing jobs
