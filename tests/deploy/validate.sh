@@ -8,7 +8,9 @@
 # example with one field of the wrong type, and one with an unknown field, must be
 # refused. deploy/ is rendered with each integration component of deploy/integrations/
 # (kustomize.py; compared with `kubectl kustomize` where kubectl is installed), validated,
-# and checked for what the component may change (check_integrations.py).
+# and checked for what the component may change (check_integrations.py); the same for
+# the pod webhook's component deploy/webhook/ (check_webhook.py), whose cert-manager
+# objects are checked against cert-manager's CRDs in tests/crds/cert-manager/.
 # install_steps.py follows the README's install steps in order against the manifests.
 # deploy/monitoring/: the ServiceMonitor and PrometheusRule against the Prometheus
 # Operator's CRD schemas (npm), the alert rules and every dashboard query through
@@ -153,6 +155,28 @@ echo "INFO kustomize.py rendered ${#components[@]} components; compared with kub
 # Every component's objects are in all.yaml.
 "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$work/all.yaml"
 "$VENV/bin/python" tests/deploy/check_integrations.py "$work/base.yaml" "${integrations[@]}" "$work/all.yaml"
+# deploy/webhook/: the pod webhook's component on deploy/, alone and beside every
+# integration, rendered and validated (the built-in kinds against the official schemas,
+# cert-manager's Issuer and Certificate against its published CRDs in
+# tests/crds/cert-manager/), and checked for what it changes and how its pieces name
+# each other (check_webhook.py).
+render "../../../deploy/webhook" "$work/webhook.yaml"
+render "$(IFS=,; echo "${components[*]},../../../deploy/webhook")" "$work/all-webhook.yaml"
+for rendered in "$work/webhook.yaml" "$work/all-webhook.yaml"; do
+    "$VENV/bin/python" - "$rendered" "$work/builtin.yaml" "$work/cert-manager.yaml" <<'PY'
+import sys, yaml
+with open(sys.argv[1]) as f:
+    docs = [d for d in yaml.safe_load_all(f) if d]
+cert_manager = [d for d in docs if d["apiVersion"].startswith("cert-manager.io/")]
+yaml.safe_dump_all([d for d in docs if d not in cert_manager], open(sys.argv[2], "w"))
+yaml.safe_dump_all(cert_manager, open(sys.argv[3], "w"))
+PY
+    "$VENV/bin/kubernetes-validate" --strict --kubernetes-version "$K8S_VERSION" "$work/builtin.yaml"
+    for crd in tests/crds/cert-manager/cert-manager.io_issuers.yaml tests/crds/cert-manager/cert-manager.io_certificates.yaml; do
+        "$VENV/bin/python" tests/deploy/validate_crs.py "$crd" "$work/cert-manager.yaml"
+    done
+done
+"$VENV/bin/python" tests/deploy/check_webhook.py "$work/base.yaml" "$work/webhook.yaml"
 # `switchyard sweep --emit-job`: the Indexed Job (and its workloads' ConfigMap) a sweep
 # runs as, generated from the Rust types by the command itself.
 sweep_job="$(mktemp --suffix=.yaml)"

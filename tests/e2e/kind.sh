@@ -21,6 +21,9 @@
 #      completes, and switchyard never wrote it;
 #   8. when the Kubeflow training operator's CRD is in the cluster, a PyTorchJob adopted
 #      the same way (examples/adopt-pytorchjob.yaml, the `pytorchjob` integration).
+#   9. with E2E_WEBHOOK=1, the pod webhook (deploy/webhook/, after cert-manager): the
+#      indexed Job of step 7 again with the label alone, its pods gated by the webhook
+#      and adopted; a pod of another queue is created ungated.
 #
 # It needs Docker, kind (or k3d with E2E_K3D=1), kubectl, curl and jq, and so it cannot
 # run where there is no container engine (CI runs only `shellcheck` on it). Steps 7 and 8
@@ -32,6 +35,8 @@
 #                                               # first, so that step 8 runs
 #   E2E_PORT=18080 tests/e2e/kind.sh  # the API's local port (default: a free one that
 #                                     # kubectl port-forward picks)
+#   E2E_WEBHOOK=1 tests/e2e/kind.sh   # installs cert-manager (v1.21.1) first, so that
+#                                     # step 9 runs
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 
@@ -340,6 +345,28 @@ if [ "$with_pytorchjob" = 1 ]; then
         training.kubeflow.org/job-name=adopt-pytorchjob 5 Succeeded
 else
     echo "skipped: no PyTorchJob CRD in the cluster (E2E_TRAINING_OPERATOR=1 installs the training operator)"
+fi
+
+step "9. the pod webhook: the label alone adopts a Job"
+if [ "${E2E_WEBHOOK:-0}" = 1 ]; then
+    kubectl apply -f https://github.com/cert-manager/cert-manager/releases/download/v1.21.1/cert-manager.yaml
+    kubectl wait -n cert-manager --for=condition=Available deployment --all --timeout=300s
+    sed -i "s|^components: \[\(.*\)\]$|components: [\1, ../deploy/webhook]|" "$overlay/kustomization.yaml"
+    kubectl apply -k "$overlay"
+    kubectl wait -n "$NS" --for=condition=Ready certificate/switchyard-webhook --timeout=180s
+    kubectl rollout status -n "$NS" deployment/switchyard --timeout=180s
+    within 120 one_ready_leader || fail "no replica of the controller with the webhook leads"
+    kubectl delete job adopt-job -n "$ADOPT_NS" --cascade=foreground --wait=true
+    label_only="$overlay/adopt-job-label-only.yaml"
+    sed '/schedulingGates: \[{name: switchyard.dev\/placement}\]/d' examples/adopt-job.yaml >"$label_only"
+    if grep -q schedulingGates "$label_only"; then fail "the gate is still in $label_only"; fi
+    run_adopted "$label_only" job/adopt-job batch.kubernetes.io/job-name=adopt-job 8 Complete
+    kubectl run other-queue -n "$ADOPT_NS" --image=busybox:1.36 --restart=Never \
+        --labels=switchyard.dev/queue=elsewhere -- true
+    [ "$(kubectl get pod other-queue -n "$ADOPT_NS" -o jsonpath='{.spec.schedulingGates}')" = "" ] \
+        || fail "the webhook gated a pod of another queue"
+else
+    echo "skipped: E2E_WEBHOOK=1 installs cert-manager and the webhook"
 fi
 
 step "passed"

@@ -2,8 +2,8 @@
 //! reflectors, the metrics poller and the leader election, start the live controller
 //! ([`Controller`], the same one the simulator runs under) over [`KubeCluster`] with its
 //! state and uploads kept in ConfigMaps, follow the policies directory, serve the HTTP
-//! API (which also answers the probes), and stop everything when the shutdown future
-//! resolves (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the
+//! API (which also answers the probes) and, when configured, the pod webhook on every
+//! replica, and stop everything when the shutdown future resolves (SIGTERM/SIGINT in `main`; anything in tests). It wires; the pieces do the
 //! work.
 
 use std::net::SocketAddr;
@@ -24,6 +24,7 @@ use switchyard_kube::{
 use crate::api::{self, ApiConfig};
 use crate::live::{Controller, LiveConfig};
 use crate::policy_dir::{self, PolicyDir};
+use crate::webhook::{Webhook, WebhookConfig};
 use switchyard_control::Leader;
 use switchyard_runtime::Runtime;
 
@@ -53,6 +54,9 @@ pub enum InClusterError {
     /// The policies directory cannot be followed.
     #[error(transparent)]
     PolicyDir(crate::policy_dir::PolicyDirError),
+    /// The pod webhook could not start (its certificate, its port).
+    #[error(transparent)]
+    Webhook(crate::webhook::WebhookError),
     /// Serving the API failed.
     #[error("serving the API: {0}")]
     Serve(#[source] std::io::Error),
@@ -69,6 +73,7 @@ impl InClusterError {
             InClusterError::LoopPanicked(_) => "loop_panicked",
             InClusterError::Live(_) => "live",
             InClusterError::PolicyDir(_) => "policy_dir",
+            InClusterError::Webhook(error) => error.metric_label(),
             InClusterError::Serve(_) => "serve",
             InClusterError::LostLeadership => "lost_leadership",
         }
@@ -110,6 +115,8 @@ pub struct InClusterOptions {
     pub live: LiveConfig,
     /// The API's settings.
     pub api: ApiConfig,
+    /// The pod webhook's, when it is served.
+    pub webhook: Option<WebhookConfig>,
 }
 
 /// Runs the live controller against the cluster behind `client`, policies compiled by
@@ -126,6 +133,21 @@ pub async fn run_in_cluster(
             addr: options.listen,
             source,
         })?;
+    // The webhook needs nothing of the cluster: it answers from the start, on every
+    // replica, until the API stops.
+    let (webhook_stop, webhook_stopping) = tokio::sync::oneshot::channel::<()>();
+    let webhook = match &options.webhook {
+        Some(config) => {
+            let webhook = Webhook::bind(config)
+                .await
+                .map_err(InClusterError::Webhook)?;
+            tracing::info!(addr = %config.listen, queue = config.queue, "serving the pod webhook");
+            Some(tokio::spawn(webhook.serve(async move {
+                let _ = webhook_stopping.await;
+            })))
+        }
+        None => None,
+    };
     let (caches, drivers) = Caches::start(&client);
     let (adoption, adopting) = switchyard_kube::Adoption::start(
         &client,
@@ -285,6 +307,14 @@ pub async fn run_in_cluster(
     )
     .await;
     tracing::info!("shutting down");
+    drop(webhook_stop);
+    if let Some(webhook) = webhook {
+        match webhook.await {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "serving the pod webhook"),
+            Err(error) => tracing::warn!(%error, "the pod webhook stopped abnormally"),
+        }
+    }
     // Stop deciding first, then stop acting, then hand the Lease over.
     tokio::task::spawn_blocking(move || {
         driver.shutdown();

@@ -15,7 +15,9 @@
 //! - `in_cluster`: the live controller wired to the Kubernetes backend
 //!   ([`run_in_cluster`], behind `switchyard run --cluster kube`);
 //! - `client`: a client of a running controller's HTTP API ([`Client`], behind
-//!   `switchyard ctl`).
+//!   `switchyard ctl`);
+//! - `webhook`: the optional mutating admission webhook that gates the pods of the
+//!   controller's queue at creation ([`Webhook`], over HTTPS on its own port).
 //!
 //! It decides nothing itself (the control loop and the policies do) and holds no
 //! command-line parsing: the `switchyard` crate turns flags into the options here.
@@ -26,6 +28,7 @@ mod in_cluster;
 mod live;
 mod metrics;
 mod policy_dir;
+mod webhook;
 
 pub use api::{
     ApiConfig, ApiError, DEFAULT_MAX_UPLOAD_BYTES, HttpLimits, MAX_TOKEN_FILE_BYTES, Token,
@@ -35,3 +38,7 @@ pub use client::{Body, Client, ClientError};
 pub use in_cluster::{InClusterError, InClusterOptions, run_in_cluster};
 pub use live::{Controller, DriverHandle, LiveConfig, LiveError, RegistryAccess};
 pub use policy_dir::{DirWatcher, PolicyDir, PolicyDirError, ScanReport, watch_policy_dir};
+pub use webhook::{
+    CertReloads, DEFAULT_WEBHOOK_PORT, MAX_REVIEW_BYTES, REVIEW_PATH, Webhook, WebhookConfig,
+    WebhookError,
+};

@@ -3,11 +3,12 @@
 //! `switchyard_kube`.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use switchyard_controller::{InClusterOptions, run_in_cluster};
+use switchyard_controller::{InClusterOptions, WebhookConfig, run_in_cluster};
 use switchyard_kube::{DEFAULT_CONTROLLER_CLASS, DEFAULT_QUEUE, Integration, STATE_CONFIGMAP};
 
 use super::SandboxArgs;
@@ -65,8 +66,29 @@ pub(super) struct RunArgs {
     /// that serves it.
     #[arg(long, default_value = DEFAULT_QUEUE, value_parser = parse_queue)]
     pub queue: String,
+    /// Serve the pod webhook over HTTPS with the certificate in DIR (tls.crt and
+    /// tls.key, as cert-manager writes them into a Secret; read again when they change).
+    /// It adds the scheduling gate switchyard.dev/placement to the pods created with the
+    /// label switchyard.dev/queue naming --queue, so the label alone adopts a job
+    /// (deploy/webhook/). Every replica serves it. Default: no webhook.
+    #[arg(long, value_name = "DIR")]
+    pub webhook_cert_dir: Option<PathBuf>,
+    /// The webhook's port, on the address of --listen.
+    #[arg(long, default_value_t = switchyard_controller::DEFAULT_WEBHOOK_PORT, value_name = "PORT", requires = "webhook_cert_dir")]
+    pub webhook_port: u16,
     #[command(flatten)]
     pub live: LiveArgs,
+}
+
+impl RunArgs {
+    /// The webhook's settings, when --webhook-cert-dir is given.
+    fn webhook(&self) -> Option<WebhookConfig> {
+        self.webhook_cert_dir.as_ref().map(|dir| WebhookConfig {
+            listen: SocketAddr::new(self.listen.ip(), self.webhook_port),
+            cert_dir: dir.clone(),
+            queue: self.queue.clone(),
+        })
+    }
 }
 
 /// A `--queue`, checked to be a label value.
@@ -103,6 +125,7 @@ pub(super) fn run(args: RunArgs, sandbox: &SandboxArgs) -> anyhow::Result<ExitCo
         live: args.live.config(0, "kube", sandbox)?,
         // An optional Secret that was not created leaves the API read-only.
         api: args.live.api(true)?,
+        webhook: args.webhook(),
     };
     let runtime = sandbox.runtime()?;
     let tokio = tokio::runtime::Runtime::new().context("starting the async runtime")?;
@@ -152,6 +175,18 @@ mod tests {
             error.contains("unknown integration `tfjob`: accepted are job, jobset, pytorchjob"),
             "{error}"
         );
+    }
+
+    #[test]
+    fn the_webhook_is_off_unless_its_certificate_directory_is_given_and_serves_beside_the_api() {
+        assert!(parse(&[]).unwrap().webhook().is_none());
+        let on = parse(&["--webhook-cert-dir", "/certs", "--listen", "[::]:8080"]).unwrap();
+        let config = on.webhook().unwrap();
+        assert_eq!(config.listen, "[::]:9443".parse().unwrap());
+        assert_eq!(config.cert_dir, std::path::Path::new("/certs"));
+        assert_eq!(config.queue, "default");
+        let error = parse(&["--webhook-port", "8443"]).unwrap_err();
+        assert!(error.contains("--webhook-cert-dir"), "{error}");
     }
 
     #[test]

@@ -292,6 +292,8 @@ fn run_help_lists_both_clusters_flags_and_the_log_variable_and_run_without_a_clu
         "--cluster kube",
         "--integrations <KINDS>",
         "--queue <QUEUE>",
+        "--webhook-cert-dir <DIR>",
+        "--webhook-port <PORT>",
         "--speed",
         "SWITCHYARD_LOG",
     ] {
