@@ -8,7 +8,11 @@
 //! guests stay in `<target>/guests/wasm32-wasip2/guest/`, where the tests of every host
 //! crate find them (`host/test-support/src/guests.rs`).
 
-use std::{env, path::PathBuf, process::Command};
+use std::{
+    env,
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 /// Shipped policies are the crates `policies/<name>` for each name listed under
 /// `[workspace.metadata.switchyard] builtin-policies` in the workspace manifest, so a
@@ -58,7 +62,8 @@ fn main() {
     }
     let test_guests = guest_crates(&workspace.join(TEST_GUEST_DIR));
 
-    ensure_guest_target();
+    let sysroot = rustc_sysroot();
+    ensure_guest_target(sysroot.as_deref());
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(&workspace)
@@ -88,6 +93,10 @@ fn main() {
     ] {
         cmd.env_remove(var);
     }
+    cmd.env(
+        "CARGO_ENCODED_RUSTFLAGS",
+        remap_flags(&workspace, sysroot.as_deref()).join("\x1f"),
+    );
     let status = cmd
         .status()
         .expect("cannot run cargo to build the policy components");
@@ -123,17 +132,59 @@ fn main() {
     std::fs::write(out_dir.join("builtin_policies.rs"), table).unwrap();
 }
 
-/// rustup installs the targets `rust-toolchain.toml` lists only when it installs the
-/// toolchain itself; a machine that already had the pinned toolchain lacks the target.
-/// Adding it here keeps a fresh clone a one-command build either way.
-fn ensure_guest_target() {
+/// The `--remap-path-prefix` flags that keep this machine's paths out of the components:
+/// panic messages name the source files of the guests and of their dependencies, which
+/// live under the cargo home (the registry's sources), the toolchain (the standard
+/// library's sources, when rust-src is installed) and the workspace. Remapped to fixed
+/// names, the same sources give the same bytes wherever they are checked out, so a
+/// golden trace can pin the digest of the component that made it. rustc applies the
+/// last flag that matches, so the workspace (which may hold the cargo home or a target
+/// directory) comes after the broader prefixes.
+fn remap_flags(workspace: &Path, sysroot: Option<&Path>) -> Vec<String> {
+    let mut prefixes: Vec<(PathBuf, &str)> = Vec::new();
+    if let Some(home) = cargo_home() {
+        prefixes.push((home, "/cargo"));
+    }
+    if let Some(sysroot) = sysroot {
+        prefixes.push((sysroot.to_path_buf(), "/toolchain"));
+    }
+    prefixes.push((workspace.to_path_buf(), "/switchyard"));
+    prefixes
+        .into_iter()
+        .flat_map(|(from, to)| {
+            // The path as given and as resolved (a symlinked home or checkout): rustc
+            // matches text, and either form may reach it.
+            let resolved = from.canonicalize().ok().filter(|r| r != &from);
+            [Some(from), resolved]
+                .into_iter()
+                .flatten()
+                .map(move |from| format!("--remap-path-prefix={}={to}", from.display()))
+        })
+        .collect()
+}
+
+/// Where cargo keeps the registry's sources: `CARGO_HOME`, else `~/.cargo`.
+fn cargo_home() -> Option<PathBuf> {
+    env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|home| Path::new(&home).join(".cargo")))
+}
+
+/// The toolchain's root (`rustc --print sysroot`), none when rustc cannot say.
+fn rustc_sysroot() -> Option<PathBuf> {
     let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let sysroot = Command::new(&rustc)
+    Command::new(&rustc)
         .args(["--print", "sysroot"])
         .output()
         .ok()
         .filter(|o| o.status.success())
-        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()))
+}
+
+/// rustup installs the targets `rust-toolchain.toml` lists only when it installs the
+/// toolchain itself; a machine that already had the pinned toolchain lacks the target.
+/// Adding it here keeps a fresh clone a one-command build either way.
+fn ensure_guest_target(sysroot: Option<&Path>) {
     let installed = sysroot.is_some_and(|root| root.join("lib/rustlib").join(TARGET).is_dir());
     if installed {
         return;
@@ -158,7 +209,7 @@ struct Guest {
 
 /// Crates directly under `dir`, sorted by folder name, with the package name read from
 /// their manifest.
-fn guest_crates(dir: &std::path::Path) -> Vec<Guest> {
+fn guest_crates(dir: &Path) -> Vec<Guest> {
     let mut guests: Vec<Guest> = std::fs::read_dir(dir)
         .unwrap_or_else(|e| panic!("cannot list {}: {e}", dir.display()))
         .filter_map(Result::ok)
@@ -178,7 +229,7 @@ fn guest_crates(dir: &std::path::Path) -> Vec<Guest> {
 }
 
 /// The names under `[workspace.metadata.switchyard] builtin-policies`.
-fn builtin_policy_names(manifest: &std::path::Path) -> Vec<String> {
+fn builtin_policy_names(manifest: &Path) -> Vec<String> {
     let text = std::fs::read_to_string(manifest).expect("workspace Cargo.toml is readable");
     let doc: toml::Table = text.parse().expect("workspace Cargo.toml is valid TOML");
     doc.get("workspace")

@@ -33,6 +33,8 @@
 #   E2E_KEEP=1 tests/e2e/kind.sh      # leaves the cluster and the install for a look
 #   E2E_TRAINING_OPERATOR=1 tests/e2e/kind.sh   # installs the training operator (v1.9.0)
 #                                               # first, so that step 8 runs
+#   E2E_PORT=18080 tests/e2e/kind.sh  # the API's local port (default: a free one that
+#                                     # kubectl port-forward picks)
 #   E2E_WEBHOOK=1 tests/e2e/kind.sh   # installs cert-manager (v1.21.1) first, so that
 #                                     # step 9 runs
 set -euo pipefail
@@ -44,7 +46,9 @@ NS=switchyard
 JOB_NS=switchyard-e2e
 # The namespace the adoption examples name.
 ADOPT_NS=ml
-PORT="${E2E_PORT:-18080}"
+# The API's local port: E2E_PORT, or the free port `kubectl port-forward :80` took (read
+# from its output, see api_forward), so two runs on one machine do not collide.
+PORT=""
 
 step() { printf '\n==> %s\n' "$*"; }
 fail() { printf 'FAILED: %s\n' "$*" >&2; exit 1; }
@@ -58,9 +62,11 @@ else
 fi
 
 forward_pid=""
+forward_log=$(mktemp)
 overlay=""
 cleanup() {
     if [ -n "$forward_pid" ]; then kill "$forward_pid" 2>/dev/null || true; fi
+    rm -f "$forward_log"
     if [ "${E2E_KEEP:-0}" != 1 ]; then
         step "uninstall"
         kubectl delete namespace "$JOB_NS" "$ADOPT_NS" --ignore-not-found --wait=false || true
@@ -85,11 +91,19 @@ within() {
     done
 }
 
+# Sets PORT to the local port of the running forward, once kubectl has said which
+# ("Forwarding from 127.0.0.1:PORT -> 80").
+forwarded_port() {
+    PORT=$(sed -n 's/^Forwarding from 127\.0\.0\.1:\([0-9][0-9]*\) -> .*/\1/p' "$forward_log" | head -n 1)
+    [ -n "$PORT" ]
+}
 # The API, through the Service (it reaches the leader alone); restarts the forward.
 api_forward() {
     if [ -n "$forward_pid" ]; then kill "$forward_pid" 2>/dev/null || true; fi
-    kubectl port-forward -n "$NS" svc/switchyard "$PORT:80" >/dev/null 2>&1 &
+    : >"$forward_log"
+    kubectl port-forward -n "$NS" svc/switchyard "${E2E_PORT:-}:80" >"$forward_log" 2>&1 &
     forward_pid=$!
+    within 60 forwarded_port || fail "kubectl port-forward did not start: $(cat "$forward_log")"
     within 60 curl -fs "localhost:$PORT/readyz" -o /dev/null || fail "the API did not answer"
 }
 activate() {

@@ -146,9 +146,10 @@ pub const COMPONENT_LINE: &str = "# component ";
 
 /// How a trace differs from the golden copy in what was decided: `None` when equal,
 /// else a unified diff (golden first) trimmed to the changed hunks. The component line
-/// is left out: a build of the same code elsewhere (another toolchain, other paths in
-/// its panic messages) has other bytes, and the trace is about decisions
-/// ([`component_change`] tells the bytes apart).
+/// is left out: a component built elsewhere (another toolchain, other paths in its
+/// panic messages) has other bytes, and the trace is about decisions
+/// ([`component_change`] tells the bytes apart, for a caller that knows its components
+/// build reproducibly, as the shipped policies do).
 pub fn diff_trace(golden: &str, actual: &str) -> Option<String> {
     let decided = |trace: &str| -> String {
         trace

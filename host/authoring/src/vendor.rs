@@ -18,7 +18,7 @@ pub use python::vendor_python_sdk;
 pub const SDK_DIR: &str = "switchyard-sdk";
 
 /// The SDK's sources and the contract, as `(path in the vendored crate, text)`. A test
-/// checks that this lists every file of `policies/sdk/src`.
+/// checks that this lists every file under `policies/sdk/src`, its subfolders' too.
 const SOURCES: &[(&str, &str)] = &[
     (
         "src/changes.rs",
@@ -27,6 +27,30 @@ const SOURCES: &[(&str, &str)] = &[
     (
         "src/cluster.rs",
         include_str!("../../../policies/sdk/src/cluster.rs"),
+    ),
+    (
+        "src/cluster/gang.rs",
+        include_str!("../../../policies/sdk/src/cluster/gang.rs"),
+    ),
+    (
+        "src/cluster/jobs.rs",
+        include_str!("../../../policies/sdk/src/cluster/jobs.rs"),
+    ),
+    (
+        "src/cluster/ledger.rs",
+        include_str!("../../../policies/sdk/src/cluster/ledger.rs"),
+    ),
+    (
+        "src/cluster/ledger/tests.rs",
+        include_str!("../../../policies/sdk/src/cluster/ledger/tests.rs"),
+    ),
+    (
+        "src/cluster/nodes.rs",
+        include_str!("../../../policies/sdk/src/cluster/nodes.rs"),
+    ),
+    (
+        "src/cluster/resources.rs",
+        include_str!("../../../policies/sdk/src/cluster/resources.rs"),
     ),
     (
         "src/entries.rs",
@@ -135,16 +159,12 @@ fn files() -> Vec<(String, String)> {
 pub fn vendor_rust_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
     ensure_sdk_folder(dir, "Cargo.toml", "name = \"switchyard-policy-sdk\"")?;
     let files = files();
-    if let Ok(entries) = std::fs::read_dir(dir.join("src")) {
-        for entry in entries.flatten() {
-            let relative = format!("src/{}", entry.file_name().to_string_lossy());
-            if !files.iter().any(|(path, _)| *path == relative) {
-                std::fs::remove_file(entry.path()).map_err(|source| ScaffoldError::Write {
-                    path: entry.path(),
-                    source,
-                })?;
-            }
-        }
+    for stale in files_under(dir, "src")
+        .into_iter()
+        .filter(|relative| !files.iter().any(|(path, _)| path == relative))
+    {
+        let path = dir.join(&stale);
+        std::fs::remove_file(&path).map_err(|source| ScaffoldError::Write { path, source })?;
     }
     let mut written = Vec::new();
     for (relative, text) in files {
@@ -153,6 +173,25 @@ pub fn vendor_rust_sdk(dir: &Path) -> Result<Vec<PathBuf>, ScaffoldError> {
         written.push(path);
     }
     Ok(written)
+}
+
+/// The files under `dir/folder` and its subfolders, as paths relative to `dir` with `/`
+/// between their parts (as [`SOURCES`] names them), sorted; none when it cannot be read.
+fn files_under(dir: &Path, folder: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir.join(folder)) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let relative = format!("{folder}/{}", entry.file_name().to_string_lossy());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            found.extend(files_under(dir, &relative));
+        } else {
+            found.push(relative);
+        }
+    }
+    found.sort();
+    found
 }
 
 #[cfg(test)]
@@ -165,11 +204,7 @@ mod tests {
 
     #[test]
     fn every_source_file_of_the_sdk_is_embedded() {
-        let mut on_disk: Vec<String> = std::fs::read_dir(repository().join("policies/sdk/src"))
-            .unwrap()
-            .map(|e| format!("src/{}", e.unwrap().file_name().to_string_lossy()))
-            .collect();
-        on_disk.sort();
+        let on_disk = files_under(&repository().join("policies/sdk"), "src");
         let embedded: Vec<&str> = SOURCES
             .iter()
             .map(|(path, _)| *path)

@@ -1,7 +1,8 @@
 //! The shipped policies decide as their golden decision traces in `tests/golden/`
-//! record, through the harness `switchyard policy test --golden` uses. A binary of its
-//! own: it moves the process into the repository's root, where the workloads' relative
-//! paths (and the traces' headers, which name them) resolve.
+//! record, through the harness `switchyard policy test --golden` uses, and are the very
+//! components that made them (the digest in each trace's header). A binary of its own:
+//! it moves the process into the repository's root, where the workloads' relative paths
+//! (and the traces' headers, which name them) resolve.
 
 use std::path::{Path, PathBuf};
 
@@ -51,18 +52,24 @@ fn assert_matches_golden(policy: &str, workload: &str) {
     std::env::set_current_dir(repo()).unwrap();
     let actual = trace_of(policy, workload);
     let expected = std::fs::read_to_string(&golden).unwrap_or_default();
-    // Other bytes that decide alike (a build with other paths or another toolchain) pass;
-    // the golden trace's header still names the component that made it.
-    if let Some((before, now)) = component_change(&expected, &actual) {
-        eprintln!(
-            "note: tests/golden/{policy}.trace was made by component {before}; this build's is {now}"
-        );
-    }
+    let bless = format!(
+        "cargo run -- policy test {policy} {workload} --golden tests/golden/{policy}.trace --bless"
+    );
     if let Some(diff) = diff_trace(&expected, &actual) {
         panic!(
             "{policy} no longer decides as tests/golden/{policy}.trace records.\n\
              If the change is intended, regenerate the file and commit it with the change:\n  \
-             cargo run -- policy test {policy} {workload} --golden tests/golden/{policy}.trace --bless\n\n{diff}"
+             {bless}\n\n{diff}"
+        );
+    }
+    // The shipped policies build to the same bytes wherever they are built (the build
+    // script maps this machine's paths away), so other bytes mean other sources, other
+    // dependencies or another toolchain, even when they decide alike.
+    if let Some((before, now)) = component_change(&expected, &actual) {
+        panic!(
+            "tests/golden/{policy}.trace was made by component {before}; this build's is {now}: \
+             the policy, the SDK, a dependency or the toolchain changed, though its decisions \
+             did not.\nRegenerate the file and commit it with the change:\n  {bless}"
         );
     }
 }

@@ -18,16 +18,9 @@ use switchyard_runtime::{
 static ALLOCATOR: CountingAllocator = CountingAllocator;
 
 fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions {
-        limits: SandboxLimits {
-            // Generous: these attacks stay inside any deadline; a loaded machine must
-            // not turn a budget refusal into a deadline.
-            deadline: Duration::from_secs(30),
-            ..SandboxLimits::default()
-        },
-        ..Default::default()
-    })
-    .unwrap()
+    // Generous: these attacks stay inside any deadline; a loaded machine must not turn
+    // a budget refusal into a deadline.
+    support::runtime_with_deadline(Duration::from_secs(30))
 }
 
 fn hostile(runtime: &Runtime) -> std::sync::Arc<PolicyModule> {

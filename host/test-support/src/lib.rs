@@ -12,8 +12,9 @@
 //! - `logs` (feature `logs`): the log lines a closure writes, as text
 //!   (`captured_logs`);
 //! - `guests`: the built components of the test guests in `tests/guests/` ([`guest`]);
-//! - `offline` (feature `offline`): a policy slot, a simulator from workload YAML and the
-//!   runtime offline runs share;
+//! - `runtimes` (feature `runtime`): the default sandbox with a deadline the test
+//!   chooses (`runtime_with_deadline`), or a generous one (`generous_runtime`);
+//! - `offline` (feature `offline`): a policy slot and a simulator from workload YAML;
 //! - `live` (feature `live`): the live controller on the simulator behind an ephemeral
 //!   loopback port, and a client for it (`start_live`);
 //! - `registry_server` (feature `registry`): a real OCI registry on loopback
@@ -42,6 +43,8 @@ mod offline;
 mod outer_build;
 #[cfg(feature = "registry")]
 mod registry_server;
+#[cfg(feature = "runtime")]
+mod runtimes;
 mod tools;
 
 pub use builders::{ClusterBuilder, JobBuilder, NodeBuilder, cluster, job, node, res, wait_until};
@@ -57,8 +60,10 @@ pub use live::{Live, STREAM, TOKEN, start_live, start_live_serving, start_live_w
 #[cfg(feature = "logs")]
 pub use logs::captured_logs;
 #[cfg(feature = "offline")]
-pub use offline::{generous_runtime, policy_slot, simulator_of};
+pub use offline::{policy_slot, simulator_of};
 pub use outer_build::OUTER_BUILD_VARS;
 #[cfg(feature = "registry")]
 pub use registry_server::TestRegistry;
+#[cfg(feature = "runtime")]
+pub use runtimes::{generous_runtime, runtime_with_deadline};
 pub use tools::{Tool, executable, on_path, optional_tool, say};

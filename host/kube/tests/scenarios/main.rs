@@ -16,6 +16,7 @@ mod events;
 mod failures;
 mod fencing;
 mod gangs;
+mod http_transport;
 mod lease;
 mod logs;
 mod moves;

@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use support::{cluster, job, node, res};
+use support::{cluster, job, node, res, runtime_with_deadline};
 use switchyard_core::{Operation, Rejection, Settings, check_decision};
 use switchyard_runtime::{
     Compiler, LoadError, PolicyError, PolicyModule, PolicyRef, Runtime, RuntimeOptions,
@@ -18,19 +18,6 @@ static HUNGRY: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| support
 static ROGUE: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| support::guest("rogue"));
 static OTHER_WORLD: std::sync::LazyLock<String> =
     std::sync::LazyLock::new(|| support::guest("other-world"));
-
-fn runtime_with(deadline: Duration) -> Runtime {
-    let limits = SandboxLimits {
-        deadline,
-        ..SandboxLimits::default()
-    };
-    Runtime::new(RuntimeOptions {
-        limits,
-        cache_dir: None,
-        ..Default::default()
-    })
-    .unwrap()
-}
 
 fn load_file(runtime: &Runtime, path: &str) -> std::sync::Arc<switchyard_runtime::PolicyModule> {
     runtime.load(&std::fs::read(path).unwrap(), path).unwrap()
@@ -47,7 +34,7 @@ fn two_nodes_one_waiting_job() -> switchyard_core::Snapshot {
 #[test]
 fn a_policy_that_loops_forever_is_stopped_by_its_deadline_and_the_host_keeps_serving() {
     let deadline = Duration::from_millis(100);
-    let runtime = runtime_with(deadline);
+    let runtime = runtime_with_deadline(deadline);
     let looping = load_file(&runtime, &LOOPING);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let snapshot = two_nodes_one_waiting_job();
@@ -85,7 +72,7 @@ fn a_policy_that_loops_forever_is_stopped_by_its_deadline_and_the_host_keeps_ser
 
 #[test]
 fn a_policy_that_allocates_past_its_memory_cap_is_stopped_as_out_of_memory() {
-    let runtime = runtime_with(Duration::from_secs(5));
+    let runtime = runtime_with_deadline(Duration::from_secs(5));
     let hungry = load_file(&runtime, &HUNGRY);
     let error = hungry
         .decide(&Settings::new(), &two_nodes_one_waiting_job(), &[], 1)
@@ -106,7 +93,7 @@ fn a_policy_that_allocates_past_its_memory_cap_is_stopped_as_out_of_memory() {
 
 #[test]
 fn actions_for_unknown_nodes_and_jobs_are_rejected_and_the_valid_one_still_applies() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let rogue = load_file(&runtime, &ROGUE);
     let snapshot = two_nodes_one_waiting_job();
     let decision = rogue.decide(&Settings::new(), &snapshot, &[], 1).unwrap();
@@ -140,7 +127,7 @@ fn actions_for_unknown_nodes_and_jobs_are_rejected_and_the_valid_one_still_appli
 
 #[test]
 fn a_file_that_is_not_a_component_is_refused_with_a_message_that_says_so() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let error = runtime
         .load(b"definitely not wasm", "notes.txt")
         .unwrap_err();
@@ -163,7 +150,7 @@ fn a_file_that_is_not_a_component_is_refused_with_a_message_that_says_so() {
 
 #[test]
 fn a_component_of_another_world_is_refused_naming_what_it_exports() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let bytes = std::fs::read(&*OTHER_WORLD).unwrap();
     let error = runtime.load(&bytes, "greeter.wasm").unwrap_err();
     assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
@@ -177,7 +164,7 @@ fn a_component_of_another_world_is_refused_naming_what_it_exports() {
 
 #[test]
 fn a_policy_built_against_contract_0_2_is_refused_naming_both_versions_and_how_to_rebuild() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let bytes = std::fs::read(support::guest("contract-0-2")).unwrap();
     let error = runtime.load(&bytes, "old.wasm").unwrap_err();
     assert!(matches!(error, LoadError::WrongWorld { .. }), "{error}");
@@ -196,7 +183,7 @@ fn a_policy_built_against_contract_0_2_is_refused_naming_both_versions_and_how_t
 
 #[test]
 fn a_component_is_compiled_once_per_content_digest() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let first = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let second = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     assert!(std::sync::Arc::ptr_eq(&first, &second));
@@ -205,7 +192,7 @@ fn a_component_is_compiled_once_per_content_digest() {
 
 #[test]
 fn the_same_snapshot_state_and_seed_give_the_same_decision() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let snapshot = cluster()
         .node(node("n1").cpus(4.0))
@@ -225,7 +212,7 @@ fn the_same_snapshot_state_and_seed_give_the_same_decision() {
 
 #[test]
 fn the_default_policy_places_pod_by_pod_on_the_least_allocated_node() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let snapshot = cluster()
         .node(node("small").cpus(4.0))
@@ -253,7 +240,7 @@ fn the_default_policy_places_pod_by_pod_on_the_least_allocated_node() {
 
 #[test]
 fn settings_are_checked_by_the_policy_with_a_message_naming_the_parameter() {
-    let runtime = runtime_with(Duration::from_secs(1));
+    let runtime = runtime_with_deadline(Duration::from_secs(1));
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let effective = default.configure(&Settings::new()).unwrap();
     assert_eq!(
@@ -344,7 +331,7 @@ fn wait_for_cranelift(module: &PolicyModule) {
 #[test]
 fn a_new_component_answers_from_winch_then_from_cranelift_with_the_same_decisions() {
     let quick = quick_first_runtime(Duration::from_secs(5));
-    let reference = runtime_with(Duration::from_secs(5));
+    let reference = runtime_with_deadline(Duration::from_secs(5));
     let snapshot = cluster()
         .node(node("n1"))
         .node(node("n2").cpus(4.0))

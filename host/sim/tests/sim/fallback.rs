@@ -12,21 +12,8 @@ use std::time::Duration;
 use crate::simulator::{cpu_job, node, sim};
 use switchyard_control::{Cluster, ControlLoop, PolicySlot};
 use switchyard_core::{MoveKind, Operation};
-use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions, SandboxLimits};
+use switchyard_runtime::{PolicyRef, Runtime};
 use switchyard_sim::{Simulator, Workload};
-
-fn runtime(deadline: Duration) -> Runtime {
-    let limits = SandboxLimits {
-        deadline,
-        ..SandboxLimits::default()
-    };
-    Runtime::new(RuntimeOptions {
-        limits,
-        cache_dir: None,
-        ..Default::default()
-    })
-    .unwrap()
-}
 
 fn two_jobs_ten_seconds_apart() -> Simulator {
     let mut jobs = vec![cpu_job("a", 50.0, 1.0, 1.0), cpu_job("b", 80.0, 1.0, 1.0)];
@@ -46,7 +33,7 @@ fn looping_guest(runtime: &Runtime) -> std::sync::Arc<switchyard_runtime::Policy
 
 #[test]
 fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
-    let runtime = runtime(Duration::from_millis(30));
+    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
     let looping = looping_guest(&runtime);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let active = PolicySlot::new(looping, Default::default());
@@ -67,7 +54,7 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
 
 #[test]
 fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_default() {
-    let runtime = runtime(Duration::from_millis(30));
+    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
     let looping = looping_guest(&runtime);
     let load = |name: &str| {
         PolicySlot::configure(
@@ -103,7 +90,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
 fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides() {
     use switchyard_control::Experiment;
     use switchyard_control::ExperimentMode;
-    let runtime = runtime(Duration::from_millis(30));
+    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
     let load = |name: &str| {
         PolicySlot::configure(
             PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
@@ -156,7 +143,7 @@ fn move_histories_outlive_a_controller_restart_and_specon_counts_on_them() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/specon-random-20.yaml");
     let workload = Workload::load(&path).unwrap();
     let mut sim = Simulator::new(workload.scenario(workload.seed()).unwrap());
-    let runtime = runtime(Duration::from_secs(5));
+    let runtime = support::runtime_with_deadline(Duration::from_secs(5));
     let slot = |name: &str| {
         switchyard_sim::load_slot(&runtime, name, &BTreeMap::new()).expect("a built-in")
     };

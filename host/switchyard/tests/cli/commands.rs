@@ -22,9 +22,29 @@ pub(crate) fn stdout_of(args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
+/// The call deadline the `inspect` tests give the command. Its own default is the
+/// controller's, a wall-clock bound that a machine busy with other builds can overrun
+/// while instantiating a policy and asking it to describe itself; what these tests check
+/// is what `inspect` prints, so their deadline is theirs to set, and far from any
+/// machine's speed.
+const INSPECT_DEADLINE_MS: &str = "60000";
+
+/// `switchyard policy inspect ARGS` under [`INSPECT_DEADLINE_MS`]: its standard output,
+/// once it succeeded.
+fn inspect(args: &[&str]) -> String {
+    let mut full = vec![
+        "policy",
+        "inspect",
+        "--policy-deadline-ms",
+        INSPECT_DEADLINE_MS,
+    ];
+    full.extend_from_slice(args);
+    stdout_of(&full)
+}
+
 #[test]
 fn inspect_prints_the_world_and_the_default_policys_parameters() {
-    let out = stdout_of(&["policy", "inspect", "default"]);
+    let out = inspect(&["default"]);
     assert!(
         out.contains("world:    switchyard:policy/incremental-scheduler@0.3.0"),
         "{out}"
@@ -47,7 +67,7 @@ fn inspect_prints_every_shipped_paper_policys_parameters_and_defaults() {
         ("tiresias", "promote_knob", "0"),
         ("tiresias", "interval", "60"),
     ] {
-        let out = stdout_of(&["policy", "inspect", policy]);
+        let out = inspect(&[policy]);
         let line = out
             .lines()
             .find(|l| l.split_whitespace().next() == Some(parameter))
@@ -62,11 +82,10 @@ fn inspect_says_whether_a_policy_reads_loss_series() {
         ("specon", "loss:     read ("),
         ("default", "loss:     not read ("),
     ] {
-        let out = stdout_of(&["policy", "inspect", policy]);
+        let out = inspect(&[policy]);
         assert!(out.lines().any(|l| l.starts_with(line)), "{policy}:\n{out}");
     }
-    let json: serde_json::Value =
-        serde_json::from_str(&stdout_of(&["policy", "inspect", "--json", "flowcon"])).unwrap();
+    let json: serde_json::Value = serde_json::from_str(&inspect(&["--json", "flowcon"])).unwrap();
     assert_eq!(json["description"]["reads_loss"], true, "{json}");
 }
 
@@ -484,6 +503,7 @@ fn compiled_policies_are_cached_on_disk_unless_the_cache_is_turned_off() {
             .env_remove("SWITCHYARD_NO_CACHE")
             .env("SWITCHYARD_CACHE_DIR", &cache)
             .args(["policy", "inspect", "even"])
+            .args(["--policy-deadline-ms", INSPECT_DEADLINE_MS])
             .args(extra)
             .assert()
             .success();

@@ -1,8 +1,10 @@
-//! A policy whose cost grows with the queue: it works a fixed amount per waiting job
-//! before placing the waiting jobs first fit, oldest first. Shown thousands of waiting
-//! jobs it overruns any deadline; shown a few dozen it answers at once. The loop's
-//! queue window (`host/control/src/window.rs`) must keep it, and a fallback like it,
-//! placing jobs through a burst of arrivals.
+//! A policy that cannot decide on a long queue: shown more than `ANSWERS_UP_TO`
+//! waiting jobs it works until the host stops it, and shown fewer it places the waiting
+//! jobs first fit, oldest first, at once. The loop's queue window
+//! (`host/control/src/window.rs`) must keep it, and a fallback like it, placing jobs
+//! through a burst of arrivals. Whether a call overruns is decided by a count, not by
+//! how fast the machine is: any deadline stops the first kind of call and none the
+//! second.
 
 use switchyard_policy_sdk::{
     Action, Assignment, Decision, Description, Guest, JobPhase, Operation, Placement, Setting,
@@ -11,15 +13,15 @@ use switchyard_policy_sdk::{
 
 pub struct QueueBound;
 
-/// Work per waiting job, in multiply-adds.
-const WORK_PER_JOB: u64 = 100_000;
+/// The most waiting jobs a call answers on; shown more, it never answers.
+const ANSWERS_UP_TO: usize = 1_000;
 
 impl Guest for QueueBound {
     fn describe() -> Description {
         Description {
             name: "queue-bound".into(),
             version: "0.0.0".into(),
-            summary: "works per waiting job, then places first fit".into(),
+            summary: "never answers on more than 1,000 waiting jobs, else places first fit".into(),
             parameters: vec![],
             reads_loss: true,
         }
@@ -43,16 +45,20 @@ impl Guest for QueueBound {
                 )
             })
             .collect();
-        let mut actions = Vec::new();
-        let mut x = snapshot.time as u64;
-        for job in snapshot
-            .jobs
-            .iter()
-            .filter(|j| j.phase == JobPhase::Waiting)
-        {
-            for _ in 0..WORK_PER_JOB {
+        let waiting = || {
+            snapshot
+                .jobs
+                .iter()
+                .filter(|j| j.phase == JobPhase::Waiting)
+        };
+        if waiting().count() > ANSWERS_UP_TO {
+            let mut x = snapshot.time as u64;
+            loop {
                 x = std::hint::black_box(x.wrapping_mul(6364136223846793005).wrapping_add(1));
             }
+        }
+        let mut actions = Vec::new();
+        for job in waiting() {
             let mut taken = free.clone();
             let mut assignments = Vec::new();
             for task in job.tasks.iter().filter(|t| t.node.is_none()) {
@@ -82,7 +88,6 @@ impl Guest for QueueBound {
                 });
             }
         }
-        std::hint::black_box(x);
         Ok(Decision {
             actions,
             labels: vec![],
