@@ -13,14 +13,17 @@ use switchyard_control::{
 };
 use switchyard_core::{Action, Assignment, Operation, Trigger};
 use switchyard_kube::{Phase, TrainingJobStatus};
-use switchyard_runtime::{PolicyRef, Runtime, RuntimeOptions};
+use switchyard_runtime::{PolicyRef, Runtime};
 
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
 use crate::support::world::{World, blocking, event_on, status_patch_of, status_write_of};
 
+/// The policy runtime of the scenarios: a generous call deadline, because what they
+/// check is what the host does with a policy's decisions, and a slow call on a loaded
+/// machine must not turn a round into a fallback round.
 pub(crate) fn runtime() -> Runtime {
-    Runtime::new(RuntimeOptions::default()).expect("a runtime")
+    switchyard_test_support::generous_runtime()
 }
 
 pub(crate) fn default_policy(runtime: &Runtime) -> PolicySlot {

@@ -19,9 +19,14 @@ fn repo() -> PathBuf {
         .to_path_buf()
 }
 
+/// The CLI, with a policy call deadline long enough that a loaded machine does not
+/// turn `policy validate`'s or `inspect`'s calls into timeouts: these tests check what
+/// the examples do, not how fast.
 fn switchyard() -> Command {
     let mut cmd = Command::cargo_bin("switchyard").unwrap();
-    cmd.current_dir(repo()).env("SWITCHYARD_NO_CACHE", "1");
+    cmd.current_dir(repo())
+        .env("SWITCHYARD_NO_CACHE", "1")
+        .args(["--policy-deadline-ms", "60000"]);
     cmd
 }
 
