@@ -175,9 +175,9 @@ impl KubeCluster {
             Operation::SetCpuWeight { task, weight, .. } => {
                 self.set_adopted_cpu_weight(&job, &owner, task, *weight, reason)
             }
-            Operation::Scale { replicas, .. } => {
-                self.scale_adopted(&job, &owner, *replicas, reason)
-            }
+            Operation::Scale {
+                replicas, nodes, ..
+            } => self.scale_adopted(&job, &owner, (*replicas, nodes.as_slice()), reason),
         }
     }
 
@@ -186,6 +186,7 @@ impl KubeCluster {
     /// enabled kind owns, evictions due, and log followers.
     pub(super) fn adopted_pass(&mut self) -> Vec<Trigger> {
         let grouped = self.caches.adoption.group();
+        self.release_grown(&grouped.jobs);
         let mut triggers = Vec::new();
         let active: HashSet<String> = grouped.jobs.iter().map(|j| j.id.clone()).collect();
         let mut gone: Vec<String> = self

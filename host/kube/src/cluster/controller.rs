@@ -68,6 +68,9 @@ pub struct KubeCluster {
     pub(super) told_not_enabled: HashSet<String>,
     /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
     pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
+    /// Grows of elastic adopted jobs whose new pods are released to the nodes decided
+    /// once the operator made them.
+    pub(super) adopted_grows: std::sync::Mutex<super::adopted_grow::Grows>,
 }
 
 impl KubeCluster {
@@ -105,6 +108,7 @@ impl KubeCluster {
             adopted_placeable: HashSet::new(),
             told_not_enabled: HashSet::new(),
             adopted_resizes: Default::default(),
+            adopted_grows: Default::default(),
         }
     }
 
