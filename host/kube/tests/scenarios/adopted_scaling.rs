@@ -330,7 +330,13 @@ pub(crate) async fn dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_wh
     accessed
 }
 
-pub(crate) async fn a_grow_gone_stale_leaves_its_new_workers_to_a_later_placement() -> Vec<Access> {
+/// A grow to the nodes `decided` whose new workers all arrive at `seconds` after it,
+/// when their release is no longer due (too late, or the nodes gone): they wait
+/// behind the gate, and the policy's placement on n2 is carried out.
+async fn a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement(
+    decided: &str,
+    seconds: i64,
+) -> Vec<Access> {
     let mut world = World::new().node(node("n1", 64)).node(node("n2", 64));
     world.set_clock(0);
     let mut owners = world.adopting(&[Integration::PyTorchJob], "default");
@@ -354,7 +360,7 @@ pub(crate) async fn a_grow_gone_stale_leaves_its_new_workers_to_a_later_placemen
     let scale = action(Operation::Scale {
         job: "pytorchjob:ml/bert".into(),
         replicas: 4,
-        nodes: vec!["n1".into(), "n1".into()],
+        nodes: vec![decided.into(), decided.into()],
     });
     let (cluster, (offered, outcomes)) = blocking(cluster, move |c| {
         let offered = view(c, "pytorchjob:ml/bert").unwrap().replicas;
@@ -373,8 +379,7 @@ pub(crate) async fn a_grow_gone_stale_leaves_its_new_workers_to_a_later_placemen
     );
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
 
-    // The operator makes the new workers only after the grow's nodes are no longer
-    // kept: they wait behind the gate, placeable.
+    // The operator makes the new workers: they wait behind the gate, placeable.
     operator_grows(&mut owners, &job, 4, "8", &new[..1]);
     let (cluster, partial) = blocking(cluster, |c| view(c, "pytorchjob:ml/bert").unwrap()).await;
     assert_eq!(partial.replicas.current, 4);
@@ -384,7 +389,7 @@ pub(crate) async fn a_grow_gone_stale_leaves_its_new_workers_to_a_later_placemen
         partial.tasks
     );
     owners.pod(&new[1]);
-    let cluster = pass(&world, cluster, 301).await;
+    let cluster = pass(&world, cluster, seconds).await;
     let (cluster, waiting) = blocking(cluster, |c| view(c, "pytorchjob:ml/bert").unwrap()).await;
     assert_eq!(
         waiting.phase,
@@ -558,7 +563,12 @@ async fn dragon_grows_an_elastic_pytorchjob_through_its_scale_subresource_and_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_new_workers_of_a_grow_kept_past_its_time_limit_wait_for_the_policy_s_placement() {
-    a_grow_gone_stale_leaves_its_new_workers_to_a_later_placement().await;
+    a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement("n1", 301).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_workers_of_a_grow_whose_nodes_no_longer_fit_wait_for_the_policy_s_placement() {
+    a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement("n9", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
