@@ -1,7 +1,8 @@
 //! What the policy may change of an adopted job's resources ([`crate::adopt`]): a task's
 //! CPU weight, carried out as an in-place resize relative to the owner's pod template
 //! and followed until the kubelet applied it, deferred it or found it infeasible; and
-//! an elastic job's replica count, asked of the owner's `scale` subresource. Each is
+//! an elastic job's replica count, asked of the owner's `scale` subresource (a grow's
+//! nodes kept for its new workers, [`super::adopted_grow`]). Each is
 //! checked against the caches as they are now (the snapshot the policy decided on may
 //! be older), and refused with the reason where the owner does not allow it. It carries
 //! decisions out; it must not make one.

@@ -3,8 +3,10 @@
 //! which an earlier resize changed), and what the kubelet did with it is told on the
 //! owner (an infeasible one as a Warning, once); a weight the template cannot carry, or one the API server refuses, is a failed
 //! action with its reason. An elastic PyTorchJob offers its `elasticPolicy` bounds and
-//! is scaled through its own `scale` subresource: scaled up, the workers its operator
-//! makes arrive gated and the policy places them; scaled down, the job restarts while
+//! is scaled through its own `scale` subresource: grown in a round of DRAGON, the
+//! workers its operator makes arrive gated and the next pass releases them to the nodes
+//! DRAGON chose; a grow whose nodes no longer fit, or kept past its time limit, leaves
+//! them to the policy's placement; scaled down, the job restarts while
 //! the operator deletes the workers past the new count (the test plays the operator).
 //! A PyTorchJob that is not elastic keeps fixed bounds and a scale of it is refused
 //! with the reason.
@@ -563,6 +565,7 @@ async fn dragon_grows_an_elastic_pytorchjob_through_its_scale_subresource_and_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_new_workers_of_a_grow_kept_past_its_time_limit_wait_for_the_policy_s_placement() {
+    // A grow's nodes are kept five minutes.
     a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement("n1", 301).await;
 }
 
