@@ -274,9 +274,14 @@ fn operator_grows(owners: &mut Owners, job: &Value, workers: u32, version: &str,
     }
 }
 
-pub(crate) async fn dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided()
--> Vec<Access> {
-    let mut world = World::new().node(node("n1", 64));
+/// PyTorchJob `bert` of a master and two workers running on n1, elastic up to four
+/// workers, with the clock at 0: its owners, its JSON, the two workers a grow to four
+/// makes, and the calls of that grow: the scale, then the new workers' release to
+/// `placed_on` (by whichever path).
+fn bert_grown_to_four(
+    world: &mut World,
+    placed_on: &str,
+) -> (Owners, Value, Vec<Pod>, Vec<Expect>) {
     world.set_clock(0);
     let mut owners = world.adopting(&[Integration::PyTorchJob], "default");
     let job = elastic_pytorchjob("bert", 2, (1, 4), "7");
@@ -290,10 +295,17 @@ pub(crate) async fn dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_wh
                 "metadata": {"name": "bert", "namespace": NS}, "spec": {"replicas": 4},
                 "status": {"replicas": 2}})),
         event_on_owner("PyTorchJob", "bert", "ScaleRequested", "Normal"),
-        release_adopted(&new[0], "n1"),
-        release_adopted(&new[1], "n1").either_order_with_previous(),
+        release_adopted(&new[0], placed_on),
+        release_adopted(&new[1], placed_on).either_order_with_previous(),
         event_on_owner("PyTorchJob", "bert", "Placed", "Normal"),
     ];
+    (owners, job, new, script)
+}
+
+pub(crate) async fn dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided()
+-> Vec<Access> {
+    let mut world = World::new().node(node("n1", 64));
+    let (mut owners, job, new, script) = bert_grown_to_four(&mut world, "n1");
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let (cluster, record) = blocking(cluster, |c| {
@@ -340,23 +352,7 @@ async fn a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement(
     seconds: i64,
 ) -> Vec<Access> {
     let mut world = World::new().node(node("n1", 64)).node(node("n2", 64));
-    world.set_clock(0);
-    let mut owners = world.adopting(&[Integration::PyTorchJob], "default");
-    let job = elastic_pytorchjob("bert", 2, (1, 4), "7");
-    owners.pytorchjob(&job);
-    owners.pods(&bound_members(&job, 2, "n1"));
-    let new: Vec<Pod> = (2..4).map(|i| pytorch_pod(&job, "Worker", i, 0)).collect();
-    let script = vec![
-        Expect::patch(&scale_path("bert"))
-            .body(json!({"metadata": {"resourceVersion": "7"}, "spec": {"replicas": 4}}))
-            .ok(json!({"apiVersion": "autoscaling/v1", "kind": "Scale",
-                "metadata": {"name": "bert", "namespace": NS}, "spec": {"replicas": 4},
-                "status": {"replicas": 2}})),
-        event_on_owner("PyTorchJob", "bert", "ScaleRequested", "Normal"),
-        release_adopted(&new[0], "n2"),
-        release_adopted(&new[1], "n2").either_order_with_previous(),
-        event_on_owner("PyTorchJob", "bert", "Placed", "Normal"),
-    ];
+    let (mut owners, job, new, script) = bert_grown_to_four(&mut world, "n2");
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let scale = action(Operation::Scale {
