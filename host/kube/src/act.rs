@@ -25,6 +25,8 @@
 //!   resize relative to its owner's template, told as Events on the owner.
 //! - [`adopted_scale`](self::adopted_scale): an elastic adopted job scaled through its
 //!   owner's `scale` subresource, the one write to an owner.
+//! - [`told`](self::told): Events told once per object and occasion, whoever leads
+//!   (the Event's name remembers it).
 //! - [`status`](self::status): reading and writing the job's status (guarded by its
 //!   resourceVersion), conditions, the policy's labels, and placements whose first
 //!   write was lost.
@@ -45,14 +47,15 @@ mod recover;
 mod resize;
 mod restart;
 mod status;
+mod told;
 
 pub use self::acknowledge::CHECKPOINTED_CONDITION;
-pub(crate) use self::acknowledge::task_of_pod;
+pub(crate) use self::acknowledge::{CLOCK_SLACK, describe as describe_checkpoint, task_of_pod};
 pub use self::actor::{
     Actor, CPU_WEIGHT_CONDITION, FAILED_CONDITION, PODS_CREATED_CONDITION,
     PODS_SCHEDULED_CONDITION, PodAck,
 };
-pub(crate) use self::adopted::Eviction;
+pub(crate) use self::adopted::{Eviction, Refusal};
 pub(crate) use self::adopted_resize::{
     AdoptedWeight, AskedResize, resize_told, weight_not_offered,
 };
@@ -61,3 +64,4 @@ pub use self::advance::RestartProgress;
 pub(crate) use self::recover::GangLoss;
 pub use self::restart::Migration;
 pub(crate) use self::status::set_condition;
+pub(crate) use self::told::Told;

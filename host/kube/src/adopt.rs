@@ -6,9 +6,10 @@
 //! controller groups them by owner into one policy job (id `<kind>:<namespace>/<name>`),
 //! reads its gang and roles from the owner's spec and labels, and places it through the
 //! same gate-and-pin release as a TrainingJob's pods. A preemption or a move asks the
-//! pods to checkpoint, waits their grace, and evicts them (the Eviction API, which
-//! honours PodDisruptionBudgets and marks the pod `DisruptionTarget`); the owner makes
-//! new gated pods, and the policy places them again.
+//! pods to checkpoint, waits until every one acknowledged it or their grace ends, and
+//! evicts them (the Eviction API, which honours PodDisruptionBudgets and marks the pod
+//! `DisruptionTarget`); the owner makes new gated pods, and the policy places them
+//! again. Only pods the controller holds or released are adopted.
 //!
 //! - `names`: the kinds ([`Integration`]), the queue's rules, the job ids.
 //! - `shape`, `job`, `jobset`, `pytorchjob`: what each kind's spec, status and pod
@@ -39,7 +40,7 @@ mod weight;
 
 pub use self::caches::Adoption;
 pub(crate) use self::elastic::ELASTIC_ROLE;
-pub(crate) use self::group::{AdoptedJob, Unadoptable};
+pub(crate) use self::group::{AdoptedJob, Member, NotHeld, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};
 pub use self::trimmed::trim_pod;

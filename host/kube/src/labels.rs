@@ -51,3 +51,10 @@ pub const DEFAULT_CHECKPOINT_GRACE_SECONDS: u32 = 30;
 /// Reason of the one Event a gated pod of this queue gets when the kind that owns it is
 /// not among `--integrations` (or it has no owner), so it does not wait in silence.
 pub const INTEGRATION_NOT_ENABLED_REASON: &str = "IntegrationNotEnabled";
+/// Reason of the one Event on an owner whose pods are labelled with this queue but some
+/// of which run without ever having waited behind the placement gate: the job is not
+/// adopted (a Warning when others of its pods wait behind the gate).
+pub const NOT_ADOPTED_REASON: &str = "NotAdopted";
+/// Reason of the Warning Event, once per stop, on an adopted job's owner whose pod's
+/// eviction a PodDisruptionBudget refused.
+pub const EVICTION_REFUSED_REASON: &str = "EvictionRefused";

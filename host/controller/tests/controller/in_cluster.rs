@@ -66,7 +66,10 @@ pub(crate) async fn live(
 }
 
 /// The live controller as the one replica, leading for good, with its state in memory.
-async fn leading(world: &World, client: kube::Client) -> (Controller, axum::Router, DriverHandle) {
+pub(crate) async fn leading(
+    world: &World,
+    client: kube::Client,
+) -> (Controller, axum::Router, DriverHandle) {
     live(
         world,
         client,
@@ -107,7 +110,7 @@ pub(crate) async fn call(
     )
 }
 
-async fn until_ready(controller: &Controller) {
+pub(crate) async fn until_ready(controller: &Controller) {
     tokio::time::timeout(std::time::Duration::from_secs(60), async {
         while !controller.is_ready() {
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;

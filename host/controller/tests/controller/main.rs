@@ -8,7 +8,8 @@
 //! directory (`policy_dir`), the one writer of the active policy and parameters
 //! (`one_writer`), the operator's console in a real browser (`console`), and
 //! the controller in kube mode against the scripted API server (`in_cluster`, and the
-//! one writer's order in the state ConfigMap, `one_writer_kube`).
+//! one writer's order in the state ConfigMap, `one_writer_kube`; an adopted job's
+//! checkpoint and loss over HTTP, `adopted_api`).
 
 use switchyard_test_support as support;
 
@@ -16,6 +17,7 @@ use switchyard_test_support as support;
 #[path = "../../../kube/tests/support/mod.rs"]
 mod kube_support;
 
+mod adopted_api;
 mod api_fuzz;
 mod checkpoints;
 mod console;

@@ -25,7 +25,7 @@ pub const CHECKPOINTED_CONDITION: &str = "Checkpointed";
 
 /// An acknowledgement heard a little before the request it answers still answers it:
 /// the request's time is kept in whole seconds.
-const CLOCK_SLACK: SignedDuration = SignedDuration::from_secs(1);
+pub(crate) const CLOCK_SLACK: SignedDuration = SignedDuration::from_secs(1);
 
 impl Actor {
     /// Records that the pod `pod_key` (`namespace/name`) acknowledged its checkpoint.
@@ -150,7 +150,7 @@ pub(super) fn keep_record(status: &mut TrainingJobStatus, record: &CheckpointRec
 }
 
 /// The Event type, reason and sentence of a checkpoint's end.
-fn describe(record: &CheckpointRecord) -> (EventType, &'static str, String) {
+pub(crate) fn describe(record: &CheckpointRecord) -> (EventType, &'static str, String) {
     match record.outcome {
         CheckpointResult::Acknowledged => (
             EventType::Normal,

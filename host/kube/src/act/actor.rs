@@ -27,6 +27,8 @@ use switchyard_control::Leader;
 pub struct Actor {
     pub(super) client: Client,
     pub(super) recorder: Recorder,
+    /// Who publishes the Events (for those told once, [`super::told`]).
+    pub(super) reporter: Reporter,
     /// Every call's deadline and leadership check.
     pub(super) guard: Guard,
     /// Pods (see [`delete_key`]) this process has deleted, so a cache that has not
@@ -64,10 +66,11 @@ pub const FAILED_CONDITION: &str = "Failed";
 impl Actor {
     /// An actor publishing Events as `reporter`.
     pub fn new(client: Client, reporter: Reporter) -> Self {
-        let recorder = Recorder::new(client.clone(), reporter);
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         Self {
             client,
             recorder,
+            reporter,
             guard: Guard::default(),
             deletes_sent: Arc::default(),
             annotated: Arc::default(),

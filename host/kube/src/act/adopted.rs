@@ -2,11 +2,12 @@
 //! a gang of gated pods released to kube-scheduler pinned to the policy's nodes, all or
 //! none, through the same release as a TrainingJob's ([`super::place`]); a preemption
 //! or a move asked of the pods as a checkpoint request (the annotation, as for a
-//! TrainingJob); and, once the grace is over, each pod evicted through the Eviction API,
-//! which honours PodDisruptionBudgets and marks the pod `DisruptionTarget`, so an owner
-//! that ignores disruptions makes a new gated pod without counting a failure. Events go
-//! on the owner (or, for a pod no enabled kind owns, on the pod). It must never write
-//! an owner object, nor delete a pod.
+//! TrainingJob); and, once every asked pod acknowledged or its grace is over, each pod
+//! evicted through the Eviction API, which honours PodDisruptionBudgets (a refusal is
+//! handed back with the API server's message and `Retry-After`) and marks the pod
+//! `DisruptionTarget`, so an owner that ignores disruptions makes a new gated pod
+//! without counting a failure. Events go on the owner (or, for a pod no enabled kind
+//! owns, on the pod). It must never write an owner object, nor delete a pod.
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
 use k8s_openapi::jiff::Timestamp;
@@ -17,6 +18,7 @@ use serde_json::json;
 
 use super::actor::{Actor, describe_pairs};
 use super::place::release_each;
+use super::told::Told;
 use crate::pods::delete_key;
 use crate::{Error, FIELD_MANAGER, Result};
 
@@ -27,9 +29,37 @@ pub(crate) enum Eviction {
     Sent,
     /// The pod was gone already.
     Gone,
-    /// Refused for now, with the API server's reason: a PodDisruptionBudget allows no
-    /// disruption at the moment. It is asked again at the next pass.
-    Refused(String),
+    /// Refused for now (429): a PodDisruptionBudget allows no disruption at the moment,
+    /// or its status is not up to date yet.
+    Refused(Refusal),
+}
+
+/// The API server's word on an eviction a PodDisruptionBudget refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// Its message with its causes (the budget's name, the healthy pods it needs and has).
+    pub(crate) message: String,
+    /// The seconds it asks the client to wait before asking again (its `Retry-After`),
+    /// when it says.
+    pub(crate) retry_after: Option<u32>,
+}
+
+impl Refusal {
+    /// The refusal `status` says: its message followed by its causes' (the eviction
+    /// handler names the budget only in a cause), and its `retryAfterSeconds`.
+    fn of(status: &kube::core::Status) -> Self {
+        let mut message = status.message.clone();
+        let details = status.details.as_ref();
+        for cause in details.iter().flat_map(|d| &d.causes) {
+            if !cause.message.is_empty() {
+                message = format!("{} {}", message.trim_end(), cause.message);
+            }
+        }
+        Refusal {
+            message,
+            retry_after: details.map(|d| d.retry_after_seconds).filter(|&s| s > 0),
+        }
+    }
 }
 
 impl Actor {
@@ -87,8 +117,9 @@ impl Actor {
     }
 
     /// Asks each of `pods` (the members of the adopted job `id`) to checkpoint with the
-    /// annotation at `now`; they are evicted once their grace is over (the leader's
-    /// pass). `action` (`Preempt`, `Migrate`) and `reason` go in the owner's Event.
+    /// annotation at `now`; the leader's pass evicts them once every one acknowledged its
+    /// checkpoint, or else at its grace's end. `action` (`Preempt`, `Migrate`) and
+    /// `reason` go in the owner's Event.
     pub(crate) async fn ask_adopted_checkpoint(
         &self,
         owner: &ObjectReference,
@@ -108,7 +139,7 @@ impl Actor {
             }
         }
         let note = format!(
-            "checkpoint asked of {} pod(s); they are evicted once their grace is over: {reason}",
+            "checkpoint asked of {} pod(s); they are evicted once every one acknowledged it, or at their grace's end: {reason}",
             pods.len()
         );
         self.event_about(
@@ -152,7 +183,9 @@ impl Actor {
             Err(kube::Error::Api(s)) if s.is_not_found() => Eviction::Gone,
             // The UID precondition failed: the pod meant is gone already.
             Err(kube::Error::Api(s)) if s.code == 409 => Eviction::Gone,
-            Err(kube::Error::Api(s)) if s.code == 429 => return Ok(Eviction::Refused(s.message)),
+            Err(kube::Error::Api(s)) if s.code == 429 => {
+                return Ok(Eviction::Refused(Refusal::of(&s)));
+            }
             Err(error) => return Err(Error::api(format!("evicting pod {name}"))(error)),
         };
         self.deletes_sent
@@ -162,8 +195,9 @@ impl Actor {
         Ok(eviction)
     }
 
-    /// The one Event on a gated pod of this queue that no enabled kind owns.
-    pub(crate) async fn tell_not_enabled(&self, pod: &Pod, message: &str) {
+    /// The one Event on a gated pod of this queue that no enabled kind owns: told once
+    /// per pod (its UID names the occasion), whichever replica leads.
+    pub(crate) async fn tell_not_enabled(&self, pod: &Pod, message: &str) -> Result<Told> {
         let reference = ObjectReference {
             api_version: Some("v1".into()),
             kind: Some("Pod".into()),
@@ -172,19 +206,18 @@ impl Actor {
             uid: pod.metadata.uid.clone(),
             ..ObjectReference::default()
         };
-        let about = format!(
-            "pod {}/{}",
-            pod.namespace().unwrap_or_default(),
-            pod.name_any()
+        let occasion = format!(
+            "integrationnotenabled.{}",
+            pod.metadata.uid.as_deref().unwrap_or_default()
         );
-        self.event_about(
+        self.tell_once(
             &reference,
-            &about,
+            &occasion,
             EventType::Warning,
             crate::INTEGRATION_NOT_ENABLED_REASON,
             "Adopt",
             message,
         )
-        .await;
+        .await
     }
 }

@@ -4,8 +4,13 @@
 //! [`Shape`] from the owners' cache. A pod whose owner is not cached yet waits; a pod
 //! that carries an older owner's UID (an owner deleted and made again under one name)
 //! is not the new one's. A gated pod whose owner kind is not enabled, or that has no
-//! owner, is set apart ([`Unadoptable`]) for its Event. It reads the caches; it must
-//! not write.
+//! owner, is set apart ([`Unadoptable`]) for its Event.
+//!
+//! Only pods switchyard holds (its placement gate) or released (the annotation its
+//! release writes) are adopted: an owner with a live pod that never waited behind the
+//! gate (the team left the gate out, or lifted it by hand) is not adopted at all, its
+//! running pods left to count as the cluster's other usage, and set apart ([`NotHeld`])
+//! for its Event. It reads the caches; it must not write.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -17,8 +22,8 @@ use super::caches::Adoption;
 use super::names::{Integration, adopted_id};
 use super::shape::Shape;
 use super::{job, jobset, pytorchjob};
-use crate::QUEUE_LABEL;
 use crate::pods::{held_by_placement_gate, terminated};
+use crate::{QUEUE_LABEL, RELEASED_ANNOTATION};
 
 /// One pod of an adopted job, as a task.
 #[derive(Clone, Debug)]
@@ -62,12 +67,40 @@ pub(crate) struct Unadoptable {
     pub(crate) owner: String,
 }
 
+/// An owner of an enabled kind with a live pod in the queue that switchyard neither
+/// holds nor released: not adopted, whatever its other pods are.
+#[derive(Clone, Debug)]
+pub(crate) struct NotHeld {
+    pub(crate) kind: Integration,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
+    /// The owner's UID.
+    pub(crate) uid: String,
+    /// Its live pods that never waited behind the gate, by name.
+    pub(crate) ungated: Vec<String>,
+    /// How many of its live pods wait behind the gate.
+    pub(crate) gated: usize,
+}
+
 /// The queue's pods, grouped.
 #[derive(Default)]
 pub(crate) struct Grouped {
     /// The adopted jobs, by id.
     pub(crate) jobs: Vec<AdoptedJob>,
     pub(crate) unadoptable: Vec<Unadoptable>,
+    /// The owners not adopted because some of their pods run without the gate.
+    pub(crate) not_held: Vec<NotHeld>,
+}
+
+/// Whether switchyard holds `pod` (its placement gate) or released it (the annotation
+/// its release writes). Only such a pod is switchyard's to count, stop and evict.
+fn held_or_released(pod: &Pod) -> bool {
+    held_by_placement_gate(pod)
+        || pod
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(RELEASED_ANNOTATION))
 }
 
 /// An owner by kind, namespace and name.
@@ -191,16 +224,38 @@ impl Adoption {
             if shape.finished {
                 continue;
             }
+            let pods: Vec<Arc<Pod>> = pods
+                .into_iter()
+                .filter(|(pod_uid, _)| pod_uid.is_empty() || uid.is_empty() || *pod_uid == uid)
+                .map(|(_, pod)| pod)
+                .filter(|pod| !terminated(pod))
+                .collect();
+            let live = |pod: &&Arc<Pod>| pod.metadata.deletion_timestamp.is_none();
+            let ungated: Vec<String> = pods
+                .iter()
+                .filter(live)
+                .filter(|pod| !held_or_released(pod))
+                .map(|pod| pod.metadata.name.clone().unwrap_or_default())
+                .collect();
+            if !ungated.is_empty() {
+                grouped.not_held.push(NotHeld {
+                    gated: pods
+                        .iter()
+                        .filter(live)
+                        .filter(|pod| held_by_placement_gate(pod))
+                        .count(),
+                    kind,
+                    namespace,
+                    name,
+                    uid,
+                    ungated,
+                });
+                continue;
+            }
             let mut newest: BTreeMap<String, Member> = BTreeMap::new();
             let mut stopping_members: BTreeMap<String, Member> = BTreeMap::new();
             let mut stopping = 0;
-            for (pod_uid, pod) in pods {
-                if !pod_uid.is_empty() && !uid.is_empty() && pod_uid != uid {
-                    continue;
-                }
-                if terminated(&pod) {
-                    continue;
-                }
+            for pod in pods {
                 let (role, task) = member_of(kind, &pod);
                 if pod.metadata.deletion_timestamp.is_some() {
                     stopping += 1;

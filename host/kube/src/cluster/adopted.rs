@@ -1,43 +1,52 @@
 //! The adopted jobs' part of a round ([`crate::adopt`]): their accepted actions carried
 //! out (a placement released all or none, a preemption or a move asked as a checkpoint,
-//! everything else refused with the reason), and the leader's pass over them between
-//! rounds: which arrived, became placeable again or finished (the policy's triggers),
-//! the one Event on a gated pod no enabled kind owns, the evictions whose checkpoint
-//! grace is over, and the loss read from their pods' logs. It carries decisions out; it
-//! must not make one, nor write an owner.
+//! everything else refused with the reason), and what the leader keeps between its
+//! passes over them ([`AdoptedPass`]). The pass itself is in its submodules:
+//!
+//! - `pass`: which jobs arrived, became placeable again or finished (the policy's
+//!   triggers), the Events on pods and owners it does not adopt, the log followers.
+//! - `stop`: the checkpoint a preemption asked for, ended at once when every asked pod
+//!   acknowledged it or at its grace's end, and the evictions, backed off while a
+//!   PodDisruptionBudget refuses them.
+//! - `api`: the checkpoint request and acknowledgements of the API for adopted ids.
+//! - `state`: what the pass keeps between passes ([`AdoptedPass`]).
+//!
+//! It carries decisions out; it must not make one, nor write an owner.
+
+mod api;
+mod pass;
+mod state;
+mod stop;
+
+pub(super) use self::state::AdoptedPass;
 
 use std::collections::HashSet;
 
 use k8s_openapi::api::core::v1::{ObjectReference, Pod};
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::Api;
-use switchyard_core::{Action, Operation, Trigger};
+use switchyard_core::{Action, Operation};
 
 use super::controller::KubeCluster;
-use super::logs::MAX_FOLLOWERS;
-use crate::act::Eviction;
-use crate::adopt::{AdoptedJob, Unadoptable};
-use crate::pods::{held_by_placement_gate, node_of, phase_of, pod_requests};
-use crate::progress::LogPattern;
-use crate::{
-    CHECKPOINT_GRACE_ANNOTATION, DEFAULT_CHECKPOINT_GRACE_SECONDS, Error,
-    LOSS_CONTAINER_ANNOTATION, LOSS_PATTERN_ANNOTATION, PLACEMENT_GATE, QUEUE_LABEL,
-};
+use crate::Error;
+use crate::adopt::{AdoptedJob, Integration};
+use crate::pods::{held_by_placement_gate, pod_requests};
 
-/// The longest checkpoint grace a pod template may ask for, seconds: a day.
-const MAX_CHECKPOINT_GRACE_SECONDS: u32 = 86_400;
+/// The owner of kind `kind`, `namespace/name` with `uid`, as its Events name it.
+fn reference_to(kind: Integration, namespace: &str, name: &str, uid: &str) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(kind.api_version().into()),
+        kind: Some(kind.kind().into()),
+        name: Some(name.to_string()),
+        namespace: Some(namespace.to_string()),
+        uid: Some(uid.to_string()).filter(|u| !u.is_empty()),
+        ..ObjectReference::default()
+    }
+}
 
 /// The owner of `job`, as its Events name it.
 fn owner_reference(job: &AdoptedJob) -> ObjectReference {
-    ObjectReference {
-        api_version: Some(job.kind.api_version().into()),
-        kind: Some(job.kind.kind().into()),
-        name: Some(job.name.clone()),
-        namespace: Some(job.namespace.clone()),
-        uid: Some(job.uid.clone()).filter(|u| !u.is_empty()),
-        ..ObjectReference::default()
-    }
+    reference_to(job.kind, &job.namespace, &job.name, &job.uid)
 }
 
 /// Whether `job` can be placed now: the owner made every member, nothing is stopping
@@ -47,36 +56,6 @@ fn placeable(job: &AdoptedJob) -> bool {
         && job.stopping == 0
         && !job.checkpoint_asked()
         && job.members.iter().any(|m| held_by_placement_gate(&m.pod))
-}
-
-/// How long `pod` has to checkpoint before it is evicted (its template's
-/// [`CHECKPOINT_GRACE_ANNOTATION`], at most a day).
-fn checkpoint_grace(pod: &Pod) -> SignedDuration {
-    let seconds = pod
-        .annotations()
-        .get(CHECKPOINT_GRACE_ANNOTATION)
-        .and_then(|g| g.trim().parse::<u32>().ok())
-        .unwrap_or(DEFAULT_CHECKPOINT_GRACE_SECONDS)
-        .min(MAX_CHECKPOINT_GRACE_SECONDS);
-    SignedDuration::from_secs(i64::from(seconds))
-}
-
-/// The message of the one Event on `pod`, gated in this queue and owned by no enabled
-/// kind.
-fn not_enabled_message(u: &Unadoptable) -> String {
-    let queue = u.pod.labels().get(QUEUE_LABEL).cloned().unwrap_or_default();
-    let head =
-        format!("this pod waits behind the scheduling gate {PLACEMENT_GATE} in queue {queue}, but");
-    match u.kind {
-        Some(kind) => format!(
-            "{head} switchyard does not adopt {}s here: start it with --integrations={kind} (or remove the gate)",
-            kind.kind()
-        ),
-        None => format!(
-            "{head} its owner, {}, is not a kind switchyard adopts (--integrations accepts job, jobset, pytorchjob): remove the gate",
-            u.owner
-        ),
-    }
 }
 
 impl KubeCluster {
@@ -178,169 +157,6 @@ impl KubeCluster {
             Operation::Scale {
                 replicas, nodes, ..
             } => self.scale_adopted(&job, &owner, (*replicas, nodes.as_slice()), reason),
-        }
-    }
-
-    /// The leader's pass over the adopted jobs: the triggers of a round (jobs that
-    /// became placeable for the first time or again, jobs gone), Events on pods no
-    /// enabled kind owns, evictions due, and log followers.
-    pub(super) fn adopted_pass(&mut self) -> Vec<Trigger> {
-        let grouped = self.caches.adoption.group();
-        self.release_grown(&grouped.jobs);
-        let mut triggers = Vec::new();
-        let active: HashSet<String> = grouped.jobs.iter().map(|j| j.id.clone()).collect();
-        let mut gone: Vec<String> = self
-            .known_adopted
-            .iter()
-            .filter(|id| !active.contains(*id))
-            .cloned()
-            .collect();
-        gone.sort();
-        for id in gone {
-            self.known_adopted.remove(&id);
-            self.caches.loss.lock().expect("loss lock").forget(&id);
-            triggers.push(Trigger::JobFinished(id));
-        }
-        let now_placeable: HashSet<String> = grouped
-            .jobs
-            .iter()
-            .filter(|j| placeable(j))
-            .map(|j| j.id.clone())
-            .collect();
-        for job in &grouped.jobs {
-            if now_placeable.contains(&job.id) && !self.adopted_placeable.contains(&job.id) {
-                match self.known_adopted.insert(job.id.clone()) {
-                    true => triggers.push(Trigger::JobArrived(job.id.clone())),
-                    false => triggers.push(Trigger::JobPreempted(job.id.clone())),
-                }
-            }
-        }
-        self.adopted_placeable = now_placeable;
-        self.tell_unadoptable(&grouped.unadoptable);
-        self.evict_due(&grouped.jobs);
-        self.follow_adopted_logs(&grouped.jobs);
-        self.follow_adopted_resizes(&grouped.jobs);
-        triggers
-    }
-
-    /// One Event per gated pod no enabled kind owns (per leader: a new leader tells
-    /// again once).
-    fn tell_unadoptable(&mut self, unadoptable: &[Unadoptable]) {
-        let present: HashSet<String> = unadoptable
-            .iter()
-            .filter_map(|u| u.pod.metadata.uid.clone())
-            .collect();
-        self.told_not_enabled.retain(|uid| present.contains(uid));
-        for u in unadoptable {
-            let Some(uid) = u.pod.metadata.uid.clone() else {
-                continue;
-            };
-            if self.told_not_enabled.contains(&uid) || !self.may_act() {
-                continue;
-            }
-            let message = not_enabled_message(u);
-            self.handle
-                .block_on(self.actor.tell_not_enabled(&u.pod, &message));
-            self.told_not_enabled.insert(uid);
-        }
-    }
-
-    /// Evicts the members of adopted jobs whose checkpoint grace is over.
-    fn evict_due(&mut self, jobs: &[AdoptedJob]) {
-        let now = self.now_timestamp();
-        for job in jobs {
-            for member in &job.members {
-                let Some(asked) = self.actor.asked_at(&member.pod) else {
-                    continue;
-                };
-                if now < asked + checkpoint_grace(&member.pod) || !self.may_act() {
-                    continue;
-                }
-                match self.handle.block_on(self.actor.evict_once(&member.pod)) {
-                    Ok(Eviction::Sent | Eviction::Gone) => {}
-                    Ok(Eviction::Refused(why)) => tracing::info!(
-                        pod = member.pod.name_any(),
-                        job = job.id,
-                        why,
-                        "eviction refused for now; asked again at the next pass"
-                    ),
-                    Err(error) => {
-                        tracing::warn!(%error, job = job.id, "evicting a member of an adopted job")
-                    }
-                }
-            }
-        }
-    }
-
-    /// Follows the log of every running pod of an adopted job for its loss: the
-    /// template's [`LOSS_PATTERN_ANNOTATION`] (else [`crate::DEFAULT_LOG_PATTERN`]) in its
-    /// [`LOSS_CONTAINER_ANNOTATION`] container (else the first), with the followers and
-    /// back-offs the TrainingJobs' pods use.
-    fn follow_adopted_logs(&mut self, jobs: &[AdoptedJob]) {
-        let now = std::time::Instant::now();
-        for job in jobs {
-            for member in &job.members {
-                let pod = &member.pod;
-                let key = format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any());
-                let running = phase_of(pod) == Some("Running") && node_of(pod).is_some();
-                let waiting = self.follow_backoff.get(&key).is_some_and(|b| now < b.until);
-                if !running
-                    || waiting
-                    || self.followed.contains_key(&key)
-                    || self.followed.len() >= MAX_FOLLOWERS
-                {
-                    continue;
-                }
-                let annotations = pod.annotations();
-                let pattern = annotations
-                    .get(LOSS_PATTERN_ANNOTATION)
-                    .map_or(crate::DEFAULT_LOG_PATTERN, String::as_str);
-                let pattern = match LogPattern::compile(&job.id, pattern) {
-                    Ok(p) => p,
-                    Err(error) => {
-                        tracing::warn!(%error, "not following the adopted job's logs");
-                        break;
-                    }
-                };
-                let container = annotations
-                    .get(LOSS_CONTAINER_ANNOTATION)
-                    .cloned()
-                    .or_else(|| {
-                        pod.spec
-                            .as_ref()?
-                            .containers
-                            .first()
-                            .map(|c| c.name.clone())
-                    });
-                let api: Api<Pod> =
-                    Api::namespaced(self.client.clone(), &pod.namespace().unwrap_or_default());
-                let (caches, name, id, clock) = (
-                    self.caches.clone(),
-                    pod.name_any(),
-                    job.id.clone(),
-                    self.clock.clone(),
-                );
-                let task = self.handle.spawn(async move {
-                    // An adopted job's stop waits out its grace period: its lines that
-                    // acknowledge a checkpoint are not taken.
-                    let followed = super::follow_log(
-                        api,
-                        &name,
-                        container,
-                        pattern,
-                        &caches,
-                        &id,
-                        || clock(),
-                        |_| {},
-                    )
-                    .await;
-                    if let Err(error) = &followed {
-                        tracing::warn!(%error, "log follower of an adopted pod stopped");
-                    }
-                    followed
-                });
-                self.followed.insert(key, (job.id.clone(), task));
-            }
         }
     }
 }

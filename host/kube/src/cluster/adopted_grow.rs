@@ -238,10 +238,7 @@ impl KubeCluster {
                 grow.to, grow.reason
             );
             match self.place_adopted(&id, &grow.tasks, &reason, now) {
-                Ok(()) => {
-                    self.adopted_placeable.insert(id.clone());
-                    self.known_adopted.insert(id);
-                }
+                Ok(()) => self.adopted.released_between_rounds(&id),
                 Err(error) => {
                     tracing::info!(job = id, %error, "a grow's new pods were not released to its nodes; they wait for a placement")
                 }

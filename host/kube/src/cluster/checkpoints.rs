@@ -3,7 +3,8 @@
 //! migration, a rescale or a preemption) has one requested until its old pods are gone;
 //! an acknowledgement over the API names the job's tasks (or all of them) and is
 //! recorded like a `switchyard: checkpoint-complete` log line, for the next pass to
-//! act on. It makes no API call; the restart's own pass deletes the pods.
+//! act on. An adopted id is handed to the adopted jobs' own (`adopted::api`). It makes
+//! no API call; the restart's own pass deletes the pods.
 
 use std::collections::BTreeMap;
 
@@ -15,6 +16,7 @@ use switchyard_control::{
 
 use super::controller::KubeCluster;
 use crate::act::{PodAck, task_of_pod};
+use crate::adopt::parse_adopted_id;
 use crate::crd::{CheckpointResult, PendingRestart, RestartAction, TrainingJob};
 use crate::pods::job_id;
 
@@ -28,13 +30,17 @@ fn asking(job: &TrainingJob) -> Option<(&PendingRestart, Timestamp)> {
     Some((restart, restart.requested_at.parse().ok()?))
 }
 
-fn seconds(time: Timestamp) -> f64 {
+/// `time` as Unix seconds, the API's clock.
+pub(super) fn seconds(time: Timestamp) -> f64 {
     time.as_millisecond() as f64 / 1000.0
 }
 
 impl KubeCluster {
     /// The checkpoint asked of the TrainingJob `id` now.
     pub(super) fn checkpoint_asked(&self, id: &str) -> CheckpointRequest {
+        if parse_adopted_id(id).is_some() {
+            return self.adopted_checkpoint_asked(id);
+        }
         let Some(job) = self.caches.training_job(id) else {
             return CheckpointRequest::default();
         };
@@ -73,6 +79,9 @@ impl KubeCluster {
         id: &str,
         ack: CheckpointAck,
     ) -> Result<Acknowledged, AckRefused> {
+        if parse_adopted_id(id).is_some() {
+            return self.adopted_checkpoint_acknowledged(id, ack);
+        }
         ack.check_path()?;
         let not_requested = || AckRefused::not_requested(id);
         let job = self.caches.training_job(id).ok_or_else(not_requested)?;
@@ -150,6 +159,7 @@ impl KubeCluster {
                 };
                 Some((job_id(job), last))
             })
+            .chain(self.adopted_checkpoint_outcomes())
             .collect()
     }
 }

@@ -13,6 +13,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::{Client, ResourceExt};
 use tokio::runtime::Handle;
 
+use super::adopted::AdoptedPass;
 use crate::act::Actor;
 use crate::crd::TrainingJob;
 use crate::observe::Caches;
@@ -59,13 +60,8 @@ pub struct KubeCluster {
     pub(super) finished: usize,
     /// Per job id, the `VolumesReady` condition last written (status, reason, message).
     pub(super) volume_conditions: HashMap<String, (&'static str, String, String)>,
-    /// Adopted jobs the policy has heard of (they arrived), by id.
-    pub(super) known_adopted: HashSet<String>,
-    /// Adopted jobs placeable at the last pass: one that becomes placeable again (its
-    /// owner made its evicted pods anew) is news for the policy.
-    pub(super) adopted_placeable: HashSet<String>,
-    /// Gated pods (UIDs) told by an Event that no enabled kind owns them.
-    pub(super) told_not_enabled: HashSet<String>,
+    /// What the pass over the adopted jobs keeps between passes.
+    pub(super) adopted: AdoptedPass,
     /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
     pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
     /// Grows of elastic adopted jobs whose new pods are released to the nodes decided
@@ -104,9 +100,7 @@ impl KubeCluster {
             unconfirmed_warned: HashSet::new(),
             finished: 0,
             volume_conditions: HashMap::new(),
-            known_adopted: HashSet::new(),
-            adopted_placeable: HashSet::new(),
-            told_not_enabled: HashSet::new(),
+            adopted: AdoptedPass::default(),
             adopted_resizes: Default::default(),
             adopted_grows: Default::default(),
         }

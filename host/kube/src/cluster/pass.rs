@@ -205,9 +205,7 @@ impl KubeCluster {
             self.known_nodes.clear();
             self.restarts_done.clear();
             self.unconfirmed_warned.clear();
-            self.known_adopted.clear();
-            self.adopted_placeable.clear();
-            self.told_not_enabled.clear();
+            self.adopted.new_term();
             dirty.all = true;
         }
         self.last_pass = Some(Instant::now());

@@ -186,18 +186,26 @@ impl LiveCluster for KubeCluster {
     }
 
     fn push_loss(&mut self, job: &str, step: u64, value: f64) -> LossAck {
-        let Some(training_job) = self.caches.training_job(job) else {
-            return LossAck::Ignored {
-                note: format!("TrainingJob {job} is no longer in the cluster"),
-            };
+        // An adopted job's pushed samples join the series its log's go to, with the same
+        // bounds; a TrainingJob takes them only when its spec says so.
+        let what = match parse_adopted_id(job) {
+            Some(_) => "adopted job",
+            None => {
+                let Some(training_job) = self.caches.training_job(job) else {
+                    return LossAck::Ignored {
+                        note: format!("TrainingJob {job} is no longer in the cluster"),
+                    };
+                };
+                if !training_job.spec.progress.push {
+                    return LossAck::Ignored {
+                        note: format!(
+                            "TrainingJob {job} does not take pushed samples; set `spec.progress.push: true`"
+                        ),
+                    };
+                }
+                "TrainingJob"
+            }
         };
-        if !training_job.spec.progress.push {
-            return LossAck::Ignored {
-                note: format!(
-                    "TrainingJob {job} does not take pushed samples; set `spec.progress.push: true`"
-                ),
-            };
-        }
         if self
             .caches
             .record_sample(job, (self.clock)(), Some(step), value)
@@ -207,7 +215,7 @@ impl LiveCluster for KubeCluster {
             LossAck::Accepted
         } else {
             LossAck::Ignored {
-                note: format!("step {step} is already in TrainingJob {job}'s loss series"),
+                note: format!("step {step} is already in {what} {job}'s loss series"),
             }
         }
     }

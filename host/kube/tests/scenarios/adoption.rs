@@ -95,6 +95,14 @@ async fn a_gang_is_placed_preempted_made_again_and_placed_again(adopted: Adopted
         "CheckpointRequested",
         "Normal",
     ));
+    // No pod acknowledged: the grace ends the checkpoint, told once on the owner.
+    script.push(told_once(
+        owner.0,
+        owner.1,
+        "CheckpointTimedOut",
+        &format!("{}.{}.checkpoint.*", owner.1, kind.name()),
+        201,
+    ));
     script.extend(first.iter().map(evict));
     script.extend(placed_whole(&again, "n1", owner, false));
     let logged = again[0].metadata.name.clone().unwrap();

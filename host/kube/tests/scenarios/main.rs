@@ -6,6 +6,7 @@
 #[path = "../support/mod.rs"]
 mod support;
 
+mod adopted_lifecycle;
 mod adopted_scaling;
 mod adoption;
 mod checkpoints;

@@ -7,9 +7,9 @@ use serde_json::Value;
 
 use crate::support::mock::Access;
 use crate::{
-    adopted_scaling, adoption, cluster, events, failures, fencing, gangs, lease, logs, moves,
-    others, outcomes, ownership, releases, rendezvous, restarts, snapshot, spread, startup, state,
-    volumes, wedges, writes,
+    adopted_lifecycle, adopted_scaling, adoption, cluster, events, failures, fencing, gangs, lease,
+    logs, moves, others, outcomes, ownership, releases, rendezvous, restarts, snapshot, spread,
+    startup, state, volumes, wedges, writes,
 };
 
 /// One rule of a (Cluster)Role, flattened.
@@ -178,6 +178,11 @@ async fn each_integration_grants_what_adoption_uses_beyond_the_base_role_and_nev
     used.extend(adoption::an_indexed_job_of_eight().await);
     used.extend(adoption::a_jobset_of_two_replicated_jobs().await);
     used.extend(adoption::a_kind_not_enabled_gets_one_event().await);
+    used.extend(adopted_lifecycle::pods_that_never_waited_behind_the_gate_are_not_adopted().await);
+    used.extend(adopted_lifecycle::the_api_takes_an_adopted_jobs_acknowledgements_and_loss().await);
+    used.extend(
+        adopted_lifecycle::an_eviction_a_budget_refuses_backs_off_as_the_api_server_asks().await,
+    );
     used.extend(adopted_scaling::a_weight_resizes_an_adopted_pod_relative_to_its_template().await);
     used.extend(
         adopted_scaling::dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided()

@@ -14,7 +14,9 @@ use kube::api::DynamicObject;
 use kube::runtime::reflector::store::Writer;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
-use switchyard_kube::{Adoption, CHECKPOINT_ANNOTATION, Integration, PLACEMENT_GATE, QUEUE_LABEL};
+use switchyard_kube::{
+    Adoption, CHECKPOINT_ANNOTATION, Integration, PLACEMENT_GATE, QUEUE_LABEL, RELEASED_ANNOTATION,
+};
 use tokio::sync::Notify;
 
 use super::fixtures::{EVENTS, NS, PODS, event_json, pin};
@@ -289,10 +291,14 @@ fn operator_pod(name: &str, labels: Value, annotations: Value, owner: Value, spe
     .unwrap()
 }
 
-/// `pod` released to `node` and bound there by kube-scheduler, its containers still
-/// starting.
+/// `pod` released to `node` (its gate lifted and its release noted, as the release's
+/// patch does) and bound there by kube-scheduler, its containers still starting.
 pub fn bound(pod: &Pod, node: &str) -> Pod {
     let mut pod = pod.clone();
+    pod.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(RELEASED_ANNOTATION.into(), "2026-01-01T00:00:01Z".into());
     let spec = pod.spec.as_mut().unwrap();
     spec.scheduling_gates = None;
     spec.node_name = Some(node.into());
@@ -310,6 +316,22 @@ pub fn bound(pod: &Pod, node: &str) -> Pod {
 pub fn running(pod: &Pod, node: &str) -> Pod {
     let mut pod = bound(pod, node);
     pod.status.as_mut().unwrap().phase = Some("Running".into());
+    pod
+}
+
+/// `pod` as kube-scheduler runs it when nobody held it: its gate never there or lifted
+/// by hand, bound to `node` by the scheduler's own choice, running.
+pub fn ungated(pod: &Pod, node: &str) -> Pod {
+    let mut pod = pod.clone();
+    let spec = pod.spec.as_mut().unwrap();
+    spec.scheduling_gates = None;
+    spec.node_name = Some(node.into());
+    pod.metadata.resource_version = Some("2".into());
+    pod.status = Some(
+        serde_json::from_value(json!({"phase": "Running",
+        "startTime": "2026-01-01T00:00:05Z"}))
+        .unwrap(),
+    );
     pod
 }
 
@@ -364,6 +386,41 @@ pub fn evict(pod: &Pod) -> Expect {
             201,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 201}),
         )
+}
+
+/// The eviction of `pod` refused by a PodDisruptionBudget, as the API server's eviction
+/// handler answers (429, the budget named in a cause), asking for `retry_after`
+/// seconds (0: it does not say).
+pub fn evict_refused(pod: &Pod, retry_after: u32) -> Expect {
+    let name = pod.metadata.name.as_deref().unwrap();
+    let mut details = json!({"causes": [{"reason": "DisruptionBudget",
+        "message": "The disruption budget train-pdb needs 2 healthy pods and has 2 currently"}]});
+    if retry_after > 0 {
+        details["retryAfterSeconds"] = json!(retry_after);
+    }
+    Expect::post(&format!("{PODS}/{name}/eviction")).respond(
+        429,
+        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+            "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": details}),
+    )
+}
+
+/// The Event told once (named `event`) with `reason` about `kind`/`name`, answered
+/// `status` (201 created, 409 already there).
+pub fn told_once(kind: &str, name: &str, reason: &str, event: &str, status: u16) -> Expect {
+    let answer = match status {
+        409 => json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 409,
+            "reason": "AlreadyExists", "message": format!("events.events.k8s.io \"{event}\" already exists")}),
+        _ => event_json(),
+    };
+    Expect::post(EVENTS)
+        .body(
+            json!({"metadata": {"name": event}, "reason": reason, "note": "*",
+            "regarding": {"kind": kind, "name": name, "namespace": NS}}),
+        )
+        .respond(status, answer)
 }
 
 /// An Event `reason` about owner `kind`/`name`.
