@@ -42,6 +42,7 @@ mod view;
 mod weight;
 
 pub use self::caches::Adoption;
+pub(crate) use self::elastic::ELASTIC_ROLE;
 pub(crate) use self::group::{AdoptedJob, Member, NotHeld, Unadoptable};
 pub(crate) use self::names::parse_adopted_id;
 pub use self::names::{Integration, InvalidQueue, UnknownIntegration, valid_queue};

@@ -13,6 +13,7 @@
 //! the tokio runtime through a [`Handle`].
 
 mod adopted;
+mod adopted_grow;
 mod adopted_scaling;
 mod checkpoints;
 mod controller;

@@ -2,8 +2,9 @@
 //! new replica count goes to the owner's own `scale` subresource (a PyTorchJob's sets
 //! `.spec.pytorchReplicaSpecs.Worker.replicas`), the interface a HorizontalPodAutoscaler
 //! scales it through, with the owner's resourceVersion as read as the precondition; the
-//! owner's operator then makes the new pods (gated, placed by the policy like any held
-//! pod) or deletes those at or past the new count. It writes nothing else of the owner
+//! owner's operator then makes the new pods (gated; released to the nodes the scale
+//! named, else placed by the policy like any held pod) or deletes those at or past the
+//! new count. It writes nothing else of the owner
 //! and touches no pod.
 
 use k8s_openapi::api::core::v1::ObjectReference;

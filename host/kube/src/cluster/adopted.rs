@@ -157,9 +157,9 @@ impl KubeCluster {
             Operation::SetCpuWeight { task, weight, .. } => {
                 self.set_adopted_cpu_weight(&job, &owner, task, *weight, reason)
             }
-            Operation::Scale { replicas, .. } => {
-                self.scale_adopted(&job, &owner, *replicas, reason)
-            }
+            Operation::Scale {
+                replicas, nodes, ..
+            } => self.scale_adopted(&job, &owner, (*replicas, nodes.as_slice()), reason),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! What the policy may change of an adopted job's resources ([`crate::adopt`]): a task's
 //! CPU weight, carried out as an in-place resize relative to the owner's pod template
 //! and followed until the kubelet applied it, deferred it or found it infeasible; and
-//! an elastic job's replica count, asked of the owner's `scale` subresource. Each is
+//! an elastic job's replica count, asked of the owner's `scale` subresource (a grow's
+//! nodes kept for its new workers, [`super::adopted_grow`]). Each is
 //! checked against the caches as they are now (the snapshot the policy decided on may
 //! be older), and refused with the reason where the owner does not allow it. It carries
 //! decisions out; it must not make one.
@@ -13,7 +14,7 @@ use kube::ResourceExt;
 
 use super::controller::KubeCluster;
 use crate::act::{AdoptedWeight, AskedResize, OwnerScale, resize_told, weight_not_offered};
-use crate::adopt::{AdoptedJob, asked_millis};
+use crate::adopt::{AdoptedJob, ELASTIC_ROLE, asked_millis};
 use crate::pods::node_of;
 use crate::template::{ResizeState, resize_state};
 use crate::{Error, Result};
@@ -84,13 +85,15 @@ impl KubeCluster {
     }
 
     /// Asks the owner of the elastic adopted job `job` for `replicas` replicas of its
-    /// scalable role. Refused when its owner is not elastic, when `replicas` is outside
-    /// its bounds, or while its pods are stopping or asked to checkpoint.
+    /// scalable role; a grow's `nodes` (one per new replica) are remembered, and the
+    /// new workers released to them once the operator made them
+    /// ([`super::adopted_grow`]). Refused when its owner is not elastic, when `replicas`
+    /// is outside its bounds, or while its pods are stopping or asked to checkpoint.
     pub(super) fn scale_adopted(
         &self,
         job: &AdoptedJob,
         owner: &ObjectReference,
-        replicas: u32,
+        (replicas, nodes): (u32, &[String]),
         reason: &str,
     ) -> Result<()> {
         let id = job.id.as_str();
@@ -126,7 +129,10 @@ impl KubeCluster {
             resource_version: elastic.resource_version.as_deref(),
         };
         self.handle
-            .block_on(self.actor.scale_adopted(owner, id, scale, reason))
+            .block_on(self.actor.scale_adopted(owner, id, scale, reason))?;
+        let from_to = (elastic.replicas, replicas);
+        self.remember_grow(job, ELASTIC_ROLE, from_to, nodes, reason);
+        Ok(())
     }
 
     /// Tells the owners of `jobs` what became of the resizes this leader asked of their

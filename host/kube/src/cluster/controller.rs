@@ -64,6 +64,9 @@ pub struct KubeCluster {
     pub(super) adopted: AdoptedPass,
     /// In-place resizes asked of adopted pods, by pod UID, followed until applied.
     pub(super) adopted_resizes: std::sync::Mutex<HashMap<String, crate::act::AskedResize>>,
+    /// Grows of elastic adopted jobs whose new pods are released to the nodes decided
+    /// once the operator made them.
+    pub(super) adopted_grows: std::sync::Mutex<super::adopted_grow::Grows>,
 }
 
 impl KubeCluster {
@@ -99,6 +102,7 @@ impl KubeCluster {
             volume_conditions: HashMap::new(),
             adopted: AdoptedPass::default(),
             adopted_resizes: Default::default(),
+            adopted_grows: Default::default(),
         }
     }
 

@@ -3,19 +3,23 @@
 //! which an earlier resize changed), and what the kubelet did with it is told on the
 //! owner (an infeasible one as a Warning, once); a weight the template cannot carry, or one the API server refuses, is a failed
 //! action with its reason. An elastic PyTorchJob offers its `elasticPolicy` bounds and
-//! is scaled through its own `scale` subresource: scaled up, the workers its operator
-//! makes arrive gated and the policy places them; scaled down, the job restarts while
+//! is scaled through its own `scale` subresource: grown in a round of DRAGON, the
+//! workers its operator makes arrive gated and the next pass releases them to the nodes
+//! DRAGON chose; a grow whose nodes no longer fit, or kept past its time limit, leaves
+//! them to the policy's placement; scaled down, the job restarts while
 //! the operator deletes the workers past the new count (the test plays the operator).
 //! A PyTorchJob that is not elastic keeps fixed bounds and a scale of it is refused
 //! with the reason.
 
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
-use switchyard_control::{Cluster, Leader};
-use switchyard_core::{Action, JobPhase, Operation, TaskPhase};
+use switchyard_control::{Advance, Cluster, ControlLoop, Leader, PolicySlot};
+use switchyard_core::{Action, Assignment, JobPhase, Operation, Settings, TaskPhase, Trigger};
 use switchyard_kube::{Integration, KubeCluster};
+use switchyard_runtime::PolicyRef;
 
-use crate::adoption::{round, view};
+use crate::adoption::view;
+use crate::cluster::runtime;
 use crate::support::fixtures::*;
 use crate::support::mock::{Access, Expect, MockServer};
 use crate::support::owners::*;
@@ -244,8 +248,41 @@ pub(crate) async fn a_resize_the_node_cannot_fit_is_told_on_the_owner_once() -> 
     server.finish().await
 }
 
-pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed() -> Vec<Access> {
-    let mut world = World::new().node(node("n1", 64));
+/// DRAGON as configured here: a resource idle at all (`mu = 0`) scales up the jobs on
+/// its node at once.
+fn dragon_growing_at_once() -> PolicySlot {
+    let module = PolicyRef::parse("dragon")
+        .unwrap()
+        .load(&runtime())
+        .expect("the built-in DRAGON policy");
+    let settings = Settings::from([
+        ("mu".to_string(), "0".to_string()),
+        ("scaling".to_string(), "true".to_string()),
+    ]);
+    PolicySlot::configure(module, &settings).unwrap()
+}
+
+/// The operator's side of a grow of `job` to `workers` workers: the PyTorchJob at its
+/// new count and resourceVersion `version`, and the new workers `new`, gated.
+fn operator_grows(owners: &mut Owners, job: &Value, workers: u32, version: &str, new: &[Pod]) {
+    let mut scaled = job.clone();
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(workers);
+    scaled["metadata"]["resourceVersion"] = json!(version);
+    owners.pytorchjob(&scaled);
+    for pod in new {
+        owners.pod(pod);
+    }
+}
+
+/// PyTorchJob `bert` of a master and two workers running on n1, elastic up to four
+/// workers, with the clock at 0: its owners, its JSON, the two workers a grow to four
+/// makes, and the calls of that grow: the scale, then the new workers' release to
+/// `placed_on` (by whichever path).
+fn bert_grown_to_four(
+    world: &mut World,
+    placed_on: &str,
+) -> (Owners, Value, Vec<Pod>, Vec<Expect>) {
+    world.set_clock(0);
     let mut owners = world.adopting(&[Integration::PyTorchJob], "default");
     let job = elastic_pytorchjob("bert", 2, (1, 4), "7");
     owners.pytorchjob(&job);
@@ -258,16 +295,70 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
                 "metadata": {"name": "bert", "namespace": NS}, "spec": {"replicas": 4},
                 "status": {"replicas": 2}})),
         event_on_owner("PyTorchJob", "bert", "ScaleRequested", "Normal"),
-        release_adopted(&new[0], "n1"),
-        release_adopted(&new[1], "n1").either_order_with_previous(),
+        release_adopted(&new[0], placed_on),
+        release_adopted(&new[1], placed_on).either_order_with_previous(),
         event_on_owner("PyTorchJob", "bert", "Placed", "Normal"),
     ];
+    (owners, job, new, script)
+}
+
+pub(crate) async fn dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided()
+-> Vec<Access> {
+    let mut world = World::new().node(node("n1", 64));
+    let (mut owners, job, new, script) = bert_grown_to_four(&mut world, "n1");
+    let (client, server) = MockServer::start(script);
+    let cluster = world.cluster(client, Leader::always("switchyard-0"));
+    let (cluster, record) = blocking(cluster, |c| {
+        let slot = dragon_growing_at_once();
+        let mut control = ControlLoop::new(slot.clone(), slot, 0);
+        control.decide_round(c, vec![Trigger::Tick]).record
+    })
+    .await;
+    let grow = Operation::Scale {
+        job: "pytorchjob:ml/bert".into(),
+        replicas: 4,
+        nodes: vec!["n1".into(), "n1".into()],
+    };
+    let accepted: Vec<&Operation> = record.arm_a.accepted.iter().map(|a| &a.op).collect();
+    assert_eq!(
+        accepted,
+        [&grow],
+        "DRAGON grows the job into n1's idle room"
+    );
+    assert!(record.arm_a.failed.is_empty(), "{record:?}");
+
+    // The operator makes one new worker, then the other: nothing is released before
+    // both are there, then both go to the nodes of the grow, with no round between.
+    operator_grows(&mut owners, &job, 4, "8", &new[..1]);
+    let cluster = pass(&world, cluster, 1).await;
+    owners.pod(&new[1]);
+    world.set_clock(2);
+    let (_, triggers) = blocking(cluster, |c| c.advance(Some(at(2).as_second() as f64))).await;
+    assert!(
+        !matches!(&triggers, Advance::Events(t) if t.iter().any(|t| matches!(t,
+            Trigger::JobArrived(j) | Trigger::JobPreempted(j) if j == "pytorchjob:ml/bert"))),
+        "the released workers are no news for the policy: {triggers:?}"
+    );
+    let accessed = server.finish().await;
+    only_scaled_the_owner(&accessed);
+    accessed
+}
+
+/// A grow to the nodes `decided` whose new workers all arrive at `seconds` after it,
+/// when their release is no longer due (too late, or the nodes gone): they wait
+/// behind the gate, and the policy's placement on n2 is carried out.
+async fn a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement(
+    decided: &str,
+    seconds: i64,
+) -> Vec<Access> {
+    let mut world = World::new().node(node("n1", 64)).node(node("n2", 64));
+    let (mut owners, job, new, script) = bert_grown_to_four(&mut world, "n2");
     let (client, server) = MockServer::start(script);
     let cluster = world.cluster(client, Leader::always("switchyard-0"));
     let scale = action(Operation::Scale {
         job: "pytorchjob:ml/bert".into(),
         replicas: 4,
-        nodes: vec!["n1".into(), "n1".into()],
+        nodes: vec![decided.into(), decided.into()],
     });
     let (cluster, (offered, outcomes)) = blocking(cluster, move |c| {
         let offered = view(c, "pytorchjob:ml/bert").unwrap().replicas;
@@ -286,12 +377,8 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
     );
     assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
 
-    // The operator sees the new count and makes the two workers, gated.
-    let mut scaled = job.clone();
-    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = json!(4);
-    scaled["metadata"]["resourceVersion"] = json!("8");
-    owners.pytorchjob(&scaled);
-    owners.pod(&new[0]);
+    // The operator makes the new workers: they wait behind the gate, placeable.
+    operator_grows(&mut owners, &job, 4, "8", &new[..1]);
     let (cluster, partial) = blocking(cluster, |c| view(c, "pytorchjob:ml/bert").unwrap()).await;
     assert_eq!(partial.replicas.current, 4);
     assert!(
@@ -300,11 +387,8 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
         partial.tasks
     );
     owners.pod(&new[1]);
-    let (_, (waiting, record)) = blocking(cluster, |c| {
-        let waiting = view(c, "pytorchjob:ml/bert").unwrap();
-        (waiting, round(c))
-    })
-    .await;
+    let cluster = pass(&world, cluster, seconds).await;
+    let (cluster, waiting) = blocking(cluster, |c| view(c, "pytorchjob:ml/bert").unwrap()).await;
     assert_eq!(
         waiting.phase,
         JobPhase::Running,
@@ -317,7 +401,19 @@ pub(crate) async fn an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed(
         .map(|t| t.name.as_str())
         .collect();
     assert_eq!(pending, ["worker-2", "worker-3"]);
-    assert!(record.arm_a.failed.is_empty(), "{record:?}");
+
+    // The policy's placement is carried out as any other.
+    let place = action(Operation::Place {
+        job: "pytorchjob:ml/bert".into(),
+        assignments: ["worker-2", "worker-3"]
+            .map(|task| Assignment {
+                task: task.into(),
+                node: "n2".into(),
+            })
+            .to_vec(),
+    });
+    let (_, outcomes) = blocking(cluster, move |c| c.apply(&[place], &[])).await;
+    assert!(outcomes.iter().all(Result::is_ok), "{outcomes:?}");
     let accessed = server.finish().await;
     only_scaled_the_owner(&accessed);
     accessed
@@ -458,9 +554,20 @@ async fn a_resize_the_node_cannot_fit_is_told_on_the_owner_as_infeasible_once() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_elastic_pytorchjob_is_scaled_up_through_its_scale_subresource_and_its_new_workers_are_placed()
+async fn dragon_grows_an_elastic_pytorchjob_through_its_scale_subresource_and_the_new_workers_are_released_to_the_nodes_it_chose()
  {
-    an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed().await;
+    dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_workers_of_a_grow_kept_past_its_time_limit_wait_for_the_policy_s_placement() {
+    // A grow's nodes are kept five minutes.
+    a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement("n1", 301).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_new_workers_of_a_grow_whose_nodes_no_longer_fit_wait_for_the_policy_s_placement() {
+    a_grow_not_honoured_leaves_its_new_workers_to_a_later_placement("n9", 1).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

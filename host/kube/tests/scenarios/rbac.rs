@@ -185,7 +185,8 @@ async fn each_integration_grants_what_adoption_uses_beyond_the_base_role_and_nev
     );
     used.extend(adopted_scaling::a_weight_resizes_an_adopted_pod_relative_to_its_template().await);
     used.extend(
-        adopted_scaling::an_elastic_pytorchjob_scaled_up_gets_its_new_workers_placed().await,
+        adopted_scaling::dragon_grows_an_elastic_pytorchjob_and_its_new_workers_go_where_it_decided()
+            .await,
     );
     let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy");
     let base = granted(&format!("{deploy}/rbac.yaml"));

@@ -72,6 +72,7 @@ impl KubeCluster {
     /// enabled kind owns and on owners not adopted, stops due, and log followers.
     pub(in crate::cluster) fn adopted_pass(&mut self) -> Vec<Trigger> {
         let grouped = self.caches.adoption.group();
+        self.release_grown(&grouped.jobs);
         let mut triggers = Vec::new();
         let active: HashSet<String> = grouped.jobs.iter().map(|j| j.id.clone()).collect();
         let mut gone: Vec<String> = self

@@ -46,6 +46,13 @@ impl AdoptedPass {
         self.backoff.clear();
     }
 
+    /// Job `id`, whose held pods this leader just released between rounds: known, and
+    /// no news while the caches still show them held.
+    pub(in crate::cluster) fn released_between_rounds(&mut self, id: &str) {
+        self.known.insert(id.to_string());
+        self.placeable.insert(id.to_string());
+    }
+
     /// `pod`'s acknowledgement heard since `since`.
     pub(super) fn ack_since(&self, pod: &Pod, since: Timestamp) -> Option<PodAck> {
         self.acks
