@@ -22,6 +22,16 @@ fn two_jobs_ten_seconds_apart() -> Simulator {
 }
 
 /// The test guest that never returns from `decide`.
+/// The runtimes of these scenarios: a generous deadline for the policies that answer,
+/// so a loaded machine does not fail their calls too, and a short one for the guest
+/// that never returns, so its calls fail quickly.
+fn runtimes() -> (Runtime, Runtime) {
+    (
+        support::generous_runtime(),
+        support::runtime_with_deadline(Duration::from_millis(30)),
+    )
+}
+
 fn looping_guest(runtime: &Runtime) -> std::sync::Arc<switchyard_runtime::PolicyModule> {
     runtime
         .load(
@@ -33,8 +43,8 @@ fn looping_guest(runtime: &Runtime) -> std::sync::Arc<switchyard_runtime::Policy
 
 #[test]
 fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes() {
-    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
-    let looping = looping_guest(&runtime);
+    let (runtime, looping_runtime) = runtimes();
+    let looping = looping_guest(&looping_runtime);
     let default = PolicyRef::parse("default").unwrap().load(&runtime).unwrap();
     let active = PolicySlot::new(looping, Default::default());
     let fallback = PolicySlot::configure(default, &Default::default()).unwrap();
@@ -54,8 +64,8 @@ fn when_the_policy_fails_the_default_policy_decides_and_every_job_still_finishes
 
 #[test]
 fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_default() {
-    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
-    let looping = looping_guest(&runtime);
+    let (runtime, looping_runtime) = runtimes();
+    let looping = looping_guest(&looping_runtime);
     let load = |name: &str| {
         PolicySlot::configure(
             PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
@@ -90,7 +100,7 @@ fn after_a_hot_swap_to_a_broken_policy_the_previous_policy_decides_not_the_defau
 fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides() {
     use switchyard_control::Experiment;
     use switchyard_control::ExperimentMode;
-    let runtime = support::runtime_with_deadline(Duration::from_millis(30));
+    let (runtime, looping_runtime) = runtimes();
     let load = |name: &str| {
         PolicySlot::configure(
             PolicyRef::parse(name).unwrap().load(&runtime).unwrap(),
@@ -121,7 +131,7 @@ fn a_shadow_policy_that_never_returns_changes_nothing_the_active_policy_decides(
         (decided, s.outcomes(), control.experiment_report())
     };
     let (alone, alone_jobs, _) = run(None);
-    let looping = PolicySlot::new(looping_guest(&runtime), Default::default());
+    let looping = PolicySlot::new(looping_guest(&looping_runtime), Default::default());
     let (shadowed, shadowed_jobs, report) = run(Some(looping));
     assert_eq!(
         shadowed, alone,
