@@ -1,11 +1,11 @@
 //! The snapshot's cost for adopted jobs at 500 indexed batch Jobs of 8 pods each (4,000
-//! adopted pods) on 1,000 nodes: 400 jobs running (their pods pinned and bound), 100
+//! adopted pods) on 1,000 nodes: 400 jobs running (their pods released, pinned and bound), 100
 //! waiting behind the placement gate, every pod with a node selector and a toleration,
 //! as a team's manifest gives them. The caches are filled as the reflectors fill them;
 //! no policy runs.
 //!
 //! ```sh
-//! cargo bench --workspace --bench adopted_round
+//! cargo bench --workspace --bench adopted_round -- --noplot
 //! ```
 //!
 //! Rows: `steady` (nothing changed since the last snapshot), `regrouped` (a change the
@@ -82,6 +82,11 @@ fn pod(j: usize, index: usize, version: u64) -> Pod {
         "metadata": {"name": format!("{name}-{index}"), "namespace": NS,
             "uid": format!("uid-{name}-{index}"), "resourceVersion": version.to_string(),
             "creationTimestamp": "2026-01-01T00:00:00Z",
+            "annotations": if running {
+                json!({"switchyard.dev/released-at": "2026-01-01T00:00:30Z"})
+            } else {
+                json!({})
+            },
             "labels": {"switchyard.dev/queue": "default",
                 "batch.kubernetes.io/job-name": name,
                 "batch.kubernetes.io/controller-uid": format!("uid-{name}"),
