@@ -1,8 +1,8 @@
 //! The snapshot's cost for adopted jobs at 500 indexed batch Jobs of 8 pods each (4,000
 //! adopted pods) on 1,000 nodes: 400 jobs running (their pods released, pinned and
 //! bound), 100 waiting behind the placement gate, every pod with a node selector and a
-//! toleration, as a team's manifest gives them. The caches are filled as the reflectors fill them;
-//! no policy runs.
+//! toleration, as a team's manifest gives them. The caches are filled as the
+//! reflectors fill them; no policy runs.
 //!
 //! ```sh
 //! cargo bench --workspace --bench adopted_round -- --noplot
