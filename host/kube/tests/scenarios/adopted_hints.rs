@@ -64,37 +64,12 @@ fn adopting(world: &mut World, job: &Job, n: u32) -> Owners {
 }
 
 fn place(pairs: &[(&str, &str)]) -> Action {
-    Action {
-        op: Operation::Place {
-            job: ID.into(),
-            assignments: pairs
-                .iter()
-                .map(|(task, node)| Assignment {
-                    task: task.to_string(),
-                    node: node.to_string(),
-                })
-                .collect(),
-        },
-        reason: "test".into(),
-    }
+    place_action(ID, pairs)
 }
 
 /// The names of the nodes `task` of the adopted job may be placed on.
 fn eligible_nodes(snapshot: &Snapshot, task: &str) -> Vec<String> {
-    let job = snapshot
-        .job(ID)
-        .expect("the adopted job is in the snapshot");
-    let task = job.tasks.iter().find(|t| t.name == task).expect("the task");
-    match task.eligible {
-        None => snapshot.nodes.iter().map(|n| n.name.clone()).collect(),
-        Some(set) => snapshot
-            .node_set(set)
-            .expect("the set is in the snapshot")
-            .nodes
-            .iter()
-            .map(|&i| snapshot.nodes[i as usize].name.clone())
-            .collect(),
-    }
+    eligible_node_names(snapshot, ID, task)
 }
 
 fn one_task_per_node(snapshot: &Snapshot) -> bool {

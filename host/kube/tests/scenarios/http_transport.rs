@@ -43,15 +43,7 @@ async fn placed_with(job: &JobBuilder, pod_spec: serde_json::Value) {
         event("Placed", "Place", "Normal"),
     ];
     let (client, server) = MockServer::start(script);
-    actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
-        .await
-        .expect("placed");
+    place_main_on_n1(client, &job).await.expect("placed");
     server.finish().await;
 }
 

@@ -121,19 +121,6 @@ pub(crate) async fn rolling_back_a_failed_gang_release() -> Vec<Access> {
     server.finish().await
 }
 
-/// Places `job`'s one task, `main-0`, on `n1` ("fits", at 0 s): the placement the
-/// single-task release scenarios drive.
-async fn place_main_on_n1(client: kube::Client, job: &JobBuilder) -> switchyard_kube::Result<()> {
-    actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
-        .await
-}
-
 /// A pod that already existed: released to `node` (`Some`), or still held by the
 /// placement gate.
 fn existing(name: &str, task: &str, node: Option<&str>) -> [Expect; 2] {

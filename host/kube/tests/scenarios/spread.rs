@@ -21,19 +21,7 @@ use switchyard_kube::{Phase, TrainingJobStatus};
 
 fn place(pairs: &[(&str, &str)]) -> Decision {
     Decision {
-        actions: vec![Action {
-            op: Operation::Place {
-                job: "ml/a".into(),
-                assignments: pairs
-                    .iter()
-                    .map(|(task, node)| Assignment {
-                        task: task.to_string(),
-                        node: node.to_string(),
-                    })
-                    .collect(),
-            },
-            reason: "test".into(),
-        }],
+        actions: vec![place_action("ml/a", pairs)],
         ..Decision::default()
     }
 }

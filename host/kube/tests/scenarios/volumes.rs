@@ -31,17 +31,7 @@ fn zoned(name: &str, zone: &str) -> Node {
 
 /// The names of the nodes job `ml/a`'s tasks may be placed on (all of them: no set).
 fn eligible_nodes(snapshot: &Snapshot) -> Vec<String> {
-    let job = snapshot.job("ml/a").expect("job a is in the snapshot");
-    match job.tasks[0].eligible {
-        None => snapshot.nodes.iter().map(|n| n.name.clone()).collect(),
-        Some(set) => snapshot
-            .node_set(set)
-            .expect("the set is in the snapshot")
-            .nodes
-            .iter()
-            .map(|&i| snapshot.nodes[i as usize].name.clone())
-            .collect(),
-    }
+    eligible_node_names(snapshot, "ml/a", "main-0")
 }
 
 pub(crate) async fn a_claim_bound_to_a_zonal_volume_keeps_the_job_in_its_zone() -> Vec<Access> {

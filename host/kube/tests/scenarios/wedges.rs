@@ -46,13 +46,7 @@ pub(crate) async fn a_gate_a_webhook_added_stays_for_its_owner_to_lift() -> Vec<
     ));
     script.push(event("Placed", "Place", "Normal"));
     let (client, server) = MockServer::start(script);
-    actor(client)
-        .place(
-            &job.build(),
-            &[("main-0".to_string(), "n1".to_string())],
-            "fits",
-            at(0),
-        )
+    place_main_on_n1(client, &job)
         .await
         .expect("the policy's part is done; the quota system lifts its own gate");
     server.finish().await

@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::Reporter;
+use switchyard_core::{Action, Assignment, Operation, Snapshot};
 use switchyard_kube::{
     Actor, Checkpoint, CheckpointMethod, MoveKindRecord, MoveRecord, PLACEMENT_GATE,
     PendingRestart, Phase, Placement, RELEASED_ANNOTATION, Refusal, RestartAction, TaskTarget,
@@ -240,6 +241,22 @@ pub const SERVICES: &str = "/api/v1/namespaces/ml/services";
 pub const BUDGETS: &str = "/apis/policy/v1/namespaces/ml/poddisruptionbudgets";
 pub const STATUS: &str = "/apis/switchyard.dev/v1alpha1/namespaces/ml/trainingjobs/a/status";
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ml/events";
+
+/// Places `job`'s one task, `main-0`, on `n1` ("fits", at 0 s): the placement the
+/// single-task release scenarios drive.
+pub async fn place_main_on_n1(
+    client: kube::Client,
+    job: &JobBuilder,
+) -> switchyard_kube::Result<()> {
+    actor(client)
+        .place(
+            &job.build(),
+            &[("main-0".to_string(), "n1".to_string())],
+            "fits",
+            at(0),
+        )
+        .await
+}
 
 pub fn actor(client: kube::Client) -> Actor {
     Actor::new(
@@ -511,5 +528,39 @@ impl JobBuilder {
     }
     pub fn with_status(self, status: TrainingJobStatus) -> JobBuilder {
         self.status(status)
+    }
+}
+
+/// The policy's placement of `job`'s tasks on nodes, as (task, node) pairs.
+pub fn place_action(job: &str, pairs: &[(&str, &str)]) -> Action {
+    Action {
+        op: Operation::Place {
+            job: job.into(),
+            assignments: pairs
+                .iter()
+                .map(|(task, node)| Assignment {
+                    task: task.to_string(),
+                    node: node.to_string(),
+                })
+                .collect(),
+        },
+        reason: "test".into(),
+    }
+}
+
+/// The names of the nodes `task` of `job` may be placed on (every node when its task
+/// has no eligibility set).
+pub fn eligible_node_names(snapshot: &Snapshot, job: &str, task: &str) -> Vec<String> {
+    let job = snapshot.job(job).expect("the job is in the snapshot");
+    let task = job.tasks.iter().find(|t| t.name == task).expect("the task");
+    match task.eligible {
+        None => snapshot.nodes.iter().map(|n| n.name.clone()).collect(),
+        Some(set) => snapshot
+            .node_set(set)
+            .expect("the set is in the snapshot")
+            .nodes
+            .iter()
+            .map(|&i| snapshot.nodes[i as usize].name.clone())
+            .collect(),
     }
 }
