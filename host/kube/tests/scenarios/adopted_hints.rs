@@ -14,8 +14,7 @@ use k8s_openapi::api::core::v1::Node;
 use serde_json::{Value, json};
 use switchyard_control::{Cluster, Leader};
 use switchyard_core::{
-    Action, Assignment, Decision, ONE_TASK_PER_NODE_LABEL, Operation, Rejection, Snapshot,
-    TaskPhase, check_decision,
+    Action, Decision, ONE_TASK_PER_NODE_LABEL, Rejection, Snapshot, TaskPhase, check_decision,
 };
 use switchyard_kube::Integration;
 

@@ -43,7 +43,7 @@ async fn placed_with(job: &JobBuilder, pod_spec: serde_json::Value) {
         event("Placed", "Place", "Normal"),
     ];
     let (client, server) = MockServer::start(script);
-    place_main_on_n1(client, &job).await.expect("placed");
+    place_main_on_n1(client, job).await.expect("placed");
     server.finish().await;
 }
 

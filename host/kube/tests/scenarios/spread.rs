@@ -5,9 +5,7 @@
 //! judge when it binds: a placement it refuses for that comes back to the policy.
 
 use serde_json::json;
-use switchyard_core::{
-    Action, Assignment, Decision, ONE_TASK_PER_NODE_LABEL, Operation, Rejection, check_decision,
-};
+use switchyard_core::{Decision, ONE_TASK_PER_NODE_LABEL, Rejection, check_decision};
 
 use switchyard_control::Leader;
 
